@@ -1,0 +1,18 @@
+//! `ahelper-agents`: the agent runtime of ahelper.
+//!
+//! Layout (see `DESIGN.md` §2): [`model`] talks to LLM providers, [`tools`] are what the model may
+//! call, [`sandbox`] keeps file tools inside the workspace, [`permissions`] decides whether a tool
+//! call may run, [`agent`] is the agent loop, [`transcript`] writes append-only JSONL transcripts,
+//! [`config`] resolves layered configuration and [`swarm`] runs many agents in parallel.
+//!
+//! This crate has no terminal code: user interaction goes through the [`permissions::Prompter`]
+//! trait and the [`agent::AgentEvent`] channel.
+
+pub mod agent;
+pub mod config;
+pub mod model;
+pub mod permissions;
+pub mod sandbox;
+pub mod swarm;
+pub mod tools;
+pub mod transcript;

@@ -1,0 +1,347 @@
+//! Provider-neutral message and event types.
+//!
+//! Internally a conversation is a list of [`Message`]s made of [`ContentBlock`]s (text, tool use,
+//! tool result) — the shape of the Anthropic Messages API
+//! (<https://docs.anthropic.com/en/api/messages>). Each provider translates to and from its wire
+//! format.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::pin::Pin;
+
+/// Who wrote a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// The user, or tool results sent back on the user's side.
+    User,
+    /// The model.
+    Assistant,
+}
+
+/// One block of a message's content.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ContentBlock {
+    /// Plain text.
+    Text {
+        /// The text.
+        text: String,
+    },
+    /// A tool call made by the model.
+    ToolUse {
+        /// Provider-assigned (or locally generated) call id; tool results refer to it.
+        id: String,
+        /// Tool name.
+        name: String,
+        /// Arguments, always a JSON object.
+        input: Value,
+    },
+    /// The result of a tool call, sent back to the model on the user side.
+    ToolResult {
+        /// The id of the [`ContentBlock::ToolUse`] this answers.
+        tool_use_id: String,
+        /// The result text the model reads.
+        content: String,
+        /// True when the call failed or was refused; the model should act on the error.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        is_error: bool,
+    },
+}
+
+impl ContentBlock {
+    /// A text block.
+    pub fn text(text: impl Into<String>) -> Self {
+        ContentBlock::Text { text: text.into() }
+    }
+}
+
+/// One message of a conversation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Message {
+    /// Author.
+    pub role: Role,
+    /// Content blocks in order.
+    pub content: Vec<ContentBlock>,
+}
+
+impl Message {
+    /// A user message holding one text block.
+    pub fn user_text(text: impl Into<String>) -> Self {
+        Message {
+            role: Role::User,
+            content: vec![ContentBlock::text(text)],
+        }
+    }
+
+    /// An assistant message holding one text block.
+    pub fn assistant_text(text: impl Into<String>) -> Self {
+        Message {
+            role: Role::Assistant,
+            content: vec![ContentBlock::text(text)],
+        }
+    }
+
+    /// All text blocks joined with no separator.
+    pub fn text(&self) -> String {
+        self.content
+            .iter()
+            .filter_map(|b| match b {
+                ContentBlock::Text { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+/// A tool offered to the model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    /// Tool name (`^[a-zA-Z0-9_-]{1,64}$`).
+    pub name: String,
+    /// When to use it and what it returns.
+    pub description: String,
+    /// JSON Schema (draft 2020-12) of the arguments object.
+    pub input_schema: Value,
+}
+
+/// One request to a model: everything needed for one turn.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelRequest {
+    /// Model name as the provider knows it.
+    pub model: String,
+    /// System prompt.
+    pub system: String,
+    /// Conversation so far; the last message is from the user.
+    pub messages: Vec<Message>,
+    /// Tools the model may call.
+    pub tools: Vec<ToolSpec>,
+    /// Upper bound on output tokens for this turn.
+    pub max_output_tokens: u32,
+}
+
+/// Token usage of one turn, in tokens.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Prompt (input) tokens.
+    pub input_tokens: u64,
+    /// Completion (output) tokens.
+    pub output_tokens: u64,
+}
+
+impl Usage {
+    /// Component-wise sum.
+    pub fn add(&mut self, other: Usage) {
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+    }
+}
+
+/// Why the model stopped producing output in a turn (provider-neutral).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// The model finished its answer (`end_turn`, OpenAI `stop`).
+    EndTurn,
+    /// The model wants tool calls run (`tool_use`, OpenAI `tool_calls`).
+    ToolUse,
+    /// The output-token limit cut the answer (`max_tokens`, OpenAI `length`).
+    MaxTokens,
+    /// A stop sequence was hit.
+    StopSequence,
+    /// Anything else the provider reported, verbatim.
+    Other(String),
+}
+
+/// A complete tool call assembled from a stream.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// Call id (provider's, or generated locally as `call_local_<n>` when the provider gave none).
+    pub id: String,
+    /// Tool name.
+    pub name: String,
+    /// Parsed arguments (a JSON object).
+    pub input: Value,
+}
+
+/// What a model stream yields, in order. A successful stream ends with exactly one
+/// [`ModelEvent::Stop`]; a failed one ends with an `Err` item.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum ModelEvent {
+    /// A piece of assistant text, to be shown as it arrives.
+    TextDelta {
+        /// The text piece.
+        text: String,
+    },
+    /// A tool call whose arguments are complete and parse as a JSON object.
+    ToolCall(ToolCall),
+    /// A tool call that must not be executed: its arguments were cut off by the output limit or do
+    /// not parse. The agent loop answers it with an error tool result carrying `error`.
+    InvalidToolCall {
+        /// Call id (provider's or generated).
+        id: String,
+        /// Tool name as far as known (may be empty).
+        name: String,
+        /// The raw argument text received, for display (may be long; truncate before showing).
+        raw_arguments: String,
+        /// What is wrong, phrased for the model (e.g. "output truncated by max_tokens").
+        error: String,
+    },
+    /// Token usage so far in this turn; later values replace earlier ones.
+    Usage(Usage),
+    /// The request failed and will be sent again after `delay_ms`. Everything received since the
+    /// request started (text, tool calls, usage) must be discarded by the consumer.
+    Retry {
+        /// 1-based number of the attempt that is about to start.
+        attempt: u32,
+        /// Total attempts allowed.
+        max_attempts: u32,
+        /// Wait before the next attempt, in milliseconds.
+        delay_ms: u64,
+        /// Human-readable cause (e.g. "HTTP 429 Too Many Requests").
+        reason: String,
+    },
+    /// The turn ended normally.
+    Stop {
+        /// Why it ended.
+        reason: StopReason,
+    },
+}
+
+/// Errors a model stream can end with.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ModelError {
+    /// The HTTP request got a non-success status.
+    #[error("HTTP {status} from the model provider: {body}")]
+    Http {
+        /// Status code.
+        status: u16,
+        /// Response body (truncated to 2,000 bytes).
+        body: String,
+        /// `retry-after` header in milliseconds, when sent.
+        retry_after_ms: Option<u64>,
+    },
+    /// The provider reported an error inside a 200 stream (`event: error`, `{"error": …}`).
+    #[error("model provider error ({kind}): {message}")]
+    Api {
+        /// Error type, e.g. `overloaded_error`.
+        kind: String,
+        /// Message from the provider.
+        message: String,
+    },
+    /// The stream ended before its terminal event (`message_stop`, `[DONE]`/finish).
+    #[error("the model's reply stream ended before it was complete: {0}")]
+    Incomplete(String),
+    /// Connection-level failure (connect, reset, timeout).
+    #[error("connection to the model provider failed: {0}")]
+    Connection(String),
+    /// A stream event that could not be decoded.
+    #[error("could not decode the model's reply: {0}")]
+    Decode(String),
+    /// The request was cancelled.
+    #[error("cancelled")]
+    Cancelled,
+}
+
+impl ModelError {
+    /// Whether a retry may succeed: 408/409/429/500–504/529, provider error events,
+    /// incomplete streams and connection errors.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            ModelError::Http { status, .. } => {
+                matches!(status, 408 | 409 | 429 | 500..=504 | 529)
+            }
+            ModelError::Api { kind, .. } => !matches!(
+                kind.as_str(),
+                "invalid_request_error"
+                    | "authentication_error"
+                    | "permission_error"
+                    | "not_found_error"
+                    | "request_too_large"
+            ),
+            ModelError::Incomplete(_) | ModelError::Connection(_) => true,
+            ModelError::Decode(_) | ModelError::Cancelled => false,
+        }
+    }
+}
+
+/// A stream of model events for one turn.
+pub type ModelStream =
+    Pin<Box<dyn futures::Stream<Item = Result<ModelEvent, ModelError>> + Send + 'static>>;
+
+/// A chat model that streams one turn at a time.
+///
+/// Implementations: [`crate::model::anthropic::AnthropicClient`],
+/// [`crate::model::openai::OpenAiClient`], the text tool protocol wrapper
+/// [`crate::model::text_protocol::TextToolProtocol`] and [`crate::model::scripted::ScriptedClient`]
+/// for unit tests.
+pub trait ModelClient: Send + Sync {
+    /// Starts one turn. Retries (with [`ModelEvent::Retry`] events) happen inside the stream.
+    fn stream(&self, request: ModelRequest) -> ModelStream;
+
+    /// A short description for logs and `/model`, e.g. `anthropic claude-sonnet-4-5`.
+    fn describe(&self) -> String;
+}
+
+/// Which wire format a provider speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProviderKind {
+    /// Anthropic Messages API, `POST {base_url}/v1/messages`.
+    Anthropic,
+    /// OpenAI-compatible Chat Completions, `POST {base_url}/chat/completions`.
+    Openai,
+}
+
+/// How tools are offered to the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolProtocol {
+    /// The provider's native tool calls.
+    #[default]
+    Native,
+    /// Tools described in the system prompt; the model writes `<tool_call>{json}</tool_call>`.
+    Text,
+}
+
+/// An API key. Its `Debug` output is redacted so it never reaches logs or transcripts.
+#[derive(Clone, PartialEq, Eq, Default)]
+pub struct ApiKey(pub String);
+
+impl std::fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_empty() {
+            "ApiKey(<none>)"
+        } else {
+            "ApiKey(<redacted>)"
+        })
+    }
+}
+
+/// Fully resolved settings for one model provider (after config layering).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProviderSettings {
+    /// Wire format.
+    pub kind: ProviderKind,
+    /// Model name sent to the provider.
+    pub model: String,
+    /// Base URL, e.g. `https://api.anthropic.com` or `http://127.0.0.1:8089/v1`.
+    pub base_url: String,
+    /// Key from the environment variable named by `api_key_env`; may be empty for local servers.
+    pub api_key: ApiKey,
+    /// Output-token limit per turn.
+    pub max_output_tokens: u32,
+    /// Context window of the model, in tokens.
+    pub context_window: u32,
+    /// Native or text tool calls.
+    pub tool_protocol: ToolProtocol,
+    /// Total attempts per request (1 = no retry).
+    pub max_attempts: u32,
+    /// Base delay of the exponential backoff, in milliseconds.
+    pub retry_base_delay_ms: u64,
+    /// Upper bound of one backoff delay, in milliseconds.
+    pub retry_max_delay_ms: u64,
+    /// Time allowed without any byte from the provider before the attempt fails, in milliseconds.
+    pub idle_timeout_ms: u64,
+}

@@ -1,0 +1,27 @@
+//! Rules (stub; being written).
+use super::*;
+/// One rule (stub).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PermissionRule {
+    /// Raw text.
+    pub raw: String,
+}
+/// Rules by kind (stub).
+#[derive(Debug, Clone, Default)]
+pub struct RuleSet {
+    /// allow
+    pub allow: Vec<PermissionRule>,
+    /// ask
+    pub ask: Vec<PermissionRule>,
+    /// deny
+    pub deny: Vec<PermissionRule>,
+}
+pub(crate) fn decide(policy: &PermissionPolicy, request: &PermissionRequest<'_>) -> Decision {
+    match (policy.mode, request.kind) {
+        (_, ToolKind::Read) => Decision::Allow,
+        (PermissionMode::Bypass, _) => Decision::Allow,
+        _ => Decision::Ask {
+            reason: "stub".into(),
+        },
+    }
+}

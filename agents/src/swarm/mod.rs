@@ -1,0 +1,1 @@
+//! Swarm (being written).

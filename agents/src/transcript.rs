@@ -1,0 +1,1 @@
+//! Transcripts (being written).

@@ -1,1 +1,785 @@
-//! Layered configuration (being written).
+//! Layered configuration.
+//!
+//! Precedence, highest first (`DESIGN.md` §7): command-line flags > environment (`AHELPER_*`) >
+//! project `<workspace>/.ahelper/config.toml` > user `$XDG_CONFIG_HOME/ahelper/config.toml` >
+//! provider environment fallbacks (`ANTHROPIC_BASE_URL`, `OPENAI_BASE_URL`) > defaults.
+//!
+//! Each file is parsed on its own into [`ConfigFile`] (unknown keys are errors that name the
+//! file, line and key), then the layers are merged field by field: scalars from the higher layer
+//! win, permission rule lists are concatenated (deny rules of every layer stay in force).
+//! Configuration files are only read at the workspace root, never above it (a parent directory's
+//! `.ahelper/` is a config-injection vector).
+//!
+//! API keys are never read from files: `api_key_env` names the environment variable that holds
+//! the key.
+
+use crate::model::{ApiKey, ProviderKind, ProviderSettings, ToolProtocol};
+use crate::permissions::{PermissionMode, PermissionPolicy, PermissionRule, RuleSet};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// Default Anthropic endpoint (without `/v1`).
+pub const ANTHROPIC_DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
+/// Default OpenAI endpoint (with `/v1`).
+pub const OPENAI_DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+/// Default Anthropic model.
+pub const ANTHROPIC_DEFAULT_MODEL: &str = "claude-sonnet-4-5";
+/// Default OpenAI model.
+pub const OPENAI_DEFAULT_MODEL: &str = "gpt-4.1";
+
+/// Errors while loading or resolving configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// A config file could not be read.
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// A config file is not valid TOML or has a wrong or unknown key. `message` comes from the
+    /// TOML parser and names the line, column and key.
+    #[error("invalid config file {path}: {message}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// Parser message with line/column and key.
+        message: String,
+    },
+    /// A value is not acceptable (bad permission rule, bad mode, unknown provider…).
+    #[error("invalid setting `{key}` in {origin}: {message}")]
+    Invalid {
+        /// The key, e.g. `permissions.allow`.
+        key: String,
+        /// Where the value came from (file path, `environment`, `command line`).
+        origin: String,
+        /// What is wrong and what is expected.
+        message: String,
+    },
+    /// No model provider can be used. The binary exits with code 2 on this error.
+    #[error(
+        "no usable model is configured: {reason}.\n\
+         Set one of:\n  \
+         ANTHROPIC_API_KEY (Anthropic; optional ANTHROPIC_BASE_URL)\n  \
+         OPENAI_API_KEY and/or OPENAI_BASE_URL (OpenAI or any OpenAI-compatible server: Ollama, vLLM, llama.cpp, LM Studio…)\n\
+         or put `provider`, `model`, `base_url` and `api_key_env` in .ahelper/config.toml or \
+         ~/.config/ahelper/config.toml (or use --provider/--model)."
+    )]
+    NoModel {
+        /// What is missing.
+        reason: String,
+    },
+    /// Writing a rule to the project config failed.
+    #[error("cannot update {path}: {message}")]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// What failed.
+        message: String,
+    },
+}
+
+/// `[retry]` table.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetryFile {
+    /// Total attempts per model request (1 = no retry). Default 5.
+    pub max_attempts: Option<u32>,
+    /// First backoff delay in ms. Default 1,000.
+    pub base_delay_ms: Option<u64>,
+    /// Largest backoff delay in ms. Default 60,000.
+    pub max_delay_ms: Option<u64>,
+    /// Time without a byte from the provider before an attempt fails, in ms. Default 120,000.
+    pub idle_timeout_ms: Option<u64>,
+}
+
+/// `[agent]` table.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentFile {
+    /// Turns per prompt before stopping with `max_turns`. Default 40.
+    pub max_turns: Option<u32>,
+    /// Identical consecutive tool calls before stopping with `repeated_call`. Default 3.
+    pub repeat_limit: Option<u32>,
+    /// Tool output cap in characters. Default 30,000.
+    pub max_tool_output_chars: Option<usize>,
+}
+
+/// `[permissions]` table.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PermissionsFile {
+    /// `default`, `accept-edits`, `plan` or `bypass`.
+    pub mode: Option<String>,
+    /// Rules that allow without asking, e.g. `run_command(cargo test:*)`.
+    #[serde(default)]
+    pub allow: Vec<String>,
+    /// Rules that always ask.
+    #[serde(default)]
+    pub ask: Vec<String>,
+    /// Rules that always refuse (in every mode).
+    #[serde(default)]
+    pub deny: Vec<String>,
+}
+
+/// `[swarm]` table.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SwarmFile {
+    /// Workers running at once. Default 4.
+    pub max_workers: Option<usize>,
+    /// Subtasks a plan may have. Default 12.
+    pub max_subtasks: Option<usize>,
+    /// Turns per worker. Default 30.
+    pub worker_max_turns: Option<u32>,
+    /// Run-wide token budget (input + output tokens). Default 4,000,000.
+    pub token_budget: Option<u64>,
+    /// Run-wide wall-clock limit in seconds. Default 3,600.
+    pub time_limit_s: Option<u64>,
+    /// Where worker worktrees are created. Default
+    /// `$XDG_STATE_HOME/ahelper/worktrees/<repo-id>/<run>/<worker>`.
+    pub worktree_root: Option<PathBuf>,
+}
+
+/// One configuration file, every field optional.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFile {
+    /// `anthropic` or `openai` (any OpenAI-compatible server).
+    pub provider: Option<String>,
+    /// Model name.
+    pub model: Option<String>,
+    /// Provider base URL.
+    pub base_url: Option<String>,
+    /// Name of the environment variable holding the API key.
+    pub api_key_env: Option<String>,
+    /// Output-token limit per turn. Default 8,192.
+    pub max_output_tokens: Option<u32>,
+    /// Model context window in tokens. Default 200,000 (Anthropic) / 128,000 (OpenAI).
+    pub context_window: Option<u32>,
+    /// `native` or `text`.
+    pub tool_protocol: Option<String>,
+    /// Retry settings.
+    #[serde(default)]
+    pub retry: RetryFile,
+    /// Agent-loop settings.
+    #[serde(default)]
+    pub agent: AgentFile,
+    /// Permission mode and rules.
+    #[serde(default)]
+    pub permissions: PermissionsFile,
+    /// Swarm settings.
+    #[serde(default)]
+    pub swarm: SwarmFile,
+}
+
+impl ConfigFile {
+    /// Parses TOML text; `path` is only used in the error.
+    ///
+    /// # Errors
+    /// [`ConfigError::Parse`] naming line, column and key.
+    pub fn parse(text: &str, path: &Path) -> Result<Self, ConfigError> {
+        toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })
+    }
+
+    /// Reads and parses a file; a missing file is an empty config.
+    ///
+    /// # Errors
+    /// [`ConfigError::Read`] or [`ConfigError::Parse`].
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        match std::fs::read_to_string(path) {
+            Ok(text) => Self::parse(&text, path),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
+            Err(source) => Err(ConfigError::Read {
+                path: path.to_path_buf(),
+                source,
+            }),
+        }
+    }
+
+    /// Merges `higher` over `self`: scalars from `higher` win when set; rule lists are
+    /// concatenated (lower layer first).
+    pub fn merged_with(
+        mut self,
+        higher: ConfigFile,
+        origin_lower: &str,
+        origin_higher: &str,
+    ) -> Self {
+        let _ = (origin_lower, origin_higher);
+        macro_rules! over {
+            ($($field:ident).+) => {
+                if higher.$($field).+.is_some() {
+                    self.$($field).+ = higher.$($field).+.clone();
+                }
+            };
+        }
+        over!(provider);
+        over!(model);
+        over!(base_url);
+        over!(api_key_env);
+        over!(max_output_tokens);
+        over!(context_window);
+        over!(tool_protocol);
+        over!(retry.max_attempts);
+        over!(retry.base_delay_ms);
+        over!(retry.max_delay_ms);
+        over!(retry.idle_timeout_ms);
+        over!(agent.max_turns);
+        over!(agent.repeat_limit);
+        over!(agent.max_tool_output_chars);
+        over!(permissions.mode);
+        over!(swarm.max_workers);
+        over!(swarm.max_subtasks);
+        over!(swarm.worker_max_turns);
+        over!(swarm.token_budget);
+        over!(swarm.time_limit_s);
+        over!(swarm.worktree_root);
+        self.permissions.allow.extend(higher.permissions.allow);
+        self.permissions.ask.extend(higher.permissions.ask);
+        self.permissions.deny.extend(higher.permissions.deny);
+        self
+    }
+}
+
+/// Settings given on the command line (highest precedence).
+#[derive(Debug, Clone, Default)]
+pub struct CliOverrides {
+    /// `--provider`.
+    pub provider: Option<String>,
+    /// `--model`.
+    pub model: Option<String>,
+    /// `--base-url`.
+    pub base_url: Option<String>,
+    /// `--permission-mode`.
+    pub permission_mode: Option<String>,
+    /// `--max-turns`.
+    pub max_turns: Option<u32>,
+}
+
+/// Agent-loop limits after resolution.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentLimits {
+    /// Turns per prompt.
+    pub max_turns: u32,
+    /// Identical consecutive calls before stopping.
+    pub repeat_limit: u32,
+    /// Tool output cap in characters.
+    pub max_tool_output_chars: usize,
+}
+
+/// Swarm limits after resolution.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SwarmLimits {
+    /// Workers at once.
+    pub max_workers: usize,
+    /// Subtasks per plan.
+    pub max_subtasks: usize,
+    /// Turns per worker.
+    pub worker_max_turns: u32,
+    /// Run-wide token budget.
+    pub token_budget: u64,
+    /// Run-wide wall-clock limit in seconds.
+    pub time_limit_s: u64,
+    /// Worktree root override.
+    pub worktree_root: Option<PathBuf>,
+}
+
+/// The environment as seen by configuration: a snapshot passed in explicitly so that tests (and
+/// parallel sessions) never depend on the process environment.
+#[derive(Debug, Clone, Default)]
+pub struct EnvSnapshot {
+    vars: BTreeMap<String, String>,
+}
+
+impl EnvSnapshot {
+    /// Captures the process environment (non-UTF-8 variables are skipped).
+    pub fn capture() -> Self {
+        EnvSnapshot {
+            vars: std::env::vars().collect(),
+        }
+    }
+
+    /// A snapshot from explicit pairs.
+    pub fn from_pairs<I: IntoIterator<Item = (String, String)>>(pairs: I) -> Self {
+        EnvSnapshot {
+            vars: pairs.into_iter().collect(),
+        }
+    }
+
+    /// A variable's value when set and non-empty.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.vars
+            .get(name)
+            .map(String::as_str)
+            .filter(|v| !v.is_empty())
+    }
+
+    /// The user config file: `$XDG_CONFIG_HOME/ahelper/config.toml`, else
+    /// `$HOME/.config/ahelper/config.toml` (XDG Base Directory spec,
+    /// <https://specifications.freedesktop.org/basedir-spec/latest/>).
+    pub fn user_config_path(&self) -> Option<PathBuf> {
+        self.xdg_dir("XDG_CONFIG_HOME", ".config")
+            .map(|d| d.join("ahelper").join("config.toml"))
+    }
+
+    /// `$XDG_STATE_HOME/ahelper`, else `$HOME/.local/state/ahelper`.
+    pub fn state_dir(&self) -> Option<PathBuf> {
+        self.xdg_dir("XDG_STATE_HOME", ".local/state")
+            .map(|d| d.join("ahelper"))
+    }
+
+    fn xdg_dir(&self, var: &str, fallback: &str) -> Option<PathBuf> {
+        if let Some(dir) = self.get(var).map(PathBuf::from).filter(|p| p.is_absolute()) {
+            return Some(dir);
+        }
+        self.get("HOME").map(|h| PathBuf::from(h).join(fallback))
+    }
+}
+
+/// The fully resolved configuration of a session.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Canonical workspace root.
+    pub workspace_root: PathBuf,
+    /// The merged file layers (for display with `/model`, `/permissions`).
+    pub merged: ConfigFile,
+    /// Permission mode and rules.
+    pub permissions: PermissionPolicy,
+    /// Agent-loop limits.
+    pub agent: AgentLimits,
+    /// Swarm limits.
+    pub swarm: SwarmLimits,
+    /// Files that were read, highest precedence first.
+    pub files_read: Vec<PathBuf>,
+    /// The provider, or the reason none is usable (reported only when a model is needed, so
+    /// `ahelper swarm ls` works without a key).
+    provider: Result<ProviderSettings, String>,
+}
+
+impl Config {
+    /// Path of the project config file of `workspace_root`.
+    pub fn project_config_path(workspace_root: &Path) -> PathBuf {
+        workspace_root.join(".ahelper").join("config.toml")
+    }
+
+    /// Loads and merges every layer.
+    ///
+    /// # Errors
+    /// Unreadable or invalid files, invalid values ([`ConfigError`]). A missing model is not an
+    /// error here; see [`Config::provider`].
+    pub fn load(
+        workspace_root: &Path,
+        env: &EnvSnapshot,
+        cli: &CliOverrides,
+    ) -> Result<Config, ConfigError> {
+        let workspace_root =
+            std::fs::canonicalize(workspace_root).map_err(|source| ConfigError::Read {
+                path: workspace_root.to_path_buf(),
+                source,
+            })?;
+        let mut files_read = Vec::new();
+        let mut merged = ConfigFile::default();
+        if let Some(user) = env.user_config_path() {
+            if user.exists() {
+                files_read.push(user.clone());
+            }
+            merged = merged.merged_with(ConfigFile::load(&user)?, "defaults", "user");
+        }
+        let project = Self::project_config_path(&workspace_root);
+        if project.exists() {
+            files_read.push(project.clone());
+        }
+        merged = merged.merged_with(ConfigFile::load(&project)?, "user", "project");
+        files_read.reverse();
+
+        let env_layer = ConfigFile {
+            provider: env.get("AHELPER_PROVIDER").map(str::to_string),
+            model: env.get("AHELPER_MODEL").map(str::to_string),
+            base_url: env.get("AHELPER_BASE_URL").map(str::to_string),
+            permissions: PermissionsFile {
+                mode: env.get("AHELPER_PERMISSION_MODE").map(str::to_string),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        merged = merged.merged_with(env_layer, "files", "environment");
+        let cli_layer = ConfigFile {
+            provider: cli.provider.clone(),
+            model: cli.model.clone(),
+            base_url: cli.base_url.clone(),
+            permissions: PermissionsFile {
+                mode: cli.permission_mode.clone(),
+                ..Default::default()
+            },
+            agent: AgentFile {
+                max_turns: cli.max_turns,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        merged = merged.merged_with(cli_layer, "environment", "command line");
+
+        let permissions = resolve_permissions(&merged.permissions)?;
+        let agent = AgentLimits {
+            max_turns: merged.agent.max_turns.unwrap_or(40).max(1),
+            repeat_limit: merged.agent.repeat_limit.unwrap_or(3).max(2),
+            max_tool_output_chars: merged
+                .agent
+                .max_tool_output_chars
+                .unwrap_or(30_000)
+                .max(1_000),
+        };
+        let swarm = SwarmLimits {
+            max_workers: merged.swarm.max_workers.unwrap_or(4).max(1),
+            max_subtasks: merged.swarm.max_subtasks.unwrap_or(12).max(1),
+            worker_max_turns: merged.swarm.worker_max_turns.unwrap_or(30).max(1),
+            token_budget: merged.swarm.token_budget.unwrap_or(4_000_000),
+            time_limit_s: merged.swarm.time_limit_s.unwrap_or(3_600),
+            worktree_root: merged.swarm.worktree_root.clone(),
+        };
+        let provider = resolve_provider(&merged, env)?;
+        Ok(Config {
+            workspace_root,
+            merged,
+            permissions,
+            agent,
+            swarm,
+            files_read,
+            provider,
+        })
+    }
+
+    /// The model provider.
+    ///
+    /// # Errors
+    /// [`ConfigError::NoModel`] naming the environment variables and keys to set.
+    pub fn provider(&self) -> Result<&ProviderSettings, ConfigError> {
+        self.provider
+            .as_ref()
+            .map_err(|reason| ConfigError::NoModel {
+                reason: reason.clone(),
+            })
+    }
+}
+
+fn resolve_permissions(file: &PermissionsFile) -> Result<PermissionPolicy, ConfigError> {
+    let mode = match &file.mode {
+        Some(m) => m
+            .parse::<PermissionMode>()
+            .map_err(|message| ConfigError::Invalid {
+                key: "permissions.mode".into(),
+                origin: "configuration".into(),
+                message,
+            })?,
+        None => PermissionMode::Default,
+    };
+    let parse_list = |key: &str, list: &[String]| -> Result<Vec<PermissionRule>, ConfigError> {
+        list.iter()
+            .map(|raw| {
+                PermissionRule::parse(raw).map_err(|e| ConfigError::Invalid {
+                    key: format!("permissions.{key}"),
+                    origin: "configuration".into(),
+                    message: format!("rule `{raw}`: {e}"),
+                })
+            })
+            .collect()
+    };
+    let rules = RuleSet {
+        allow: parse_list("allow", &file.allow)?,
+        ask: parse_list("ask", &file.ask)?,
+        deny: parse_list("deny", &file.deny)?,
+    };
+    Ok(PermissionPolicy { mode, rules })
+}
+
+fn resolve_provider(
+    merged: &ConfigFile,
+    env: &EnvSnapshot,
+) -> Result<Result<ProviderSettings, String>, ConfigError> {
+    let kind = match merged.provider.as_deref() {
+        Some("anthropic") => ProviderKind::Anthropic,
+        Some("openai") | Some("openai-compatible") | Some("ollama") => ProviderKind::Openai,
+        Some(other) => {
+            return Err(ConfigError::Invalid {
+                key: "provider".into(),
+                origin: "configuration".into(),
+                message: format!("unknown provider `{other}`; expected `anthropic` or `openai`"),
+            });
+        }
+        None => {
+            if env.get("ANTHROPIC_API_KEY").is_some() {
+                ProviderKind::Anthropic
+            } else if env.get("OPENAI_API_KEY").is_some() || env.get("OPENAI_BASE_URL").is_some() {
+                ProviderKind::Openai
+            } else if merged.base_url.is_some() {
+                ProviderKind::Openai
+            } else {
+                return Ok(Err(
+                    "no provider is set and neither ANTHROPIC_API_KEY nor OPENAI_API_KEY/OPENAI_BASE_URL is in the environment"
+                        .into(),
+                ));
+            }
+        }
+    };
+    let tool_protocol = match merged.tool_protocol.as_deref() {
+        None | Some("native") => ToolProtocol::Native,
+        Some("text") => ToolProtocol::Text,
+        Some(other) => {
+            return Err(ConfigError::Invalid {
+                key: "tool_protocol".into(),
+                origin: "configuration".into(),
+                message: format!("unknown tool protocol `{other}`; expected `native` or `text`"),
+            });
+        }
+    };
+    let (default_key_env, base_env, default_base, default_model, default_window) = match kind {
+        ProviderKind::Anthropic => (
+            "ANTHROPIC_API_KEY",
+            "ANTHROPIC_BASE_URL",
+            ANTHROPIC_DEFAULT_BASE_URL,
+            ANTHROPIC_DEFAULT_MODEL,
+            200_000,
+        ),
+        ProviderKind::Openai => (
+            "OPENAI_API_KEY",
+            "OPENAI_BASE_URL",
+            OPENAI_DEFAULT_BASE_URL,
+            OPENAI_DEFAULT_MODEL,
+            128_000,
+        ),
+    };
+    let base_url = merged
+        .base_url
+        .clone()
+        .or_else(|| env.get(base_env).map(str::to_string))
+        .unwrap_or_else(|| default_base.to_string());
+    let base_url = base_url.trim_end_matches('/').to_string();
+    if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
+        return Err(ConfigError::Invalid {
+            key: "base_url".into(),
+            origin: "configuration".into(),
+            message: format!("`{base_url}` is not an http:// or https:// URL"),
+        });
+    }
+    let key_env = merged
+        .api_key_env
+        .clone()
+        .unwrap_or_else(|| default_key_env.to_string());
+    let api_key = env.get(&key_env).map(str::to_string).unwrap_or_default();
+    let is_official = base_url == default_base;
+    if api_key.is_empty() && is_official {
+        return Ok(Err(format!(
+            "provider `{}` at {base_url} needs an API key, but the environment variable {key_env} is not set",
+            match kind {
+                ProviderKind::Anthropic => "anthropic",
+                ProviderKind::Openai => "openai",
+            }
+        )));
+    }
+    Ok(Ok(ProviderSettings {
+        kind,
+        model: merged
+            .model
+            .clone()
+            .unwrap_or_else(|| default_model.to_string()),
+        base_url,
+        api_key: ApiKey(api_key),
+        max_output_tokens: merged.max_output_tokens.unwrap_or(8_192).max(16),
+        context_window: merged.context_window.unwrap_or(default_window).max(1_024),
+        tool_protocol,
+        max_attempts: merged.retry.max_attempts.unwrap_or(5).max(1),
+        retry_base_delay_ms: merged.retry.base_delay_ms.unwrap_or(1_000),
+        retry_max_delay_ms: merged.retry.max_delay_ms.unwrap_or(60_000),
+        idle_timeout_ms: merged.retry.idle_timeout_ms.unwrap_or(120_000),
+    }))
+}
+
+/// Which rule list an answer goes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RuleList {
+    /// `permissions.allow`.
+    Allow,
+    /// `permissions.deny`.
+    Deny,
+}
+
+/// Appends `rule` to `permissions.allow` or `permissions.deny` of the project config file,
+/// creating the file and table if needed and keeping the rest of the file (comments included)
+/// as it was. A rule already present is not added twice.
+///
+/// # Errors
+/// [`ConfigError::Write`] when the file can't be read, parsed or written.
+pub fn append_project_rule(
+    workspace_root: &Path,
+    list: RuleList,
+    rule: &str,
+) -> Result<(), ConfigError> {
+    let path = Config::project_config_path(workspace_root);
+    let write_err = |message: String| ConfigError::Write {
+        path: path.clone(),
+        message,
+    };
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(write_err(e.to_string())),
+    };
+    let mut doc: toml_edit::DocumentMut = text.parse().map_err(|e| write_err(format!("{e}")))?;
+    let table = doc
+        .entry("permissions")
+        .or_insert_with(|| toml_edit::Item::Table(toml_edit::Table::new()))
+        .as_table_mut()
+        .ok_or_else(|| write_err("`permissions` is not a table".into()))?;
+    let key = match list {
+        RuleList::Allow => "allow",
+        RuleList::Deny => "deny",
+    };
+    let array = table
+        .entry(key)
+        .or_insert_with(|| toml_edit::value(toml_edit::Array::new()))
+        .as_array_mut()
+        .ok_or_else(|| write_err(format!("`permissions.{key}` is not an array")))?;
+    if !array.iter().any(|v| v.as_str() == Some(rule)) {
+        array.push(rule);
+    }
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| write_err(e.to_string()))?;
+    }
+    std::fs::write(&path, doc.to_string()).map_err(|e| write_err(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> EnvSnapshot {
+        EnvSnapshot::from_pairs(pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())))
+    }
+
+    #[test]
+    fn unknown_key_names_file_line_and_key() {
+        let err = ConfigFile::parse(
+            "model = \"x\"\nmodle = \"y\"\n",
+            Path::new("/p/config.toml"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("/p/config.toml"), "{err}");
+        assert!(err.contains("modle"), "{err}");
+        assert!(err.contains("line 2"), "{err}");
+    }
+
+    #[test]
+    fn layers_precedence_and_rule_union() {
+        let ws = tempfile::tempdir().unwrap();
+        let home = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(home.path().join("ahelper")).unwrap();
+        std::fs::write(
+            home.path().join("ahelper/config.toml"),
+            "provider = \"openai\"\nmodel = \"user-model\"\nbase_url = \"http://127.0.0.1:1/v1\"\n[permissions]\ndeny = [\"run_command(rm:*)\"]\n",
+        )
+        .unwrap();
+        std::fs::create_dir_all(ws.path().join(".ahelper")).unwrap();
+        std::fs::write(
+            ws.path().join(".ahelper/config.toml"),
+            "model = \"project-model\"\n[permissions]\nallow = [\"run_command(cargo test:*)\"]\n",
+        )
+        .unwrap();
+        let e = env(&[("XDG_CONFIG_HOME", home.path().to_str().unwrap())]);
+        let cfg = Config::load(ws.path(), &e, &CliOverrides::default()).unwrap();
+        let p = cfg.provider().unwrap();
+        assert_eq!(p.model, "project-model");
+        assert_eq!(p.kind, ProviderKind::Openai);
+        assert_eq!(cfg.permissions.rules.allow.len(), 1);
+        assert_eq!(cfg.permissions.rules.deny.len(), 1);
+        let cli = CliOverrides {
+            model: Some("cli-model".into()),
+            ..Default::default()
+        };
+        let e2 = env(&[
+            ("XDG_CONFIG_HOME", home.path().to_str().unwrap()),
+            ("AHELPER_MODEL", "env-model"),
+        ]);
+        assert_eq!(
+            Config::load(ws.path(), &e2, &CliOverrides::default())
+                .unwrap()
+                .provider()
+                .unwrap()
+                .model,
+            "env-model"
+        );
+        assert_eq!(
+            Config::load(ws.path(), &e2, &cli)
+                .unwrap()
+                .provider()
+                .unwrap()
+                .model,
+            "cli-model"
+        );
+    }
+
+    #[test]
+    fn no_model_names_env_vars() {
+        let ws = tempfile::tempdir().unwrap();
+        let cfg = Config::load(ws.path(), &env(&[]), &CliOverrides::default()).unwrap();
+        let err = cfg.provider().unwrap_err().to_string();
+        assert!(
+            err.contains("ANTHROPIC_API_KEY") && err.contains("OPENAI_BASE_URL"),
+            "{err}"
+        );
+        assert!(err.contains("api_key_env"), "{err}");
+    }
+
+    #[test]
+    fn key_comes_from_named_env_var_and_is_redacted() {
+        let ws = tempfile::tempdir().unwrap();
+        let e = env(&[("ANTHROPIC_API_KEY", "sk-secret-123")]);
+        let cfg = Config::load(ws.path(), &e, &CliOverrides::default()).unwrap();
+        let p = cfg.provider().unwrap();
+        assert_eq!(p.api_key.0, "sk-secret-123");
+        assert!(!format!("{p:?}").contains("sk-secret"));
+    }
+
+    #[test]
+    fn config_above_workspace_is_not_read() {
+        let parent = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(parent.path().join(".ahelper")).unwrap();
+        std::fs::write(
+            parent.path().join(".ahelper/config.toml"),
+            "model = \"evil\"\n",
+        )
+        .unwrap();
+        let ws = parent.path().join("ws");
+        std::fs::create_dir_all(&ws).unwrap();
+        let e = env(&[("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")]);
+        let cfg = Config::load(&ws, &e, &CliOverrides::default()).unwrap();
+        assert_ne!(cfg.provider().unwrap().model, "evil");
+    }
+
+    #[test]
+    fn append_rule_keeps_comments_and_dedups() {
+        let ws = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(ws.path().join(".ahelper")).unwrap();
+        std::fs::write(
+            ws.path().join(".ahelper/config.toml"),
+            "# mine\nmodel = \"m\"\n",
+        )
+        .unwrap();
+        append_project_rule(ws.path(), RuleList::Allow, "run_command(cargo test:*)").unwrap();
+        append_project_rule(ws.path(), RuleList::Allow, "run_command(cargo test:*)").unwrap();
+        append_project_rule(ws.path(), RuleList::Deny, "run_command(rm:*)").unwrap();
+        let text = std::fs::read_to_string(ws.path().join(".ahelper/config.toml")).unwrap();
+        assert!(text.starts_with("# mine"));
+        assert_eq!(text.matches("cargo test").count(), 1);
+        let parsed = ConfigFile::parse(&text, Path::new("x")).unwrap();
+        assert_eq!(
+            parsed.permissions.deny,
+            vec!["run_command(rm:*)".to_string()]
+        );
+    }
+}

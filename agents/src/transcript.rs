@@ -1,1 +1,385 @@
-//! Transcripts (being written).
+//! Append-only JSONL transcripts.
+//!
+//! One JSON object per line (JSON Lines, <https://jsonlines.org/>), each with an RFC 3339
+//! timestamp `ts` and a `type`: `session_start`, `user_message`, `assistant_message`, `tool_call`,
+//! `tool_result`, `usage`, `retry`, `permission`, `error`, `stop`. Every line is flushed as it is
+//! written, so a crash loses nothing already seen. Sessions live in
+//! `<workspace>/.ahelper/sessions/<session-id>.jsonl`, swarm workers in
+//! `.ahelper/runs/<run>/workers/<worker>.jsonl`.
+//!
+//! API keys never reach a transcript: entries hold messages, tool calls and results only.
+
+use crate::model::{ContentBlock, Message, Role, Usage};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// One transcript line.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TranscriptLine {
+    /// RFC 3339 timestamp with milliseconds (UTC).
+    pub ts: String,
+    /// The entry.
+    #[serde(flatten)]
+    pub entry: TranscriptEntry,
+}
+
+/// What a transcript line records.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum TranscriptEntry {
+    /// First line of a session or worker transcript.
+    SessionStart {
+        /// Session or worker id.
+        session_id: String,
+        /// Canonical workspace root.
+        workspace: String,
+        /// Provider and model (`describe()` of the client).
+        model: String,
+    },
+    /// A user message (prompt text).
+    UserMessage {
+        /// The message.
+        message: Message,
+    },
+    /// A complete assistant message (text and tool-use blocks).
+    AssistantMessage {
+        /// The message.
+        message: Message,
+    },
+    /// A tool call about to be decided and run.
+    ToolCall {
+        /// Call id.
+        id: String,
+        /// Tool name.
+        name: String,
+        /// Arguments.
+        input: Value,
+    },
+    /// The result sent back for a tool call.
+    ToolResult {
+        /// Call id.
+        tool_use_id: String,
+        /// Tool name.
+        name: String,
+        /// Result text (after truncation).
+        content: String,
+        /// Failed or refused.
+        is_error: bool,
+        /// Time the tool ran, in ms.
+        duration_ms: u64,
+    },
+    /// Token usage of one turn and the running total.
+    Usage {
+        /// This turn.
+        turn: Usage,
+        /// Session total.
+        total: Usage,
+    },
+    /// A model request is being retried.
+    Retry {
+        /// Attempt about to start (1-based).
+        attempt: u32,
+        /// Attempts allowed.
+        max_attempts: u32,
+        /// Delay before it, in ms.
+        delay_ms: u64,
+        /// Why.
+        reason: String,
+    },
+    /// A permission decision for a tool call that was not plainly allowed.
+    Permission {
+        /// Call id.
+        tool_use_id: String,
+        /// `allow`, `deny`, `allow_always`, `deny_always`.
+        decision: String,
+        /// Why.
+        reason: String,
+    },
+    /// An error that ended or disturbed a turn.
+    Error {
+        /// Message.
+        message: String,
+    },
+    /// The agent loop stopped.
+    Stop {
+        /// Stop reason (`completed`, `max_turns`, …).
+        reason: String,
+        /// Turns used by this prompt.
+        turns: u32,
+    },
+}
+
+/// Errors of transcript I/O.
+#[derive(Debug, thiserror::Error)]
+pub enum TranscriptError {
+    /// The file could not be opened, written or read.
+    #[error("transcript {path}: {source}")]
+    Io {
+        /// File.
+        path: PathBuf,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// No transcript with that id.
+    #[error("no session `{0}` found in .ahelper/sessions/")]
+    NotFound(String),
+}
+
+/// Appends lines to one transcript file, flushing each.
+#[derive(Debug)]
+pub struct TranscriptWriter {
+    path: PathBuf,
+    file: std::fs::File,
+}
+
+impl TranscriptWriter {
+    /// Opens `path` for appending, creating it and its parent directories.
+    ///
+    /// # Errors
+    /// [`TranscriptError::Io`].
+    pub fn open(path: &Path) -> Result<Self, TranscriptError> {
+        let io = |source| TranscriptError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(io)?;
+        }
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(io)?;
+        Ok(TranscriptWriter {
+            path: path.to_path_buf(),
+            file,
+        })
+    }
+
+    /// The file path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Appends one entry with the current time and flushes it.
+    ///
+    /// # Errors
+    /// [`TranscriptError::Io`].
+    pub fn append(&mut self, entry: TranscriptEntry) -> Result<(), TranscriptError> {
+        let line = TranscriptLine {
+            ts: now_rfc3339(),
+            entry,
+        };
+        let mut text = serde_json::to_string(&line).expect("transcript entries serialise");
+        text.push('\n');
+        self.file
+            .write_all(text.as_bytes())
+            .and_then(|()| self.file.flush())
+            .map_err(|source| TranscriptError::Io {
+                path: self.path.clone(),
+                source,
+            })
+    }
+}
+
+/// Current UTC time as RFC 3339 with milliseconds.
+pub fn now_rfc3339() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+/// Reads every line of a transcript. A torn last line (a crash mid-write) and lines that do not
+/// parse are skipped.
+///
+/// # Errors
+/// [`TranscriptError::Io`] when the file can't be read.
+pub fn read_transcript(path: &Path) -> Result<Vec<TranscriptLine>, TranscriptError> {
+    let text = std::fs::read_to_string(path).map_err(|source| TranscriptError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    Ok(text
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect())
+}
+
+/// Rebuilds the message history of a transcript: user and assistant messages in order, with the
+/// tool results that followed an assistant message grouped into one user message. A tool call
+/// left without a result (a crash mid-call) gets an error result so the history stays valid.
+pub fn history_from_transcript(lines: &[TranscriptLine]) -> Vec<Message> {
+    let mut history: Vec<Message> = Vec::new();
+    let mut pending_results: Vec<ContentBlock> = Vec::new();
+    let flush = |history: &mut Vec<Message>, pending: &mut Vec<ContentBlock>| {
+        if let Some(Message {
+            role: Role::Assistant,
+            content,
+        }) = history.last()
+        {
+            let wanted: Vec<String> = content
+                .iter()
+                .filter_map(|b| match b {
+                    ContentBlock::ToolUse { id, .. } => Some(id.clone()),
+                    _ => None,
+                })
+                .collect();
+            if wanted.is_empty() {
+                pending.clear();
+                return;
+            }
+            let mut blocks = Vec::new();
+            for id in wanted {
+                let found = pending.iter().position(
+                    |b| matches!(b, ContentBlock::ToolResult { tool_use_id, .. } if *tool_use_id == id),
+                );
+                blocks.push(match found {
+                    Some(i) => pending.remove(i),
+                    None => ContentBlock::ToolResult {
+                        tool_use_id: id,
+                        content: "the session ended before this tool call finished; it may or may not have run".into(),
+                        is_error: true,
+                    },
+                });
+            }
+            history.push(Message {
+                role: Role::User,
+                content: blocks,
+            });
+        }
+        pending.clear();
+    };
+    for line in lines {
+        match &line.entry {
+            TranscriptEntry::UserMessage { message } => {
+                flush(&mut history, &mut pending_results);
+                history.push(message.clone());
+            }
+            TranscriptEntry::AssistantMessage { message } => {
+                flush(&mut history, &mut pending_results);
+                history.push(message.clone());
+            }
+            TranscriptEntry::ToolResult {
+                tool_use_id,
+                content,
+                is_error,
+                ..
+            } => {
+                pending_results.push(ContentBlock::ToolResult {
+                    tool_use_id: tool_use_id.clone(),
+                    content: content.clone(),
+                    is_error: *is_error,
+                });
+            }
+            _ => {}
+        }
+    }
+    flush(&mut history, &mut pending_results);
+    history
+}
+
+/// Directory of single-agent session transcripts: `<workspace>/.ahelper/sessions`.
+pub fn sessions_dir(workspace_root: &Path) -> PathBuf {
+    workspace_root.join(".ahelper").join("sessions")
+}
+
+/// Path of the transcript of session `id`, or the most recent session when `id` is `None`.
+///
+/// # Errors
+/// [`TranscriptError::NotFound`] when there is no such session.
+pub fn find_session(workspace_root: &Path, id: Option<&str>) -> Result<PathBuf, TranscriptError> {
+    let dir = sessions_dir(workspace_root);
+    match id {
+        Some(id) => {
+            let safe = !id.is_empty() && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
+            let path = dir.join(format!("{id}.jsonl"));
+            if safe && path.is_file() {
+                Ok(path)
+            } else {
+                Err(TranscriptError::NotFound(id.into()))
+            }
+        }
+        None => {
+            // Session ids are UUID v7, which sort by creation time.
+            let mut names: Vec<PathBuf> = std::fs::read_dir(&dir)
+                .map(|rd| {
+                    rd.filter_map(Result::ok)
+                        .map(|e| e.path())
+                        .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
+                        .collect()
+                })
+                .unwrap_or_default();
+            names.sort();
+            names
+                .pop()
+                .ok_or_else(|| TranscriptError::NotFound("(most recent)".into()))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_history() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s/1.jsonl");
+        let mut w = TranscriptWriter::open(&path).unwrap();
+        w.append(TranscriptEntry::UserMessage {
+            message: Message::user_text("hi"),
+        })
+        .unwrap();
+        let assistant = Message {
+            role: Role::Assistant,
+            content: vec![
+                ContentBlock::text("looking"),
+                ContentBlock::ToolUse {
+                    id: "a".into(),
+                    name: "read_file".into(),
+                    input: serde_json::json!({"path":"x"}),
+                },
+                ContentBlock::ToolUse {
+                    id: "b".into(),
+                    name: "read_file".into(),
+                    input: serde_json::json!({"path":"y"}),
+                },
+            ],
+        };
+        w.append(TranscriptEntry::AssistantMessage {
+            message: assistant.clone(),
+        })
+        .unwrap();
+        w.append(TranscriptEntry::ToolResult {
+            tool_use_id: "a".into(),
+            name: "read_file".into(),
+            content: "x!".into(),
+            is_error: false,
+            duration_ms: 1,
+        })
+        .unwrap();
+        // torn line
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap()
+            .write_all(b"{\"ts\":")
+            .unwrap();
+        let lines = read_transcript(&path).unwrap();
+        assert_eq!(lines.len(), 3);
+        let h = history_from_transcript(&lines);
+        assert_eq!(h.len(), 3);
+        assert_eq!(h[1], assistant);
+        match &h[2].content[1] {
+            ContentBlock::ToolResult {
+                tool_use_id,
+                is_error,
+                ..
+            } => {
+                assert_eq!(tool_use_id, "b");
+                assert!(is_error);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}

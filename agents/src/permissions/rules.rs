@@ -25,3 +25,9 @@ pub(crate) fn decide(policy: &PermissionPolicy, request: &PermissionRequest<'_>)
         },
     }
 }
+impl PermissionRule {
+    /// Parses a rule (stub).
+    pub fn parse(s: &str) -> Result<Self, String> {
+        Ok(PermissionRule { raw: s.to_string() })
+    }
+}

@@ -31,3 +31,10 @@ impl PermissionRule {
         Ok(PermissionRule { raw: s.to_string() })
     }
 }
+/// Suggests a rule (stub).
+pub fn suggest_rule(tool: &str, subject: Option<&str>) -> String {
+    match subject {
+        Some(s) => format!("{tool}({s})"),
+        None => tool.to_string(),
+    }
+}

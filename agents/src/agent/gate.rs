@@ -1,0 +1,162 @@
+//! The permission gate: applies the [`PermissionPolicy`] to a tool call and, when it says
+//! "ask", asks through the [`Prompter`] — or denies at once when nobody can answer.
+
+use crate::config::{RuleList, append_project_rule};
+use crate::permissions::{
+    Decision, PermissionPolicy, PermissionRequest, PermissionRule, PromptAnswer, PromptRequest,
+    Prompter,
+};
+use crate::tools::{Tool, ToolContext};
+use serde_json::Value;
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
+
+/// Where rules from `a` (always) and `d` (never) answers are kept.
+#[derive(Debug, Clone)]
+pub enum RulePersistence {
+    /// Appended to `<root>/.ahelper/config.toml` and applied for the rest of the session.
+    ProjectConfig(PathBuf),
+    /// Only applied in memory (shared by every holder of the policy, e.g. a whole swarm run).
+    InMemory,
+}
+
+/// How a call was settled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GateOutcome {
+    /// Run the call. `answer` is set when the user was asked.
+    Allowed {
+        /// The user's answer, if there was a prompt.
+        answer: Option<PromptAnswer>,
+    },
+    /// Do not run it; `reason` is sent back to the model as an error result.
+    Denied {
+        /// Readable by the model.
+        reason: String,
+        /// The user's answer, if there was a prompt.
+        answer: Option<PromptAnswer>,
+    },
+}
+
+/// Decides tool calls for one agent. The policy may be shared (a swarm shares one run-wide
+/// policy); prompts are serialised by the [`Prompter`].
+#[derive(Clone)]
+pub struct PermissionGate {
+    /// Mode and rules; answers `a`/`d` add rules here.
+    pub policy: Arc<RwLock<PermissionPolicy>>,
+    /// Who answers questions.
+    pub prompter: Arc<dyn Prompter>,
+    /// Where `a`/`d` rules go.
+    pub persistence: RulePersistence,
+    /// Label shown in prompts (worker id and subtask in a swarm).
+    pub requester: Option<String>,
+}
+
+impl PermissionGate {
+    /// A gate over `policy` with `prompter`.
+    pub fn new(
+        policy: Arc<RwLock<PermissionPolicy>>,
+        prompter: Arc<dyn Prompter>,
+        persistence: RulePersistence,
+    ) -> Self {
+        PermissionGate {
+            policy,
+            prompter,
+            persistence,
+            requester: None,
+        }
+    }
+
+    /// Settles one call of `tool` with `input` in `ctx`.
+    pub async fn check(&self, tool: &dyn Tool, input: &Value, ctx: &ToolContext) -> GateOutcome {
+        let subject = tool.permission_subject(input);
+        let decision = {
+            let policy = self.policy.read().unwrap_or_else(|e| e.into_inner());
+            policy.decide(&PermissionRequest {
+                tool: tool.name(),
+                kind: tool.kind(),
+                subject: subject.as_deref(),
+                workspace_root: &ctx.workspace_root,
+                cwd: &ctx.cwd,
+            })
+        };
+        let reason = match decision {
+            Decision::Allow => return GateOutcome::Allowed { answer: None },
+            Decision::Deny { reason } => {
+                return GateOutcome::Denied {
+                    reason: format!("Permission denied: {reason}"),
+                    answer: None,
+                };
+            }
+            Decision::Ask { reason } => reason,
+        };
+        let suggested_rule =
+            crate::permissions::rules::suggest_rule(tool.name(), subject.as_deref());
+        if !self.prompter.is_interactive() {
+            return GateOutcome::Denied {
+                reason: format!(
+                    "Permission denied: this {} call needs the user's approval ({reason}), and nobody can \
+                     approve it in this non-interactive run. Do not retry it; use another approach or \
+                     report that it is needed. (The user can allow it with the rule `{suggested_rule}` \
+                     in .ahelper/config.toml or with --permission-mode.)",
+                    tool.name()
+                ),
+                answer: None,
+            };
+        }
+        let request = PromptRequest {
+            requester: self.requester.clone(),
+            tool: tool.name().to_string(),
+            subject: subject.clone(),
+            input: input.clone(),
+            reason: reason.clone(),
+            suggested_rule: suggested_rule.clone(),
+        };
+        let answer = self.prompter.ask(&request).await;
+        match answer {
+            PromptAnswer::AllowOnce => GateOutcome::Allowed {
+                answer: Some(answer),
+            },
+            PromptAnswer::AllowAlways => {
+                self.remember(RuleList::Allow, &suggested_rule);
+                GateOutcome::Allowed {
+                    answer: Some(answer),
+                }
+            }
+            PromptAnswer::Deny => GateOutcome::Denied {
+                reason: "Permission denied by the user for this call.".into(),
+                answer: Some(answer),
+            },
+            PromptAnswer::DenyAlways => {
+                self.remember(RuleList::Deny, &suggested_rule);
+                GateOutcome::Denied {
+                    reason: format!(
+                        "Permission denied by the user; calls matching `{suggested_rule}` will always be refused."
+                    ),
+                    answer: Some(answer),
+                }
+            }
+        }
+    }
+
+    fn remember(&self, list: RuleList, rule_text: &str) {
+        let Ok(rule) = PermissionRule::parse(rule_text) else {
+            tracing::warn!(
+                rule = rule_text,
+                "suggested rule does not parse; not remembered"
+            );
+            return;
+        };
+        {
+            let mut policy = self.policy.write().unwrap_or_else(|e| e.into_inner());
+            match list {
+                RuleList::Allow => policy.rules.allow.push(rule),
+                RuleList::Deny => policy.rules.deny.push(rule),
+            }
+        }
+        if let RulePersistence::ProjectConfig(root) = &self.persistence {
+            if let Err(e) = append_project_rule(root, list, rule_text) {
+                tracing::warn!(error = %e, "could not save permission rule");
+            }
+        }
+    }
+}

@@ -1,0 +1,120 @@
+//! The system prompt template.
+
+use crate::tools::ToolRegistry;
+use std::path::Path;
+
+/// Largest project-instructions file read, in bytes (longer files are cut with a note).
+pub const MAX_INSTRUCTIONS_BYTES: usize = 32 * 1024;
+
+/// Inputs of the system prompt.
+#[derive(Clone)]
+pub struct SystemPromptParams<'a> {
+    /// Canonical workspace root.
+    pub workspace_root: &'a Path,
+    /// Working directory of tool calls.
+    pub cwd: &'a Path,
+    /// Today's date (`YYYY-MM-DD`).
+    pub date: String,
+    /// Role instructions (swarm coordinator/worker), appended after the base prompt.
+    pub role_instructions: Option<&'a str>,
+    /// Tools offered, listed by name.
+    pub tools: &'a ToolRegistry,
+}
+
+/// Reads `AGENTS.md` at the workspace root — never from a parent directory, and never through a
+/// symlink that leads outside the workspace. Returns `None` when absent or unreadable.
+pub fn read_project_instructions(workspace_root: &Path) -> Option<String> {
+    let path = workspace_root.join("AGENTS.md");
+    let real = std::fs::canonicalize(&path).ok()?;
+    let root = std::fs::canonicalize(workspace_root).ok()?;
+    if !real.starts_with(&root) || !real.is_file() {
+        return None;
+    }
+    let bytes = std::fs::read(&real).ok()?;
+    let mut text =
+        String::from_utf8_lossy(&bytes[..bytes.len().min(MAX_INSTRUCTIONS_BYTES)]).into_owned();
+    if bytes.len() > MAX_INSTRUCTIONS_BYTES {
+        text.push_str("\n[AGENTS.md was cut at 32 KiB]");
+    }
+    Some(text)
+}
+
+/// Builds the system prompt: who the agent is, the workspace, date and platform, the tools,
+/// working rules, the role instructions and the project's `AGENTS.md`.
+pub fn build_system_prompt(params: &SystemPromptParams<'_>) -> String {
+    let mut s = String::new();
+    s.push_str(
+        "You are ahelper, an AI coding assistant working in a software project through tools. \
+         Do the task you are given: inspect the code with the read and search tools, make focused \
+         changes with the edit tools, run commands to build and test, and finish with a short \
+         summary of what you did.\n\n",
+    );
+    s.push_str("# Environment\n");
+    s.push_str(&format!(
+        "- Workspace root: {}\n",
+        params.workspace_root.display()
+    ));
+    s.push_str(&format!("- Working directory: {}\n", params.cwd.display()));
+    s.push_str(&format!("- Date: {}\n", params.date));
+    s.push_str(&format!(
+        "- Platform: {} ({})\n",
+        std::env::consts::OS,
+        std::env::consts::ARCH
+    ));
+    s.push_str(&format!("- Tools: {}\n\n", params.tools.names().join(", ")));
+    s.push_str(
+        "# Rules\n\
+         - Paths are relative to the working directory; you cannot read or write outside the workspace root.\n\
+         - Read a file before editing it; edit_file needs the exact text to replace.\n\
+         - When a tool result is available, use it instead of calling the same tool again.\n\
+         - A tool result marked as an error tells you what went wrong: fix the call or choose another approach.\n\
+         - Keep answers short and concrete. When the task is done, stop calling tools and reply with a summary.\n",
+    );
+    if let Some(role) = params.role_instructions {
+        s.push_str("\n# Role\n");
+        s.push_str(role.trim());
+        s.push('\n');
+    }
+    if let Some(instructions) = read_project_instructions(params.workspace_root) {
+        s.push_str("\n# Project instructions (AGENTS.md)\n");
+        s.push_str(instructions.trim());
+        s.push('\n');
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn agents_md_at_root_only() {
+        let parent = tempfile::tempdir().unwrap();
+        std::fs::write(parent.path().join("AGENTS.md"), "PARENT RULES").unwrap();
+        let ws = parent.path().join("ws");
+        std::fs::create_dir(&ws).unwrap();
+        let tools = ToolRegistry::new();
+        let params = SystemPromptParams {
+            workspace_root: &ws,
+            cwd: &ws,
+            date: "2026-11-30".into(),
+            role_instructions: None,
+            tools: &tools,
+        };
+        let p = build_system_prompt(&params);
+        assert!(!p.contains("PARENT RULES"));
+        assert!(p.contains("2026-11-30"));
+        std::fs::write(ws.join("AGENTS.md"), "Use tabs.").unwrap();
+        assert!(build_system_prompt(&params).contains("Use tabs."));
+    }
+
+    #[test]
+    fn symlinked_agents_md_outside_is_ignored() {
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("evil.md"), "EVIL").unwrap();
+        let ws = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(outside.path().join("evil.md"), ws.path().join("AGENTS.md"))
+            .unwrap();
+        assert_eq!(read_project_instructions(ws.path()), None);
+    }
+}

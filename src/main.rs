@@ -1,1 +1,182 @@
-fn main() {}
+//! The `ahelper` binary: CLI, REPL, one-shot mode, swarm commands and their terminal output.
+//! The agent logic lives in `ahelper-agents`; this crate only wires it to the terminal.
+
+mod cli;
+mod oneshot;
+mod prompter;
+mod render;
+mod repl;
+
+use ahelper_agents::config::{CliOverrides, Config, ConfigError, EnvSnapshot};
+use ahelper_agents::permissions::{DenyPrompter, Prompter};
+use ahelper_agents::session::{Session, SessionError, SessionOptions};
+use clap::Parser;
+use cli::{Cli, CommonArgs};
+use std::io::{IsTerminal, Read};
+use std::path::PathBuf;
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+/// Exit code for usage and configuration errors (clap uses 2 for bad flags too).
+const EXIT_USAGE: i32 = 2;
+
+fn main() {
+    let cli = Cli::parse();
+    std::process::exit(run(cli));
+}
+
+fn run(cli: Cli) -> i32 {
+    let env = EnvSnapshot::capture();
+    let _log_guard = init_logging(&env, cli.common.verbose);
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("ahelper: cannot start the async runtime: {e}");
+            return 1;
+        }
+    };
+    if let Some(cli::Command::Swarm(_args)) = &cli.command {
+        eprintln!("ahelper: `swarm` is not available in this build yet");
+        return EXIT_USAGE;
+    }
+    let workspace = match workspace_dir(&cli.common) {
+        Ok(w) => w,
+        Err(message) => {
+            eprintln!("ahelper: {message}");
+            return EXIT_USAGE;
+        }
+    };
+    let config = match Config::load(&workspace, &env, &overrides(&cli.common)) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("ahelper: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    let interactive = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
+    let prompter: Arc<dyn Prompter> = if interactive {
+        Arc::new(prompter::TerminalPrompter::default())
+    } else {
+        Arc::new(DenyPrompter)
+    };
+    let session = match Session::start(
+        &config,
+        SessionOptions {
+            prompter,
+            resume: cli.resume.clone(),
+            continue_latest: cli.continue_latest,
+            client_override: None,
+        },
+    ) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("ahelper: {e}");
+            return match e {
+                SessionError::Config(ConfigError::NoModel { .. }) => EXIT_USAGE,
+                SessionError::Transcript(_) => EXIT_USAGE,
+                _ => 1,
+            };
+        }
+    };
+    match cli.prompt {
+        Some(prompt) => {
+            let prompt = if prompt == "-" {
+                let mut text = String::new();
+                if let Err(e) = std::io::stdin().read_to_string(&mut text) {
+                    eprintln!("ahelper: cannot read the prompt from stdin: {e}");
+                    return EXIT_USAGE;
+                }
+                text
+            } else {
+                prompt
+            };
+            if prompt.trim().is_empty() {
+                eprintln!("ahelper: the prompt is empty");
+                return EXIT_USAGE;
+            }
+            rt.block_on(oneshot::run(
+                session,
+                &prompt,
+                cli.output_format,
+                cli.common.verbose,
+            ))
+        }
+        None => {
+            if !std::io::stdin().is_terminal() {
+                eprintln!(
+                    "ahelper: stdin is not a terminal; use `ahelper -p \"<prompt>\"` (or `-p -` to read the prompt from stdin)"
+                );
+                return EXIT_USAGE;
+            }
+            repl::run(&rt, &config, session)
+        }
+    }
+}
+
+/// The workspace directory: `-C DIR` or the current directory.
+fn workspace_dir(common: &CommonArgs) -> Result<PathBuf, String> {
+    let dir = match &common.cwd {
+        Some(d) => d.clone(),
+        None => std::env::current_dir()
+            .map_err(|e| format!("cannot read the current directory: {e}"))?,
+    };
+    if !dir.is_dir() {
+        return Err(format!(
+            "workspace directory {} does not exist",
+            dir.display()
+        ));
+    }
+    Ok(dir)
+}
+
+fn overrides(common: &CommonArgs) -> CliOverrides {
+    CliOverrides {
+        provider: common.provider.clone(),
+        model: common.model.clone(),
+        base_url: common.base_url.clone(),
+        permission_mode: common.permission_mode.clone(),
+        max_turns: common.max_turns,
+    }
+}
+
+/// Logs go to `$XDG_STATE_HOME/ahelper/logs/ahelper.log` (never over the terminal UI); the filter
+/// comes from `AHELPER_LOG` (default `warn`, `info` with `-v`).
+fn init_logging(
+    env: &EnvSnapshot,
+    verbose: bool,
+) -> Option<tracing_appender::non_blocking::WorkerGuard> {
+    let dir = env.state_dir()?.join("logs");
+    std::fs::create_dir_all(&dir).ok()?;
+    let appender = tracing_appender::rolling::never(&dir, "ahelper.log");
+    let (writer, guard) = tracing_appender::non_blocking(appender);
+    let default = if verbose { "info" } else { "warn" };
+    let filter = tracing_subscriber::EnvFilter::try_new(env.get("AHELPER_LOG").unwrap_or(default))
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    tracing_subscriber::fmt()
+        .with_writer(writer)
+        .with_ansi(false)
+        .with_env_filter(filter)
+        .try_init()
+        .ok()?;
+    std::panic::set_hook(Box::new(|info| {
+        tracing::error!(%info, "panic");
+        eprintln!("ahelper: internal error: {info}");
+    }));
+    Some(guard)
+}
+
+/// Cancels `cancel` on the first Ctrl-C; exits the process on the second.
+pub(crate) fn spawn_ctrl_c_watcher(cancel: CancellationToken) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            cancel.cancel();
+            eprintln!("\n(cancelling… press Ctrl-C again to quit)");
+            if tokio::signal::ctrl_c().await.is_ok() {
+                std::process::exit(130);
+            }
+        }
+    })
+}

@@ -13,6 +13,7 @@ pub mod config;
 pub mod model;
 pub mod permissions;
 pub mod sandbox;
+pub mod session;
 pub mod swarm;
 pub mod tools;
 pub mod transcript;

@@ -38,3 +38,8 @@ pub fn suggest_rule(tool: &str, subject: Option<&str>) -> String {
         None => tool.to_string(),
     }
 }
+impl std::fmt::Display for PermissionRule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.raw)
+    }
+}

@@ -1,0 +1,176 @@
+//! Command-line interface definition (clap derive).
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+
+/// ahelper — a terminal AI coding assistant that can run a swarm of isolated agents.
+///
+/// With no prompt, starts the interactive REPL. `ahelper -p "…"` answers one prompt and exits.
+/// `ahelper swarm "<task>"` plans a large change and runs parallel workers in git worktrees.
+#[derive(Debug, Parser)]
+#[command(name = "ahelper", version, about, long_about = None, args_conflicts_with_subcommands = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+
+    /// Answer one prompt without the REPL and exit (headless). Use `-` to read it from stdin.
+    #[arg(short = 'p', long = "print", value_name = "PROMPT")]
+    pub prompt: Option<String>,
+
+    /// Output of `-p`: `text` (the answer), `json` (one result object), `stream-json` (one JSON
+    /// event per line).
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub output_format: OutputFormat,
+
+    /// Resume the session with this id (from `.ahelper/sessions/`).
+    #[arg(long, value_name = "SESSION_ID", conflicts_with = "continue_latest")]
+    pub resume: Option<String>,
+
+    /// Continue the most recent session of this workspace.
+    #[arg(short = 'c', long = "continue")]
+    pub continue_latest: bool,
+
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+/// Options shared by every command.
+#[derive(Debug, Args, Clone, Default)]
+pub struct CommonArgs {
+    /// Workspace directory (default: the current directory).
+    #[arg(short = 'C', long = "cwd", value_name = "DIR", global = true)]
+    pub cwd: Option<PathBuf>,
+
+    /// Model name (overrides config `model`).
+    #[arg(long, global = true)]
+    pub model: Option<String>,
+
+    /// Provider: `anthropic` or `openai` (any OpenAI-compatible server).
+    #[arg(long, global = true)]
+    pub provider: Option<String>,
+
+    /// Provider base URL (overrides config `base_url`).
+    #[arg(long, global = true, value_name = "URL")]
+    pub base_url: Option<String>,
+
+    /// Permission mode: default, accept-edits, plan or bypass.
+    #[arg(long, global = true, value_name = "MODE")]
+    pub permission_mode: Option<String>,
+
+    /// Maximum model turns per prompt (config `agent.max_turns`, default 40).
+    #[arg(long, global = true, value_name = "N")]
+    pub max_turns: Option<u32>,
+
+    /// Show tool calls and retries on stderr in `-p` mode; log at info level.
+    #[arg(short, long, global = true)]
+    pub verbose: bool,
+}
+
+/// Output formats of `-p`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum OutputFormat {
+    /// Plain answer text.
+    #[default]
+    Text,
+    /// One JSON object with the result.
+    Json,
+    /// One JSON object per event (JSON Lines).
+    StreamJson,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Plan a large change and run parallel workers in isolated git worktrees.
+    Swarm(SwarmArgs),
+}
+
+/// `ahelper swarm`.
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct SwarmArgs {
+    #[command(subcommand)]
+    pub command: Option<SwarmCommand>,
+
+    /// The task to plan and run.
+    pub task: Option<String>,
+
+    #[command(flatten)]
+    pub run: SwarmRunArgs,
+}
+
+/// Options of a swarm run.
+#[derive(Debug, Args, Clone, Default)]
+pub struct SwarmRunArgs {
+    /// Print the plan and stop.
+    #[arg(long)]
+    pub plan_only: bool,
+
+    /// Start the workers without asking to confirm the plan.
+    #[arg(short = 'y', long)]
+    pub yes: bool,
+
+    /// Workers running at once (config `swarm.max_workers`, default 4).
+    #[arg(long, value_name = "N")]
+    pub max_workers: Option<usize>,
+
+    /// Base commit or ref the workers start from (default: HEAD).
+    #[arg(long, value_name = "REF")]
+    pub base: Option<String>,
+
+    /// Snapshot uncommitted changes into the base commit (the user's branch and index are not
+    /// touched).
+    #[arg(long)]
+    pub include_uncommitted: bool,
+
+    /// After a clean merge, merge the integration branch into the current branch.
+    #[arg(long)]
+    pub apply: bool,
+
+    /// Output: `text` (live table on a terminal, one line per event otherwise) or `stream-json`.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub output_format: OutputFormat,
+}
+
+/// `ahelper swarm <subcommand>`.
+#[derive(Debug, Subcommand)]
+pub enum SwarmCommand {
+    /// List runs of this repository.
+    Ls,
+    /// Show a run's status table once.
+    Status {
+        /// Run id (a unique prefix is enough).
+        run: String,
+    },
+    /// Show a run's transcripts: the coordinator's, or one worker's.
+    Logs {
+        /// Run id (prefix).
+        run: String,
+        /// Worker id (e.g. `w1`); default: the coordinator.
+        worker: Option<String>,
+        /// Keep printing new lines as they are written.
+        #[arg(short, long)]
+        follow: bool,
+        /// Print raw JSON lines.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Continue a stopped run: queued and unfinished workers.
+    Resume {
+        /// Run id (prefix).
+        run: String,
+        #[command(flatten)]
+        run_args: SwarmRunArgs,
+    },
+    /// Remove a run's worktrees and merged branches.
+    Clean {
+        /// Run id (prefix); omit with --all.
+        run: Option<String>,
+        /// Every run of this repository.
+        #[arg(long)]
+        all: bool,
+        /// Also delete branches with commits that are not in the integration branch.
+        #[arg(long)]
+        force: bool,
+    },
+}

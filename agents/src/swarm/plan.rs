@@ -1,0 +1,292 @@
+//! The coordinator's plan: subtasks with scopes and dependencies, validated against a JSON
+//! Schema (draft 2020-12, <https://json-schema.org/draft/2020-12>) and then for meaning (unique
+//! ids, known dependencies, no cycles, the subtask cap).
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// One subtask of a plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Subtask {
+    /// Short id, unique in the plan (`[A-Za-z0-9_-]{1,32}`), e.g. `docs-lexer`.
+    pub id: String,
+    /// One-line title shown in the status table.
+    pub title: String,
+    /// What the worker must do, self-contained.
+    pub instructions: String,
+    /// Paths or globs (relative to the repository root) the subtask expects to touch.
+    pub scope: Vec<String>,
+    /// Ids of subtasks that must be merged before this one starts.
+    #[serde(default)]
+    pub depends_on: Vec<String>,
+}
+
+/// A plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Plan {
+    /// One paragraph: the approach.
+    #[serde(default)]
+    pub summary: String,
+    /// Subtasks in plan order (the merge order).
+    pub subtasks: Vec<Subtask>,
+}
+
+/// The JSON Schema a plan must satisfy.
+pub fn plan_schema() -> Value {
+    json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "object",
+        "required": ["subtasks"],
+        "additionalProperties": false,
+        "properties": {
+            "summary": {"type": "string"},
+            "subtasks": {
+                "type": "array",
+                "minItems": 1,
+                "items": {
+                    "type": "object",
+                    "required": ["id", "title", "instructions", "scope"],
+                    "additionalProperties": false,
+                    "properties": {
+                        "id": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,32}$"},
+                        "title": {"type": "string", "minLength": 1, "maxLength": 200},
+                        "instructions": {"type": "string", "minLength": 1},
+                        "scope": {"type": "array", "minItems": 1, "items": {"type": "string", "minLength": 1}},
+                        "depends_on": {"type": "array", "items": {"type": "string"}}
+                    }
+                }
+            }
+        }
+    })
+}
+
+/// Why a plan was refused; the message is sent back to the model when it is re-asked.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    /// No JSON object found in the reply.
+    #[error("no JSON plan found in the reply; answer with one JSON object {{\"summary\": …, \"subtasks\": [ … ]}}")]
+    NoJson,
+    /// The JSON does not parse.
+    #[error("the plan is not valid JSON: {0}")]
+    Json(String),
+    /// Schema violations (each with its JSON pointer).
+    #[error("the plan does not match the schema: {}", .0.join("; "))]
+    Schema(Vec<String>),
+    /// A semantic problem.
+    #[error("the plan is invalid: {0}")]
+    Invalid(String),
+    /// More subtasks than allowed.
+    #[error("the plan has {count} subtasks but at most {max} are allowed (swarm.max_subtasks); merge related subtasks")]
+    TooMany {
+        /// Subtasks in the plan.
+        count: usize,
+        /// The cap.
+        max: usize,
+    },
+}
+
+/// Extracts the plan JSON from a model reply: the whole text, a fenced ```json block, or the
+/// first balanced `{…}` object that parses.
+pub fn extract_json(text: &str) -> Option<Value> {
+    let trimmed = text.trim();
+    if let Ok(v) = serde_json::from_str::<Value>(trimmed) {
+        return v.is_object().then_some(v);
+    }
+    // fenced blocks
+    let mut rest = trimmed;
+    while let Some(start) = rest.find("```") {
+        let after = &rest[start + 3..];
+        let body_start = after.find('\n').map(|i| i + 1).unwrap_or(0);
+        let body = &after[body_start..];
+        let Some(end) = body.find("```") else { break };
+        if let Ok(v) = serde_json::from_str::<Value>(body[..end].trim()) {
+            if v.is_object() {
+                return Some(v);
+            }
+        }
+        rest = &body[end + 3..];
+    }
+    // first object that parses, scanning each '{'
+    for (i, _) in trimmed.match_indices('{') {
+        let mut stream = serde_json::Deserializer::from_str(&trimmed[i..]).into_iter::<Value>();
+        if let Some(Ok(v)) = stream.next() {
+            if v.get("subtasks").is_some() {
+                return Some(v);
+            }
+        }
+    }
+    None
+}
+
+/// Parses and validates a plan from a model reply.
+///
+/// # Errors
+/// [`PlanError`] saying exactly what is wrong.
+pub fn parse_plan(text: &str, max_subtasks: usize) -> Result<Plan, PlanError> {
+    let value = extract_json(text).ok_or(PlanError::NoJson)?;
+    validate_plan_value(&value, max_subtasks)
+}
+
+/// Validates a plan given as JSON.
+///
+/// # Errors
+/// [`PlanError`].
+pub fn validate_plan_value(value: &Value, max_subtasks: usize) -> Result<Plan, PlanError> {
+    let schema = plan_schema();
+    let validator = jsonschema::validator_for(&schema).expect("the plan schema is valid");
+    let errors: Vec<String> = validator
+        .iter_errors(value)
+        .take(10)
+        .map(|e| format!("at `{}`: {}", e.instance_path, e))
+        .collect();
+    if !errors.is_empty() {
+        return Err(PlanError::Schema(errors));
+    }
+    let plan: Plan = serde_json::from_value(value.clone()).map_err(|e| PlanError::Json(e.to_string()))?;
+    if plan.subtasks.len() > max_subtasks {
+        return Err(PlanError::TooMany { count: plan.subtasks.len(), max: max_subtasks });
+    }
+    let mut ids = BTreeSet::new();
+    for s in &plan.subtasks {
+        if !ids.insert(s.id.as_str()) {
+            return Err(PlanError::Invalid(format!("subtask id `{}` is used twice", s.id)));
+        }
+        for scope in &s.scope {
+            if scope.starts_with('/') || scope.split('/').any(|c| c == "..") {
+                return Err(PlanError::Invalid(format!(
+                    "subtask `{}` has scope `{scope}`; scopes are paths relative to the repository root without `..`",
+                    s.id
+                )));
+            }
+        }
+    }
+    for s in &plan.subtasks {
+        for d in &s.depends_on {
+            if !ids.contains(d.as_str()) {
+                return Err(PlanError::Invalid(format!("subtask `{}` depends on unknown subtask `{d}`", s.id)));
+            }
+            if d == &s.id {
+                return Err(PlanError::Invalid(format!("subtask `{}` depends on itself", s.id)));
+            }
+        }
+    }
+    // cycle check (Kahn)
+    let mut indegree: BTreeMap<&str, usize> = plan.subtasks.iter().map(|s| (s.id.as_str(), s.depends_on.len())).collect();
+    let mut ready: Vec<&str> = indegree.iter().filter(|(_, d)| **d == 0).map(|(k, _)| *k).collect();
+    let mut seen = 0;
+    while let Some(id) = ready.pop() {
+        seen += 1;
+        for s in plan.subtasks.iter().filter(|s| s.depends_on.iter().any(|d| d == id)) {
+            let e = indegree.get_mut(s.id.as_str()).expect("known id");
+            *e -= 1;
+            if *e == 0 {
+                ready.push(s.id.as_str());
+            }
+        }
+    }
+    if seen != plan.subtasks.len() {
+        return Err(PlanError::Invalid("the dependencies form a cycle".into()));
+    }
+    Ok(plan)
+}
+
+/// The literal directory prefix of a scope pattern: everything before the first component that
+/// contains a glob character (`*?[{`).
+fn literal_prefix(scope: &str) -> Vec<&str> {
+    scope
+        .trim_start_matches("./")
+        .split('/')
+        .filter(|c| !c.is_empty() && *c != ".")
+        .take_while(|c| !c.contains(['*', '?', '[', '{']))
+        .collect()
+}
+
+/// Whether two scope patterns may name a common file. Conservative: two patterns overlap when
+/// the literal prefix of one is a component-wise prefix of the other's, or when one matches the
+/// other as a path (glob semantics of `globset`). A pattern made only of globs overlaps
+/// everything.
+pub fn scopes_overlap(a: &str, b: &str) -> bool {
+    let pa = literal_prefix(a);
+    let pb = literal_prefix(b);
+    let a_is_glob = a.contains(['*', '?', '[', '{']);
+    let b_is_glob = b.contains(['*', '?', '[', '{']);
+    if !a_is_glob && !b_is_glob {
+        // plain paths: equal, or one is a directory containing the other
+        return pa.starts_with(&pb) || pb.starts_with(&pa);
+    }
+    let prefix_related = pa.starts_with(&pb) || pb.starts_with(&pa);
+    if !prefix_related {
+        return false;
+    }
+    // Same subtree: refine with glob matching where one side is a plain path.
+    let matches = |glob: &str, path: &str| {
+        globset::Glob::new(glob).map(|g| g.compile_matcher().is_match(path)).unwrap_or(true)
+    };
+    // A glob against a plain path: they are apart only when the path names a file (its last
+    // component has an extension) below the glob's literal prefix that the glob does not match.
+    let glob_vs_path = |glob: &str, glob_prefix: &[&str], path: &str, path_parts: &[&str]| {
+        let names_file = path_parts.last().is_some_and(|c| c.contains('.'));
+        path_parts.len() <= glob_prefix.len() || !names_file || matches(glob, path)
+    };
+    match (a_is_glob, b_is_glob) {
+        (true, false) => glob_vs_path(a, &pa, b, &pb),
+        (false, true) => glob_vs_path(b, &pb, a, &pa),
+        _ => true,
+    }
+}
+
+/// Whether two subtasks' scopes overlap anywhere.
+pub fn subtasks_overlap(a: &Subtask, b: &Subtask) -> bool {
+    a.scope.iter().any(|x| b.scope.iter().any(|y| scopes_overlap(x, y)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan_json(n: usize) -> String {
+        let subtasks: Vec<Value> = (0..n)
+            .map(|i| json!({"id": format!("s{i}"), "title": "t", "instructions": "do", "scope": [format!("src/f{i}.rs")]}))
+            .collect();
+        json!({"summary": "x", "subtasks": subtasks}).to_string()
+    }
+
+    #[test]
+    fn parses_fenced_and_prose_wrapped_plans() {
+        let text = format!("Here is my plan:\n```json\n{}\n```\nDone.", plan_json(2));
+        assert_eq!(parse_plan(&text, 12).unwrap().subtasks.len(), 2);
+        let text = format!("Plan follows {} end", plan_json(3));
+        assert_eq!(parse_plan(&text, 12).unwrap().subtasks.len(), 3);
+    }
+
+    #[test]
+    fn rejects_bad_plans_with_clear_errors() {
+        assert_eq!(parse_plan("no plan here", 12), Err(PlanError::NoJson));
+        let e = parse_plan(r#"{"subtasks": [{"id": "a", "title": "t"}]}"#, 12).unwrap_err();
+        assert!(e.to_string().contains("instructions"), "{e}");
+        let e = parse_plan(&plan_json(13), 12).unwrap_err();
+        assert!(matches!(e, PlanError::TooMany { count: 13, max: 12 }));
+        let dup = r#"{"subtasks": [{"id":"a","title":"t","instructions":"i","scope":["x"]},{"id":"a","title":"t","instructions":"i","scope":["y"]}]}"#;
+        assert!(parse_plan(dup, 12).unwrap_err().to_string().contains("twice"));
+        let cyc = r#"{"subtasks": [{"id":"a","title":"t","instructions":"i","scope":["x"],"depends_on":["b"]},{"id":"b","title":"t","instructions":"i","scope":["y"],"depends_on":["a"]}]}"#;
+        assert!(parse_plan(cyc, 12).unwrap_err().to_string().contains("cycle"));
+        let unknown = r#"{"subtasks": [{"id":"a","title":"t","instructions":"i","scope":["x"],"depends_on":["zz"]}]}"#;
+        assert!(parse_plan(unknown, 12).unwrap_err().to_string().contains("zz"));
+        let escape = r#"{"subtasks": [{"id":"a","title":"t","instructions":"i","scope":["../x"]}]}"#;
+        assert!(parse_plan(escape, 12).is_err());
+    }
+
+    #[test]
+    fn scope_overlap() {
+        assert!(scopes_overlap("src/a.rs", "src/a.rs"));
+        assert!(!scopes_overlap("src/a.rs", "src/b.rs"));
+        assert!(scopes_overlap("src", "src/b.rs"));
+        assert!(scopes_overlap("src/**/*.rs", "src/x/y.rs"));
+        assert!(!scopes_overlap("src/**/*.rs", "docs/a.md"));
+        assert!(!scopes_overlap("src/*.rs", "src/readme.md"));
+        assert!(scopes_overlap("**/*.rs", "docs/a.rs"));
+        assert!(scopes_overlap("src/parser/**", "src/**"));
+        assert!(!scopes_overlap("src/parser/**", "src/lexer/**"));
+    }
+}

@@ -2,5 +2,8 @@
 //! each in its own git worktree and branch, then merges their branches into one integration
 //! branch (`DESIGN.md` §3, §4, §8).
 
+pub mod events;
 pub mod plan;
+pub mod roles;
 pub mod scheduler;
+pub mod state;

@@ -13,6 +13,8 @@ pub enum SlotState {
     Queued,
     /// A worker is on it.
     Running,
+    /// The worker finished; its branch waits for the merge queue. Holds its scope until merged.
+    Finished,
     /// Finished and merged into the integration branch.
     Merged,
     /// Finished but not merged (failed, conflict, cancelled, nothing to do): dependents are
@@ -75,8 +77,9 @@ impl Scheduler {
             if !deps_merged {
                 continue;
             }
-            let clashes = (0..self.subtasks.len())
-                .any(|j| self.states[j] == SlotState::Running && self.overlap[i][j]);
+            let clashes = (0..self.subtasks.len()).any(|j| {
+                matches!(self.states[j], SlotState::Running | SlotState::Finished) && self.overlap[i][j]
+            });
             if clashes {
                 continue;
             }
@@ -86,7 +89,15 @@ impl Scheduler {
         started
     }
 
-    /// Records that a running subtask finished: merged or not.
+    /// Records that a subtask's worker stopped; its slot frees, its scope stays held until
+    /// [`Scheduler::finish`].
+    pub fn worker_stopped(&mut self, index: usize) {
+        if self.states[index] == SlotState::Running {
+            self.states[index] = SlotState::Finished;
+        }
+    }
+
+    /// Records the end of a subtask: merged into the integration branch or not.
     pub fn finish(&mut self, index: usize, merged: bool) {
         self.states[index] = if merged { SlotState::Merged } else { SlotState::Ended };
         self.skip_blocked();
@@ -94,7 +105,7 @@ impl Scheduler {
 
     /// Whether nothing is queued or running any more.
     pub fn is_finished(&self) -> bool {
-        self.states.iter().all(|s| !matches!(s, SlotState::Queued | SlotState::Running))
+        self.states.iter().all(|s| !matches!(s, SlotState::Queued | SlotState::Running | SlotState::Finished))
     }
 
     fn index_of(&self, id: &str) -> Option<usize> {

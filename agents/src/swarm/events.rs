@@ -1,0 +1,136 @@
+//! Events of a swarm run, published by the coordinator to whoever renders them (status table,
+//! one line per event, or JSON lines with `--output-format stream-json`) and appended to
+//! `runs/<run>/coordinator.jsonl`.
+
+use super::plan::Plan;
+use super::state::{ConflictRecord, RunRecord, WorkerReport, WorkerStatus};
+use serde::{Deserialize, Serialize};
+
+/// One run event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum SwarmEvent {
+    /// The run exists on disk.
+    RunStarted {
+        /// Run id.
+        run_id: String,
+        /// Base commit.
+        base_commit: String,
+        /// Integration branch.
+        integration_branch: String,
+    },
+    /// A note for the user (dirty tree, landlock unavailable, …).
+    Notice {
+        /// Text.
+        message: String,
+    },
+    /// The plan is ready.
+    PlanReady {
+        /// The plan.
+        plan: Plan,
+    },
+    /// The plan was refused by validation (it may be re-asked).
+    PlanRejected {
+        /// Why.
+        error: String,
+    },
+    /// A worker changed state.
+    WorkerStatus {
+        /// Worker id.
+        worker: String,
+        /// New state.
+        status: WorkerStatus,
+    },
+    /// A worker began a turn.
+    WorkerTurn {
+        /// Worker id.
+        worker: String,
+        /// Turn number.
+        turn: u32,
+    },
+    /// A worker started a tool call.
+    WorkerToolCall {
+        /// Worker id.
+        worker: String,
+        /// `tool main-argument`.
+        action: String,
+    },
+    /// A worker's model request is being retried.
+    WorkerRetry {
+        /// Worker id.
+        worker: String,
+        /// Human text ("retrying in 2 s (attempt 2/5)").
+        message: String,
+    },
+    /// A worker asks for a permission decision.
+    PermissionRequested {
+        /// Worker id.
+        worker: String,
+        /// Tool and subject.
+        action: String,
+    },
+    /// A worker stopped and reported.
+    WorkerReported {
+        /// Worker id.
+        worker: String,
+        /// Report.
+        report: WorkerReport,
+    },
+    /// A worker branch was merged into the integration branch.
+    Merged {
+        /// Worker id.
+        worker: String,
+        /// New integration tip.
+        commit: String,
+    },
+    /// A worker branch conflicts with the integration branch; nothing was lost.
+    MergeConflict {
+        /// Worker id.
+        worker: String,
+        /// Conflicting files.
+        files: Vec<ConflictRecord>,
+    },
+    /// The run ended (finished, cancelled or failed).
+    RunFinished {
+        /// Final state.
+        record: Box<RunRecord>,
+    },
+}
+
+impl SwarmEvent {
+    /// One human-readable line (for non-terminal output).
+    pub fn to_line(&self) -> String {
+        match self {
+            SwarmEvent::RunStarted { run_id, base_commit, integration_branch } => format!(
+                "run {run_id} started from {} → {integration_branch}",
+                &base_commit[..base_commit.len().min(12)]
+            ),
+            SwarmEvent::Notice { message } => format!("note: {message}"),
+            SwarmEvent::PlanReady { plan } => format!("plan ready: {} subtasks", plan.subtasks.len()),
+            SwarmEvent::PlanRejected { error } => format!("plan rejected: {error}"),
+            SwarmEvent::WorkerStatus { worker, status } => format!("[{worker}] {}", status.label()),
+            SwarmEvent::WorkerTurn { worker, turn } => format!("[{worker}] turn {turn}"),
+            SwarmEvent::WorkerToolCall { worker, action } => format!("[{worker}] {action}"),
+            SwarmEvent::WorkerRetry { worker, message } => format!("[{worker}] {message}"),
+            SwarmEvent::PermissionRequested { worker, action } => {
+                format!("[{worker}] needs permission: {action}")
+            }
+            SwarmEvent::WorkerReported { worker, report } => format!(
+                "[{worker}] {} — {} files, +{} -{}, {} turns",
+                report.stop_reason,
+                report.files_changed.len(),
+                report.insertions,
+                report.deletions,
+                report.turns
+            ),
+            SwarmEvent::Merged { worker, commit } => {
+                format!("[{worker}] merged ({})", &commit[..commit.len().min(12)])
+            }
+            SwarmEvent::MergeConflict { worker, files } => format!(
+                "[{worker}] merge conflict in {}",
+                files.iter().map(|f| f.path.as_str()).collect::<Vec<_>>().join(", ")
+            ),
+            SwarmEvent::RunFinished { record } => format!("run {} {}", record.run_id, record.status.as_str()),
+        }
+    }
+}

@@ -1,0 +1,374 @@
+//! The persistent record of a swarm run: `.ahelper/runs/<run>/run.json`, rewritten atomically
+//! (write to a temporary file, then rename) after every change, so `swarm ls`, `status`,
+//! `resume` and `clean` see a consistent state even after a crash.
+
+use super::plan::Plan;
+use crate::model::Usage;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// State of a whole run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    /// The coordinator is planning.
+    Planning,
+    /// Plan printed (`--plan-only`) or not confirmed; nothing ran.
+    Planned,
+    /// Workers are running.
+    Running,
+    /// Every subtask ended; see the workers' states.
+    Finished,
+    /// Stopped by the user (Ctrl-C) or a run-wide limit; resumable.
+    Cancelled,
+    /// Planning or set-up failed.
+    Failed,
+}
+
+impl RunStatus {
+    /// snake_case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Planning => "planning",
+            RunStatus::Planned => "planned",
+            RunStatus::Running => "running",
+            RunStatus::Finished => "finished",
+            RunStatus::Cancelled => "cancelled",
+            RunStatus::Failed => "failed",
+        }
+    }
+}
+
+/// State of one worker, as the status table shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkerStatus {
+    /// Waiting for a slot, a scope or a dependency.
+    Queued,
+    /// Creating its worktree.
+    Starting,
+    /// Agent loop running.
+    Running,
+    /// A tool call waits for the user's decision.
+    WaitingForPermission,
+    /// Committing its worktree.
+    Committing,
+    /// Committed; waiting for the merge queue.
+    Finished,
+    /// Merged into the integration branch.
+    Merged,
+    /// Its branch conflicts with the integration branch; kept for the user.
+    Conflict,
+    /// The worker finished without changing any file.
+    NoChanges,
+    /// Failed (model error, crash, worktree problem).
+    Failed,
+    /// Cancelled; its work so far is in a `wip` commit on its branch.
+    Cancelled,
+    /// Not run because a dependency did not merge.
+    Skipped,
+}
+
+impl WorkerStatus {
+    /// Label for the status table.
+    pub fn label(self) -> &'static str {
+        match self {
+            WorkerStatus::Queued => "queued",
+            WorkerStatus::Starting => "starting",
+            WorkerStatus::Running => "running",
+            WorkerStatus::WaitingForPermission => "waiting for permission",
+            WorkerStatus::Committing => "committing",
+            WorkerStatus::Finished => "finished",
+            WorkerStatus::Merged => "merged",
+            WorkerStatus::Conflict => "conflict",
+            WorkerStatus::NoChanges => "no changes",
+            WorkerStatus::Failed => "failed",
+            WorkerStatus::Cancelled => "cancelled",
+            WorkerStatus::Skipped => "skipped",
+        }
+    }
+
+    /// Whether the worker is done for this run (resume restarts the unfinished ones).
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            WorkerStatus::Merged
+                | WorkerStatus::Conflict
+                | WorkerStatus::NoChanges
+                | WorkerStatus::Failed
+                | WorkerStatus::Skipped
+        )
+    }
+}
+
+/// A conflicting file of a merge.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConflictRecord {
+    /// Path relative to the repository root.
+    pub path: String,
+    /// Short description of both sides (e.g. "both modified").
+    pub sides: String,
+}
+
+/// What a worker reports when it stops. `summary` is bounded (≤ 2,000 characters); the full
+/// text stays in the worker's transcript.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct WorkerReport {
+    /// Agent stop reason (`completed`, `max_turns`, `error`, `cancelled`, …).
+    pub stop_reason: String,
+    /// The model's final summary, at most 2,000 characters.
+    pub summary: String,
+    /// Commit on the worker branch, if anything changed.
+    pub commit: Option<String>,
+    /// Files changed relative to the worker's start commit.
+    pub files_changed: Vec<String>,
+    /// Lines added.
+    pub insertions: usize,
+    /// Lines removed.
+    pub deletions: usize,
+    /// Tokens used.
+    pub usage: Usage,
+    /// Turns used.
+    pub turns: u32,
+    /// Tool calls made.
+    pub tool_calls: u32,
+    /// Wall time in ms.
+    pub duration_ms: u64,
+    /// Error text for failed workers.
+    pub error: Option<String>,
+}
+
+/// Largest worker summary kept in reports and sent to the coordinator, in characters.
+pub const MAX_REPORT_SUMMARY_CHARS: usize = 2_000;
+
+/// One worker of a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkerRecord {
+    /// Worker id (`w1`, `w2`, … in plan order).
+    pub id: String,
+    /// Subtask id from the plan.
+    pub subtask_id: String,
+    /// Subtask title.
+    pub title: String,
+    /// Current state.
+    pub status: WorkerStatus,
+    /// Branch `ahelper/<run>/<worker>`.
+    pub branch: String,
+    /// Worktree directory.
+    pub worktree: PathBuf,
+    /// Commit the worktree was created from.
+    pub start_commit: Option<String>,
+    /// Turns so far.
+    pub turns: u32,
+    /// Tokens so far.
+    pub usage: Usage,
+    /// Tool calls so far.
+    pub tool_calls: u32,
+    /// Last thing it did, e.g. `edit_file src/lib.rs`.
+    pub last_action: String,
+    /// Start time, RFC 3339.
+    pub started_at: Option<String>,
+    /// Milliseconds spent running (updated as it runs).
+    pub elapsed_ms: u64,
+    /// Final report.
+    pub report: Option<WorkerReport>,
+    /// Conflicting files when `status` is `conflict`.
+    #[serde(default)]
+    pub conflicts: Vec<ConflictRecord>,
+}
+
+/// The whole run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    /// Run id (UUID v7).
+    pub run_id: String,
+    /// The user's task.
+    pub task: String,
+    /// Repository root (the user's checkout).
+    pub repo_root: PathBuf,
+    /// Base commit id.
+    pub base_commit: String,
+    /// What the base was given as (`HEAD`, a branch, or `HEAD+uncommitted`).
+    pub base_ref: String,
+    /// Integration branch `ahelper/<run>`.
+    pub integration_branch: String,
+    /// State.
+    pub status: RunStatus,
+    /// Creation time, RFC 3339.
+    pub created_at: String,
+    /// Last update, RFC 3339.
+    pub updated_at: String,
+    /// Process id of the ahelper running it (to detect an active run).
+    pub pid: u32,
+    /// The plan once made.
+    pub plan: Option<Plan>,
+    /// Workers in plan order.
+    pub workers: Vec<WorkerRecord>,
+    /// Tokens of the coordinator and all workers.
+    pub usage: Usage,
+    /// Final summary text.
+    pub summary: Option<String>,
+    /// Error of a failed run.
+    pub error: Option<String>,
+}
+
+/// Errors reading or writing run records.
+#[derive(Debug, thiserror::Error)]
+pub enum RunStoreError {
+    /// I/O.
+    #[error("{path}: {source}")]
+    Io {
+        /// File.
+        path: PathBuf,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// Bad JSON.
+    #[error("{path} is not a valid run record: {message}")]
+    Corrupt {
+        /// File.
+        path: PathBuf,
+        /// Parser message.
+        message: String,
+    },
+    /// No run matches.
+    #[error("no run matches `{0}`; see `ahelper swarm ls`")]
+    NotFound(String),
+    /// Several runs match a prefix.
+    #[error("`{0}` matches several runs; give more characters of the run id")]
+    Ambiguous(String),
+}
+
+/// `<repo>/.ahelper/runs`.
+pub fn runs_dir(repo_root: &Path) -> PathBuf {
+    repo_root.join(".ahelper").join("runs")
+}
+
+/// `<repo>/.ahelper/runs/<run>`.
+pub fn run_dir(repo_root: &Path, run_id: &str) -> PathBuf {
+    runs_dir(repo_root).join(run_id)
+}
+
+impl RunRecord {
+    /// Writes `run.json` atomically (temporary file + rename).
+    ///
+    /// # Errors
+    /// [`RunStoreError::Io`].
+    pub fn save(&mut self) -> Result<(), RunStoreError> {
+        self.updated_at = crate::transcript::now_rfc3339();
+        let dir = run_dir(&self.repo_root, &self.run_id);
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| RunStoreError::Io { path, source }
+        };
+        std::fs::create_dir_all(&dir).map_err(io(&dir))?;
+        let tmp = dir.join(format!("run.json.tmp-{}", std::process::id()));
+        let target = dir.join("run.json");
+        let text = serde_json::to_string_pretty(self).expect("run records serialise");
+        std::fs::write(&tmp, text).map_err(io(&tmp))?;
+        std::fs::rename(&tmp, &target).map_err(io(&target))
+    }
+
+    /// Reads one run's record.
+    ///
+    /// # Errors
+    /// [`RunStoreError`].
+    pub fn load(repo_root: &Path, run_id: &str) -> Result<RunRecord, RunStoreError> {
+        let path = run_dir(repo_root, run_id).join("run.json");
+        let text = std::fs::read_to_string(&path).map_err(|source| RunStoreError::Io { path: path.clone(), source })?;
+        serde_json::from_str(&text).map_err(|e| RunStoreError::Corrupt { path, message: e.to_string() })
+    }
+
+    /// Every run of the repository, oldest first (run ids are UUID v7 and sort by time).
+    /// Unreadable records are skipped.
+    pub fn list(repo_root: &Path) -> Vec<RunRecord> {
+        let mut ids: Vec<String> = std::fs::read_dir(runs_dir(repo_root))
+            .map(|rd| rd.filter_map(Result::ok).filter_map(|e| e.file_name().into_string().ok()).collect())
+            .unwrap_or_default();
+        ids.sort();
+        ids.iter().filter_map(|id| RunRecord::load(repo_root, id).ok()).collect()
+    }
+
+    /// Finds a run by id or unique prefix.
+    ///
+    /// # Errors
+    /// [`RunStoreError::NotFound`] or [`RunStoreError::Ambiguous`].
+    pub fn find(repo_root: &Path, prefix: &str) -> Result<RunRecord, RunStoreError> {
+        let matches: Vec<RunRecord> =
+            Self::list(repo_root).into_iter().filter(|r| r.run_id.starts_with(prefix)).collect();
+        match matches.len() {
+            0 => Err(RunStoreError::NotFound(prefix.into())),
+            1 => Ok(matches.into_iter().next().expect("one")),
+            _ => {
+                if let Some(exact) = matches.iter().find(|r| r.run_id == prefix) {
+                    return Ok(exact.clone());
+                }
+                Err(RunStoreError::Ambiguous(prefix.into()))
+            }
+        }
+    }
+
+    /// The worker record with id `worker`.
+    pub fn worker(&self, worker: &str) -> Option<&WorkerRecord> {
+        self.workers.iter().find(|w| w.id == worker)
+    }
+
+    /// Transcript path of a worker.
+    pub fn worker_transcript(&self, worker: &str) -> PathBuf {
+        run_dir(&self.repo_root, &self.run_id).join("workers").join(format!("{worker}.jsonl"))
+    }
+
+    /// The coordinator's transcript (plan conversation and run events).
+    pub fn coordinator_transcript(&self) -> PathBuf {
+        run_dir(&self.repo_root, &self.run_id).join("coordinator.jsonl")
+    }
+
+    /// Whether the process recorded in `pid` is still alive and the run is not over.
+    pub fn is_active(&self) -> bool {
+        matches!(self.status, RunStatus::Planning | RunStatus::Running)
+            && self.pid != 0
+            && process_alive(self.pid)
+    }
+}
+
+/// Whether a process with this pid exists (signal 0).
+pub fn process_alive(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else { return false };
+    // SAFETY: kill with signal 0 only checks for the existence of the process.
+    unsafe { libc::kill(pid, 0) == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn save_load_find() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut r = RunRecord {
+            run_id: "0190-abc".into(),
+            task: "t".into(),
+            repo_root: dir.path().into(),
+            base_commit: "c".into(),
+            base_ref: "HEAD".into(),
+            integration_branch: "ahelper/0190-abc".into(),
+            status: RunStatus::Running,
+            created_at: String::new(),
+            updated_at: String::new(),
+            pid: std::process::id(),
+            plan: None,
+            workers: vec![],
+            usage: Usage::default(),
+            summary: None,
+            error: None,
+        };
+        r.save().unwrap();
+        assert!(r.is_active());
+        let back = RunRecord::find(dir.path(), "0190").unwrap();
+        assert_eq!(back.run_id, r.run_id);
+        assert!(matches!(RunRecord::find(dir.path(), "zzz"), Err(RunStoreError::NotFound(_))));
+        assert!(!dir.path().join(".ahelper/runs/0190-abc").read_dir().unwrap().any(|e| {
+            e.unwrap().file_name().to_string_lossy().contains("tmp")
+        }));
+    }
+}

@@ -70,15 +70,21 @@ impl ModelClient for AnthropicClient {
         let headers = self.headers();
         let transport = self.transport.clone();
         with_retries(RetryPolicy::from_settings(&self.settings), move || {
-            let (url, headers, body, transport) =
-                (url.clone(), headers.clone(), body.clone(), transport.clone());
+            let (url, headers, body, transport) = (
+                url.clone(),
+                headers.clone(),
+                body.clone(),
+                transport.clone(),
+            );
             async move {
                 let sent = match headers {
                     Ok(h) => transport.post_stream(&url, h, body).await,
                     Err(e) => Err(e),
                 };
                 match sent {
-                    Ok(body) => reply_stream(body, parse_anthropic_stream, parse_anthropic_response),
+                    Ok(body) => {
+                        reply_stream(body, parse_anthropic_stream, parse_anthropic_response)
+                    }
                     Err(e) => error_stream(e),
                 }
             }
@@ -163,7 +169,8 @@ fn message_json(message: &Message) -> Value {
                 content,
                 is_error,
             } => {
-                let mut v = json!({"type": "tool_result", "tool_use_id": tool_use_id, "content": content});
+                let mut v =
+                    json!({"type": "tool_result", "tool_use_id": tool_use_id, "content": content});
                 if *is_error {
                     v["is_error"] = json!(true);
                 }
@@ -339,9 +346,11 @@ impl AnthropicDecoder {
             let result = if stopped || max_tokens {
                 validate_arguments(&json, Some(&start_input), truncated)
             } else {
-                Err("the tool call was never completed (no content_block_stop); the call was \
+                Err(
+                    "the tool call was never completed (no content_block_stop); the call was \
                      not executed. Send it again."
-                    .to_string())
+                        .to_string(),
+                )
             };
             out.push(match result {
                 Ok(input) => ModelEvent::ToolCall(ToolCall { id, name, input }),

@@ -22,7 +22,10 @@ pub(crate) struct ResponseBody {
 /// Collects a whole (non-streaming) body, at most `max_bytes`.
 ///
 /// Errors: whatever the byte stream fails with; [`ModelError::Decode`] when the body is larger.
-pub(crate) async fn collect_body(mut bytes: ByteStream, max_bytes: usize) -> Result<Vec<u8>, ModelError> {
+pub(crate) async fn collect_body(
+    mut bytes: ByteStream,
+    max_bytes: usize,
+) -> Result<Vec<u8>, ModelError> {
     let mut body = Vec::new();
     while let Some(chunk) = bytes.next().await {
         body.extend_from_slice(&chunk?);

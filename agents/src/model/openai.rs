@@ -12,8 +12,8 @@ use super::retry::{RetryPolicy, with_retries};
 use super::sse::{Flow, WireDecoder, decode_sse, truncate_bytes};
 use super::tool_args::{TRUNCATED_BY_MAX_TOKENS, validate_arguments};
 use super::types::{
-    ContentBlock, ModelClient, ModelError, ModelEvent, ModelRequest, ModelStream,
-    ProviderSettings, Role, StopReason, ToolCall, Usage,
+    ContentBlock, ModelClient, ModelError, ModelEvent, ModelRequest, ModelStream, ProviderSettings,
+    Role, StopReason, ToolCall, Usage,
 };
 use bytes::Bytes;
 use eventsource_stream::Event;
@@ -381,10 +381,7 @@ impl OpenAiDecoder {
                     let other_id = matches!((&c.id, id), (Some(old), Some(new)) if old != new);
                     !(other_id && c.is_complete())
                 }),
-            (None, Some(id)) => self
-                .calls
-                .iter()
-                .rposition(|c| c.id.as_deref() == Some(id)),
+            (None, Some(id)) => self.calls.iter().rposition(|c| c.id.as_deref() == Some(id)),
             (None, None) => self.calls.len().checked_sub(1),
         };
         let pos = existing.unwrap_or_else(|| {
@@ -436,8 +433,13 @@ impl OpenAiDecoder {
                         .to_string()
                 })
             } else {
-                validate_arguments(&call.arguments, None, length && is_last)
-                    .map_err(|e| if length { TRUNCATED_BY_MAX_TOKENS.to_string() } else { e })
+                validate_arguments(&call.arguments, None, length && is_last).map_err(|e| {
+                    if length {
+                        TRUNCATED_BY_MAX_TOKENS.to_string()
+                    } else {
+                        e
+                    }
+                })
             };
             out.push(match result {
                 Ok(input) => ModelEvent::ToolCall(ToolCall {
@@ -598,12 +600,13 @@ mod tests {
         let text = chunk(
             json!({"tool_calls": [{"id": "a", "function": {"name": "f", "arguments": "{\"x\":"}}]}),
             None,
-        ) + &chunk(json!({"tool_calls": [{"function": {"arguments": "1}"}}]}), None)
-            + &chunk(
-                json!({"tool_calls": [{"id": "b", "function": {"name": "g", "arguments": "{}"}}]}),
-                None,
-            )
-            + &chunk(json!({}), Some("tool_calls"))
+        ) + &chunk(
+            json!({"tool_calls": [{"function": {"arguments": "1}"}}]}),
+            None,
+        ) + &chunk(
+            json!({"tool_calls": [{"id": "b", "function": {"name": "g", "arguments": "{}"}}]}),
+            None,
+        ) + &chunk(json!({}), Some("tool_calls"))
             + "data: [DONE]\n\n";
         let got: Vec<_> = parse(&text).await.into_iter().map(Result::unwrap).collect();
         assert_eq!(
@@ -656,7 +659,9 @@ mod tests {
                 },
             ]
         );
-        let err = parse_openai_response(br#"{"error": {"message": "bad", "type": "invalid_request_error"}}"#);
+        let err = parse_openai_response(
+            br#"{"error": {"message": "bad", "type": "invalid_request_error"}}"#,
+        );
         assert!(matches!(&err[0], Err(e @ ModelError::Api { .. }) if !e.is_retryable()));
     }
 

@@ -36,7 +36,9 @@ impl RetryPolicy {
         RetryPolicy {
             max_attempts: settings.max_attempts.max(1),
             base_delay_ms: settings.retry_base_delay_ms,
-            max_delay_ms: settings.retry_max_delay_ms.max(settings.retry_base_delay_ms),
+            max_delay_ms: settings
+                .retry_max_delay_ms
+                .max(settings.retry_base_delay_ms),
         }
     }
 
@@ -81,7 +83,10 @@ pub fn parse_retry_after(value: &str, now: DateTime<Utc>) -> Option<u64> {
         return None;
     }
     let date = DateTime::parse_from_rfc2822(value).ok()?;
-    let ms = date.with_timezone(&Utc).signed_duration_since(now).num_milliseconds();
+    let ms = date
+        .with_timezone(&Utc)
+        .signed_duration_since(now)
+        .num_milliseconds();
     Some(ms.max(0) as u64)
 }
 
@@ -137,9 +142,15 @@ where
 {
     enum Phase {
         /// Start attempt `n` (1-based) after waiting `delay_ms`.
-        Start { attempt: u32, delay_ms: u64 },
+        Start {
+            attempt: u32,
+            delay_ms: u64,
+        },
         /// Reading attempt `n`.
-        Reading { attempt: u32, stream: ModelStream },
+        Reading {
+            attempt: u32,
+            stream: ModelStream,
+        },
         Finished,
     }
     struct State<F> {
@@ -419,7 +430,9 @@ mod tests {
         let (calls, make) = scripted_attempts(vec![vec![], vec![stop()]]);
         let got: Vec<_> = with_retries(policy(2), make).collect().await;
         assert_eq!(calls.load(Ordering::SeqCst), 2);
-        assert!(matches!(&got[0], Ok(ModelEvent::Retry { reason, .. }) if reason.contains("ended")));
+        assert!(
+            matches!(&got[0], Ok(ModelEvent::Retry { reason, .. }) if reason.contains("ended"))
+        );
         assert_eq!(got[1], stop());
     }
 

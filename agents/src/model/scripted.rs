@@ -174,7 +174,10 @@ impl ModelClient for ScriptedClient {
             None => Box::pin(items),
         };
         if stall {
-            Box::pin(futures::StreamExt::chain(stream, futures::stream::pending()))
+            Box::pin(futures::StreamExt::chain(
+                stream,
+                futures::stream::pending(),
+            ))
         } else {
             stream
         }
@@ -211,10 +214,17 @@ mod tests {
         assert_eq!(first.len(), 2);
         assert!(matches!(&first[0], Ok(ModelEvent::ToolCall(c)) if c.name == "list_dir"));
         let second: Vec<_> = client.stream(request("two")).collect().await;
-        assert_eq!(second[0], Ok(ModelEvent::TextDelta { text: "done".into() }));
+        assert_eq!(
+            second[0],
+            Ok(ModelEvent::TextDelta {
+                text: "done".into()
+            })
+        );
         assert_eq!(client.remaining(), 0);
         let third: Vec<_> = client.stream(request("three")).collect().await;
-        assert!(matches!(&third[0], Err(ModelError::Api { kind, .. }) if kind == "scripted_turns_exhausted"));
+        assert!(
+            matches!(&third[0], Err(ModelError::Api { kind, .. }) if kind == "scripted_turns_exhausted")
+        );
         let texts: Vec<_> = client
             .requests()
             .iter()

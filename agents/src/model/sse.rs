@@ -160,12 +160,13 @@ pub(crate) fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
     text
 }
 
-/// `text` cut to at most `max_bytes` bytes on a character boundary, with `…` appended when cut.
+/// `text` cut to at most `max_bytes` bytes (marker included) on a character boundary, ending
+/// with `…` when cut.
 pub(crate) fn truncate_bytes(text: &str, max_bytes: usize) -> String {
     if text.len() <= max_bytes {
         return text.to_string();
     }
-    let mut end = max_bytes;
+    let mut end = max_bytes.saturating_sub('…'.len_utf8());
     while !text.is_char_boundary(end) {
         end -= 1;
     }
@@ -179,9 +180,10 @@ mod tests {
     #[test]
     fn truncate_bytes_respects_char_boundaries() {
         assert_eq!(truncate_bytes("abc", 5), "abc");
-        assert_eq!(truncate_bytes("abcdef", 3), "abc…");
+        assert_eq!(truncate_bytes("abcdefgh", 6), "abc…");
+        assert_eq!(truncate_bytes("abcdefgh", 6).len(), 6);
         // "é" is two bytes; cutting inside it backs off to the boundary.
-        assert_eq!(truncate_bytes("aé", 2), "a…");
+        assert_eq!(truncate_bytes("aééé", 5), "a…");
     }
 
     #[tokio::test]

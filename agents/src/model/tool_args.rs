@@ -98,7 +98,10 @@ mod tests {
     #[test]
     fn broken_and_non_object_arguments_are_errors() {
         let e = validate_arguments(r#"{"path": "a"#, None, false).unwrap_err();
-        assert!(e.contains("not valid JSON") && e.contains("not executed"), "{e}");
+        assert!(
+            e.contains("not valid JSON") && e.contains("not executed"),
+            "{e}"
+        );
         let e = validate_arguments(r#"{"path": "a"#, None, true).unwrap_err();
         assert!(e.starts_with("output truncated by max_tokens"), "{e}");
         let e = validate_arguments("[1]", None, false).unwrap_err();

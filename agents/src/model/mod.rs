@@ -1,32 +1,26 @@
 //! The model layer: provider-neutral types, HTTP providers, retries and the text tool protocol.
 
 pub mod anthropic;
+mod http;
 pub mod openai;
 pub mod retry;
 pub mod scripted;
 pub mod sse;
 pub mod text_protocol;
+pub mod tool_args;
 mod types;
 
+pub use http::MAX_ERROR_BODY_BYTES;
 pub use types::*;
 
-/// Builds the HTTP client for `settings` (stub until the providers land).
+/// The HTTP client for `settings.kind`: [`anthropic::AnthropicClient`] or
+/// [`openai::OpenAiClient`]. The text tool protocol (`settings.tool_protocol`) is not applied
+/// here; the caller wraps the result when it is [`ToolProtocol::Text`].
 pub fn build_client(settings: &ProviderSettings) -> std::sync::Arc<dyn ModelClient> {
-    let _ = settings;
-    unimplemented_client()
-}
-
-fn unimplemented_client() -> std::sync::Arc<dyn ModelClient> {
-    struct Nothing;
-    impl ModelClient for Nothing {
-        fn stream(&self, _r: ModelRequest) -> ModelStream {
-            Box::pin(futures::stream::iter(vec![Err(ModelError::Decode(
-                "providers not built yet".into(),
-            ))]))
+    match settings.kind {
+        ProviderKind::Anthropic => {
+            std::sync::Arc::new(anthropic::AnthropicClient::new(settings.clone()))
         }
-        fn describe(&self) -> String {
-            "none".into()
-        }
+        ProviderKind::Openai => std::sync::Arc::new(openai::OpenAiClient::new(settings.clone())),
     }
-    std::sync::Arc::new(Nothing)
 }

@@ -1,0 +1,230 @@
+//! The HTTP part shared by both providers: one POST per attempt, status handling, idle timeout.
+
+use super::retry::retry_after_from_headers;
+use super::sse::{ByteStream, error_chain, truncate_bytes, with_idle_timeout};
+use super::types::{ApiKey, ModelError, ModelEvent, ModelStream};
+use bytes::Bytes;
+use futures::StreamExt;
+use reqwest::header::{HeaderMap, HeaderValue};
+use std::time::Duration;
+
+/// Largest error-response body kept in [`ModelError::Http::body`], in bytes.
+pub const MAX_ERROR_BODY_BYTES: usize = 2_000;
+
+/// A successful (2xx) response body.
+pub(crate) struct ResponseBody {
+    /// The server answered with `application/json` (a non-streaming reply) rather than SSE.
+    pub(crate) is_json: bool,
+    /// The body, guarded by the idle timeout.
+    pub(crate) bytes: ByteStream,
+}
+
+/// Collects a whole (non-streaming) body, at most `max_bytes`.
+///
+/// Errors: whatever the byte stream fails with; [`ModelError::Decode`] when the body is larger.
+pub(crate) async fn collect_body(
+    mut bytes: ByteStream,
+    max_bytes: usize,
+) -> Result<Vec<u8>, ModelError> {
+    let mut body = Vec::new();
+    while let Some(chunk) = bytes.next().await {
+        body.extend_from_slice(&chunk?);
+        if body.len() > max_bytes {
+            return Err(ModelError::Decode(format!(
+                "the model's JSON reply is larger than {max_bytes} bytes"
+            )));
+        }
+    }
+    Ok(body)
+}
+
+/// Turns a 2xx body into model events: SSE through `parse_sse`, or, when the server answered
+/// with a whole JSON document (`application/json`), through `parse_json`.
+pub(crate) fn reply_stream(
+    body: ResponseBody,
+    parse_sse: impl FnOnce(ByteStream) -> ModelStream,
+    parse_json: fn(&[u8]) -> Vec<Result<ModelEvent, ModelError>>,
+) -> ModelStream {
+    if !body.is_json {
+        return parse_sse(body.bytes);
+    }
+    Box::pin(
+        futures::stream::once(collect_body(body.bytes, MAX_JSON_BODY_BYTES)).flat_map(
+            move |collected| {
+                futures::stream::iter(match collected {
+                    Ok(bytes) => parse_json(&bytes),
+                    Err(e) => vec![Err(e)],
+                })
+            },
+        ),
+    )
+}
+
+/// A stream holding only `error`.
+pub(crate) fn error_stream(error: ModelError) -> ModelStream {
+    Box::pin(futures::stream::once(async move { Err(error) }))
+}
+
+/// Largest non-streaming JSON reply accepted, in bytes.
+pub(crate) const MAX_JSON_BODY_BYTES: usize = 64 * 1024 * 1024;
+
+/// Sends streaming requests for one provider; cheap to clone.
+#[derive(Debug, Clone)]
+pub(crate) struct HttpTransport {
+    client: reqwest::Client,
+    idle_timeout: Duration,
+    /// Only used to scrub the key from error text a server might echo back.
+    api_key: ApiKey,
+}
+
+impl HttpTransport {
+    /// A transport with `idle_timeout` (no byte for that long → connection error; also bounds
+    /// connecting and waiting for the response headers).
+    pub(crate) fn new(idle_timeout_ms: u64, api_key: ApiKey) -> Self {
+        let idle_timeout = Duration::from_millis(idle_timeout_ms.max(1));
+        let client = reqwest::Client::builder()
+            .connect_timeout(idle_timeout)
+            .user_agent(concat!("ahelper/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "custom HTTP client failed to build; using defaults");
+                reqwest::Client::new()
+            });
+        HttpTransport {
+            client,
+            idle_timeout,
+            api_key,
+        }
+    }
+
+    /// POSTs `body` (JSON) to `url` with `headers` and returns the response body as a byte
+    /// stream guarded by the idle timeout, with its media type.
+    ///
+    /// Errors: [`ModelError::Connection`] when connecting fails or no response headers arrive
+    /// within the idle timeout; [`ModelError::Http`] for a non-2xx status, with the body cut to
+    /// [`MAX_ERROR_BODY_BYTES`] and `retry-after`/`retry-after-ms` in milliseconds.
+    pub(crate) async fn post_stream(
+        &self,
+        url: &str,
+        headers: HeaderMap,
+        body: Bytes,
+    ) -> Result<ResponseBody, ModelError> {
+        let send = self
+            .client
+            .post(url)
+            .headers(headers)
+            .header(
+                reqwest::header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            )
+            .header(
+                reqwest::header::ACCEPT,
+                HeaderValue::from_static("text/event-stream"),
+            )
+            .body(body)
+            .send();
+        let response = match tokio::time::timeout(self.idle_timeout, send).await {
+            Err(_) => {
+                return Err(ModelError::Connection(format!(
+                    "no response from {url} within {} ms (idle timeout)",
+                    self.idle_timeout.as_millis()
+                )));
+            }
+            Ok(Err(e)) => return Err(ModelError::Connection(self.scrub(&error_chain(&e)))),
+            Ok(Ok(r)) => r,
+        };
+        let status = response.status();
+        if !status.is_success() {
+            let retry_after_ms = retry_after_from_headers(response.headers(), chrono::Utc::now());
+            let body = self.read_error_body(response).await;
+            return Err(ModelError::Http {
+                status: status.as_u16(),
+                body,
+                retry_after_ms,
+            });
+        }
+        let is_json = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.trim_start().starts_with("application/json"));
+        Ok(ResponseBody {
+            is_json,
+            bytes: with_idle_timeout(response.bytes_stream(), self.idle_timeout),
+        })
+    }
+
+    /// Reads at most [`MAX_ERROR_BODY_BYTES`] (plus one chunk) of an error body, within the idle
+    /// timeout, as lossy UTF-8 with the API key scrubbed.
+    async fn read_error_body(&self, response: reqwest::Response) -> String {
+        let mut bytes = Vec::new();
+        let mut stream = with_idle_timeout(response.bytes_stream(), self.idle_timeout);
+        while bytes.len() <= MAX_ERROR_BODY_BYTES {
+            match stream.next().await {
+                Some(Ok(chunk)) => bytes.extend_from_slice(&chunk),
+                _ => break,
+            }
+        }
+        let text = String::from_utf8_lossy(&bytes);
+        truncate_bytes(&self.scrub(text.trim()), MAX_ERROR_BODY_BYTES)
+    }
+
+    /// `text` with every occurrence of the API key replaced by `<redacted>`.
+    fn scrub(&self, text: &str) -> String {
+        let key = self.api_key.0.trim();
+        if key.len() < 4 {
+            return text.to_string();
+        }
+        text.replace(key, "<redacted>")
+    }
+}
+
+/// `base_url` without trailing slashes joined with `path` (which starts with `/`).
+pub(crate) fn join_url(base_url: &str, path: &str) -> String {
+    format!("{}{}", base_url.trim_end_matches('/'), path)
+}
+
+/// A header value holding a secret: marked sensitive so reqwest/http never print it.
+pub(crate) fn secret_header(value: &str) -> Result<HeaderValue, ModelError> {
+    let mut v = HeaderValue::from_str(value).map_err(|_| ModelError::Api {
+        kind: "authentication_error".to_string(),
+        message: "the API key contains characters that cannot be sent in an HTTP header; \
+                  check the environment variable named by api_key_env"
+            .to_string(),
+    })?;
+    v.set_sensitive(true);
+    Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn join_url_handles_trailing_slashes() {
+        assert_eq!(
+            join_url("https://api.anthropic.com/", "/v1/messages"),
+            "https://api.anthropic.com/v1/messages"
+        );
+        assert_eq!(
+            join_url("http://127.0.0.1:8089/v1", "/chat/completions"),
+            "http://127.0.0.1:8089/v1/chat/completions"
+        );
+    }
+
+    #[test]
+    fn scrub_removes_the_key() {
+        let t = HttpTransport::new(1000, ApiKey("sk-secret-123".into()));
+        assert_eq!(
+            t.scrub("bad key sk-secret-123 given"),
+            "bad key <redacted> given"
+        );
+    }
+
+    #[test]
+    fn secret_headers_are_sensitive_and_invalid_keys_are_reported_without_the_key() {
+        assert!(secret_header("abc").unwrap().is_sensitive());
+        let err = secret_header("bad\nkey-xyz").unwrap_err();
+        assert!(!err.to_string().contains("key-xyz"));
+    }
+}

@@ -60,7 +60,9 @@ pub enum SandboxError {
         physical: PathBuf,
     },
     /// The path contains a NUL byte, a control character or an invisible/format character.
-    #[error("path `{requested}` is not allowed: {reason}; spell the path with visible characters only")]
+    #[error(
+        "path `{requested}` is not allowed: {reason}; spell the path with visible characters only"
+    )]
     InvalidPath {
         /// As given (with invisible characters escaped).
         requested: String,
@@ -179,8 +181,8 @@ pub fn resolve(
         Ok(r) => r.to_path_buf(),
         Err(_) => {
             let lexical = lexical_normalize(&absolute);
-            let spelled_inside =
-                lexical.starts_with(&root) || lexical.starts_with(lexical_normalize(workspace_root));
+            let spelled_inside = lexical.starts_with(&root)
+                || lexical.starts_with(lexical_normalize(workspace_root));
             return Err(if spelled_inside {
                 SandboxError::SymlinkOutside {
                     requested: requested.to_string(),
@@ -238,7 +240,9 @@ pub fn protection_reason(relative: &Path) -> Option<&'static str> {
     for (i, part) in parts.iter().enumerate() {
         match *part {
             ".git" => {
-                return Some("`.git` holds the repository's configuration and hooks, which run code");
+                return Some(
+                    "`.git` holds the repository's configuration and hooks, which run code",
+                );
             }
             ".ssh" => return Some("`.ssh` holds SSH keys and authorized_keys"),
             ".ahelper" => match parts.get(i + 1) {
@@ -579,9 +583,7 @@ fn open_beneath(
     };
     match openat2_beneath(&root, relative, flags, mode) {
         Openat2::Opened(f) => Ok(f),
-        Openat2::Failed(e)
-            if matches!(e.raw_os_error(), Some(libc::ELOOP) | Some(libc::EXDEV)) =>
-        {
+        Openat2::Failed(e) if matches!(e.raw_os_error(), Some(libc::ELOOP) | Some(libc::EXDEV)) => {
             Err(SandboxError::Changed { requested: shown })
         }
         Openat2::Failed(e) => Err(io_err(e)),
@@ -637,12 +639,7 @@ pub fn create_parent_dirs(
         let Component::Normal(name) = component else {
             continue;
         };
-        let dir = open_beneath(
-            workspace_root,
-            &done,
-            libc::O_PATH | libc::O_DIRECTORY,
-            0,
-        )?;
+        let dir = open_beneath(workspace_root, &done, libc::O_PATH | libc::O_DIRECTORY, 0)?;
         let c_name = CString::new(name.as_bytes()).map_err(|_| SandboxError::InvalidPath {
             requested: resolved.relative.display().to_string(),
             reason: "it contains a NUL byte".into(),
@@ -662,12 +659,7 @@ pub fn create_parent_dirs(
         done.push(name);
     }
     // The last directory must be a real directory beneath the root (not a symlink or file).
-    open_beneath(
-        workspace_root,
-        &done,
-        libc::O_PATH | libc::O_DIRECTORY,
-        0,
-    )?;
+    open_beneath(workspace_root, &done, libc::O_PATH | libc::O_DIRECTORY, 0)?;
     Ok(())
 }
 

@@ -317,7 +317,8 @@ async fn p22_proc_self_environ_is_rejected_directly_and_via_symlink() {
     symlink("/proc/self/environ", f.ws.join("e")).unwrap();
     assert_refused(f.read("e").await, "PATH=");
     assert_refused(
-        f.call("grep", json!({"pattern": "PATH", "path": "e"})).await,
+        f.call("grep", json!({"pattern": "PATH", "path": "e"}))
+            .await,
         "PATH=",
     );
 }
@@ -393,13 +394,7 @@ async fn p29_invisible_characters_are_refused() {
 async fn p34_relative_paths_use_the_call_cwd_not_the_process_cwd() {
     let f = fixture();
     fs::write(f.ws.join("sub/a.txt"), "sub a\n").unwrap();
-    assert!(
-        f.read("sub/a.txt")
-            .await
-            .unwrap()
-            .content
-            .contains("sub a")
-    );
+    assert!(f.read("sub/a.txt").await.unwrap().content.contains("sub a"));
     let mut ctx = f.ctx.clone();
     ctx.cwd = f.ws.join("sub");
     let out = f
@@ -552,7 +547,10 @@ async fn p40_worker_in_nested_worktree_cannot_edit_the_main_checkout() {
     )
     .await
     .unwrap();
-    assert_eq!(fs::read_to_string(wt.join("src/a.rs")).unwrap(), "fn b() {}\n");
+    assert_eq!(
+        fs::read_to_string(wt.join("src/a.rs")).unwrap(),
+        "fn b() {}\n"
+    );
 }
 
 #[tokio::test]
@@ -564,7 +562,10 @@ async fn p41_dot_git_file_and_main_hooks_are_not_writable() {
     let before = fs::read_to_string(wt.join(".git")).unwrap();
     let msg = assert_refused(
         write
-            .call(json!({"path": ".git", "content": "gitdir: /tmp/evil"}), &ctx)
+            .call(
+                json!({"path": ".git", "content": "gitdir: /tmp/evil"}),
+                &ctx,
+            )
             .await,
         "zzz",
     );
@@ -596,7 +597,10 @@ async fn p43_symlinked_dir_to_outside_is_not_followed_by_default() {
         .await
         .unwrap();
     assert!(g.content.starts_with("No matches"), "{g:?}");
-    let g = f.call("glob", json!({"pattern": "**/*.txt"})).await.unwrap();
+    let g = f
+        .call("glob", json!({"pattern": "**/*.txt"}))
+        .await
+        .unwrap();
     assert!(!g.content.contains("shared"), "{g:?}");
 }
 
@@ -620,5 +624,11 @@ async fn p46_symlinked_state_dir_is_outside_but_ordinary_files_work() {
     assert_refused(f.write(".ahelper/x", "data").await, "zzz");
     assert!(!dotfiles.join("x").exists());
     // (c) no false "outside" errors on ordinary files.
-    assert!(f.read("README.md").await.unwrap().content.contains("readme"));
+    assert!(
+        f.read("README.md")
+            .await
+            .unwrap()
+            .content
+            .contains("readme")
+    );
 }

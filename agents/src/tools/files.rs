@@ -44,7 +44,10 @@ pub(crate) fn schema_of<T: JsonSchema>() -> Value {
 
 /// The `path` argument of a call, as given.
 pub(crate) fn path_subject(input: &Value) -> Option<String> {
-    input.get("path").and_then(Value::as_str).map(str::to_string)
+    input
+        .get("path")
+        .and_then(Value::as_str)
+        .map(str::to_string)
 }
 
 /// A sandbox error reworded for a file the tool expected to exist.
@@ -81,8 +84,13 @@ fn display_rel(resolved: &ResolvedPath) -> String {
 }
 
 /// Reads the whole file at a resolved path through the sandbox opener.
-fn read_bytes(ctx: &ToolContext, requested: &str, resolved: &ResolvedPath) -> Result<Vec<u8>, ToolError> {
-    let mut file = sandbox::open_read(&ctx.workspace_root, resolved).map_err(|e| open_error(requested, e))?;
+fn read_bytes(
+    ctx: &ToolContext,
+    requested: &str,
+    resolved: &ResolvedPath,
+) -> Result<Vec<u8>, ToolError> {
+    let mut file =
+        sandbox::open_read(&ctx.workspace_root, resolved).map_err(|e| open_error(requested, e))?;
     let meta = file
         .metadata()
         .map_err(|e| ToolError::new(format!("cannot read `{requested}`: {e}")))?;
@@ -110,7 +118,9 @@ fn write_bytes(
         .map_err(|e| open_error(requested, e))?;
     let io = |e: std::io::Error| ToolError::new(format!("cannot write `{requested}`: {e}"));
     if file.metadata().map_err(io)?.is_dir() {
-        return Err(ToolError::new(format!("`{requested}` is a directory, not a file")));
+        return Err(ToolError::new(format!(
+            "`{requested}` is a directory, not a file"
+        )));
     }
     file.set_len(0).map_err(io)?;
     file.write_all(bytes).map_err(io)?;
@@ -531,7 +541,9 @@ fn list_dir(args: &ListDirArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolErr
             continue;
         }
         let name = entry.file_name().to_string_lossy().into_owned();
-        let Some(ft) = entry.file_type() else { continue };
+        let Some(ft) = entry.file_type() else {
+            continue;
+        };
         if ft.is_symlink() {
             let target = std::fs::read_link(entry.path())
                 .map(|t| t.display().to_string())

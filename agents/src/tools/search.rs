@@ -100,11 +100,7 @@ impl Tool for Glob {
         path_subject(input)
     }
     async fn call(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let args: GlobArgs = parse_args(
-            "glob",
-            input,
-            r#"{"pattern": "**/*.rs", "path": "src"}"#,
-        )?;
+        let args: GlobArgs = parse_args("glob", input, r#"{"pattern": "**/*.rs", "path": "src"}"#)?;
         let ctx = ctx.clone();
         tokio::task::spawn_blocking(move || glob(&args, &ctx))
             .await
@@ -126,7 +122,9 @@ fn glob(args: &GlobArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
             return Err(ToolError::new("glob was cancelled"));
         }
         let Ok(entry) = entry else { continue };
-        let Some(ft) = entry.file_type() else { continue };
+        let Some(ft) = entry.file_type() else {
+            continue;
+        };
         if ft.is_dir() {
             continue;
         }
@@ -238,7 +236,9 @@ impl Tool for Grep {
 
 fn grep(args: &GrepArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
     if args.pattern.is_empty() {
-        return Err(ToolError::new("pattern is empty; give a regular expression"));
+        return Err(ToolError::new(
+            "pattern is empty; give a regular expression",
+        ));
     }
     let max_results = args
         .max_results

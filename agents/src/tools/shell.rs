@@ -131,11 +131,37 @@ fn signal_group(pgid: i32, signal: libc::c_int) {
     }
 }
 
-/// True when no process is left in the group `pgid`.
+/// True when no live process is left in the group `pgid`. Zombies do not count: processes
+/// re-parented to an init that does not reap (common in containers) stay zombies forever.
 fn group_gone(pgid: i32) -> bool {
     // SAFETY: signal 0 only checks for existence.
     let rc = unsafe { libc::kill(-pgid, 0) };
-    rc != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
+    if rc != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH) {
+        return true;
+    }
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    for entry in dir.flatten() {
+        let name = entry.file_name();
+        if !name.as_encoded_bytes().iter().all(u8::is_ascii_digit) {
+            continue;
+        }
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // `pid (comm) state ppid pgrp …`; comm may contain spaces and parentheses.
+        let Some((_, rest)) = stat.rsplit_once(") ") else {
+            continue;
+        };
+        let mut fields = rest.split(' ');
+        let state = fields.next();
+        let pgrp = fields.nth(1).and_then(|f| f.parse::<i32>().ok());
+        if pgrp == Some(pgid) && state != Some("Z") && state != Some("X") {
+            return false;
+        }
+    }
+    true
 }
 
 /// Kills the group with `SIGKILL` when dropped while armed (the call's future was dropped).
@@ -234,7 +260,9 @@ fn describe_status(status: &ExitStatus) -> (String, bool) {
 
 async fn run_command(args: &RunCommandArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
     if args.command.trim().is_empty() {
-        return Err(ToolError::new("command is empty; give a shell command line"));
+        return Err(ToolError::new(
+            "command is empty; give a shell command line",
+        ));
     }
     let requested_ms = args.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS);
     if requested_ms == 0 {

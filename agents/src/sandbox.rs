@@ -146,7 +146,8 @@ const MAX_SYMLINKS: usize = 40;
 /// - [`SandboxError::InvalidPath`]: empty path, NUL byte, control or invisible character;
 /// - [`SandboxError::Outside`] / [`SandboxError::SymlinkOutside`]: the physical path is not
 ///   inside the physical workspace root;
-/// - [`SandboxError::Protected`]: `access` is [`Access::Write`] and the path is protected;
+/// - [`SandboxError::Protected`]: `access` is [`Access::Write`] and the path is protected
+///   ([`protection_reason`]), judged on the physical path and on the path as spelled;
 /// - [`SandboxError::Io`]: the root does not exist, an ancestor cannot be read, or there are
 ///   more than 40 symlinks on the way.
 pub fn resolve(
@@ -197,14 +198,24 @@ pub fn resolve(
             });
         }
     };
-    if access == Access::Write
-        && let Some(reason) = protection_reason(&relative)
-    {
-        return Err(SandboxError::Protected {
-            requested: requested.to_string(),
-            relative,
-            reason,
-        });
+    if access == Access::Write {
+        // Both the physical path and the path as spelled (e.g. `.git/config` where `.git` is
+        // a symlink to another directory of the workspace) must be unprotected.
+        let lexical = lexical_normalize(&absolute);
+        let spelled = lexical
+            .strip_prefix(&root)
+            .or_else(|_| lexical.strip_prefix(lexical_normalize(workspace_root)))
+            .ok();
+        let reason = protection_reason(&relative)
+            .map(|r| (r, relative.clone()))
+            .or_else(|| spelled.and_then(|s| protection_reason(s).map(|r| (r, s.to_path_buf()))));
+        if let Some((reason, relative)) = reason {
+            return Err(SandboxError::Protected {
+                requested: requested.to_string(),
+                relative,
+                reason,
+            });
+        }
     }
     Ok(ResolvedPath { physical, relative })
 }

@@ -632,3 +632,81 @@ async fn p46_symlinked_state_dir_is_outside_but_ordinary_files_work() {
             .contains("readme")
     );
 }
+
+// ------------------------------------------------------------------ beyond the listed cases
+
+#[tokio::test]
+async fn dotdot_among_missing_components_cannot_climb_out() {
+    let f = fixture();
+    assert!(matches!(
+        f.resolve("nodir/../../ws-evil/x.txt", Access::Write),
+        Err(SandboxError::Outside { .. })
+    ));
+    let r = f
+        .resolve("nodir/deeper/../../file.txt", Access::Read)
+        .unwrap();
+    assert_eq!(r.physical, f.ws.join("file.txt"));
+    let r = f.resolve("new/a/../b.txt", Access::Write).unwrap();
+    assert_eq!(r.relative, Path::new("new/b.txt"));
+}
+
+#[tokio::test]
+async fn dangling_symlinks_are_resolved_to_their_target() {
+    let f = fixture();
+    symlink(f.base.join("outside/new.txt"), f.ws.join("d-out")).unwrap();
+    assert_refused(f.write("d-out", "x").await, "zzz");
+    assert!(!f.base.join("outside/new.txt").exists());
+    symlink("created.txt", f.ws.join("d-in")).unwrap();
+    f.write("d-in", "via dangling link").await.unwrap();
+    assert_eq!(
+        fs::read_to_string(f.ws.join("created.txt")).unwrap(),
+        "via dangling link"
+    );
+}
+
+#[tokio::test]
+async fn symlink_loops_fail_cleanly() {
+    let f = fixture();
+    symlink("loop-b", f.ws.join("loop-a")).unwrap();
+    symlink("loop-a", f.ws.join("loop-b")).unwrap();
+    let msg = assert_refused(f.read("loop-a").await, "zzz");
+    assert!(msg.contains("symbolic links"), "{msg}");
+}
+
+#[tokio::test]
+async fn the_root_itself_is_listable_but_not_writable_as_a_file() {
+    let f = fixture();
+    let r = f.resolve(".", Access::Read).unwrap();
+    assert_eq!(r.physical, f.ws);
+    assert_eq!(r.relative, Path::new(""));
+    let ws = f.ws.to_str().unwrap().to_string();
+    assert_refused(f.write(&ws, "x").await, "zzz");
+    assert!(matches!(
+        f.resolve("", Access::Read),
+        Err(SandboxError::InvalidPath { .. })
+    ));
+}
+
+#[tokio::test]
+async fn protected_paths_are_protected_through_symlinks_either_way() {
+    let f = fixture();
+    fs::create_dir_all(f.ws.join(".git/hooks")).unwrap();
+    // A link to a protected file.
+    symlink(f.ws.join(".git/hooks"), f.ws.join("hooks")).unwrap();
+    assert!(matches!(
+        f.resolve("hooks/pre-commit", Access::Write),
+        Err(SandboxError::Protected { .. })
+    ));
+    // A protected name that is a link to an ordinary directory.
+    fs::create_dir_all(f.ws.join("dotfiles")).unwrap();
+    symlink(f.ws.join("dotfiles"), f.ws.join(".ssh")).unwrap();
+    assert!(matches!(
+        f.resolve(".ssh/authorized_keys", Access::Write),
+        Err(SandboxError::Protected { .. })
+    ));
+    assert!(f.write("hooks/pre-commit", "evil").await.is_err());
+    assert!(!f.ws.join(".git/hooks/pre-commit").exists());
+    // Reading protected files is fine.
+    fs::write(f.ws.join(".git/hooks/x"), "hook\n").unwrap();
+    assert!(f.read("hooks/x").await.unwrap().content.contains("hook"));
+}

@@ -21,7 +21,8 @@ struct Fx {
 fn fixture() -> Fx {
     let dir = tempfile::tempdir().unwrap();
     let ws = fs::canonicalize(dir.path()).unwrap().join("ws");
-    fs::create_dir_all(&ws).unwrap();
+    // A git repository, so that `.gitignore` applies (ripgrep's rule).
+    fs::create_dir_all(ws.join(".git")).unwrap();
     let ctx = ToolContext::new(&ws).unwrap();
     Fx {
         _dir: dir,

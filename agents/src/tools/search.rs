@@ -28,11 +28,14 @@ pub const GREP_LINE_CHARS: usize = 500;
 
 /// A gitignore-aware walker rooted at `root` that shows hidden files, skips `.git` and does
 /// not follow symbolic links. Entries come sorted by file name.
+///
+/// Ignore rules are ripgrep's: `.ignore` files always; `.gitignore`, `.git/info/exclude` and
+/// the user's global git excludes inside a git repository (or worktree), from the repository
+/// root down — never from directories above it.
 pub(crate) fn walker(root: &Path) -> WalkBuilder {
     let mut b = WalkBuilder::new(root);
     b.hidden(false)
         .follow_links(false)
-        .require_git(false)
         .sort_by_file_name(|a, b| a.cmp(b))
         .filter_entry(|e| e.file_name() != ".git");
     b

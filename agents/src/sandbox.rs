@@ -1,17 +1,116 @@
-//! Workspace path sandbox (stub; being written).
-use std::path::{Path, PathBuf};
+//! Workspace path sandbox: the one function, [`resolve`], that turns a path a tool was given
+//! into a path the tool may touch, plus the openers ([`open_read`], [`open_write`],
+//! [`create_parent_dirs`]) that make sure the file actually opened is the one that was checked.
+//!
+//! Rules (see `DESIGN.md` §4 and the cases in `shared/cases/paths.md`):
+//! - relative paths are resolved against the call's cwd, never the process cwd; `~` is a literal
+//!   file name, never the home directory;
+//! - NUL bytes, control characters and invisible/format characters (zero-width, bidi controls,
+//!   Unicode category `Cf`) are refused;
+//! - the decision is taken on the **physical** path: every symlink is followed the way the
+//!   kernel follows it (a `..` after a symlink climbs from the link's target), and for a path
+//!   that does not exist yet the nearest existing ancestor is resolved and the missing
+//!   components are appended (a `..` among them can only cancel a missing component);
+//! - the workspace root is canonicalised too, and containment is compared by path components,
+//!   never by string prefix;
+//! - writes to protected paths ([`is_protected`]) are refused whatever their spelling.
+//!
+//! Opening uses Linux `openat2(2)` with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS` relative to an
+//! fd of the workspace root, so a directory swapped for a symlink between the check and the
+//! open makes the open fail instead of escaping (case P35). Where `openat2` is unavailable
+//! (kernels before 5.6, seccomp filters) the file is opened with `O_NOFOLLOW` and the opened
+//! fd's real path (`/proc/self/fd/N`) is verified to be the checked path before any byte is
+//! read or written.
 
-/// Why a path was refused.
+use std::collections::VecDeque;
+use std::ffi::{CString, OsString};
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Component, Path, PathBuf};
+use unicode_normalization::UnicodeNormalization;
+
+/// Why a path was refused. Every message says what happened and what to do instead.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SandboxError {
     /// The path resolves outside the workspace.
-    #[error("path `{requested}` is outside the workspace {root}")]
+    #[error(
+        "path `{requested}` is outside the workspace {root}; file tools only work on paths inside \
+         the workspace (use a path relative to the workspace, without `..` leading out of it)"
+    )]
     Outside {
         /// As given.
         requested: String,
         /// Workspace root.
         root: PathBuf,
     },
+    /// The path is spelled inside the workspace but a symlink on the way leads outside it.
+    #[error(
+        "path `{requested}` goes through a symbolic link that leads outside the workspace {root} \
+         (it resolves to {physical}); links out of the workspace are not followed"
+    )]
+    SymlinkOutside {
+        /// As given.
+        requested: String,
+        /// Workspace root.
+        root: PathBuf,
+        /// Where the kernel would really go.
+        physical: PathBuf,
+    },
+    /// The path contains a NUL byte, a control character or an invisible/format character.
+    #[error(
+        "path `{requested}` is not allowed: {reason}; spell the path with visible characters only"
+    )]
+    InvalidPath {
+        /// As given (with invisible characters escaped).
+        requested: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A write to a protected path (see [`is_protected`]).
+    #[error(
+        "writing `{requested}` is not allowed: `{relative}` is protected ({reason}); file tools never \
+         change it — ask the user to do it if it is really needed",
+        relative = relative.display()
+    )]
+    Protected {
+        /// As given.
+        requested: String,
+        /// Path relative to the workspace root (physical).
+        relative: PathBuf,
+        /// Why this path is protected.
+        reason: &'static str,
+    },
+    /// The workspace root, the path or one of its ancestors could not be inspected or opened.
+    #[error("cannot access `{requested}`: {message}")]
+    Io {
+        /// As given (or the path relative to the workspace when opening).
+        requested: String,
+        /// The operating-system error.
+        message: String,
+        /// The kind of the underlying [`io::Error`] (e.g. `NotFound`), for callers that
+        /// word their own message.
+        kind: io::ErrorKind,
+    },
+    /// The path changed between the check and the open (e.g. a directory was replaced by a
+    /// symlink); nothing was read or written.
+    #[error(
+        "path `{requested}` changed while it was being opened (a symbolic link appeared on the \
+         way); nothing was read or written — try again"
+    )]
+    Changed {
+        /// Path relative to the workspace root.
+        requested: String,
+    },
+}
+
+impl SandboxError {
+    /// True when the error means the file or one of its directories does not exist.
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, SandboxError::Io { kind, .. } if *kind == io::ErrorKind::NotFound)
+    }
 }
 
 /// Read or write access.
@@ -26,28 +125,620 @@ pub enum Access {
 /// A path checked to be inside the workspace.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResolvedPath {
-    /// Physical path (realpath of the deepest existing ancestor joined with the rest).
+    /// Physical path: every symlink resolved (realpath of the deepest existing ancestor joined
+    /// with the components that do not exist yet). Tools open this path, never the path as
+    /// given.
     pub physical: PathBuf,
-    /// The same path relative to the canonical workspace root.
+    /// The same path relative to the canonical workspace root (empty for the root itself).
     pub relative: PathBuf,
 }
 
-/// Resolves `requested` against `cwd` inside `workspace_root` (stub).
+/// Most symlinks followed while resolving one path (Linux's own limit is 40).
+const MAX_SYMLINKS: usize = 40;
+
+/// Resolves `requested` (as the model wrote it) against `cwd` inside `workspace_root`.
+///
+/// `cwd` is used for relative paths (it is joined to the root when itself relative); absolute
+/// paths are taken as they are and must resolve inside the root. The root is canonicalised on
+/// every call, and every call re-resolves the path on disk (no verdict is cached).
+///
+/// # Errors
+/// - [`SandboxError::InvalidPath`]: empty path, NUL byte, control or invisible character;
+/// - [`SandboxError::Outside`] / [`SandboxError::SymlinkOutside`]: the physical path is not
+///   inside the physical workspace root;
+/// - [`SandboxError::Protected`]: `access` is [`Access::Write`] and the path is protected
+///   ([`protection_reason`]), judged on the physical path and on the path as spelled;
+/// - [`SandboxError::Io`]: the root does not exist, an ancestor cannot be read, or there are
+///   more than 40 symlinks on the way.
 pub fn resolve(
     workspace_root: &Path,
     cwd: &Path,
     requested: &str,
-    _access: Access,
+    access: Access,
 ) -> Result<ResolvedPath, SandboxError> {
-    let p = cwd.join(requested);
-    match p.strip_prefix(workspace_root) {
-        Ok(rel) => Ok(ResolvedPath {
-            relative: rel.to_path_buf(),
-            physical: p.clone(),
-        }),
-        Err(_) => Err(SandboxError::Outside {
-            requested: requested.into(),
-            root: workspace_root.into(),
-        }),
+    check_characters(requested)?;
+    let root = std::fs::canonicalize(workspace_root).map_err(|e| SandboxError::Io {
+        requested: workspace_root.display().to_string(),
+        message: format!("the workspace root cannot be resolved: {e}"),
+        kind: e.kind(),
+    })?;
+    let requested_path = Path::new(requested);
+    let absolute = if requested_path.is_absolute() {
+        requested_path.to_path_buf()
+    } else {
+        let base = if cwd.is_absolute() {
+            cwd.to_path_buf()
+        } else {
+            root.join(cwd)
+        };
+        base.join(requested_path)
+    };
+    let physical = physical_path(&absolute).map_err(|e| SandboxError::Io {
+        requested: requested.to_string(),
+        message: e.to_string(),
+        kind: e.kind(),
+    })?;
+    let relative = match physical.strip_prefix(&root) {
+        Ok(r) => r.to_path_buf(),
+        Err(_) => {
+            let lexical = lexical_normalize(&absolute);
+            let spelled_inside = lexical.starts_with(&root)
+                || lexical.starts_with(lexical_normalize(workspace_root));
+            return Err(if spelled_inside {
+                SandboxError::SymlinkOutside {
+                    requested: requested.to_string(),
+                    root,
+                    physical,
+                }
+            } else {
+                SandboxError::Outside {
+                    requested: requested.to_string(),
+                    root,
+                }
+            });
+        }
+    };
+    if access == Access::Write {
+        // Both the physical path and the path as spelled (e.g. `.git/config` where `.git` is
+        // a symlink to another directory of the workspace) must be unprotected.
+        let lexical = lexical_normalize(&absolute);
+        let spelled = lexical
+            .strip_prefix(&root)
+            .or_else(|_| lexical.strip_prefix(lexical_normalize(workspace_root)))
+            .ok();
+        let reason = protection_reason(&relative)
+            .map(|r| (r, relative.clone()))
+            .or_else(|| spelled.and_then(|s| protection_reason(s).map(|r| (r, s.to_path_buf()))));
+        if let Some((reason, relative)) = reason {
+            return Err(SandboxError::Protected {
+                requested: requested.to_string(),
+                relative,
+                reason,
+            });
+        }
+    }
+    Ok(ResolvedPath { physical, relative })
+}
+
+/// True when file tools must never write `relative` (a path relative to the workspace root):
+/// see [`protection_reason`].
+pub fn is_protected(relative: &Path) -> bool {
+    protection_reason(relative).is_some()
+}
+
+/// Why file tools must never write `relative` (a path relative to the workspace root), or
+/// `None` when it may be written.
+///
+/// Protected (at any depth, compared after Unicode NFKC normalisation, lower-casing and
+/// dropping trailing dots/spaces, so `.GIT`, `．git` and `.git.` all count as `.git`):
+/// - `.git` (the directory or a worktree's `.git` file) and everything under it — hooks and
+///   config run code;
+/// - `.ahelper` itself and `.ahelper/config*`, `.ahelper/settings*`, `.ahelper/permissions*` —
+///   ahelper's own configuration and permission rules;
+/// - shell start-up files (`.bashrc`, `.profile`, `.zshrc`, `.envrc`, `fish/config.fish`, …),
+///   `.gitconfig` and anything under `.ssh`.
+///
+/// The normalisation is used for this check only; it never changes which file is opened.
+pub fn protection_reason(relative: &Path) -> Option<&'static str> {
+    let text = relative.to_string_lossy();
+    let folded: String = text.nfkc().collect::<String>().to_lowercase();
+    let folded: String = folded.nfkc().collect();
+    let parts: Vec<&str> = folded
+        .split(['/', '\\'])
+        .map(|c| c.trim_end_matches(['.', ' ']))
+        .filter(|c| !c.is_empty())
+        .collect();
+    for (i, part) in parts.iter().enumerate() {
+        match *part {
+            ".git" => {
+                return Some(
+                    "`.git` holds the repository's configuration and hooks, which run code",
+                );
+            }
+            ".ssh" => return Some("`.ssh` holds SSH keys and authorized_keys"),
+            ".ahelper" => match parts.get(i + 1) {
+                None => return Some("`.ahelper` is ahelper's own directory"),
+                Some(next)
+                    if next.starts_with("config")
+                        || next.starts_with("settings")
+                        || next.starts_with("permissions") =>
+                {
+                    return Some("ahelper's own configuration and permission rules");
+                }
+                Some(_) => {}
+            },
+            _ => {}
+        }
+    }
+    let name = *parts.last()?;
+    const STARTUP: &[&str] = &[
+        ".bashrc",
+        ".bash_profile",
+        ".bash_login",
+        ".bash_logout",
+        ".bash_aliases",
+        ".profile",
+        ".zshrc",
+        ".zshenv",
+        ".zprofile",
+        ".zlogin",
+        ".zlogout",
+        ".cshrc",
+        ".tcshrc",
+        ".login",
+        ".logout",
+        ".kshrc",
+        ".mkshrc",
+        ".envrc",
+        ".gitconfig",
+    ];
+    if STARTUP.contains(&name)
+        || (name == "config.fish" && parts.len() >= 2 && parts[parts.len() - 2] == "fish")
+    {
+        return Some("shell start-up and git configuration files run code in every new shell");
+    }
+    None
+}
+
+/// Refuses empty paths, NUL bytes, control characters and invisible characters.
+fn check_characters(requested: &str) -> Result<(), SandboxError> {
+    let invalid = |reason: String| SandboxError::InvalidPath {
+        requested: requested.escape_default().to_string(),
+        reason,
+    };
+    if requested.is_empty() {
+        return Err(invalid("the path is empty".into()));
+    }
+    for c in requested.chars() {
+        if c == '\0' {
+            return Err(invalid("it contains a NUL byte".into()));
+        }
+        if c.is_control() {
+            return Err(invalid(format!(
+                "it contains the control character U+{:04X}",
+                c as u32
+            )));
+        }
+        if is_invisible(c) {
+            return Err(invalid(format!(
+                "it contains the invisible character U+{:04X}",
+                c as u32
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Format characters (Unicode general category `Cf`, from `DerivedGeneralCategory.txt` of
+/// Unicode 15.1: zero-width space/joiners, bidi controls, BOM, tags…), line/paragraph
+/// separators, and characters that render as nothing (variation selectors, fillers,
+/// combining grapheme joiner).
+fn is_invisible(c: char) -> bool {
+    const RANGES: &[(u32, u32)] = &[
+        // Cf
+        (0x00AD, 0x00AD),
+        (0x0600, 0x0605),
+        (0x061C, 0x061C),
+        (0x06DD, 0x06DD),
+        (0x070F, 0x070F),
+        (0x0890, 0x0891),
+        (0x08E2, 0x08E2),
+        (0x180E, 0x180E),
+        (0x200B, 0x200F),
+        (0x202A, 0x202E),
+        (0x2060, 0x2064),
+        (0x2066, 0x206F),
+        (0xFEFF, 0xFEFF),
+        (0xFFF9, 0xFFFB),
+        (0x110BD, 0x110BD),
+        (0x110CD, 0x110CD),
+        (0x13430, 0x1343F),
+        (0x1BCA0, 0x1BCA3),
+        (0x1D173, 0x1D17A),
+        (0xE0001, 0xE0001),
+        (0xE0020, 0xE007F),
+        // Zl, Zp
+        (0x2028, 0x2029),
+        // invisible letters and marks
+        (0x034F, 0x034F),
+        (0x115F, 0x1160),
+        (0x17B4, 0x17B5),
+        (0x180B, 0x180D),
+        (0x180F, 0x180F),
+        (0x3164, 0x3164),
+        (0xFE00, 0xFE0F),
+        (0xFFA0, 0xFFA0),
+        (0xE0100, 0xE01EF),
+    ];
+    let v = c as u32;
+    RANGES.iter().any(|&(lo, hi)| (lo..=hi).contains(&v))
+}
+
+/// `..` and `.` removed lexically (only to word error messages; never for decisions).
+fn lexical_normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
+enum Step {
+    Root,
+    Parent,
+    Name(OsString),
+}
+
+fn push_steps_front(queue: &mut VecDeque<Step>, path: &Path) {
+    let steps: Vec<Step> = path
+        .components()
+        .filter_map(|c| match c {
+            Component::RootDir | Component::Prefix(_) => Some(Step::Root),
+            Component::ParentDir => Some(Step::Parent),
+            Component::CurDir => None,
+            Component::Normal(n) => Some(Step::Name(n.to_os_string())),
+        })
+        .collect();
+    for s in steps.into_iter().rev() {
+        queue.push_front(s);
+    }
+}
+
+/// The path the kernel would reach for the absolute `path`: symlinks followed one component at
+/// a time (a `..` applies to the physical directory reached so far), with the components that
+/// do not exist appended literally (a `..` among them cancels the previous missing one).
+fn physical_path(path: &Path) -> io::Result<PathBuf> {
+    let mut queue = VecDeque::new();
+    push_steps_front(&mut queue, path);
+    let mut current = PathBuf::from("/");
+    let mut missing: Vec<OsString> = Vec::new();
+    let mut links = 0usize;
+    while let Some(step) = queue.pop_front() {
+        match step {
+            Step::Root => {
+                current = PathBuf::from("/");
+                missing.clear();
+            }
+            Step::Parent => {
+                if missing.pop().is_none() {
+                    current.pop();
+                }
+            }
+            Step::Name(name) => {
+                if !missing.is_empty() {
+                    missing.push(name);
+                    continue;
+                }
+                let candidate = current.join(&name);
+                match std::fs::symlink_metadata(&candidate) {
+                    Ok(meta) if meta.file_type().is_symlink() => {
+                        links += 1;
+                        if links > MAX_SYMLINKS {
+                            return Err(io::Error::other(format!(
+                                "more than {MAX_SYMLINKS} symbolic links on the way (a loop?)"
+                            )));
+                        }
+                        let target = std::fs::read_link(&candidate)?;
+                        push_steps_front(&mut queue, &target);
+                    }
+                    Ok(_) => current = candidate,
+                    Err(e)
+                        if e.kind() == io::ErrorKind::NotFound
+                            || e.raw_os_error() == Some(libc::ENOTDIR) =>
+                    {
+                        missing.push(name);
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+    }
+    for m in missing {
+        current.push(m);
+    }
+    Ok(current)
+}
+
+/// `struct open_how` of `linux/openat2.h`.
+#[repr(C)]
+struct OpenHow {
+    flags: u64,
+    mode: u64,
+    resolve: u64,
+}
+
+const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
+const RESOLVE_NO_SYMLINKS: u64 = 0x04;
+const RESOLVE_BENEATH: u64 = 0x08;
+
+/// Outcome of an `openat2` attempt.
+enum Openat2 {
+    Opened(File),
+    Unsupported,
+    Failed(io::Error),
+}
+
+fn openat2_beneath(root: &Path, relative: &Path, flags: libc::c_int, mode: u32) -> Openat2 {
+    let root_dir = match File::open(root) {
+        Ok(f) => f,
+        Err(e) => return Openat2::Failed(e),
+    };
+    let rel = if relative.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        relative
+    };
+    let Ok(c_path) = CString::new(rel.as_os_str().as_bytes()) else {
+        return Openat2::Failed(io::Error::from(io::ErrorKind::InvalidInput));
+    };
+    let how = OpenHow {
+        flags: (flags | libc::O_CLOEXEC) as u64,
+        mode: if flags & libc::O_CREAT != 0 {
+            u64::from(mode)
+        } else {
+            0
+        },
+        resolve: RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+    };
+    // SAFETY: openat2 reads `how` (a properly laid out `struct open_how` of the given size)
+    // and the NUL-terminated path; both outlive the call. The returned fd is owned below.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            root_dir.as_raw_fd(),
+            c_path.as_ptr(),
+            &how as *const OpenHow,
+            std::mem::size_of::<OpenHow>(),
+        )
+    };
+    if fd < 0 {
+        let e = io::Error::last_os_error();
+        return match e.raw_os_error() {
+            Some(libc::ENOSYS) | Some(libc::EPERM) | Some(libc::E2BIG) => Openat2::Unsupported,
+            _ => Openat2::Failed(e),
+        };
+    }
+    // SAFETY: `fd` is a fresh descriptor returned by the kernel and owned by nobody else.
+    Openat2::Opened(unsafe { File::from_raw_fd(fd as libc::c_int) })
+}
+
+/// Opens `root/relative` with `O_NOFOLLOW` and verifies through `/proc/self/fd/N` that the
+/// opened file is exactly the checked physical path (fallback when `openat2` is unavailable).
+fn open_verified_fallback(
+    root: &Path,
+    relative: &Path,
+    flags: libc::c_int,
+    mode: u32,
+) -> Result<File, OpenFailure> {
+    let physical = root.join(relative);
+    let mut options = std::fs::OpenOptions::new();
+    let access = flags & libc::O_ACCMODE;
+    options
+        .read(access == libc::O_RDONLY || access == libc::O_RDWR)
+        .write(access == libc::O_WRONLY || access == libc::O_RDWR)
+        .create(flags & libc::O_CREAT != 0)
+        .mode(mode)
+        .custom_flags((flags & !(libc::O_ACCMODE | libc::O_CREAT)) | libc::O_NOFOLLOW);
+    let file = options.open(&physical).map_err(|e| {
+        if e.raw_os_error() == Some(libc::ELOOP) {
+            OpenFailure::Changed
+        } else {
+            OpenFailure::Io(e)
+        }
+    })?;
+    match std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())) {
+        Ok(real) if real == physical => Ok(file),
+        Ok(_) => Err(OpenFailure::Changed),
+        Err(_) => {
+            // No /proc: compare the opened inode with the checked path's inode.
+            let opened = file.metadata().map_err(OpenFailure::Io)?;
+            let checked = std::fs::symlink_metadata(&physical).map_err(OpenFailure::Io)?;
+            if opened.dev() == checked.dev() && opened.ino() == checked.ino() {
+                Ok(file)
+            } else {
+                Err(OpenFailure::Changed)
+            }
+        }
+    }
+}
+
+enum OpenFailure {
+    Changed,
+    Io(io::Error),
+}
+
+/// Opens `relative` beneath `workspace_root` with the raw `open(2)` `flags` (`O_CREAT` uses
+/// `mode`), refusing any symlink on the way.
+fn open_beneath(
+    workspace_root: &Path,
+    relative: &Path,
+    flags: libc::c_int,
+    mode: u32,
+) -> Result<File, SandboxError> {
+    let shown = relative.display().to_string();
+    let root = std::fs::canonicalize(workspace_root).map_err(|e| SandboxError::Io {
+        requested: workspace_root.display().to_string(),
+        message: format!("the workspace root cannot be resolved: {e}"),
+        kind: e.kind(),
+    })?;
+    let io_err = |e: io::Error| SandboxError::Io {
+        requested: shown.clone(),
+        message: e.to_string(),
+        kind: e.kind(),
+    };
+    match openat2_beneath(&root, relative, flags, mode) {
+        Openat2::Opened(f) => Ok(f),
+        Openat2::Failed(e) if matches!(e.raw_os_error(), Some(libc::ELOOP) | Some(libc::EXDEV)) => {
+            Err(SandboxError::Changed { requested: shown })
+        }
+        Openat2::Failed(e) => Err(io_err(e)),
+        Openat2::Unsupported => match open_verified_fallback(&root, relative, flags, mode) {
+            Ok(f) => Ok(f),
+            Err(OpenFailure::Changed) => Err(SandboxError::Changed { requested: shown }),
+            Err(OpenFailure::Io(e)) => Err(io_err(e)),
+        },
+    }
+}
+
+/// Opens a resolved path for reading. The file opened is guaranteed to be
+/// `resolved.relative` beneath the workspace root with no symlink on the way (else
+/// [`SandboxError::Changed`]).
+///
+/// # Errors
+/// [`SandboxError::Changed`] when the path changed since [`resolve`]; [`SandboxError::Io`]
+/// when it cannot be opened (not found, permission denied…).
+pub fn open_read(workspace_root: &Path, resolved: &ResolvedPath) -> Result<File, SandboxError> {
+    open_beneath(workspace_root, &resolved.relative, libc::O_RDONLY, 0)
+}
+
+/// Opens a resolved path for writing, creating it (mode `0o666` minus umask) when `create` is
+/// true. The file is **not** truncated: callers truncate with `File::set_len(0)` once they hold
+/// the verified handle, so a refused open never destroys data.
+///
+/// # Errors
+/// As [`open_read`].
+pub fn open_write(
+    workspace_root: &Path,
+    resolved: &ResolvedPath,
+    create: bool,
+) -> Result<File, SandboxError> {
+    let flags = libc::O_WRONLY | if create { libc::O_CREAT } else { 0 };
+    open_beneath(workspace_root, &resolved.relative, flags, 0o666)
+}
+
+/// Creates the missing parent directories of a resolved path, one at a time beneath the
+/// workspace root, each created inside a directory opened without following symlinks.
+///
+/// # Errors
+/// [`SandboxError::Changed`] when a symlink appeared on the way; [`SandboxError::Io`] when a
+/// directory cannot be created (e.g. a file is in the way).
+pub fn create_parent_dirs(
+    workspace_root: &Path,
+    resolved: &ResolvedPath,
+) -> Result<(), SandboxError> {
+    let Some(parent) = resolved.relative.parent() else {
+        return Ok(());
+    };
+    let mut done = PathBuf::new();
+    for component in parent.components() {
+        let Component::Normal(name) = component else {
+            continue;
+        };
+        let dir = open_beneath(workspace_root, &done, libc::O_PATH | libc::O_DIRECTORY, 0)?;
+        let c_name = CString::new(name.as_bytes()).map_err(|_| SandboxError::InvalidPath {
+            requested: resolved.relative.display().to_string(),
+            reason: "it contains a NUL byte".into(),
+        })?;
+        // SAFETY: `dir` is an open directory fd and `c_name` a NUL-terminated single name.
+        let rc = unsafe { libc::mkdirat(dir.as_raw_fd(), c_name.as_ptr(), 0o777) };
+        if rc != 0 {
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::EEXIST) {
+                return Err(SandboxError::Io {
+                    requested: done.join(name).display().to_string(),
+                    message: format!("cannot create directory: {e}"),
+                    kind: e.kind(),
+                });
+            }
+        }
+        done.push(name);
+    }
+    // The last directory must be a real directory beneath the root (not a symlink or file).
+    open_beneath(workspace_root, &done, libc::O_PATH | libc::O_DIRECTORY, 0)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn protection_is_normalised() {
+        for p in [
+            ".git",
+            ".git/config",
+            "./.git/hooks/pre-commit",
+            ".GIT/HOOKS/x",
+            "sub/.git/config",
+            ".git./config",
+            "\u{FF0E}git/config",
+            ".ahelper/config.toml",
+            ".AHELPER/Config.toml",
+            ".ahelper/settings.local.toml",
+            ".ahelper/permissions.toml",
+            ".bashrc",
+            "home/.ZSHRC",
+            ".config/fish/config.fish",
+            ".envrc",
+        ] {
+            assert!(is_protected(Path::new(p)), "{p} should be protected");
+        }
+        for p in [
+            "src/main.rs",
+            ".gitignore",
+            ".github/workflows/ci.yml",
+            ".ahelper/runs/x/run.json",
+            "bashrc",
+            "config.toml",
+        ] {
+            assert!(!is_protected(Path::new(p)), "{p} should not be protected");
+        }
+    }
+
+    #[test]
+    fn invisible_and_control_characters_are_refused() {
+        for bad in [
+            "a\u{200B}b",
+            "a\u{202E}b",
+            "a\u{FEFF}",
+            "a\rb",
+            "a\u{2066}b",
+            "a\u{E0041}",
+        ] {
+            assert!(
+                matches!(check_characters(bad), Err(SandboxError::InvalidPath { .. })),
+                "{bad:?}"
+            );
+        }
+        assert!(check_characters("ok/ünïcödé.txt").is_ok());
+    }
+
+    #[test]
+    fn fallback_opener_verifies_the_opened_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::write(root.join("a.txt"), "x").unwrap();
+        std::os::unix::fs::symlink(root.join("a.txt"), root.join("l")).unwrap();
+        assert!(open_verified_fallback(&root, Path::new("a.txt"), libc::O_RDONLY, 0).is_ok());
+        assert!(matches!(
+            open_verified_fallback(&root, Path::new("l"), libc::O_RDONLY, 0),
+            Err(OpenFailure::Changed)
+        ));
     }
 }

@@ -1,20 +1,576 @@
-//! File tools (stub; being written).
+//! File tools: [`ReadFile`], [`WriteFile`], [`EditFile`], [`ListDir`].
+//!
+//! Every path goes through [`crate::sandbox::resolve`] and every file is opened through the
+//! sandbox openers, so the bytes read or written are those of the checked physical path.
+
 use super::*;
-macro_rules! stub_tool { ($t:ident, $n:literal, $k:expr) => {
-    /// Stub.
-    pub struct $t;
-    #[async_trait::async_trait]
-    impl Tool for $t {
-        fn name(&self) -> &'static str { $n }
-        fn description(&self) -> &'static str { $n }
-        fn input_schema(&self) -> Value { serde_json::json!({"type":"object"}) }
-        fn kind(&self) -> ToolKind { $k }
-        fn permission_subject(&self, _input: &Value) -> Option<String> { None }
-        async fn call(&self, _input: Value, _ctx: &ToolContext) -> Result<ToolOutput, ToolError> { Err(ToolError::new("stub")) }
+use crate::sandbox::{self, Access, ResolvedPath, SandboxError};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use std::io::{BufRead, BufReader, Read, Write};
+
+/// Default number of lines `read_file` returns.
+pub const DEFAULT_READ_LIMIT: usize = 2000;
+/// Longest line `read_file` shows, in characters; longer lines are cut with a marker.
+pub const MAX_LINE_CHARS: usize = 2000;
+/// Bytes inspected for NUL bytes to decide that a file is binary.
+pub const BINARY_SNIFF_BYTES: usize = 8192;
+/// Most entries `list_dir` returns.
+pub const LIST_DIR_CAP: usize = 1000;
+
+/// Parses tool arguments, turning a serde error into a [`ToolError`] that names the tool and
+/// shows the expected shape.
+pub(crate) fn parse_args<T: DeserializeOwned>(
+    tool: &str,
+    input: Value,
+    shape: &str,
+) -> Result<T, ToolError> {
+    serde_json::from_value(input).map_err(|e| {
+        ToolError::new(format!(
+            "invalid arguments for {tool}: {e}. Expected a JSON object like {shape}"
+        ))
+    })
+}
+
+/// JSON Schema of an argument struct, without the `$schema` meta key.
+pub(crate) fn schema_of<T: JsonSchema>() -> Value {
+    let mut v = serde_json::to_value(schemars::schema_for!(T)).unwrap_or_default();
+    if let Some(obj) = v.as_object_mut() {
+        obj.remove("$schema");
     }
-}}
-pub(crate) use stub_tool;
-stub_tool!(ReadFile, "read_file", ToolKind::Read);
-stub_tool!(WriteFile, "write_file", ToolKind::Edit);
-stub_tool!(EditFile, "edit_file", ToolKind::Edit);
-stub_tool!(ListDir, "list_dir", ToolKind::Read);
+    v
+}
+
+/// The `path` argument of a call, as given.
+pub(crate) fn path_subject(input: &Value) -> Option<String> {
+    input
+        .get("path")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+}
+
+/// A sandbox error reworded for a file the tool expected to exist.
+pub(crate) fn open_error(requested: &str, e: SandboxError) -> ToolError {
+    if e.is_not_found() {
+        ToolError::new(format!(
+            "file not found: `{requested}`. Use list_dir or glob to find the right path"
+        ))
+    } else {
+        ToolError::from(e)
+    }
+}
+
+/// Claims `resolved` for this worker when the call runs inside a swarm.
+fn claim(ctx: &ToolContext, resolved: &ResolvedPath) -> Result<(), ToolError> {
+    if let Some(claims) = &ctx.claims
+        && let Err(other) = claims.claim(&resolved.relative)
+    {
+        return Err(ToolError::new(format!(
+            "`{}` is claimed by worker `{other}`, which is editing it; leave this file to that \
+             worker and change other files, or report that you need it changed",
+            resolved.relative.display()
+        )));
+    }
+    Ok(())
+}
+
+fn display_rel(resolved: &ResolvedPath) -> String {
+    if resolved.relative.as_os_str().is_empty() {
+        ".".to_string()
+    } else {
+        resolved.relative.display().to_string()
+    }
+}
+
+/// Reads the whole file at a resolved path through the sandbox opener.
+fn read_bytes(
+    ctx: &ToolContext,
+    requested: &str,
+    resolved: &ResolvedPath,
+) -> Result<Vec<u8>, ToolError> {
+    let mut file =
+        sandbox::open_read(&ctx.workspace_root, resolved).map_err(|e| open_error(requested, e))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| ToolError::new(format!("cannot read `{requested}`: {e}")))?;
+    if meta.is_dir() {
+        return Err(ToolError::new(format!(
+            "`{requested}` is a directory, not a file; use list_dir to see its entries"
+        )));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.read_to_end(&mut bytes)
+        .map_err(|e| ToolError::new(format!("cannot read `{requested}`: {e}")))?;
+    Ok(bytes)
+}
+
+/// Replaces the content of a resolved path (creating it when `create`), writing through a
+/// verified handle.
+fn write_bytes(
+    ctx: &ToolContext,
+    requested: &str,
+    resolved: &ResolvedPath,
+    bytes: &[u8],
+    create: bool,
+) -> Result<(), ToolError> {
+    let mut file = sandbox::open_write(&ctx.workspace_root, resolved, create)
+        .map_err(|e| open_error(requested, e))?;
+    let io = |e: std::io::Error| ToolError::new(format!("cannot write `{requested}`: {e}"));
+    if file.metadata().map_err(io)?.is_dir() {
+        return Err(ToolError::new(format!(
+            "`{requested}` is a directory, not a file"
+        )));
+    }
+    file.set_len(0).map_err(io)?;
+    file.write_all(bytes).map_err(io)?;
+    file.flush().map_err(io)?;
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/// Arguments of `read_file`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ReadFileArgs {
+    /// File to read: relative to the current directory, or absolute inside the workspace.
+    pub path: String,
+    /// First line to return, 1-based (default 1).
+    #[serde(default)]
+    pub offset: Option<usize>,
+    /// How many lines to return (default 2000).
+    #[serde(default)]
+    pub limit: Option<usize>,
+}
+
+/// `read_file`: numbered lines of a text file (`cat -n` style).
+pub struct ReadFile;
+
+#[async_trait::async_trait]
+impl Tool for ReadFile {
+    fn name(&self) -> &'static str {
+        "read_file"
+    }
+    fn description(&self) -> &'static str {
+        "Read a text file in the workspace. Use it before editing a file and whenever you need \
+         its exact content. Returns the lines numbered like `cat -n` (`     1\\tfirst line`), \
+         2000 lines from `offset` (1-based) by default; says how to continue when more lines \
+         remain; cuts lines longer than 2000 characters. Binary files are refused."
+    }
+    fn input_schema(&self) -> Value {
+        schema_of::<ReadFileArgs>()
+    }
+    fn kind(&self) -> ToolKind {
+        ToolKind::Read
+    }
+    fn permission_subject(&self, input: &Value) -> Option<String> {
+        path_subject(input)
+    }
+    async fn call(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let args: ReadFileArgs = parse_args(
+            "read_file",
+            input,
+            r#"{"path": "src/main.rs", "offset": 1, "limit": 2000}"#,
+        )?;
+        let ctx = ctx.clone();
+        tokio::task::spawn_blocking(move || read_file(&args, &ctx))
+            .await
+            .map_err(|e| ToolError::new(format!("read_file failed: {e}")))?
+    }
+}
+
+fn read_file(args: &ReadFileArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+    let offset = args.offset.unwrap_or(1);
+    if offset == 0 {
+        return Err(ToolError::new(
+            "offset is 1-based: use offset 1 for the first line",
+        ));
+    }
+    let limit = args.limit.unwrap_or(DEFAULT_READ_LIMIT);
+    if limit == 0 {
+        return Err(ToolError::new("limit must be at least 1 line"));
+    }
+    let resolved = sandbox::resolve(&ctx.workspace_root, &ctx.cwd, &args.path, Access::Read)?;
+    let file = sandbox::open_read(&ctx.workspace_root, &resolved)
+        .map_err(|e| open_error(&args.path, e))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| ToolError::new(format!("cannot read `{}`: {e}", args.path)))?;
+    if meta.is_dir() {
+        return Err(ToolError::new(format!(
+            "`{}` is a directory, not a file; use list_dir to see its entries",
+            args.path
+        )));
+    }
+    let mut reader = BufReader::with_capacity(64 * 1024, file);
+    let head = reader
+        .fill_buf()
+        .map_err(|e| ToolError::new(format!("cannot read `{}`: {e}", args.path)))?;
+    if head[..head.len().min(BINARY_SNIFF_BYTES)].contains(&0) {
+        return Err(ToolError::new(format!(
+            "`{}` is a binary file ({} bytes; NUL bytes in its first 8 KiB); read_file only \
+             shows text. Use run_command with a tool such as `xxd` or `file` if you must inspect it",
+            args.path,
+            meta.len()
+        )));
+    }
+    if head.is_empty() {
+        return Ok(ToolOutput::ok(format!(
+            "`{}` is empty (0 bytes).",
+            display_rel(&resolved)
+        )));
+    }
+
+    let budget = ctx.max_output_chars.max(1000);
+    let mut out = String::new();
+    let mut line = Vec::new();
+    let mut number = 0usize;
+    let mut shown = 0usize;
+    let mut last_shown = 0usize;
+    let mut stopped_for_size = false;
+    loop {
+        line.clear();
+        let n = reader
+            .read_until(b'\n', &mut line)
+            .map_err(|e| ToolError::new(format!("cannot read `{}`: {e}", args.path)))?;
+        if n == 0 {
+            break;
+        }
+        number += 1;
+        if number < offset || shown >= limit || stopped_for_size {
+            continue;
+        }
+        let mut text = String::from_utf8_lossy(&line).into_owned();
+        if text.ends_with('\n') {
+            text.pop();
+            if text.ends_with('\r') {
+                text.pop();
+            }
+        }
+        let chars = text.chars().count();
+        if chars > MAX_LINE_CHARS {
+            text = text.chars().take(MAX_LINE_CHARS).collect();
+            text.push_str(&format!(" […line cut: {chars} characters in total]"));
+        }
+        let entry = format!("{number:>6}\t{text}\n");
+        if !out.is_empty() && out.len() + entry.len() > budget {
+            stopped_for_size = true;
+            continue;
+        }
+        out.push_str(&entry);
+        shown += 1;
+        last_shown = number;
+    }
+    if number < offset {
+        return Err(ToolError::new(format!(
+            "offset {offset} is past the end of `{}`, which has {number} lines",
+            args.path
+        )));
+    }
+    if last_shown < number {
+        let remaining = number - last_shown;
+        out.push_str(&format!(
+            "[… {remaining} more lines (file has {number}); call read_file with offset={} to continue]\n",
+            last_shown + 1
+        ));
+    }
+    Ok(ToolOutput::ok(out))
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/// Arguments of `write_file`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct WriteFileArgs {
+    /// File to create or overwrite: relative to the current directory, or absolute inside the
+    /// workspace. Missing parent directories are created.
+    pub path: String,
+    /// The complete new content of the file.
+    pub content: String,
+}
+
+/// `write_file`: creates or overwrites a file with the given content.
+pub struct WriteFile;
+
+#[async_trait::async_trait]
+impl Tool for WriteFile {
+    fn name(&self) -> &'static str {
+        "write_file"
+    }
+    fn description(&self) -> &'static str {
+        "Create a new file, or replace a file's whole content, in the workspace. Creates missing \
+         parent directories. Prefer edit_file to change part of an existing file. Returns how \
+         many bytes were written and whether the file was created or overwritten."
+    }
+    fn input_schema(&self) -> Value {
+        schema_of::<WriteFileArgs>()
+    }
+    fn kind(&self) -> ToolKind {
+        ToolKind::Edit
+    }
+    fn permission_subject(&self, input: &Value) -> Option<String> {
+        path_subject(input)
+    }
+    async fn call(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let args: WriteFileArgs = parse_args(
+            "write_file",
+            input,
+            r#"{"path": "src/new.rs", "content": "fn main() {}\n"}"#,
+        )?;
+        let ctx = ctx.clone();
+        tokio::task::spawn_blocking(move || write_file(&args, &ctx))
+            .await
+            .map_err(|e| ToolError::new(format!("write_file failed: {e}")))?
+    }
+}
+
+fn write_file(args: &WriteFileArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+    let resolved = sandbox::resolve(&ctx.workspace_root, &ctx.cwd, &args.path, Access::Write)?;
+    if resolved.relative.as_os_str().is_empty() || resolved.physical.is_dir() {
+        return Err(ToolError::new(format!(
+            "`{}` is a directory; give the path of a file inside it",
+            args.path
+        )));
+    }
+    claim(ctx, &resolved)?;
+    let existed = resolved.physical.exists();
+    if !existed {
+        sandbox::create_parent_dirs(&ctx.workspace_root, &resolved)?;
+    }
+    write_bytes(ctx, &args.path, &resolved, args.content.as_bytes(), true)?;
+    Ok(ToolOutput::ok(format!(
+        "{} `{}` ({} bytes written).",
+        if existed { "Overwrote" } else { "Created" },
+        display_rel(&resolved),
+        args.content.len()
+    )))
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/// Arguments of `edit_file`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct EditFileArgs {
+    /// File to edit: relative to the current directory, or absolute inside the workspace.
+    pub path: String,
+    /// Exact text to replace, including whitespace and indentation (copy it from read_file
+    /// output without the line-number prefix).
+    pub old_string: String,
+    /// Text to put in its place (must differ from old_string).
+    pub new_string: String,
+    /// Replace every occurrence instead of requiring exactly one (default false).
+    #[serde(default)]
+    pub replace_all: bool,
+}
+
+/// `edit_file`: exact string replacement in an existing file.
+pub struct EditFile;
+
+#[async_trait::async_trait]
+impl Tool for EditFile {
+    fn name(&self) -> &'static str {
+        "edit_file"
+    }
+    fn description(&self) -> &'static str {
+        "Change part of an existing text file by exact string replacement: old_string must \
+         appear exactly once (or set replace_all to replace every occurrence). Read the file \
+         first and copy old_string exactly, with its indentation. Everything else in the file \
+         is kept byte for byte (line endings included). Returns a unified diff of the change."
+    }
+    fn input_schema(&self) -> Value {
+        schema_of::<EditFileArgs>()
+    }
+    fn kind(&self) -> ToolKind {
+        ToolKind::Edit
+    }
+    fn permission_subject(&self, input: &Value) -> Option<String> {
+        path_subject(input)
+    }
+    async fn call(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let args: EditFileArgs = parse_args(
+            "edit_file",
+            input,
+            r#"{"path": "src/lib.rs", "old_string": "exact old text", "new_string": "new text", "replace_all": false}"#,
+        )?;
+        let ctx = ctx.clone();
+        tokio::task::spawn_blocking(move || edit_file(&args, &ctx))
+            .await
+            .map_err(|e| ToolError::new(format!("edit_file failed: {e}")))?
+    }
+}
+
+fn edit_file(args: &EditFileArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+    if args.old_string.is_empty() {
+        return Err(ToolError::new(
+            "old_string is empty; give the exact text to replace (use write_file to create a file)",
+        ));
+    }
+    if args.old_string == args.new_string {
+        return Err(ToolError::new(
+            "old_string and new_string are identical, so the edit would change nothing",
+        ));
+    }
+    let resolved = sandbox::resolve(&ctx.workspace_root, &ctx.cwd, &args.path, Access::Write)?;
+    let bytes = read_bytes(ctx, &args.path, &resolved)?;
+    let original = String::from_utf8(bytes).map_err(|e| {
+        ToolError::new(format!(
+            "`{}` is not valid UTF-8 (invalid byte at offset {}); edit_file only edits UTF-8 \
+             text so that no byte is changed by accident. Use write_file to replace it whole, \
+             or run_command with a byte-safe tool",
+            args.path,
+            e.utf8_error().valid_up_to()
+        ))
+    })?;
+
+    let (old, new) = {
+        let exact = original.matches(args.old_string.as_str()).count();
+        if exact == 0 && original.contains("\r\n") && args.old_string.contains('\n') {
+            // The file uses CRLF and the model wrote LF: match with the file's line endings.
+            let crlf = |s: &str| s.replace("\r\n", "\n").replace('\n', "\r\n");
+            (crlf(&args.old_string), crlf(&args.new_string))
+        } else {
+            (args.old_string.clone(), args.new_string.clone())
+        }
+    };
+    let count = original.matches(old.as_str()).count();
+    if count == 0 {
+        return Err(ToolError::new(format!(
+            "old_string was not found in `{}`. It must match the file exactly (whitespace, \
+             indentation and line breaks included); call read_file and copy the text again",
+            args.path
+        )));
+    }
+    if count > 1 && !args.replace_all {
+        return Err(ToolError::new(format!(
+            "old_string appears {count} times in `{}`; include more surrounding lines to make \
+             it unique, or set replace_all to true to replace all {count}",
+            args.path
+        )));
+    }
+    let updated = if args.replace_all {
+        original.replace(old.as_str(), new.as_str())
+    } else {
+        original.replacen(old.as_str(), new.as_str(), 1)
+    };
+    claim(ctx, &resolved)?;
+    write_bytes(ctx, &args.path, &resolved, updated.as_bytes(), false)?;
+
+    let rel = display_rel(&resolved);
+    let diff = similar::TextDiff::from_lines(&original, &updated)
+        .unified_diff()
+        .context_radius(3)
+        .header(&format!("a/{rel}"), &format!("b/{rel}"))
+        .to_string();
+    let diff = truncate_middle(&diff, (ctx.max_output_chars / 2).max(1000));
+    Ok(ToolOutput::ok(format!(
+        "Edited `{rel}`: replaced {count} occurrence{}.\n{diff}",
+        if count == 1 { "" } else { "s" }
+    )))
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/// Arguments of `list_dir`.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+pub struct ListDirArgs {
+    /// Directory to list (default: the current directory).
+    #[serde(default)]
+    pub path: Option<String>,
+}
+
+/// `list_dir`: the entries of one directory.
+pub struct ListDir;
+
+#[async_trait::async_trait]
+impl Tool for ListDir {
+    fn name(&self) -> &'static str {
+        "list_dir"
+    }
+    fn description(&self) -> &'static str {
+        "List the entries of one directory in the workspace (not recursive). Use it to look \
+         around; use glob to find files by name pattern across directories. Returns entry names \
+         sorted, directories with a trailing `/`, symbolic links as `name -> target`; entries \
+         ignored by .gitignore and the .git directory are left out; at most 1000 entries."
+    }
+    fn input_schema(&self) -> Value {
+        schema_of::<ListDirArgs>()
+    }
+    fn kind(&self) -> ToolKind {
+        ToolKind::Read
+    }
+    fn permission_subject(&self, input: &Value) -> Option<String> {
+        path_subject(input)
+    }
+    async fn call(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let args: ListDirArgs = if input.is_null() {
+            ListDirArgs::default()
+        } else {
+            parse_args("list_dir", input, r#"{"path": "src"}"#)?
+        };
+        let ctx = ctx.clone();
+        tokio::task::spawn_blocking(move || list_dir(&args, &ctx))
+            .await
+            .map_err(|e| ToolError::new(format!("list_dir failed: {e}")))?
+    }
+}
+
+fn list_dir(args: &ListDirArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+    let requested = args.path.as_deref().unwrap_or(".");
+    let resolved = sandbox::resolve(&ctx.workspace_root, &ctx.cwd, requested, Access::Read)?;
+    let meta = std::fs::metadata(&resolved.physical).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            ToolError::new(format!(
+                "directory not found: `{requested}`. Use list_dir on its parent or glob to find it"
+            ))
+        } else {
+            ToolError::new(format!("cannot list `{requested}`: {e}"))
+        }
+    })?;
+    if !meta.is_dir() {
+        return Err(ToolError::new(format!(
+            "`{requested}` is a file, not a directory; use read_file to read it"
+        )));
+    }
+    let walker = super::search::walker(&resolved.physical)
+        .max_depth(Some(1))
+        .build();
+    let mut entries: Vec<String> = Vec::new();
+    for entry in walker {
+        let Ok(entry) = entry else { continue };
+        if entry.depth() == 0 {
+            continue;
+        }
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(ft) = entry.file_type() else {
+            continue;
+        };
+        if ft.is_symlink() {
+            let target = std::fs::read_link(entry.path())
+                .map(|t| t.display().to_string())
+                .unwrap_or_else(|_| "?".into());
+            entries.push(format!("{name} -> {target}"));
+        } else if ft.is_dir() {
+            entries.push(format!("{name}/"));
+        } else {
+            entries.push(name);
+        }
+    }
+    entries.sort();
+    let total = entries.len();
+    let mut out = format!("{}/\n", display_rel(&resolved));
+    if total == 0 {
+        out.push_str("(empty directory)\n");
+    }
+    for e in entries.iter().take(LIST_DIR_CAP) {
+        out.push_str("  ");
+        out.push_str(e);
+        out.push('\n');
+    }
+    if total > LIST_DIR_CAP {
+        out.push_str(&format!(
+            "[… {} more entries omitted; use glob with a pattern to narrow the list]\n",
+            total - LIST_DIR_CAP
+        ));
+    }
+    Ok(ToolOutput::ok(out))
+}

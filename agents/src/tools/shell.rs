@@ -1,4 +1,454 @@
-//! Shell tool (stub; being written).
-use super::files::stub_tool;
+//! Shell tool: [`RunCommand`] runs one command line with `bash -c` (or `sh -c` where bash is
+//! missing) in the call's cwd, in its own process group, with a timeout.
+//!
+//! - `current_dir` is the call's cwd (checked with [`crate::sandbox::resolve`]), never the
+//!   process cwd;
+//! - the environment is ahelper's minus variables holding API keys ([`is_secret_env`]), plus
+//!   [`ToolContext::env`] (e.g. `AHELPER_RUN_ID`);
+//! - stdin is `/dev/null`; stdout and stderr share one pipe, so the output keeps their order;
+//! - on timeout or cancellation the **whole process group** gets `SIGTERM`, then `SIGKILL`
+//!   after [`TERM_GRACE`]; background processes the command leaves behind after a normal exit
+//!   keep running (a command may start a server on purpose);
+//! - output is capped: at most about [`ToolContext::max_output_chars`] characters, head and
+//!   tail kept, with a marker saying how much was cut.
+
+use super::files::{parse_args, schema_of};
 use super::*;
-stub_tool!(RunCommand, "run_command", ToolKind::Execute);
+use crate::sandbox::{self, Access};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use std::collections::VecDeque;
+use std::ffi::OsString;
+use std::os::fd::OwnedFd;
+use std::os::unix::process::ExitStatusExt;
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+use tokio::io::AsyncReadExt;
+use tokio::time::Instant;
+
+/// Timeout when the call gives none, in milliseconds (2 minutes).
+pub const DEFAULT_TIMEOUT_MS: u64 = 120_000;
+/// Largest accepted timeout, in milliseconds (10 minutes); larger values are clamped.
+pub const MAX_TIMEOUT_MS: u64 = 600_000;
+/// Time between `SIGTERM` and `SIGKILL` when a command is stopped.
+pub const TERM_GRACE: Duration = Duration::from_millis(1500);
+/// How long output is still read after the shell exited while a background process keeps the
+/// output pipe open.
+const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(100);
+
+/// True for environment variables that hold credentials and must not reach commands the model
+/// runs: `*_API_KEY`, `*_API_TOKEN`, `*_AUTH_TOKEN`, `*_SECRET_KEY`, and every `ANTHROPIC_*` and
+/// `OPENAI_*` variable (case-insensitive).
+pub fn is_secret_env(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    upper.starts_with("ANTHROPIC_")
+        || upper.starts_with("OPENAI_")
+        || upper == "API_KEY"
+        || ["_API_KEY", "_API_TOKEN", "_AUTH_TOKEN", "_SECRET_KEY"]
+            .iter()
+            .any(|s| upper.ends_with(s))
+}
+
+/// The environment of a command: `inherited` without secrets ([`is_secret_env`]), then `extra`
+/// (which wins, and is passed even when its names look secret — it was set on purpose).
+pub fn command_env(
+    inherited: impl IntoIterator<Item = (OsString, OsString)>,
+    extra: &BTreeMap<String, String>,
+) -> Vec<(OsString, OsString)> {
+    let mut env: BTreeMap<OsString, OsString> = inherited
+        .into_iter()
+        .filter(|(k, _)| !is_secret_env(&k.to_string_lossy()))
+        .collect();
+    for (k, v) in extra {
+        env.insert(k.into(), v.into());
+    }
+    env.into_iter().collect()
+}
+
+/// Arguments of `run_command`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct RunCommandArgs {
+    /// Shell command line, run with `bash -c` in the current directory.
+    pub command: String,
+    /// Timeout in milliseconds (default 120000, at most 600000).
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+    /// A few words saying what the command does (shown to the user).
+    #[serde(default)]
+    pub description: Option<String>,
+}
+
+/// `run_command`: runs a shell command and returns its output and exit code.
+pub struct RunCommand;
+
+#[async_trait::async_trait]
+impl Tool for RunCommand {
+    fn name(&self) -> &'static str {
+        "run_command"
+    }
+    fn description(&self) -> &'static str {
+        "Run a shell command (bash -c) in the current directory of the workspace: build, test, \
+         git, or anything else without a dedicated tool. Prefer read_file, grep and glob for \
+         reading and searching. stdin is empty, so interactive commands fail; the command is \
+         killed with its whole process group after timeout_ms (default 120000, max 600000). \
+         Returns stdout and stderr interleaved (long output keeps its beginning and end) and \
+         the exit code."
+    }
+    fn input_schema(&self) -> Value {
+        schema_of::<RunCommandArgs>()
+    }
+    fn kind(&self) -> ToolKind {
+        ToolKind::Execute
+    }
+    fn permission_subject(&self, input: &Value) -> Option<String> {
+        input
+            .get("command")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    }
+    async fn call(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let args: RunCommandArgs = parse_args(
+            "run_command",
+            input,
+            r#"{"command": "cargo test", "timeout_ms": 120000, "description": "run the tests"}"#,
+        )?;
+        run_command(&args, ctx).await
+    }
+}
+
+fn shell_program() -> &'static str {
+    ["/bin/bash", "/usr/bin/bash"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .unwrap_or("/bin/sh")
+}
+
+/// Sends `signal` to every process of the group `pgid`.
+fn signal_group(pgid: i32, signal: libc::c_int) {
+    // SAFETY: kill(2) has no memory-safety preconditions; a negative pid names a group.
+    unsafe {
+        libc::kill(-pgid, signal);
+    }
+}
+
+/// True when no live process is left in the group `pgid`. Zombies do not count: processes
+/// re-parented to an init that does not reap (common in containers) stay zombies forever.
+fn group_gone(pgid: i32) -> bool {
+    // SAFETY: signal 0 only checks for existence.
+    let rc = unsafe { libc::kill(-pgid, 0) };
+    if rc != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH) {
+        return true;
+    }
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    for entry in dir.flatten() {
+        let name = entry.file_name();
+        if !name.as_encoded_bytes().iter().all(u8::is_ascii_digit) {
+            continue;
+        }
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // `pid (comm) state ppid pgrp …`; comm may contain spaces and parentheses.
+        let Some((_, rest)) = stat.rsplit_once(") ") else {
+            continue;
+        };
+        let mut fields = rest.split(' ');
+        let state = fields.next();
+        let pgrp = fields.nth(1).and_then(|f| f.parse::<i32>().ok());
+        if pgrp == Some(pgid) && state != Some("Z") && state != Some("X") {
+            return false;
+        }
+    }
+    true
+}
+
+/// Kills the group with `SIGKILL` when dropped while armed (the call's future was dropped).
+struct GroupGuard {
+    pgid: i32,
+    armed: bool,
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if self.armed {
+            signal_group(self.pgid, libc::SIGKILL);
+        }
+    }
+}
+
+/// Output kept within a bound: the first and the last `half` bytes.
+struct Capture {
+    head: Vec<u8>,
+    tail: VecDeque<u8>,
+    total: usize,
+    half: usize,
+}
+
+impl Capture {
+    fn new(half: usize) -> Self {
+        Capture {
+            head: Vec::new(),
+            tail: VecDeque::new(),
+            total: 0,
+            half,
+        }
+    }
+
+    fn push(&mut self, mut bytes: &[u8]) {
+        self.total += bytes.len();
+        if self.head.len() < self.half {
+            let take = (self.half - self.head.len()).min(bytes.len());
+            self.head.extend_from_slice(&bytes[..take]);
+            bytes = &bytes[take..];
+        }
+        self.tail.extend(bytes);
+        while self.tail.len() > self.half {
+            self.tail.pop_front();
+        }
+    }
+
+    /// The output as text of at most about `max_chars` characters.
+    fn finish(self, max_chars: usize) -> String {
+        let kept = self.head.len() + self.tail.len();
+        if kept == self.total {
+            let mut all = self.head;
+            all.extend(self.tail);
+            return truncate_middle(&String::from_utf8_lossy(&all), max_chars);
+        }
+        let head = String::from_utf8_lossy(&self.head);
+        let tail_bytes: Vec<u8> = self.tail.into_iter().collect();
+        let tail = String::from_utf8_lossy(&tail_bytes);
+        let head_chars = max_chars * 6 / 10;
+        let tail_chars = max_chars - head_chars;
+        let head: String = head.chars().take(head_chars).collect();
+        let tail_count = tail.chars().count();
+        let tail: String = tail
+            .chars()
+            .skip(tail_count.saturating_sub(tail_chars))
+            .collect();
+        let cut = self.total - head.len() - tail.len();
+        format!("{head}\n[… about {cut} bytes cut from the middle of this output …]\n{tail}")
+    }
+}
+
+enum Outcome {
+    Exited(ExitStatus),
+    TimedOut,
+    Cancelled,
+}
+
+fn describe_status(status: &ExitStatus) -> (String, bool) {
+    if let Some(code) = status.code() {
+        (format!("[exit code: {code}]"), code != 0)
+    } else if let Some(sig) = status.signal() {
+        let name = match sig {
+            libc::SIGKILL => " (SIGKILL)",
+            libc::SIGTERM => " (SIGTERM)",
+            libc::SIGSEGV => " (SIGSEGV)",
+            libc::SIGABRT => " (SIGABRT)",
+            libc::SIGINT => " (SIGINT)",
+            libc::SIGPIPE => " (SIGPIPE)",
+            _ => "",
+        };
+        (format!("[killed by signal {sig}{name}]"), true)
+    } else {
+        ("[finished with an unknown status]".into(), true)
+    }
+}
+
+async fn run_command(args: &RunCommandArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+    if args.command.trim().is_empty() {
+        return Err(ToolError::new(
+            "command is empty; give a shell command line",
+        ));
+    }
+    let requested_ms = args.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS);
+    if requested_ms == 0 {
+        return Err(ToolError::new(
+            "timeout_ms must be at least 1 (default 120000, at most 600000)",
+        ));
+    }
+    let timeout_ms = requested_ms.min(MAX_TIMEOUT_MS);
+    let cwd = sandbox::resolve(&ctx.workspace_root, &ctx.cwd, ".", Access::Read)?;
+    if !cwd.physical.is_dir() {
+        return Err(ToolError::new(format!(
+            "the working directory {} does not exist",
+            cwd.physical.display()
+        )));
+    }
+
+    let io = |what: &str, e: std::io::Error| ToolError::new(format!("cannot {what}: {e}"));
+    let (reader, writer) = std::io::pipe().map_err(|e| io("create an output pipe", e))?;
+    let writer2 = writer
+        .try_clone()
+        .map_err(|e| io("create an output pipe", e))?;
+    let mut cmd = tokio::process::Command::new(shell_program());
+    cmd.arg("-c")
+        .arg(&args.command)
+        .current_dir(&cwd.physical)
+        .env_clear()
+        .envs(command_env(std::env::vars_os(), &ctx.env))
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(OwnedFd::from(writer)))
+        .stderr(Stdio::from(OwnedFd::from(writer2)))
+        .process_group(0)
+        .kill_on_drop(true);
+    let spawned = cmd.spawn();
+    // The command holds our copies of the pipe's write end: drop them so EOF can arrive.
+    drop(cmd);
+    let mut child = spawned.map_err(|e| io("start the shell", e))?;
+    let pgid = child
+        .id()
+        .and_then(|id| i32::try_from(id).ok())
+        .ok_or_else(|| ToolError::new("the shell exited before it could be tracked"))?;
+    let mut guard = GroupGuard { pgid, armed: true };
+    let mut output = tokio::net::unix::pipe::Receiver::from_owned_fd(OwnedFd::from(reader))
+        .map_err(|e| io("read the command's output", e))?;
+
+    let mut capture = Capture::new(ctx.max_output_chars.max(1000) * 2);
+    let mut buf = vec![0u8; 64 * 1024];
+    let deadline = Instant::now() + Duration::from_millis(timeout_ms);
+    let mut status: Option<ExitStatus> = None;
+    let mut eof = false;
+    let mut drain_until: Option<Instant> = None;
+    let outcome = loop {
+        if let Some(s) = status
+            && eof
+        {
+            break Outcome::Exited(s);
+        }
+        tokio::select! {
+            _ = ctx.cancel.cancelled(), if status.is_none() => break Outcome::Cancelled,
+            _ = tokio::time::sleep_until(deadline), if status.is_none() => break Outcome::TimedOut,
+            _ = tokio::time::sleep_until(drain_until.unwrap_or(deadline)), if drain_until.is_some() => {
+                if let Some(s) = status { break Outcome::Exited(s); }
+            }
+            s = child.wait(), if status.is_none() => {
+                let s = s.map_err(|e| io("wait for the command", e))?;
+                status = Some(s);
+                drain_until = Some(Instant::now() + DRAIN_AFTER_EXIT);
+            }
+            r = output.read(&mut buf), if !eof => match r {
+                Ok(0) | Err(_) => eof = true,
+                Ok(n) => capture.push(&buf[..n]),
+            },
+        }
+    };
+
+    let (footer, is_error) = match &outcome {
+        Outcome::Exited(s) => {
+            guard.armed = false;
+            describe_status(s)
+        }
+        Outcome::TimedOut | Outcome::Cancelled => {
+            terminate_group(pgid, &mut child, &mut output, &mut capture, &mut buf).await;
+            guard.armed = false;
+            let what = if matches!(outcome, Outcome::TimedOut) {
+                format!(
+                    "[timed out after {timeout_ms} ms: the command and every process it started \
+                     were killed; output so far is shown above]"
+                )
+            } else {
+                "[cancelled: the command and every process it started were killed]".to_string()
+            };
+            (what, true)
+        }
+    };
+    let mut text = capture.finish(ctx.max_output_chars);
+    if text.is_empty() {
+        text.push_str("(no output)");
+    }
+    if !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text.push_str(&footer);
+    if requested_ms > MAX_TIMEOUT_MS {
+        text.push_str(&format!(
+            "\n[note: timeout_ms {requested_ms} was lowered to the maximum {MAX_TIMEOUT_MS}]"
+        ));
+    }
+    Ok(ToolOutput {
+        content: text,
+        is_error,
+    })
+}
+
+/// `SIGTERM` to the group, `SIGKILL` after [`TERM_GRACE`] if anything is left; reaps the shell
+/// and keeps reading output meanwhile.
+async fn terminate_group(
+    pgid: i32,
+    child: &mut tokio::process::Child,
+    output: &mut tokio::net::unix::pipe::Receiver,
+    capture: &mut Capture,
+    buf: &mut [u8],
+) {
+    signal_group(pgid, libc::SIGTERM);
+    let grace_end = Instant::now() + TERM_GRACE;
+    let mut eof = false;
+    loop {
+        // Reap the shell so that a zombie does not keep the group alive.
+        let _ = child.try_wait();
+        if group_gone(pgid) || Instant::now() >= grace_end {
+            break;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(10)) => {}
+            r = output.read(buf), if !eof => match r {
+                Ok(0) | Err(_) => eof = true,
+                Ok(n) => capture.push(&buf[..n]),
+            },
+        }
+    }
+    signal_group(pgid, libc::SIGKILL);
+    let _ = child.wait().await;
+    // Whatever is still buffered in the pipe.
+    while !eof {
+        match tokio::time::timeout(DRAIN_AFTER_EXIT, output.read(buf)).await {
+            Ok(Ok(n)) if n > 0 => capture.push(&buf[..n]),
+            _ => eof = true,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_are_removed_from_the_child_env() {
+        let inherited = [
+            ("PATH", "/bin"),
+            ("ANTHROPIC_API_KEY", "k"),
+            ("ANTHROPIC_BASE_URL", "u"),
+            ("OPENAI_API_KEY", "k"),
+            ("GROQ_API_KEY", "k"),
+            ("my_api_key", "k"),
+            ("GITHUB_AUTH_TOKEN", "k"),
+            ("HOME", "/home/u"),
+        ]
+        .map(|(k, v)| (OsString::from(k), OsString::from(v)));
+        let mut extra = BTreeMap::new();
+        extra.insert("AHELPER_RUN_ID".to_string(), "r1".to_string());
+        let env = command_env(inherited, &extra);
+        let names: Vec<String> = env
+            .iter()
+            .map(|(k, _)| k.to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["AHELPER_RUN_ID", "HOME", "PATH"]);
+    }
+
+    #[test]
+    fn capture_keeps_head_and_tail() {
+        let mut c = Capture::new(1000);
+        for i in 0..10_000u32 {
+            c.push(format!("{i:05}\n").as_bytes());
+        }
+        let text = c.finish(600);
+        assert!(text.starts_with("00000\n"));
+        assert!(text.ends_with("09999\n"));
+        assert!(text.contains("bytes cut from the middle"));
+        assert!(text.chars().count() < 800);
+    }
+}

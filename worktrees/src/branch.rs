@@ -33,6 +33,47 @@ pub struct DeletedBranch {
     pub unmerged: Vec<CommitSummary>,
 }
 
+/// The run's integration branch: `ahelper/<run>/integration`.
+///
+/// Not `ahelper/<run>` as first sketched: git stores refs as paths, so a branch `ahelper/<run>` and
+/// worker branches `ahelper/<run>/<worker>` cannot exist together ([`GitError::BranchNameConflict`]).
+/// The worker id `integration` is therefore reserved.
+pub fn integration_branch(run: &str) -> String {
+    format!("ahelper/{run}/integration")
+}
+
+/// A worker's branch: `ahelper/<run>/<worker>` (see [`integration_branch`]).
+pub fn worker_branch(run: &str, worker: &str) -> String {
+    format!("ahelper/{run}/{worker}")
+}
+
+/// Refuses a new branch name that nests with an existing branch (`a/b` vs `a/b/c`).
+pub(crate) fn check_no_nesting(repo: &Repository, branch: &str) -> Result<(), GitError> {
+    let conflict = |existing: &str| GitError::BranchNameConflict {
+        branch: branch.to_owned(),
+        existing: existing.to_owned(),
+    };
+    let mut prefix = String::new();
+    let parts: Vec<&str> = branch.split('/').collect();
+    for part in &parts[..parts.len().saturating_sub(1)] {
+        if !prefix.is_empty() {
+            prefix.push('/');
+        }
+        prefix.push_str(part);
+        if repo.refname_to_id(&format!("refs/heads/{prefix}")).is_ok() {
+            return Err(conflict(&prefix));
+        }
+    }
+    let glob = format!("refs/heads/{branch}/*");
+    if let Ok(mut refs) = repo.references_glob(&glob)
+        && let Some(Ok(r)) = refs.next()
+    {
+        let name = r.name().unwrap_or_default();
+        return Err(conflict(name.strip_prefix("refs/heads/").unwrap_or(name)));
+    }
+    Ok(())
+}
+
 /// Resolves a revision (`HEAD`, a branch, a tag, a hex id, `main~2`…) to a commit id.
 ///
 /// # Errors
@@ -66,6 +107,7 @@ pub(crate) fn tip(repo: &Repository, branch: &str) -> Result<Oid, GitError> {
 ///
 /// # Errors
 /// [`GitError::BranchExists`] when it exists at another commit; [`GitError::InvalidBranchName`];
+/// [`GitError::BranchNameConflict`] when it would nest with an existing branch;
 /// [`GitError::CommitNotFound`]; [`GitError::Libgit2`].
 pub fn create_branch(repo: &Path, name: &str, commit: Oid) -> Result<(), GitError> {
     let repo = open_repo(repo)?;
@@ -79,6 +121,9 @@ pub fn create_branch(repo: &Path, name: &str, commit: Oid) -> Result<(), GitErro
         .map_err(|_| GitError::CommitNotFound {
             rev: commit.to_string(),
         })?;
+    if repo.refname_to_id(&format!("refs/heads/{name}")).is_err() {
+        check_no_nesting(&repo, name)?;
+    }
     match repo.branch(name, &target, false) {
         Ok(_) => Ok(()),
         Err(e) if e.code() == ErrorCode::Exists => {

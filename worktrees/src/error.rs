@@ -85,6 +85,18 @@ pub enum GitError {
         name: String,
     },
 
+    /// The branch name collides with an existing branch as a path: git cannot have both `a/b` and
+    /// `a/b/c` (a ref is a file, so it cannot also be a directory of refs).
+    #[error(
+        "cannot create branch `{branch}` because branch `{existing}` exists, and git cannot have a branch that is also a directory of branches; pick names that do not nest (see ahelper_worktrees::integration_branch / worker_branch)"
+    )]
+    BranchNameConflict {
+        /// The requested branch.
+        branch: String,
+        /// The existing branch it collides with.
+        existing: String,
+    },
+
     /// A branch does not exist.
     #[error("branch `{branch}` does not exist (list branches with `git branch --list`)")]
     BranchNotFound {

@@ -40,8 +40,8 @@ mod serde_oid;
 mod worktree;
 
 pub use branch::{
-    CommitSummary, DeletedBranch, branch_tip, create_branch, delete_branch, resolve_commit,
-    unmerged_commits,
+    CommitSummary, DeletedBranch, branch_tip, create_branch, delete_branch, integration_branch,
+    resolve_commit, unmerged_commits, worker_branch,
 };
 pub use commit::{DiffStats, commit_all, diff_stats};
 pub use error::GitError;

@@ -106,6 +106,8 @@ pub fn list_worktrees(repo: &Path) -> Result<Vec<WorktreeInfo>, GitError> {
 ///
 /// * `branch` already exists at exactly `base` and no worktree has it: it is used as is (S02).
 /// * `branch` exists elsewhere: [`GitError::BranchExists`] — an existing branch is never reset (S32).
+/// * `branch` would nest with an existing branch (`a/b` vs `a/b/c`): [`GitError::BranchNameConflict`]
+///   (use [`crate::worker_branch`] / [`crate::integration_branch`]).
 /// * `branch` is checked out by any worktree: [`GitError::BranchCheckedOut`] naming that worktree and
 ///   whether it is ours (S01).
 /// * `path` must not exist or be an empty directory ([`GitError::WorktreePathExists`]), must not lie
@@ -175,6 +177,7 @@ fn add(
     let existing = repo.refname_to_id(&refname).ok();
     let (expected, created) = match (base, existing) {
         (Some(base), None) => {
+            crate::branch::check_no_nesting(&repo, branch)?;
             let commit = repo
                 .find_commit(base)
                 .map_err(|_| GitError::CommitNotFound {

@@ -1,1 +1,58 @@
+//! `ahelper-worktrees`: the git layer of ahelper's swarm.
+//!
+//! Everything here is synchronous and opens its own [`git2::Repository`] per call (a `Repository` is
+//! `Send` but not `Sync`); async callers wrap calls in `tokio::task::spawn_blocking`. Nothing in this
+//! crate knows about models or agents.
+//!
+//! # Guarantees
+//!
+//! * The user's checkout — current branch, index, working-tree files, uncommitted and untracked
+//!   changes — is never modified, except by the explicit [`apply_to_current`].
+//! * Worktree add/remove/prune on one repository are serialised behind one [`RepoLock`] (cases S08),
+//!   handed out per repository by a [`GitOwner`]; there is no global state.
+//! * Existing branches are never reset (S32); merges never drop a side of a conflict (S14) and leave
+//!   every ref untouched on conflict (S16); removal only ever deletes registered linked worktrees (or
+//!   recognised ahelper orphans) under the caller's base directory (S10, S07).
+//!
+//! # Which engine does what
+//!
+//! * **`git` CLI** (2.20+): `worktree add` / `worktree remove` — it runs the repository's hooks
+//!   (`post-checkout`), honours LFS and other clean/smudge filters and sparse-checkout, and measured about
+//!   2× faster than libgit2 at populating a worktree of a ~5,000-file repository (see
+//!   `benches/worktree_create.rs`). Also `git merge` in [`apply_to_current`], because that is the one
+//!   operation that touches the user's checkout and should behave exactly like the user's own git
+//!   (hooks, filters, merge configuration).
+//! * **libgit2** (`git2`): everything that must not touch any working tree — discovery, status,
+//!   snapshots into a private in-memory index, commits, merges in memory, conflict detection, diff
+//!   stats, ref updates with compare-and-swap, and worktree listing.
+//!
+//! Case ids (S01, S07, …) refer to `cases/swarm.md` in the project's shared test inputs.
 
+mod branch;
+mod cli;
+mod commit;
+mod error;
+mod index_lock;
+mod lock;
+mod merge;
+mod repo;
+mod serde_oid;
+mod worktree;
+
+pub use branch::{
+    CommitSummary, DeletedBranch, branch_tip, create_branch, delete_branch, integration_branch,
+    resolve_commit, unmerged_commits, worker_branch,
+};
+pub use commit::{DiffStats, commit_all, diff_stats};
+pub use error::GitError;
+pub use git2::Oid;
+pub use index_lock::{StaleLockOutcome, remove_stale_index_lock};
+pub use lock::{GitOwner, RepoLock};
+pub use merge::{ApplyOutcome, ConflictFile, MergeOutcome, apply_to_current, merge_into};
+pub use repo::{
+    AHELPER_DIR, Head, Identity, RepoInfo, dirty_paths, ensure_excluded, snapshot_uncommitted,
+};
+pub use worktree::{
+    RemovedWorktree, WorktreeInfo, WorktreeMarker, create_worktree, list_worktrees,
+    prune_worktrees, remove_worktree, resume_worktree,
+};

@@ -1,0 +1,151 @@
+//! Committing a worker's worktree and measuring what changed.
+
+use std::path::Path;
+
+use git2::{DiffFindOptions, DiffOptions, IndexAddOption, Oid, Repository};
+use serde::{Deserialize, Serialize};
+
+use crate::error::Context as _;
+use crate::repo::{Identity, canonical, open_repo, signature};
+use crate::worktree::read_marker;
+use crate::GitError;
+
+/// Size of the change between two commits.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DiffStats {
+    /// Paths added, modified, deleted or renamed (new path for renames), relative to the repository
+    /// root, `/`-separated, sorted.
+    pub files_changed: Vec<String>,
+    /// Lines added.
+    pub insertions: usize,
+    /// Lines removed.
+    pub deletions: usize,
+}
+
+/// Stages everything in the ahelper worktree at `worktree` — modified, deleted and new files, respecting
+/// `.gitignore` and `info/exclude` — and commits it on the worktree's branch with `message`.
+/// Returns the new commit id, or `None` when nothing changed (the worktree's index is still
+/// refreshed). The worktree's own index is written; no other checkout is touched.
+///
+/// Author and committer: `identity`, else the repository's `user.name`/`user.email`, else
+/// [`Identity::fallback`] (`ahelper <ahelper@localhost>`). Commit hooks are not run (libgit2), so a
+/// worker's commit is never blocked by the user's pre-commit checks.
+///
+/// As a guard for the user's checkout, `worktree` must be the root of a linked worktree that ahelper
+/// created (its marker is present).
+///
+/// # Errors
+/// [`GitError::InvalidWorktreePath`] when `worktree` is not one of
+/// ahelper's linked worktrees; [`GitError::DetachedHead`]; [`GitError::IndexLocked`] when another
+/// git process holds the worktree's `index.lock`; [`GitError::Libgit2`].
+pub fn commit_all(
+    worktree: &Path,
+    message: &str,
+    identity: Option<&Identity>,
+) -> Result<Option<Oid>, GitError> {
+    let root = canonical(worktree)?;
+    let repo = Repository::open(&root).ctx(|| format!("opening the worktree {}", root.display()))?;
+    let common = canonical(repo.commondir())?;
+    if !repo.is_worktree() || read_marker(&common, &root).is_none() {
+        return Err(GitError::InvalidWorktreePath {
+            path: root,
+            reason: "commit_all only commits in linked worktrees created by ahelper".to_owned(),
+        });
+    }
+    let lock = repo.path().join("index.lock");
+    if lock.exists() {
+        return Err(GitError::IndexLocked { path: lock });
+    }
+    let head = repo
+        .head()
+        .ctx(|| format!("reading HEAD of {}", root.display()))?;
+    if !head.is_branch() {
+        return Err(GitError::DetachedHead { path: root });
+    }
+    let parent = head
+        .peel_to_commit()
+        .ctx(|| format!("resolving HEAD of {}", root.display()))?;
+
+    let mut index = repo.index().ctx(|| "opening the worktree's index".to_owned())?;
+    index
+        .add_all(["*"], IndexAddOption::DEFAULT, None)
+        .ctx(|| "staging new and modified files".to_owned())?;
+    index
+        .update_all(["*"], None)
+        .ctx(|| "staging deleted files".to_owned())?;
+    let tree_id = index
+        .write_tree()
+        .ctx(|| "writing the tree".to_owned())?;
+    index
+        .write()
+        .ctx(|| "writing the worktree's index".to_owned())?;
+    if tree_id == parent.tree_id() {
+        return Ok(None);
+    }
+    let tree = repo.find_tree(tree_id).ctx(|| "reading the tree".to_owned())?;
+    let sig = signature(&repo, identity)?;
+    let id = repo
+        .commit(Some("HEAD"), &sig, &sig, message, &tree, &[&parent])
+        .ctx(|| format!("committing in {}", root.display()))?;
+    tracing::info!(worktree = %root.display(), commit = %id, "committed worktree");
+    Ok(Some(id))
+}
+
+/// Files changed and lines added/removed from commit `from` to commit `to` (tree to tree, with rename
+/// detection), in the repository containing `repo`.
+///
+/// # Errors
+/// [`GitError::CommitNotFound`] for an unknown id; [`GitError::Libgit2`]; those of
+/// [`crate::RepoInfo::discover`].
+pub fn diff_stats(repo: &Path, from: Oid, to: Oid) -> Result<DiffStats, GitError> {
+    let repo = open_repo(repo)?;
+    diff_stats_in(&repo, from, to)
+}
+
+pub(crate) fn diff_stats_in(repo: &Repository, from: Oid, to: Oid) -> Result<DiffStats, GitError> {
+    let tree = |id: Oid| {
+        repo.find_commit(id)
+            .and_then(|c| c.tree())
+            .map_err(|_| GitError::CommitNotFound { rev: id.to_string() })
+    };
+    let (a, b) = (tree(from)?, tree(to)?);
+    let mut opts = DiffOptions::new();
+    let mut diff = repo
+        .diff_tree_to_tree(Some(&a), Some(&b), Some(&mut opts))
+        .ctx(|| format!("diffing {from}..{to}"))?;
+    diff.find_similar(Some(DiffFindOptions::new().renames(true)))
+        .ctx(|| "detecting renames".to_owned())?;
+    let stats = diff.stats().ctx(|| "counting changed lines".to_owned())?;
+    let mut files: Vec<String> = diff
+        .deltas()
+        .filter_map(|d| d.new_file().path().or_else(|| d.old_file().path()).map(Path::to_owned))
+        .map(|p| p.to_string_lossy().replace('\\', "/"))
+        .collect();
+    files.sort();
+    files.dedup();
+    Ok(DiffStats {
+        files_changed: files,
+        insertions: stats.insertions(),
+        deletions: stats.deletions(),
+    })
+}
+
+/// Every path touched between two trees (old and new paths of renames), for overlap checks.
+pub(crate) fn touched_paths(
+    repo: &Repository,
+    from: &git2::Tree<'_>,
+    to: &git2::Tree<'_>,
+) -> Result<Vec<String>, GitError> {
+    let diff = repo
+        .diff_tree_to_tree(Some(from), Some(to), None)
+        .ctx(|| "diffing trees".to_owned())?;
+    let mut out = Vec::new();
+    for d in diff.deltas() {
+        for p in [d.old_file().path(), d.new_file().path()].into_iter().flatten() {
+            out.push(p.to_string_lossy().replace('\\', "/"));
+        }
+    }
+    out.sort();
+    out.dedup();
+    Ok(out)
+}

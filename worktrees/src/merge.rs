@@ -1,0 +1,319 @@
+//! Merging branches without any checkout, and applying the result to the user's branch.
+
+use std::path::Path;
+
+use git2::{ErrorCode, Oid, Repository, RepositoryState};
+use serde::{Deserialize, Serialize};
+
+use crate::branch::tip;
+use crate::cli;
+use crate::commit::touched_paths;
+use crate::error::Context as _;
+use crate::repo::{Identity, has_configured_identity, open_repo, signature, status_paths, workdir};
+use crate::worktree::list;
+use crate::GitError;
+
+/// One conflicting path of a merge, with the blob ids of each side (`None` where the side deleted or
+/// never had the file). Show a side with `git show <id>`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConflictFile {
+    /// Path relative to the repository root, `/`-separated.
+    pub path: String,
+    /// The file in the merge base.
+    #[serde(with = "crate::serde_oid::option")]
+    pub ancestor: Option<Oid>,
+    /// The file on the target branch ("ours").
+    #[serde(with = "crate::serde_oid::option")]
+    pub ours: Option<Oid>,
+    /// The file on the source branch ("theirs").
+    #[serde(with = "crate::serde_oid::option")]
+    pub theirs: Option<Oid>,
+}
+
+/// Result of [`merge_into`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum MergeOutcome {
+    /// The source was already contained in the target; nothing changed.
+    UpToDate {
+        /// The target's (unchanged) tip.
+        #[serde(with = "crate::serde_oid")]
+        commit: Oid,
+    },
+    /// The target was an ancestor of the source and now points at the source's tip.
+    FastForward {
+        /// The target's new tip.
+        #[serde(with = "crate::serde_oid")]
+        commit: Oid,
+    },
+    /// A merge commit with parents (target, source) was created and the target points at it.
+    Merged {
+        /// The merge commit.
+        #[serde(with = "crate::serde_oid")]
+        commit: Oid,
+    },
+    /// The branches conflict; no ref was changed and both branches are intact.
+    Conflict {
+        /// The conflicting paths, sorted.
+        files: Vec<ConflictFile>,
+    },
+}
+
+/// Result of [`apply_to_current`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum ApplyOutcome {
+    /// The user's branch already contained the source; nothing changed.
+    UpToDate {
+        /// The user's (unchanged) HEAD.
+        #[serde(with = "crate::serde_oid")]
+        commit: Oid,
+    },
+    /// The user's branch was fast-forwarded.
+    FastForward {
+        /// The new HEAD.
+        #[serde(with = "crate::serde_oid")]
+        commit: Oid,
+    },
+    /// A merge commit was created on the user's branch.
+    Merged {
+        /// The new HEAD (the merge commit).
+        #[serde(with = "crate::serde_oid")]
+        commit: Oid,
+    },
+}
+
+/// Merges the local branch `source_branch` into the local branch `target_branch` entirely in the
+/// object database — no worktree, no checkout, no index file (S16: always the explicit target, never
+/// whatever is checked out). Fast-forwards when the target is an ancestor of the source; otherwise
+/// merges in memory (`git_merge_commits`, rename detection on, no side favoured) and, when clean,
+/// writes a commit with parents (target, source) and `message`, signed by `identity` / the configured
+/// user / [`Identity::fallback`]. The target ref is moved with compare-and-swap.
+///
+/// On conflict returns [`MergeOutcome::Conflict`] listing each file and both sides, and leaves every
+/// ref untouched (S14: nothing is auto-resolved).
+///
+/// # Errors
+/// [`GitError::BranchNotFound`]; [`GitError::MergeTargetCheckedOut`] when a worktree has the target
+/// checked out; [`GitError::ConcurrentRefUpdate`] when the target moved meanwhile;
+/// [`GitError::Libgit2`].
+pub fn merge_into(
+    repo: &Path,
+    target_branch: &str,
+    source_branch: &str,
+    message: &str,
+    identity: Option<&Identity>,
+) -> Result<MergeOutcome, GitError> {
+    let repo = open_repo(repo)?;
+    let ours = tip(&repo, target_branch)?;
+    let theirs = tip(&repo, source_branch)?;
+    if let Some(owner) = list(&repo)?
+        .into_iter()
+        .find(|w| w.branch.as_deref() == Some(target_branch))
+    {
+        return Err(GitError::MergeTargetCheckedOut {
+            branch: target_branch.to_owned(),
+            path: owner.path,
+        });
+    }
+    let refname = format!("refs/heads/{target_branch}");
+    if ours == theirs || is_ancestor(&repo, theirs, ours)? {
+        return Ok(MergeOutcome::UpToDate { commit: ours });
+    }
+    if is_ancestor(&repo, ours, theirs)? {
+        move_ref(&repo, &refname, ours, theirs, &format!("ahelper: fast-forward to {source_branch}"))?;
+        tracing::info!(target_branch, source_branch, commit = %theirs, "fast-forwarded");
+        return Ok(MergeOutcome::FastForward { commit: theirs });
+    }
+    match merge_trees(&repo, ours, theirs)? {
+        Err(files) => {
+            tracing::info!(target_branch, source_branch, conflicts = files.len(), "merge conflict");
+            Ok(MergeOutcome::Conflict { files })
+        }
+        Ok(tree_id) => {
+            let tree = repo.find_tree(tree_id).ctx(|| "reading the merged tree".to_owned())?;
+            let sig = signature(&repo, identity)?;
+            let (a, b) = (
+                repo.find_commit(ours).ctx(|| format!("reading {ours}"))?,
+                repo.find_commit(theirs).ctx(|| format!("reading {theirs}"))?,
+            );
+            let commit = repo
+                .commit(None, &sig, &sig, message, &tree, &[&a, &b])
+                .ctx(|| "writing the merge commit".to_owned())?;
+            move_ref(&repo, &refname, ours, commit, &format!("ahelper: merge {source_branch}"))?;
+            tracing::info!(target_branch, source_branch, %commit, "merged");
+            Ok(MergeOutcome::Merged { commit })
+        }
+    }
+}
+
+/// Merges the local branch `source_branch` (normally the run's integration branch) into the branch
+/// the user's checkout at `repo` has checked out — the one operation in this crate that changes the
+/// user's checkout, and only when it is safe:
+///
+/// * HEAD must be on a branch ([`GitError::DetachedHead`]) with no merge/rebase in progress
+///   ([`GitError::RepositoryBusy`]);
+/// * the merge must be clean ([`GitError::ApplyConflict`], checked in memory first);
+/// * none of the user's uncommitted or untracked paths may be among the files the merge changes
+///   ([`GitError::DirtyOverlap`]); their other uncommitted changes are kept as they are.
+///
+/// Then runs `git merge --ff-only <tip>` (or `git merge --no-edit -m <message> <tip>`) in the user's
+/// checkout, so the user's hooks, filters and merge configuration apply exactly as with their own git.
+/// If git fails part-way, `git merge --abort` restores the previous state and the error is returned.
+///
+/// # Errors
+/// The above, [`GitError::BranchNotFound`], [`GitError::GitCommand`] / [`GitError::GitNotFound`],
+/// [`GitError::Libgit2`], those of [`crate::RepoInfo::discover`].
+pub fn apply_to_current(
+    repo: &Path,
+    source_branch: &str,
+    message: &str,
+    identity: Option<&Identity>,
+) -> Result<ApplyOutcome, GitError> {
+    let repo = open_repo(repo)?;
+    let root = workdir(&repo)?;
+    let head = repo.head().ctx(|| format!("reading HEAD of {}", root.display()))?;
+    if !head.is_branch() {
+        return Err(GitError::DetachedHead { path: root });
+    }
+    let current = head.shorthand().unwrap_or_default().to_owned();
+    if repo.state() != RepositoryState::Clean {
+        return Err(GitError::RepositoryBusy {
+            path: root,
+            state: format!("{:?}", repo.state()).to_lowercase(),
+        });
+    }
+    let ours = head
+        .peel_to_commit()
+        .ctx(|| "resolving HEAD".to_owned())?
+        .id();
+    let theirs = tip(&repo, source_branch)?;
+    if ours == theirs || is_ancestor(&repo, theirs, ours)? {
+        return Ok(ApplyOutcome::UpToDate { commit: ours });
+    }
+    let fast_forward = is_ancestor(&repo, ours, theirs)?;
+    let merged_tree = if fast_forward {
+        repo.find_commit(theirs)
+            .and_then(|c| c.tree())
+            .ctx(|| format!("reading {theirs}"))?
+            .id()
+    } else {
+        match merge_trees(&repo, ours, theirs)? {
+            Ok(tree) => tree,
+            Err(files) => {
+                return Err(GitError::ApplyConflict {
+                    target: current,
+                    source_branch: source_branch.to_owned(),
+                    files: files.into_iter().map(|f| f.path).collect(),
+                });
+            }
+        }
+    };
+    let old_tree = repo
+        .find_commit(ours)
+        .and_then(|c| c.tree())
+        .ctx(|| "reading HEAD's tree".to_owned())?;
+    let new_tree = repo.find_tree(merged_tree).ctx(|| "reading the merged tree".to_owned())?;
+    let touched = touched_paths(&repo, &old_tree, &new_tree)?;
+    let dirty = status_paths(&repo, true)?;
+    let overlap: Vec<String> = dirty
+        .into_iter()
+        .filter(|d| {
+            let dir = format!("{}/", d.trim_end_matches('/'));
+            touched.iter().any(|t| t == d || t.starts_with(&dir))
+        })
+        .collect();
+    if !overlap.is_empty() {
+        return Err(GitError::DirtyOverlap {
+            source_branch: source_branch.to_owned(),
+            paths: overlap,
+        });
+    }
+
+    let theirs_hex = theirs.to_string();
+    let mut cmd = if fast_forward {
+        cli::command(&root, ["merge", "-q", "--ff-only", theirs_hex.as_str()])
+    } else {
+        cli::command(&root, ["merge", "-q", "--no-edit", "-m", message, theirs_hex.as_str()])
+    };
+    let fallback = Identity::fallback();
+    let id = identity.or((!has_configured_identity(&repo)).then_some(&fallback));
+    if let Some(id) = id {
+        cmd.env("GIT_AUTHOR_NAME", &id.name)
+            .env("GIT_AUTHOR_EMAIL", &id.email)
+            .env("GIT_COMMITTER_NAME", &id.name)
+            .env("GIT_COMMITTER_EMAIL", &id.email);
+    }
+    if let Err(e) = cli::run(cmd) {
+        if repo.path().join("MERGE_HEAD").exists() {
+            let _ = cli::git(&root, ["merge", "--abort"]);
+        }
+        return Err(e);
+    }
+    let new_head = Repository::open(&root)
+        .and_then(|r| r.head()?.peel_to_commit().map(|c| c.id()))
+        .ctx(|| "reading the new HEAD".to_owned())?;
+    tracing::info!(branch = %current, source_branch, commit = %new_head, fast_forward, "applied");
+    Ok(if fast_forward {
+        ApplyOutcome::FastForward { commit: new_head }
+    } else {
+        ApplyOutcome::Merged { commit: new_head }
+    })
+}
+
+/// Whether `ancestor` is an ancestor of `descendant` (strictly).
+fn is_ancestor(repo: &Repository, ancestor: Oid, descendant: Oid) -> Result<bool, GitError> {
+    repo.graph_descendant_of(descendant, ancestor)
+        .ctx(|| format!("comparing {ancestor} and {descendant}"))
+}
+
+/// Merges two commits in memory: `Ok(tree id)` when clean, `Err(conflicts)` otherwise.
+fn merge_trees(
+    repo: &Repository,
+    ours: Oid,
+    theirs: Oid,
+) -> Result<Result<Oid, Vec<ConflictFile>>, GitError> {
+    let a = repo.find_commit(ours).ctx(|| format!("reading {ours}"))?;
+    let b = repo.find_commit(theirs).ctx(|| format!("reading {theirs}"))?;
+    let mut index = repo
+        .merge_commits(&a, &b, None)
+        .ctx(|| format!("merging {theirs} into {ours}"))?;
+    if index.has_conflicts() {
+        let mut files = Vec::new();
+        for c in index.conflicts().ctx(|| "reading conflicts".to_owned())? {
+            let c = c.ctx(|| "reading conflicts".to_owned())?;
+            let path = [&c.our, &c.their, &c.ancestor]
+                .into_iter()
+                .flatten()
+                .next()
+                .map(|e| String::from_utf8_lossy(&e.path).into_owned())
+                .unwrap_or_default();
+            files.push(ConflictFile {
+                path,
+                ancestor: c.ancestor.map(|e| e.id),
+                ours: c.our.map(|e| e.id),
+                theirs: c.their.map(|e| e.id),
+            });
+        }
+        files.sort_by(|x, y| x.path.cmp(&y.path));
+        return Ok(Err(files));
+    }
+    let tree = index
+        .write_tree_to(repo)
+        .ctx(|| "writing the merged tree".to_owned())?;
+    Ok(Ok(tree))
+}
+
+/// Moves `refname` from `old` to `new`, failing if someone else moved it meanwhile.
+fn move_ref(repo: &Repository, refname: &str, old: Oid, new: Oid, log: &str) -> Result<(), GitError> {
+    match repo.reference_matching(refname, new, true, old, log) {
+        Ok(_) => Ok(()),
+        Err(e) if e.code() == ErrorCode::Modified || e.code() == ErrorCode::Locked => {
+            Err(GitError::ConcurrentRefUpdate {
+                reference: refname.to_owned(),
+                expected: old.to_string(),
+            })
+        }
+        Err(e) => Err(e).ctx(|| format!("updating {refname}")),
+    }
+}

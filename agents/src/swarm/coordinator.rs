@@ -76,10 +76,6 @@ pub struct CancelRun {
     pub reason: String,
 }
 
-/// Ask for the current run record.
-#[derive(Debug, Clone, Copy)]
-pub struct Snapshot;
-
 /// The coordinator.
 pub struct CoordinatorActor {
     run: Arc<RunContext>,
@@ -445,12 +441,5 @@ impl Message<CancelRun> for CoordinatorActor {
             self.publish_snapshot(true);
             self.maybe_finish();
         }
-    }
-}
-
-impl Message<Snapshot> for CoordinatorActor {
-    type Reply = RunRecord;
-    async fn handle(&mut self, _msg: Snapshot, _ctx: &mut Context<Self, Self::Reply>) -> RunRecord {
-        self.record.clone()
     }
 }

@@ -7,3 +7,18 @@ pub mod plan;
 pub mod roles;
 pub mod scheduler;
 pub mod state;
+pub mod coordinator;
+pub mod run;
+pub mod worker;
+
+pub use run::{PreparedRun, RunIo, RunOptions, SwarmError, execute, final_summary, plan, prepare_run};
+
+/// `tool main-argument`, for the status table's "last action" column.
+pub fn describe_action(name: &str, input: &serde_json::Value) -> String {
+    let main = ["path", "command", "pattern"]
+        .iter()
+        .find_map(|k| input.get(*k).and_then(serde_json::Value::as_str))
+        .unwrap_or("");
+    let main: String = main.lines().next().unwrap_or("").chars().take(60).collect();
+    if main.is_empty() { name.to_string() } else { format!("{name} {main}") }
+}

@@ -173,17 +173,7 @@ pub fn worktree_base(config: &Config, env: &EnvSnapshot, repo_root: &Path, run_i
     root.join(repo_id(repo_root)).join(run_id)
 }
 
-/// Integration branch of a run.
-pub fn integration_branch(run_id: &str) -> String {
-    format!("ahelper/{run_id}")
-}
-
-/// Branch of a worker. (`ahelper/<run>/<worker>` is impossible next to the integration branch
-/// `ahelper/<run>`: git refs cannot be both a file and a directory, so workers use
-/// `ahelper/<run>-<worker>`.)
-pub fn worker_branch(run_id: &str, worker: &str) -> String {
-    format!("ahelper/{run_id}-{worker}")
-}
+pub use ahelper_worktrees::{integration_branch, worker_branch};
 
 /// Checks the repository, records the base commit, creates the run directory, the integration
 /// branch and the record. The user's checkout, branch, index and files are not modified.
@@ -330,7 +320,6 @@ pub async fn plan(
         "Task for the swarm:\n{}\n\nExplore as needed, then answer with the JSON plan only.",
         prepared.record.task
     );
-    let mut last_error = String::new();
     let mut result = Err(SwarmError::Plan("no answer".into()));
     for attempt in 0..2 {
         let outcome = agent.run(&prompt, &io.cancel).await;
@@ -349,7 +338,7 @@ pub async fn plan(
                 break;
             }
             Err(e) => {
-                last_error = e.to_string();
+                let last_error = e.to_string();
                 let _ = io.events.send(SwarmEvent::PlanRejected { error: last_error.clone() });
                 if attempt == 0 {
                     prompt = format!(

@@ -88,9 +88,17 @@ fn repairs_of(p: &ParsedText) -> Vec<Repair> {
 /// An error message must say what is wrong, quote the raw text and give the format.
 fn assert_good_error(e: &TextToolCallError, what: &str, quoted: &str) {
     assert!(e.error.contains(what), "missing {what:?} in {}", e.error);
-    assert!(e.error.contains(quoted), "missing quote {quoted:?} in {}", e.error);
+    assert!(
+        e.error.contains(quoted),
+        "missing quote {quoted:?} in {}",
+        e.error
+    );
     assert!(e.error.contains("<tool_call>"), "no format in {}", e.error);
-    assert!(e.error.contains("\"arguments\""), "no format in {}", e.error);
+    assert!(
+        e.error.contains("\"arguments\""),
+        "no format in {}",
+        e.error
+    );
 }
 
 const HANDLED: &[&str] = &[
@@ -190,7 +198,8 @@ fn case_05_single_quotes_repaired_for_simple_read_only_call_only() {
     assert!(repairs_of(&p).contains(&Repair::SingleQuotes));
 
     // An apostrophe inside a single-quoted string → error.
-    let p = parse("<tool_call>\n{'name': 'read_file', 'arguments': {'path': 'it's.md'}}\n</tool_call>");
+    let p =
+        parse("<tool_call>\n{'name': 'read_file', 'arguments': {'path': 'it's.md'}}\n</tool_call>");
     let e = single_error(&p);
     assert_good_error(&e, "invalid", "it's.md");
     // Escapes inside a single-quoted string → error.
@@ -256,7 +265,11 @@ fn case_10_two_objects_in_one_block() {
             ("read_file".into(), json!({"path": "b.rs"})),
         ]
     );
-    let ids: Vec<_> = p.calls.iter().map(|c| c.as_ref().unwrap().id.clone()).collect();
+    let ids: Vec<_> = p
+        .calls
+        .iter()
+        .map(|c| c.as_ref().unwrap().id.clone())
+        .collect();
     assert_eq!(ids, ["call_text_1", "call_text_2"]);
 
     // Identical objects run once.
@@ -367,7 +380,10 @@ fn case_16_bare_function_xml_truncated() {
     );
     assert_eq!(
         ok_calls(&p),
-        vec![("grep".into(), json!({"pattern": "percentage", "path": "src"}))]
+        vec![(
+            "grep".into(),
+            json!({"pattern": "percentage", "path": "src"})
+        )]
     );
     assert!(repairs_of(&p).contains(&Repair::TruncatedXmlCall));
 
@@ -471,7 +487,10 @@ fn case_22_special_token_suffix_and_unquoted_key() {
     let p = parse(
         "<tool_call>\n{\"name\": \"run_command\", \"arguments\": {\"command\": \"ls\"}}<|call|>\n</tool_call>",
     );
-    assert_eq!(ok_calls(&p), vec![("run_command".into(), json!({"command": "ls"}))]);
+    assert_eq!(
+        ok_calls(&p),
+        vec![("run_command".into(), json!({"command": "ls"}))]
+    );
     // The key repair on a mutating tool → error.
     let p = parse(
         "<tool_call>\n{\"name\": \"run_command\", \"arguments\": {command\": \"ls\"}}\n</tool_call>",
@@ -579,11 +598,26 @@ fn missing_closing_tag_with_complete_json_is_accepted() {
 #[test]
 fn malformed_blocks_are_errors_not_dropped() {
     for (text, what) in [
-        ("<tool_call>\nread the file please\n</tool_call>", "no JSON object"),
-        ("<tool_call>\n{\"arguments\": {\"path\": \"a\"}}\n</tool_call>", "no string \"name\""),
-        ("<tool_call>\n{\"name\": \"read_file\", \"arguments\": [1]}\n</tool_call>", "must be a JSON object"),
-        ("<tool_call>\n{\"name\": \"read_file\", \"path\": \"a\"}\n</tool_call>", "inside an \"arguments\" object"),
-        ("<tool_call>\n{\"name\": \"read_file\", \"arguments\": {\"path\" \"a\"}}\n</tool_call>", "expected `:`"),
+        (
+            "<tool_call>\nread the file please\n</tool_call>",
+            "no JSON object",
+        ),
+        (
+            "<tool_call>\n{\"arguments\": {\"path\": \"a\"}}\n</tool_call>",
+            "no string \"name\"",
+        ),
+        (
+            "<tool_call>\n{\"name\": \"read_file\", \"arguments\": [1]}\n</tool_call>",
+            "must be a JSON object",
+        ),
+        (
+            "<tool_call>\n{\"name\": \"read_file\", \"path\": \"a\"}\n</tool_call>",
+            "inside an \"arguments\" object",
+        ),
+        (
+            "<tool_call>\n{\"name\": \"read_file\", \"arguments\": {\"path\" \"a\"}}\n</tool_call>",
+            "expected `:`",
+        ),
         ("Let me look.\n<tool_call>", "empty"),
     ] {
         let p = parse(text);
@@ -603,4 +637,13 @@ fn error_messages_truncate_long_raw_text() {
     assert!(e.raw.len() > 5000);
     assert!(e.error.len() < 1500, "{}", e.error.len());
     assert!(e.error.contains("characters cut"));
+}
+
+#[test]
+fn doubled_opener_counts_once() {
+    let p = parse(
+        "Reading.\n<tool_call>\n<tool_call>{\"name\": \"glob\", \"arguments\": {\"pattern\": \"*\"}}</tool_call>",
+    );
+    assert_eq!(ok_calls(&p), vec![("glob".into(), json!({"pattern": "*"}))]);
+    assert_eq!(p.text, "Reading.");
 }

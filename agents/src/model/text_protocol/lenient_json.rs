@@ -64,7 +64,9 @@ impl Repair {
     pub fn describe(self) -> &'static str {
         match self {
             Repair::TrailingComma => "dropped a trailing comma",
-            Repair::LiteralEscapeBetweenTokens => "read a literal `\\n` between JSON tokens as whitespace",
+            Repair::LiteralEscapeBetweenTokens => {
+                "read a literal `\\n` between JSON tokens as whitespace"
+            }
             Repair::RawControlCharInString => "kept a raw control character inside a string",
             Repair::SingleQuotes => "read single-quoted strings as double-quoted",
             Repair::UnquotedKey => "added the missing quote of an object key",
@@ -75,8 +77,12 @@ impl Repair {
             Repair::MissingClosingTag => "accepted a block without its closing tag",
             Repair::ProseAroundJson => "ignored prose around the JSON object",
             Repair::StringifiedArguments => "decoded `arguments` given as a JSON string",
-            Repair::MissingParameterClose => "ended a parameter without `</parameter>` at `</function>`",
-            Repair::TruncatedXmlCall => "used an XML call that was cut off after its last parameter",
+            Repair::MissingParameterClose => {
+                "ended a parameter without `</parameter>` at `</function>`"
+            }
+            Repair::TruncatedXmlCall => {
+                "used an XML call that was cut off after its last parameter"
+            }
             Repair::DuplicateCallDropped => "ran identical calls once",
         }
     }
@@ -394,7 +400,9 @@ impl Lenient<'_> {
     fn value(&mut self, context: &str) -> Result<Value, LenientError> {
         self.ws();
         match self.peek() {
-            None => Err(self.eof_err(format!("the text ends where a value was expected {context}"))),
+            None => Err(self.eof_err(format!(
+                "the text ends where a value was expected {context}"
+            ))),
             Some(b'{') => self.object(),
             Some(b'[') => self.array(),
             Some(b'"') => self.dq_string().map(Value::String),
@@ -524,7 +532,10 @@ impl Lenient<'_> {
 
     fn number(&mut self) -> Result<Value, LenientError> {
         let start = self.pos;
-        while matches!(self.peek(), Some(b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9')) {
+        while matches!(
+            self.peek(),
+            Some(b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9')
+        ) {
             self.pos += 1;
         }
         if self.pos == self.b.len() {
@@ -598,7 +609,13 @@ mod tests {
         let v = ok(r#"{"a": {"b": "c""#);
         assert_eq!(v.value, json!({"a": {"b": "c"}}));
         assert!(v.repairs.contains(&Repair::ClosedTruncatedJson));
-        for cut in [r#"{"a": "b"#, r#"{"a": "#, r#"{"a""#, r#"{"a": 12"#, r#"{"a": tr"#] {
+        for cut in [
+            r#"{"a": "b"#,
+            r#"{"a": "#,
+            r#"{"a""#,
+            r#"{"a": 12"#,
+            r#"{"a": tr"#,
+        ] {
             let e = parse_lenient(cut, 0).unwrap_err();
             assert!(e.truncated, "{cut}: {e:?}");
         }

@@ -63,7 +63,12 @@ impl TextToolProtocol {
     pub fn new(inner: Arc<dyn ModelClient>) -> Self {
         TextToolProtocol {
             inner,
-            read_only: Arc::new(DEFAULT_READ_ONLY_TOOLS.iter().map(|s| s.to_string()).collect()),
+            read_only: Arc::new(
+                DEFAULT_READ_ONLY_TOOLS
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect(),
+            ),
             last_call_number: Arc::new(AtomicU64::new(0)),
         }
     }
@@ -337,8 +342,56 @@ fn example_arguments(schema: &Value) -> Value {
 /// (`name` before `arguments`).
 pub fn render_call(name: &str, input: &Value) -> String {
     let name = serde_json::to_string(name).unwrap_or_default();
-    let args = serde_json::to_string(input).unwrap_or_else(|_| "{}".into());
+    let args = to_spaced_json(input);
     format!("<tool_call>\n{{\"name\": {name}, \"arguments\": {args}}}\n</tool_call>")
+}
+
+/// One-line JSON with a space after `:` and `,` (`{"a": 1, "b": [1, 2]}`), the style the
+/// model is shown.
+fn to_spaced_json(value: &Value) -> String {
+    use serde::Serialize;
+    let mut out = Vec::new();
+    let mut ser = serde_json::Serializer::with_formatter(&mut out, SpacedFormatter);
+    if value.serialize(&mut ser).is_err() {
+        return "{}".to_string();
+    }
+    String::from_utf8(out).unwrap_or_else(|_| "{}".to_string())
+}
+
+/// A `serde_json` formatter writing `": "` and `", "` separators on one line.
+struct SpacedFormatter;
+
+impl serde_json::ser::Formatter for SpacedFormatter {
+    fn begin_array_value<W: ?Sized + std::io::Write>(
+        &mut self,
+        writer: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        if first {
+            Ok(())
+        } else {
+            writer.write_all(b", ")
+        }
+    }
+
+    fn begin_object_key<W: ?Sized + std::io::Write>(
+        &mut self,
+        writer: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        if first {
+            Ok(())
+        } else {
+            writer.write_all(b", ")
+        }
+    }
+
+    fn begin_object_value<W: ?Sized + std::io::Write>(
+        &mut self,
+        writer: &mut W,
+    ) -> std::io::Result<()> {
+        writer.write_all(b": ")
+    }
 }
 
 /// Re-renders a history for a model without native tools: assistant
@@ -375,7 +428,12 @@ pub fn render_history(messages: &[Message]) -> Vec<Message> {
                         tool_use_id,
                         content,
                         is_error,
-                    } => render_result(tool_use_id, names.get(tool_use_id.as_str()).copied(), content, *is_error),
+                    } => render_result(
+                        tool_use_id,
+                        names.get(tool_use_id.as_str()).copied(),
+                        content,
+                        *is_error,
+                    ),
                 };
                 if part.is_empty() {
                     continue;

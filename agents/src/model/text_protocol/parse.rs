@@ -189,8 +189,8 @@ impl RawCall {
 }
 
 fn error_text(what: &str, raw: &str) -> String {
-    let quoted = serde_json::to_string(&truncate_middle(raw.trim(), RAW_QUOTE_CHARS))
-        .unwrap_or_default();
+    let quoted =
+        serde_json::to_string(&truncate_middle(raw.trim(), RAW_QUOTE_CHARS)).unwrap_or_default();
     format!(
         "{what}. Nothing was run.\nYour text (as a JSON string, truncated): {quoted}\n\
          Expected format, one block per call, strict JSON with double quotes:\n{EXPECTED_FORMAT}"
@@ -199,7 +199,10 @@ fn error_text(what: &str, raw: &str) -> String {
 
 /// Applies the tool-specific checks: the tool exists, and repairs that guess content are only
 /// used for read-only tools.
-fn finalize(raw: RawCall, ctx: &Ctx<'_>) -> Result<(String, Value, Vec<Repair>), TextToolCallError> {
+fn finalize(
+    raw: RawCall,
+    ctx: &Ctx<'_>,
+) -> Result<(String, Value, Vec<Repair>), TextToolCallError> {
     let (name, input) = match raw.outcome {
         Ok(ok) => ok,
         Err((name, what)) => {
@@ -242,7 +245,9 @@ fn finalize(raw: RawCall, ctx: &Ctx<'_>) -> Result<(String, Value, Vec<Repair>),
         .count();
     if unquoted > 1 {
         return Err(fail(
-            format!("{unquoted} object keys lack their double quotes; fixing that would be a guess"),
+            format!(
+                "{unquoted} object keys lack their double quotes; fixing that would be a guess"
+            ),
             false,
         ));
     }
@@ -413,7 +418,12 @@ fn candidate_calls(raw: &str, value: Value, repairs: Vec<Repair>, out: &mut Vec<
     let items = match value {
         Value::Array(items) if !items.is_empty() => items,
         Value::Array(_) => {
-            out.push(RawCall::error(raw, None, "the JSON array of calls is empty", truncated));
+            out.push(RawCall::error(
+                raw,
+                None,
+                "the JSON array of calls is empty",
+                truncated,
+            ));
             return;
         }
         other => vec![other],
@@ -446,7 +456,11 @@ fn lenient_error_call(raw: &str, e: &super::lenient_json::LenientError, closed: 
         format!(
             "the tool call is cut off ({}){}; the reply may have hit the output-token limit",
             e.message,
-            if closed { "" } else { " and has no closing </tool_call>" }
+            if closed {
+                ""
+            } else {
+                " and has no closing </tool_call>"
+            }
         )
     } else {
         format!("the JSON of the tool call is invalid: {}", e.message)
@@ -473,6 +487,10 @@ fn dedupe(calls: Vec<RawCall>) -> Vec<RawCall> {
 fn parse_block(text: &str, at: usize, ctx: &Ctx<'_>) -> (usize, Vec<RawCall>) {
     let body = at + BLOCK_OPEN.len();
     let p = skip_ws(text, body);
+    if text[p..].starts_with(BLOCK_OPEN) {
+        // A doubled opener (`<tool_call><tool_call>{…}`): the second one starts the block.
+        return (p, Vec::new());
+    }
     if text[p..].starts_with(FUNCTION_OPEN) {
         let f = parse_function(text, p);
         let q = skip_ws(text, f.end);
@@ -704,8 +722,10 @@ fn parse_function(text: &str, p: usize) -> XmlFunction {
                 .push((key, strip_one_newline(&text[vstart..vend]).to_string()));
             q = after;
         } else if let Some(n) = text[vstart..].find(FUNCTION_CLOSE) {
-            f.params
-                .push((key, strip_one_newline(&text[vstart..vstart + n]).to_string()));
+            f.params.push((
+                key,
+                strip_one_newline(&text[vstart..vstart + n]).to_string(),
+            ));
             f.repairs.push(Repair::MissingParameterClose);
             q = vstart + n;
         } else {
@@ -888,7 +908,10 @@ fn parse_mistral(text: &str, at: usize) -> (usize, Vec<RawCall>) {
                 Ok((other, _)) => calls.push(RawCall::error(
                     raw,
                     Some(name),
-                    format!("the arguments must be a JSON object, found {}", json_kind(&other)),
+                    format!(
+                        "the arguments must be a JSON object, found {}",
+                        json_kind(&other)
+                    ),
                     false,
                 )),
                 Err(e) => {

@@ -43,7 +43,10 @@ pub struct Fence {
 
 /// Returns the opener starting at `rest`, if any.
 pub fn opener_at(rest: &str) -> Option<(&'static str, Opener)> {
-    OPENERS.iter().copied().find(|(pat, _)| rest.starts_with(pat))
+    OPENERS
+        .iter()
+        .copied()
+        .find(|(pat, _)| rest.starts_with(pat))
 }
 
 fn fence_run(line: &str) -> Option<(u8, usize, &str)> {

@@ -647,3 +647,92 @@ fn doubled_opener_counts_once() {
     assert_eq!(ok_calls(&p), vec![("glob".into(), json!({"pattern": "*"}))]);
     assert_eq!(p.text, "Reading.");
 }
+
+mod fuzz {
+    use super::*;
+    use ahelper_agents::model::text_protocol::DisplayGate;
+    use proptest::prelude::*;
+
+    const TOKENS: &[&str] = &[
+        "<tool_call>",
+        "</tool_call>",
+        "<function=",
+        "</function>",
+        "<parameter=",
+        "</parameter>",
+        "[TOOL_CALLS]",
+        "[ARGS]",
+        "{",
+        "}",
+        "[",
+        "]",
+        "\"",
+        "'",
+        ":",
+        ",",
+        "\\",
+        "\\n",
+        "\n",
+        "`",
+        "```",
+        "> ",
+        "name",
+        "\"name\": \"read_file\"",
+        "\"arguments\": ",
+        "run_command",
+        "é",
+        "😀",
+        "<|call|>",
+        " ",
+        "1",
+        "true",
+        "<",
+        ">",
+        "|",
+    ];
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(400))]
+
+        #[test]
+        fn parser_and_gate_never_panic(
+            picks in proptest::collection::vec(0..TOKENS.len(), 0..40),
+            cuts in proptest::collection::vec(1usize..6, 1..20),
+        ) {
+            let text: String = picks.iter().map(|&i| TOKENS[i]).collect();
+            let p = parse(&text);
+            for c in p.calls.iter().flatten() {
+                prop_assert!(c.input.is_object());
+            }
+            let mut gate = DisplayGate::new();
+            let chars: Vec<char> = text.chars().collect();
+            let mut i = 0;
+            let mut k = 0;
+            let mut shown = String::new();
+            while i < chars.len() {
+                let end = (i + cuts[k % cuts.len()]).min(chars.len());
+                shown.push_str(&gate.push(&chars[i..end].iter().collect::<String>()));
+                i = end;
+                k += 1;
+            }
+            prop_assert!(text.starts_with(&shown));
+            prop_assert_eq!(gate.shown(), shown.as_str());
+            let rest = gate.finish(&p.text);
+            if p.calls.is_empty() {
+                prop_assert_eq!(format!("{shown}{rest}"), text);
+            }
+        }
+    }
+}
+
+#[test]
+fn lone_function_closing_tag_in_prose_is_text() {
+    let text = "In JSX you never write </function>; that is not HTML.";
+    let p = parse(text);
+    assert!(p.calls.is_empty());
+    assert_eq!(p.text, text);
+    // But a stray `</tool_call>` is broken call markup.
+    let p = parse("{\"path\": \"a\"}\n</tool_call>");
+    let e = single_error(&p);
+    assert!(e.error.contains("</tool_call>"), "{}", e.error);
+}

@@ -109,10 +109,11 @@ pub fn parse_assistant_text(
                 let (end, calls) = parse_mistral(text, at);
                 (at, end, calls)
             }
-            Opener::Orphan => {
-                let (start, end, call) = orphan_region(text, cursor, at, &scanner);
-                (start, end, vec![call])
-            }
+            Opener::Orphan => match orphan_region(text, cursor, at, &scanner) {
+                Some((start, end, call)) => (start, end, vec![call]),
+                // A lone `</function>` in prose stays text.
+                None => continue,
+            },
         };
         prose.push_str(&text[cursor..start]);
         cursor = end.max(start);
@@ -938,13 +939,14 @@ fn parse_mistral(text: &str, at: usize) -> (usize, Vec<RawCall>) {
 
 /// A region of call markup whose opener is missing (e.g. `</parameter>` … `</function>` with
 /// no `<function=NAME>`): from the markup lines before the first marker to the line of the last
-/// marker before any real opener.
+/// marker before any real opener. `None` when the region has no parameter tag and no
+/// `</tool_call>` (a lone `</function>` is too common in prose to call it a broken call).
 fn orphan_region(
     text: &str,
     cursor: usize,
     at: usize,
     scanner: &ProseScanner<'_>,
-) -> (usize, usize, RawCall) {
+) -> Option<(usize, usize, RawCall)> {
     let line_start = |pos: usize| text[..pos].rfind('\n').map_or(0, |n| n + 1);
     let mut start = line_start(at).max(cursor);
     while start > cursor {
@@ -956,6 +958,12 @@ fn orphan_region(
             break;
         }
     }
+    let is_specific = |p: usize| {
+        [PARAMETER_OPEN, PARAMETER_CLOSE, BLOCK_CLOSE]
+            .iter()
+            .any(|m| text[p..].starts_with(m))
+    };
+    let mut specific = is_specific(at);
     let mut look = scanner.clone();
     let mut last = at;
     let mut limit = text.len();
@@ -964,7 +972,11 @@ fn orphan_region(
             limit = p;
             break;
         }
+        specific |= is_specific(p);
         last = p;
+    }
+    if !specific {
+        return None;
     }
     let end = line_end(text, last).min(limit);
     let marker = super::scan::opener_at(&text[at..]).map_or("", |(m, _)| m);
@@ -977,7 +989,7 @@ fn orphan_region(
         ),
         false,
     );
-    (start, end, call)
+    Some((start, end, call))
 }
 
 /// A whole message that is exactly one JSON call object of an offered tool, with an arguments

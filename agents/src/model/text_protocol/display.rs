@@ -5,9 +5,9 @@ use super::scan::{Fence, OPENERS, scan_line};
 /// Decides which part of a growing assistant text may be shown now.
 ///
 /// Text is released up to (not including) the first tool-call opener outside Markdown code
-/// (fenced code, inline code and block quotes are skipped, as in the parser); from there on everything is held until the turn ends. A suffix that
-/// could still become an opener (e.g. a delta ending in `<tool_`) is held until the next delta
-/// decides. A reply whose first non-blank character is `{` is held whole, because it may be a
+/// (fenced code, inline code and block quotes are skipped, as in the parser); from there on
+/// everything is held until the turn ends. A suffix that could still become an opener (e.g. a
+/// delta ending in `<tool_`) is held until the next delta decides. A reply whose first non-blank character is `{` is held whole, because it may be a
 /// bare JSON call. Leading whitespace is held until something else arrives.
 #[derive(Debug, Default, Clone)]
 pub struct DisplayGate {

@@ -83,7 +83,9 @@ pub fn resolve_commit(repo: &Path, rev: &str) -> Result<Oid, GitError> {
     repo.revparse_single(rev)
         .and_then(|o| o.peel_to_commit())
         .map(|c| c.id())
-        .map_err(|_| GitError::CommitNotFound { rev: rev.to_owned() })
+        .map_err(|_| GitError::CommitNotFound {
+            rev: rev.to_owned(),
+        })
 }
 
 /// The commit the local branch `branch` (short name) points to.
@@ -167,10 +169,17 @@ pub(crate) fn unmerged_in(
     let mut out = Vec::new();
     for id in walk {
         let id = id.ctx(|| "walking history".to_owned())?;
-        let commit = repo.find_commit(id).ctx(|| format!("reading commit {id}"))?;
+        let commit = repo
+            .find_commit(id)
+            .ctx(|| format!("reading commit {id}"))?;
         out.push(CommitSummary {
             id,
-            summary: commit.summary().ok().flatten().unwrap_or_default().to_owned(),
+            summary: commit
+                .summary()
+                .ok()
+                .flatten()
+                .unwrap_or_default()
+                .to_owned(),
         });
     }
     Ok(out)
@@ -211,11 +220,11 @@ pub fn delete_branch(
             commits: unmerged,
         });
     }
-    let mut branch = repo
-        .find_branch(name, BranchType::Local)
-        .map_err(|_| GitError::BranchNotFound {
-            branch: name.to_owned(),
-        })?;
+    let mut branch =
+        repo.find_branch(name, BranchType::Local)
+            .map_err(|_| GitError::BranchNotFound {
+                branch: name.to_owned(),
+            })?;
     branch
         .delete()
         .ctx(|| format!("deleting branch `{name}`"))?;

@@ -5,10 +5,10 @@ use std::path::Path;
 use git2::{DiffFindOptions, DiffOptions, IndexAddOption, Oid, Repository};
 use serde::{Deserialize, Serialize};
 
+use crate::GitError;
 use crate::error::Context as _;
 use crate::repo::{Identity, canonical, open_repo, signature};
 use crate::worktree::read_marker;
-use crate::GitError;
 
 /// Size of the change between two commits.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -44,7 +44,8 @@ pub fn commit_all(
     identity: Option<&Identity>,
 ) -> Result<Option<Oid>, GitError> {
     let root = canonical(worktree)?;
-    let repo = Repository::open(&root).ctx(|| format!("opening the worktree {}", root.display()))?;
+    let repo =
+        Repository::open(&root).ctx(|| format!("opening the worktree {}", root.display()))?;
     let common = canonical(repo.commondir())?;
     if !repo.is_worktree() || read_marker(&common, &root).is_none() {
         return Err(GitError::InvalidWorktreePath {
@@ -66,23 +67,25 @@ pub fn commit_all(
         .peel_to_commit()
         .ctx(|| format!("resolving HEAD of {}", root.display()))?;
 
-    let mut index = repo.index().ctx(|| "opening the worktree's index".to_owned())?;
+    let mut index = repo
+        .index()
+        .ctx(|| "opening the worktree's index".to_owned())?;
     index
         .add_all(["*"], IndexAddOption::DEFAULT, None)
         .ctx(|| "staging new and modified files".to_owned())?;
     index
         .update_all(["*"], None)
         .ctx(|| "staging deleted files".to_owned())?;
-    let tree_id = index
-        .write_tree()
-        .ctx(|| "writing the tree".to_owned())?;
+    let tree_id = index.write_tree().ctx(|| "writing the tree".to_owned())?;
     index
         .write()
         .ctx(|| "writing the worktree's index".to_owned())?;
     if tree_id == parent.tree_id() {
         return Ok(None);
     }
-    let tree = repo.find_tree(tree_id).ctx(|| "reading the tree".to_owned())?;
+    let tree = repo
+        .find_tree(tree_id)
+        .ctx(|| "reading the tree".to_owned())?;
     let sig = signature(&repo, identity)?;
     let id = repo
         .commit(Some("HEAD"), &sig, &sig, message, &tree, &[&parent])
@@ -106,7 +109,9 @@ pub(crate) fn diff_stats_in(repo: &Repository, from: Oid, to: Oid) -> Result<Dif
     let tree = |id: Oid| {
         repo.find_commit(id)
             .and_then(|c| c.tree())
-            .map_err(|_| GitError::CommitNotFound { rev: id.to_string() })
+            .map_err(|_| GitError::CommitNotFound {
+                rev: id.to_string(),
+            })
     };
     let (a, b) = (tree(from)?, tree(to)?);
     let mut opts = DiffOptions::new();
@@ -118,7 +123,12 @@ pub(crate) fn diff_stats_in(repo: &Repository, from: Oid, to: Oid) -> Result<Dif
     let stats = diff.stats().ctx(|| "counting changed lines".to_owned())?;
     let mut files: Vec<String> = diff
         .deltas()
-        .filter_map(|d| d.new_file().path().or_else(|| d.old_file().path()).map(Path::to_owned))
+        .filter_map(|d| {
+            d.new_file()
+                .path()
+                .or_else(|| d.old_file().path())
+                .map(Path::to_owned)
+        })
         .map(|p| p.to_string_lossy().replace('\\', "/"))
         .collect();
     files.sort();
@@ -141,7 +151,10 @@ pub(crate) fn touched_paths(
         .ctx(|| "diffing trees".to_owned())?;
     let mut out = Vec::new();
     for d in diff.deltas() {
-        for p in [d.old_file().path(), d.new_file().path()].into_iter().flatten() {
+        for p in [d.old_file().path(), d.new_file().path()]
+            .into_iter()
+            .flatten()
+        {
             out.push(p.to_string_lossy().replace('\\', "/"));
         }
     }

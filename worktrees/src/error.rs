@@ -331,7 +331,9 @@ pub enum GitError {
     },
 
     /// The `git` program could not be started.
-    #[error("could not run `git` ({source}); install git 2.20 or newer and make sure it is on PATH")]
+    #[error(
+        "could not run `git` ({source}); install git 2.20 or newer and make sure it is on PATH"
+    )]
     GitNotFound {
         /// The spawn error.
         source: std::io::Error,
@@ -373,7 +375,10 @@ impl<T> Context<T> for Result<T, git2::Error> {
 }
 
 /// Builds an [`GitError::Io`].
-pub(crate) fn io_err(action: &'static str, path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> GitError {
+pub(crate) fn io_err(
+    action: &'static str,
+    path: impl Into<PathBuf>,
+) -> impl FnOnce(std::io::Error) -> GitError {
     let path = path.into();
     move |source| GitError::Io {
         action,

@@ -91,7 +91,11 @@ fn live_git_process(root: &Path, git_dir: &Path) -> Option<Option<u32>> {
     let me = std::process::id();
     let root_str = root.to_string_lossy().into_owned();
     for entry in entries.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
             continue;
         };
         if pid == me {

@@ -5,13 +5,13 @@ use std::path::Path;
 use git2::{ErrorCode, Oid, Repository, RepositoryState};
 use serde::{Deserialize, Serialize};
 
+use crate::GitError;
 use crate::branch::tip;
 use crate::cli;
 use crate::commit::touched_paths;
 use crate::error::Context as _;
 use crate::repo::{Identity, has_configured_identity, open_repo, signature, status_paths, workdir};
 use crate::worktree::list;
-use crate::GitError;
 
 /// One conflicting path of a merge, with the blob ids of each side (`None` where the side deleted or
 /// never had the file). Show a side with `git show <id>`.
@@ -121,26 +121,46 @@ pub fn merge_into(
         return Ok(MergeOutcome::UpToDate { commit: ours });
     }
     if is_ancestor(&repo, ours, theirs)? {
-        move_ref(&repo, &refname, ours, theirs, &format!("ahelper: fast-forward to {source_branch}"))?;
+        move_ref(
+            &repo,
+            &refname,
+            ours,
+            theirs,
+            &format!("ahelper: fast-forward to {source_branch}"),
+        )?;
         tracing::info!(target_branch, source_branch, commit = %theirs, "fast-forwarded");
         return Ok(MergeOutcome::FastForward { commit: theirs });
     }
     match merge_trees(&repo, ours, theirs)? {
         Err(files) => {
-            tracing::info!(target_branch, source_branch, conflicts = files.len(), "merge conflict");
+            tracing::info!(
+                target_branch,
+                source_branch,
+                conflicts = files.len(),
+                "merge conflict"
+            );
             Ok(MergeOutcome::Conflict { files })
         }
         Ok(tree_id) => {
-            let tree = repo.find_tree(tree_id).ctx(|| "reading the merged tree".to_owned())?;
+            let tree = repo
+                .find_tree(tree_id)
+                .ctx(|| "reading the merged tree".to_owned())?;
             let sig = signature(&repo, identity)?;
             let (a, b) = (
                 repo.find_commit(ours).ctx(|| format!("reading {ours}"))?,
-                repo.find_commit(theirs).ctx(|| format!("reading {theirs}"))?,
+                repo.find_commit(theirs)
+                    .ctx(|| format!("reading {theirs}"))?,
             );
             let commit = repo
                 .commit(None, &sig, &sig, message, &tree, &[&a, &b])
                 .ctx(|| "writing the merge commit".to_owned())?;
-            move_ref(&repo, &refname, ours, commit, &format!("ahelper: merge {source_branch}"))?;
+            move_ref(
+                &repo,
+                &refname,
+                ours,
+                commit,
+                &format!("ahelper: merge {source_branch}"),
+            )?;
             tracing::info!(target_branch, source_branch, %commit, "merged");
             Ok(MergeOutcome::Merged { commit })
         }
@@ -172,7 +192,9 @@ pub fn apply_to_current(
 ) -> Result<ApplyOutcome, GitError> {
     let repo = open_repo(repo)?;
     let root = workdir(&repo)?;
-    let head = repo.head().ctx(|| format!("reading HEAD of {}", root.display()))?;
+    let head = repo
+        .head()
+        .ctx(|| format!("reading HEAD of {}", root.display()))?;
     if !head.is_branch() {
         return Err(GitError::DetachedHead { path: root });
     }
@@ -213,7 +235,9 @@ pub fn apply_to_current(
         .find_commit(ours)
         .and_then(|c| c.tree())
         .ctx(|| "reading HEAD's tree".to_owned())?;
-    let new_tree = repo.find_tree(merged_tree).ctx(|| "reading the merged tree".to_owned())?;
+    let new_tree = repo
+        .find_tree(merged_tree)
+        .ctx(|| "reading the merged tree".to_owned())?;
     let touched = touched_paths(&repo, &old_tree, &new_tree)?;
     let dirty = status_paths(&repo, true)?;
     let overlap: Vec<String> = dirty
@@ -234,7 +258,17 @@ pub fn apply_to_current(
     let mut cmd = if fast_forward {
         cli::command(&root, ["merge", "-q", "--ff-only", theirs_hex.as_str()])
     } else {
-        cli::command(&root, ["merge", "-q", "--no-edit", "-m", message, theirs_hex.as_str()])
+        cli::command(
+            &root,
+            [
+                "merge",
+                "-q",
+                "--no-edit",
+                "-m",
+                message,
+                theirs_hex.as_str(),
+            ],
+        )
     };
     let fallback = Identity::fallback();
     let id = identity.or((!has_configured_identity(&repo)).then_some(&fallback));
@@ -274,7 +308,9 @@ fn merge_trees(
     theirs: Oid,
 ) -> Result<Result<Oid, Vec<ConflictFile>>, GitError> {
     let a = repo.find_commit(ours).ctx(|| format!("reading {ours}"))?;
-    let b = repo.find_commit(theirs).ctx(|| format!("reading {theirs}"))?;
+    let b = repo
+        .find_commit(theirs)
+        .ctx(|| format!("reading {theirs}"))?;
     let mut index = repo
         .merge_commits(&a, &b, None)
         .ctx(|| format!("merging {theirs} into {ours}"))?;
@@ -305,7 +341,13 @@ fn merge_trees(
 }
 
 /// Moves `refname` from `old` to `new`, failing if someone else moved it meanwhile.
-fn move_ref(repo: &Repository, refname: &str, old: Oid, new: Oid, log: &str) -> Result<(), GitError> {
+fn move_ref(
+    repo: &Repository,
+    refname: &str,
+    old: Oid,
+    new: Oid,
+    log: &str,
+) -> Result<(), GitError> {
     match repo.reference_matching(refname, new, true, old, log) {
         Ok(_) => Ok(()),
         Err(e) if e.code() == ErrorCode::Modified || e.code() == ErrorCode::Locked => {

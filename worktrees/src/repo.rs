@@ -102,11 +102,7 @@ impl RepoInfo {
 fn unborn_branch_name(repo: &Repository) -> String {
     fs::read_to_string(repo.path().join("HEAD"))
         .ok()
-        .and_then(|s| {
-            s.trim()
-                .strip_prefix("ref: refs/heads/")
-                .map(str::to_owned)
-        })
+        .and_then(|s| s.trim().strip_prefix("ref: refs/heads/").map(str::to_owned))
         .unwrap_or_else(|| "HEAD".to_owned())
 }
 
@@ -250,7 +246,10 @@ pub(crate) fn is_ahelper_path(rel: &str) -> bool {
 /// Paths (relative, `/`-separated, sorted) with uncommitted changes in `repo`'s working tree or index,
 /// including untracked files that are not ignored. With `recurse_untracked` false an untracked
 /// directory is listed once as `dir/`. `.ahelper/` is left out.
-pub(crate) fn status_paths(repo: &Repository, recurse_untracked: bool) -> Result<Vec<String>, GitError> {
+pub(crate) fn status_paths(
+    repo: &Repository,
+    recurse_untracked: bool,
+) -> Result<Vec<String>, GitError> {
     let mut opts = StatusOptions::new();
     opts.include_untracked(true)
         .recurse_untracked_dirs(recurse_untracked)
@@ -348,7 +347,7 @@ pub fn snapshot_uncommitted(
         .add_all(["*"], IndexAddOption::DEFAULT, Some(&mut skip_ahelper))
         .ctx(|| "adding the working tree to the in-memory index".to_owned())?;
     index
-        .update_all(["*"], None)
+        .update_all(["*"], Some(&mut skip_ahelper))
         .ctx(|| "recording deleted files in the in-memory index".to_owned())?;
     // Files under .ahelper/ that HEAD tracks stay as HEAD has them; untracked ones were skipped.
     let tree_id = index
@@ -365,7 +364,12 @@ pub fn snapshot_uncommitted(
     let commit = repo
         .commit(None, &sig, &sig, message, &tree, &[&base_commit])
         .ctx(|| "writing the snapshot commit".to_owned())?;
-    match repo.reference(ref_name, commit, false, "ahelper: snapshot of uncommitted changes") {
+    match repo.reference(
+        ref_name,
+        commit,
+        false,
+        "ahelper: snapshot of uncommitted changes",
+    ) {
         Ok(_) => {}
         Err(e) if e.code() == ErrorCode::Exists => {
             let existing = repo.refname_to_id(ref_name).ok();

@@ -24,7 +24,9 @@ fn worker(f: &Fixture, lock: &RepoLock, w: &str, files: &[(&str, &str)]) -> (Pat
     for (rel, content) in files {
         write(&path, rel, content);
     }
-    let id = commit_all(&path, &format!("{w}: work"), None).unwrap().unwrap();
+    let id = commit_all(&path, &format!("{w}: work"), None)
+        .unwrap()
+        .unwrap();
     (path, id)
 }
 
@@ -34,26 +36,46 @@ fn commit_all_stages_everything_respecting_gitignore() {
     let lock = lock(&f);
     let path = f.wt("r/w1");
     create_worktree(&lock, &f.repo, &path, "ahelper/r/w1", f.head()).unwrap();
-    assert_eq!(commit_all(&path, "nothing", None).unwrap(), None, "nothing changed");
+    assert_eq!(
+        commit_all(&path, "nothing", None).unwrap(),
+        None,
+        "nothing changed"
+    );
 
     write(&path, "src/a.rs", "fn a() { 1 }\n");
     fs::remove_file(path.join("src/b.rs")).unwrap();
     write(&path, "src/new.rs", "fn new() {}\n");
     write(&path, "debug.log", "ignored by .gitignore\n");
     write(&path, "target/out", "ignored dir\n");
-    let id = commit_all(&path, "w1: edit a, delete b, add new", None).unwrap().unwrap();
+    let id = commit_all(&path, "w1: edit a, delete b, add new", None)
+        .unwrap()
+        .unwrap();
 
     assert_eq!(git(&path, &["rev-parse", "HEAD"]), id.to_string());
-    assert_eq!(f.rev("ahelper/r/w1"), id, "committed on the worktree's branch");
+    assert_eq!(
+        f.rev("ahelper/r/w1"),
+        id,
+        "committed on the worktree's branch"
+    );
     assert_eq!(f.rev("main"), f.head());
-    assert_eq!(git(&path, &["status", "--porcelain"]), "", "worktree index refreshed");
+    assert_eq!(
+        git(&path, &["status", "--porcelain"]),
+        "",
+        "worktree index refreshed"
+    );
     let changed = git(&path, &["show", "--name-status", "--format=", "HEAD"]);
     assert_eq!(changed, "M\tsrc/a.rs\nD\tsrc/b.rs\nA\tsrc/new.rs");
-    assert_eq!(git(&path, &["log", "-1", "--format=%s|%an <%ae>"]), "w1: edit a, delete b, add new|Test User <test@example.com>");
+    assert_eq!(
+        git(&path, &["log", "-1", "--format=%s|%an <%ae>"]),
+        "w1: edit a, delete b, add new|Test User <test@example.com>"
+    );
     assert_eq!(commit_all(&path, "again", None).unwrap(), None);
 
     let stats = diff_stats(&f.repo, f.head(), id).unwrap();
-    assert_eq!(stats.files_changed, vec!["src/a.rs", "src/b.rs", "src/new.rs"]);
+    assert_eq!(
+        stats.files_changed,
+        vec!["src/a.rs", "src/b.rs", "src/new.rs"]
+    );
     assert_eq!((stats.insertions, stats.deletions), (2, 2));
 }
 
@@ -64,9 +86,15 @@ fn commit_all_uses_given_identity() {
     let path = f.wt("r/w1");
     create_worktree(&lock, &f.repo, &path, "ahelper/r/w1", f.head()).unwrap();
     write(&path, "x.txt", "x\n");
-    let who = Identity { name: "Worker One".into(), email: "w1@ahelper.invalid".into() };
+    let who = Identity {
+        name: "Worker One".into(),
+        email: "w1@ahelper.invalid".into(),
+    };
     commit_all(&path, "x", Some(&who)).unwrap().unwrap();
-    assert_eq!(git(&path, &["log", "-1", "--format=%an <%ae>|%cn"]), "Worker One <w1@ahelper.invalid>|Worker One");
+    assert_eq!(
+        git(&path, &["log", "-1", "--format=%an <%ae>|%cn"]),
+        "Worker One <w1@ahelper.invalid>|Worker One"
+    );
 }
 
 /// Runs only in a child process whose HOME has no git identity (see the test below).
@@ -88,7 +116,10 @@ fn fallback_identity_child() {
     create_worktree(&lock, &repo, &wt, "ahelper/r/w", base).unwrap();
     write(&wt, "b.txt", "b\n");
     commit_all(&wt, "b", None).unwrap().unwrap();
-    assert_eq!(git(&wt, &["log", "-1", "--format=%an <%ae>"]), "ahelper <ahelper@localhost>");
+    assert_eq!(
+        git(&wt, &["log", "-1", "--format=%an <%ae>"]),
+        "ahelper <ahelper@localhost>"
+    );
 }
 
 #[test]
@@ -108,7 +139,11 @@ fn commit_all_falls_back_to_ahelper_identity_when_git_has_none() {
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(stdout.contains("1 passed"), "{stdout}");
 }
 
@@ -118,12 +153,28 @@ fn commit_all_refuses_the_users_checkout_and_foreign_worktrees() {
     f.make_dirty();
     let before = UserState::capture(&f.repo);
     let err = commit_all(&f.repo, "no", None).unwrap_err();
-    assert!(matches!(err, GitError::InvalidWorktreePath { .. }), "{err:?}");
+    assert!(
+        matches!(err, GitError::InvalidWorktreePath { .. }),
+        "{err:?}"
+    );
     let foreign = f.wt("foreign");
-    git(&f.repo, &["worktree", "add", "-q", foreign.to_str().unwrap(), "-b", "foreign"]);
+    git(
+        &f.repo,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            foreign.to_str().unwrap(),
+            "-b",
+            "foreign",
+        ],
+    );
     write(&foreign, "x", "x");
     let err = commit_all(&foreign, "no", None).unwrap_err();
-    assert!(matches!(err, GitError::InvalidWorktreePath { .. }), "{err:?}");
+    assert!(
+        matches!(err, GitError::InvalidWorktreePath { .. }),
+        "{err:?}"
+    );
     assert_eq!(UserState::capture(&f.repo), before);
 }
 
@@ -159,29 +210,66 @@ fn branches_create_idempotent_never_moved_unmerged_and_delete_safety() {
     assert_eq!(unmerged[0].summary, "w1: work");
 
     // checked out in its worktree → refused even with force
-    let err = delete_branch(&lock, &f.repo, "ahelper/r/w1", "ahelper/r/integration", true).unwrap_err();
-    assert!(matches!(err, GitError::BranchCheckedOut { ours: true, .. }), "{err:?}");
+    let err = delete_branch(
+        &lock,
+        &f.repo,
+        "ahelper/r/w1",
+        "ahelper/r/integration",
+        true,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(err, GitError::BranchCheckedOut { ours: true, .. }),
+        "{err:?}"
+    );
     ahelper_worktrees::remove_worktree(&lock, &f.repo, &f.wt_base, &wt, false).unwrap();
     // unmerged commits → refused, listed
-    let err = delete_branch(&lock, &f.repo, "ahelper/r/w1", "ahelper/r/integration", false).unwrap_err();
+    let err = delete_branch(
+        &lock,
+        &f.repo,
+        "ahelper/r/w1",
+        "ahelper/r/integration",
+        false,
+    )
+    .unwrap_err();
     match &err {
         GitError::BranchNotMerged { commits, .. } => assert_eq!(commits[0].id, c1),
         other => panic!("{other:?}"),
     }
-    assert!(err.to_string().contains("w1: work") && err.to_string().contains("--force"), "{err}");
+    assert!(
+        err.to_string().contains("w1: work") && err.to_string().contains("--force"),
+        "{err}"
+    );
     assert_eq!(f.rev("ahelper/r/w1"), c1);
     // merged → deleted
     assert!(matches!(
-        merge_into(&f.repo, "ahelper/r/integration", "ahelper/r/w1", "merge w1", None).unwrap(),
+        merge_into(
+            &f.repo,
+            "ahelper/r/integration",
+            "ahelper/r/w1",
+            "merge w1",
+            None
+        )
+        .unwrap(),
         MergeOutcome::FastForward { .. }
     ));
-    let deleted = delete_branch(&lock, &f.repo, "ahelper/r/w1", "ahelper/r/integration", false).unwrap();
+    let deleted = delete_branch(
+        &lock,
+        &f.repo,
+        "ahelper/r/w1",
+        "ahelper/r/integration",
+        false,
+    )
+    .unwrap();
     assert_eq!(deleted.tip, c1);
     assert!(deleted.unmerged.is_empty());
     assert!(git(&f.repo, &["branch", "--list", "ahelper/r/w1"]).is_empty());
     // force deletes an unmerged branch and reports what it had
     git(&f.repo, &["branch", "scratch", &c1.to_string()]);
-    git(&f.repo, &["branch", "-f", "ahelper/r/integration", &base.to_string()]);
+    git(
+        &f.repo,
+        &["branch", "-f", "ahelper/r/integration", &base.to_string()],
+    );
     let deleted = delete_branch(&lock, &f.repo, "scratch", "ahelper/r/integration", true).unwrap();
     assert_eq!(deleted.unmerged.len(), 1);
 }
@@ -198,27 +286,82 @@ fn merge_three_disjoint_workers_into_integration_branch() {
     let (_, c2) = worker(&f, &lock, "w2", &[("src/b.rs", "fn b() { 2 }\n")]);
     let (_, _c3) = worker(&f, &lock, "w3", &[("docs/new.md", "three\n")]);
 
-    let o1 = merge_into(&f.repo, "ahelper/r/integration", "ahelper/r/w1", "merge w1", None).unwrap();
+    let o1 = merge_into(
+        &f.repo,
+        "ahelper/r/integration",
+        "ahelper/r/w1",
+        "merge w1",
+        None,
+    )
+    .unwrap();
     assert_eq!(o1, MergeOutcome::FastForward { commit: c1 });
-    let o2 = merge_into(&f.repo, "ahelper/r/integration", "ahelper/r/w2", "merge w2", None).unwrap();
-    let MergeOutcome::Merged { commit: m2 } = o2 else { panic!("{o2:?}") };
-    let o3 = merge_into(&f.repo, "ahelper/r/integration", "ahelper/r/w3", "merge w3", None).unwrap();
-    let MergeOutcome::Merged { commit: m3 } = o3 else { panic!("{o3:?}") };
+    let o2 = merge_into(
+        &f.repo,
+        "ahelper/r/integration",
+        "ahelper/r/w2",
+        "merge w2",
+        None,
+    )
+    .unwrap();
+    let MergeOutcome::Merged { commit: m2 } = o2 else {
+        panic!("{o2:?}")
+    };
+    let o3 = merge_into(
+        &f.repo,
+        "ahelper/r/integration",
+        "ahelper/r/w3",
+        "merge w3",
+        None,
+    )
+    .unwrap();
+    let MergeOutcome::Merged { commit: m3 } = o3 else {
+        panic!("{o3:?}")
+    };
     assert_eq!(f.rev("ahelper/r/integration"), m3);
-    assert_eq!(git(&f.repo, &["rev-parse", &format!("{m2}^1"), &format!("{m2}^2")]), format!("{c1}\n{c2}"));
-    assert_eq!(git(&f.repo, &["log", "-1", "--format=%s", &m3.to_string()]), "merge w3");
-    for (file, content) in [("src/a.rs", "fn a() { 1 }"), ("src/b.rs", "fn b() { 2 }"), ("docs/new.md", "three")] {
-        assert_eq!(git(&f.repo, &["show", &format!("ahelper/r/integration:{file}")]), content);
+    assert_eq!(
+        git(
+            &f.repo,
+            &["rev-parse", &format!("{m2}^1"), &format!("{m2}^2")]
+        ),
+        format!("{c1}\n{c2}")
+    );
+    assert_eq!(
+        git(&f.repo, &["log", "-1", "--format=%s", &m3.to_string()]),
+        "merge w3"
+    );
+    for (file, content) in [
+        ("src/a.rs", "fn a() { 1 }"),
+        ("src/b.rs", "fn b() { 2 }"),
+        ("docs/new.md", "three"),
+    ] {
+        assert_eq!(
+            git(&f.repo, &["show", &format!("ahelper/r/integration:{file}")]),
+            content
+        );
     }
     // merging again is a no-op
     assert_eq!(
-        merge_into(&f.repo, "ahelper/r/integration", "ahelper/r/w1", "again", None).unwrap(),
+        merge_into(
+            &f.repo,
+            "ahelper/r/integration",
+            "ahelper/r/w1",
+            "again",
+            None
+        )
+        .unwrap(),
         MergeOutcome::UpToDate { commit: m3 }
     );
     let stats = diff_stats(&f.repo, base, m3).unwrap();
-    assert_eq!(stats.files_changed, vec!["docs/new.md", "src/a.rs", "src/b.rs"]);
+    assert_eq!(
+        stats.files_changed,
+        vec!["docs/new.md", "src/a.rs", "src/b.rs"]
+    );
     assert_eq!((stats.insertions, stats.deletions), (3, 2));
-    assert_eq!(UserState::capture(&f.repo), before, "user's checkout untouched");
+    assert_eq!(
+        UserState::capture(&f.repo),
+        before,
+        "user's checkout untouched"
+    );
 }
 
 #[test]
@@ -230,13 +373,42 @@ fn s14_s16_conflict_is_reported_and_leaves_every_ref_untouched() {
     let before = UserState::capture(&f.repo);
     let base = f.head();
     create_branch(&f.repo, "ahelper/r/integration", base).unwrap();
-    let (_, c1) = worker(&f, &lock, "w1", &[("README.md", "# demo\n\n## Worker one section\n")]);
-    let (_, c2) = worker(&f, &lock, "w2", &[("README.md", "# demo\n\n## Worker two section\n")]);
-    merge_into(&f.repo, "ahelper/r/integration", "ahelper/r/w1", "merge w1", None).unwrap();
-    let refs_before = git(&f.repo, &["for-each-ref", "--format=%(refname) %(objectname)"]);
+    let (_, c1) = worker(
+        &f,
+        &lock,
+        "w1",
+        &[("README.md", "# demo\n\n## Worker one section\n")],
+    );
+    let (_, c2) = worker(
+        &f,
+        &lock,
+        "w2",
+        &[("README.md", "# demo\n\n## Worker two section\n")],
+    );
+    merge_into(
+        &f.repo,
+        "ahelper/r/integration",
+        "ahelper/r/w1",
+        "merge w1",
+        None,
+    )
+    .unwrap();
+    let refs_before = git(
+        &f.repo,
+        &["for-each-ref", "--format=%(refname) %(objectname)"],
+    );
 
-    let outcome = merge_into(&f.repo, "ahelper/r/integration", "ahelper/r/w2", "merge w2", None).unwrap();
-    let MergeOutcome::Conflict { files } = outcome else { panic!("{outcome:?}") };
+    let outcome = merge_into(
+        &f.repo,
+        "ahelper/r/integration",
+        "ahelper/r/w2",
+        "merge w2",
+        None,
+    )
+    .unwrap();
+    let MergeOutcome::Conflict { files } = outcome else {
+        panic!("{outcome:?}")
+    };
     assert_eq!(files.len(), 1);
     assert_eq!(files[0].path, "README.md");
     let ours = files[0].ours.unwrap();
@@ -245,14 +417,27 @@ fn s14_s16_conflict_is_reported_and_leaves_every_ref_untouched() {
     assert!(git(&f.repo, &["cat-file", "-p", &theirs.to_string()]).contains("Worker two"));
     assert!(files[0].ancestor.is_some());
 
-    assert_eq!(git(&f.repo, &["for-each-ref", "--format=%(refname) %(objectname)"]), refs_before);
+    assert_eq!(
+        git(
+            &f.repo,
+            &["for-each-ref", "--format=%(refname) %(objectname)"]
+        ),
+        refs_before
+    );
     assert_eq!(f.rev("ahelper/r/integration"), c1);
-    assert_eq!(f.rev("ahelper/r/w2"), c2, "the conflicting worker branch is intact");
+    assert_eq!(
+        f.rev("ahelper/r/w2"),
+        c2,
+        "the conflicting worker branch is intact"
+    );
     assert_eq!(UserState::capture(&f.repo), before);
     assert!(!f.repo.join(".git/MERGE_HEAD").exists());
     // a serialised outcome carries both sides
     let json = serde_json::to_string(&MergeOutcome::Conflict { files }).unwrap();
-    assert!(json.contains("\"outcome\":\"conflict\"") && json.contains(&theirs.to_string()), "{json}");
+    assert!(
+        json.contains("\"outcome\":\"conflict\"") && json.contains(&theirs.to_string()),
+        "{json}"
+    );
 }
 
 #[test]
@@ -275,7 +460,14 @@ fn s16_merge_into_a_checked_out_branch_is_refused() {
 fn integration(f: &Fixture, lock: &RepoLock, files: &[(&str, &str)]) -> Oid {
     create_branch(&f.repo, "ahelper/r/integration", f.head()).unwrap();
     worker(f, lock, "w1", files);
-    merge_into(&f.repo, "ahelper/r/integration", "ahelper/r/w1", "merge w1", None).unwrap();
+    merge_into(
+        &f.repo,
+        "ahelper/r/integration",
+        "ahelper/r/w1",
+        "merge w1",
+        None,
+    )
+    .unwrap();
     f.rev("ahelper/r/integration")
 }
 
@@ -294,7 +486,10 @@ fn apply_fast_forwards_and_keeps_non_overlapping_dirty_files() {
     assert_eq!(outcome, ApplyOutcome::FastForward { commit: integ });
     assert_eq!(f.rev("main"), integ);
     assert_eq!(read(&f.repo, "src/a.rs"), "fn a() { applied }\n");
-    assert_eq!(user_files(&f.repo), ("user edit\n".into(), "untracked\n".into()));
+    assert_eq!(
+        user_files(&f.repo),
+        ("user edit\n".into(), "untracked\n".into())
+    );
     assert_eq!(
         apply_to_current(&f.repo, "ahelper/r/integration", "apply", None).unwrap(),
         ApplyOutcome::UpToDate { commit: integ }
@@ -309,11 +504,25 @@ fn apply_creates_a_merge_when_the_user_moved_on() {
     write(&f.repo, "src/c.rs", "fn c() { user }\n");
     git(&f.repo, &["commit", "-qam", "user work"]);
     let user_tip = f.head();
-    let outcome = apply_to_current(&f.repo, "ahelper/r/integration", "Apply ahelper run r", None).unwrap();
-    let ApplyOutcome::Merged { commit } = outcome else { panic!("{outcome:?}") };
+    let outcome = apply_to_current(
+        &f.repo,
+        "ahelper/r/integration",
+        "Apply ahelper run r",
+        None,
+    )
+    .unwrap();
+    let ApplyOutcome::Merged { commit } = outcome else {
+        panic!("{outcome:?}")
+    };
     assert_eq!(f.head(), commit);
-    assert_eq!(git(&f.repo, &["rev-parse", "HEAD^1", "HEAD^2"]), format!("{user_tip}\n{integ}"));
-    assert_eq!(git(&f.repo, &["log", "-1", "--format=%s"]), "Apply ahelper run r");
+    assert_eq!(
+        git(&f.repo, &["rev-parse", "HEAD^1", "HEAD^2"]),
+        format!("{user_tip}\n{integ}")
+    );
+    assert_eq!(
+        git(&f.repo, &["log", "-1", "--format=%s"]),
+        "Apply ahelper run r"
+    );
     assert_eq!(read(&f.repo, "src/a.rs"), "fn a() { applied }\n");
     assert_eq!(read(&f.repo, "src/c.rs"), "fn c() { user }\n");
     assert_eq!(git(&f.repo, &["status", "--porcelain"]), "");
@@ -323,7 +532,14 @@ fn apply_creates_a_merge_when_the_user_moved_on() {
 fn apply_refuses_overlapping_dirty_files_conflicts_and_detached_head() {
     let f = Fixture::new();
     let lock = lock(&f);
-    integration(&f, &lock, &[("src/a.rs", "fn a() { applied }\n"), ("notes.txt", "from worker\n")]);
+    integration(
+        &f,
+        &lock,
+        &[
+            ("src/a.rs", "fn a() { applied }\n"),
+            ("notes.txt", "from worker\n"),
+        ],
+    );
     write(&f.repo, "src/a.rs", "fn a() { user's unsaved }\n");
     write(&f.repo, "notes.txt", "user's untracked notes\n");
     let before = UserState::capture(&f.repo);
@@ -363,7 +579,10 @@ fn s28_users_dirty_checkout_is_byte_identical_after_a_whole_run() {
     ahelper_worktrees::ensure_excluded(&f.repo, ".ahelper/").unwrap();
     write(&f.repo, ".ahelper/runs/r/run.json", "{}");
     let dirty = ahelper_worktrees::dirty_paths(&f.repo).unwrap();
-    assert_eq!(dirty, vec!["README.md", "notes.txt", "src/b.rs", "src/c.rs"]);
+    assert_eq!(
+        dirty,
+        vec!["README.md", "notes.txt", "src/b.rs", "src/c.rs"]
+    );
     let base = ahelper_worktrees::snapshot_uncommitted(
         &f.repo,
         info.head_commit,
@@ -377,15 +596,33 @@ fn s28_users_dirty_checkout_is_byte_identical_after_a_whole_run() {
     for (i, file) in ["src/a.rs", "docs/x.md"].iter().enumerate() {
         let path = f.wt(&format!("r/w{i}"));
         create_worktree(&lock, &f.repo, &path, &format!("ahelper/r/w{i}"), base).unwrap();
-        assert_eq!(read(&path, "notes.txt"), "user's untracked notes\n", "snapshot included");
+        assert_eq!(
+            read(&path, "notes.txt"),
+            "user's untracked notes\n",
+            "snapshot included"
+        );
         write(&path, file, "worker\n");
         commit_all(&path, "work", None).unwrap().unwrap();
-        merge_into(&f.repo, "ahelper/r/integration", &format!("ahelper/r/w{i}"), "merge", None).unwrap();
+        merge_into(
+            &f.repo,
+            "ahelper/r/integration",
+            &format!("ahelper/r/w{i}"),
+            "merge",
+            None,
+        )
+        .unwrap();
         paths.push(path);
     }
     for (i, p) in paths.iter().enumerate() {
         ahelper_worktrees::remove_worktree(&lock, &f.repo, &f.wt_base, p, false).unwrap();
-        delete_branch(&lock, &f.repo, &format!("ahelper/r/w{i}"), "ahelper/r/integration", false).unwrap();
+        delete_branch(
+            &lock,
+            &f.repo,
+            &format!("ahelper/r/w{i}"),
+            "ahelper/r/integration",
+            false,
+        )
+        .unwrap();
     }
     ahelper_worktrees::prune_worktrees(&lock, &f.repo).unwrap();
     assert_eq!(UserState::capture(&f.repo), before);
@@ -395,13 +632,25 @@ fn s28_users_dirty_checkout_is_byte_identical_after_a_whole_run() {
 fn nesting_branch_names_are_refused_with_a_clear_error() {
     let f = Fixture::new();
     let lock = lock(&f);
-    assert_eq!(ahelper_worktrees::integration_branch("r1"), "ahelper/r1/integration");
-    assert_eq!(ahelper_worktrees::worker_branch("r1", "w1"), "ahelper/r1/w1");
+    assert_eq!(
+        ahelper_worktrees::integration_branch("r1"),
+        "ahelper/r1/integration"
+    );
+    assert_eq!(
+        ahelper_worktrees::worker_branch("r1", "w1"),
+        "ahelper/r1/w1"
+    );
     create_branch(&f.repo, "ahelper/r1", f.head()).unwrap();
     let err = create_worktree(&lock, &f.repo, &f.wt("w"), "ahelper/r1/w1", f.head()).unwrap_err();
-    assert!(matches!(err, GitError::BranchNameConflict { ref existing, .. } if existing == "ahelper/r1"), "{err:?}");
+    assert!(
+        matches!(err, GitError::BranchNameConflict { ref existing, .. } if existing == "ahelper/r1"),
+        "{err:?}"
+    );
     create_branch(&f.repo, "ahelper/r2/w1", f.head()).unwrap();
     let err = create_branch(&f.repo, "ahelper/r2", f.head()).unwrap_err();
-    assert!(matches!(err, GitError::BranchNameConflict { ref existing, .. } if existing == "ahelper/r2/w1"), "{err:?}");
+    assert!(
+        matches!(err, GitError::BranchNameConflict { ref existing, .. } if existing == "ahelper/r2/w1"),
+        "{err:?}"
+    );
     assert!(!f.wt("w").exists());
 }

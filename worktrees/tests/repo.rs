@@ -17,7 +17,12 @@ fn discover_reports_root_branch_and_head_from_a_subdirectory() {
     assert_eq!(info.common_dir, f.repo.join(".git"));
     assert_eq!(info.git_dir, f.repo.join(".git"));
     assert!(!info.is_linked_worktree);
-    assert_eq!(info.head, Head::Branch { name: "main".into() });
+    assert_eq!(
+        info.head,
+        Head::Branch {
+            name: "main".into()
+        }
+    );
     assert_eq!(info.branch(), Some("main"));
     assert_eq!(info.head_commit, f.head());
 }
@@ -68,7 +73,17 @@ fn discover_no_commits_yet() {
 fn discover_from_linked_worktree_and_s38_main_worktree_deleted() {
     let f = Fixture::new();
     let linked = f.wt("linked");
-    git(&f.repo, &["worktree", "add", "-q", linked.to_str().unwrap(), "-b", "side"]);
+    git(
+        &f.repo,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            linked.to_str().unwrap(),
+            "-b",
+            "side",
+        ],
+    );
     let info = RepoInfo::discover(&linked).unwrap();
     assert!(info.is_linked_worktree);
     assert_eq!(info.workdir, linked);
@@ -78,7 +93,10 @@ fn discover_from_linked_worktree_and_s38_main_worktree_deleted() {
     // S38: the main worktree (and with it .git) is deleted while the linked one remains.
     fs::remove_dir_all(&f.repo).unwrap();
     let err = RepoInfo::discover(&linked.join(".")).unwrap_err();
-    assert!(matches!(err, GitError::MainWorktreeMissing { .. }), "{err:?}");
+    assert!(
+        matches!(err, GitError::MainWorktreeMissing { .. }),
+        "{err:?}"
+    );
     let msg = err.to_string();
     assert!(msg.contains("main repository is gone"), "{msg}");
     assert!(msg.contains("worktrees"), "{msg}");
@@ -103,16 +121,26 @@ fn dirty_paths_lists_changes_but_not_ignored_or_ahelper() {
 fn ensure_excluded_appends_once_to_info_exclude_never_gitignore() {
     let f = Fixture::new();
     let gitignore_before = fs::read(f.repo.join(".gitignore")).unwrap();
-    fs::write(f.repo.join(".git/info/exclude"), "# comment without newline").unwrap();
+    fs::write(
+        f.repo.join(".git/info/exclude"),
+        "# comment without newline",
+    )
+    .unwrap();
     assert!(ensure_excluded(&f.repo, ".ahelper/").unwrap());
     assert!(!ensure_excluded(&f.repo, ".ahelper/").unwrap());
     // also from a linked worktree: same common dir, still once
     let linked = f.wt("l");
-    git(&f.repo, &["worktree", "add", "-q", linked.to_str().unwrap(), "-b", "l"]);
+    git(
+        &f.repo,
+        &["worktree", "add", "-q", linked.to_str().unwrap(), "-b", "l"],
+    );
     assert!(!ensure_excluded(&linked, ".ahelper/").unwrap());
     let exclude = fs::read_to_string(f.repo.join(".git/info/exclude")).unwrap();
     assert_eq!(exclude, "# comment without newline\n.ahelper/\n");
-    assert_eq!(fs::read(f.repo.join(".gitignore")).unwrap(), gitignore_before);
+    assert_eq!(
+        fs::read(f.repo.join(".gitignore")).unwrap(),
+        gitignore_before
+    );
     write(&f.repo, ".ahelper/x", "1");
     assert_eq!(git(&f.repo, &["status", "--porcelain"]), "");
 }
@@ -136,15 +164,38 @@ fn s28_snapshot_captures_working_tree_without_touching_user_state() {
     let before = UserState::capture(&f.repo);
     let base = f.head();
 
-    let snap = snapshot_uncommitted(&f.repo, base, "refs/ahelper/r1/base", "snapshot", None).unwrap();
+    let snap =
+        snapshot_uncommitted(&f.repo, base, "refs/ahelper/r1/base", "snapshot", None).unwrap();
     assert_ne!(snap, base);
-    assert_eq!(UserState::capture(&f.repo), before, "user's checkout changed");
-    assert_eq!(git(&f.repo, &["rev-parse", "refs/ahelper/r1/base"]), snap.to_string());
-    assert_eq!(git(&f.repo, &["rev-parse", &format!("{snap}^")]), base.to_string());
+    assert_eq!(
+        UserState::capture(&f.repo),
+        before,
+        "user's checkout changed"
+    );
+    assert_eq!(
+        git(&f.repo, &["rev-parse", "refs/ahelper/r1/base"]),
+        snap.to_string()
+    );
+    assert_eq!(
+        git(&f.repo, &["rev-parse", &format!("{snap}^")]),
+        base.to_string()
+    );
 
-    let files = git(&f.repo, &["ls-tree", "-r", "--name-only", &snap.to_string()]);
+    let files = git(
+        &f.repo,
+        &["ls-tree", "-r", "--name-only", &snap.to_string()],
+    );
     let files: Vec<&str> = files.lines().collect();
-    assert_eq!(files, vec![".gitignore", "README.md", "notes.txt", "src/a.rs", "src/b.rs"]);
+    assert_eq!(
+        files,
+        vec![
+            ".gitignore",
+            "README.md",
+            "notes.txt",
+            "src/a.rs",
+            "src/b.rs"
+        ]
+    );
     assert_eq!(
         git(&f.repo, &["show", &format!("{snap}:README.md")]),
         "# demo\n\nintro\nuser's unsaved line"
@@ -154,14 +205,18 @@ fn s28_snapshot_captures_working_tree_without_touching_user_state() {
         "fn b() { /* staged */ }"
     );
     // the user's staged change is still staged, the unstaged ones still unstaged
-    assert_eq!(git(&f.repo, &["diff", "--cached", "--name-only"]), "src/b.rs");
+    assert_eq!(
+        git(&f.repo, &["diff", "--cached", "--name-only"]),
+        "src/b.rs"
+    );
 }
 
 #[test]
 fn snapshot_of_clean_tree_is_the_base_and_creates_no_ref() {
     let f = Fixture::new();
     let base = f.head();
-    let snap = snapshot_uncommitted(&f.repo, base, "refs/ahelper/r2/base", "snapshot", None).unwrap();
+    let snap =
+        snapshot_uncommitted(&f.repo, base, "refs/ahelper/r2/base", "snapshot", None).unwrap();
     assert_eq!(snap, base);
     assert!(git(&f.repo, &["for-each-ref", "refs/ahelper/"]).is_empty());
 }
@@ -171,8 +226,14 @@ fn snapshot_refuses_to_overwrite_an_existing_ref() {
     let f = Fixture::new();
     write(&f.repo, "notes.txt", "x");
     let base = f.head();
-    git(&f.repo, &["update-ref", "refs/ahelper/r3/base", &base.to_string()]);
+    git(
+        &f.repo,
+        &["update-ref", "refs/ahelper/r3/base", &base.to_string()],
+    );
     let err = snapshot_uncommitted(&f.repo, base, "refs/ahelper/r3/base", "s", None).unwrap_err();
     assert!(err.to_string().contains("already exists"), "{err}");
-    assert_eq!(git(&f.repo, &["rev-parse", "refs/ahelper/r3/base"]), base.to_string());
+    assert_eq!(
+        git(&f.repo, &["rev-parse", "refs/ahelper/r3/base"]),
+        base.to_string()
+    );
 }

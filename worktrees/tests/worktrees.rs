@@ -33,8 +33,15 @@ fn create_worktree_on_new_branch_at_base_s04() {
     assert_eq!(marker.branch, "ahelper/run1/w1");
     assert_eq!(read(&path, "src/a.rs"), "fn a() {}\n");
     assert_eq!(git(&path, &["rev-parse", "HEAD"]), base.to_string());
-    assert_eq!(git(&path, &["symbolic-ref", "--short", "HEAD"]), "ahelper/run1/w1");
-    assert_eq!(git(&path, &["status", "--porcelain"]), "", "no marker inside the worktree");
+    assert_eq!(
+        git(&path, &["symbolic-ref", "--short", "HEAD"]),
+        "ahelper/run1/w1"
+    );
+    assert_eq!(
+        git(&path, &["status", "--porcelain"]),
+        "",
+        "no marker inside the worktree"
+    );
     assert_eq!(UserState::capture(&f.repo), before);
 
     let listed = list_worktrees(&f.repo).unwrap();
@@ -44,7 +51,17 @@ fn create_worktree_on_new_branch_at_base_s04() {
     assert!(listed[1].is_ours());
     // a worktree made by someone else is listed but not ours
     let theirs = f.wt("manual");
-    git(&f.repo, &["worktree", "add", "-q", theirs.to_str().unwrap(), "-b", "manual"]);
+    git(
+        &f.repo,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            theirs.to_str().unwrap(),
+            "-b",
+            "manual",
+        ],
+    );
     let listed = list_worktrees(&f.repo).unwrap();
     let manual = listed.iter().find(|w| w.path == theirs).unwrap();
     assert!(!manual.is_ours());
@@ -66,7 +83,17 @@ fn s01_branch_checked_out_elsewhere_names_the_owner() {
     let f = Fixture::new();
     let lock = lock(&f);
     let leftover = f.wt("leftover");
-    git(&f.repo, &["worktree", "add", "-q", leftover.to_str().unwrap(), "-b", "feat/x"]);
+    git(
+        &f.repo,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            leftover.to_str().unwrap(),
+            "-b",
+            "feat/x",
+        ],
+    );
     let err = create_worktree(&lock, &f.repo, &f.wt("new"), "feat/x", f.head()).unwrap_err();
     match &err {
         GitError::BranchCheckedOut { branch, path, ours } => {
@@ -80,11 +107,17 @@ fn s01_branch_checked_out_elsewhere_names_the_owner() {
     assert!(!f.wt("new").exists());
     // the main checkout's branch counts too
     let err = create_worktree(&lock, &f.repo, &f.wt("new"), "main", f.head()).unwrap_err();
-    assert!(matches!(err, GitError::BranchCheckedOut { ref path, .. } if *path == f.repo), "{err:?}");
+    assert!(
+        matches!(err, GitError::BranchCheckedOut { ref path, .. } if *path == f.repo),
+        "{err:?}"
+    );
     // and one of ours is reported as ours
     create_worktree(&lock, &f.repo, &f.wt("a"), "ahelper/r/a", f.head()).unwrap();
     let err = create_worktree(&lock, &f.repo, &f.wt("b"), "ahelper/r/a", f.head()).unwrap_err();
-    assert!(matches!(err, GitError::BranchCheckedOut { ours: true, .. }), "{err:?}");
+    assert!(
+        matches!(err, GitError::BranchCheckedOut { ours: true, .. }),
+        "{err:?}"
+    );
 }
 
 #[test]
@@ -124,8 +157,12 @@ fn s04_stale_directory_is_not_reused_and_bad_inputs_are_refused() {
     let f = Fixture::new();
     let lock = lock(&f);
     write(&f.wt("run/w1"), "stale.txt", "from a previous run");
-    let err = create_worktree(&lock, &f.repo, &f.wt("run/w1"), "ahelper/run/w1", f.head()).unwrap_err();
-    assert!(matches!(err, GitError::WorktreePathExists { .. }), "{err:?}");
+    let err =
+        create_worktree(&lock, &f.repo, &f.wt("run/w1"), "ahelper/run/w1", f.head()).unwrap_err();
+    assert!(
+        matches!(err, GitError::WorktreePathExists { .. }),
+        "{err:?}"
+    );
     assert!(
         git(&f.repo, &["branch", "--list", "ahelper/*"]).is_empty(),
         "no branch left behind"
@@ -138,7 +175,8 @@ fn s04_stale_directory_is_not_reused_and_bad_inputs_are_refused() {
     assert!(matches!(err, GitError::InvalidBranchName { .. }), "{err:?}");
     let err = create_worktree(&lock, &f.repo, &f.wt("x"), "-f", f.head()).unwrap_err();
     assert!(matches!(err, GitError::InvalidBranchName { .. }), "{err:?}");
-    let missing = ahelper_worktrees::Oid::from_str("1234567890123456789012345678901234567890").unwrap();
+    let missing =
+        ahelper_worktrees::Oid::from_str("1234567890123456789012345678901234567890").unwrap();
     let err = create_worktree(&lock, &f.repo, &f.wt("x"), "ahelper/run/x", missing).unwrap_err();
     assert!(matches!(err, GitError::CommitNotFound { .. }), "{err:?}");
     assert!(!f.wt("x").exists());
@@ -150,10 +188,22 @@ fn s31_worktree_inside_checkout_only_under_an_ignored_dir() {
     let lock = lock(&f);
     let inside = f.repo.join("wt/w1");
     let err = create_worktree(&lock, &f.repo, &inside, "ahelper/r/w1", f.head()).unwrap_err();
-    assert!(matches!(err, GitError::WorktreeInsideCheckout { .. }), "{err:?}");
-    let err = create_worktree(&lock, &f.repo, &f.repo.join(".git/wt"), "ahelper/r/w1", f.head())
-        .unwrap_err();
-    assert!(matches!(err, GitError::WorktreeInsideCheckout { .. }), "{err:?}");
+    assert!(
+        matches!(err, GitError::WorktreeInsideCheckout { .. }),
+        "{err:?}"
+    );
+    let err = create_worktree(
+        &lock,
+        &f.repo,
+        &f.repo.join(".git/wt"),
+        "ahelper/r/w1",
+        f.head(),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(err, GitError::WorktreeInsideCheckout { .. }),
+        "{err:?}"
+    );
 
     ensure_excluded(&f.repo, ".ahelper/").unwrap();
     let under = f.repo.join(".ahelper/worktrees/w1");
@@ -205,7 +255,16 @@ fn remove_refuses_locked_worktree_even_forced() {
     let lock = lock(&f);
     let path = f.wt("r/w1");
     create_worktree(&lock, &f.repo, &path, "ahelper/r/w1", f.head()).unwrap();
-    git(&f.repo, &["worktree", "lock", "--reason", "worker alive", path.to_str().unwrap()]);
+    git(
+        &f.repo,
+        &[
+            "worktree",
+            "lock",
+            "--reason",
+            "worker alive",
+            path.to_str().unwrap(),
+        ],
+    );
     let err = remove_worktree(&lock, &f.repo, &f.wt_base, &path, true).unwrap_err();
     assert!(matches!(err, GitError::WorktreeLocked { .. }), "{err:?}");
     assert!(err.to_string().contains("worker alive"), "{err}");
@@ -223,7 +282,10 @@ fn s29_detached_worktree_with_unreachable_commits_is_kept() {
     git(&path, &["commit", "-qam", "work on detached HEAD"]);
     let head = git(&path, &["rev-parse", "HEAD"]);
     let err = remove_worktree(&lock, &f.repo, &f.wt_base, &path, false).unwrap_err();
-    assert!(matches!(err, GitError::UnreachableCommits { .. }), "{err:?}");
+    assert!(
+        matches!(err, GitError::UnreachableCommits { .. }),
+        "{err:?}"
+    );
     assert!(err.to_string().contains(&head));
     // once a branch holds the commit, removal goes through
     git(&path, &["branch", "saved"]);
@@ -239,7 +301,17 @@ fn s07_orphan_with_marker_is_deleted_foreign_orphan_is_kept() {
     let ours = f.wt("r/w1");
     create_worktree(&lock, &f.repo, &ours, "ahelper/r/w1", f.head()).unwrap();
     let foreign = f.wt("foreign");
-    git(&f.repo, &["worktree", "add", "-q", foreign.to_str().unwrap(), "-b", "foreign"]);
+    git(
+        &f.repo,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            foreign.to_str().unwrap(),
+            "-b",
+            "foreign",
+        ],
+    );
     // git's admin metadata disappears (e.g. someone ran `rm -rf .git/worktrees`)
     fs::remove_dir_all(f.repo.join(".git/worktrees")).unwrap();
     assert!(ours.join(".git").is_file());
@@ -264,14 +336,14 @@ fn s10_removal_never_touches_main_checkout_git_dir_or_unregistered_dirs() {
     let tmp_root = f.tmp.path().canonicalize().unwrap();
 
     let attempts: Vec<(PathBuf, PathBuf)> = vec![
-        (tmp_root.clone(), f.repo.clone()),                 // the main worktree itself
-        (f.repo.clone(), f.repo.join(".git")),              // the common git dir
-        (tmp_root.clone(), tmp_root.join("repo")),          // ancestor-or-equal of main
+        (tmp_root.clone(), f.repo.clone()),    // the main worktree itself
+        (f.repo.clone(), f.repo.join(".git")), // the common git dir
+        (tmp_root.clone(), tmp_root.join("repo")), // ancestor-or-equal of main
         (f.tmp.path().parent().unwrap().to_owned(), tmp_root.clone()), // ancestor of everything
-        (f.wt_base.clone(), f.wt_base.clone()),             // the base dir itself
-        (f.wt_base.clone(), f.wt("r")),                     // parent of a worktree, not one
-        (f.wt_base.clone(), f.repo.join("src")),            // outside the base dir
-        (f.repo.clone(), f.repo.join("src")),               // inside main, not a worktree
+        (f.wt_base.clone(), f.wt_base.clone()), // the base dir itself
+        (f.wt_base.clone(), f.wt("r")),        // parent of a worktree, not one
+        (f.wt_base.clone(), f.repo.join("src")), // outside the base dir
+        (f.repo.clone(), f.repo.join("src")),  // inside main, not a worktree
     ];
     for (base, target) in attempts {
         let err = remove_worktree(&lock, &f.repo, &base, &target, true).unwrap_err();
@@ -306,7 +378,17 @@ fn prunable_worktree_and_prune_only_ours() {
     create_worktree(&lock, &f.repo, &f.wt("r/w1"), "ahelper/r/w1", f.head()).unwrap();
     create_worktree(&lock, &f.repo, &f.wt("r/w2"), "ahelper/r/w2", f.head()).unwrap();
     let foreign = f.wt("foreign");
-    git(&f.repo, &["worktree", "add", "-q", foreign.to_str().unwrap(), "-b", "foreign"]);
+    git(
+        &f.repo,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            foreign.to_str().unwrap(),
+            "-b",
+            "foreign",
+        ],
+    );
     for p in [f.wt("r/w1"), f.wt("r/w2"), foreign.clone()] {
         fs::remove_dir_all(p).unwrap();
     }
@@ -319,7 +401,11 @@ fn prunable_worktree_and_prune_only_ours() {
     let pruned = prune_worktrees(&lock, &f.repo).unwrap();
     assert_eq!(pruned, vec![f.wt("r/w2")]);
     let listed = list_worktrees(&f.repo).unwrap();
-    assert_eq!(listed.len(), 2, "main + the foreign stale entry, which is not ours to prune");
+    assert_eq!(
+        listed.len(),
+        2,
+        "main + the foreign stale entry, which is not ours to prune"
+    );
     assert_eq!(listed[1].path, foreign);
 }
 
@@ -332,8 +418,14 @@ fn s08_concurrent_create_remove_and_prune_are_serialised() {
     {
         let lock = owner.lock_for(&f.repo).unwrap();
         for i in 0..4 {
-            create_worktree(&lock, &f.repo, &f.wt(&format!("old/{i}")), &format!("ahelper/old/{i}"), base)
-                .unwrap();
+            create_worktree(
+                &lock,
+                &f.repo,
+                &f.wt(&format!("old/{i}")),
+                &format!("ahelper/old/{i}"),
+                base,
+            )
+            .unwrap();
         }
     }
     let mut handles = Vec::new();
@@ -358,7 +450,11 @@ fn s08_concurrent_create_remove_and_prune_are_serialised() {
         h.join().unwrap();
     }
     let listed = list_worktrees(&f.repo).unwrap();
-    let mut paths: Vec<_> = listed.iter().filter(|w| !w.is_main).map(|w| w.path.clone()).collect();
+    let mut paths: Vec<_> = listed
+        .iter()
+        .filter(|w| !w.is_main)
+        .map(|w| w.path.clone())
+        .collect();
     paths.sort();
     let expected: Vec<_> = (0..4).map(|i| f.wt(&format!("new/{i}"))).collect();
     assert_eq!(paths, expected);
@@ -366,7 +462,12 @@ fn s08_concurrent_create_remove_and_prune_are_serialised() {
         assert!(!w.prunable && w.is_ours());
         assert_eq!(w.head, Some(base));
     }
-    assert_eq!(git(&f.repo, &["worktree", "list", "--porcelain"]).matches("worktree ").count(), 5);
+    assert_eq!(
+        git(&f.repo, &["worktree", "list", "--porcelain"])
+            .matches("worktree ")
+            .count(),
+        5
+    );
 }
 
 #[test]
@@ -413,10 +514,14 @@ fn s04_head_not_at_base_after_creation_is_detected_and_undone() {
     {
         use std::os::unix::fs::PermissionsExt;
         fs::set_permissions(&hook, fs::Permissions::from_mode(0o755)).unwrap();
-        let err = create_worktree(&lock(&f), &f.repo, &f.wt("w"), "ahelper/r/w", f.head()).unwrap_err();
+        let err =
+            create_worktree(&lock(&f), &f.repo, &f.wt("w"), "ahelper/r/w", f.head()).unwrap_err();
         assert!(matches!(err, GitError::BaseMismatch { .. }), "{err:?}");
         assert!(!f.wt("w").exists(), "the bad worktree is removed");
-        assert!(git(&f.repo, &["branch", "--list", "ahelper/*"]).is_empty(), "its branch too");
+        assert!(
+            git(&f.repo, &["branch", "--list", "ahelper/*"]).is_empty(),
+            "its branch too"
+        );
         assert_eq!(list_worktrees(&f.repo).unwrap().len(), 1);
     }
 }

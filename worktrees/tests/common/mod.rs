@@ -83,7 +83,11 @@ impl Fixture {
     /// Makes the user's checkout dirty: a modified tracked file, a staged change, a deleted file and
     /// an untracked file (plus an ignored one).
     pub fn make_dirty(&self) {
-        write(&self.repo, "README.md", "# demo\n\nintro\nuser's unsaved line\n");
+        write(
+            &self.repo,
+            "README.md",
+            "# demo\n\nintro\nuser's unsaved line\n",
+        );
         write(&self.repo, "src/b.rs", "fn b() { /* staged */ }\n");
         git(&self.repo, &["add", "src/b.rs"]);
         fs::remove_file(self.repo.join("src/c.rs")).unwrap();

@@ -6,6 +6,9 @@ mod oneshot;
 mod prompter;
 mod render;
 mod repl;
+mod status_table;
+mod swarm_cmd;
+mod swarm_ui;
 
 use ahelper_agents::config::{CliOverrides, Config, ConfigError, EnvSnapshot};
 use ahelper_agents::permissions::{DenyPrompter, Prompter};
@@ -38,10 +41,6 @@ fn run(cli: Cli) -> i32 {
             return 1;
         }
     };
-    if let Some(cli::Command::Swarm(_args)) = &cli.command {
-        eprintln!("ahelper: `swarm` is not available in this build yet");
-        return EXIT_USAGE;
-    }
     let workspace = match workspace_dir(&cli.common) {
         Ok(w) => w,
         Err(message) => {
@@ -56,6 +55,9 @@ fn run(cli: Cli) -> i32 {
             return EXIT_USAGE;
         }
     };
+    if let Some(cli::Command::Swarm(args)) = cli.command {
+        return swarm_cmd::run(&rt, args, config, &env);
+    }
     let interactive = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
     let prompter: Arc<dyn Prompter> = if interactive {
         Arc::new(prompter::TerminalPrompter::default())

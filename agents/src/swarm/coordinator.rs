@@ -177,7 +177,12 @@ impl CoordinatorActor {
 
     fn publish_snapshot(&mut self, save: bool) {
         let now = std::time::Instant::now();
+        let mut claims: BTreeMap<String, usize> = BTreeMap::new();
+        for entry in self.run.claims.iter() {
+            *claims.entry(entry.value().clone()).or_default() += 1;
+        }
         for (i, w) in self.record.workers.iter_mut().enumerate() {
+            w.claims = claims.get(&w.id).copied().unwrap_or(0);
             if self.workers.contains_key(&i) {
                 if let Some(start) = self.run.worker_started.get(&i) {
                     w.elapsed_ms = start.elapsed().as_millis() as u64;

@@ -394,6 +394,7 @@ fn worker_records(record: &RunRecord, plan: &Plan, config: &Config) -> Vec<Worke
                 elapsed_ms: 0,
                 report: None,
                 conflicts: vec![],
+                claims: 0,
             }
         })
         .collect()

@@ -175,6 +175,9 @@ pub struct WorkerRecord {
     /// Conflicting files when `status` is `conflict`.
     #[serde(default)]
     pub conflicts: Vec<ConflictRecord>,
+    /// Files this worker has claimed in the run's file-claims map.
+    #[serde(default)]
+    pub claims: usize,
 }
 
 /// The whole run.

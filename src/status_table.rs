@@ -1,0 +1,162 @@
+//! The swarm status table: one row per worker (worker, subtask, state, turn, tokens in/out, tool
+//! calls, files claimed, elapsed, last action) and a totals line. Rendered live with ratatui in
+//! an inline viewport, or as plain text for `swarm status` and the end of a run.
+
+use ahelper_agents::swarm::state::{RunRecord, WorkerRecord, WorkerStatus};
+use ratatui::layout::Constraint;
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::Line;
+use ratatui::widgets::{Cell, Row, Table};
+
+/// Column headers.
+pub const HEADERS: [&str; 9] = ["worker", "subtask", "state", "turn", "tokens in/out", "tools", "claims", "elapsed", "last action"];
+
+/// `1m05s` style.
+pub fn format_elapsed(ms: u64) -> String {
+    let s = ms / 1000;
+    if s >= 3600 {
+        format!("{}h{:02}m", s / 3600, (s % 3600) / 60)
+    } else if s >= 60 {
+        format!("{}m{:02}s", s / 60, s % 60)
+    } else {
+        format!("{s}.{}s", (ms % 1000) / 100)
+    }
+}
+
+/// `12.3k` style.
+pub fn format_tokens(n: u64) -> String {
+    if n >= 1_000_000 {
+        format!("{:.1}M", n as f64 / 1e6)
+    } else if n >= 10_000 {
+        format!("{}k", n / 1000)
+    } else if n >= 1_000 {
+        format!("{:.1}k", n as f64 / 1e3)
+    } else {
+        n.to_string()
+    }
+}
+
+fn clip(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        s.to_string()
+    } else {
+        let mut out: String = s.chars().take(max.saturating_sub(1)).collect();
+        out.push('…');
+        out
+    }
+}
+
+/// The cells of one worker row. `claims` is the number of files the worker has claimed.
+pub fn row_cells(w: &WorkerRecord, claims: usize, live_elapsed_ms: Option<u64>) -> [String; 9] {
+    [
+        w.id.clone(),
+        clip(&w.title, 36),
+        w.status.label().to_string(),
+        if w.turns > 0 { w.turns.to_string() } else { "-".into() },
+        format!("{}/{}", format_tokens(w.usage.input_tokens), format_tokens(w.usage.output_tokens)),
+        w.tool_calls.to_string(),
+        claims.to_string(),
+        format_elapsed(live_elapsed_ms.unwrap_or(w.elapsed_ms)),
+        clip(&w.last_action, 48),
+    ]
+}
+
+/// The totals line.
+pub fn totals_line(record: &RunRecord, elapsed_ms: u64) -> String {
+    let done = record.workers.iter().filter(|w| w.status.is_terminal() || w.status == WorkerStatus::Cancelled).count();
+    format!(
+        "run {} · {} · tokens {} in / {} out · elapsed {} · workers done {}/{}",
+        &record.run_id[..record.run_id.len().min(13)],
+        record.status.as_str(),
+        format_tokens(record.usage.input_tokens),
+        format_tokens(record.usage.output_tokens),
+        format_elapsed(elapsed_ms),
+        done,
+        record.workers.len()
+    )
+}
+
+fn status_color(status: WorkerStatus) -> Color {
+    match status {
+        WorkerStatus::Merged => Color::Green,
+        WorkerStatus::Conflict | WorkerStatus::Failed => Color::Red,
+        WorkerStatus::WaitingForPermission => Color::Yellow,
+        WorkerStatus::Running | WorkerStatus::Starting | WorkerStatus::Committing => Color::Cyan,
+        WorkerStatus::Cancelled | WorkerStatus::Skipped => Color::Magenta,
+        _ => Color::Gray,
+    }
+}
+
+/// The ratatui table widget for the live view.
+pub fn table_widget<'a>(record: &'a RunRecord, claims: &dyn Fn(&str) -> usize, live: &dyn Fn(usize) -> Option<u64>) -> Table<'a> {
+    let header = Row::new(HEADERS.iter().map(|h| Cell::from(*h))).style(Style::default().add_modifier(Modifier::BOLD));
+    let rows = record.workers.iter().enumerate().map(|(i, w)| {
+        let cells = row_cells(w, claims(&w.id), live(i));
+        let color = status_color(w.status);
+        Row::new(cells.into_iter().enumerate().map(move |(c, text)| {
+            let cell = Cell::from(Line::from(text));
+            if c == 2 { cell.style(Style::default().fg(color)) } else { cell }
+        }))
+    });
+    Table::new(
+        rows,
+        [
+            Constraint::Length(6),
+            Constraint::Length(36),
+            Constraint::Length(22),
+            Constraint::Length(4),
+            Constraint::Length(13),
+            Constraint::Length(5),
+            Constraint::Length(6),
+            Constraint::Length(8),
+            Constraint::Min(20),
+        ],
+    )
+    .header(header)
+}
+
+/// The table as plain text (for `swarm status` and non-terminal output).
+pub fn render_text(record: &RunRecord, elapsed_ms: u64) -> String {
+    let rows: Vec<[String; 9]> = record.workers.iter().map(|w| row_cells(w, 0, None)).collect();
+    let mut widths: Vec<usize> = HEADERS.iter().map(|h| h.chars().count()).collect();
+    for r in &rows {
+        for (i, c) in r.iter().enumerate() {
+            widths[i] = widths[i].max(c.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let line = |cells: Vec<String>| {
+        cells
+            .iter()
+            .enumerate()
+            .map(|(i, c)| format!("{c:<w$}", w = widths[i]))
+            .collect::<Vec<_>>()
+            .join("  ")
+            .trim_end()
+            .to_string()
+    };
+    // claims are not known after the run; drop that column from the plain view
+    out.push_str(&line(HEADERS.iter().map(|h| h.to_string()).collect()));
+    out.push('\n');
+    for r in rows {
+        out.push_str(&line(r.to_vec()));
+        out.push('\n');
+    }
+    out.push_str(&totals_line(record, elapsed_ms));
+    out.push('\n');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats() {
+        assert_eq!(format_elapsed(65_000), "1m05s");
+        assert_eq!(format_elapsed(1_500), "1.5s");
+        assert_eq!(format_tokens(12_345), "12k");
+        assert_eq!(format_tokens(1_234), "1.2k");
+        assert_eq!(clip("abcdef", 4), "abc…");
+    }
+}

@@ -242,6 +242,7 @@ impl CommandAnalyzer {
             cwd: Cwd::initial(),
             depth: 0,
             via: None,
+            source: String::new(),
         };
         walker.out.warnings = suspicious_characters(command);
         if command.len() > MAX_COMMAND_BYTES {
@@ -584,6 +585,8 @@ struct Walker<'p> {
     cwd: Cwd,
     depth: usize,
     via: Option<String>,
+    /// The command string being analysed (the innermost `bash -c` string when nested).
+    source: String,
 }
 
 fn node_text<'s>(node: Node<'_>, src: &'s str) -> &'s str {
@@ -641,10 +644,19 @@ impl Walker<'_> {
     fn analyze_source(&mut self, source: &str) {
         let src = join_continuations(source);
         let src: &str = &src;
+        let saved = std::mem::replace(&mut self.source, src.to_string());
         match self.parser.parse(src, None) {
             Some(tree) => self.walk(tree.root_node(), src),
             None => self.opaque(src, "the shell parser gave up on this command"),
         }
+        self.source = saved;
+    }
+
+    /// Records that the parser misread the current string: the whole string is opaque, so
+    /// that the fail-closed scan for denied commands covers text the parser took for data.
+    fn misparsed(&mut self, reason: impl Into<String>) {
+        let source = self.source.clone();
+        self.opaque(&source, reason);
     }
 
     /// Analyses a string that a shell will run (`bash -c`, `eval`, `trap`), one level deeper.
@@ -691,18 +703,15 @@ impl Walker<'_> {
 
     fn walk(&mut self, node: Node<'_>, src: &str) {
         if node.is_error() {
-            self.opaque(
-                node_text(node, src),
-                "syntax the bash parser cannot read (e.g. zsh-only syntax)",
-            );
+            self.misparsed(format!(
+                "syntax the bash parser cannot read (e.g. zsh-only syntax) near `{}`",
+                node_text(node, src).trim()
+            ));
             self.walk_children(node, src);
             return;
         }
         if node.is_missing() {
-            self.opaque(
-                node_text(node.parent().unwrap_or(node), src),
-                format!("incomplete command (missing `{}`)", node.kind()),
-            );
+            self.misparsed(format!("incomplete command (missing `{}`)", node.kind()));
             return;
         }
         match node.kind() {
@@ -822,7 +831,7 @@ impl Walker<'_> {
         let text = node_text(node, src);
         if node.is_error() || node.is_missing() {
             buf.computed(text);
-            self.opaque(text, "syntax the bash parser cannot read");
+            self.misparsed(format!("syntax the bash parser cannot read near `{}`", text.trim()));
             self.walk_children(node, src);
             return;
         }
@@ -1167,15 +1176,51 @@ impl Walker<'_> {
                 (Some("name" | "argument"), _) => pieces.push(child),
                 (_, "comment") => {}
                 _ if child.is_error() || child.kind() == "subshell" => {
-                    self.opaque(
-                        node_text(child, src),
-                        "syntax the bash parser cannot read inside a command",
-                    );
+                    self.misparsed(format!(
+                        "syntax the bash parser cannot read inside a command near `{}`",
+                        node_text(child, src).trim()
+                    ));
                     self.walk(child, src);
                 }
                 _ if child.is_named() => pieces.push(child),
                 _ => {}
             }
+        }
+        // A newline between two words ends a simple command in every shell; tree-sitter-bash
+        // sometimes joins the lines anyway (`a | b | c⏎d 5`). Split there, and never trust
+        // the parse of this string.
+        let mut segments: Vec<Vec<Node<'_>>> = vec![Vec::new()];
+        for piece in pieces {
+            if let Some(prev) = segments.last().and_then(|s| s.last())
+                && src
+                    .get(prev.end_byte()..piece.start_byte())
+                    .is_some_and(|gap| gap.contains('\n'))
+            {
+                segments.push(Vec::new());
+            }
+            if let Some(last) = segments.last_mut() {
+                last.push(piece);
+            }
+        }
+        if segments.len() > 1 {
+            self.misparsed("the parser joined two lines into one command");
+        }
+        let mut segments = segments.into_iter();
+        let pieces = segments.next().unwrap_or_default();
+        for later in segments {
+            let mut words = Vec::new();
+            for group in group_adjacent(&later) {
+                let w = self.word_from(&group, src);
+                words.push(w);
+            }
+            let text = words.iter().map(|w| w.text.as_str()).collect::<Vec<_>>().join(" ");
+            self.push_raw(RawCommand {
+                text,
+                kind: CommandKind::Program,
+                assignments: Vec::new(),
+                words,
+                redirections: Vec::new(),
+            });
         }
         let groups = group_adjacent(&pieces);
         let mut words = Vec::with_capacity(groups.len() + extra.len());
@@ -1357,6 +1402,21 @@ impl Walker<'_> {
                     cmd.argv.clear();
                     break;
                 }
+                Step::Keyword => {
+                    self.misparsed(
+                        format!(
+                            "the shell keyword `{base}` appears where the parser expected a \
+                             command: the structure around it was misread"
+                        ),
+                    );
+                    cmd.wrappers.push(base.clone());
+                    cmd.runner_unresolved = true;
+                    cmd.argv.remove(0);
+                    if cmd.argv.is_empty() {
+                        cmd.kind = CommandKind::Assignment;
+                        break;
+                    }
+                }
                 Step::Eval => {
                     let words = &cmd.argv[1..];
                     let text = cmd.text.clone();
@@ -1482,6 +1542,10 @@ enum Step {
     },
     /// `sh -c SCRIPT`: `script_index` is the index of the script in the arguments.
     Shell { script_index: usize },
+    /// A shell keyword (`then`, `{`, `fi`, …) where a command name should be: tree-sitter-bash
+    /// misread the structure (e.g. `! if …`). The keyword is dropped and the rest analysed, and
+    /// the command is opaque.
+    Keyword,
     Eval,
     Trap,
     Find,
@@ -1733,6 +1797,10 @@ fn unwrap_step(base: &str, args: &[Word]) -> Step {
             } else {
                 Step::Done
             }
+        }
+        "!" | "{" | "}" | "if" | "then" | "else" | "elif" | "fi" | "case" | "esac" | "for"
+        | "select" | "while" | "until" | "do" | "done" | "in" | "function" | "[[" | "]]" => {
+            Step::Keyword
         }
         "eval" => Step::Eval,
         "trap" => Step::Trap,

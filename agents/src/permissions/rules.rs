@@ -831,7 +831,7 @@ fn restrictive_match(ctx: &Ctx<'_>, rule: &PermissionRule, cmd: &SimpleCommand, 
             Match::No => {}
         }
     }
-    if cmd.kind == CommandKind::Program && !facts.known {
+    if cmd.kind == CommandKind::Program && (!facts.known || cmd.runner_unresolved) {
         // The program may run a command given in its arguments (`rtk git reset --hard`,
         // `watch rm x`): a rule's command appearing later counts, fully for runners whose
         // options we could not read, as a possibility otherwise.
@@ -1190,20 +1190,102 @@ fn decide_simple(ctx: &Ctx<'_>, cmd: &SimpleCommand) -> Outcome {
     }
 }
 
-/// Splits source text into command-like tokens for the fail-closed scan of opaque parts.
-fn tokens(text: &str) -> impl Iterator<Item = &str> {
-    text.split(|c: char| c.is_whitespace() || ";&|()<>{}$`'\"\\=".contains(c))
-        .filter(|t| !t.is_empty())
+/// Splits text the way the shell would before running it — quotes removed, `$'…'` decoded,
+/// backslash-newline joined, operators (`;&|()<>` and backticks) separating words — for the
+/// fail-closed scan of text the parser could not read. Words that themselves look like
+/// command strings (`bash -c '…'` arguments) are split again, up to 4 levels.
+fn scan_words(text: &str, depth: usize, out: &mut Vec<String>) {
+    let mut words: Vec<String> = Vec::new();
+    let mut cur = String::new();
+    let mut chars = text.chars().peekable();
+    let flush = |cur: &mut String, words: &mut Vec<String>| {
+        if !cur.is_empty() {
+            words.push(std::mem::take(cur));
+        }
+    };
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => match chars.next() {
+                Some('\n') | None => {}
+                Some(x) => cur.push(x),
+            },
+            '\'' => {
+                for x in chars.by_ref() {
+                    if x == '\'' {
+                        break;
+                    }
+                    cur.push(x);
+                }
+            }
+            '"' => {
+                while let Some(x) = chars.next() {
+                    match x {
+                        '"' => break,
+                        '\\' => match chars.next() {
+                            Some('\n') | None => {}
+                            Some(y @ ('"' | '\\' | '$' | '`')) => cur.push(y),
+                            Some(y) => {
+                                cur.push('\\');
+                                cur.push(y);
+                            }
+                        },
+                        other => cur.push(other),
+                    }
+                }
+            }
+            '$' if chars.peek() == Some(&'\'') => {
+                chars.next();
+                let mut body = String::new();
+                while let Some(x) = chars.next() {
+                    match x {
+                        '\'' => break,
+                        '\\' => {
+                            body.push('\\');
+                            if let Some(y) = chars.next() {
+                                body.push(y);
+                            }
+                        }
+                        other => body.push(other),
+                    }
+                }
+                cur.push_str(&super::command::decode_ansi_c(&body));
+            }
+            '$' if chars.peek() == Some(&'"') => {}
+            c if c.is_whitespace() || ";&|()<>`{}".contains(c) => flush(&mut cur, &mut words),
+            other => cur.push(other),
+        }
+    }
+    flush(&mut cur, &mut words);
+    for w in words {
+        if depth < 4 && w.chars().any(|c| c.is_whitespace() || ";&|()<>`'\"\\$".contains(c)) {
+            scan_words(&w, depth + 1, out);
+        }
+        out.push(w);
+    }
 }
 
-/// First words of command deny rules (`None` for a bare `run_command` deny).
+/// Command-like tokens of `text` for the fail-closed scan: plain splitting plus
+/// [`scan_words`].
+fn tokens(text: &str) -> Vec<String> {
+    let mut all: Vec<String> = text
+        .split(|c: char| c.is_whitespace() || ";&|()<>{}$`'\"\\=".contains(c))
+        .filter(|t| !t.is_empty())
+        .map(str::to_string)
+        .collect();
+    scan_words(text, 0, &mut all);
+    all
+}
+
+/// The first deny rule for commands whose program name appears anywhere in `text` (any bare
+/// `run_command` deny rule matches everything).
 fn deny_could_appear(policy: &PermissionPolicy, text: &str) -> Option<String> {
+    let toks = tokens(text);
     for rule in policy.rules.deny.iter().filter(|r| is_command_tool(&r.tool)) {
         match &rule.pattern {
             RulePattern::Any => return Some(rule.to_string()),
             RulePattern::Command { words, .. } => {
                 let target = basename(&words[0]);
-                if tokens(text).any(|t| basename(t) == target) {
+                if toks.iter().any(|t| basename(t) == target) {
                     return Some(rule.to_string());
                 }
             }
@@ -1288,14 +1370,25 @@ fn decide_analysis(
             return plan_denied(&format!("`{}` ({})", part.text, part.reason));
         }
     }
+    // Opaque parts ask, unless the user approved every command (a bare `run_command` allow
+    // rule, or bypass mode) and no deny rule for commands exists that they could hide.
     let bare_allow = policy
         .rules
         .allow
         .iter()
         .any(|r| is_command_tool(&r.tool) && matches!(r.pattern, RulePattern::Any));
-    if policy.mode != PermissionMode::Bypass && !bare_allow {
+    let command_denies = policy.rules.deny.iter().any(|r| is_command_tool(&r.tool));
+    if command_denies || !(policy.mode == PermissionMode::Bypass || bare_allow) {
         for part in &analysis.opaque {
-            asks.push(format!("`{}` cannot be analysed: {}", part.text, part.reason));
+            let hint = if command_denies {
+                " (it could hide a command a deny rule refuses)"
+            } else {
+                ""
+            };
+            asks.push(format!(
+                "`{}` cannot be analysed: {}{hint}",
+                part.text, part.reason
+            ));
         }
     }
     if policy.mode != PermissionMode::Bypass {

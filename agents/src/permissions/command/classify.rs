@@ -238,7 +238,7 @@ fn dynamic_words(facts: &mut Facts, cmd: &SimpleCommand) {
 pub(crate) fn classify(cmd: &SimpleCommand) -> Facts {
     let mut facts = Facts::default();
     for a in &cmd.assignments {
-        if !is_inert_variable(&a.name) && cmd.kind != CommandKind::Assignment {
+        if !is_inert_variable(&a.name) && cmd.kind == CommandKind::Program {
             facts.concern(
                 None,
                 ConcernKind::Environment,

@@ -493,6 +493,7 @@ fn resolve_permissions(file: &PermissionsFile) -> Result<PermissionPolicy, Confi
         allow: parse_list("allow", &file.allow)?,
         ask: parse_list("ask", &file.ask)?,
         deny: parse_list("deny", &file.deny)?,
+        builtin_read_only: true,
     };
     Ok(PermissionPolicy { mode, rules })
 }

@@ -1415,21 +1415,3 @@ fn decide_analysis(
         }
     }
 }
-impl PermissionRule {
-    /// Parses a rule (stub).
-    pub fn parse(s: &str) -> Result<Self, String> {
-        Ok(PermissionRule { raw: s.to_string() })
-    }
-}
-/// Suggests a rule (stub).
-pub fn suggest_rule(tool: &str, subject: Option<&str>) -> String {
-    match subject {
-        Some(s) => format!("{tool}({s})"),
-        None => tool.to_string(),
-    }
-}
-impl std::fmt::Display for PermissionRule {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.raw)
-    }
-}

@@ -7,7 +7,9 @@
 use bytes::Bytes;
 use serde_json::{Value, json};
 
-use crate::reply::{Inspection, Reply, anthropic_stop_reason, content_text, split_json, split_words, sse_event};
+use crate::reply::{
+    Inspection, Reply, anthropic_stop_reason, content_text, split_json, split_words, sse_event,
+};
 
 /// Reads what the server needs from a Messages request body.
 pub(crate) fn inspect(body: &Value) -> Inspection {
@@ -89,9 +91,15 @@ pub(crate) fn stream_events(reply: &Reply) -> Vec<Bytes> {
             json!({"type": "tool_use", "id": reply.tool_call_id(i, "toolu_"),
                    "name": call.name, "input": {}}),
         );
-        events.push(delta(index, json!({"type": "input_json_delta", "partial_json": ""})));
+        events.push(delta(
+            index,
+            json!({"type": "input_json_delta", "partial_json": ""}),
+        ));
         for piece in split_json(&call.arguments.to_string()) {
-            events.push(delta(index, json!({"type": "input_json_delta", "partial_json": piece})));
+            events.push(delta(
+                index,
+                json!({"type": "input_json_delta", "partial_json": piece}),
+            ));
         }
         events.push(block_stop(index));
         index += 1;
@@ -102,7 +110,10 @@ pub(crate) fn stream_events(reply: &Reply) -> Vec<Bytes> {
                 "delta": {"stop_reason": anthropic_stop_reason(reply), "stop_sequence": null},
                 "usage": {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens}}),
     ));
-    events.push(sse_event(Some("message_stop"), &json!({"type": "message_stop"})));
+    events.push(sse_event(
+        Some("message_stop"),
+        &json!({"type": "message_stop"}),
+    ));
     events
 }
 
@@ -113,8 +124,10 @@ pub(crate) fn json_body(reply: &Reply) -> Value {
         content.push(json!({"type": "text", "text": reply.text}));
     }
     for (i, call) in reply.tool_calls.iter().enumerate() {
-        content.push(json!({"type": "tool_use", "id": reply.tool_call_id(i, "toolu_"),
-                            "name": call.name, "input": call.arguments}));
+        content.push(
+            json!({"type": "tool_use", "id": reply.tool_call_id(i, "toolu_"),
+                            "name": call.name, "input": call.arguments}),
+        );
     }
     json!({
         "id": message_id(reply), "type": "message", "role": "assistant", "model": reply.model,

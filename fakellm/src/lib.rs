@@ -117,5 +117,7 @@ mod reply;
 pub mod script;
 mod server;
 
-pub use script::{Conversation, Fault, FaultKind, Script, ScriptError, Selection, ToolCall, Turn, Usage};
+pub use script::{
+    Conversation, Fault, FaultKind, Script, ScriptError, Selection, ToolCall, Turn, Usage,
+};
 pub use server::{FakeLlm, RecordedRequest, ServerError, ServerOptions, WireFormat};

@@ -2,6 +2,7 @@
 
 use std::io::Write;
 use std::path::PathBuf;
+use std::process::ExitCode;
 
 use ahelper_fake_llm::{FakeLlm, Script, ServerOptions};
 use anyhow::Context;
@@ -31,9 +32,26 @@ struct Args {
     quiet: bool,
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> ExitCode {
     let args = Args::parse();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("ahelper-fake-llm: cannot start the Tokio runtime: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            // The top-level message already includes its cause; print it once, no backtrace.
+            eprintln!("ahelper-fake-llm: {err}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+async fn run(args: Args) -> anyhow::Result<()> {
     let mut script = match &args.script {
         Some(path) => Script::from_file(path)?,
         None => Script::demo(),

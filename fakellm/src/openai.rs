@@ -8,7 +8,9 @@
 use bytes::Bytes;
 use serde_json::{Value, json};
 
-use crate::reply::{Inspection, Reply, content_text, openai_finish_reason, split_json, split_words, sse_event};
+use crate::reply::{
+    Inspection, Reply, content_text, openai_finish_reason, split_json, split_words, sse_event,
+};
 
 /// Reads what the server needs from a Chat Completions request body.
 pub(crate) fn inspect(body: &Value) -> Inspection {
@@ -17,7 +19,12 @@ pub(crate) fn inspect(body: &Value) -> Inspection {
         .and_then(Value::as_array)
         .map(Vec::as_slice)
         .unwrap_or_default();
-    let role = |m: &Value| m.get("role").and_then(Value::as_str).unwrap_or("").to_owned();
+    let role = |m: &Value| {
+        m.get("role")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned()
+    };
     let system = messages
         .iter()
         .filter(|m| matches!(role(m).as_str(), "system" | "developer"))
@@ -67,12 +74,17 @@ pub(crate) fn stream_events(reply: &Reply, include_usage: bool) -> Vec<Bytes> {
         }
         sse_event(None, &c)
     };
-    let choice = |delta: Value, finish: Value| {
-        json!([{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}])
+    let choice = |delta: Value, finish: Value| json!([{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}]);
+    let first_content = if reply.text.is_empty() {
+        Value::Null
+    } else {
+        json!("")
     };
-    let first_content = if reply.text.is_empty() { Value::Null } else { json!("") };
     let mut events = vec![chunk(
-        choice(json!({"role": "assistant", "content": first_content, "refusal": null}), Value::Null),
+        choice(
+            json!({"role": "assistant", "content": first_content, "refusal": null}),
+            Value::Null,
+        ),
         None,
     )];
     for piece in split_words(&reply.text) {
@@ -87,7 +99,10 @@ pub(crate) fn stream_events(reply: &Reply, include_usage: bool) -> Vec<Bytes> {
             events.push(chunk(choice(delta, Value::Null), None));
         }
     }
-    events.push(chunk(choice(json!({}), json!(openai_finish_reason(reply))), None));
+    events.push(chunk(
+        choice(json!({}), json!(openai_finish_reason(reply))),
+        None,
+    ));
     if include_usage {
         events.push(chunk(json!([]), Some(usage(reply))));
     }

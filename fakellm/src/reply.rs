@@ -201,7 +201,11 @@ mod tests {
         let pieces = split_json(json);
         assert!(pieces.len() >= 3);
         assert_eq!(pieces.concat(), json);
-        assert!(pieces.iter().all(|p| serde_json::from_str::<Value>(p).is_err()));
+        assert!(
+            pieces
+                .iter()
+                .all(|p| serde_json::from_str::<Value>(p).is_err())
+        );
     }
 
     #[test]

@@ -644,8 +644,16 @@ mod tests {
     #[test]
     fn first_matching_conversation_wins_and_default_catches_the_rest() {
         let s = script();
-        assert_eq!(s.select(&["", "please fix the bug"], 0).unwrap().conversation, 0);
-        assert_eq!(s.select(&["fix the bug", ""], 1).unwrap().turn, Turn::text("fixed"));
+        assert_eq!(
+            s.select(&["", "please fix the bug"], 0)
+                .unwrap()
+                .conversation,
+            0
+        );
+        assert_eq!(
+            s.select(&["fix the bug", ""], 1).unwrap().turn,
+            Turn::text("fixed")
+        );
         assert_eq!(s.select(&["", "hello"], 0).unwrap().conversation, 1);
     }
 
@@ -661,11 +669,8 @@ mod tests {
 
     #[test]
     fn no_match_and_no_default_selects_nothing() {
-        let s = Script::new().with_conversation(
-            Conversation::new()
-                .matching("x")
-                .turn(Turn::text("y")),
-        );
+        let s = Script::new()
+            .with_conversation(Conversation::new().matching("x").turn(Turn::text("y")));
         assert!(s.select(&["abc"], 0).is_none());
     }
 
@@ -677,13 +682,20 @@ mod tests {
         )
         .unwrap();
         let fault = s.conversations[0].turns[0].fault.clone().unwrap();
-        assert_eq!((fault.kind, fault.times, fault.retry_after), (FaultKind::Http429, 1, Some(3)));
+        assert_eq!(
+            (fault.kind, fault.times, fault.retry_after),
+            (FaultKind::Http429, 1, Some(3))
+        );
         let err = Script::from_json_str(r#"{"conversations":[{"turns":[{"txt":"t"}]}]}"#);
         assert!(err.unwrap_err().to_string().contains("unknown field `txt`"));
         let err = Script::from_json_str(
             r#"{"conversations":[{"turns":[{"tool_calls":[{"name":"x","arguments":[1]}]}]}]}"#,
         );
-        assert!(err.unwrap_err().to_string().contains("must be a JSON object"));
+        assert!(
+            err.unwrap_err()
+                .to_string()
+                .contains("must be a JSON object")
+        );
         assert!(Script::from_json_str(r#"{"conversations":[{"turns":[]}]}"#).is_err());
     }
 

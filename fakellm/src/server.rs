@@ -17,7 +17,9 @@ use tokio::sync::oneshot;
 use tokio::task::{JoinHandle, JoinSet};
 
 use crate::reply::{Inspection, Reply, split_sse_events};
-use crate::script::{DEFAULT_RETRY_AFTER_SECS, DEFAULT_STALL_MS, Fault, FaultKind, Script, Selection};
+use crate::script::{
+    DEFAULT_RETRY_AFTER_SECS, DEFAULT_STALL_MS, Fault, FaultKind, Script, Selection,
+};
 use crate::{anthropic, openai};
 
 type Body = UnsyncBoxBody<Bytes, std::io::Error>;
@@ -29,7 +31,9 @@ pub enum ServerError {
     #[error(transparent)]
     Script(#[from] crate::script::ScriptError),
     /// Binding 127.0.0.1:port failed.
-    #[error("cannot listen on 127.0.0.1:{port}: {source} (pick another --port, or 0 for a free one)")]
+    #[error(
+        "cannot listen on 127.0.0.1:{port}: {source} (pick another --port, or 0 for a free one)"
+    )]
     Bind {
         /// The port asked for (0 = any free port).
         port: u16,
@@ -138,7 +142,9 @@ pub struct FakeLlm {
 
 impl std::fmt::Debug for FakeLlm {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("FakeLlm").field("addr", &self.addr).finish_non_exhaustive()
+        f.debug_struct("FakeLlm")
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
     }
 }
 
@@ -152,7 +158,10 @@ impl FakeLlm {
     }
 
     /// Like [`FakeLlm::start`] with a port and logging choice.
-    pub async fn start_with(script: Script, options: ServerOptions) -> Result<FakeLlm, ServerError> {
+    pub async fn start_with(
+        script: Script,
+        options: ServerOptions,
+    ) -> Result<FakeLlm, ServerError> {
         Self::launch(script, options, &tokio::runtime::Handle::current(), None)
     }
 
@@ -163,7 +172,10 @@ impl FakeLlm {
     }
 
     /// Like [`FakeLlm::start_blocking`] with a port and logging choice.
-    pub fn start_blocking_with(script: Script, options: ServerOptions) -> Result<FakeLlm, ServerError> {
+    pub fn start_blocking_with(
+        script: Script,
+        options: ServerOptions,
+    ) -> Result<FakeLlm, ServerError> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("fake-llm")
@@ -182,8 +194,12 @@ impl FakeLlm {
     ) -> Result<FakeLlm, ServerError> {
         script.validate()?;
         script.check_raw_files()?;
-        let bind_err = |source| ServerError::Bind { port: options.port, source };
-        let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, options.port)).map_err(bind_err)?;
+        let bind_err = |source| ServerError::Bind {
+            port: options.port,
+            source,
+        };
+        let listener =
+            std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, options.port)).map_err(bind_err)?;
         listener.set_nonblocking(true).map_err(bind_err)?;
         let addr = listener.local_addr().map_err(bind_err)?;
         let listener = {
@@ -200,7 +216,13 @@ impl FakeLlm {
         });
         let (stop, stopped) = oneshot::channel();
         let task = handle.spawn(accept_loop(listener, state.clone(), stopped));
-        Ok(FakeLlm { addr, state, stop: Some(stop), task: Some(task), runtime })
+        Ok(FakeLlm {
+            addr,
+            state,
+            stop: Some(stop),
+            task: Some(task),
+            runtime,
+        })
     }
 
     /// The bound address (127.0.0.1 and the port).
@@ -232,7 +254,12 @@ impl FakeLlm {
     /// The requests to the model endpoints (`/v1/messages`, `/chat/completions`) only.
     pub fn model_requests(&self) -> Vec<RecordedRequest> {
         let inner = self.state.lock();
-        inner.requests.iter().filter(|r| r.format.is_some()).cloned().collect()
+        inner
+            .requests
+            .iter()
+            .filter(|r| r.format.is_some())
+            .cloned()
+            .collect()
     }
 
     /// Model requests answered by each conversation, indexed like
@@ -265,7 +292,11 @@ impl Drop for FakeLlm {
 }
 
 /// Accepts connections until `stopped` fires; dropping the `JoinSet` aborts open connections.
-async fn accept_loop(listener: tokio::net::TcpListener, state: Arc<State>, mut stopped: oneshot::Receiver<()>) {
+async fn accept_loop(
+    listener: tokio::net::TcpListener,
+    state: Arc<State>,
+    mut stopped: oneshot::Receiver<()>,
+) {
     let mut connections = JoinSet::new();
     loop {
         tokio::select! {
@@ -305,29 +336,42 @@ fn route(method: &Method, path: &str) -> Route {
         "/health" => (Method::GET, Route::Health),
         "/v1/models" | "/models" => (Method::GET, Route::Models),
         "/v1/messages" => (Method::POST, Route::Model(WireFormat::Anthropic)),
-        "/v1/chat/completions" | "/chat/completions" => (Method::POST, Route::Model(WireFormat::OpenAi)),
+        "/v1/chat/completions" | "/chat/completions" => {
+            (Method::POST, Route::Model(WireFormat::OpenAi))
+        }
         _ => return Route::NotFound,
     };
-    if *method == expected { route } else { Route::WrongMethod }
+    if *method == expected {
+        route
+    } else {
+        Route::WrongMethod
+    }
 }
 
 async fn handle(state: Arc<State>, req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
     let received_at = SystemTime::now();
     let received = Instant::now();
     let (parts, body) = req.into_parts();
-    let body_bytes = body.collect().await.map(|c| c.to_bytes()).unwrap_or_default();
+    let body_bytes = body
+        .collect()
+        .await
+        .map(|c| c.to_bytes())
+        .unwrap_or_default();
     let json: Value = serde_json::from_slice(&body_bytes).unwrap_or(Value::Null);
     let path = parts.uri.path().to_owned();
     let route = route(&parts.method, &path);
     let (format, inspection) = match route {
-        Route::Model(WireFormat::Anthropic) => (Some(WireFormat::Anthropic), anthropic::inspect(&json)),
+        Route::Model(WireFormat::Anthropic) => {
+            (Some(WireFormat::Anthropic), anthropic::inspect(&json))
+        }
         Route::Model(WireFormat::OpenAi) => (Some(WireFormat::OpenAi), openai::inspect(&json)),
         _ => (None, Inspection::default()),
     };
     let selection = format.and_then(|_| {
-        state
-            .script
-            .select(&[&inspection.system, &inspection.first_user], inspection.tool_results)
+        state.script.select(
+            &[&inspection.system, &inspection.first_user],
+            inspection.tool_results,
+        )
     });
     let (serial, fault) = {
         let mut inner = state.lock();
@@ -336,7 +380,10 @@ async fn handle(state: Arc<State>, req: Request<Incoming>) -> Result<Response<Bo
         let mut fault = None;
         if let Some(sel) = &selection {
             inner.conversation_counts[sel.conversation] += 1;
-            let served = inner.served.entry((sel.conversation, sel.turn_index)).or_insert(0);
+            let served = inner
+                .served
+                .entry((sel.conversation, sel.turn_index))
+                .or_insert(0);
             fault = sel.turn.fault.clone().filter(|f| *served < f.times);
             *served += 1;
         }
@@ -348,7 +395,12 @@ async fn handle(state: Arc<State>, req: Request<Incoming>) -> Result<Response<Bo
             headers: parts
                 .headers
                 .iter()
-                .map(|(n, v)| (n.as_str().to_owned(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
+                .map(|(n, v)| {
+                    (
+                        n.as_str().to_owned(),
+                        String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                    )
+                })
                 .collect(),
             body: json.clone(),
             body_bytes: body_bytes.clone(),
@@ -364,18 +416,33 @@ async fn handle(state: Arc<State>, req: Request<Incoming>) -> Result<Response<Bo
         (serial, fault)
     };
     if state.log_requests {
-        log_request(&state.script, serial, &parts.method, &path, &inspection, selection.as_ref(), fault.as_ref());
+        log_request(
+            &state.script,
+            serial,
+            &parts.method,
+            &path,
+            &inspection,
+            selection.as_ref(),
+            fault.as_ref(),
+        );
     }
     let latency = Duration::from_millis(state.script.latency_ms);
     let response = match route {
         Route::Health => json_response(StatusCode::OK, &json!({"status": "ok"})),
         Route::NotFound | Route::WrongMethod => {
-            let status = if route == Route::NotFound { StatusCode::NOT_FOUND } else { StatusCode::METHOD_NOT_ALLOWED };
+            let status = if route == Route::NotFound {
+                StatusCode::NOT_FOUND
+            } else {
+                StatusCode::METHOD_NOT_ALLOWED
+            };
             let message = format!(
                 "ahelper-fake-llm serves POST /v1/messages, POST /v1/chat/completions, POST /chat/completions, GET /v1/models and GET /health, not {} {path}",
                 parts.method
             );
-            json_response(status, &anthropic::error_body("not_found_error", &message, serial))
+            json_response(
+                status,
+                &anthropic::error_body("not_found_error", &message, serial),
+            )
         }
         Route::Models => {
             tokio::time::sleep(latency).await;
@@ -387,9 +454,20 @@ async fn handle(state: Arc<State>, req: Request<Incoming>) -> Result<Response<Bo
             if !json.is_object() {
                 invalid_request(format, serial, "the request body is not a JSON object")
             } else if let Some(sel) = selection {
-                let model = inspection.model.clone().unwrap_or_else(|| state.script.model_name().to_owned());
+                let model = inspection
+                    .model
+                    .clone()
+                    .unwrap_or_else(|| state.script.model_name().to_owned());
                 let reply = Reply::new(serial, model, &sel.turn, body_bytes.len());
-                respond_turn(&state.script, format, &inspection, &sel, fault.as_ref(), &reply).await
+                respond_turn(
+                    &state.script,
+                    format,
+                    &inspection,
+                    &sel,
+                    fault.as_ref(),
+                    &reply,
+                )
+                .await
             } else {
                 let message = format!(
                     "no conversation of the ahelper-fake-llm script matches this request: add a conversation without `match`, or one whose `match` occurs in the system prompt or the first user message (which starts {:?})",
@@ -413,7 +491,10 @@ fn log_request(
 ) {
     let mut line = format!("fake-llm: #{serial} {method} {path}");
     if let Some(sel) = selection {
-        let name = script.conversations[sel.conversation].name.as_deref().unwrap_or("");
+        let name = script.conversations[sel.conversation]
+            .name
+            .as_deref()
+            .unwrap_or("");
         line.push_str(&format!(
             " tool_results={} -> conversation {} {name} turn {}",
             inspection.tool_results, sel.conversation, sel.turn_index
@@ -433,13 +514,17 @@ fn models_body(model: &str) -> Value {
 }
 
 fn full_body(bytes: impl Into<Bytes>) -> Body {
-    Full::new(bytes.into()).map_err(|never| match never {}).boxed_unsync()
+    Full::new(bytes.into())
+        .map_err(|never| match never {})
+        .boxed_unsync()
 }
 
 fn json_response(status: StatusCode, body: &Value) -> Response<Body> {
     let mut response = Response::new(full_body(body.to_string()));
     *response.status_mut() = status;
-    response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     response
 }
 
@@ -461,35 +546,82 @@ enum Step {
 
 /// A chunked body that releases each chunk as its own frame, `chunk_delay` apart.
 fn planned_body(steps: Vec<Step>, chunk_delay: Duration) -> Body {
-    let stream = futures::stream::unfold((steps.into_iter(), false), move |(mut steps, mut sent)| async move {
-        loop {
-            match steps.next()? {
-                Step::Chunk(bytes) => {
-                    if sent && !chunk_delay.is_zero() {
-                        tokio::time::sleep(chunk_delay).await;
+    let stream = futures::stream::unfold(
+        (steps.into_iter(), false),
+        move |(mut steps, mut sent)| async move {
+            loop {
+                match steps.next()? {
+                    Step::Chunk(bytes) => {
+                        if sent && !chunk_delay.is_zero() {
+                            tokio::time::sleep(chunk_delay).await;
+                        }
+                        sent = true;
+                        return Some((Ok(Frame::data(bytes)), (steps, sent)));
                     }
-                    sent = true;
-                    return Some((Ok(Frame::data(bytes)), (steps, sent)));
-                }
-                Step::Sleep(duration) => tokio::time::sleep(duration).await,
-                Step::Abort(why) => {
-                    return Some((Err(std::io::Error::other(why)), (Vec::new().into_iter(), sent)));
+                    Step::Sleep(duration) => tokio::time::sleep(duration).await,
+                    Step::Abort(why) => {
+                        // Hyper flushes buffered chunks only when the body is pending; pause so
+                        // the chunks already sent reach the client before the connection dies.
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                        return Some((
+                            Err(std::io::Error::other(why)),
+                            (Vec::new().into_iter(), sent),
+                        ));
+                    }
                 }
             }
-        }
-    });
+        },
+    );
     StreamBody::new(stream).boxed_unsync()
 }
 
 /// Status and error types of the HTTP-status faults: (status, Anthropic type, OpenAI type,
 /// OpenAI code, default message).
-fn http_fault(kind: FaultKind) -> Option<(u16, &'static str, &'static str, Option<&'static str>, &'static str)> {
+fn http_fault(
+    kind: FaultKind,
+) -> Option<(
+    u16,
+    &'static str,
+    &'static str,
+    Option<&'static str>,
+    &'static str,
+)> {
     Some(match kind {
-        FaultKind::Http429 => (429, "rate_limit_error", "requests", Some("rate_limit_exceeded"), "Rate limit exceeded"),
-        FaultKind::Http500 => (500, "api_error", "server_error", None, "Internal server error"),
-        FaultKind::Http529 => (529, "overloaded_error", "overloaded_error", None, "Overloaded"),
-        FaultKind::Http400 => (400, "invalid_request_error", "invalid_request_error", None, "Invalid request"),
-        FaultKind::Http401 => (401, "authentication_error", "invalid_request_error", Some("invalid_api_key"), "invalid x-api-key"),
+        FaultKind::Http429 => (
+            429,
+            "rate_limit_error",
+            "requests",
+            Some("rate_limit_exceeded"),
+            "Rate limit exceeded",
+        ),
+        FaultKind::Http500 => (
+            500,
+            "api_error",
+            "server_error",
+            None,
+            "Internal server error",
+        ),
+        FaultKind::Http529 => (
+            529,
+            "overloaded_error",
+            "overloaded_error",
+            None,
+            "Overloaded",
+        ),
+        FaultKind::Http400 => (
+            400,
+            "invalid_request_error",
+            "invalid_request_error",
+            None,
+            "Invalid request",
+        ),
+        FaultKind::Http401 => (
+            401,
+            "authentication_error",
+            "invalid_request_error",
+            Some("invalid_api_key"),
+            "invalid x-api-key",
+        ),
         _ => return None,
     })
 }
@@ -507,19 +639,27 @@ async fn respond_turn(
     if let Some((fault, (status, anthropic_type, openai_type, code, default))) =
         fault.and_then(|f| http_fault(f.kind).map(|h| (f, h)))
     {
-        let message = fault.message.clone().unwrap_or_else(|| format!("{default} (fault injected by ahelper-fake-llm)"));
+        let message = fault
+            .message
+            .clone()
+            .unwrap_or_else(|| format!("{default} (fault injected by ahelper-fake-llm)"));
         // 529 carries Anthropic's overloaded_error body on both routes; it also has error.message.
         let body = if format == WireFormat::Anthropic || fault.kind == FaultKind::Http529 {
             anthropic::error_body(anthropic_type, &message, serial)
         } else {
             openai::error_body(openai_type, &message, code)
         };
-        let mut response = json_response(StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR), &body);
+        let mut response = json_response(
+            StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+            &body,
+        );
         let retry_after = fault
             .retry_after
             .or((fault.kind == FaultKind::Http429).then_some(DEFAULT_RETRY_AFTER_SECS));
         if let Some(secs) = retry_after {
-            response.headers_mut().insert(RETRY_AFTER, HeaderValue::from(secs));
+            response
+                .headers_mut()
+                .insert(RETRY_AFTER, HeaderValue::from(secs));
         }
         return response;
     }
@@ -529,8 +669,14 @@ async fn respond_turn(
         match tokio::fs::read(&path).await {
             Ok(bytes) => Some(bytes),
             Err(err) => {
-                let message = format!("ahelper-fake-llm cannot read raw_sse file {}: {err}", path.display());
-                return json_response(StatusCode::INTERNAL_SERVER_ERROR, &anthropic::error_body("api_error", &message, serial));
+                let message = format!(
+                    "ahelper-fake-llm cannot read raw_sse file {}: {err}",
+                    path.display()
+                );
+                return json_response(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    &anthropic::error_body("api_error", &message, serial),
+                );
             }
         }
     } else {
@@ -559,11 +705,21 @@ async fn respond_turn(
     let body = match fault {
         None if !streaming => full_body(chunks.concat()),
         None => planned_body(chunks.into_iter().map(Step::Chunk).collect(), chunk_delay),
-        Some(fault) if streaming => planned_body(stream_fault_steps(format, fault, chunks, serial), chunk_delay),
-        Some(fault) => planned_body(json_fault_steps(format, fault, chunks.concat().into(), serial), chunk_delay),
+        Some(fault) if streaming => planned_body(
+            stream_fault_steps(format, fault, chunks, serial),
+            chunk_delay,
+        ),
+        Some(fault) => planned_body(
+            json_fault_steps(format, fault, chunks.concat().into(), serial),
+            chunk_delay,
+        ),
     };
     let mut response = Response::new(body);
-    let content_type = if streaming { "text/event-stream; charset=utf-8" } else { "application/json" };
+    let content_type = if streaming {
+        "text/event-stream; charset=utf-8"
+    } else {
+        "application/json"
+    };
     let headers = response.headers_mut();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
     headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
@@ -579,15 +735,25 @@ fn error_message(fault: &Fault, default: &str) -> String {
 }
 
 /// Body plan of a streamed response with a body fault.
-fn stream_fault_steps(format: WireFormat, fault: &Fault, chunks: Vec<Bytes>, serial: u64) -> Vec<Step> {
+fn stream_fault_steps(
+    format: WireFormat,
+    fault: &Fault,
+    chunks: Vec<Bytes>,
+    serial: u64,
+) -> Vec<Step> {
     let len = chunks.len();
     let mut chunks = chunks.into_iter().map(Step::Chunk);
     let mut steps: Vec<Step> = Vec::new();
     match fault.kind {
         FaultKind::DropMidStream => {
-            let n = fault.after_chunks.unwrap_or((len / 2).max(1)).min(len.saturating_sub(1));
+            let n = fault
+                .after_chunks
+                .unwrap_or((len / 2).max(1))
+                .min(len.saturating_sub(1));
             steps.extend(chunks.take(n));
-            steps.push(Step::Abort("connection dropped mid-stream (fault injected by ahelper-fake-llm)"));
+            steps.push(Step::Abort(
+                "connection dropped mid-stream (fault injected by ahelper-fake-llm)",
+            ));
         }
         FaultKind::MalformedLine => {
             let n = fault.after_chunks.unwrap_or(1).min(len);
@@ -600,14 +766,21 @@ fn stream_fault_steps(format: WireFormat, fault: &Fault, chunks: Vec<Bytes>, ser
         }
         FaultKind::Stall => {
             steps.extend(chunks.take(fault.after_chunks.unwrap_or(1).min(len)));
-            steps.push(Step::Sleep(Duration::from_millis(fault.stall_ms.unwrap_or(DEFAULT_STALL_MS))));
-            steps.push(Step::Abort("stalled stream gave up (fault injected by ahelper-fake-llm)"));
+            steps.push(Step::Sleep(Duration::from_millis(
+                fault.stall_ms.unwrap_or(DEFAULT_STALL_MS),
+            )));
+            steps.push(Step::Abort(
+                "stalled stream gave up (fault injected by ahelper-fake-llm)",
+            ));
         }
         FaultKind::ErrorEvent => {
             steps.extend(chunks.take(fault.after_chunks.unwrap_or(2).min(len)));
             match format {
                 WireFormat::Anthropic => {
-                    steps.push(Step::Chunk(anthropic::error_event(&error_message(fault, "Overloaded"), serial)));
+                    steps.push(Step::Chunk(anthropic::error_event(
+                        &error_message(fault, "Overloaded"),
+                        serial,
+                    )));
                 }
                 WireFormat::OpenAi => {
                     let message = error_message(fault, "engine queue is full, request rejected");
@@ -634,13 +807,21 @@ fn json_fault_steps(format: WireFormat, fault: &Fault, body: Bytes, serial: u64)
             if fault.after_chunks.unwrap_or(0) > 0 {
                 steps.push(Step::Chunk(half));
             }
-            steps.push(Step::Sleep(Duration::from_millis(fault.stall_ms.unwrap_or(DEFAULT_STALL_MS))));
-            steps.push(Step::Abort("stalled response gave up (fault injected by ahelper-fake-llm)"));
+            steps.push(Step::Sleep(Duration::from_millis(
+                fault.stall_ms.unwrap_or(DEFAULT_STALL_MS),
+            )));
+            steps.push(Step::Abort(
+                "stalled response gave up (fault injected by ahelper-fake-llm)",
+            ));
             steps
         }
         FaultKind::ErrorEvent => {
             let error = match format {
-                WireFormat::Anthropic => anthropic::error_body("overloaded_error", &error_message(fault, "Overloaded"), serial),
+                WireFormat::Anthropic => anthropic::error_body(
+                    "overloaded_error",
+                    &error_message(fault, "Overloaded"),
+                    serial,
+                ),
                 WireFormat::OpenAi => openai::error_body(
                     "server_error",
                     &error_message(fault, "engine queue is full, request rejected"),

@@ -38,7 +38,8 @@
 //!           "chunk_delay_ms": 0,                // between body chunks
 //!           "fault": {"kind": "http_429", "times": 1, "retry_after": 2},
 //!           "raw_sse": "cases/anthropic-text-basic.sse",  // or "raw_sse_inline": "data: …\n\n"
-//!           "raw_chunk_bytes": 1                // raw bodies: chunk size instead of one event per chunk
+//!           "raw_chunk_bytes": 1,               // raw bodies: chunk size instead of one event per chunk
+//!           "raw_chunk_seed": 42                // raw bodies: random chunk sizes 1..=raw_chunk_bytes (default 16)
 //!         }
 //!       ]
 //!     }
@@ -69,7 +70,8 @@
 //! **Raw replays.** `raw_sse` (a file; relative paths resolve against the script file's
 //! directory) or `raw_sse_inline` is sent byte-for-byte as a `text/event-stream` body with
 //! status 200, whatever the request's format or `stream` flag, one SSE event per chunk (or
-//! `raw_chunk_bytes` bytes per chunk).
+//! `raw_chunk_bytes` bytes per chunk, or seeded random sizes with `raw_chunk_seed`), so a
+//! client can be fed a case file whole-event, byte by byte and in random cuts over HTTP.
 //!
 //! **Faults.** `fault.kind` applies to the first `times` (default 1) requests that select
 //! the turn; later requests get the normal turn, so a client's retry succeeds:

@@ -146,6 +146,23 @@ pub(crate) fn split_sse_events(body: &[u8]) -> Vec<Bytes> {
     chunks
 }
 
+/// Cuts a body into chunks of pseudo-random sizes from 1 to `max` bytes (xorshift64 from
+/// `seed`), keeping every byte.
+pub(crate) fn split_random(body: &[u8], seed: u64, max: usize) -> Vec<Bytes> {
+    let mut state = seed | 1;
+    let mut chunks = Vec::new();
+    let mut start = 0;
+    while start < body.len() {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        let end = (start + 1 + (state % max.max(1) as u64) as usize).min(body.len());
+        chunks.push(Bytes::copy_from_slice(&body[start..end]));
+        start = end;
+    }
+    chunks
+}
+
 /// Anthropic stop reason for a scripted override or the default.
 pub(crate) fn anthropic_stop_reason(reply: &Reply) -> String {
     match reply.stop_reason.as_deref() {
@@ -206,6 +223,18 @@ mod tests {
                 .iter()
                 .all(|p| serde_json::from_str::<Value>(p).is_err())
         );
+    }
+
+    #[test]
+    fn random_chunks_are_deterministic_and_byte_exact() {
+        let body: Vec<u8> = (0..200u8).collect();
+        let chunks = split_random(&body, 7, 16);
+        assert_eq!(chunks.concat(), body);
+        assert!(chunks.iter().all(|c| (1..=16).contains(&c.len())));
+        let sizes: std::collections::HashSet<usize> = chunks.iter().map(Bytes::len).collect();
+        assert!(sizes.len() > 3, "sizes vary: {sizes:?}");
+        assert_eq!(split_random(&body, 7, 16), chunks);
+        assert_ne!(split_random(&body, 8, 16), chunks);
     }
 
     #[test]

@@ -135,9 +135,14 @@ pub struct Turn {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub raw_sse_inline: Option<String>,
     /// For `raw_sse`/`raw_sse_inline`: release the body in chunks of this many bytes instead
-    /// of one chunk per SSE event (e.g. `1` for byte-by-byte delivery).
+    /// of one chunk per SSE event (e.g. `1` for byte-by-byte delivery). With
+    /// `raw_chunk_seed`, the largest chunk size instead (default 16).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub raw_chunk_bytes: Option<usize>,
+    /// For `raw_sse`/`raw_sse_inline`: release the body in chunks of pseudo-random sizes
+    /// (1 to `raw_chunk_bytes` bytes) drawn from this seed; the same seed gives the same cuts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw_chunk_seed: Option<u64>,
 }
 
 /// A tool call the model makes.
@@ -577,6 +582,12 @@ impl Turn {
     /// Sets [`Turn::raw_chunk_bytes`].
     pub fn with_raw_chunk_bytes(mut self, bytes: usize) -> Self {
         self.raw_chunk_bytes = Some(bytes);
+        self
+    }
+
+    /// Sets [`Turn::raw_chunk_seed`] (random chunk sizes).
+    pub fn with_raw_chunk_seed(mut self, seed: u64) -> Self {
+        self.raw_chunk_seed = Some(seed);
         self
     }
 }

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use tokio::sync::oneshot;
 use tokio::task::{JoinHandle, JoinSet};
 
-use crate::reply::{Inspection, Reply, split_sse_events};
+use crate::reply::{Inspection, Reply, split_random, split_sse_events};
 use crate::script::{
     DEFAULT_RETRY_AFTER_SECS, DEFAULT_STALL_MS, Fault, FaultKind, Script, Selection,
 };
@@ -684,9 +684,10 @@ async fn respond_turn(
     };
     let streaming = raw.is_some() || inspection.stream;
     let chunks: Vec<Bytes> = match raw {
-        Some(bytes) => match turn.raw_chunk_bytes {
-            Some(n) => bytes.chunks(n).map(Bytes::copy_from_slice).collect(),
-            None => split_sse_events(&bytes),
+        Some(bytes) => match (turn.raw_chunk_seed, turn.raw_chunk_bytes) {
+            (Some(seed), max) => split_random(&bytes, seed, max.unwrap_or(16)),
+            (None, Some(n)) => bytes.chunks(n).map(Bytes::copy_from_slice).collect(),
+            (None, None) => split_sse_events(&bytes),
         },
         None if streaming => match format {
             WireFormat::Anthropic => anthropic::stream_events(reply),

@@ -7,7 +7,7 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 
 /// Reads the body chunk by chunk; the error (if any) ends the list.
-async fn chunks(mut response: reqwest::Response) -> (Vec<Bytes>, Option<reqwest::Error>) {
+async fn read_chunks(mut response: reqwest::Response) -> (Vec<Bytes>, Option<reqwest::Error>) {
     let mut out = Vec::new();
     loop {
         match response.chunk().await {
@@ -101,7 +101,7 @@ async fn anthropic_stream_has_the_real_event_sequence_one_event_per_chunk() {
             .starts_with("text/event-stream")
     );
     assert_eq!(response.headers()["transfer-encoding"], "chunked");
-    let (chunks, err) = chunks(response).await;
+    let (chunks, err) = read_chunks(response).await;
     assert!(err.is_none());
     for chunk in &chunks {
         let text = std::str::from_utf8(chunk).unwrap();
@@ -209,7 +209,7 @@ async fn openai_stream_has_tool_call_deltas_usage_chunk_and_done() {
     let url = format!("{}/chat/completions", server.openai_base_url());
     let response = post(url, openai_request("x", 0, true)).await;
     assert_eq!(response.status(), 200);
-    let (chunks, err) = chunks(response).await;
+    let (chunks, err) = read_chunks(response).await;
     assert!(err.is_none());
     let body = String::from_utf8(chunks.concat()).unwrap();
     let events = sse(&body);
@@ -540,7 +540,7 @@ async fn drop_mid_stream_is_a_body_error_not_a_clean_eof() {
     )
     .await;
     assert_eq!(response.status(), 200);
-    let (chunks, err) = chunks(response).await;
+    let (chunks, err) = read_chunks(response).await;
     assert_eq!(chunks.concat(), sse_prefix(&chunks, 3));
     let err = err.expect("a body error, not a clean EOF");
     assert!(err.is_body() || err.is_decode(), "{err:?}");
@@ -622,7 +622,7 @@ async fn stall_holds_the_stream_until_the_client_times_out() {
         .await
         .unwrap();
     assert_eq!(response.status(), 200);
-    let (chunks, err) = chunks(response).await;
+    let (chunks, err) = read_chunks(response).await;
     assert_eq!(sse(std::str::from_utf8(&chunks.concat()).unwrap()).len(), 1);
     assert!(err.expect("timeout").is_timeout());
     assert!(started.elapsed() < Duration::from_secs(5));
@@ -681,7 +681,8 @@ async fn raw_sse_file_is_replayed_byte_for_byte() {
     let script = json!({"conversations": [{"turns": [
         {"raw_sse": "cases/x.sse", "chunk_delay_ms": 2},
         {"raw_sse_inline": "data: [DONE]\n\n"},
-        {"raw_sse": "cases/x.sse", "raw_chunk_bytes": 5}
+        {"raw_sse": "cases/x.sse", "raw_chunk_bytes": 5},
+        {"raw_sse": "cases/x.sse", "raw_chunk_seed": 3, "raw_chunk_bytes": 4, "chunk_delay_ms": 1}
     ]}]});
     std::fs::write(&script_path, script.to_string()).unwrap();
     let server = FakeLlm::start(Script::from_file(&script_path).unwrap())
@@ -696,7 +697,7 @@ async fn raw_sse_file_is_replayed_byte_for_byte() {
             .unwrap()
             .starts_with("text/event-stream")
     );
-    let (chunks, err) = chunks(response).await;
+    let (chunks, err) = read_chunks(response).await;
     assert!(err.is_none());
     assert_eq!(chunks.len(), 3, "one chunk per event");
     assert_eq!(chunks.concat(), raw.as_bytes());
@@ -706,12 +707,20 @@ async fn raw_sse_file_is_replayed_byte_for_byte() {
         .await
         .unwrap();
     assert_eq!(&body[..], b"data: [DONE]\n\n");
-    let body = post(url, anthropic_request("x", 2, true))
+    let body = post(url.clone(), anthropic_request("x", 2, true))
         .await
         .bytes()
         .await
         .unwrap();
     assert_eq!(&body[..], raw.as_bytes());
+    let (chunks, err) = read_chunks(post(url, anthropic_request("x", 3, true)).await).await;
+    assert!(err.is_none());
+    assert_eq!(chunks.concat(), raw.as_bytes());
+    assert!(
+        chunks.len() >= raw.len() / 4,
+        "small random cuts: {}",
+        chunks.len()
+    );
 
     std::fs::remove_file(dir.path().join("cases/x.sse")).unwrap();
     let err = Script::from_file(&script_path).unwrap_err().to_string();
@@ -824,23 +833,29 @@ async fn models_health_and_unknown_paths() {
 #[tokio::test]
 async fn latency_and_turn_delay_are_added_before_the_response() {
     let script = Script::new()
-        .with_latency_ms(60)
-        .with_conversation(Conversation::new().turn(Turn::text("slow").with_delay_ms(60)));
+        .with_latency_ms(250)
+        .with_conversation(Conversation::new().turn(Turn::text("slow").with_delay_ms(50)));
     let server = FakeLlm::start(script).await.unwrap();
+    let client = reqwest::Client::new();
+    let url = format!("{}/v1/messages", server.base_url());
     let started = Instant::now();
-    let response = post(
-        format!("{}/v1/messages", server.base_url()),
-        anthropic_request("x", 0, false),
-    )
-    .await;
-    assert_eq!(response.status(), 200);
-    assert!(started.elapsed() >= Duration::from_millis(120));
-    let started = Instant::now();
-    reqwest::get(format!("{}/health", server.base_url()))
+    let response = client
+        .post(url)
+        .json(&anthropic_request("x", 0, false))
+        .send()
         .await
         .unwrap();
+    assert_eq!(response.status(), 200);
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    let started = Instant::now();
+    let health = client
+        .get(format!("{}/health", server.base_url()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(health.status(), 200);
     assert!(
-        started.elapsed() < Duration::from_millis(60),
+        started.elapsed() < Duration::from_millis(250),
         "health is not delayed"
     );
 }

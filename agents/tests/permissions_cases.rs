@@ -70,13 +70,13 @@ fn check(cases: &[Case]) {
     let mut failures = Vec::new();
     for c in cases {
         let got = decide_case(c);
-        let ok = match (c.want, &got) {
-            (Want::Allow, Decision::Allow) => true,
-            (Want::Ask, Decision::Ask { .. }) => true,
-            (Want::Deny, Decision::Deny { .. }) => true,
-            (Want::NotAllow, Decision::Ask { .. } | Decision::Deny { .. }) => true,
-            _ => false,
-        };
+        let ok = matches!(
+            (c.want, &got),
+            (Want::Allow, Decision::Allow)
+                | (Want::Ask, Decision::Ask { .. })
+                | (Want::Deny, Decision::Deny { .. })
+                | (Want::NotAllow, Decision::Ask { .. } | Decision::Deny { .. })
+        );
         if !ok {
             failures.push(format!(
                 "{}: `{}` expected {:?}, got {:?}",
@@ -105,18 +105,36 @@ fn a_chaining_and_separators() {
             &["run_command(git clean:*)"],
             Want::Deny,
         ),
-        case("C04", "true && rm important_file.txt", &["run_command(true:*)"], NONE, Want::Ask),
+        case(
+            "C04",
+            "true && rm important_file.txt",
+            &["run_command(true:*)"],
+            NONE,
+            Want::Ask,
+        ),
         // The row's rule set is exactly `allow cat`: without ahelper's built-in read-only list,
         // `wc` is not allowed. (With the built-in list `wc -l` is read-only: see the next test.)
         Case {
             builtins: false,
-            ..case("C05", "cat file.txt | wc -l", &["run_command(cat:*)"], NONE, Want::Ask)
+            ..case(
+                "C05",
+                "cat file.txt | wc -l",
+                &["run_command(cat:*)"],
+                NONE,
+                Want::Ask,
+            )
         },
         case("C07", "ls & rm -rf /tmp/pwn", NONE, NONE, Want::Ask),
         case("C08", "ls\nrm -rf /tmp/pwn", NONE, NONE, Want::Ask),
         Case {
             ask: &["run_command"],
-            ..case("C10a", "git diff --", &["run_command(git diff:*)"], NONE, Want::Ask)
+            ..case(
+                "C10a",
+                "git diff --",
+                &["run_command(git diff:*)"],
+                NONE,
+                Want::Ask,
+            )
         },
         Case {
             ask: &["run_command"],
@@ -130,14 +148,50 @@ fn a_chaining_and_separators() {
         },
         // Chosen: ask with an explicit warning about sudo (the row accepts deny or ask).
         case("C11", "sudo rm -rf /important", NONE, NONE, Want::Ask),
-        case("C13a", "rm  -rf  /", NONE, &["run_command(rm -rf /:*)"], Want::Deny),
-        case("C13b", "rm -rf / # comment", NONE, &["run_command(rm -rf /:*)"], Want::Deny),
-        case("C13c", "/bin/rm -rf /", NONE, &["run_command(rm -rf /:*)"], Want::Deny),
-        case("C13d", "cd / && rm -rf .", NONE, &["run_command(rm -rf /:*)"], Want::Deny),
+        case(
+            "C13a",
+            "rm  -rf  /",
+            NONE,
+            &["run_command(rm -rf /:*)"],
+            Want::Deny,
+        ),
+        case(
+            "C13b",
+            "rm -rf / # comment",
+            NONE,
+            &["run_command(rm -rf /:*)"],
+            Want::Deny,
+        ),
+        case(
+            "C13c",
+            "/bin/rm -rf /",
+            NONE,
+            &["run_command(rm -rf /:*)"],
+            Want::Deny,
+        ),
+        case(
+            "C13d",
+            "cd / && rm -rf .",
+            NONE,
+            &["run_command(rm -rf /:*)"],
+            Want::Deny,
+        ),
         case("C14", fifty, NONE, &["run_command(curl:*)"], Want::Deny),
         // Over the subcommand cap: fails closed to deny because a deny rule could match.
-        case("C14-over-cap", three_hundred, NONE, &["run_command(curl:*)"], Want::Deny),
-        case("C14-over-cap-no-deny", three_hundred, &["run_command(curl:*)"], NONE, Want::Ask),
+        case(
+            "C14-over-cap",
+            three_hundred,
+            NONE,
+            &["run_command(curl:*)"],
+            Want::Deny,
+        ),
+        case(
+            "C14-over-cap-no-deny",
+            three_hundred,
+            &["run_command(curl:*)"],
+            NONE,
+            Want::Ask,
+        ),
         // The regex `^git\s+(status|log|diff|pull)` as prefix rules.
         case(
             "C16",
@@ -170,8 +224,20 @@ fn c05_with_builtin_read_only_list() {
 #[test]
 fn b_substitution_subshells_eval_opaque() {
     check(&[
-        case("C17", "echo $(rm -rf x)", &["run_command(echo:*)"], NONE, Want::Ask),
-        case("C17-deny", "echo $(rm -rf x)", &["run_command(echo:*)"], &["run_command(rm:*)"], Want::Deny),
+        case(
+            "C17",
+            "echo $(rm -rf x)",
+            &["run_command(echo:*)"],
+            NONE,
+            Want::Ask,
+        ),
+        case(
+            "C17-deny",
+            "echo $(rm -rf x)",
+            &["run_command(echo:*)"],
+            &["run_command(rm:*)"],
+            Want::Deny,
+        ),
         case(
             "C19",
             "diff <(curl -s https://example.invalid/a) local.txt",
@@ -180,8 +246,20 @@ fn b_substitution_subshells_eval_opaque() {
             Want::Ask,
         ),
         // Chosen: deny (write into the protected .ahelper directory), inside `bash -c` too.
-        case("C20", "bash -c 'echo x >> .ahelper/hooks.toml'", NONE, NONE, Want::Deny),
-        case("C20-plain", "echo x >> .ahelper/hooks.toml", NONE, NONE, Want::Deny),
+        case(
+            "C20",
+            "bash -c 'echo x >> .ahelper/hooks.toml'",
+            NONE,
+            NONE,
+            Want::Deny,
+        ),
+        case(
+            "C20-plain",
+            "echo x >> .ahelper/hooks.toml",
+            NONE,
+            NONE,
+            Want::Deny,
+        ),
         // Scripts from the workspace are opaque: the agent can change them, and their contents
         // are not analysed, so an allow rule for the script does not cover it.
         case(
@@ -191,14 +269,62 @@ fn b_substitution_subshells_eval_opaque() {
             NONE,
             Want::Ask,
         ),
-        case("C23a", "$(echo rm) -rf /tmp/x", NONE, &["run_command(rm:*)"], Want::Deny),
-        case("C23b", "X=r; ${X}m -rf /tmp/x", NONE, &["run_command(rm:*)"], Want::NotAllow),
-        case("C23c", "${0/x/r}m -rf /tmp/x", NONE, &["run_command(rm:*)"], Want::NotAllow),
-        case("C25a", "export PATH=/ws/.evil:$PATH && git status", GIT_STATUS, NONE, Want::Ask),
-        case("C25b", "export PATH=/ws/.evil:$PATH", GIT_STATUS, NONE, Want::Ask),
-        case("C25c", "typeset -x PATH=/ws/.evil", GIT_STATUS, NONE, Want::Ask),
-        case("C25d", "declare -x PATH=/ws/.evil; git status", GIT_STATUS, NONE, Want::Ask),
-        case("C25e", "PATH=/ws/.evil:$PATH; git status", GIT_STATUS, NONE, Want::Ask),
+        case(
+            "C23a",
+            "$(echo rm) -rf /tmp/x",
+            NONE,
+            &["run_command(rm:*)"],
+            Want::Deny,
+        ),
+        case(
+            "C23b",
+            "X=r; ${X}m -rf /tmp/x",
+            NONE,
+            &["run_command(rm:*)"],
+            Want::NotAllow,
+        ),
+        case(
+            "C23c",
+            "${0/x/r}m -rf /tmp/x",
+            NONE,
+            &["run_command(rm:*)"],
+            Want::NotAllow,
+        ),
+        case(
+            "C25a",
+            "export PATH=/ws/.evil:$PATH && git status",
+            GIT_STATUS,
+            NONE,
+            Want::Ask,
+        ),
+        case(
+            "C25b",
+            "export PATH=/ws/.evil:$PATH",
+            GIT_STATUS,
+            NONE,
+            Want::Ask,
+        ),
+        case(
+            "C25c",
+            "typeset -x PATH=/ws/.evil",
+            GIT_STATUS,
+            NONE,
+            Want::Ask,
+        ),
+        case(
+            "C25d",
+            "declare -x PATH=/ws/.evil; git status",
+            GIT_STATUS,
+            NONE,
+            Want::Ask,
+        ),
+        case(
+            "C25e",
+            "PATH=/ws/.evil:$PATH; git status",
+            GIT_STATUS,
+            NONE,
+            Want::Ask,
+        ),
         case("C26", "cat =(ls)", &["run_command(cat:*)"], NONE, Want::Ask),
     ]);
 }
@@ -208,7 +334,13 @@ fn c_read_only_tools_that_execute_or_write() {
     let find = &["run_command(find:*)"][..];
     let sed = &["run_command(sed:*)"][..];
     check(&[
-        case("C28a", "find /ws -exec rm {} \\;", NONE, &["run_command(rm:*)"], Want::Deny),
+        case(
+            "C28a",
+            "find /ws -exec rm {} \\;",
+            NONE,
+            &["run_command(rm:*)"],
+            Want::Deny,
+        ),
         case("C28b", "find . -delete", find, NONE, Want::Ask),
         case("C28c", "find . -fprint out", find, NONE, Want::Ask),
         case(
@@ -218,9 +350,21 @@ fn c_read_only_tools_that_execute_or_write() {
             &["run_command(rm:*)"],
             Want::Deny,
         ),
-        case("C31", "rg --pre=/ws/payload.sh '' .", &["run_command(rg:*)"], NONE, Want::Ask),
+        case(
+            "C31",
+            "rg --pre=/ws/payload.sh '' .",
+            &["run_command(rg:*)"],
+            NONE,
+            Want::Ask,
+        ),
         case("C34a", "sed -n '1e id' file.txt", sed, NONE, Want::Ask),
-        case("C34b", "sed 's/a/b/w /home/user/.bashrc' file.txt", sed, NONE, Want::Ask),
+        case(
+            "C34b",
+            "sed 's/a/b/w /home/user/.bashrc' file.txt",
+            sed,
+            NONE,
+            Want::Ask,
+        ),
         case("C34c", "sed -i 's/x/y/' file", sed, NONE, Want::Ask),
         // Chosen: ask (the `--output` hazard is not covered by the allow rule).
         case(
@@ -238,11 +382,41 @@ fn c_read_only_tools_that_execute_or_write() {
             Want::NotAllow,
         ),
         case("C37a", "git -p status", GIT_STATUS, NONE, Want::Ask),
-        case("C37b", "git --paginate show HEAD", &["run_command(git show:*)"], NONE, Want::Ask),
-        case("C37c", "git log -p", &["run_command(git log:*)"], NONE, Want::Allow),
-        case("C38a", "git --git-dir=/outside/.git log", &["run_command(git log:*)"], NONE, Want::Ask),
-        case("C38b", "git --work-tree=/outside status", GIT_STATUS, NONE, Want::Ask),
-        case("C38c", "git --exec-path=/ws/bin status", GIT_STATUS, NONE, Want::Ask),
+        case(
+            "C37b",
+            "git --paginate show HEAD",
+            &["run_command(git show:*)"],
+            NONE,
+            Want::Ask,
+        ),
+        case(
+            "C37c",
+            "git log -p",
+            &["run_command(git log:*)"],
+            NONE,
+            Want::Allow,
+        ),
+        case(
+            "C38a",
+            "git --git-dir=/outside/.git log",
+            &["run_command(git log:*)"],
+            NONE,
+            Want::Ask,
+        ),
+        case(
+            "C38b",
+            "git --work-tree=/outside status",
+            GIT_STATUS,
+            NONE,
+            Want::Ask,
+        ),
+        case(
+            "C38c",
+            "git --exec-path=/ws/bin status",
+            GIT_STATUS,
+            NONE,
+            Want::Ask,
+        ),
         case(
             "C40",
             "git branch -v -D feature",
@@ -273,20 +447,86 @@ fn c_same_read_only_commands_without_rules() {
     check(&[
         case("C28b-builtin", "find . -delete", NONE, NONE, Want::Ask),
         case("C28c-builtin", "find . -fprint out", NONE, NONE, Want::Ask),
-        case("C31-builtin", "rg --pre=/ws/payload.sh '' .", NONE, NONE, Want::Ask),
-        case("C34a-builtin", "sed -n '1e id' file.txt", NONE, NONE, Want::Ask),
-        case("C34c-builtin", "sed -i 's/x/y/' file", NONE, NONE, Want::Ask),
-        case("C35a-builtin", "git diff --output=.git/hooks/pre-commit", NONE, NONE, Want::Ask),
+        case(
+            "C31-builtin",
+            "rg --pre=/ws/payload.sh '' .",
+            NONE,
+            NONE,
+            Want::Ask,
+        ),
+        case(
+            "C34a-builtin",
+            "sed -n '1e id' file.txt",
+            NONE,
+            NONE,
+            Want::Ask,
+        ),
+        case(
+            "C34c-builtin",
+            "sed -i 's/x/y/' file",
+            NONE,
+            NONE,
+            Want::Ask,
+        ),
+        case(
+            "C35a-builtin",
+            "git diff --output=.git/hooks/pre-commit",
+            NONE,
+            NONE,
+            Want::Ask,
+        ),
         case("C37a-builtin", "git -p status", NONE, NONE, Want::Ask),
         case("C37c-builtin", "git log -p", NONE, NONE, Want::Allow),
-        case("C38a-builtin", "git --git-dir=/outside/.git log", NONE, NONE, Want::Ask),
-        case("C41-builtin", "git difftool --extcmd=/ws/x", NONE, NONE, Want::Ask),
-        case("builtin-git-c", "git -c core.pager='sh -c id' log", NONE, NONE, Want::Ask),
-        case("builtin-sed-n", "sed -n '1,5p' file.txt", NONE, NONE, Want::Allow),
-        case("builtin-find", "find . -name '*.rs' -type f", NONE, NONE, Want::Allow),
+        case(
+            "C38a-builtin",
+            "git --git-dir=/outside/.git log",
+            NONE,
+            NONE,
+            Want::Ask,
+        ),
+        case(
+            "C41-builtin",
+            "git difftool --extcmd=/ws/x",
+            NONE,
+            NONE,
+            Want::Ask,
+        ),
+        case(
+            "builtin-git-c",
+            "git -c core.pager='sh -c id' log",
+            NONE,
+            NONE,
+            Want::Ask,
+        ),
+        case(
+            "builtin-sed-n",
+            "sed -n '1,5p' file.txt",
+            NONE,
+            NONE,
+            Want::Allow,
+        ),
+        case(
+            "builtin-find",
+            "find . -name '*.rs' -type f",
+            NONE,
+            NONE,
+            Want::Allow,
+        ),
         case("builtin-rg", "rg -n 'fn main' src", NONE, NONE, Want::Allow),
-        case("builtin-branch-list", "git branch -a -v", NONE, NONE, Want::Allow),
-        case("builtin-branch-create", "git branch newbranch", NONE, NONE, Want::Ask),
+        case(
+            "builtin-branch-list",
+            "git branch -a -v",
+            NONE,
+            NONE,
+            Want::Allow,
+        ),
+        case(
+            "builtin-branch-create",
+            "git branch newbranch",
+            NONE,
+            NONE,
+            Want::Ask,
+        ),
     ]);
 }
 
@@ -295,9 +535,21 @@ fn d_environment_prefixes() {
     check(&[
         Case {
             ask: &["run_command(git:*)"],
-            ..case("C44", "CI=true git commit -m x", &["run_command"], NONE, Want::Ask)
+            ..case(
+                "C44",
+                "CI=true git commit -m x",
+                &["run_command"],
+                NONE,
+                Want::Ask,
+            )
         },
-        case("C46a", "LD_PRELOAD=/tmp/evil.so ls", &["run_command(ls:*)"], NONE, Want::Ask),
+        case(
+            "C46a",
+            "LD_PRELOAD=/tmp/evil.so ls",
+            &["run_command(ls:*)"],
+            NONE,
+            Want::Ask,
+        ),
         case(
             "C46b",
             "GIT_SSH_COMMAND=/ws/x git fetch",
@@ -321,9 +573,27 @@ fn d_environment_prefixes() {
         ),
         // The run_command tool has no env parameter: a PATH override can only come through the
         // command line, where it is an environment prefix or assignment.
-        case("C49a", "PATH=/ws/bin:$PATH git status", GIT_STATUS, NONE, Want::Ask),
-        case("C49b", "env PATH=/ws/bin git status", GIT_STATUS, NONE, Want::Ask),
-        case("inert-prefix", "CI=true RUST_LOG=debug git status", GIT_STATUS, NONE, Want::Allow),
+        case(
+            "C49a",
+            "PATH=/ws/bin:$PATH git status",
+            GIT_STATUS,
+            NONE,
+            Want::Ask,
+        ),
+        case(
+            "C49b",
+            "env PATH=/ws/bin git status",
+            GIT_STATUS,
+            NONE,
+            Want::Ask,
+        ),
+        case(
+            "inert-prefix",
+            "CI=true RUST_LOG=debug git status",
+            GIT_STATUS,
+            NONE,
+            Want::Allow,
+        ),
     ]);
 }
 
@@ -340,7 +610,13 @@ fn e_redirections_and_sensitive_files() {
             Want::Ask,
         ),
         // Chosen: deny (outside the workspace) — ask when HOME is unknown.
-        case("C53", "wc README.md > ~/wc_output", &["run_command(wc:*)"], NONE, Want::NotAllow),
+        case(
+            "C53",
+            "wc README.md > ~/wc_output",
+            &["run_command(wc:*)"],
+            NONE,
+            Want::NotAllow,
+        ),
         case(
             "C55",
             "ls .env 2>/dev/null || echo \"Not found\"",
@@ -358,9 +634,21 @@ fn e_redirections_and_sensitive_files() {
         ),
         Case {
             mode: PermissionMode::AcceptEdits,
-            ..case("C56-accept-edits", "echo \"hello\" > test.txt", echo, NONE, Want::Allow)
+            ..case(
+                "C56-accept-edits",
+                "echo \"hello\" > test.txt",
+                echo,
+                NONE,
+                Want::Allow,
+            )
         },
-        case("C56-no-opt-in", "echo \"hello\" > test.txt", echo, NONE, Want::Ask),
+        case(
+            "C56-no-opt-in",
+            "echo \"hello\" > test.txt",
+            echo,
+            NONE,
+            Want::Ask,
+        ),
     ]);
 }
 
@@ -368,25 +656,51 @@ fn e_redirections_and_sensitive_files() {
 fn f_obfuscation() {
     let rm = &["run_command(rm:*)"][..];
     check(&[
-        case("C58", "cat${IFS:0:1}${HOME}/.ssh/id_rsa", &["run_command(cat:*)"], NONE, Want::Ask),
+        case(
+            "C58",
+            "cat${IFS:0:1}${HOME}/.ssh/id_rsa",
+            &["run_command(cat:*)"],
+            NONE,
+            Want::Ask,
+        ),
         // Chosen: ask (also with an allow rule for `ln`).
         case("C59", "ln /outside/secret /ws/h", NONE, NONE, Want::Ask),
-        case("C59-rule", "ln /outside/secret /ws/h", &["run_command(ln:*)"], NONE, Want::Ask),
+        case(
+            "C59-rule",
+            "ln /outside/secret /ws/h",
+            &["run_command(ln:*)"],
+            NONE,
+            Want::Ask,
+        ),
         case("C61a", "$'\\x72\\x6d' -rf /tmp/x", NONE, rm, Want::Deny),
         case("C61b", "$'r\\155' -rf /tmp/x", NONE, rm, Want::Deny),
-        case("C62", "bash -c $\"\\r\\m -rf /tmp/x\"", NONE, rm, Want::Deny),
+        case(
+            "C62",
+            "bash -c $\"\\r\\m -rf /tmp/x\"",
+            NONE,
+            rm,
+            Want::Deny,
+        ),
         case("C64", "ls\r -la", &["run_command(ls:*)"], NONE, Want::Ask),
         case(
             "C65a",
             "files=$(git ls-files)",
-            &["run_command(git ls-files:*)", "run_command(echo:*)", "run_command(date:*)"],
+            &[
+                "run_command(git ls-files:*)",
+                "run_command(echo:*)",
+                "run_command(date:*)",
+            ],
             NONE,
             Want::Allow,
         ),
         case(
             "C65b",
             "echo \"$(date)\"",
-            &["run_command(git ls-files:*)", "run_command(echo:*)", "run_command(date:*)"],
+            &[
+                "run_command(git ls-files:*)",
+                "run_command(echo:*)",
+                "run_command(date:*)",
+            ],
             NONE,
             Want::Allow,
         ),
@@ -411,8 +725,20 @@ fn g_rule_semantics_and_false_positives() {
             Want::Allow,
         ),
         // Allowed by the (too broad) rule; the defaults are narrow: without it, it asks.
-        case("C70", "git push --force origin main", &["run_command(git:*)"], NONE, Want::Allow),
-        case("C70-defaults", "git push --force origin main", NONE, NONE, Want::Ask),
+        case(
+            "C70",
+            "git push --force origin main",
+            &["run_command(git:*)"],
+            NONE,
+            Want::Allow,
+        ),
+        case(
+            "C70-defaults",
+            "git push --force origin main",
+            NONE,
+            NONE,
+            Want::Ask,
+        ),
         case(
             "C71",
             "rtk git reset --hard abc",
@@ -422,9 +748,27 @@ fn g_rule_semantics_and_false_positives() {
         ),
         // Chosen: ask. Auto-approving commands does not approve reading outside the workspace,
         // but it does apply to commands inside it.
-        case("C73", "cat /home/user/.ssh/id_rsa", &["run_command"], NONE, Want::Ask),
-        case("C73-inside", "cat README.md", &["run_command"], NONE, Want::Allow),
-        case("C73-builtin", "cat /home/user/.ssh/id_rsa", NONE, NONE, Want::Ask),
+        case(
+            "C73",
+            "cat /home/user/.ssh/id_rsa",
+            &["run_command"],
+            NONE,
+            Want::Ask,
+        ),
+        case(
+            "C73-inside",
+            "cat README.md",
+            &["run_command"],
+            NONE,
+            Want::Allow,
+        ),
+        case(
+            "C73-builtin",
+            "cat /home/user/.ssh/id_rsa",
+            NONE,
+            NONE,
+            Want::Ask,
+        ),
     ]);
 }
 

@@ -30,7 +30,8 @@ fn spelled_rm() -> impl Strategy<Value = String> {
 }
 
 fn args() -> impl Strategy<Value = String> {
-    prop::sample::select(vec!["-rf /tmp/x", "-f a.txt", "x", "-r -f build", ""]).prop_map(str::to_string)
+    prop::sample::select(vec!["-rf /tmp/x", "-f a.txt", "x", "-r -f build", ""])
+        .prop_map(str::to_string)
 }
 
 /// Single-quotes `s` for the shell.
@@ -40,15 +41,24 @@ fn sq(s: &str) -> String {
 
 /// (command text, is it a simple command that can take a prefix wrapper)
 fn hidden() -> impl Strategy<Value = (String, bool)> {
-    let leaf = (spelled_rm(), args()).prop_map(|(rm, a)| (format!("{rm} {a}").trim_end().to_string(), true));
+    let leaf = (spelled_rm(), args())
+        .prop_map(|(rm, a)| (format!("{rm} {a}").trim_end().to_string(), true));
     leaf.prop_recursive(4, 16, 1, |inner| {
         prop_oneof![
             // Inert wrappers (only in front of a simple command).
             (
                 inner.clone(),
                 prop::sample::select(vec![
-                    "timeout 5", "time", "nice -n 5", "nohup", "command", "env CI=1",
-                    "stdbuf -oL", "sudo", "sudo -u root", "builtin",
+                    "timeout 5",
+                    "time",
+                    "nice -n 5",
+                    "nohup",
+                    "command",
+                    "env CI=1",
+                    "stdbuf -oL",
+                    "sudo",
+                    "sudo -u root",
+                    "builtin",
                 ])
             )
                 .prop_map(|((cmd, simple), w)| if simple {
@@ -57,11 +67,16 @@ fn hidden() -> impl Strategy<Value = (String, bool)> {
                     (format!("( {cmd} )"), false)
                 }),
             // Command runners.
-            (inner.clone(), prop::sample::select(vec!["bash -c", "sh -c", "bash -lc", "dash -c"]))
+            (
+                inner.clone(),
+                prop::sample::select(vec!["bash -c", "sh -c", "bash -lc", "dash -c"])
+            )
                 .prop_map(|((cmd, _), runner)| (format!("{runner} {}", sq(&cmd)), true)),
             // `eval` is a builtin: programs that exec their arguments (`timeout`, `find -exec`)
             // cannot run it, so it is not offered to them as a simple command.
-            inner.clone().prop_map(|(cmd, _)| (format!("eval {}", sq(&cmd)), false)),
+            inner
+                .clone()
+                .prop_map(|(cmd, _)| (format!("eval {}", sq(&cmd)), false)),
             inner.clone().prop_map(|(cmd, simple)| if simple {
                 (format!("echo a | xargs {cmd}"), false)
             } else {
@@ -73,19 +88,36 @@ fn hidden() -> impl Strategy<Value = (String, bool)> {
                 (format!("( {cmd} )"), false)
             }),
             // Nesting constructs.
-            inner.clone().prop_map(|(cmd, _)| (format!("echo \"$( {cmd} )\""), true)),
+            inner
+                .clone()
+                .prop_map(|(cmd, _)| (format!("echo \"$( {cmd} )\""), true)),
             inner.clone().prop_map(|(cmd, _)| if cmd.contains('`') {
                 (format!("echo $( {cmd} )"), true)
             } else {
                 (format!("echo `{cmd}`"), true)
             }),
-            inner.clone().prop_map(|(cmd, _)| (format!("( {cmd} )"), false)),
-            inner.clone().prop_map(|(cmd, _)| (format!("if true; then {cmd}; fi"), false)),
-            inner.clone().prop_map(|(cmd, _)| (format!("for i in 1 2; do {cmd}; done"), false)),
-            inner.clone().prop_map(|(cmd, _)| (format!("while false; do :; done; until true; do {cmd}; done"), false)),
-            inner.clone().prop_map(|(cmd, _)| (format!("case x in x) {cmd};; esac"), false)),
-            inner.clone().prop_map(|(cmd, _)| (format!("f() {{ {cmd}; }}; f"), false)),
-            inner.clone().prop_map(|(cmd, _)| (format!("cat <( {cmd} )"), true)),
+            inner
+                .clone()
+                .prop_map(|(cmd, _)| (format!("( {cmd} )"), false)),
+            inner
+                .clone()
+                .prop_map(|(cmd, _)| (format!("if true; then {cmd}; fi"), false)),
+            inner
+                .clone()
+                .prop_map(|(cmd, _)| (format!("for i in 1 2; do {cmd}; done"), false)),
+            inner.clone().prop_map(|(cmd, _)| (
+                format!("while false; do :; done; until true; do {cmd}; done"),
+                false
+            )),
+            inner
+                .clone()
+                .prop_map(|(cmd, _)| (format!("case x in x) {cmd};; esac"), false)),
+            inner
+                .clone()
+                .prop_map(|(cmd, _)| (format!("f() {{ {cmd}; }}; f"), false)),
+            inner
+                .clone()
+                .prop_map(|(cmd, _)| (format!("cat <( {cmd} )"), true)),
             inner.prop_map(|(cmd, _)| (format!("! {cmd}"), false)),
         ]
     })
@@ -93,8 +125,15 @@ fn hidden() -> impl Strategy<Value = (String, bool)> {
 
 fn benign() -> impl Strategy<Value = String> {
     prop::sample::select(vec![
-        "ls", "echo hi", "git status", "true", "cat README.md", "cargo test", "pwd",
-        "git diff HEAD", "wc -l src/main.rs",
+        "ls",
+        "echo hi",
+        "git status",
+        "true",
+        "cat README.md",
+        "cargo test",
+        "pwd",
+        "git diff HEAD",
+        "wc -l src/main.rs",
     ])
     .prop_map(str::to_string)
 }
@@ -113,7 +152,11 @@ fn compound() -> impl Strategy<Value = String> {
         .prop_map(|(before, (cmd, simple), after, prefix)| {
             // An assignment prefix only works where the shell reads the command (not after
             // `find -exec` or `timeout`, which exec `LANG=C` as a program name).
-            let cmd = if simple && prefix { format!("LANG=C {cmd}") } else { cmd };
+            let cmd = if simple && prefix {
+                format!("LANG=C {cmd}")
+            } else {
+                cmd
+            };
             let mut s = String::new();
             for (b, sep) in before {
                 s.push_str(&b);

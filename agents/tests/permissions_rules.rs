@@ -52,7 +52,10 @@ fn parse_and_display_round_trip() {
         ("run_command( cargo   test :*)", "run_command(cargo test:*)"),
         ("run_command(git diff *)", "run_command(git diff:*)"),
         ("run_command(git status)", "run_command(git status)"),
-        ("run_command(git commit -m 'a b')", "run_command(git commit -m 'a b')"),
+        (
+            "run_command(git commit -m 'a b')",
+            "run_command(git commit -m 'a b')",
+        ),
         ("run_command", "run_command"),
         ("run_command(*)", "run_command"),
         ("edit_file(src/**)", "edit_file(src/**)"),
@@ -125,14 +128,26 @@ fn suggested_rules() {
         suggest_rule("run_command", Some("git -C sub commit -m x")),
         "run_command(git commit:*)"
     );
-    assert_eq!(suggest_rule("run_command", Some("ls -la src")), "run_command(ls:*)");
+    assert_eq!(
+        suggest_rule("run_command", Some("ls -la src")),
+        "run_command(ls:*)"
+    );
     assert_eq!(
         suggest_rule("run_command", Some("timeout 5 npm run build && ls")),
         "run_command(npm run:*)"
     );
-    assert_eq!(suggest_rule("run_command", Some("cargo --version")), "run_command(cargo:*)");
-    assert_eq!(suggest_rule("edit_file", Some("src/main.rs")), "edit_file(src/main.rs)");
-    assert_eq!(suggest_rule("write_file", Some("./a[1].txt")), "write_file(a\\[1\\].txt)");
+    assert_eq!(
+        suggest_rule("run_command", Some("cargo --version")),
+        "run_command(cargo:*)"
+    );
+    assert_eq!(
+        suggest_rule("edit_file", Some("src/main.rs")),
+        "edit_file(src/main.rs)"
+    );
+    assert_eq!(
+        suggest_rule("write_file", Some("./a[1].txt")),
+        "write_file(a\\[1\\].txt)"
+    );
     assert_eq!(suggest_rule("list_dir", None), "list_dir");
     // Every suggestion parses back.
     for s in [
@@ -146,12 +161,22 @@ fn suggested_rules() {
 
 #[test]
 fn prefix_rules_respect_word_boundaries() {
-    let p = policy(PermissionMode::Default, &["run_command(cargo test:*)"], &[], &[]);
+    let p = policy(
+        PermissionMode::Default,
+        &["run_command(cargo test:*)"],
+        &[],
+        &[],
+    );
     assert_eq!(run(&p, "cargo test"), Decision::Allow);
     assert_eq!(run(&p, "cargo test --lib"), Decision::Allow);
     assert!(is_ask(&run(&p, "cargo testx")));
     assert!(is_ask(&run(&p, "cargo build")));
-    let exact = policy(PermissionMode::Default, &["run_command(cargo test)"], &[], &[]);
+    let exact = policy(
+        PermissionMode::Default,
+        &["run_command(cargo test)"],
+        &[],
+        &[],
+    );
     assert_eq!(run(&exact, "cargo test"), Decision::Allow);
     assert!(is_ask(&run(&exact, "cargo test --lib")));
 }
@@ -179,53 +204,117 @@ fn deny_beats_ask_beats_allow_whatever_the_order() {
 
 #[test]
 fn deny_rules_compare_flags_in_any_order() {
-    let p = policy(PermissionMode::Default, &["run_command"], &[], &["run_command(rm -rf /:*)"]);
-    for cmd in ["rm -rf /", "rm -fr /", "rm -r -f /", "rm -f -r //", "rm -rf /*", "sudo rm -rf /"] {
+    let p = policy(
+        PermissionMode::Default,
+        &["run_command"],
+        &[],
+        &["run_command(rm -rf /:*)"],
+    );
+    for cmd in [
+        "rm -rf /",
+        "rm -fr /",
+        "rm -r -f /",
+        "rm -f -r //",
+        "rm -rf /*",
+        "sudo rm -rf /",
+    ] {
         assert!(matches!(run(&p, cmd), Decision::Deny { .. }), "{cmd}");
     }
     assert_eq!(run(&p, "rm -rf build"), Decision::Allow);
-    let git = policy(PermissionMode::Bypass, &[], &[], &["run_command(git push --force:*)"]);
-    assert!(matches!(run(&git, "git push origin main --force"), Decision::Deny { .. }));
-    assert!(matches!(run(&git, "git -C sub push --force"), Decision::Deny { .. }));
+    let git = policy(
+        PermissionMode::Bypass,
+        &[],
+        &[],
+        &["run_command(git push --force:*)"],
+    );
+    assert!(matches!(
+        run(&git, "git push origin main --force"),
+        Decision::Deny { .. }
+    ));
+    assert!(matches!(
+        run(&git, "git -C sub push --force"),
+        Decision::Deny { .. }
+    ));
     assert_eq!(run(&git, "git push --force-with-lease"), Decision::Allow);
     assert_eq!(run(&git, "git commit -m push --force"), Decision::Allow);
 }
 
 #[test]
 fn git_global_options_are_handled() {
-    let p = policy(PermissionMode::Default, &["run_command(git commit:*)"], &[], &[]);
+    let p = policy(
+        PermissionMode::Default,
+        &["run_command(git commit:*)"],
+        &[],
+        &[],
+    );
     assert_eq!(run(&p, "git -C sub commit -m x"), Decision::Allow);
     assert!(is_ask(&run(&p, "git -c core.hooksPath=/x commit -m x")));
-    let d = policy(PermissionMode::Bypass, &[], &[], &["run_command(git commit:*)"]);
-    assert!(matches!(run(&d, "git -C sub commit -m x"), Decision::Deny { .. }));
-    assert!(matches!(run(&d, "git --no-pager commit"), Decision::Deny { .. }));
+    let d = policy(
+        PermissionMode::Bypass,
+        &[],
+        &[],
+        &["run_command(git commit:*)"],
+    );
+    assert!(matches!(
+        run(&d, "git -C sub commit -m x"),
+        Decision::Deny { .. }
+    ));
+    assert!(matches!(
+        run(&d, "git --no-pager commit"),
+        Decision::Deny { .. }
+    ));
 }
 
 #[test]
 fn default_mode() {
     let p = PermissionPolicy::default();
     assert_eq!(run(&p, "ls -la"), Decision::Allow);
-    assert_eq!(run(&p, "git status && git diff HEAD~1 | head -50"), Decision::Allow);
+    assert_eq!(
+        run(&p, "git status && git diff HEAD~1 | head -50"),
+        Decision::Allow
+    );
     assert!(is_ask(&run(&p, "cargo test")));
     assert!(is_ask(&run(&p, "echo x > out.txt")));
-    assert_eq!(file(&p, "read_file", ToolKind::Read, "a.txt"), Decision::Allow);
+    assert_eq!(
+        file(&p, "read_file", ToolKind::Read, "a.txt"),
+        Decision::Allow
+    );
     assert!(is_ask(&file(&p, "edit_file", ToolKind::Edit, "a.txt")));
 }
 
 #[test]
 fn accept_edits_mode() {
     let p = policy(PermissionMode::AcceptEdits, &[], &[], &[]);
-    assert_eq!(file(&p, "edit_file", ToolKind::Edit, "a.txt"), Decision::Allow);
-    assert_eq!(file(&p, "write_file", ToolKind::Edit, "../b.txt"), Decision::Allow);
-    assert!(is_ask(&file(&p, "write_file", ToolKind::Edit, "/outside/b.txt")));
+    assert_eq!(
+        file(&p, "edit_file", ToolKind::Edit, "a.txt"),
+        Decision::Allow
+    );
+    assert_eq!(
+        file(&p, "write_file", ToolKind::Edit, "../b.txt"),
+        Decision::Allow
+    );
+    assert!(is_ask(&file(
+        &p,
+        "write_file",
+        ToolKind::Edit,
+        "/outside/b.txt"
+    )));
     assert_eq!(run(&p, "echo x > out.txt"), Decision::Allow);
     assert!(is_ask(&run(&p, "cargo test")));
-    assert!(matches!(run(&p, "echo x > /outside/out.txt"), Decision::Deny { .. }));
+    assert!(matches!(
+        run(&p, "echo x > /outside/out.txt"),
+        Decision::Deny { .. }
+    ));
 }
 
 #[test]
 fn plan_mode_is_read_only() {
-    let p = policy(PermissionMode::Plan, &["run_command(cargo test:*)", "edit_file(**)"], &[], &[]);
+    let p = policy(
+        PermissionMode::Plan,
+        &["run_command(cargo test:*)", "edit_file(**)"],
+        &[],
+        &[],
+    );
     for d in [
         run(&p, "cargo test"),
         run(&p, "echo x > out.txt"),
@@ -236,7 +325,10 @@ fn plan_mode_is_read_only() {
         assert!(deny_reason(&d).contains("plan mode is read-only"), "{d:?}");
     }
     assert_eq!(run(&p, "ls -la && git log -5"), Decision::Allow);
-    assert_eq!(file(&p, "read_file", ToolKind::Read, "a.txt"), Decision::Allow);
+    assert_eq!(
+        file(&p, "read_file", ToolKind::Read, "a.txt"),
+        Decision::Allow
+    );
 }
 
 #[test]
@@ -245,23 +337,51 @@ fn bypass_allows_everything_but_deny_rules() {
         PermissionMode::Bypass,
         &[],
         &[],
-        &["run_command(curl:*)", "edit_file(secrets/**)", "read_file(**/.env)"],
+        &[
+            "run_command(curl:*)",
+            "edit_file(secrets/**)",
+            "read_file(**/.env)",
+        ],
     );
     assert_eq!(run(&p, "rm -rf build && cargo publish"), Decision::Allow);
     // Opaque parts could hide a denied command: with deny rules for commands, they ask.
     assert!(is_ask(&run(&p, "eval \"$CMD\"")));
     let no_denies = policy(PermissionMode::Bypass, &[], &[], &["read_file(**/.env)"]);
     assert_eq!(run(&no_denies, "eval \"$CMD\""), Decision::Allow);
-    assert!(matches!(run(&p, "ls && curl https://x"), Decision::Deny { .. }));
-    assert!(matches!(run(&p, "bash -c 'curl https://x'"), Decision::Deny { .. }));
-    assert!(matches!(run(&p, "echo x > secrets/k"), Decision::Deny { .. }));
+    assert!(matches!(
+        run(&p, "ls && curl https://x"),
+        Decision::Deny { .. }
+    ));
+    assert!(matches!(
+        run(&p, "bash -c 'curl https://x'"),
+        Decision::Deny { .. }
+    ));
+    assert!(matches!(
+        run(&p, "echo x > secrets/k"),
+        Decision::Deny { .. }
+    ));
     assert!(matches!(run(&p, "cat sub/.env"), Decision::Deny { .. }));
-    assert!(matches!(file(&p, "edit_file", ToolKind::Edit, "../secrets/a"), Decision::Deny { .. }));
-    assert!(matches!(file(&p, "read_file", ToolKind::Read, ".env"), Decision::Deny { .. }));
-    assert_eq!(file(&p, "edit_file", ToolKind::Edit, "a.txt"), Decision::Allow);
+    assert!(matches!(
+        file(&p, "edit_file", ToolKind::Edit, "../secrets/a"),
+        Decision::Deny { .. }
+    ));
+    assert!(matches!(
+        file(&p, "read_file", ToolKind::Read, ".env"),
+        Decision::Deny { .. }
+    ));
+    assert_eq!(
+        file(&p, "edit_file", ToolKind::Edit, "a.txt"),
+        Decision::Allow
+    );
     // Writes outside the workspace and to protected paths are refused in every mode.
-    assert!(matches!(run(&p, "echo x >> ~/.bashrc"), Decision::Deny { .. }));
-    assert!(matches!(run(&p, "echo x > .git/hooks/pre-commit"), Decision::Deny { .. }));
+    assert!(matches!(
+        run(&p, "echo x >> ~/.bashrc"),
+        Decision::Deny { .. }
+    ));
+    assert!(matches!(
+        run(&p, "echo x > .git/hooks/pre-commit"),
+        Decision::Deny { .. }
+    ));
 }
 
 #[test]
@@ -273,22 +393,59 @@ fn file_rules() {
         &["read_file(**/.env)"],
     );
     // cwd is /ws/sub: paths resolve against it, then match relative to the workspace root.
-    assert_eq!(file(&p, "edit_file", ToolKind::Edit, "../src/main.rs"), Decision::Allow);
-    assert_eq!(file(&p, "write_file", ToolKind::Edit, "/ws/src/lib.rs"), Decision::Allow);
+    assert_eq!(
+        file(&p, "edit_file", ToolKind::Edit, "../src/main.rs"),
+        Decision::Allow
+    );
+    assert_eq!(
+        file(&p, "write_file", ToolKind::Edit, "/ws/src/lib.rs"),
+        Decision::Allow
+    );
     assert!(is_ask(&file(&p, "edit_file", ToolKind::Edit, "main.rs")));
-    assert!(is_ask(&file(&p, "edit_file", ToolKind::Edit, "../src/generated/x.rs")));
-    assert!(matches!(file(&p, "read_file", ToolKind::Read, ".env"), Decision::Deny { .. }));
-    assert!(matches!(file(&p, "read_file", ToolKind::Read, "/ws/.env"), Decision::Deny { .. }));
-    assert!(matches!(file(&p, "read_file", ToolKind::Read, "/outside/.env"), Decision::Deny { .. }));
-    assert_eq!(file(&p, "read_file", ToolKind::Read, "/etc/hosts"), Decision::Allow);
+    assert!(is_ask(&file(
+        &p,
+        "edit_file",
+        ToolKind::Edit,
+        "../src/generated/x.rs"
+    )));
+    assert!(matches!(
+        file(&p, "read_file", ToolKind::Read, ".env"),
+        Decision::Deny { .. }
+    ));
+    assert!(matches!(
+        file(&p, "read_file", ToolKind::Read, "/ws/.env"),
+        Decision::Deny { .. }
+    ));
+    assert!(matches!(
+        file(&p, "read_file", ToolKind::Read, "/outside/.env"),
+        Decision::Deny { .. }
+    ));
+    assert_eq!(
+        file(&p, "read_file", ToolKind::Read, "/etc/hosts"),
+        Decision::Allow
+    );
     // Reads outside the workspace are not auto-allowed.
-    assert!(is_ask(&file(&p, "read_file", ToolKind::Read, "/etc/passwd")));
-    assert!(is_ask(&file(&p, "read_file", ToolKind::Read, "../../outside.txt")));
+    assert!(is_ask(&file(
+        &p,
+        "read_file",
+        ToolKind::Read,
+        "/etc/passwd"
+    )));
+    assert!(is_ask(&file(
+        &p,
+        "read_file",
+        ToolKind::Read,
+        "../../outside.txt"
+    )));
 }
 
 #[test]
 fn protected_paths_ask_for_file_tools_in_every_mode() {
-    for mode in [PermissionMode::Default, PermissionMode::AcceptEdits, PermissionMode::Bypass] {
+    for mode in [
+        PermissionMode::Default,
+        PermissionMode::AcceptEdits,
+        PermissionMode::Bypass,
+    ] {
         let p = policy(mode, &["edit_file(**)"], &[], &[]);
         for path in [
             "../.git/hooks/pre-commit",
@@ -306,20 +463,43 @@ fn protected_paths_ask_for_file_tools_in_every_mode() {
 
 #[test]
 fn redirections() {
-    let p = policy(PermissionMode::Default, &["run_command(echo:*)", "edit_file(out/**)"], &[], &[]);
+    let p = policy(
+        PermissionMode::Default,
+        &["run_command(echo:*)", "edit_file(out/**)"],
+        &[],
+        &[],
+    );
     assert_eq!(run(&p, "echo x > /dev/null 2>&1"), Decision::Allow);
     assert_eq!(run(&p, "echo x > out/a.txt"), Decision::Allow);
     assert_eq!(run(&p, "echo x | tee out/a.txt"), Decision::Allow);
     assert!(is_ask(&run(&p, "echo x | tee a.txt")));
-    assert!(matches!(run(&p, "echo x | tee /etc/motd"), Decision::Deny { .. }));
-    assert!(matches!(run(&p, "echo x >> ../outside.txt"), Decision::Deny { .. }));
-    assert!(matches!(run(&p, "echo x &> /outside/log"), Decision::Deny { .. }));
-    assert!(matches!(run(&p, "cd .. && echo x > a"), Decision::Deny { .. }));
+    assert!(matches!(
+        run(&p, "echo x | tee /etc/motd"),
+        Decision::Deny { .. }
+    ));
+    assert!(matches!(
+        run(&p, "echo x >> ../outside.txt"),
+        Decision::Deny { .. }
+    ));
+    assert!(matches!(
+        run(&p, "echo x &> /outside/log"),
+        Decision::Deny { .. }
+    ));
+    assert!(matches!(
+        run(&p, "cd .. && echo x > a"),
+        Decision::Deny { .. }
+    ));
     assert!(is_ask(&run(&p, "echo x > $OUT")));
     assert!(is_ask(&run(&p, "cd \"$D\" && echo x > a")));
     assert_eq!(run(&p, "cat < README.md"), Decision::Allow);
-    assert!(matches!(run(&p, "echo x > .ahelper/config.toml"), Decision::Deny { .. }));
-    assert!(matches!(run(&p, "echo x > sub/.git/config"), Decision::Deny { .. }));
+    assert!(matches!(
+        run(&p, "echo x > .ahelper/config.toml"),
+        Decision::Deny { .. }
+    ));
+    assert!(matches!(
+        run(&p, "echo x > sub/.git/config"),
+        Decision::Deny { .. }
+    ));
 }
 
 #[test]
@@ -354,7 +534,12 @@ fn state_changing_builtins() {
 
 #[test]
 fn wrappers_are_stripped_and_runners_looked_through() {
-    let p = policy(PermissionMode::Default, &["run_command(cargo test:*)"], &[], &["run_command(rm:*)"]);
+    let p = policy(
+        PermissionMode::Default,
+        &["run_command(cargo test:*)"],
+        &[],
+        &["run_command(rm:*)"],
+    );
     for allowed in [
         "timeout 60 cargo test",
         "time cargo test",
@@ -381,7 +566,11 @@ fn wrappers_are_stripped_and_runners_looked_through() {
         "watch -n1 rm x",
         "sudo -u root rm x",
     ] {
-        assert!(matches!(run(&p, denied), Decision::Deny { .. }), "{denied}: {:?}", run(&p, denied));
+        assert!(
+            matches!(run(&p, denied), Decision::Deny { .. }),
+            "{denied}: {:?}",
+            run(&p, denied)
+        );
     }
     assert!(is_ask(&run(&p, "sudo cargo test")));
     assert!(is_ask(&run(&p, "env -S 'cargo test' x")));
@@ -389,8 +578,18 @@ fn wrappers_are_stripped_and_runners_looked_through() {
 
 #[test]
 fn invisible_characters_ask_with_a_warning() {
-    let p = policy(PermissionMode::Default, &["run_command(git status:*)"], &[], &[]);
-    for cmd in ["git status\u{200b}", "git sta\u{202e}tus", "git status\r", "git\u{a0}status"] {
+    let p = policy(
+        PermissionMode::Default,
+        &["run_command(git status:*)"],
+        &[],
+        &[],
+    );
+    for cmd in [
+        "git status\u{200b}",
+        "git sta\u{202e}tus",
+        "git status\r",
+        "git\u{a0}status",
+    ] {
         match run(&p, cmd) {
             Decision::Ask { reason } => assert!(reason.contains("warning"), "{reason}"),
             other => panic!("{cmd:?}: {other:?}"),
@@ -401,10 +600,21 @@ fn invisible_characters_ask_with_a_warning() {
 #[test]
 fn outside_reads_by_read_only_commands_ask() {
     let p = PermissionPolicy::default();
-    for cmd in ["cat /etc/passwd", "head ~/.ssh/id_rsa", "ls ../..", "grep -r key /home", "git -C /outside log"] {
+    for cmd in [
+        "cat /etc/passwd",
+        "head ~/.ssh/id_rsa",
+        "ls ../..",
+        "grep -r key /home",
+        "git -C /outside log",
+    ] {
         assert!(is_ask(&run(&p, cmd)), "{cmd}");
     }
-    for cmd in ["cat src/a.rs", "grep -rn '/usr/bin' src", "sed -n '/start/,/end/p' f.txt", "ls ../ws/src"] {
+    for cmd in [
+        "cat src/a.rs",
+        "grep -rn '/usr/bin' src",
+        "sed -n '/start/,/end/p' f.txt",
+        "ls ../ws/src",
+    ] {
         assert_eq!(run(&p, cmd), Decision::Allow, "{cmd}");
     }
 }

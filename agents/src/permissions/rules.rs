@@ -20,8 +20,8 @@
 
 use super::command::classify::{ConcernKind, Facts, classify};
 use super::command::{
-    CommandAnalysis, CommandKind, Cwd, SimpleCommand, Word, analyze_command, basename, is_invisible,
-    normalize_path,
+    CommandAnalysis, CommandKind, Cwd, SimpleCommand, Word, analyze_command, basename,
+    is_invisible, normalize_path,
 };
 use super::*;
 use globset::{GlobBuilder, GlobMatcher};
@@ -33,10 +33,14 @@ use unicode_normalization::UnicodeNormalization;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RuleParseError {
     /// The rule text is empty.
-    #[error("empty permission rule; write `tool` or `tool(pattern)`, e.g. `run_command(cargo test:*)`")]
+    #[error(
+        "empty permission rule; write `tool` or `tool(pattern)`, e.g. `run_command(cargo test:*)`"
+    )]
     Empty,
     /// The tool name has characters other than letters, digits, `_`, `-`, `.`.
-    #[error("invalid tool name `{tool}` in rule `{rule}`; tool names use letters, digits, `_`, `-` and `.`")]
+    #[error(
+        "invalid tool name `{tool}` in rule `{rule}`; tool names use letters, digits, `_`, `-` and `.`"
+    )]
     InvalidToolName {
         /// The whole rule.
         rule: String,
@@ -193,7 +197,8 @@ fn parse_command_pattern(rule: &str, pattern: &str) -> Result<RulePattern, RuleP
     } else {
         (pattern, false)
     };
-    let words = split_words(body).ok_or_else(|| RuleParseError::UnclosedQuote { rule: rule.into() })?;
+    let words =
+        split_words(body).ok_or_else(|| RuleParseError::UnclosedQuote { rule: rule.into() })?;
     if words.iter().any(|w| w.contains('*')) && !pattern_is_quoted_star(body) {
         return Err(RuleParseError::UnsupportedWildcard { rule: rule.into() });
     }
@@ -311,8 +316,17 @@ impl fmt::Display for PermissionRule {
         match &self.pattern {
             RulePattern::Any => write!(f, "{}", self.tool),
             RulePattern::Command { words, prefix } => {
-                let body = words.iter().map(|w| quote_word(w)).collect::<Vec<_>>().join(" ");
-                write!(f, "{}({body}{})", self.tool, if *prefix { ":*" } else { "" })
+                let body = words
+                    .iter()
+                    .map(|w| quote_word(w))
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                write!(
+                    f,
+                    "{}({body}{})",
+                    self.tool,
+                    if *prefix { ":*" } else { "" }
+                )
             }
             RulePattern::Path { glob, .. } => write!(f, "{}({glob})", self.tool),
         }
@@ -377,7 +391,11 @@ impl RuleSet {
     ///
     /// # Errors
     /// The first [`RuleParseError`].
-    pub fn parse<A: AsRef<str>>(allow: &[A], ask: &[A], deny: &[A]) -> Result<Self, RuleParseError> {
+    pub fn parse<A: AsRef<str>>(
+        allow: &[A],
+        ask: &[A],
+        deny: &[A],
+    ) -> Result<Self, RuleParseError> {
         let parse_all = |list: &[A]| {
             list.iter()
                 .map(|r| PermissionRule::parse(r.as_ref()))
@@ -395,10 +413,42 @@ impl RuleSet {
 /// Programs whose second word is a subcommand (`git commit`, `cargo test`): suggested rules keep
 /// two words, and a deny rule's subcommand must be the command's subcommand.
 const SUBCOMMAND_TOOLS: &[&str] = &[
-    "git", "cargo", "npm", "pnpm", "yarn", "bun", "npx", "docker", "podman", "kubectl", "go",
-    "pip", "pip3", "uv", "poetry", "gh", "apt", "apt-get", "brew", "systemctl", "make", "just",
-    "rustup", "deno", "dotnet", "mvn", "gradle", "terraform", "helm", "conda", "gem", "bundle",
-    "composer", "swift", "flutter", "nix",
+    "git",
+    "cargo",
+    "npm",
+    "pnpm",
+    "yarn",
+    "bun",
+    "npx",
+    "docker",
+    "podman",
+    "kubectl",
+    "go",
+    "pip",
+    "pip3",
+    "uv",
+    "poetry",
+    "gh",
+    "apt",
+    "apt-get",
+    "brew",
+    "systemctl",
+    "make",
+    "just",
+    "rustup",
+    "deno",
+    "dotnet",
+    "mvn",
+    "gradle",
+    "terraform",
+    "helm",
+    "conda",
+    "gem",
+    "bundle",
+    "composer",
+    "swift",
+    "flutter",
+    "nix",
 ];
 
 /// The rule an `a`/`d` answer adds for a call: for `run_command`, the first two words of the
@@ -425,12 +475,20 @@ pub fn suggest_rule(tool: &str, subject: Option<&str>) -> String {
                 {
                     words.push(sub);
                 }
-                let body = words.iter().map(|w| quote_word(w)).collect::<Vec<_>>().join(" ");
+                let body = words
+                    .iter()
+                    .map(|w| quote_word(w))
+                    .collect::<Vec<_>>()
+                    .join(" ");
                 return format!("{tool}({body}:*)");
             }
         }
         let words = split_words(subject).unwrap_or_else(|| vec![subject.to_string()]);
-        let body = words.iter().map(|w| quote_word(w)).collect::<Vec<_>>().join(" ");
+        let body = words
+            .iter()
+            .map(|w| quote_word(w))
+            .collect::<Vec<_>>()
+            .join(" ");
         return format!("{tool}({body})");
     }
     let mut escaped = String::with_capacity(subject.len());
@@ -452,8 +510,21 @@ fn home_dir() -> Option<PathBuf> {
 
 /// Names of shell start-up files: writing one runs code in the user's next shell.
 const STARTUP_FILES: &[&str] = &[
-    ".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile", ".zshrc", ".zshenv",
-    ".zprofile", ".zlogin", ".zlogout", ".cshrc", ".tcshrc", ".kshrc", ".mkshrc", ".inputrc",
+    ".bashrc",
+    ".bash_profile",
+    ".bash_login",
+    ".bash_logout",
+    ".profile",
+    ".zshrc",
+    ".zshenv",
+    ".zprofile",
+    ".zlogin",
+    ".zlogout",
+    ".cshrc",
+    ".tcshrc",
+    ".kshrc",
+    ".mkshrc",
+    ".inputrc",
     "config.fish",
 ];
 
@@ -667,7 +738,10 @@ struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
-    fn command_rules<'r>(&self, list: &'r [PermissionRule]) -> impl Iterator<Item = &'r PermissionRule> {
+    fn command_rules<'r>(
+        &self,
+        list: &'r [PermissionRule],
+    ) -> impl Iterator<Item = &'r PermissionRule> {
         list.iter().filter(|r| is_command_tool(&r.tool))
     }
 
@@ -817,7 +891,12 @@ fn restrictive_match_words(
 /// Matches a deny or ask rule against a command: the command as it runs, as written (with its
 /// wrappers), and — for programs that may run their arguments — every later word that could be
 /// the start of a command.
-fn restrictive_match(ctx: &Ctx<'_>, rule: &PermissionRule, cmd: &SimpleCommand, facts: &Facts) -> Match {
+fn restrictive_match(
+    ctx: &Ctx<'_>,
+    rule: &PermissionRule,
+    cmd: &SimpleCommand,
+    facts: &Facts,
+) -> Match {
     let words = match &rule.pattern {
         RulePattern::Any => return Match::Yes,
         RulePattern::Path { .. } => return Match::No,
@@ -900,7 +979,9 @@ fn is_harmless_device(path: &Path) -> bool {
     matches!(
         s.as_ref(),
         "/dev/null" | "/dev/stdout" | "/dev/stderr" | "/dev/tty" | "/dev/zero"
-    ) || s.strip_prefix("/dev/fd/").is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
+    ) || s
+        .strip_prefix("/dev/fd/")
+        .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
 }
 
 fn in_temp_dir(path: &Path) -> bool {
@@ -931,7 +1012,10 @@ fn place_write(ctx: &Ctx<'_>, cmd: &SimpleCommand, target: &Word) -> WritePlace 
     let mut result = WritePlace::Harmless;
     for base in candidates {
         let Some(p) = place(&target.text, target.tilde, &base, ctx.root) else {
-            return WritePlace::Unknown(format!("writes to `{}` (home directory unknown)", target.text));
+            return WritePlace::Unknown(format!(
+                "writes to `{}` (home directory unknown)",
+                target.text
+            ));
         };
         if is_harmless_device(&p.abs) {
             continue;
@@ -953,10 +1037,10 @@ fn place_write(ctx: &Ctx<'_>, cmd: &SimpleCommand, target: &Word) -> WritePlace 
 /// The edit decision for a file written by a command (a redirection or `tee`).
 fn decide_write(ctx: &Ctx<'_>, placed: &Placed) -> Outcome {
     let policy = ctx.policy;
-    let shown = placed
-        .rel
-        .as_ref()
-        .map_or_else(|| placed.abs.display().to_string(), |r| r.display().to_string());
+    let shown = placed.rel.as_ref().map_or_else(
+        || placed.abs.display().to_string(),
+        |r| r.display().to_string(),
+    );
     let edit_rules = |list: &[PermissionRule], restrictive: bool| {
         list.iter()
             .filter(|r| r.applies_to("edit_file", ToolKind::Edit))
@@ -1257,7 +1341,10 @@ fn scan_words(text: &str, depth: usize, out: &mut Vec<String>) {
     }
     flush(&mut cur, &mut words);
     for w in words {
-        if depth < 4 && w.chars().any(|c| c.is_whitespace() || ";&|()<>`'\"\\$".contains(c)) {
+        if depth < 4
+            && w.chars()
+                .any(|c| c.is_whitespace() || ";&|()<>`'\"\\$".contains(c))
+        {
             scan_words(&w, depth + 1, out);
         }
         out.push(w);
@@ -1280,7 +1367,12 @@ fn tokens(text: &str) -> Vec<String> {
 /// `run_command` deny rule matches everything).
 fn deny_could_appear(policy: &PermissionPolicy, text: &str) -> Option<String> {
     let toks = tokens(text);
-    for rule in policy.rules.deny.iter().filter(|r| is_command_tool(&r.tool)) {
+    for rule in policy
+        .rules
+        .deny
+        .iter()
+        .filter(|r| is_command_tool(&r.tool))
+    {
         match &rule.pattern {
             RulePattern::Any => return Some(rule.to_string()),
             RulePattern::Command { words, .. } => {
@@ -1396,7 +1488,10 @@ fn decide_analysis(
             asks.push(format!("warning: {warning}"));
         }
     }
-    if analysis.commands.is_empty() && analysis.opaque.is_empty() && policy.mode != PermissionMode::Bypass {
+    if analysis.commands.is_empty()
+        && analysis.opaque.is_empty()
+        && policy.mode != PermissionMode::Bypass
+    {
         // Nothing runs (empty or comment-only command): harmless.
         return if asks.is_empty() {
             Decision::Allow

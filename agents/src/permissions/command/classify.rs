@@ -89,9 +89,18 @@ pub(crate) fn is_system_program(word: &str) -> bool {
     if !word.contains('/') {
         return true;
     }
-    ["/bin/", "/usr/bin/", "/usr/local/bin/", "/sbin/", "/usr/sbin/"]
-        .iter()
-        .any(|dir| word.strip_prefix(dir).is_some_and(|rest| !rest.contains('/')))
+    [
+        "/bin/",
+        "/usr/bin/",
+        "/usr/local/bin/",
+        "/sbin/",
+        "/usr/sbin/",
+    ]
+    .iter()
+    .any(|dir| {
+        word.strip_prefix(dir)
+            .is_some_and(|rest| !rest.contains('/'))
+    })
 }
 
 fn lit(w: &Word) -> Option<&str> {
@@ -123,21 +132,89 @@ impl Facts {
 /// Options that take a separate value, per program (so their value is not taken for an
 /// operand).
 const GREP_VALUE_OPTIONS: &[&str] = &[
-    "-e", "-f", "-m", "-A", "-B", "-C", "-d", "-D", "--regexp", "--file", "--max-count",
-    "--after-context", "--before-context", "--context", "--directories", "--devices", "--label",
-    "--include", "--exclude", "--exclude-dir", "--exclude-from", "--binary-files", "--group-separator",
+    "-e",
+    "-f",
+    "-m",
+    "-A",
+    "-B",
+    "-C",
+    "-d",
+    "-D",
+    "--regexp",
+    "--file",
+    "--max-count",
+    "--after-context",
+    "--before-context",
+    "--context",
+    "--directories",
+    "--devices",
+    "--label",
+    "--include",
+    "--exclude",
+    "--exclude-dir",
+    "--exclude-from",
+    "--binary-files",
+    "--group-separator",
 ];
 const RG_VALUE_OPTIONS: &[&str] = &[
-    "-e", "-f", "-g", "-t", "-T", "-m", "-A", "-B", "-C", "-j", "-M", "-E", "-r", "-d",
-    "--regexp", "--file", "--glob", "--iglob", "--type", "--type-not", "--type-add",
-    "--type-clear", "--max-count", "--after-context", "--before-context", "--context",
-    "--threads", "--max-columns", "--encoding", "--replace", "--max-depth", "--pre",
-    "--pre-glob", "--sort", "--sortr", "--colors", "--color", "--context-separator",
-    "--field-match-separator", "--field-context-separator", "--path-separator", "--ignore-file",
-    "--max-filesize", "--dfa-size-limit", "--regex-size-limit", "--engine", "--hostname-bin",
+    "-e",
+    "-f",
+    "-g",
+    "-t",
+    "-T",
+    "-m",
+    "-A",
+    "-B",
+    "-C",
+    "-j",
+    "-M",
+    "-E",
+    "-r",
+    "-d",
+    "--regexp",
+    "--file",
+    "--glob",
+    "--iglob",
+    "--type",
+    "--type-not",
+    "--type-add",
+    "--type-clear",
+    "--max-count",
+    "--after-context",
+    "--before-context",
+    "--context",
+    "--threads",
+    "--max-columns",
+    "--encoding",
+    "--replace",
+    "--max-depth",
+    "--pre",
+    "--pre-glob",
+    "--sort",
+    "--sortr",
+    "--colors",
+    "--color",
+    "--context-separator",
+    "--field-match-separator",
+    "--field-context-separator",
+    "--path-separator",
+    "--ignore-file",
+    "--max-filesize",
+    "--dfa-size-limit",
+    "--regex-size-limit",
+    "--engine",
+    "--hostname-bin",
     "--hyperlink-format",
 ];
-const HEAD_TAIL_VALUE_OPTIONS: &[&str] = &["-n", "-c", "--lines", "--bytes", "-s", "--sleep-interval", "--pid"];
+const HEAD_TAIL_VALUE_OPTIONS: &[&str] = &[
+    "-n",
+    "-c",
+    "--lines",
+    "--bytes",
+    "-s",
+    "--sleep-interval",
+    "--pid",
+];
 
 /// Walks the arguments after the program name: returns (index, word) of operands, skipping
 /// options and the values of options in `with_value`. Everything after `--` is an operand.
@@ -189,7 +266,10 @@ fn reader(facts: &mut Facts, cmd: &SimpleCommand, with_value: &[&str], pattern_f
             facts.concern(
                 Some(i),
                 ConcernKind::Dynamic,
-                format!("`{}` is computed at run time (it may name any file or option)", w.text),
+                format!(
+                    "`{}` is computed at run time (it may name any file or option)",
+                    w.text
+                ),
             );
         } else {
             facts.read(Some(i), w);
@@ -221,7 +301,10 @@ fn dynamic_words(facts: &mut Facts, cmd: &SimpleCommand) {
             facts.concern(
                 Some(i),
                 ConcernKind::Dynamic,
-                format!("`{}` is computed at run time and could be an option", w.text),
+                format!(
+                    "`{}` is computed at run time and could be an option",
+                    w.text
+                ),
             );
         }
     }
@@ -320,7 +403,11 @@ pub(crate) fn classify(cmd: &SimpleCommand) -> Facts {
         "grep" | "egrep" | "fgrep" | "rg" => {
             facts.known = true;
             let is_rg = name == "rg";
-            let value_options = if is_rg { RG_VALUE_OPTIONS } else { GREP_VALUE_OPTIONS };
+            let value_options = if is_rg {
+                RG_VALUE_OPTIONS
+            } else {
+                GREP_VALUE_OPTIONS
+            };
             let explicit_pattern = cmd.argv.iter().skip(1).any(|w| {
                 let t = w.text.as_str();
                 matches!(t, "-e" | "-f" | "--regexp" | "--file")
@@ -329,11 +416,19 @@ pub(crate) fn classify(cmd: &SimpleCommand) -> Facts {
                     || (t.starts_with("-e") && !t.starts_with("--"))
             });
             reader(&mut facts, cmd, value_options, !explicit_pattern);
-            file_option_values(&mut facts, &cmd.argv, &["--file", "--exclude-from", "--ignore-file"]);
+            file_option_values(
+                &mut facts,
+                &cmd.argv,
+                &["--file", "--exclude-from", "--ignore-file"],
+            );
             if is_rg {
                 for (i, w) in cmd.argv.iter().enumerate().skip(1) {
                     let t = w.text.as_str();
-                    if t == "--pre" || t.starts_with("--pre=") || t == "--pre-glob" || t.starts_with("--pre-glob=") {
+                    if t == "--pre"
+                        || t.starts_with("--pre=")
+                        || t == "--pre-glob"
+                        || t.starts_with("--pre-glob=")
+                    {
                         facts.hazard(i, "`rg --pre` runs a program on every file searched");
                     }
                     if t == "--hostname-bin" || t.starts_with("--hostname-bin=") {
@@ -413,7 +508,9 @@ fn declaration(facts: &mut Facts, cmd: &SimpleCommand) {
             if letters.contains('x') {
                 exports = true;
             }
-            let harmless = letters.chars().all(|c| matches!(c, 'a' | 'A' | 'r' | 'l' | 'u' | 'g' | 't' | 'x'));
+            let harmless = letters
+                .chars()
+                .all(|c| matches!(c, 'a' | 'A' | 'r' | 'l' | 'u' | 'g' | 't' | 'x'));
             if !harmless {
                 facts.concern(
                     Some(i),
@@ -523,7 +620,11 @@ fn find(facts: &mut Facts, cmd: &SimpleCommand) {
         }
     }
     if cmd.dynamic_tail {
-        facts.concern(None, ConcernKind::Dynamic, "xargs appends arguments read at run time");
+        facts.concern(
+            None,
+            ConcernKind::Dynamic,
+            "xargs appends arguments read at run time",
+        );
     }
 }
 
@@ -644,10 +745,10 @@ fn sed(facts: &mut Facts, cmd: &SimpleCommand) {
             .strip_prefix("--expression=")
             .or_else(|| {
                 // `-e SCRIPT` attached: `-eSCRIPT` or `-nes/x/y/`.
-                script.text.starts_with('-').then(|| {
-                    let after = script.text.find('e').map_or("", |p| &script.text[p + 1..]);
-                    after
-                })
+                script
+                    .text
+                    .starts_with('-')
+                    .then(|| script.text.find('e').map_or("", |p| &script.text[p + 1..]))
             })
             .unwrap_or(&script.text);
         if let Some(problem) = sed_script_hazard(text) {
@@ -658,7 +759,11 @@ fn sed(facts: &mut Facts, cmd: &SimpleCommand) {
         facts.read(Some(i), w);
     }
     if cmd.dynamic_tail {
-        facts.concern(None, ConcernKind::Dynamic, "xargs appends arguments read at run time");
+        facts.concern(
+            None,
+            ConcernKind::Dynamic,
+            "xargs appends arguments read at run time",
+        );
     }
 }
 
@@ -745,7 +850,9 @@ pub(crate) fn sed_script_hazard(script: &str) -> Option<String> {
                     while i < n && !matches!(chars[i], ';' | '\n' | '}') {
                         match chars[i] {
                             'e' => {
-                                return Some("the sed `s///e` flag runs the result as a command".into());
+                                return Some(
+                                    "the sed `s///e` flag runs the result as a command".into(),
+                                );
                             }
                             'w' => return Some("the sed `s///w` flag writes a file".into()),
                             'g' | 'p' | 'i' | 'I' | 'm' | 'M' | ' ' | '\t' => {}
@@ -806,15 +913,28 @@ fn git(facts: &mut Facts, cmd: &SimpleCommand) {
         }
         if !inert_git_global(t) || w.dynamic {
             let reason = match t.split_once('=').map_or(t, |(n, _)| n) {
-                "-c" | "--config-env" => "`git -c` sets configuration (core.pager, aliases, hooks) that runs programs",
+                "-c" | "--config-env" => {
+                    "`git -c` sets configuration (core.pager, aliases, hooks) that runs programs"
+                }
                 "-p" | "--paginate" => "`git -p` forces a pager, which runs a program",
-                "--git-dir" | "--work-tree" => "`--git-dir`/`--work-tree` point git at another repository and its config",
+                "--git-dir" | "--work-tree" => {
+                    "`--git-dir`/`--work-tree` point git at another repository and its config"
+                }
                 "--exec-path" => "`--exec-path` makes git run helpers from another directory",
                 _ => "a git global option that changes what git runs",
             };
             facts.concern(None, ConcernKind::Hazard, reason);
         }
-        if matches!(t, "-c" | "--git-dir" | "--work-tree" | "--namespace" | "--super-prefix" | "--config-env" | "--list-cmds" | "--attr-source") {
+        if matches!(
+            t,
+            "-c" | "--git-dir"
+                | "--work-tree"
+                | "--namespace"
+                | "--super-prefix"
+                | "--config-env"
+                | "--list-cmds"
+                | "--attr-source"
+        ) {
             i += 1;
         }
         i += 1;
@@ -829,11 +949,18 @@ fn git(facts: &mut Facts, cmd: &SimpleCommand) {
             "--ext-diff" => Some("`--ext-diff` runs an external diff program"),
             "--extcmd" => Some("`--extcmd` runs a program"),
             "--upload-pack" | "--receive-pack" => Some("runs a program named in the arguments"),
-            "--exec" if matches!(sub, "push" | "archive" | "rebase" | "send-pack" | "fetch-pack") => {
+            "--exec"
+                if matches!(
+                    sub,
+                    "push" | "archive" | "rebase" | "send-pack" | "fetch-pack"
+                ) =>
+            {
                 Some("`--exec` runs a program")
             }
             "-x" if matches!(sub, "rebase" | "difftool") => Some("`-x` runs a command"),
-            "-u" if matches!(sub, "clone" | "ls-remote") => Some("`-u` names an upload-pack program"),
+            "-u" if matches!(sub, "clone" | "ls-remote") => {
+                Some("`-u` names an upload-pack program")
+            }
             "-O" | "--open-files-in-pager" if sub == "grep" => Some("opens a pager program"),
             _ if sub == "grep" && t.starts_with("-O") => Some("opens a pager program"),
             _ => None,
@@ -845,7 +972,10 @@ fn git(facts: &mut Facts, cmd: &SimpleCommand) {
     if (sub == "bisect" && cmd.argv.get(2).is_some_and(|w| w.text == "run"))
         || (sub == "submodule" && cmd.argv.iter().any(|w| w.text == "foreach"))
     {
-        facts.hazard(1, format!("`git {sub}` runs commands given in its arguments"));
+        facts.hazard(
+            1,
+            format!("`git {sub}` runs commands given in its arguments"),
+        );
     }
     let read_only_sub = match sub {
         "" | "status" | "diff" | "log" | "show" | "ls-files" | "rev-parse" => true,
@@ -864,7 +994,9 @@ fn git(facts: &mut Facts, cmd: &SimpleCommand) {
 
 /// `git branch` with only listing options (no branch is created, deleted, moved or configured).
 fn git_branch_lists_only(args: &[Word]) -> bool {
-    let list_mode = args.iter().any(|w| matches!(w.text.as_str(), "-l" | "--list"));
+    let list_mode = args
+        .iter()
+        .any(|w| matches!(w.text.as_str(), "-l" | "--list"));
     let mut prev_takes_commit = false;
     for w in args {
         let t = w.text.as_str();
@@ -875,17 +1007,41 @@ fn git_branch_lists_only(args: &[Word]) -> bool {
             let name = t.split_once('=').map_or(t, |(n, _)| n);
             let ok = matches!(
                 name,
-                "-a" | "--all" | "-r" | "--remotes" | "-v" | "-vv" | "--verbose" | "-l" | "--list"
-                    | "--show-current" | "--contains" | "--no-contains" | "--merged"
-                    | "--no-merged" | "--points-at" | "--sort" | "--format" | "--color"
-                    | "--no-color" | "--column" | "--no-column" | "-i" | "--ignore-case"
-                    | "--abbrev" | "--no-abbrev" | "-q" | "--quiet"
+                "-a" | "--all"
+                    | "-r"
+                    | "--remotes"
+                    | "-v"
+                    | "-vv"
+                    | "--verbose"
+                    | "-l"
+                    | "--list"
+                    | "--show-current"
+                    | "--contains"
+                    | "--no-contains"
+                    | "--merged"
+                    | "--no-merged"
+                    | "--points-at"
+                    | "--sort"
+                    | "--format"
+                    | "--color"
+                    | "--no-color"
+                    | "--column"
+                    | "--no-column"
+                    | "-i"
+                    | "--ignore-case"
+                    | "--abbrev"
+                    | "--no-abbrev"
+                    | "-q"
+                    | "--quiet"
             );
             if !ok {
                 return false;
             }
             prev_takes_commit = !t.contains('=')
-                && matches!(name, "--contains" | "--no-contains" | "--merged" | "--no-merged" | "--points-at");
+                && matches!(
+                    name,
+                    "--contains" | "--no-contains" | "--merged" | "--no-merged" | "--points-at"
+                );
             continue;
         }
         if !(list_mode || prev_takes_commit) {

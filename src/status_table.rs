@@ -9,7 +9,17 @@ use ratatui::text::Line;
 use ratatui::widgets::{Cell, Row, Table};
 
 /// Column headers.
-pub const HEADERS: [&str; 9] = ["worker", "subtask", "state", "turn", "tokens in/out", "tools", "claims", "elapsed", "last action"];
+pub const HEADERS: [&str; 9] = [
+    "worker",
+    "subtask",
+    "state",
+    "turn",
+    "tokens in/out",
+    "tools",
+    "claims",
+    "elapsed",
+    "last action",
+];
 
 /// `1m05s` style.
 pub fn format_elapsed(ms: u64) -> String {
@@ -52,8 +62,16 @@ pub fn row_cells(w: &WorkerRecord, claims: usize, live_elapsed_ms: Option<u64>) 
         w.id.clone(),
         clip(&w.title, 36),
         w.status.label().to_string(),
-        if w.turns > 0 { w.turns.to_string() } else { "-".into() },
-        format!("{}/{}", format_tokens(w.usage.input_tokens), format_tokens(w.usage.output_tokens)),
+        if w.turns > 0 {
+            w.turns.to_string()
+        } else {
+            "-".into()
+        },
+        format!(
+            "{}/{}",
+            format_tokens(w.usage.input_tokens),
+            format_tokens(w.usage.output_tokens)
+        ),
         w.tool_calls.to_string(),
         claims.to_string(),
         format_elapsed(live_elapsed_ms.unwrap_or(w.elapsed_ms)),
@@ -63,7 +81,11 @@ pub fn row_cells(w: &WorkerRecord, claims: usize, live_elapsed_ms: Option<u64>) 
 
 /// The totals line.
 pub fn totals_line(record: &RunRecord, elapsed_ms: u64) -> String {
-    let done = record.workers.iter().filter(|w| w.status.is_terminal() || w.status == WorkerStatus::Cancelled).count();
+    let done = record
+        .workers
+        .iter()
+        .filter(|w| w.status.is_terminal() || w.status == WorkerStatus::Cancelled)
+        .count();
     format!(
         "run {} · {} · tokens {} in / {} out · elapsed {} · workers done {}/{}",
         &record.run_id[..record.run_id.len().min(13)],
@@ -88,14 +110,23 @@ fn status_color(status: WorkerStatus) -> Color {
 }
 
 /// The ratatui table widget for the live view.
-pub fn table_widget<'a>(record: &'a RunRecord, claims: &dyn Fn(&str) -> usize, live: &dyn Fn(usize) -> Option<u64>) -> Table<'a> {
-    let header = Row::new(HEADERS.iter().map(|h| Cell::from(*h))).style(Style::default().add_modifier(Modifier::BOLD));
+pub fn table_widget<'a>(
+    record: &'a RunRecord,
+    claims: &dyn Fn(&str) -> usize,
+    live: &dyn Fn(usize) -> Option<u64>,
+) -> Table<'a> {
+    let header = Row::new(HEADERS.iter().map(|h| Cell::from(*h)))
+        .style(Style::default().add_modifier(Modifier::BOLD));
     let rows = record.workers.iter().enumerate().map(|(i, w)| {
         let cells = row_cells(w, claims(&w.id), live(i));
         let color = status_color(w.status);
         Row::new(cells.into_iter().enumerate().map(move |(c, text)| {
             let cell = Cell::from(Line::from(text));
-            if c == 2 { cell.style(Style::default().fg(color)) } else { cell }
+            if c == 2 {
+                cell.style(Style::default().fg(color))
+            } else {
+                cell
+            }
         }))
     });
     Table::new(
@@ -117,7 +148,11 @@ pub fn table_widget<'a>(record: &'a RunRecord, claims: &dyn Fn(&str) -> usize, l
 
 /// The table as plain text (for `swarm status` and non-terminal output).
 pub fn render_text(record: &RunRecord, elapsed_ms: u64) -> String {
-    let rows: Vec<[String; 9]> = record.workers.iter().map(|w| row_cells(w, 0, None)).collect();
+    let rows: Vec<[String; 9]> = record
+        .workers
+        .iter()
+        .map(|w| row_cells(w, 0, None))
+        .collect();
     let mut widths: Vec<usize> = HEADERS.iter().map(|h| h.chars().count()).collect();
     for r in &rows {
         for (i, c) in r.iter().enumerate() {

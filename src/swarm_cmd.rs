@@ -18,19 +18,33 @@ use tokio_util::sync::CancellationToken;
 const EXIT_USAGE: i32 = 2;
 
 /// Dispatches `ahelper swarm`.
-pub fn run(rt: &tokio::runtime::Runtime, args: SwarmArgs, config: Config, env: &EnvSnapshot) -> i32 {
+pub fn run(
+    rt: &tokio::runtime::Runtime,
+    args: SwarmArgs,
+    config: Config,
+    env: &EnvSnapshot,
+) -> i32 {
     match args.command {
         Some(SwarmCommand::Ls) => ls(&config),
         Some(SwarmCommand::Status { run }) => status(&config, &run),
-        Some(SwarmCommand::Logs { run, worker, follow, json }) => {
-            rt.block_on(logs(&config, &run, worker.as_deref(), follow, json))
+        Some(SwarmCommand::Logs {
+            run,
+            worker,
+            follow,
+            json,
+        }) => rt.block_on(logs(&config, &run, worker.as_deref(), follow, json)),
+        Some(SwarmCommand::Clean { run, all, force }) => {
+            clean(&config, env, run.as_deref(), all, force)
         }
-        Some(SwarmCommand::Clean { run, all, force }) => clean(&config, env, run.as_deref(), all, force),
-        Some(SwarmCommand::Resume { run, run_args }) => rt.block_on(resume(&config, &run, &run_args)),
+        Some(SwarmCommand::Resume { run, run_args }) => {
+            rt.block_on(resume(&config, &run, &run_args))
+        }
         None => match args.task {
             Some(task) if !task.trim().is_empty() => rt.block_on(start(&config, &task, &args.run)),
             _ => {
-                eprintln!("ahelper: give the task to do: ahelper swarm \"<task>\" (or a subcommand: ls, status, logs, resume, clean)");
+                eprintln!(
+                    "ahelper: give the task to do: ahelper swarm \"<task>\" (or a subcommand: ls, status, logs, resume, clean)"
+                );
                 EXIT_USAGE
             }
         },
@@ -50,7 +64,9 @@ fn repo_root(config: &Config) -> Result<std::path::PathBuf, i32> {
 fn output_mode(format: OutputFormat) -> EventOutput {
     match format {
         OutputFormat::StreamJson | OutputFormat::Json => EventOutput::Json,
-        OutputFormat::Text if std::io::stdout().is_terminal() && std::io::stdin().is_terminal() => EventOutput::Live,
+        OutputFormat::Text if std::io::stdout().is_terminal() && std::io::stdin().is_terminal() => {
+            EventOutput::Live
+        }
         OutputFormat::Text => EventOutput::Lines,
     }
 }
@@ -106,7 +122,11 @@ async fn start(config: &Config, task: &str, run_args: &SwarmRunArgs) -> i32 {
             "note: your checkout has uncommitted changes ({}{}); the workers start from the base commit WITHOUT them \
              (use --include-uncommitted to snapshot them into the base). Your files are not touched.",
             shown.join(", "),
-            if prepared.dirty.len() > 5 { ", …" } else { "" }
+            if prepared.dirty.len() > 5 {
+                ", …"
+            } else {
+                ""
+            }
         ));
     }
     let client = model_client(&provider);
@@ -115,9 +135,17 @@ async fn start(config: &Config, task: &str, run_args: &SwarmRunArgs) -> i32 {
     let (event_tx, event_rx) = tokio::sync::mpsc::unbounded_channel::<SwarmEvent>();
     let planning_printer = tokio::spawn(swarm_ui::print_events(
         event_rx,
-        if mode == EventOutput::Json { EventOutput::Json } else { EventOutput::Lines },
+        if mode == EventOutput::Json {
+            EventOutput::Json
+        } else {
+            EventOutput::Lines
+        },
     ));
-    let planning_io = RunIo { events: event_tx, prompter: Arc::new(DenyPrompter), cancel: cancel.clone() };
+    let planning_io = RunIo {
+        events: event_tx,
+        prompter: Arc::new(DenyPrompter),
+        cancel: cancel.clone(),
+    };
     let ctrl_c = tokio::spawn({
         let cancel = cancel.clone();
         async move {
@@ -127,7 +155,14 @@ async fn start(config: &Config, task: &str, run_args: &SwarmRunArgs) -> i32 {
         }
     });
     say("planning…".into());
-    let plan = swarm::plan(&mut prepared, &config, client.clone(), &provider.model, &planning_io).await;
+    let plan = swarm::plan(
+        &mut prepared,
+        &config,
+        client.clone(),
+        &provider.model,
+        &planning_io,
+    )
+    .await;
     drop(planning_io);
     let _ = planning_printer.await;
     ctrl_c.abort();
@@ -135,7 +170,10 @@ async fn start(config: &Config, task: &str, run_args: &SwarmRunArgs) -> i32 {
         Ok(p) => p,
         Err(e) => {
             eprintln!("ahelper: {e}");
-            eprintln!("The coordinator's conversation is in {}", prepared.record.coordinator_transcript().display());
+            eprintln!(
+                "The coordinator's conversation is in {}",
+                prepared.record.coordinator_transcript().display()
+            );
             return 1;
         }
     };
@@ -143,20 +181,33 @@ async fn start(config: &Config, task: &str, run_args: &SwarmRunArgs) -> i32 {
         print_plan(&plan);
     }
     if run_args.plan_only {
-        eprintln!("Plan only: nothing was started. The plan is saved in run {}.", prepared.record.run_id);
+        eprintln!(
+            "Plan only: nothing was started. The plan is saved in run {}.",
+            prepared.record.run_id
+        );
         return 0;
     }
     if !run_args.yes {
         if !interactive_terminal {
-            eprintln!("ahelper: not starting workers without confirmation; pass --yes to start them (run {} keeps the plan)", prepared.record.run_id);
+            eprintln!(
+                "ahelper: not starting workers without confirmation; pass --yes to start them (run {} keeps the plan)",
+                prepared.record.run_id
+            );
             return EXIT_USAGE;
         }
-        eprint!("Start {} workers ({} at once)? [y/N] ", plan.subtasks.len(), config.swarm.max_workers);
+        eprint!(
+            "Start {} workers ({} at once)? [y/N] ",
+            plan.subtasks.len(),
+            config.swarm.max_workers
+        );
         let _ = std::io::stderr().flush();
         let mut answer = String::new();
         let _ = std::io::stdin().lock().read_line(&mut answer);
         if !matches!(answer.trim(), "y" | "Y" | "yes") {
-            eprintln!("Not started. The plan is saved in run {}.", prepared.record.run_id);
+            eprintln!(
+                "Not started. The plan is saved in run {}.",
+                prepared.record.run_id
+            );
             return 0;
         }
     }
@@ -170,8 +221,18 @@ async fn start(config: &Config, task: &str, run_args: &SwarmRunArgs) -> i32 {
 fn print_plan(plan: &ahelper_agents::swarm::plan::Plan) {
     eprintln!("\nPlan: {}", plan.summary);
     for (i, s) in plan.subtasks.iter().enumerate() {
-        let deps = if s.depends_on.is_empty() { String::new() } else { format!(" (after {})", s.depends_on.join(", ")) };
-        eprintln!("  w{} [{}] {}{deps}\n      scope: {}", i + 1, s.id, s.title, s.scope.join(", "));
+        let deps = if s.depends_on.is_empty() {
+            String::new()
+        } else {
+            format!(" (after {})", s.depends_on.join(", "))
+        };
+        eprintln!(
+            "  w{} [{}] {}{deps}\n      scope: {}",
+            i + 1,
+            s.id,
+            s.title,
+            s.scope.join(", ")
+        );
     }
     eprintln!();
 }
@@ -186,12 +247,21 @@ async fn execute_run(
     let cancel = CancellationToken::new();
     let (event_tx, event_rx) = tokio::sync::mpsc::unbounded_channel::<SwarmEvent>();
     let (prompt_tx, prompt_rx) = tokio::sync::mpsc::unbounded_channel::<PromptJob>();
-    let prompter: Arc<dyn Prompter> =
-        if mode == EventOutput::Live { Arc::new(ChannelPrompter { tx: prompt_tx }) } else { Arc::new(DenyPrompter) };
+    let prompter: Arc<dyn Prompter> = if mode == EventOutput::Live {
+        Arc::new(ChannelPrompter { tx: prompt_tx })
+    } else {
+        Arc::new(DenyPrompter)
+    };
     let (snap_tx, snap_rx) = tokio::sync::watch::channel(record.clone());
     let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
     let ui = match mode {
-        EventOutput::Live => tokio::spawn(swarm_ui::run_live(snap_rx, event_rx, prompt_rx, cancel.clone(), done_rx)),
+        EventOutput::Live => tokio::spawn(swarm_ui::run_live(
+            snap_rx,
+            event_rx,
+            prompt_rx,
+            cancel.clone(),
+            done_rx,
+        )),
         other => {
             drop(done_rx);
             tokio::spawn(swarm_ui::print_events(event_rx, other))
@@ -203,7 +273,9 @@ async fn execute_run(
         let run_id = record.run_id.clone();
         async move {
             if tokio::signal::ctrl_c().await.is_ok() {
-                eprintln!("ahelper: cancelling run {run_id}; workers commit their work as wip. Ctrl-C again to kill everything.");
+                eprintln!(
+                    "ahelper: cancelling run {run_id}; workers commit their work as wip. Ctrl-C again to kill everything."
+                );
                 cancel.cancel();
                 if tokio::signal::ctrl_c().await.is_ok() {
                     swarm_ui::kill_descendants();
@@ -213,7 +285,11 @@ async fn execute_run(
             }
         }
     });
-    let io = RunIo { events: event_tx, prompter, cancel: cancel.clone() };
+    let io = RunIo {
+        events: event_tx,
+        prompter,
+        cancel: cancel.clone(),
+    };
     let result = swarm::execute(record, config, client, model, io, snap_tx).await;
     let _ = done_tx.send(());
     let _ = ui.await;
@@ -240,7 +316,10 @@ fn exit_code(record: &RunRecord) -> i32 {
     match record.status {
         RunStatus::Cancelled => 130,
         RunStatus::Finished
-            if record.workers.iter().all(|w| matches!(w.status, WorkerStatus::Merged | WorkerStatus::NoChanges)) =>
+            if record
+                .workers
+                .iter()
+                .all(|w| matches!(w.status, WorkerStatus::Merged | WorkerStatus::NoChanges)) =>
         {
             0
         }
@@ -249,15 +328,30 @@ fn exit_code(record: &RunRecord) -> i32 {
 }
 
 fn apply(config: &Config) -> i32 {
-    let Ok(root) = repo_root(config) else { return EXIT_USAGE };
-    let Some(run) = RunRecord::list(&root).pop() else { return 1 };
-    match git::apply_to_current(&root, &run.integration_branch, &format!("Merge ahelper run {}", run.run_id), None) {
+    let Ok(root) = repo_root(config) else {
+        return EXIT_USAGE;
+    };
+    let Some(run) = RunRecord::list(&root).pop() else {
+        return 1;
+    };
+    match git::apply_to_current(
+        &root,
+        &run.integration_branch,
+        &format!("Merge ahelper run {}", run.run_id),
+        None,
+    ) {
         Ok(outcome) => {
-            println!("Applied {} to your current branch: {outcome:?}", run.integration_branch);
+            println!(
+                "Applied {} to your current branch: {outcome:?}",
+                run.integration_branch
+            );
             0
         }
         Err(e) => {
-            eprintln!("ahelper: not applied: {e}\nThe integration branch {} is intact; merge it yourself with `git merge {}`.", run.integration_branch, run.integration_branch);
+            eprintln!(
+                "ahelper: not applied: {e}\nThe integration branch {} is intact; merge it yourself with `git merge {}`.",
+                run.integration_branch, run.integration_branch
+            );
             1
         }
     }
@@ -265,7 +359,9 @@ fn apply(config: &Config) -> i32 {
 
 async fn resume(config: &Config, run: &str, run_args: &SwarmRunArgs) -> i32 {
     let config = with_max_workers(config, run_args);
-    let Ok(root) = repo_root(&config) else { return EXIT_USAGE };
+    let Ok(root) = repo_root(&config) else {
+        return EXIT_USAGE;
+    };
     let record = match RunRecord::find(&root, run) {
         Ok(r) => r,
         Err(e) => {
@@ -274,14 +370,24 @@ async fn resume(config: &Config, run: &str, run_args: &SwarmRunArgs) -> i32 {
         }
     };
     if record.is_active() {
-        eprintln!("ahelper: run {} is still running (pid {}); it cannot be resumed twice", record.run_id, record.pid);
+        eprintln!(
+            "ahelper: run {} is still running (pid {}); it cannot be resumed twice",
+            record.run_id, record.pid
+        );
         return EXIT_USAGE;
     }
     if record.plan.is_none() {
-        eprintln!("ahelper: run {} has no plan (it failed while planning); start a new run", record.run_id);
+        eprintln!(
+            "ahelper: run {} has no plan (it failed while planning); start a new run",
+            record.run_id
+        );
         return EXIT_USAGE;
     }
-    let unfinished = record.workers.iter().filter(|w| !w.status.is_terminal()).count();
+    let unfinished = record
+        .workers
+        .iter()
+        .filter(|w| !w.status.is_terminal())
+        .count();
     if unfinished == 0 {
         eprintln!("Run {} has nothing left to do.", record.run_id);
         println!("{}", swarm::final_summary(&record));
@@ -294,26 +400,46 @@ async fn resume(config: &Config, run: &str, run_args: &SwarmRunArgs) -> i32 {
             return EXIT_USAGE;
         }
     };
-    eprintln!("Resuming run {}: {unfinished} unfinished workers.", record.run_id);
+    eprintln!(
+        "Resuming run {}: {unfinished} unfinished workers.",
+        record.run_id
+    );
     let client = model_client(&provider);
-    execute_run(record, &config, client, &provider.model, output_mode(run_args.output_format)).await
+    execute_run(
+        record,
+        &config,
+        client,
+        &provider.model,
+        output_mode(run_args.output_format),
+    )
+    .await
 }
 
 fn ls(config: &Config) -> i32 {
-    let Ok(root) = repo_root(config) else { return EXIT_USAGE };
+    let Ok(root) = repo_root(config) else {
+        return EXIT_USAGE;
+    };
     let runs = RunRecord::list(&root);
     if runs.is_empty() {
         println!("No swarm runs in {}.", root.display());
         return 0;
     }
-    println!("{:<38} {:<10} {:<20} {:<13} {:<8} integration branch", "run", "state", "created", "base", "merged");
+    println!(
+        "{:<38} {:<10} {:<20} {:<13} {:<8} integration branch",
+        "run", "state", "created", "base", "merged"
+    );
     for r in runs {
-        let merged = r.workers.iter().filter(|w| w.status == WorkerStatus::Merged).count();
-        let state = if matches!(r.status, RunStatus::Running | RunStatus::Planning) && !r.is_active() {
-            "stopped".to_string()
-        } else {
-            r.status.as_str().to_string()
-        };
+        let merged = r
+            .workers
+            .iter()
+            .filter(|w| w.status == WorkerStatus::Merged)
+            .count();
+        let state =
+            if matches!(r.status, RunStatus::Running | RunStatus::Planning) && !r.is_active() {
+                "stopped".to_string()
+            } else {
+                r.status.as_str().to_string()
+            };
         println!(
             "{:<38} {:<10} {:<20} {:<13} {:<8} {}",
             r.run_id,
@@ -328,7 +454,9 @@ fn ls(config: &Config) -> i32 {
 }
 
 fn status(config: &Config, run: &str) -> i32 {
-    let Ok(root) = repo_root(config) else { return EXIT_USAGE };
+    let Ok(root) = repo_root(config) else {
+        return EXIT_USAGE;
+    };
     match RunRecord::find(&root, run) {
         Ok(r) => {
             println!("Task: {}", r.task);
@@ -350,13 +478,27 @@ pub fn format_transcript_line(entry: &TranscriptEntry, ts: &str) -> Option<Strin
     let time = ts.get(11..19).unwrap_or(ts);
     let clip = |s: &str, n: usize| -> String {
         let count = s.chars().count();
-        if count <= n { s.to_string() } else { format!("{}… [{} more characters]", s.chars().take(n).collect::<String>(), count - n) }
+        if count <= n {
+            s.to_string()
+        } else {
+            format!(
+                "{}… [{} more characters]",
+                s.chars().take(n).collect::<String>(),
+                count - n
+            )
+        }
     };
     Some(match entry {
-        TranscriptEntry::SessionStart { session_id, workspace, model } => {
+        TranscriptEntry::SessionStart {
+            session_id,
+            workspace,
+            model,
+        } => {
             format!("{time} ── session {session_id} · {model} · {workspace}")
         }
-        TranscriptEntry::UserMessage { message } => format!("{time} user: {}", clip(&message.text(), 2_000)),
+        TranscriptEntry::UserMessage { message } => {
+            format!("{time} user: {}", clip(&message.text(), 2_000))
+        }
         TranscriptEntry::AssistantMessage { message } => {
             let text = message.text();
             if text.trim().is_empty() {
@@ -364,8 +506,16 @@ pub fn format_transcript_line(entry: &TranscriptEntry, ts: &str) -> Option<Strin
             }
             format!("{time} assistant: {}", clip(&text, 4_000))
         }
-        TranscriptEntry::ToolCall { name, input, .. } => format!("{time} → {name} {}", clip(&input.to_string(), 1_000)),
-        TranscriptEntry::ToolResult { name, content, is_error, duration_ms, .. } => format!(
+        TranscriptEntry::ToolCall { name, input, .. } => {
+            format!("{time} → {name} {}", clip(&input.to_string(), 1_000))
+        }
+        TranscriptEntry::ToolResult {
+            name,
+            content,
+            is_error,
+            duration_ms,
+            ..
+        } => format!(
             "{time} ← {name}{} ({duration_ms} ms): {}",
             if *is_error { " ERROR" } else { "" },
             clip(content, 500)
@@ -374,17 +524,28 @@ pub fn format_transcript_line(entry: &TranscriptEntry, ts: &str) -> Option<Strin
             "{time}   usage: {} in / {} out (total {} / {})",
             turn.input_tokens, turn.output_tokens, total.input_tokens, total.output_tokens
         ),
-        TranscriptEntry::Retry { attempt, max_attempts, delay_ms, reason } => {
+        TranscriptEntry::Retry {
+            attempt,
+            max_attempts,
+            delay_ms,
+            reason,
+        } => {
             format!("{time}   retry {attempt}/{max_attempts} in {delay_ms} ms: {reason}")
         }
-        TranscriptEntry::Permission { decision, reason, .. } => format!("{time}   permission {decision}: {reason}"),
+        TranscriptEntry::Permission {
+            decision, reason, ..
+        } => format!("{time}   permission {decision}: {reason}"),
         TranscriptEntry::Error { message } => format!("{time} ERROR: {message}"),
-        TranscriptEntry::Stop { reason, turns } => format!("{time} ── stopped: {reason} after {turns} turns"),
+        TranscriptEntry::Stop { reason, turns } => {
+            format!("{time} ── stopped: {reason} after {turns} turns")
+        }
     })
 }
 
 async fn logs(config: &Config, run: &str, worker: Option<&str>, follow: bool, json: bool) -> i32 {
-    let Ok(root) = repo_root(config) else { return EXIT_USAGE };
+    let Ok(root) = repo_root(config) else {
+        return EXIT_USAGE;
+    };
     let record = match RunRecord::find(&root, run) {
         Ok(r) => r,
         Err(e) => {
@@ -397,7 +558,11 @@ async fn logs(config: &Config, run: &str, worker: Option<&str>, follow: bool, js
         Some(w) => {
             if record.worker(w).is_none() {
                 let ids: Vec<&str> = record.workers.iter().map(|w| w.id.as_str()).collect();
-                eprintln!("ahelper: run {} has no worker `{w}`; workers: {}", record.run_id, ids.join(", "));
+                eprintln!(
+                    "ahelper: run {} has no worker `{w}`; workers: {}",
+                    record.run_id,
+                    ids.join(", ")
+                );
                 return EXIT_USAGE;
             }
             record.worker_transcript(w)
@@ -408,11 +573,17 @@ async fn logs(config: &Config, run: &str, worker: Option<&str>, follow: bool, js
         let text = std::fs::read_to_string(&path).unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();
         // a last line without its newline may still be being written
-        let complete = if text.ends_with('\n') { lines.len() } else { lines.len().saturating_sub(1) };
+        let complete = if text.ends_with('\n') {
+            lines.len()
+        } else {
+            lines.len().saturating_sub(1)
+        };
         for line in &lines[printed.min(complete)..complete] {
             if json {
                 println!("{line}");
-            } else if let Ok(parsed) = serde_json::from_str::<ahelper_agents::transcript::TranscriptLine>(line) {
+            } else if let Ok(parsed) =
+                serde_json::from_str::<ahelper_agents::transcript::TranscriptLine>(line)
+            {
                 if let Some(s) = format_transcript_line(&parsed.entry, &parsed.ts) {
                     println!("{s}");
                 }
@@ -423,7 +594,9 @@ async fn logs(config: &Config, run: &str, worker: Option<&str>, follow: bool, js
         if !follow {
             break;
         }
-        let active = RunRecord::find(&root, &record.run_id).map(|r| r.is_active()).unwrap_or(false);
+        let active = RunRecord::find(&root, &record.run_id)
+            .map(|r| r.is_active())
+            .unwrap_or(false);
         if !active && printed == complete {
             // one last read after the run ended
             let text = std::fs::read_to_string(&path).unwrap_or_default();
@@ -445,7 +618,9 @@ async fn logs(config: &Config, run: &str, worker: Option<&str>, follow: bool, js
 }
 
 fn clean(config: &Config, env: &EnvSnapshot, run: Option<&str>, all: bool, force: bool) -> i32 {
-    let Ok(root) = repo_root(config) else { return EXIT_USAGE };
+    let Ok(root) = repo_root(config) else {
+        return EXIT_USAGE;
+    };
     let runs: Vec<RunRecord> = match (run, all) {
         (Some(r), _) => match RunRecord::find(&root, r) {
             Ok(r) => vec![r],
@@ -501,16 +676,22 @@ fn clean(config: &Config, env: &EnvSnapshot, run: Option<&str>, all: bool, force
                     for c in commits.iter().take(10) {
                         println!("      {} {}", &c.id.to_string()[..12], c.summary);
                     }
-                    println!("    delete it anyway with: ahelper swarm clean {} --force", r.run_id);
+                    println!(
+                        "    delete it anyway with: ahelper swarm clean {} --force",
+                        r.run_id
+                    );
                     refused += 1;
                 }
-                _ => match git::delete_branch(&lock, &root, &w.branch, &r.integration_branch, force) {
-                    Ok(_) => println!("  deleted branch {}", w.branch),
-                    Err(e) => {
-                        println!("  kept branch {}: {e}", w.branch);
-                        refused += 1;
+                _ => {
+                    match git::delete_branch(&lock, &root, &w.branch, &r.integration_branch, force)
+                    {
+                        Ok(_) => println!("  deleted branch {}", w.branch),
+                        Err(e) => {
+                            println!("  kept branch {}: {e}", w.branch);
+                            refused += 1;
+                        }
                     }
-                },
+                }
             }
         }
         let _ = std::fs::remove_dir(&base);

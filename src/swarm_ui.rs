@@ -79,10 +79,16 @@ pub fn kill_descendants() {
     let mut parents: Vec<(i32, i32)> = Vec::new();
     if let Ok(rd) = std::fs::read_dir("/proc") {
         for e in rd.flatten() {
-            let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else { continue };
-            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+            let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+                continue;
+            };
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                continue;
+            };
             // the command name may contain spaces: fields after the last ')'
-            let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else { continue };
+            let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+                continue;
+            };
             let fields: Vec<&str> = rest.split_whitespace().collect();
             if let Some(ppid) = fields.get(1).and_then(|p| p.parse::<i32>().ok()) {
                 parents.push((pid, ppid));
@@ -128,7 +134,12 @@ pub async fn run_live(
     let height = (workers + 4).min(term_height.saturating_sub(1)).max(4);
     let _ = crossterm::terminal::enable_raw_mode();
     let backend = CrosstermBackend::new(std::io::stdout());
-    let mut terminal = match Terminal::with_options(backend, TerminalOptions { viewport: Viewport::Inline(height) }) {
+    let mut terminal = match Terminal::with_options(
+        backend,
+        TerminalOptions {
+            viewport: Viewport::Inline(height),
+        },
+    ) {
         Ok(t) => t,
         Err(_) => {
             let _ = crossterm::terminal::disable_raw_mode();
@@ -206,7 +217,12 @@ pub async fn run_live(
         let record = snapshots.borrow().clone();
         let waiting: Vec<String> = pending
             .iter()
-            .filter_map(|(r, _)| r.requester.as_ref().and_then(|s| s.split(' ').next()).map(str::to_string))
+            .filter_map(|(r, _)| {
+                r.requester
+                    .as_ref()
+                    .and_then(|s| s.split(' ').next())
+                    .map(str::to_string)
+            })
             .collect();
         let prompt_line = pending.front().map(|(r, _)| {
             format!(
@@ -225,13 +241,30 @@ pub async fn run_live(
                     w.status = WorkerStatus::WaitingForPermission;
                 }
             }
-            let areas = Layout::vertical([Constraint::Min(2), Constraint::Length(1), Constraint::Length(1)]).split(frame.area());
-            let claims = |id: &str| rec.workers.iter().find(|w| w.id == id).map(|w| w.claims).unwrap_or(0);
+            let areas = Layout::vertical([
+                Constraint::Min(2),
+                Constraint::Length(1),
+                Constraint::Length(1),
+            ])
+            .split(frame.area());
+            let claims = |id: &str| {
+                rec.workers
+                    .iter()
+                    .find(|w| w.id == id)
+                    .map(|w| w.claims)
+                    .unwrap_or(0)
+            };
             let live = |_i: usize| None;
             frame.render_widget(status_table::table_widget(&rec, &claims, &live), areas[0]);
-            frame.render_widget(Paragraph::new(status_table::totals_line(&rec, elapsed)), areas[1]);
+            frame.render_widget(
+                Paragraph::new(status_table::totals_line(&rec, elapsed)),
+                areas[1],
+            );
             if let Some(p) = &prompt_line {
-                frame.render_widget(Paragraph::new(p.as_str()).style(Style::default().fg(Color::Yellow)), areas[2]);
+                frame.render_widget(
+                    Paragraph::new(p.as_str()).style(Style::default().fg(Color::Yellow)),
+                    areas[2],
+                );
             }
         });
     }

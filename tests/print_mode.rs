@@ -12,14 +12,22 @@ const LIB: &str = "pub fn old_name() -> u32 {\n    41\n}\n";
 fn five_step_script() -> Script {
     Script::new().with_conversation(
         Conversation::new()
-            .turn(Turn::tool_call("list_dir", json!({"path": "."})).with_text("Let me look around."))
+            .turn(
+                Turn::tool_call("list_dir", json!({"path": "."})).with_text("Let me look around."),
+            )
             .turn(Turn::tool_call("read_file", json!({"path": "src/lib.rs"})))
             .turn(Turn::tool_call(
                 "edit_file",
                 json!({"path": "src/lib.rs", "old_string": "old_name", "new_string": "new_name"}),
             ))
-            .turn(Turn::tool_call("run_command", json!({"command": "grep -c new_name src/lib.rs"})))
-            .turn(Turn::text("Renamed `old_name` to `new_name`; grep finds it once.").with_usage(50, 12)),
+            .turn(Turn::tool_call(
+                "run_command",
+                json!({"command": "grep -c new_name src/lib.rs"}),
+            ))
+            .turn(
+                Turn::text("Renamed `old_name` to `new_name`; grep finds it once.")
+                    .with_usage(50, 12),
+            ),
     )
 }
 
@@ -31,13 +39,19 @@ fn check_five_steps(wire: Wire) {
     );
     let server = start(five_step_script());
     let out = ahelper(&repo, &server, wire)
-        .args(["-p", "rename old_name to new_name", "--output-format", "json"])
+        .args([
+            "-p",
+            "rename old_name to new_name",
+            "--output-format",
+            "json",
+        ])
         .assert()
         .success()
         .get_output()
         .stdout
         .clone();
-    let result: Value = serde_json::from_slice(&out).expect("--output-format json prints valid JSON");
+    let result: Value =
+        serde_json::from_slice(&out).expect("--output-format json prints valid JSON");
     assert_eq!(result["type"], "result");
     assert_eq!(result["is_error"], false);
     assert_eq!(result["stop_reason"], "completed");
@@ -51,20 +65,47 @@ fn check_five_steps(wire: Wire) {
     let requests = server.model_requests();
     assert_eq!(requests.len(), 5);
     let last = requests.last().unwrap().body.to_string();
-    assert!(last.contains("README.md"), "list_dir result reached the model");
+    assert!(
+        last.contains("README.md"),
+        "list_dir result reached the model"
+    );
     assert!(last.contains("41"), "read_file result reached the model");
-    assert!(last.contains("\\n1") || last.contains("1\\n") || last.contains("[exit code: 0]") || last.contains("\"1"), "{last}");
+    assert!(
+        last.contains("\\n1")
+            || last.contains("1\\n")
+            || last.contains("[exit code: 0]")
+            || last.contains("\"1"),
+        "{last}"
+    );
 
     // the transcript holds every step, and never the key
     let lines = session_lines(&repo);
     let types: Vec<&str> = lines.iter().map(|l| l["type"].as_str().unwrap()).collect();
-    for t in ["session_start", "user_message", "assistant_message", "tool_call", "tool_result", "usage", "stop"] {
+    for t in [
+        "session_start",
+        "user_message",
+        "assistant_message",
+        "tool_call",
+        "tool_result",
+        "usage",
+        "stop",
+    ] {
         assert!(types.contains(&t), "transcript lacks {t}: {types:?}");
     }
-    let tool_calls: Vec<&str> =
-        lines.iter().filter(|l| l["type"] == "tool_call").map(|l| l["name"].as_str().unwrap()).collect();
-    assert_eq!(tool_calls, ["list_dir", "read_file", "edit_file", "run_command"]);
-    assert!(lines.iter().all(|l| !l.to_string().contains("sk-test-secret")));
+    let tool_calls: Vec<&str> = lines
+        .iter()
+        .filter(|l| l["type"] == "tool_call")
+        .map(|l| l["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        tool_calls,
+        ["list_dir", "read_file", "edit_file", "run_command"]
+    );
+    assert!(
+        lines
+            .iter()
+            .all(|l| !l.to_string().contains("sk-test-secret"))
+    );
     assert!(lines.iter().all(|l| l.get("ts").is_some()));
     // .ahelper is excluded from git, and the user's files stay clean
     let status = repo.git(&["status", "--porcelain"]);
@@ -84,18 +125,25 @@ fn print_mode_lists_reads_edits_runs_and_answers_openai() {
 #[test]
 fn text_output_prints_the_answer_and_stream_json_prints_events() {
     let repo = repo_with(&[("a.txt", "hello\n")]);
-    let server = start(Script::new().with_conversation(
-        Conversation::new()
-            .turn(Turn::tool_call("read_file", json!({"path": "a.txt"})))
-            .turn(Turn::text("The file says hello.")),
-    ));
+    let server = start(
+        Script::new().with_conversation(
+            Conversation::new()
+                .turn(Turn::tool_call("read_file", json!({"path": "a.txt"})))
+                .turn(Turn::text("The file says hello.")),
+        ),
+    );
     ahelper(&repo, &server, Wire::Anthropic)
         .args(["-p", "what does a.txt say"])
         .assert()
         .success()
         .stdout(predicate::eq("The file says hello.\n"));
     let out = ahelper(&repo, &server, Wire::OpenAi)
-        .args(["-p", "what does a.txt say", "--output-format", "stream-json"])
+        .args([
+            "-p",
+            "what does a.txt say",
+            "--output-format",
+            "stream-json",
+        ])
         .assert()
         .success()
         .get_output()
@@ -108,7 +156,11 @@ fn text_output_prints_the_answer_and_stream_json_prints_events() {
         .collect();
     assert_eq!(events.first().unwrap()["subtype"], "init");
     assert_eq!(events.last().unwrap()["type"], "result");
-    assert!(events.iter().any(|e| e["type"] == "tool_call_started" && e["name"] == "read_file"));
+    assert!(
+        events
+            .iter()
+            .any(|e| e["type"] == "tool_call_started" && e["name"] == "read_file")
+    );
     assert!(events.iter().any(|e| e["type"] == "text_delta"));
 }
 
@@ -123,7 +175,10 @@ fn no_model_configured_exits_2_naming_the_settings() {
         .args(["-p", "hi"])
         .assert()
         .code(2)
-        .stderr(predicate::str::contains("ANTHROPIC_API_KEY").and(predicate::str::contains("OPENAI_BASE_URL")))
+        .stderr(
+            predicate::str::contains("ANTHROPIC_API_KEY")
+                .and(predicate::str::contains("OPENAI_BASE_URL")),
+        )
         .stderr(predicate::str::contains("api_key_env"));
 }
 
@@ -131,14 +186,22 @@ fn no_model_configured_exits_2_naming_the_settings() {
 fn bad_config_and_bad_flags_get_clear_errors() {
     let repo = repo_with(&[("a.txt", "x")]);
     let server = start(Script::new());
-    repo.write(".ahelper/config.toml", "model = \"m\"\n[permissions]\nmood = \"plan\"\n");
+    repo.write(
+        ".ahelper/config.toml",
+        "model = \"m\"\n[permissions]\nmood = \"plan\"\n",
+    );
     ahelper(&repo, &server, Wire::Anthropic)
         .args(["-p", "hi"])
         .assert()
         .code(2)
-        .stderr(predicate::str::contains(".ahelper/config.toml").and(predicate::str::contains("mood")))
+        .stderr(
+            predicate::str::contains(".ahelper/config.toml").and(predicate::str::contains("mood")),
+        )
         .stderr(predicate::str::contains("line 3"));
-    repo.write(".ahelper/config.toml", "[permissions]\nallow = [\"run_command(git diff*)\"]\n");
+    repo.write(
+        ".ahelper/config.toml",
+        "[permissions]\nallow = [\"run_command(git diff*)\"]\n",
+    );
     ahelper(&repo, &server, Wire::Anthropic)
         .args(["-p", "hi"])
         .assert()
@@ -154,15 +217,29 @@ fn bad_config_and_bad_flags_get_clear_errors() {
 #[test]
 fn non_interactive_edit_is_denied_at_once_and_the_model_is_told() {
     let repo = repo_with(&[("a.txt", "x\n")]);
-    let server = start(Script::new().with_conversation(
-        Conversation::new()
-            .turn(Turn::tool_call("write_file", json!({"path": "b.txt", "content": "new"})))
-            .turn(Turn::tool_call("run_command", json!({"command": "touch c.txt"})))
-            .turn(Turn::text("I could not write the file.")),
-    ));
+    let server = start(
+        Script::new().with_conversation(
+            Conversation::new()
+                .turn(Turn::tool_call(
+                    "write_file",
+                    json!({"path": "b.txt", "content": "new"}),
+                ))
+                .turn(Turn::tool_call(
+                    "run_command",
+                    json!({"command": "touch c.txt"}),
+                ))
+                .turn(Turn::text("I could not write the file.")),
+        ),
+    );
     let started = std::time::Instant::now();
-    ahelper(&repo, &server, Wire::Anthropic).args(["-p", "write b.txt"]).assert().success();
-    assert!(started.elapsed().as_secs() < 30, "no hang waiting for a prompt");
+    ahelper(&repo, &server, Wire::Anthropic)
+        .args(["-p", "write b.txt"])
+        .assert()
+        .success();
+    assert!(
+        started.elapsed().as_secs() < 30,
+        "no hang waiting for a prompt"
+    );
     assert!(!repo.path().join("b.txt").exists());
     assert!(!repo.path().join("c.txt").exists());
     let req = server.model_requests()[1].body.to_string();
@@ -172,9 +249,12 @@ fn non_interactive_edit_is_denied_at_once_and_the_model_is_told() {
 #[test]
 fn retries_after_429_and_tells_the_user() {
     let repo = repo_with(&[("a.txt", "x\n")]);
-    let server = start(Script::new().with_conversation(
-        Conversation::new().turn(Turn::text("fine").with_fault(Fault::new(FaultKind::Http429).retry_after(1))),
-    ));
+    let server = start(
+        Script::new()
+            .with_conversation(Conversation::new().turn(
+                Turn::text("fine").with_fault(Fault::new(FaultKind::Http429).retry_after(1)),
+            )),
+    );
     ahelper(&repo, &server, Wire::Anthropic)
         .args(["-p", "hi", "-v"])
         .assert()
@@ -187,10 +267,16 @@ fn retries_after_429_and_tells_the_user() {
 #[test]
 fn model_error_after_retries_fails_with_exit_1_and_is_recorded() {
     let repo = repo_with(&[("a.txt", "x\n")]);
-    repo.write(".ahelper/config.toml", "[retry]\nmax_attempts = 2\nbase_delay_ms = 10\n");
-    let server = start(Script::new().with_conversation(
-        Conversation::new().turn(Turn::text("never").with_fault(Fault::new(FaultKind::Http500).times(10))),
-    ));
+    repo.write(
+        ".ahelper/config.toml",
+        "[retry]\nmax_attempts = 2\nbase_delay_ms = 10\n",
+    );
+    let server = start(
+        Script::new().with_conversation(
+            Conversation::new()
+                .turn(Turn::text("never").with_fault(Fault::new(FaultKind::Http500).times(10))),
+        ),
+    );
     ahelper(&repo, &server, Wire::OpenAi)
         .args(["-p", "hi"])
         .assert()
@@ -217,13 +303,28 @@ fn resume_and_continue_pick_the_session_up() {
         .get_output()
         .stdout
         .clone();
-    let id = serde_json::from_slice::<Value>(&out).unwrap()["session_id"].as_str().unwrap().to_string();
-    ahelper(&repo, &server, Wire::Anthropic).args(["-p", "what word?", "--resume", &id]).assert().success();
+    let id = serde_json::from_slice::<Value>(&out).unwrap()["session_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    ahelper(&repo, &server, Wire::Anthropic)
+        .args(["-p", "what word?", "--resume", &id])
+        .assert()
+        .success();
     let second = server.model_requests()[1].body.to_string();
-    assert!(second.contains("banana") && second.contains("first answer"), "{second}");
-    ahelper(&repo, &server, Wire::Anthropic).args(["-p", "and now?", "--continue"]).assert().success();
+    assert!(
+        second.contains("banana") && second.contains("first answer"),
+        "{second}"
+    );
+    ahelper(&repo, &server, Wire::Anthropic)
+        .args(["-p", "and now?", "--continue"])
+        .assert()
+        .success();
     let third = server.model_requests()[2].body.to_string();
-    assert!(third.contains("banana") && third.contains("what word?"), "{third}");
+    assert!(
+        third.contains("banana") && third.contains("what word?"),
+        "{third}"
+    );
     ahelper(&repo, &server, Wire::Anthropic)
         .args(["-p", "x", "--resume", "no-such-session"])
         .assert()

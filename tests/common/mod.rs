@@ -38,7 +38,11 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
         .env("GIT_CONFIG_NOSYSTEM", "1")
         .output()
         .expect("git runs");
-    assert!(out.status.success(), "git {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "git {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
@@ -84,10 +88,12 @@ pub fn ahelper(repo: &TestRepo, server: &FakeLlm, wire: Wire) -> Command {
         .env("AHELPER_LOG", "debug");
     match wire {
         Wire::Anthropic => {
-            cmd.env("ANTHROPIC_API_KEY", "sk-test-secret-key-123").env("ANTHROPIC_BASE_URL", server.base_url());
+            cmd.env("ANTHROPIC_API_KEY", "sk-test-secret-key-123")
+                .env("ANTHROPIC_BASE_URL", server.base_url());
         }
         Wire::OpenAi => {
-            cmd.env("OPENAI_API_KEY", "sk-test-secret-key-123").env("OPENAI_BASE_URL", server.openai_base_url());
+            cmd.env("OPENAI_API_KEY", "sk-test-secret-key-123")
+                .env("OPENAI_BASE_URL", server.openai_base_url());
         }
     }
     cmd.timeout(std::time::Duration::from_secs(120));

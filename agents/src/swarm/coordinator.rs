@@ -83,7 +83,6 @@ pub struct CoordinatorActor {
     scheduler: Scheduler,
     workers: BTreeMap<usize, ActorRef<WorkerActor>>,
     actor_index: BTreeMap<ActorId, usize>,
-    finished_order: Vec<usize>,
     cancelled: Option<String>,
     done: Option<tokio::sync::oneshot::Sender<RunRecord>>,
     last_save: std::time::Instant,
@@ -106,7 +105,11 @@ impl Actor for CoordinatorActor {
     type Error = kameo::error::Infallible;
 
     async fn on_start(args: Self::Args, actor_ref: ActorRef<Self>) -> Result<Self, Self::Error> {
-        let plan = args.record.plan.clone().expect("a run being executed has a plan");
+        let plan = args
+            .record
+            .plan
+            .clone()
+            .expect("a run being executed has a plan");
         let mut scheduler = Scheduler::new(plan.subtasks, args.run.max_workers);
         for (i, w) in args.record.workers.iter().enumerate() {
             use super::scheduler::SlotState;
@@ -125,7 +128,6 @@ impl Actor for CoordinatorActor {
             scheduler,
             workers: BTreeMap::new(),
             actor_index: BTreeMap::new(),
-            finished_order: Vec::new(),
             cancelled: None,
             done: Some(args.done),
             last_save: std::time::Instant::now(),
@@ -156,7 +158,8 @@ impl Actor for CoordinatorActor {
                     ..Default::default()
                 };
                 if let Some(me) = actor_ref.upgrade() {
-                    self.on_worker_done(&me, index, WorkerStatus::Failed, report).await;
+                    self.on_worker_done(&me, index, WorkerStatus::Failed, report)
+                        .await;
                 }
             }
         }
@@ -203,7 +206,11 @@ impl CoordinatorActor {
         if self.cancelled.is_some() {
             return;
         }
-        if self.run.deadline.is_some_and(|d| tokio::time::Instant::now() >= d) {
+        if self
+            .run
+            .deadline
+            .is_some_and(|d| tokio::time::Instant::now() >= d)
+        {
             self.cancelled = Some("the run's wall-clock limit was reached".into());
             return;
         }
@@ -211,22 +218,29 @@ impl CoordinatorActor {
         for index in self.scheduler.start_ready() {
             let record = &self.record.workers[index];
             let resume = record.start_commit.is_some();
-            let start_commit = match record.start_commit.as_deref().and_then(|c| git::Oid::from_str(c).ok()) {
+            let start_commit = match record
+                .start_commit
+                .as_deref()
+                .and_then(|c| git::Oid::from_str(c).ok())
+            {
                 Some(c) => c,
                 None => {
                     // Start from the integration branch: the base commit plus everything merged so
                     // far (dependencies included).
                     let repo = self.run.repo_root.clone();
                     let branch = self.record.integration_branch.clone();
-                    match tokio::task::spawn_blocking(move || git::branch_tip(&repo, &branch)).await {
+                    match tokio::task::spawn_blocking(move || git::branch_tip(&repo, &branch)).await
+                    {
                         Ok(Ok(c)) => c,
                         other => {
                             let message = format!("cannot read the integration branch: {other:?}");
                             self.scheduler.worker_stopped(index);
                             self.scheduler.finish(index, false);
                             self.set_status(index, WorkerStatus::Failed);
-                            self.record.workers[index].report =
-                                Some(WorkerReport { error: Some(message), ..Default::default() });
+                            self.record.workers[index].report = Some(WorkerReport {
+                                error: Some(message),
+                                ..Default::default()
+                            });
                             continue;
                         }
                     }
@@ -234,7 +248,9 @@ impl CoordinatorActor {
             };
             self.record.workers[index].start_commit = Some(start_commit.to_string());
             self.record.workers[index].started_at = Some(crate::transcript::now_rfc3339());
-            self.run.worker_started.insert(index, std::time::Instant::now());
+            self.run
+                .worker_started
+                .insert(index, std::time::Instant::now());
             let spec = WorkerSpec {
                 index,
                 id: self.record.workers[index].id.clone(),
@@ -248,7 +264,11 @@ impl CoordinatorActor {
             self.set_status(index, WorkerStatus::Starting);
             let worker = WorkerActor::spawn_link(
                 me,
-                WorkerArgs { run: self.run.clone(), spec, coordinator: me.clone() },
+                WorkerArgs {
+                    run: self.run.clone(),
+                    spec,
+                    coordinator: me.clone(),
+                },
             )
             .await;
             self.actor_index.insert(worker.id(), index);
@@ -264,7 +284,13 @@ impl CoordinatorActor {
         }
     }
 
-    async fn on_worker_done(&mut self, me: &ActorRef<Self>, index: usize, status: WorkerStatus, report: WorkerReport) {
+    async fn on_worker_done(
+        &mut self,
+        me: &ActorRef<Self>,
+        index: usize,
+        status: WorkerStatus,
+        report: WorkerReport,
+    ) {
         if self.workers.remove(&index).is_none() {
             return;
         }
@@ -278,19 +304,15 @@ impl CoordinatorActor {
         self.emit(SwarmEvent::WorkerReported { worker, report });
         self.set_status(index, status);
         self.scheduler.worker_stopped(index);
-        match status {
-            WorkerStatus::Finished => self.finished_order.push(index),
-            WorkerStatus::Cancelled => {
-                // Kept for `swarm resume`: the scheduler treats it as ended for this process.
-                self.scheduler.finish(index, false);
-            }
-            _ => self.scheduler.finish(index, false),
+        if status != WorkerStatus::Finished {
+            // Failed, no changes, cancelled (kept for `swarm resume`): ended for this process.
+            self.scheduler.finish(index, false);
         }
-        self.merge_ready().await;
+        self.merge_ready(false).await;
         self.check_budget();
         self.schedule(me).await;
         self.publish_snapshot(true);
-        self.maybe_finish();
+        self.maybe_finish().await;
     }
 
     fn account_usage(&mut self, index: usize, total: Usage) {
@@ -303,8 +325,13 @@ impl CoordinatorActor {
     fn check_budget(&mut self) {
         let used = self.record.usage.input_tokens + self.record.usage.output_tokens;
         if used >= self.run.token_budget && self.cancelled.is_none() {
-            let reason = format!("the run's token budget ({}) is used up", self.run.token_budget);
-            self.emit(SwarmEvent::Notice { message: reason.clone() });
+            let reason = format!(
+                "the run's token budget ({}) is used up",
+                self.run.token_budget
+            );
+            self.emit(SwarmEvent::Notice {
+                message: reason.clone(),
+            });
             self.cancel_all(reason);
         }
     }
@@ -317,10 +344,27 @@ impl CoordinatorActor {
         self.run.cancel.cancel();
     }
 
-    /// Merges finished worker branches one at a time, in plan order, into the integration branch.
-    async fn merge_ready(&mut self) {
-        self.finished_order.sort_unstable();
-        let ready = std::mem::take(&mut self.finished_order);
+    /// Merges finished worker branches one at a time, in plan order, into the integration
+    /// branch. A finished worker waits only for workers before it in the plan that are running,
+    /// so runs of the same plan merge in the same order and a queued worker never blocks (no
+    /// deadlock with dependencies or overlapping scopes). With `drain` (the run is stopping),
+    /// every finished worker is merged.
+    async fn merge_ready(&mut self, drain: bool) {
+        let mut ready = Vec::new();
+        for (i, w) in self.record.workers.iter().enumerate() {
+            match w.status {
+                WorkerStatus::Finished => ready.push(i),
+                WorkerStatus::Starting
+                | WorkerStatus::Running
+                | WorkerStatus::WaitingForPermission
+                | WorkerStatus::Committing
+                    if !drain =>
+                {
+                    break;
+                }
+                _ => {}
+            }
+        }
         for index in ready {
             let worker = self.record.workers[index].clone();
             let repo = self.run.repo_root.clone();
@@ -330,10 +374,12 @@ impl CoordinatorActor {
                 worker.id, worker.subtask_id, worker.title, self.record.run_id
             );
             let source = worker.branch.clone();
-            let outcome = tokio::task::spawn_blocking(move || git::merge_into(&repo, &target, &source, &message, None))
-                .await
-                .map_err(|e| e.to_string())
-                .and_then(|r| r.map_err(|e| e.to_string()));
+            let outcome = tokio::task::spawn_blocking(move || {
+                git::merge_into(&repo, &target, &source, &message, None)
+            })
+            .await
+            .map_err(|e| e.to_string())
+            .and_then(|r| r.map_err(|e| e.to_string()));
             match outcome {
                 Ok(git::MergeOutcome::Conflict { files }) => {
                     let files: Vec<ConflictRecord> = files
@@ -342,28 +388,45 @@ impl CoordinatorActor {
                             path: f.path.clone(),
                             sides: match (f.ours.is_some(), f.theirs.is_some()) {
                                 (true, true) => "both modified".into(),
-                                (true, false) => "deleted by the worker, modified in the integration branch".into(),
-                                (false, true) => "modified by the worker, deleted in the integration branch".into(),
+                                (true, false) => {
+                                    "deleted by the worker, modified in the integration branch"
+                                        .into()
+                                }
+                                (false, true) => {
+                                    "modified by the worker, deleted in the integration branch"
+                                        .into()
+                                }
                                 (false, false) => "conflict".into(),
                             },
                         })
                         .collect();
                     self.record.workers[index].conflicts = files.clone();
-                    self.emit(SwarmEvent::MergeConflict { worker: worker.id.clone(), files });
+                    self.emit(SwarmEvent::MergeConflict {
+                        worker: worker.id.clone(),
+                        files,
+                    });
                     self.set_status(index, WorkerStatus::Conflict);
                     self.scheduler.finish(index, false);
                 }
                 Ok(git::MergeOutcome::Merged { commit })
                 | Ok(git::MergeOutcome::FastForward { commit })
                 | Ok(git::MergeOutcome::UpToDate { commit }) => {
-                    self.emit(SwarmEvent::Merged { worker: worker.id.clone(), commit: commit.to_string() });
+                    self.emit(SwarmEvent::Merged {
+                        worker: worker.id.clone(),
+                        commit: commit.to_string(),
+                    });
                     self.set_status(index, WorkerStatus::Merged);
                     self.scheduler.finish(index, true);
+                    self.remove_merged_worktree(index).await;
                 }
                 Err(e) => {
-                    let report = self.record.workers[index].report.get_or_insert_with(Default::default);
+                    let report = self.record.workers[index]
+                        .report
+                        .get_or_insert_with(Default::default);
                     report.error = Some(format!("merge failed: {e}"));
-                    self.emit(SwarmEvent::Notice { message: format!("[{}] merge failed: {e}", worker.id) });
+                    self.emit(SwarmEvent::Notice {
+                        message: format!("[{}] merge failed: {e}", worker.id),
+                    });
                     self.set_status(index, WorkerStatus::Failed);
                     self.scheduler.finish(index, false);
                 }
@@ -371,14 +434,57 @@ impl CoordinatorActor {
         }
     }
 
-    fn maybe_finish(&mut self) {
+    /// A merged worker's worktree and branch are removed at once (its commits are in the
+    /// integration branch); the transcript stays. Anything unexpected (dirty files, unmerged
+    /// commits) keeps them and is reported.
+    async fn remove_merged_worktree(&mut self, index: usize) {
+        let worker = self.record.workers[index].clone();
+        let lock = self.run.git_lock.clone();
+        let repo = self.run.repo_root.clone();
+        let integration = self.record.integration_branch.clone();
+        let result = tokio::task::spawn_blocking(move || {
+            let base = worker
+                .worktree
+                .parent()
+                .map(std::path::Path::to_path_buf)
+                .unwrap_or_default();
+            if worker.worktree.exists() {
+                git::remove_worktree(&lock, &repo, &base, &worker.worktree, false)
+                    .map_err(|e| e.to_string())?;
+            }
+            git::delete_branch(&lock, &repo, &worker.branch, &integration, false)
+                .map_err(|e| e.to_string())?;
+            Ok::<(), String>(())
+        })
+        .await
+        .unwrap_or_else(|e| Err(e.to_string()));
+        if let Err(e) = result {
+            let id = self.record.workers[index].id.clone();
+            self.emit(SwarmEvent::Notice {
+                message: format!("[{id}] merged, but its worktree/branch were kept: {e}"),
+            });
+        }
+    }
+
+    async fn maybe_finish(&mut self) {
         if !self.workers.is_empty() {
             return;
         }
-        if !self.scheduler.is_finished() && self.cancelled.is_none() {
+        if self.cancelled.is_some() {
+            // Work that completed before the stop is still merged.
+            self.merge_ready(true).await;
+        } else if !self.scheduler.is_finished() {
             return;
         }
-        self.record.status = if self.cancelled.is_some() { RunStatus::Cancelled } else { RunStatus::Finished };
+        self.finish_run();
+    }
+
+    fn finish_run(&mut self) {
+        self.record.status = if self.cancelled.is_some() {
+            RunStatus::Cancelled
+        } else {
+            RunStatus::Finished
+        };
         self.record.error = self.cancelled.clone();
         self.record.summary = Some(super::run::final_summary(&self.record));
         self.publish_snapshot(true);
@@ -428,7 +534,8 @@ impl Message<WorkerDone> for CoordinatorActor {
     type Reply = ();
     async fn handle(&mut self, msg: WorkerDone, ctx: &mut Context<Self, Self::Reply>) {
         let me = ctx.actor_ref().clone();
-        self.on_worker_done(&me, msg.index, msg.status, msg.report).await;
+        self.on_worker_done(&me, msg.index, msg.status, msg.report)
+            .await;
     }
 }
 
@@ -436,7 +543,9 @@ impl Message<CancelRun> for CoordinatorActor {
     type Reply = ();
     async fn handle(&mut self, msg: CancelRun, _ctx: &mut Context<Self, Self::Reply>) {
         if self.cancelled.is_none() {
-            self.emit(SwarmEvent::Notice { message: format!("cancelling: {}", msg.reason) });
+            self.emit(SwarmEvent::Notice {
+                message: format!("cancelling: {}", msg.reason),
+            });
             self.cancel_all(msg.reason);
             for i in 0..self.record.workers.len() {
                 if self.record.workers[i].status == WorkerStatus::Queued {
@@ -444,7 +553,7 @@ impl Message<CancelRun> for CoordinatorActor {
                 }
             }
             self.publish_snapshot(true);
-            self.maybe_finish();
+            self.maybe_finish().await;
         }
     }
 }

@@ -101,12 +101,18 @@ impl SwarmEvent {
     /// One human-readable line (for non-terminal output).
     pub fn to_line(&self) -> String {
         match self {
-            SwarmEvent::RunStarted { run_id, base_commit, integration_branch } => format!(
+            SwarmEvent::RunStarted {
+                run_id,
+                base_commit,
+                integration_branch,
+            } => format!(
                 "run {run_id} started from {} → {integration_branch}",
                 &base_commit[..base_commit.len().min(12)]
             ),
             SwarmEvent::Notice { message } => format!("note: {message}"),
-            SwarmEvent::PlanReady { plan } => format!("plan ready: {} subtasks", plan.subtasks.len()),
+            SwarmEvent::PlanReady { plan } => {
+                format!("plan ready: {} subtasks", plan.subtasks.len())
+            }
             SwarmEvent::PlanRejected { error } => format!("plan rejected: {error}"),
             SwarmEvent::WorkerStatus { worker, status } => format!("[{worker}] {}", status.label()),
             SwarmEvent::WorkerTurn { worker, turn } => format!("[{worker}] turn {turn}"),
@@ -128,9 +134,15 @@ impl SwarmEvent {
             }
             SwarmEvent::MergeConflict { worker, files } => format!(
                 "[{worker}] merge conflict in {}",
-                files.iter().map(|f| f.path.as_str()).collect::<Vec<_>>().join(", ")
+                files
+                    .iter()
+                    .map(|f| f.path.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
-            SwarmEvent::RunFinished { record } => format!("run {} {}", record.run_id, record.status.as_str()),
+            SwarmEvent::RunFinished { record } => {
+                format!("run {} {}", record.run_id, record.status.as_str())
+            }
         }
     }
 }

@@ -2,16 +2,18 @@
 //! each in its own git worktree and branch, then merges their branches into one integration
 //! branch (`DESIGN.md` §3, §4, §8).
 
+pub mod coordinator;
 pub mod events;
 pub mod plan;
 pub mod roles;
+pub mod run;
 pub mod scheduler;
 pub mod state;
-pub mod coordinator;
-pub mod run;
 pub mod worker;
 
-pub use run::{PreparedRun, RunIo, RunOptions, SwarmError, execute, final_summary, plan, prepare_run};
+pub use run::{
+    PreparedRun, RunIo, RunOptions, SwarmError, execute, final_summary, plan, prepare_run,
+};
 
 /// `tool main-argument`, for the status table's "last action" column.
 pub fn describe_action(name: &str, input: &serde_json::Value) -> String {
@@ -20,5 +22,9 @@ pub fn describe_action(name: &str, input: &serde_json::Value) -> String {
         .find_map(|k| input.get(*k).and_then(serde_json::Value::as_str))
         .unwrap_or("");
     let main: String = main.lines().next().unwrap_or("").chars().take(60).collect();
-    if main.is_empty() { name.to_string() } else { format!("{name} {main}") }
+    if main.is_empty() {
+        name.to_string()
+    } else {
+        format!("{name} {main}")
+    }
 }

@@ -65,7 +65,9 @@ pub fn plan_schema() -> Value {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PlanError {
     /// No JSON object found in the reply.
-    #[error("no JSON plan found in the reply; answer with one JSON object {{\"summary\": …, \"subtasks\": [ … ]}}")]
+    #[error(
+        "no JSON plan found in the reply; answer with one JSON object {{\"summary\": …, \"subtasks\": [ … ]}}"
+    )]
     NoJson,
     /// The JSON does not parse.
     #[error("the plan is not valid JSON: {0}")]
@@ -77,7 +79,9 @@ pub enum PlanError {
     #[error("the plan is invalid: {0}")]
     Invalid(String),
     /// More subtasks than allowed.
-    #[error("the plan has {count} subtasks but at most {max} are allowed (swarm.max_subtasks); merge related subtasks")]
+    #[error(
+        "the plan has {count} subtasks but at most {max} are allowed (swarm.max_subtasks); merge related subtasks"
+    )]
     TooMany {
         /// Subtasks in the plan.
         count: usize,
@@ -143,14 +147,21 @@ pub fn validate_plan_value(value: &Value, max_subtasks: usize) -> Result<Plan, P
     if !errors.is_empty() {
         return Err(PlanError::Schema(errors));
     }
-    let plan: Plan = serde_json::from_value(value.clone()).map_err(|e| PlanError::Json(e.to_string()))?;
+    let plan: Plan =
+        serde_json::from_value(value.clone()).map_err(|e| PlanError::Json(e.to_string()))?;
     if plan.subtasks.len() > max_subtasks {
-        return Err(PlanError::TooMany { count: plan.subtasks.len(), max: max_subtasks });
+        return Err(PlanError::TooMany {
+            count: plan.subtasks.len(),
+            max: max_subtasks,
+        });
     }
     let mut ids = BTreeSet::new();
     for s in &plan.subtasks {
         if !ids.insert(s.id.as_str()) {
-            return Err(PlanError::Invalid(format!("subtask id `{}` is used twice", s.id)));
+            return Err(PlanError::Invalid(format!(
+                "subtask id `{}` is used twice",
+                s.id
+            )));
         }
         for scope in &s.scope {
             if scope.starts_with('/') || scope.split('/').any(|c| c == "..") {
@@ -164,20 +175,38 @@ pub fn validate_plan_value(value: &Value, max_subtasks: usize) -> Result<Plan, P
     for s in &plan.subtasks {
         for d in &s.depends_on {
             if !ids.contains(d.as_str()) {
-                return Err(PlanError::Invalid(format!("subtask `{}` depends on unknown subtask `{d}`", s.id)));
+                return Err(PlanError::Invalid(format!(
+                    "subtask `{}` depends on unknown subtask `{d}`",
+                    s.id
+                )));
             }
             if d == &s.id {
-                return Err(PlanError::Invalid(format!("subtask `{}` depends on itself", s.id)));
+                return Err(PlanError::Invalid(format!(
+                    "subtask `{}` depends on itself",
+                    s.id
+                )));
             }
         }
     }
     // cycle check (Kahn)
-    let mut indegree: BTreeMap<&str, usize> = plan.subtasks.iter().map(|s| (s.id.as_str(), s.depends_on.len())).collect();
-    let mut ready: Vec<&str> = indegree.iter().filter(|(_, d)| **d == 0).map(|(k, _)| *k).collect();
+    let mut indegree: BTreeMap<&str, usize> = plan
+        .subtasks
+        .iter()
+        .map(|s| (s.id.as_str(), s.depends_on.len()))
+        .collect();
+    let mut ready: Vec<&str> = indegree
+        .iter()
+        .filter(|(_, d)| **d == 0)
+        .map(|(k, _)| *k)
+        .collect();
     let mut seen = 0;
     while let Some(id) = ready.pop() {
         seen += 1;
-        for s in plan.subtasks.iter().filter(|s| s.depends_on.iter().any(|d| d == id)) {
+        for s in plan
+            .subtasks
+            .iter()
+            .filter(|s| s.depends_on.iter().any(|d| d == id))
+        {
             let e = indegree.get_mut(s.id.as_str()).expect("known id");
             *e -= 1;
             if *e == 0 {
@@ -221,7 +250,9 @@ pub fn scopes_overlap(a: &str, b: &str) -> bool {
     }
     // Same subtree: refine with glob matching where one side is a plain path.
     let matches = |glob: &str, path: &str| {
-        globset::Glob::new(glob).map(|g| g.compile_matcher().is_match(path)).unwrap_or(true)
+        globset::Glob::new(glob)
+            .map(|g| g.compile_matcher().is_match(path))
+            .unwrap_or(true)
     };
     // A glob against a plain path: they are apart only when the path names a file (its last
     // component has an extension) below the glob's literal prefix that the glob does not match.
@@ -238,7 +269,9 @@ pub fn scopes_overlap(a: &str, b: &str) -> bool {
 
 /// Whether two subtasks' scopes overlap anywhere.
 pub fn subtasks_overlap(a: &Subtask, b: &Subtask) -> bool {
-    a.scope.iter().any(|x| b.scope.iter().any(|y| scopes_overlap(x, y)))
+    a.scope
+        .iter()
+        .any(|x| b.scope.iter().any(|y| scopes_overlap(x, y)))
 }
 
 #[cfg(test)]
@@ -268,12 +301,28 @@ mod tests {
         let e = parse_plan(&plan_json(13), 12).unwrap_err();
         assert!(matches!(e, PlanError::TooMany { count: 13, max: 12 }));
         let dup = r#"{"subtasks": [{"id":"a","title":"t","instructions":"i","scope":["x"]},{"id":"a","title":"t","instructions":"i","scope":["y"]}]}"#;
-        assert!(parse_plan(dup, 12).unwrap_err().to_string().contains("twice"));
+        assert!(
+            parse_plan(dup, 12)
+                .unwrap_err()
+                .to_string()
+                .contains("twice")
+        );
         let cyc = r#"{"subtasks": [{"id":"a","title":"t","instructions":"i","scope":["x"],"depends_on":["b"]},{"id":"b","title":"t","instructions":"i","scope":["y"],"depends_on":["a"]}]}"#;
-        assert!(parse_plan(cyc, 12).unwrap_err().to_string().contains("cycle"));
+        assert!(
+            parse_plan(cyc, 12)
+                .unwrap_err()
+                .to_string()
+                .contains("cycle")
+        );
         let unknown = r#"{"subtasks": [{"id":"a","title":"t","instructions":"i","scope":["x"],"depends_on":["zz"]}]}"#;
-        assert!(parse_plan(unknown, 12).unwrap_err().to_string().contains("zz"));
-        let escape = r#"{"subtasks": [{"id":"a","title":"t","instructions":"i","scope":["../x"]}]}"#;
+        assert!(
+            parse_plan(unknown, 12)
+                .unwrap_err()
+                .to_string()
+                .contains("zz")
+        );
+        let escape =
+            r#"{"subtasks": [{"id":"a","title":"t","instructions":"i","scope":["../x"]}]}"#;
         assert!(parse_plan(escape, 12).is_err());
     }
 

@@ -54,13 +54,18 @@ const BUILT_IN: [(&str, &str); 3] = [
 /// # Errors
 /// [`RoleError`] when the front matter is missing or invalid.
 pub fn parse_role(text: &str, origin: &str) -> Result<RoleDefinition, RoleError> {
-    let err = |message: String| RoleError { origin: origin.to_string(), message };
+    let err = |message: String| RoleError {
+        origin: origin.to_string(),
+        message,
+    };
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let rest = text
         .strip_prefix("---\n")
         .or_else(|| text.strip_prefix("---\r\n"))
         .ok_or_else(|| err("must start with a `---` line and YAML front matter".into()))?;
-    let end = rest.find("\n---").ok_or_else(|| err("front matter is not closed by a `---` line".into()))?;
+    let end = rest
+        .find("\n---")
+        .ok_or_else(|| err("front matter is not closed by a `---` line".into()))?;
     let yaml = &rest[..end];
     let body = rest[end + 4..].trim_start_matches(['\r', '\n']);
     let fm: FrontMatter = serde_yaml::from_str(yaml).map_err(|e| err(e.to_string()))?;
@@ -78,14 +83,20 @@ pub fn parse_role(text: &str, origin: &str) -> Result<RoleDefinition, RoleError>
 /// # Errors
 /// [`RoleError`] for an invalid project file or an unknown role name.
 pub fn load_role(workspace_root: &Path, name: &str) -> Result<RoleDefinition, RoleError> {
-    let project = workspace_root.join(".ahelper").join("agents").join(format!("{name}.md"));
+    let project = workspace_root
+        .join(".ahelper")
+        .join("agents")
+        .join(format!("{name}.md"));
     if let Ok(text) = std::fs::read_to_string(&project) {
         return parse_role(&text, &project.display().to_string());
     }
     let (_, text) = BUILT_IN
         .iter()
         .find(|(n, _)| *n == name)
-        .ok_or_else(|| RoleError { origin: name.into(), message: "no such role".into() })?;
+        .ok_or_else(|| RoleError {
+            origin: name.into(),
+            message: "no such role".into(),
+        })?;
     parse_role(text, &format!("built-in {name}"))
 }
 
@@ -117,6 +128,11 @@ mod tests {
         assert_eq!(role.instructions, "Be brief.");
         assert_eq!(role.tools, vec!["read_file"]);
         assert!(parse_role("no front matter", "x").is_err());
-        assert!(parse_role("---\nname: x\nbogus: 1\n---\nhi", "x").unwrap_err().message.contains("bogus"));
+        assert!(
+            parse_role("---\nname: x\nbogus: 1\n---\nhi", "x")
+                .unwrap_err()
+                .message
+                .contains("bogus")
+        );
     }
 }

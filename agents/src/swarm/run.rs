@@ -116,7 +116,8 @@ impl RunContext {
         if let Ok(mut guard) = self.events_log.lock() {
             if let Some(file) = guard.as_mut() {
                 use std::io::Write;
-                let line = serde_json::json!({"ts": crate::transcript::now_rfc3339(), "event": &event});
+                let line =
+                    serde_json::json!({"ts": crate::transcript::now_rfc3339(), "event": &event});
                 let _ = writeln!(file, "{line}");
             }
         }
@@ -125,7 +126,9 @@ impl RunContext {
 
     /// Transcript of a worker.
     pub fn worker_transcript(&self, worker: &str) -> PathBuf {
-        run_dir(&self.repo_root, &self.run_id).join("workers").join(format!("{worker}.jsonl"))
+        run_dir(&self.repo_root, &self.run_id)
+            .join("workers")
+            .join(format!("{worker}.jsonl"))
     }
 }
 
@@ -156,14 +159,31 @@ pub fn repo_id(repo_root: &Path) -> String {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
     repo_root.hash(&mut h);
-    let name = repo_root.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "repo".into());
-    let name: String = name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect();
+    let name = repo_root
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "repo".into());
+    let name: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
     format!("{name}-{:08x}", h.finish() as u32)
 }
 
 /// Where the worktrees of a run go: `swarm.worktree_root` or
 /// `$XDG_STATE_HOME/ahelper/worktrees`, then `<repo-id>/<run>/`.
-pub fn worktree_base(config: &Config, env: &EnvSnapshot, repo_root: &Path, run_id: &str) -> PathBuf {
+pub fn worktree_base(
+    config: &Config,
+    env: &EnvSnapshot,
+    repo_root: &Path,
+    run_id: &str,
+) -> PathBuf {
     let root = config
         .swarm
         .worktree_root
@@ -180,14 +200,21 @@ pub use ahelper_worktrees::{integration_branch, worker_branch};
 ///
 /// # Errors
 /// [`SwarmError`] with a message that says what to do.
-pub fn prepare_run(config: &Config, task: &str, options: &RunOptions) -> Result<PreparedRun, SwarmError> {
+pub fn prepare_run(
+    config: &Config,
+    task: &str,
+    options: &RunOptions,
+) -> Result<PreparedRun, SwarmError> {
     let repo = git::RepoInfo::discover(&config.workspace_root)?;
     let root = repo.workdir.clone();
     let base_ref = options.base.clone().unwrap_or_else(|| "HEAD".into());
     let mut base = git::resolve_commit(&root, &base_ref)?;
     for run in RunRecord::list(&root) {
         if run.is_active() && run.base_commit == base.to_string() {
-            return Err(SwarmError::AlreadyActive { run_id: run.run_id, pid: run.pid });
+            return Err(SwarmError::AlreadyActive {
+                run_id: run.run_id,
+                pid: run.pid,
+            });
         }
     }
     git::ensure_excluded(&root, ".ahelper/")?;
@@ -225,7 +252,11 @@ pub fn prepare_run(config: &Config, task: &str, options: &RunOptions) -> Result<
         error: None,
     };
     record.save().map_err(|e| SwarmError::Io(e.to_string()))?;
-    Ok(PreparedRun { record, repo, dirty })
+    Ok(PreparedRun {
+        record,
+        repo,
+        dirty,
+    })
 }
 
 /// Asks the coordinator model for a plan, re-asking once with the validation error.
@@ -253,12 +284,12 @@ pub async fn plan(
             }
         }
     }
-    let ctx = ToolContext::new(&root).map_err(|e| SwarmError::Io(format!("{}: {e}", root.display())))?;
+    let ctx =
+        ToolContext::new(&root).map_err(|e| SwarmError::Io(format!("{}: {e}", root.display())))?;
     let max_subtasks = config.swarm.max_subtasks;
     let instructions = format!(
         "{}\n\nLimits: at most {max_subtasks} subtasks; {} workers run at once.",
-        role.instructions,
-        config.swarm.max_workers
+        role.instructions, config.swarm.max_workers
     );
     let system_prompt = build_system_prompt(&SystemPromptParams {
         workspace_root: &ctx.workspace_root,
@@ -282,7 +313,15 @@ pub async fn plan(
         io.prompter.clone(),
         RulePersistence::InMemory,
     );
-    let mut agent = Agent::new(client.clone(), model.to_string(), tools, gate, ctx, system_prompt, settings);
+    let mut agent = Agent::new(
+        client.clone(),
+        model.to_string(),
+        tools,
+        gate,
+        ctx,
+        system_prompt,
+        settings,
+    );
     let mut writer = TranscriptWriter::open(&prepared.record.coordinator_transcript())
         .map_err(|e| SwarmError::Io(e.to_string()))?;
     let _ = writer.append(TranscriptEntry::SessionStart {
@@ -303,7 +342,12 @@ pub async fn plan(
                         action: super::describe_action(&name, &input),
                     });
                 }
-                AgentEvent::Retry { attempt, max_attempts, delay_ms, reason } => {
+                AgentEvent::Retry {
+                    attempt,
+                    max_attempts,
+                    delay_ms,
+                    reason,
+                } => {
                     let _ = events.send(SwarmEvent::WorkerRetry {
                         worker: "coordinator".into(),
                         message: format!(
@@ -329,7 +373,9 @@ pub async fn plan(
             break;
         }
         if outcome.stop_reason == AgentStopReason::Error {
-            result = Err(SwarmError::Plan(outcome.error.unwrap_or_else(|| "model error".into())));
+            result = Err(SwarmError::Plan(
+                outcome.error.unwrap_or_else(|| "model error".into()),
+            ));
             break;
         }
         match parse_plan(&outcome.final_text, max_subtasks) {
@@ -339,7 +385,9 @@ pub async fn plan(
             }
             Err(e) => {
                 let last_error = e.to_string();
-                let _ = io.events.send(SwarmEvent::PlanRejected { error: last_error.clone() });
+                let _ = io.events.send(SwarmEvent::PlanRejected {
+                    error: last_error.clone(),
+                });
                 if attempt == 0 {
                     prompt = format!(
                         "Your plan was rejected: {last_error}\nAnswer again with only the corrected JSON plan, nothing else."
@@ -357,7 +405,10 @@ pub async fn plan(
             prepared.record.plan = Some(plan.clone());
             prepared.record.workers = worker_records(&prepared.record, &plan, config);
             prepared.record.status = RunStatus::Planned;
-            prepared.record.save().map_err(|e| SwarmError::Io(e.to_string()))?;
+            prepared
+                .record
+                .save()
+                .map_err(|e| SwarmError::Io(e.to_string()))?;
             let _ = io.events.send(SwarmEvent::PlanReady { plan: plan.clone() });
             Ok(plan)
         }
@@ -419,7 +470,11 @@ pub async fn execute(
     let worker_role = load_role(&root, "worker")?;
     let provider = config.provider().ok();
     let events_path = run_dir(&root, &record.run_id).join("events.jsonl");
-    let events_log = std::fs::OpenOptions::new().create(true).append(true).open(&events_path).ok();
+    let events_log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&events_path)
+        .ok();
     let already_used = record.usage.input_tokens + record.usage.output_tokens;
     let run = Arc::new(RunContext {
         run_id: record.run_id.clone(),
@@ -437,7 +492,9 @@ pub async fn execute(
         worker_max_turns: config.swarm.worker_max_turns,
         agent_limits: config.agent.clone(),
         token_budget: config.swarm.token_budget.max(already_used + 1),
-        deadline: Some(tokio::time::Instant::now() + std::time::Duration::from_secs(config.swarm.time_limit_s)),
+        deadline: Some(
+            tokio::time::Instant::now() + std::time::Duration::from_secs(config.swarm.time_limit_s),
+        ),
         cancel: CancellationToken::new(),
         worker_role,
         events: io.events.clone(),
@@ -458,7 +515,11 @@ pub async fn execute(
     });
     let (done_tx, done_rx) = tokio::sync::oneshot::channel();
     let coordinator = CoordinatorActor::spawn_with_mailbox(
-        CoordinatorArgs { run: run.clone(), record: record.clone(), done: done_tx },
+        CoordinatorArgs {
+            run: run.clone(),
+            record: record.clone(),
+            done: done_tx,
+        },
         kameo::mailbox::unbounded(),
     );
     let cancel_watch = {
@@ -466,7 +527,11 @@ pub async fn execute(
         let cancel = io.cancel.clone();
         tokio::spawn(async move {
             cancel.cancelled().await;
-            let _ = coordinator.tell(CancelRun { reason: "cancelled by the user (Ctrl-C)".into() }).await;
+            let _ = coordinator
+                .tell(CancelRun {
+                    reason: "cancelled by the user (Ctrl-C)".into(),
+                })
+                .await;
         })
     };
     let deadline_watch = {
@@ -475,7 +540,11 @@ pub async fn execute(
         tokio::spawn(async move {
             if let Some(d) = deadline {
                 tokio::time::sleep_until(d).await;
-                let _ = coordinator.tell(CancelRun { reason: "the run's wall-clock limit was reached".into() }).await;
+                let _ = coordinator
+                    .tell(CancelRun {
+                        reason: "the run's wall-clock limit was reached".into(),
+                    })
+                    .await;
             }
         })
     };
@@ -492,7 +561,9 @@ pub async fn execute(
     cancel_watch.abort();
     deadline_watch.abort();
     let _ = coordinator.stop_gracefully().await;
-    run.publish(SwarmEvent::RunFinished { record: Box::new(final_record.clone()) });
+    run.publish(SwarmEvent::RunFinished {
+        record: Box::new(final_record.clone()),
+    });
     Ok(final_record)
 }
 
@@ -519,9 +590,22 @@ pub fn final_summary(record: &RunRecord) -> String {
         s.push_str(&format!("Stopped: {e}\n"));
     }
     for w in &record.workers {
-        let files = w.report.as_ref().map(|r| r.files_changed.len()).unwrap_or(0);
-        let (ins, del) = w.report.as_ref().map(|r| (r.insertions, r.deletions)).unwrap_or((0, 0));
-        s.push_str(&format!("  {} {:<11} {} — {files} files, +{ins} -{del}\n", w.id, w.status.label(), w.title));
+        let files = w
+            .report
+            .as_ref()
+            .map(|r| r.files_changed.len())
+            .unwrap_or(0);
+        let (ins, del) = w
+            .report
+            .as_ref()
+            .map(|r| (r.insertions, r.deletions))
+            .unwrap_or((0, 0));
+        s.push_str(&format!(
+            "  {} {:<11} {} — {files} files, +{ins} -{del}\n",
+            w.id,
+            w.status.label(),
+            w.title
+        ));
         if let Some(err) = w.report.as_ref().and_then(|r| r.error.as_ref()) {
             s.push_str(&format!("      error: {err}\n"));
         }
@@ -531,7 +615,11 @@ pub fn final_summary(record: &RunRecord) -> String {
         record.integration_branch,
         &record.base_commit[..record.base_commit.len().min(12)]
     ));
-    for w in record.workers.iter().filter(|w| w.status == WorkerStatus::Conflict) {
+    for w in record
+        .workers
+        .iter()
+        .filter(|w| w.status == WorkerStatus::Conflict)
+    {
         let files: Vec<&str> = w.conflicts.iter().map(|c| c.path.as_str()).collect();
         s.push_str(&format!(
             "Conflict: {} ({}) conflicts in {}. Both branches are kept. To resolve:\n  git checkout {} && git merge {}\n  # fix the files, then: git add -A && git commit\n",
@@ -542,10 +630,21 @@ pub fn final_summary(record: &RunRecord) -> String {
             w.branch
         ));
     }
-    if record.workers.iter().any(|w| w.status == WorkerStatus::Cancelled || !w.status.is_terminal()) {
-        s.push_str(&format!("Resume with: ahelper swarm resume {}\n", record.run_id));
+    if record
+        .workers
+        .iter()
+        .any(|w| w.status == WorkerStatus::Cancelled || !w.status.is_terminal())
+    {
+        s.push_str(&format!(
+            "Resume with: ahelper swarm resume {}\n",
+            record.run_id
+        ));
     }
-    if record.workers.iter().any(|w| w.status == WorkerStatus::Merged) {
+    if record
+        .workers
+        .iter()
+        .any(|w| w.status == WorkerStatus::Merged)
+    {
         s.push_str(&format!(
             "Review with: git diff {}...{}   Apply with: git merge {}\n",
             &record.base_commit[..record.base_commit.len().min(12)],
@@ -553,6 +652,9 @@ pub fn final_summary(record: &RunRecord) -> String {
             record.integration_branch
         ));
     }
-    s.push_str(&format!("Logs: ahelper swarm logs {} [worker]   Clean up: ahelper swarm clean {}\n", record.run_id, record.run_id));
+    s.push_str(&format!(
+        "Logs: ahelper swarm logs {} [worker]   Clean up: ahelper swarm clean {}\n",
+        record.run_id, record.run_id
+    ));
     s
 }

@@ -39,9 +39,18 @@ impl Scheduler {
     pub fn new(subtasks: Vec<Subtask>, max_workers: usize) -> Self {
         let n = subtasks.len();
         let overlap = (0..n)
-            .map(|i| (0..n).map(|j| i != j && subtasks_overlap(&subtasks[i], &subtasks[j])).collect())
+            .map(|i| {
+                (0..n)
+                    .map(|j| i != j && subtasks_overlap(&subtasks[i], &subtasks[j]))
+                    .collect()
+            })
             .collect();
-        Scheduler { states: vec![SlotState::Queued; n], subtasks, max_workers: max_workers.max(1), overlap }
+        Scheduler {
+            states: vec![SlotState::Queued; n],
+            subtasks,
+            max_workers: max_workers.max(1),
+            overlap,
+        }
     }
 
     /// Sets a state directly (used when resuming a run).
@@ -56,7 +65,10 @@ impl Scheduler {
 
     /// Number of running subtasks.
     pub fn running(&self) -> usize {
-        self.states.iter().filter(|s| **s == SlotState::Running).count()
+        self.states
+            .iter()
+            .filter(|s| **s == SlotState::Running)
+            .count()
     }
 
     /// Picks the subtasks to start now (in plan order), marks them running and returns their
@@ -72,13 +84,15 @@ impl Scheduler {
                 continue;
             }
             let deps_merged = self.subtasks[i].depends_on.iter().all(|d| {
-                self.index_of(d).is_some_and(|j| self.states[j] == SlotState::Merged)
+                self.index_of(d)
+                    .is_some_and(|j| self.states[j] == SlotState::Merged)
             });
             if !deps_merged {
                 continue;
             }
             let clashes = (0..self.subtasks.len()).any(|j| {
-                matches!(self.states[j], SlotState::Running | SlotState::Finished) && self.overlap[i][j]
+                matches!(self.states[j], SlotState::Running | SlotState::Finished)
+                    && self.overlap[i][j]
             });
             if clashes {
                 continue;
@@ -99,13 +113,22 @@ impl Scheduler {
 
     /// Records the end of a subtask: merged into the integration branch or not.
     pub fn finish(&mut self, index: usize, merged: bool) {
-        self.states[index] = if merged { SlotState::Merged } else { SlotState::Ended };
+        self.states[index] = if merged {
+            SlotState::Merged
+        } else {
+            SlotState::Ended
+        };
         self.skip_blocked();
     }
 
     /// Whether nothing is queued or running any more.
     pub fn is_finished(&self) -> bool {
-        self.states.iter().all(|s| !matches!(s, SlotState::Queued | SlotState::Running | SlotState::Finished))
+        self.states.iter().all(|s| {
+            !matches!(
+                s,
+                SlotState::Queued | SlotState::Running | SlotState::Finished
+            )
+        })
     }
 
     fn index_of(&self, id: &str) -> Option<usize> {
@@ -120,8 +143,9 @@ impl Scheduler {
                     continue;
                 }
                 let blocked = self.subtasks[i].depends_on.iter().any(|d| {
-                    self.index_of(d)
-                        .is_none_or(|j| matches!(self.states[j], SlotState::Ended | SlotState::Skipped))
+                    self.index_of(d).is_none_or(|j| {
+                        matches!(self.states[j], SlotState::Ended | SlotState::Skipped)
+                    })
                 });
                 if blocked {
                     self.states[i] = SlotState::Skipped;
@@ -151,7 +175,9 @@ mod tests {
 
     #[test]
     fn never_more_than_max_workers_and_slots_refill() {
-        let tasks: Vec<_> = (0..16).map(|i| task(&format!("t{i}"), &[&format!("f{i}.rs")], &[])).collect();
+        let tasks: Vec<_> = (0..16)
+            .map(|i| task(&format!("t{i}"), &[&format!("f{i}.rs")], &[]))
+            .collect();
         let mut s = Scheduler::new(tasks, 4);
         let mut done = 0;
         let mut running: Vec<usize> = s.start_ready();
@@ -171,7 +197,11 @@ mod tests {
     #[test]
     fn overlapping_scopes_wait() {
         let mut s = Scheduler::new(
-            vec![task("a", &["src/**"], &[]), task("b", &["src/x.rs"], &[]), task("c", &["docs/a.md"], &[])],
+            vec![
+                task("a", &["src/**"], &[]),
+                task("b", &["src/x.rs"], &[]),
+                task("c", &["docs/a.md"], &[]),
+            ],
             4,
         );
         assert_eq!(s.start_ready(), vec![0, 2]);
@@ -182,7 +212,11 @@ mod tests {
     #[test]
     fn dependencies_wait_for_merge_and_failures_skip_dependents() {
         let mut s = Scheduler::new(
-            vec![task("a", &["a"], &[]), task("b", &["b"], &["a"]), task("c", &["c"], &["b"])],
+            vec![
+                task("a", &["a"], &[]),
+                task("b", &["b"], &["a"]),
+                task("c", &["c"], &["b"]),
+            ],
             4,
         );
         assert_eq!(s.start_ready(), vec![0]);

@@ -278,18 +278,30 @@ impl RunRecord {
     /// [`RunStoreError`].
     pub fn load(repo_root: &Path, run_id: &str) -> Result<RunRecord, RunStoreError> {
         let path = run_dir(repo_root, run_id).join("run.json");
-        let text = std::fs::read_to_string(&path).map_err(|source| RunStoreError::Io { path: path.clone(), source })?;
-        serde_json::from_str(&text).map_err(|e| RunStoreError::Corrupt { path, message: e.to_string() })
+        let text = std::fs::read_to_string(&path).map_err(|source| RunStoreError::Io {
+            path: path.clone(),
+            source,
+        })?;
+        serde_json::from_str(&text).map_err(|e| RunStoreError::Corrupt {
+            path,
+            message: e.to_string(),
+        })
     }
 
     /// Every run of the repository, oldest first (run ids are UUID v7 and sort by time).
     /// Unreadable records are skipped.
     pub fn list(repo_root: &Path) -> Vec<RunRecord> {
         let mut ids: Vec<String> = std::fs::read_dir(runs_dir(repo_root))
-            .map(|rd| rd.filter_map(Result::ok).filter_map(|e| e.file_name().into_string().ok()).collect())
+            .map(|rd| {
+                rd.filter_map(Result::ok)
+                    .filter_map(|e| e.file_name().into_string().ok())
+                    .collect()
+            })
             .unwrap_or_default();
         ids.sort();
-        ids.iter().filter_map(|id| RunRecord::load(repo_root, id).ok()).collect()
+        ids.iter()
+            .filter_map(|id| RunRecord::load(repo_root, id).ok())
+            .collect()
     }
 
     /// Finds a run by id or unique prefix.
@@ -297,8 +309,10 @@ impl RunRecord {
     /// # Errors
     /// [`RunStoreError::NotFound`] or [`RunStoreError::Ambiguous`].
     pub fn find(repo_root: &Path, prefix: &str) -> Result<RunRecord, RunStoreError> {
-        let matches: Vec<RunRecord> =
-            Self::list(repo_root).into_iter().filter(|r| r.run_id.starts_with(prefix)).collect();
+        let matches: Vec<RunRecord> = Self::list(repo_root)
+            .into_iter()
+            .filter(|r| r.run_id.starts_with(prefix))
+            .collect();
         match matches.len() {
             0 => Err(RunStoreError::NotFound(prefix.into())),
             1 => Ok(matches.into_iter().next().expect("one")),
@@ -318,7 +332,9 @@ impl RunRecord {
 
     /// Transcript path of a worker.
     pub fn worker_transcript(&self, worker: &str) -> PathBuf {
-        run_dir(&self.repo_root, &self.run_id).join("workers").join(format!("{worker}.jsonl"))
+        run_dir(&self.repo_root, &self.run_id)
+            .join("workers")
+            .join(format!("{worker}.jsonl"))
     }
 
     /// The coordinator's transcript (plan conversation and run events).
@@ -336,9 +352,14 @@ impl RunRecord {
 
 /// Whether a process with this pid exists (signal 0).
 pub fn process_alive(pid: u32) -> bool {
-    let Ok(pid) = libc::pid_t::try_from(pid) else { return false };
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
     // SAFETY: kill with signal 0 only checks for the existence of the process.
-    unsafe { libc::kill(pid, 0) == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM) }
+    unsafe {
+        libc::kill(pid, 0) == 0
+            || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+    }
 }
 
 #[cfg(test)]
@@ -369,9 +390,16 @@ mod tests {
         assert!(r.is_active());
         let back = RunRecord::find(dir.path(), "0190").unwrap();
         assert_eq!(back.run_id, r.run_id);
-        assert!(matches!(RunRecord::find(dir.path(), "zzz"), Err(RunStoreError::NotFound(_))));
-        assert!(!dir.path().join(".ahelper/runs/0190-abc").read_dir().unwrap().any(|e| {
-            e.unwrap().file_name().to_string_lossy().contains("tmp")
-        }));
+        assert!(matches!(
+            RunRecord::find(dir.path(), "zzz"),
+            Err(RunStoreError::NotFound(_))
+        ));
+        assert!(
+            !dir.path()
+                .join(".ahelper/runs/0190-abc")
+                .read_dir()
+                .unwrap()
+                .any(|e| { e.unwrap().file_name().to_string_lossy().contains("tmp") })
+        );
     }
 }

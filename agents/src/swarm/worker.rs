@@ -100,7 +100,13 @@ impl Actor for WorkerActor {
                     )
                 }
             };
-            let _ = coordinator.tell(WorkerDone { index, status, report }).await;
+            let _ = coordinator
+                .tell(WorkerDone {
+                    index,
+                    status,
+                    report,
+                })
+                .await;
             let _ = actor_ref.stop_gracefully().await;
         });
         Ok(WorkerActor { cancel, id })
@@ -171,7 +177,8 @@ async fn run_worker(
         let spec = spec.clone();
         tokio::task::spawn_blocking(move || {
             if let Some(parent) = spec.worktree.parent() {
-                std::fs::create_dir_all(parent).map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+                std::fs::create_dir_all(parent)
+                    .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
             }
             let existing = git::list_worktrees(&run.repo_root)
                 .map_err(|e| e.to_string())?
@@ -184,7 +191,13 @@ async fn run_worker(
             let info = if branch_exists && spec.resume {
                 git::resume_worktree(&run.git_lock, &run.repo_root, &spec.worktree, &spec.branch)
             } else {
-                git::create_worktree(&run.git_lock, &run.repo_root, &spec.worktree, &spec.branch, spec.start_commit)
+                git::create_worktree(
+                    &run.git_lock,
+                    &run.repo_root,
+                    &spec.worktree,
+                    &spec.branch,
+                    spec.start_commit,
+                )
             }
             .map_err(|e| e.to_string())?;
             Ok::<PathBuf, String>(info.path)
@@ -202,9 +215,16 @@ async fn run_worker(
         Ok(c) => c,
         Err(e) => return failed(format!("worktree {} is unusable: {e}", worktree.display())),
     };
-    tool_context.env.insert("AHELPER_RUN_ID".into(), run.run_id.clone());
-    tool_context.env.insert("AHELPER_WORKER_ID".into(), spec.id.clone());
-    tool_context.claims = Some(FileClaims { map: run.claims.clone(), owner: spec.id.clone() });
+    tool_context
+        .env
+        .insert("AHELPER_RUN_ID".into(), run.run_id.clone());
+    tool_context
+        .env
+        .insert("AHELPER_WORKER_ID".into(), spec.id.clone());
+    tool_context.claims = Some(FileClaims {
+        map: run.claims.clone(),
+        owner: spec.id.clone(),
+    });
     tool_context.max_output_chars = run.agent_limits.max_tool_output_chars;
     let mut tools = ToolRegistry::new();
     let standard = ToolRegistry::standard();
@@ -220,10 +240,17 @@ async fn run_worker(
         role_instructions: Some(&spec.role.instructions),
         tools: &tools,
     });
-    let mut gate = PermissionGate::new(run.policy.clone(), run.prompter.clone(), RulePersistence::InMemory);
+    let mut gate = PermissionGate::new(
+        run.policy.clone(),
+        run.prompter.clone(),
+        RulePersistence::InMemory,
+    );
     gate.requester = Some(format!("{} · {}", spec.id, spec.subtask.title));
     let settings = AgentSettings {
-        max_turns: spec.role.max_turns.map_or(run.worker_max_turns, |m| m.min(run.worker_max_turns)),
+        max_turns: spec
+            .role
+            .max_turns
+            .map_or(run.worker_max_turns, |m| m.min(run.worker_max_turns)),
         repeat_limit: run.agent_limits.repeat_limit,
         max_tool_output_chars: run.agent_limits.max_tool_output_chars,
         max_output_tokens: run.max_output_tokens,
@@ -231,8 +258,15 @@ async fn run_worker(
         token_budget: None,
         deadline: run.deadline,
     };
-    let mut agent =
-        Agent::new(run.client.clone(), run.model.clone(), tools, gate, tool_context, system_prompt, settings);
+    let mut agent = Agent::new(
+        run.client.clone(),
+        run.model.clone(),
+        tools,
+        gate,
+        tool_context,
+        system_prompt,
+        settings,
+    );
     let transcript_path = run.worker_transcript(&spec.id);
     let resumed_history = if spec.resume && transcript_path.exists() {
         crate::transcript::read_transcript(&transcript_path)
@@ -267,7 +301,12 @@ async fn run_worker(
                         action: crate::swarm::describe_action(&name, &input),
                     }),
                     AgentEvent::Usage { total, .. } => Some(Progress::Usage { index, total }),
-                    AgentEvent::Retry { attempt, max_attempts, delay_ms, reason } => Some(Progress::Retry {
+                    AgentEvent::Retry {
+                        attempt,
+                        max_attempts,
+                        delay_ms,
+                        reason,
+                    } => Some(Progress::Retry {
                         index,
                         message: format!(
                             "{reason}; retrying in {} s (attempt {attempt}/{max_attempts})",
@@ -284,7 +323,9 @@ async fn run_worker(
     };
     let _ = coordinator.tell(progress(WorkerStatus::Running)).await;
     let outcome = if resumed_history.is_empty() {
-        agent.run(&worker_prompt(&spec.subtask, &run.task), &cancel).await
+        agent
+            .run(&worker_prompt(&spec.subtask, &run.task), &cancel)
+            .await
     } else {
         agent.history = resumed_history;
         agent
@@ -303,7 +344,10 @@ async fn run_worker(
     let cancelled = outcome.stop_reason == AgentStopReason::Cancelled;
     let summary = bounded_summary(&outcome.final_text);
     let message = if outcome.stop_reason == AgentStopReason::Completed {
-        format!("{}\n\n{}\n\nahelper run {} worker {}", spec.subtask.title, summary, run.run_id, spec.id)
+        format!(
+            "{}\n\n{}\n\nahelper run {} worker {}",
+            spec.subtask.title, summary, run.run_id, spec.id
+        )
     } else {
         format!(
             "wip: {} ({})\n\n{}\n\nahelper run {} worker {}",
@@ -348,7 +392,10 @@ async fn run_worker(
             report.deletions = stats.deletions;
         }
         Err(e) => {
-            report.error = Some(format!("could not commit the worktree {}: {e}", worktree.display()));
+            report.error = Some(format!(
+                "could not commit the worktree {}: {e}",
+                worktree.display()
+            ));
             return (WorkerStatus::Failed, report);
         }
     }

@@ -1,0 +1,563 @@
+//! End-to-end tests of `ahelper swarm` against the fake LLM server on temporary git repositories.
+
+mod common;
+
+use ahelper_fake_llm::{Conversation, FakeLlm, Fault, FaultKind, Script, Turn};
+use common::*;
+use predicates::prelude::*;
+use serde_json::{Value, json};
+
+const COORDINATOR: &str = "You are the coordinator of a swarm";
+
+fn plan_turn(subtasks: Value) -> Turn {
+    Turn::text(json!({"summary": "split by file", "subtasks": subtasks}).to_string())
+}
+
+fn subtask(id: &str, scope: &str) -> Value {
+    json!({"id": id, "title": format!("Work on {id}"), "instructions": format!("Do {id}."), "scope": [scope]})
+}
+
+fn worker(id: &str) -> Conversation {
+    Conversation::new()
+        .named(id)
+        .matching(format!("Your subtask `{id}`"))
+}
+
+/// The swarm run's record, read from `.ahelper/runs/*/run.json` (the newest).
+fn last_run(repo: &TestRepo) -> Value {
+    let dir = repo.path().join(".ahelper/runs");
+    let mut ids: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    ids.sort();
+    serde_json::from_str(&std::fs::read_to_string(ids.last().unwrap().join("run.json")).unwrap())
+        .unwrap()
+}
+
+fn swarm(repo: &TestRepo, server: &FakeLlm) -> assert_cmd::Command {
+    let mut cmd = ahelper(repo, server, Wire::Anthropic);
+    cmd.env("XDG_STATE_HOME", repo.home().join("state"));
+    cmd
+}
+
+fn worker_status(run: &Value, id: &str) -> String {
+    run["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["id"] == id)
+        .unwrap()["status"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// (a) three subtasks on disjoint files: isolated worktrees, own cwd, all merged, user untouched.
+#[test]
+fn three_disjoint_subtasks_merge_into_the_integration_branch() {
+    let repo = repo_with(&[
+        ("a.txt", "a\n"),
+        ("b.txt", "b\n"),
+        ("c.txt", "c\n"),
+        ("notes.md", "mine\n"),
+    ]);
+    // the user's own uncommitted work
+    repo.write("notes.md", "mine, edited but not committed\n");
+    repo.write("scratch.txt", "untracked\n");
+    let mut script =
+        Script::new().with_conversation(Conversation::new().matching(COORDINATOR).turn(plan_turn(
+            json!([
+                subtask("s1", "a.txt"),
+                subtask("s2", "b.txt"),
+                subtask("s3", "c.txt"),
+            ]),
+        )));
+    for (id, file) in [("s1", "a.txt"), ("s2", "b.txt"), ("s3", "c.txt")] {
+        script = script.with_conversation(
+            worker(id)
+                .turn(Turn::tool_call(
+                    "run_command",
+                    json!({"command": format!("pwd > where-{id}.txt; git rev-parse --abbrev-ref HEAD >> where-{id}.txt; echo $AHELPER_WORKER_ID >> where-{id}.txt")}),
+                ))
+                .turn(Turn::tool_call("write_file", json!({"path": file, "content": format!("{id} was here\n")})))
+                .turn(Turn::text(format!("{id} done")).with_usage(100, 10)),
+        );
+    }
+    let server = start(script);
+    let head_before = repo.git(&["rev-parse", "HEAD"]);
+    let out = swarm(&repo, &server)
+        .args([
+            "swarm",
+            "change three files",
+            "--yes",
+            "--permission-mode",
+            "bypass",
+        ])
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("merged"), "{stdout}");
+    let run = last_run(&repo);
+    assert_eq!(run["status"], "finished");
+    let integration = run["integration_branch"].as_str().unwrap().to_string();
+    let mut cwds = vec![];
+    for (i, (id, file)) in [("s1", "a.txt"), ("s2", "b.txt"), ("s3", "c.txt")]
+        .iter()
+        .enumerate()
+    {
+        let w = format!("w{}", i + 1);
+        assert_eq!(worker_status(&run, &w), "merged");
+        assert_eq!(
+            repo.git(&["show", &format!("{integration}:{file}")]),
+            format!("{id} was here\n")
+        );
+        let where_ = repo.git(&["show", &format!("{integration}:where-{id}.txt")]);
+        let lines: Vec<&str> = where_.lines().collect();
+        // its own cwd: the worker's worktree, outside the user's checkout, on its own branch
+        assert!(lines[0].ends_with(&format!("/{w}")), "{where_}");
+        assert!(
+            !lines[0].starts_with(repo.path().to_str().unwrap()),
+            "worktree inside the checkout: {where_}"
+        );
+        assert_eq!(
+            lines[1],
+            format!("{}/{w}", integration.trim_end_matches("/integration"))
+        );
+        assert_eq!(lines[2], w);
+        cwds.push(lines[0].to_string());
+    }
+    cwds.sort();
+    cwds.dedup();
+    assert_eq!(cwds.len(), 3, "three distinct worktrees");
+    // nothing landed in the main checkout; the user's branch, HEAD and dirty files are untouched
+    assert_eq!(repo.git(&["rev-parse", "HEAD"]), head_before);
+    assert_eq!(
+        repo.git(&["rev-parse", "--abbrev-ref", "HEAD"]).trim(),
+        "main"
+    );
+    assert_eq!(repo.file("a.txt"), "a\n");
+    assert_eq!(repo.file("notes.md"), "mine, edited but not committed\n");
+    assert_eq!(repo.file("scratch.txt"), "untracked\n");
+    for id in ["s1", "s2", "s3"] {
+        assert!(!repo.path().join(format!("where-{id}.txt")).exists());
+    }
+    let status = repo.git(&["status", "--porcelain"]);
+    assert_eq!(status, " M notes.md\n?? scratch.txt\n", "{status}");
+    // merged workers' worktrees are removed; transcripts stay
+    assert!(!std::path::Path::new(&cwds[0]).exists());
+    let run_id = run["run_id"].as_str().unwrap();
+    assert!(
+        repo.path()
+            .join(format!(".ahelper/runs/{run_id}/workers/w1.jsonl"))
+            .exists()
+    );
+    // the dirty tree was announced
+    assert!(String::from_utf8_lossy(&out.stderr).contains("uncommitted changes"));
+}
+
+/// (b) two workers change the same lines: the conflict is reported, both branches kept, the
+/// clean one merged, and the summary says what to run.
+#[test]
+fn conflicting_workers_keep_both_branches_and_report_the_conflict() {
+    let repo = repo_with(&[("README.md", "title\n"), ("a.txt", "a\n"), ("b.txt", "b\n")]);
+    let script = Script::new()
+        .with_conversation(
+            Conversation::new()
+                .matching(COORDINATOR)
+                .turn(plan_turn(json!([
+                    subtask("s1", "a.txt"),
+                    subtask("s2", "b.txt")
+                ]))),
+        )
+        .with_conversation(
+            worker("s1")
+                .turn(Turn::tool_call(
+                    "run_command",
+                    json!({"command": "printf 'title by w1\\n' > README.md"}),
+                ))
+                .turn(Turn::text("s1 done")),
+        )
+        .with_conversation(
+            worker("s2")
+                .turn(Turn::tool_call(
+                    "run_command",
+                    json!({"command": "printf 'title by w2\\n' > README.md"}),
+                ))
+                .turn(Turn::text("s2 done")),
+        );
+    let server = start(script);
+    let out = swarm(&repo, &server)
+        .args(["swarm", "retitle", "--yes", "--permission-mode", "bypass"])
+        .assert()
+        .code(1)
+        .get_output()
+        .clone();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let run = last_run(&repo);
+    assert_eq!(worker_status(&run, "w1"), "merged");
+    assert_eq!(worker_status(&run, "w2"), "conflict");
+    let w2 = &run["workers"][1];
+    assert_eq!(w2["conflicts"][0]["path"], "README.md");
+    let integration = run["integration_branch"].as_str().unwrap();
+    assert_eq!(
+        repo.git(&["show", &format!("{integration}:README.md")]),
+        "title by w1\n"
+    );
+    // the conflicting branch is kept with its commit
+    let branch = w2["branch"].as_str().unwrap();
+    assert_eq!(
+        repo.git(&["show", &format!("{branch}:README.md")]),
+        "title by w2\n"
+    );
+    assert!(
+        stdout.contains("Conflict: w2") && stdout.contains(&format!("git merge {branch}")),
+        "{stdout}"
+    );
+}
+
+/// (c) a worker whose model keeps failing is reported failed; the others finish.
+#[test]
+fn a_failing_worker_is_reported_and_the_others_finish() {
+    let repo = repo_with(&[("a.txt", "a\n"), ("b.txt", "b\n")]);
+    repo.write(
+        ".ahelper/config.toml",
+        "[retry]\nmax_attempts = 2\nbase_delay_ms = 10\n",
+    );
+    repo.git(&["add", "-A"]);
+    let script = Script::new()
+        .with_conversation(
+            Conversation::new()
+                .matching(COORDINATOR)
+                .turn(plan_turn(json!([
+                    subtask("s1", "a.txt"),
+                    subtask("s2", "b.txt")
+                ]))),
+        )
+        .with_conversation(
+            worker("s1")
+                .turn(Turn::tool_call(
+                    "write_file",
+                    json!({"path": "a.txt", "content": "A\n"}),
+                ))
+                .turn(Turn::text("s1 done")),
+        )
+        .with_conversation(
+            worker("s2")
+                .turn(Turn::text("never").with_fault(Fault::new(FaultKind::Http500).times(100))),
+        );
+    let server = start(script);
+    swarm(&repo, &server)
+        .args(["swarm", "do it", "--yes", "--permission-mode", "bypass"])
+        .assert()
+        .code(1);
+    let run = last_run(&repo);
+    assert_eq!(worker_status(&run, "w1"), "merged");
+    assert_eq!(worker_status(&run, "w2"), "failed");
+    assert!(
+        run["workers"][1]["report"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("500")
+    );
+    let s2_requests = server
+        .model_requests()
+        .iter()
+        .filter(|r| r.conversation == Some(2))
+        .count();
+    assert_eq!(s2_requests, 2, "retried up to max_attempts");
+}
+
+/// (d) an invalid plan is re-asked once with the error, then fails clearly.
+#[test]
+fn an_invalid_plan_is_reasked_once_then_fails() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let script = Script::new().with_conversation(Conversation::new().matching(COORDINATOR).turn(
+        Turn::text("Here is the plan: {\"subtasks\": [{\"id\": \"s1\", \"title\": \"x\"}]}"),
+    ));
+    let server = start(script.with_fallback_text("still not json"));
+    swarm(&repo, &server)
+        .args(["swarm", "do it", "--yes"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("could not produce a valid plan"));
+    let requests = server.model_requests();
+    assert_eq!(requests.len(), 2);
+    assert!(
+        requests[1]
+            .body
+            .to_string()
+            .contains("Your plan was rejected"),
+        "the error went back to the model"
+    );
+    assert_eq!(last_run(&repo)["status"], "failed");
+}
+
+/// (e) a permission request in a non-interactive run is denied at once, the model reads why.
+#[test]
+fn non_interactive_permission_request_is_denied_without_hanging() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let script = Script::new()
+        .with_conversation(
+            Conversation::new()
+                .matching(COORDINATOR)
+                .turn(plan_turn(json!([subtask("s1", "a.txt")]))),
+        )
+        .with_conversation(
+            worker("s1")
+                .turn(Turn::tool_call(
+                    "write_file",
+                    json!({"path": "a.txt", "content": "A\n"}),
+                ))
+                .turn(Turn::text("I was not allowed to write.")),
+        );
+    let server = start(script);
+    let started = std::time::Instant::now();
+    swarm(&repo, &server)
+        .args(["swarm", "do it", "--yes"])
+        .assert()
+        .success();
+    assert!(started.elapsed().as_secs() < 60);
+    let run = last_run(&repo);
+    assert_eq!(worker_status(&run, "w1"), "no_changes");
+    let worker_req = server
+        .model_requests()
+        .into_iter()
+        .filter(|r| r.conversation == Some(1))
+        .nth(1)
+        .unwrap();
+    assert!(worker_req.body.to_string().contains("non-interactive"));
+}
+
+/// (f) `logs` shows every tool call of a worker after `clean` removed its worktree.
+#[test]
+fn logs_work_after_clean_and_clean_refuses_unmerged_branches() {
+    let repo = repo_with(&[("README.md", "t\n"), ("a.txt", "a\n"), ("b.txt", "b\n")]);
+    let script = Script::new()
+        .with_conversation(
+            Conversation::new()
+                .matching(COORDINATOR)
+                .turn(plan_turn(json!([
+                    subtask("s1", "a.txt"),
+                    subtask("s2", "b.txt")
+                ]))),
+        )
+        .with_conversation(
+            worker("s1")
+                .turn(Turn::tool_call("read_file", json!({"path": "a.txt"})))
+                .turn(Turn::tool_call(
+                    "run_command",
+                    json!({"command": "printf 'x1\\n' > README.md"}),
+                ))
+                .turn(Turn::text("s1 done")),
+        )
+        .with_conversation(
+            worker("s2")
+                .turn(Turn::tool_call(
+                    "run_command",
+                    json!({"command": "printf 'x2\\n' > README.md"}),
+                ))
+                .turn(Turn::text("s2 done")),
+        );
+    let server = start(script);
+    swarm(&repo, &server)
+        .args(["swarm", "do it", "--yes", "--permission-mode", "bypass"])
+        .assert()
+        .code(1);
+    let run = last_run(&repo);
+    let run_id = run["run_id"].as_str().unwrap().to_string();
+    let w2_worktree = run["workers"][1]["worktree"].as_str().unwrap().to_string();
+    assert!(
+        std::path::Path::new(&w2_worktree).exists(),
+        "the conflicting worker's worktree is kept"
+    );
+
+    // ls and status
+    swarm(&repo, &server)
+        .args(["swarm", "ls"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(&run_id));
+    swarm(&repo, &server)
+        .args(["swarm", "status", &run_id[..8]])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("conflict").and(predicate::str::contains("merged")));
+
+    // clean: the conflicting branch has commits not in the integration branch → refused, listed
+    swarm(&repo, &server)
+        .args(["swarm", "clean", &run_id])
+        .assert()
+        .code(1)
+        .stdout(predicate::str::contains("not in").and(predicate::str::contains("--force")));
+    assert!(
+        !std::path::Path::new(&w2_worktree).exists(),
+        "worktree removed (its commit is on the branch)"
+    );
+    let branch = run["workers"][1]["branch"].as_str().unwrap();
+    repo.git(&["rev-parse", "--verify", branch]);
+
+    // logs still show every tool call of both workers
+    for (w, calls) in [
+        ("w1", vec!["read_file", "run_command"]),
+        ("w2", vec!["run_command"]),
+    ] {
+        let out = swarm(&repo, &server)
+            .args(["swarm", "logs", &run_id, w])
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        let text = String::from_utf8_lossy(&out);
+        for c in calls {
+            assert!(
+                text.contains(&format!("→ {c}")),
+                "{w} log lacks {c}:\n{text}"
+            );
+        }
+    }
+    // --json prints the raw lines
+    let out = swarm(&repo, &server)
+        .args(["swarm", "logs", &run_id, "w1", "--json"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    for line in String::from_utf8_lossy(&out).lines() {
+        serde_json::from_str::<Value>(line).unwrap();
+    }
+    // --force deletes the unmerged branch
+    swarm(&repo, &server)
+        .args(["swarm", "clean", &run_id, "--force"])
+        .assert()
+        .success();
+    assert!(
+        std::process::Command::new("git")
+            .args(["rev-parse", "--verify", branch])
+            .current_dir(repo.path())
+            .output()
+            .unwrap()
+            .status
+            .code()
+            != Some(0)
+    );
+}
+
+/// (g) 16 subtasks with max_workers = 4 never run more than 4 at once.
+#[test]
+fn sixteen_subtasks_never_exceed_four_workers() {
+    let repo = repo_with(&[("README.md", "x\n")]);
+    repo.write(
+        ".ahelper/config.toml",
+        "[swarm]\nmax_workers = 4\nmax_subtasks = 16\n",
+    );
+    let subtasks: Vec<Value> = (1..=16)
+        .map(|i| subtask(&format!("s{i}"), &format!("f{i}.txt")))
+        .collect();
+    let mut script = Script::new().with_conversation(
+        Conversation::new()
+            .matching(COORDINATOR)
+            .turn(plan_turn(json!(subtasks))),
+    );
+    for i in 1..=16 {
+        let id = format!("s{i}");
+        script = script.with_conversation(
+            worker(&id)
+                .turn(
+                    Turn::tool_call(
+                        "write_file",
+                        json!({"path": format!("f{i}.txt"), "content": "x\n"}),
+                    )
+                    .with_delay_ms(150),
+                )
+                .turn(Turn::text("done").with_delay_ms(150)),
+        );
+    }
+    let server = start(script);
+    swarm(&repo, &server)
+        .args([
+            "swarm",
+            "sixteen files",
+            "--yes",
+            "--permission-mode",
+            "bypass",
+        ])
+        .assert()
+        .success();
+    let run = last_run(&repo);
+    assert!(
+        run["workers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|w| w["status"] == "merged")
+    );
+    // intervals of each worker's model traffic: first request .. last request + its delay
+    let requests = server.model_requests();
+    let mut intervals = vec![];
+    for conv in 1..=16 {
+        let times: Vec<_> = requests
+            .iter()
+            .filter(|r| r.conversation == Some(conv))
+            .map(|r| r.received)
+            .collect();
+        assert_eq!(times.len(), 2);
+        intervals.push((times[0], times[1] + std::time::Duration::from_millis(150)));
+    }
+    let mut max_overlap = 0;
+    for (start, _) in &intervals {
+        let overlap = intervals
+            .iter()
+            .filter(|(s, e)| s <= start && start < e)
+            .count();
+        max_overlap = max_overlap.max(overlap);
+    }
+    assert!(max_overlap <= 4, "{max_overlap} workers ran at once");
+    assert!(
+        max_overlap >= 2,
+        "workers did run in parallel ({max_overlap})"
+    );
+}
+
+#[test]
+fn not_a_repo_and_no_commits_get_clear_messages() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = TestRepo { dir };
+    std::fs::create_dir_all(repo.path()).unwrap();
+    std::fs::create_dir_all(repo.home()).unwrap();
+    let server = start(Script::new());
+    swarm(&repo, &server)
+        .args(["swarm", "x", "--yes"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("not inside a git repository"));
+    repo.git(&["init", "-q", "-b", "main"]);
+    swarm(&repo, &server)
+        .args(["swarm", "x", "--yes"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("no commits yet"));
+}
+
+#[test]
+fn plan_only_prints_the_plan_and_starts_nothing() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let server = start(
+        Script::new().with_conversation(
+            Conversation::new()
+                .matching(COORDINATOR)
+                .turn(plan_turn(json!([subtask("s1", "a.txt")]))),
+        ),
+    );
+    swarm(&repo, &server)
+        .args(["swarm", "x", "--plan-only"])
+        .assert()
+        .success()
+        .stderr(predicate::str::contains("w1 [s1] Work on s1"));
+    assert_eq!(server.model_requests().len(), 1);
+    assert_eq!(last_run(&repo)["status"], "planned");
+}

@@ -561,3 +561,274 @@ fn plan_only_prints_the_plan_and_starts_nothing() {
     assert_eq!(server.model_requests().len(), 1);
     assert_eq!(last_run(&repo)["status"], "planned");
 }
+
+/// Ctrl-C once: workers stop, commit their work as `wip`, child processes are killed, the run
+/// is resumable; `swarm resume` finishes it from the branch and transcript.
+#[test]
+fn ctrl_c_commits_wip_and_resume_finishes_the_run() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let script = Script::new()
+        .with_conversation(
+            Conversation::new()
+                .matching(COORDINATOR)
+                .turn(plan_turn(json!([subtask("s1", "a.txt")]))),
+        )
+        .with_conversation(
+            worker("s1")
+                .turn(Turn::tool_call(
+                    "write_file",
+                    json!({"path": "a.txt", "content": "partial\n"}),
+                ))
+                .turn(Turn::tool_call(
+                    "run_command",
+                    json!({"command": "echo $$ > sleeper.pid; exec sleep 60"}),
+                ))
+                .turn(Turn::tool_call(
+                    "write_file",
+                    json!({"path": "a.txt", "content": "complete\n"}),
+                ))
+                .turn(Turn::text("s1 done")),
+        );
+    let server = start(script);
+    let base = swarm(&repo, &server);
+    let mut cmd = std::process::Command::new(base.get_program());
+    cmd.args(["swarm", "do it", "--yes", "--permission-mode", "bypass"]);
+    cmd.current_dir(repo.path()).env_clear();
+    for (k, v) in base.get_envs() {
+        if let Some(v) = v {
+            cmd.env(k, v);
+        }
+    }
+    cmd.stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    // wait until the worker's command runs
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let pid_file = loop {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the worker never started its command"
+        );
+        if let Ok(entries) = std::fs::read_dir(repo.path().join(".ahelper/runs")) {
+            let found = entries.flatten().find_map(|e| {
+                let run: Value =
+                    serde_json::from_str(&std::fs::read_to_string(e.path().join("run.json")).ok()?)
+                        .ok()?;
+                let wt = run["workers"][0]["worktree"].as_str()?.to_string();
+                let p = std::path::Path::new(&wt).join("sleeper.pid");
+                std::fs::read_to_string(&p)
+                    .ok()
+                    .filter(|s| s.ends_with('\n'))
+                    .map(|_| p)
+            });
+            if let Some(p) = found {
+                break p;
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let sleeper: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.contains("Resume with: ahelper swarm resume"),
+        "{stdout}"
+    );
+    // the child process group was killed
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let alive = std::fs::read_to_string(format!("/proc/{sleeper}/stat"))
+        .map(|s| !s.contains(") Z "))
+        .unwrap_or(false);
+    assert!(!alive, "the worker's command survived Ctrl-C");
+    let run = last_run(&repo);
+    assert_eq!(run["status"], "cancelled");
+    assert_eq!(worker_status(&run, "w1"), "cancelled");
+    let branch = run["workers"][0]["branch"].as_str().unwrap().to_string();
+    assert!(
+        repo.git(&["log", "-1", "--format=%s", &branch])
+            .starts_with("wip:")
+    );
+    assert_eq!(repo.git(&["show", &format!("{branch}:a.txt")]), "partial\n");
+
+    // resume finishes it
+    let run_id = run["run_id"].as_str().unwrap().to_string();
+    swarm(&repo, &server)
+        .args(["swarm", "resume", &run_id, "--permission-mode", "bypass"])
+        .assert()
+        .success();
+    let run = last_run(&repo);
+    assert_eq!(run["status"], "finished");
+    assert_eq!(worker_status(&run, "w1"), "merged");
+    let integration = run["integration_branch"].as_str().unwrap();
+    assert_eq!(
+        repo.git(&["show", &format!("{integration}:a.txt")]),
+        "complete\n"
+    );
+    // the resumed worker's model saw its earlier conversation
+    let last = server
+        .model_requests()
+        .into_iter()
+        .filter(|r| r.conversation == Some(1))
+        .next_back()
+        .unwrap();
+    assert!(last.body.to_string().contains("interrupted"));
+}
+
+/// S17/P40: a worker that is handed an absolute path into the main checkout cannot edit it;
+/// S20/S40: each worker writes only in its own worktree.
+#[test]
+fn a_worker_cannot_edit_the_main_checkout_by_absolute_or_relative_path() {
+    let repo = repo_with(&[("src/a.rs", "fn a() {}\n"), ("b.txt", "b\n")]);
+    let main_file = repo.path().join("src/a.rs").to_string_lossy().into_owned();
+    let script = Script::new()
+        .with_conversation(
+            Conversation::new()
+                .matching(COORDINATOR)
+                .turn(plan_turn(json!([subtask("s1", "src/a.rs")]))),
+        )
+        .with_conversation(
+            worker("s1")
+                .turn(Turn::tool_call(
+                    "edit_file",
+                    json!({"path": main_file, "old_string": "fn a", "new_string": "fn hacked"}),
+                ))
+                .turn(Turn::tool_call(
+                    "write_file",
+                    json!({"path": "../../../../../../../../../tmp/escape.txt", "content": "x"}),
+                ))
+                .turn(Turn::tool_call(
+                    "edit_file",
+                    json!({"path": "src/a.rs", "old_string": "fn a", "new_string": "fn renamed"}),
+                ))
+                .turn(Turn::text("done")),
+        );
+    let server = start(script);
+    swarm(&repo, &server)
+        .args(["swarm", "rename", "--yes", "--permission-mode", "bypass"])
+        .assert()
+        .success();
+    assert_eq!(
+        repo.file("src/a.rs"),
+        "fn a() {}\n",
+        "the main checkout is untouched"
+    );
+    assert_eq!(repo.git(&["status", "--porcelain"]), "");
+    let run = last_run(&repo);
+    let integration = run["integration_branch"].as_str().unwrap();
+    assert_eq!(
+        repo.git(&["show", &format!("{integration}:src/a.rs")]),
+        "fn renamed() {}\n"
+    );
+    let reqs: Vec<_> = server
+        .model_requests()
+        .into_iter()
+        .filter(|r| r.conversation == Some(1))
+        .collect();
+    assert!(
+        reqs[1].body.to_string().contains("outside the workspace"),
+        "{}",
+        reqs[1].body
+    );
+    assert!(
+        reqs[2].body.to_string().contains("outside the workspace"),
+        "{}",
+        reqs[2].body
+    );
+}
+
+/// S34: when a worktree cannot be created the worker fails — it never falls back to the
+/// user's checkout.
+#[test]
+fn worktree_creation_failure_fails_the_worker_without_fallback() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let blocker = repo.home().join("not-a-dir");
+    std::fs::write(&blocker, "a file where the worktree root should be").unwrap();
+    repo.write(
+        ".ahelper/config.toml",
+        &format!("[swarm]\nworktree_root = \"{}\"\n", blocker.display()),
+    );
+    let script = Script::new()
+        .with_conversation(
+            Conversation::new()
+                .matching(COORDINATOR)
+                .turn(plan_turn(json!([subtask("s1", "a.txt")]))),
+        )
+        .with_conversation(
+            worker("s1")
+                .turn(Turn::tool_call(
+                    "write_file",
+                    json!({"path": "a.txt", "content": "A\n"}),
+                ))
+                .turn(Turn::text("d")),
+        );
+    let server = start(script);
+    swarm(&repo, &server)
+        .args(["swarm", "x", "--yes", "--permission-mode", "bypass"])
+        .assert()
+        .code(1);
+    let run = last_run(&repo);
+    assert_eq!(worker_status(&run, "w1"), "failed");
+    assert!(
+        run["workers"][0]["report"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("worktree")
+    );
+    assert_eq!(repo.file("a.txt"), "a\n");
+    assert_eq!(
+        server.model_requests().len(),
+        1,
+        "the worker's model was never called"
+    );
+}
+
+/// S04: a second run gets fresh names and never reuses the first run's branches or worktrees.
+#[test]
+fn a_second_run_uses_its_own_names() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let script = Script::new()
+        .with_conversation(
+            Conversation::new()
+                .matching(COORDINATOR)
+                .turn(plan_turn(json!([subtask("s1", "a.txt")]))),
+        )
+        .with_conversation(
+            worker("s1")
+                .turn(Turn::tool_call(
+                    "write_file",
+                    json!({"path": "a.txt", "content": "A\n"}),
+                ))
+                .turn(Turn::text("d")),
+        );
+    let server = start(script);
+    swarm(&repo, &server)
+        .args(["swarm", "x", "--yes", "--permission-mode", "bypass"])
+        .assert()
+        .success();
+    let first = last_run(&repo);
+    swarm(&repo, &server)
+        .args(["swarm", "x", "--yes", "--permission-mode", "bypass"])
+        .assert()
+        .success();
+    let second = last_run(&repo);
+    assert_ne!(first["run_id"], second["run_id"]);
+    assert_ne!(first["integration_branch"], second["integration_branch"]);
+    assert_ne!(
+        first["workers"][0]["worktree"],
+        second["workers"][0]["worktree"]
+    );
+    assert_eq!(worker_status(&second, "w1"), "merged");
+}

@@ -35,15 +35,13 @@ pub async fn run(mut session: Session, prompt: &str, format: OutputFormat, verbo
         let mut stderr = std::io::stderr();
         while let Some(event) = rx.recv().await {
             match format {
-                OutputFormat::StreamJson => {
-                    if !matches!(event, AgentEvent::Finished { .. }) {
-                        let _ = writeln!(
-                            stdout,
-                            "{}",
-                            serde_json::to_string(&event).unwrap_or_default()
-                        );
-                        let _ = stdout.flush();
-                    }
+                OutputFormat::StreamJson if !matches!(event, AgentEvent::Finished { .. }) => {
+                    let _ = writeln!(
+                        stdout,
+                        "{}",
+                        serde_json::to_string(&event).unwrap_or_default()
+                    );
+                    let _ = stdout.flush();
                 }
                 _ if verbose => printer.print(&mut stderr, &event),
                 _ => {}

@@ -91,9 +91,7 @@ impl EventPrinter {
                 ..
             } => {
                 let lines = content.lines().count();
-                let summary = if *is_error {
-                    format!("  ⎿  {}", first_line_clipped(content, 160))
-                } else if name == "run_command" || lines <= 1 {
+                let summary = if *is_error || name == "run_command" || lines <= 1 {
                     format!("  ⎿  {}", first_line_clipped(content, 160))
                 } else {
                     format!("  ⎿  {lines} lines")

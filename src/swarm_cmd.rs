@@ -583,10 +583,9 @@ async fn logs(config: &Config, run: &str, worker: Option<&str>, follow: bool, js
                 println!("{line}");
             } else if let Ok(parsed) =
                 serde_json::from_str::<ahelper_agents::transcript::TranscriptLine>(line)
+                && let Some(s) = format_transcript_line(&parsed.entry, &parsed.ts)
             {
-                if let Some(s) = format_transcript_line(&parsed.entry, &parsed.ts) {
-                    println!("{s}");
-                }
+                println!("{s}");
             }
         }
         printed = complete;

@@ -153,12 +153,12 @@ pub async fn run_live(
     let reader_stop = stop.clone();
     let reader = std::thread::spawn(move || {
         while !reader_stop.load(Ordering::Relaxed) {
-            if crossterm::event::poll(std::time::Duration::from_millis(100)).unwrap_or(false) {
-                if let Ok(Event::Key(k)) = crossterm::event::read() {
-                    if k.kind == KeyEventKind::Press && key_tx.send(k).is_err() {
-                        break;
-                    }
-                }
+            if crossterm::event::poll(std::time::Duration::from_millis(100)).unwrap_or(false)
+                && let Ok(Event::Key(k)) = crossterm::event::read()
+                && k.kind == KeyEventKind::Press
+                && key_tx.send(k).is_err()
+            {
+                break;
             }
         }
     });
@@ -202,9 +202,8 @@ pub async fn run_live(
                         KeyCode::Char('d') => Some(PromptAnswer::DenyAlways),
                         _ => None,
                     };
-                    if let Some(a) = answer {
-                        if let Some((_, tx)) = pending.pop_front() { let _ = tx.send(a); }
-                    }
+                    if let Some(a) = answer
+                        && let Some((_, tx)) = pending.pop_front() { let _ = tx.send(a); }
                 }
             }
             _ = &mut done => break,

@@ -681,8 +681,7 @@ fn ctrl_c_commits_wip_and_resume_finishes_the_run() {
     let last = server
         .model_requests()
         .into_iter()
-        .filter(|r| r.conversation == Some(1))
-        .next_back()
+        .rfind(|r| r.conversation == Some(1))
         .unwrap();
     assert!(last.body.to_string().contains("interrupted"));
 }

@@ -515,9 +515,10 @@ fn resolve_provider(
         None => {
             if env.get("ANTHROPIC_API_KEY").is_some() {
                 ProviderKind::Anthropic
-            } else if env.get("OPENAI_API_KEY").is_some() || env.get("OPENAI_BASE_URL").is_some() {
-                ProviderKind::Openai
-            } else if merged.base_url.is_some() {
+            } else if env.get("OPENAI_API_KEY").is_some()
+                || env.get("OPENAI_BASE_URL").is_some()
+                || merged.base_url.is_some()
+            {
                 ProviderKind::Openai
             } else {
                 return Ok(Err(

@@ -150,10 +150,10 @@ impl Session {
         };
         // ahelper's own files never show up in the user's `git status` (info/exclude, never
         // .gitignore).
-        if ahelper_worktrees::RepoInfo::discover(&root).is_ok() {
-            if let Err(e) = ahelper_worktrees::ensure_excluded(&root, ".ahelper/") {
-                tracing::warn!(error = %e, "could not add .ahelper/ to .git/info/exclude");
-            }
+        if ahelper_worktrees::RepoInfo::discover(&root).is_ok()
+            && let Err(e) = ahelper_worktrees::ensure_excluded(&root, ".ahelper/")
+        {
+            tracing::warn!(error = %e, "could not add .ahelper/ to .git/info/exclude");
         }
         let mut writer = TranscriptWriter::open(&transcript_path)?;
         writer.append(TranscriptEntry::SessionStart {

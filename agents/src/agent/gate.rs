@@ -153,10 +153,10 @@ impl PermissionGate {
                 RuleList::Deny => policy.rules.deny.push(rule),
             }
         }
-        if let RulePersistence::ProjectConfig(root) = &self.persistence {
-            if let Err(e) = append_project_rule(root, list, rule_text) {
-                tracing::warn!(error = %e, "could not save permission rule");
-            }
+        if let RulePersistence::ProjectConfig(root) = &self.persistence
+            && let Err(e) = append_project_rule(root, list, rule_text)
+        {
+            tracing::warn!(error = %e, "could not save permission rule");
         }
     }
 }

@@ -248,10 +248,10 @@ impl Agent {
     }
 
     fn record(&mut self, entry: TranscriptEntry) {
-        if let Some(t) = &mut self.transcript {
-            if let Err(e) = t.append(entry) {
-                tracing::error!(error = %e, "transcript write failed");
-            }
+        if let Some(t) = &mut self.transcript
+            && let Err(e) = t.append(entry)
+        {
+            tracing::error!(error = %e, "transcript write failed");
         }
     }
 
@@ -399,13 +399,13 @@ impl Agent {
                     )),
                 );
             }
-            if let Some(budget) = self.settings.token_budget {
-                if self.total_usage.input_tokens + self.total_usage.output_tokens >= budget {
-                    break (
-                        AgentStopReason::TokenBudget,
-                        Some(format!("token budget of {budget} used up")),
-                    );
-                }
+            if let Some(budget) = self.settings.token_budget
+                && self.total_usage.input_tokens + self.total_usage.output_tokens >= budget
+            {
+                break (
+                    AgentStopReason::TokenBudget,
+                    Some(format!("token budget of {budget} used up")),
+                );
             }
         };
         let final_text = self

@@ -149,18 +149,18 @@ impl Actor for CoordinatorActor {
         if matches!(reason, ActorStopReason::Normal) {
             return Ok(ControlFlow::Continue(()));
         }
-        if let Some(index) = self.actor_index.remove(&id) {
-            if self.workers.contains_key(&index) {
-                tracing::error!(worker = index, ?reason, "worker actor died");
-                let report = WorkerReport {
-                    stop_reason: "error".into(),
-                    error: Some(format!("worker actor died: {reason:?}")),
-                    ..Default::default()
-                };
-                if let Some(me) = actor_ref.upgrade() {
-                    self.on_worker_done(&me, index, WorkerStatus::Failed, report)
-                        .await;
-                }
+        if let Some(index) = self.actor_index.remove(&id)
+            && self.workers.contains_key(&index)
+        {
+            tracing::error!(worker = index, ?reason, "worker actor died");
+            let report = WorkerReport {
+                stop_reason: "error".into(),
+                error: Some(format!("worker actor died: {reason:?}")),
+                ..Default::default()
+            };
+            if let Some(me) = actor_ref.upgrade() {
+                self.on_worker_done(&me, index, WorkerStatus::Failed, report)
+                    .await;
             }
         }
         Ok(ControlFlow::Continue(()))
@@ -186,10 +186,10 @@ impl CoordinatorActor {
         }
         for (i, w) in self.record.workers.iter_mut().enumerate() {
             w.claims = claims.get(&w.id).copied().unwrap_or(0);
-            if self.workers.contains_key(&i) {
-                if let Some(start) = self.run.worker_started.get(&i) {
-                    w.elapsed_ms = start.elapsed().as_millis() as u64;
-                }
+            if self.workers.contains_key(&i)
+                && let Some(start) = self.run.worker_started.get(&i)
+            {
+                w.elapsed_ms = start.elapsed().as_millis() as u64;
             }
         }
         if save || now.duration_since(self.last_save).as_millis() >= 1_000 {

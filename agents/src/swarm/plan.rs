@@ -104,20 +104,20 @@ pub fn extract_json(text: &str) -> Option<Value> {
         let body_start = after.find('\n').map(|i| i + 1).unwrap_or(0);
         let body = &after[body_start..];
         let Some(end) = body.find("```") else { break };
-        if let Ok(v) = serde_json::from_str::<Value>(body[..end].trim()) {
-            if v.is_object() {
-                return Some(v);
-            }
+        if let Ok(v) = serde_json::from_str::<Value>(body[..end].trim())
+            && v.is_object()
+        {
+            return Some(v);
         }
         rest = &body[end + 3..];
     }
     // first object that parses, scanning each '{'
     for (i, _) in trimmed.match_indices('{') {
         let mut stream = serde_json::Deserializer::from_str(&trimmed[i..]).into_iter::<Value>();
-        if let Some(Ok(v)) = stream.next() {
-            if v.get("subtasks").is_some() {
-                return Some(v);
-            }
+        if let Some(Ok(v)) = stream.next()
+            && v.get("subtasks").is_some()
+        {
+            return Some(v);
         }
     }
     None

@@ -113,13 +113,12 @@ pub struct RunContext {
 impl RunContext {
     /// Sends an event to the UI and appends it to `runs/<run>/events.jsonl`.
     pub fn publish(&self, event: SwarmEvent) {
-        if let Ok(mut guard) = self.events_log.lock() {
-            if let Some(file) = guard.as_mut() {
-                use std::io::Write;
-                let line =
-                    serde_json::json!({"ts": crate::transcript::now_rfc3339(), "event": &event});
-                let _ = writeln!(file, "{line}");
-            }
+        if let Ok(mut guard) = self.events_log.lock()
+            && let Some(file) = guard.as_mut()
+        {
+            use std::io::Write;
+            let line = serde_json::json!({"ts": crate::transcript::now_rfc3339(), "event": &event});
+            let _ = writeln!(file, "{line}");
         }
         let _ = self.events.send(event);
     }
@@ -278,10 +277,10 @@ pub async fn plan(
     let standard = ToolRegistry::standard();
     let mut tools = ToolRegistry::new();
     for name in &role.tools {
-        if let Some(t) = standard.get(name) {
-            if t.kind() == crate::tools::ToolKind::Read {
-                tools.register(t.clone());
-            }
+        if let Some(t) = standard.get(name)
+            && t.kind() == crate::tools::ToolKind::Read
+        {
+            tools.register(t.clone());
         }
     }
     let ctx =

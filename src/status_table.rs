@@ -151,7 +151,7 @@ pub fn render_text(record: &RunRecord, elapsed_ms: u64) -> String {
     let rows: Vec<[String; 9]> = record
         .workers
         .iter()
-        .map(|w| row_cells(w, 0, None))
+        .map(|w| row_cells(w, w.claims, None))
         .collect();
     let mut widths: Vec<usize> = HEADERS.iter().map(|h| h.chars().count()).collect();
     for r in &rows {
@@ -170,7 +170,6 @@ pub fn render_text(record: &RunRecord, elapsed_ms: u64) -> String {
             .trim_end()
             .to_string()
     };
-    // claims are not known after the run; drop that column from the plain view
     out.push_str(&line(HEADERS.iter().map(|h| h.to_string()).collect()));
     out.push('\n');
     for r in rows {

@@ -290,6 +290,7 @@ async fn execute_run(
         prompter,
         cancel: cancel.clone(),
     };
+    let started = std::time::Instant::now();
     let result = swarm::execute(record, config, client, model, io, snap_tx).await;
     let _ = done_tx.send(());
     let _ = ui.await;
@@ -299,7 +300,10 @@ async fn execute_run(
             if mode == EventOutput::Json {
                 return exit_code(&final_record);
             }
-            println!("{}", status_table::render_text(&final_record, 0));
+            if mode == EventOutput::Lines {
+                // the live view already shows the final table
+                println!("{}", status_table::render_text(&final_record, started.elapsed().as_millis() as u64));
+            }
             if let Some(summary) = &final_record.summary {
                 println!("{summary}");
             }
@@ -460,7 +464,14 @@ fn status(config: &Config, run: &str) -> i32 {
     match RunRecord::find(&root, run) {
         Ok(r) => {
             println!("Task: {}", r.task);
-            print!("{}", status_table::render_text(&r, 0));
+            let elapsed = match (
+                chrono::DateTime::parse_from_rfc3339(&r.created_at),
+                chrono::DateTime::parse_from_rfc3339(&r.updated_at),
+            ) {
+                (Ok(a), Ok(b)) => (b - a).num_milliseconds().max(0) as u64,
+                _ => 0,
+            };
+            print!("{}", status_table::render_text(&r, elapsed));
             if let Some(s) = &r.summary {
                 println!("\n{s}");
             }

@@ -256,7 +256,7 @@ fn retries_after_429_and_tells_the_user() {
             )),
     );
     ahelper(&repo, &server, Wire::Anthropic)
-        .args(["-p", "hi", "-v"])
+        .args(["-p", "hi"])
         .assert()
         .success()
         .stdout("fine\n")

@@ -440,7 +440,7 @@ fn file_rules() {
 }
 
 #[test]
-fn protected_paths_ask_for_file_tools_in_every_mode() {
+fn protected_paths_are_denied_for_file_tools_in_every_mode() {
     for mode in [
         PermissionMode::Default,
         PermissionMode::AcceptEdits,
@@ -456,7 +456,7 @@ fn protected_paths_ask_for_file_tools_in_every_mode() {
             "/home/user/.bashrc",
         ] {
             let d = file(&p, "write_file", ToolKind::Edit, path);
-            assert!(is_ask(&d), "{mode:?} {path}: {d:?}");
+            assert!(matches!(d, Decision::Deny { .. }), "{mode:?} {path}: {d:?}");
         }
     }
 }

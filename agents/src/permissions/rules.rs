@@ -678,9 +678,13 @@ fn decide_tool(policy: &PermissionPolicy, request: &PermissionRequest<'_>) -> De
             let protected = placed
                 .as_ref()
                 .and_then(|p| protected_reason(p.rel.as_deref().unwrap_or(&p.abs)));
+            // The file tools refuse protected paths outright (sandbox::is_protected), so asking
+            // would only lead to a refusal after a "yes": deny at once, saying why.
             if let Some(why) = protected {
-                return Decision::Ask {
-                    reason: format!("{subject} is protected: {why}"),
+                return Decision::Deny {
+                    reason: format!(
+                        "{subject} is protected ({why}); ahelper's tools never write it — the user can edit it by hand"
+                    ),
                 };
             }
             if let Some(rule) = matching(&rules.ask, true) {

@@ -1,5 +1,5 @@
 //! Landlock's overhead per command: `run_command` with `true`, N times without a sandbox and
-//! N times with an enforced [`CommandSandbox`], plus the cost of building the ruleset alone
+//! N times with an enforced [`CommandSandbox`] (interleaved), plus the cost of building the ruleset alone
 //! ([`CommandSandbox::prepare`]). Prints medians in µs.
 //!
 //! Run: `cargo bench -p ahelper-agents --bench landlock_overhead` (add `--profile dev` to skip
@@ -17,6 +17,16 @@ fn median_us(mut samples: Vec<Duration>) -> f64 {
 }
 
 fn main() {
+    // `cargo bench` puts every build-script output directory on LD_LIBRARY_PATH, which makes
+    // each dynamically linked child (bash) probe dozens of paths and inflates both sides; run
+    // again without it, as ahelper's commands run.
+    if std::env::var_os("LD_LIBRARY_PATH").is_some() {
+        let status = std::process::Command::new(std::env::current_exe().expect("own path"))
+            .env_remove("LD_LIBRARY_PATH")
+            .status()
+            .expect("re-run the benchmark");
+        std::process::exit(status.code().unwrap_or(1));
+    }
     let status = landlock_status();
     if status.abi().is_none() {
         println!("landlock_overhead: skipped: {status}");
@@ -43,28 +53,27 @@ fn main() {
         .build()
         .expect("runtime");
 
-    let measure = |ctx: &ToolContext| -> Vec<Duration> {
-        rt.block_on(async {
-            let mut samples = Vec::with_capacity(runs);
-            for _ in 0..runs {
+    // Interleaved (one plain run, one sandboxed run, …) so that load drift on a shared machine
+    // hits both sides alike; the first 20 pairs warm up.
+    let (off, on) = rt.block_on(async {
+        let mut off = Vec::with_capacity(runs);
+        let mut on = Vec::with_capacity(runs);
+        for i in 0..runs + 20 {
+            for (ctx, samples) in [(&plain, &mut off), (&confined, &mut on)] {
                 let start = Instant::now();
                 let out = tool
                     .call(serde_json::json!({"command": "true"}), ctx)
                     .await
                     .expect("run_command");
-                samples.push(start.elapsed());
+                let elapsed = start.elapsed();
                 assert!(!out.is_error, "{}", out.content);
+                if i >= 20 {
+                    samples.push(elapsed);
+                }
             }
-            samples
-        })
-    };
-    // Warm up both paths, then interleave two rounds each to even out drift.
-    let _ = measure(&plain);
-    let _ = measure(&confined);
-    let mut off = measure(&plain);
-    let mut on = measure(&confined);
-    off.extend(measure(&plain));
-    on.extend(measure(&confined));
+        }
+        (off, on)
+    });
 
     let prepare: Vec<Duration> = (0..runs)
         .map(|_| {
@@ -78,11 +87,12 @@ fn main() {
 
     // The same split on a bare spawn of /bin/true (no shell, no output capture): std's
     // posix_spawn path, a fork+exec with an empty pre_exec, and fork+exec with the ruleset.
-    let spawn = |mode: u8| -> Vec<Duration> {
-        (0..runs)
+    let spawn = |mode: u8, count: usize, program: &[&str]| -> Vec<Duration> {
+        (0..count)
             .map(|_| {
                 let start = Instant::now();
-                let mut cmd = std::process::Command::new("/bin/true");
+                let mut cmd = std::process::Command::new(program[0]);
+                cmd.args(&program[1..]);
                 if mode == 1 {
                     use std::os::unix::process::CommandExt;
                     // SAFETY: the closure does nothing.
@@ -98,19 +108,31 @@ fn main() {
                         cmd.pre_exec(move || prepared.restrict_self());
                     }
                 }
-                let status = cmd.status().expect("spawn /bin/true");
+                let status = cmd.status().expect("spawn");
                 assert!(status.success());
                 start.elapsed()
             })
             .collect()
     };
-    let bare_spawn = median_us(spawn(0));
-    let bare_fork = median_us(spawn(1));
-    let bare_landlock = median_us(spawn(2));
+    let (mut bare_spawn, mut bare_fork, mut bare_landlock) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut bash_fork, mut bash_landlock) = (Vec::new(), Vec::new());
+    let bash = ["/bin/bash", "-c", "true"];
+    for _ in 0..runs.div_ceil(10) {
+        bare_spawn.extend(spawn(0, 10, &["/bin/true"]));
+        bare_fork.extend(spawn(1, 10, &["/bin/true"]));
+        bare_landlock.extend(spawn(2, 10, &["/bin/true"]));
+        bash_fork.extend(spawn(1, 10, &bash));
+        bash_landlock.extend(spawn(2, 10, &bash));
+    }
+    let (bare_spawn, bare_fork, bare_landlock) = (
+        median_us(bare_spawn),
+        median_us(bare_fork),
+        median_us(bare_landlock),
+    );
 
     let off_us = median_us(off);
     let on_us = median_us(on);
-    println!("landlock_overhead: {status}, {runs}×2 runs of `true` through run_command");
+    println!("landlock_overhead: {status}, {runs} interleaved pairs of `true` through run_command");
     println!("  without sandbox: median {off_us:.0} µs");
     println!("  with sandbox:    median {on_us:.0} µs");
     println!(
@@ -120,6 +142,11 @@ fn main() {
     println!(
         "  of which building the ruleset (prepare): median {:.0} µs",
         median_us(prepare)
+    );
+    println!(
+        "  bare `bash -c true`: fork+exec {:.0} µs, fork+exec+landlock (incl. prepare) {:.0} µs",
+        median_us(bash_fork),
+        median_us(bash_landlock)
     );
     println!(
         "  bare /bin/true: posix_spawn {bare_spawn:.0} µs, fork+exec {bare_fork:.0} µs, fork+exec+landlock (incl. prepare) {bare_landlock:.0} µs"

@@ -61,6 +61,11 @@ pub struct CommonArgs {
     #[arg(long, global = true, value_name = "N")]
     pub max_turns: Option<u32>,
 
+    /// OS sandbox of shell commands: `enforce` (landlock on Linux: writes only in the workspace
+    /// and temp dir) or `off` (config `sandbox.mode`).
+    #[arg(long, global = true, value_name = "MODE", value_parser = ["enforce", "off"])]
+    pub sandbox: Option<String>,
+
     /// Show tool calls and retries on stderr in `-p` mode; log at info level.
     #[arg(short, long, global = true)]
     pub verbose: bool,

@@ -141,6 +141,7 @@ fn overrides(common: &CommonArgs) -> CliOverrides {
         base_url: common.base_url.clone(),
         permission_mode: common.permission_mode.clone(),
         max_turns: common.max_turns,
+        sandbox: common.sandbox.clone(),
     }
 }
 

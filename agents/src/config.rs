@@ -15,6 +15,7 @@
 
 use crate::model::{ApiKey, ProviderKind, ProviderSettings, ToolProtocol};
 use crate::permissions::{PermissionMode, PermissionPolicy, PermissionRule, RuleSet};
+use crate::sandbox_os::{SandboxMode, SandboxSettings, default_deny_read};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -143,6 +144,25 @@ pub struct SwarmFile {
     pub worktree_root: Option<PathBuf>,
 }
 
+/// `[sandbox]` table: the OS sandbox of `run_command` children (see [`crate::sandbox_os`]).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxFile {
+    /// `enforce` (default; landlock where the kernel has it) or `off`.
+    pub mode: Option<String>,
+    /// Extra paths commands may write (besides the workspace and the temp dir). `~/` is the
+    /// home directory; relative paths are relative to the workspace root. Lists of every layer
+    /// are joined.
+    #[serde(default)]
+    pub writable: Vec<PathBuf>,
+    /// Extra paths commands may not read, added to the defaults `~/.ssh`, `~/.aws`, `~/.gnupg`,
+    /// `~/.config/ahelper`. Lists of every layer are joined.
+    #[serde(default)]
+    pub deny_read: Vec<PathBuf>,
+    /// `false` denies TCP bind and connect to commands (landlock ABI ≥ 4). Default `true`.
+    pub network: Option<bool>,
+}
+
 /// One configuration file, every field optional.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -173,6 +193,9 @@ pub struct ConfigFile {
     /// Swarm settings.
     #[serde(default)]
     pub swarm: SwarmFile,
+    /// Command sandbox settings.
+    #[serde(default)]
+    pub sandbox: SandboxFile,
 }
 
 impl ConfigFile {
@@ -239,6 +262,10 @@ impl ConfigFile {
         over!(swarm.token_budget);
         over!(swarm.time_limit_s);
         over!(swarm.worktree_root);
+        over!(sandbox.mode);
+        over!(sandbox.network);
+        self.sandbox.writable.extend(higher.sandbox.writable);
+        self.sandbox.deny_read.extend(higher.sandbox.deny_read);
         self.permissions.allow.extend(higher.permissions.allow);
         self.permissions.ask.extend(higher.permissions.ask);
         self.permissions.deny.extend(higher.permissions.deny);
@@ -259,6 +286,8 @@ pub struct CliOverrides {
     pub permission_mode: Option<String>,
     /// `--max-turns`.
     pub max_turns: Option<u32>,
+    /// `--sandbox` (`enforce` or `off`).
+    pub sandbox: Option<String>,
 }
 
 /// Agent-loop limits after resolution.
@@ -354,6 +383,8 @@ pub struct Config {
     pub agent: AgentLimits,
     /// Swarm limits.
     pub swarm: SwarmLimits,
+    /// Command sandbox settings (paths absolute, default denied paths included).
+    pub sandbox: SandboxSettings,
     /// Files that were read, highest precedence first.
     pub files_read: Vec<PathBuf>,
     /// The provider, or the reason none is usable (reported only when a model is needed, so
@@ -405,6 +436,10 @@ impl Config {
                 mode: env.get("AHELPER_PERMISSION_MODE").map(str::to_string),
                 ..Default::default()
             },
+            sandbox: SandboxFile {
+                mode: env.get("AHELPER_SANDBOX").map(str::to_string),
+                ..Default::default()
+            },
             ..Default::default()
         };
         merged = merged.merged_with(env_layer, "files", "environment");
@@ -418,6 +453,10 @@ impl Config {
             },
             agent: AgentFile {
                 max_turns: cli.max_turns,
+                ..Default::default()
+            },
+            sandbox: SandboxFile {
+                mode: cli.sandbox.clone(),
                 ..Default::default()
             },
             ..Default::default()
@@ -442,6 +481,7 @@ impl Config {
             time_limit_s: merged.swarm.time_limit_s.unwrap_or(3_600),
             worktree_root: merged.swarm.worktree_root.clone(),
         };
+        let sandbox = resolve_sandbox(&merged.sandbox, &workspace_root, env)?;
         let provider = resolve_provider(&merged, env)?;
         Ok(Config {
             workspace_root,
@@ -449,6 +489,7 @@ impl Config {
             permissions,
             agent,
             swarm,
+            sandbox,
             files_read,
             provider,
         })
@@ -465,6 +506,39 @@ impl Config {
                 reason: reason.clone(),
             })
     }
+}
+
+fn resolve_sandbox(
+    file: &SandboxFile,
+    workspace_root: &Path,
+    env: &EnvSnapshot,
+) -> Result<SandboxSettings, ConfigError> {
+    let mode = match &file.mode {
+        Some(m) => m
+            .parse::<SandboxMode>()
+            .map_err(|message| ConfigError::Invalid {
+                key: "sandbox.mode".into(),
+                origin: "configuration".into(),
+                message,
+            })?,
+        None => SandboxMode::Enforce,
+    };
+    let home = env.get("HOME").map(PathBuf::from);
+    let absolute = |p: &PathBuf| -> PathBuf {
+        if let (Some(home), Ok(rest)) = (&home, p.strip_prefix("~")) {
+            home.join(rest)
+        } else {
+            workspace_root.join(p)
+        }
+    };
+    let mut deny_read = default_deny_read(home.as_deref());
+    deny_read.extend(file.deny_read.iter().map(absolute));
+    Ok(SandboxSettings {
+        mode,
+        writable: file.writable.iter().map(absolute).collect(),
+        deny_read,
+        network: file.network.unwrap_or(true),
+    })
 }
 
 fn resolve_permissions(file: &PermissionsFile) -> Result<PermissionPolicy, ConfigError> {
@@ -761,6 +835,51 @@ mod tests {
         let e = env(&[("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")]);
         let cfg = Config::load(&ws, &e, &CliOverrides::default()).unwrap();
         assert_ne!(cfg.provider().unwrap().model, "evil");
+    }
+
+    #[test]
+    fn sandbox_table_layers_and_cli_flag() {
+        let ws = tempfile::tempdir().unwrap();
+        let home = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(home.path().join(".config/ahelper")).unwrap();
+        std::fs::write(
+            home.path().join(".config/ahelper/config.toml"),
+            "[sandbox]\nwritable = [\"~/.cargo\"]\ndeny_read = [\"~/.kube\"]\n",
+        )
+        .unwrap();
+        std::fs::create_dir_all(ws.path().join(".ahelper")).unwrap();
+        std::fs::write(
+            ws.path().join(".ahelper/config.toml"),
+            "[sandbox]\nnetwork = false\nwritable = [\"../shared-target\"]\n",
+        )
+        .unwrap();
+        let h = home.path().to_str().unwrap();
+        let e = env(&[("HOME", h)]);
+        let cfg = Config::load(ws.path(), &e, &CliOverrides::default()).unwrap();
+        let root = cfg.workspace_root.clone();
+        assert_eq!(cfg.sandbox.mode, SandboxMode::Enforce);
+        assert!(!cfg.sandbox.network);
+        assert_eq!(
+            cfg.sandbox.writable,
+            vec![home.path().join(".cargo"), root.join("../shared-target")]
+        );
+        assert!(cfg.sandbox.deny_read.contains(&home.path().join(".ssh")));
+        assert!(cfg.sandbox.deny_read.contains(&home.path().join(".kube")));
+        let cli = CliOverrides {
+            sandbox: Some("off".into()),
+            ..Default::default()
+        };
+        let cfg = Config::load(ws.path(), &e, &cli).unwrap();
+        assert_eq!(cfg.sandbox.mode, SandboxMode::Off);
+        let bad = CliOverrides {
+            sandbox: Some("sometimes".into()),
+            ..Default::default()
+        };
+        let err = Config::load(ws.path(), &e, &bad).unwrap_err().to_string();
+        assert!(
+            err.contains("sandbox.mode") && err.contains("enforce"),
+            "{err}"
+        );
     }
 
     #[test]

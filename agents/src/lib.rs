@@ -1,8 +1,8 @@
 //! `ahelper-agents`: the agent runtime of ahelper.
 //!
 //! Layout (see `DESIGN.md` §2): [`model`] talks to LLM providers, [`tools`] are what the model may
-//! call, [`sandbox`] keeps file tools inside the workspace, [`permissions`] decides whether a tool
-//! call may run, [`agent`] is the agent loop, [`transcript`] writes append-only JSONL transcripts,
+//! call, [`sandbox`] keeps file tools inside the workspace, [`sandbox_os`] confines commands with
+//! landlock, [`permissions`] decides whether a tool call may run, [`agent`] is the agent loop, [`transcript`] writes append-only JSONL transcripts,
 //! [`config`] resolves layered configuration and [`swarm`] runs many agents in parallel.
 //!
 //! This crate has no terminal code: user interaction goes through the [`permissions::Prompter`]
@@ -13,6 +13,7 @@ pub mod config;
 pub mod model;
 pub mod permissions;
 pub mod sandbox;
+pub mod sandbox_os;
 pub mod session;
 pub mod swarm;
 pub mod tools;

@@ -80,10 +80,17 @@ impl Session {
             }
         };
         let root = config.workspace_root.clone();
-        let tool_context = ToolContext::new(&root).map_err(|source| SessionError::Workspace {
-            path: root.clone(),
-            source,
-        })?;
+        let mut tool_context =
+            ToolContext::new(&root).map_err(|source| SessionError::Workspace {
+                path: root.clone(),
+                source,
+            })?;
+        // Probed once per session; an unavailable landlock is logged here (the UI can show
+        // `command_sandbox.note()` and `.summary()` from the agent's tool context).
+        tool_context.command_sandbox = Some(Arc::new(crate::sandbox_os::CommandSandbox::new(
+            &config.sandbox,
+            &tool_context.workspace_root,
+        )));
         let mut tools = ToolRegistry::standard();
         if config.permissions.mode == PermissionMode::Plan {
             tools = tools.read_only();

@@ -108,6 +108,11 @@ pub struct RunContext {
     /// Start instants of running workers (by plan index).
     pub worker_started: DashMap<usize, std::time::Instant>,
     events_log: std::sync::Mutex<Option<std::fs::File>>,
+    /// Command sandbox for the repository root; each worker uses
+    /// [`crate::sandbox_os::CommandSandbox::for_workspace`] with its worktree, so its commands
+    /// can write only there (and in the temp dir and the user's listed paths), never in the
+    /// main checkout or another worker's worktree.
+    pub command_sandbox: Option<Arc<crate::sandbox_os::CommandSandbox>>,
 }
 
 impl RunContext {
@@ -500,6 +505,7 @@ pub async fn execute(
         snapshots,
         worker_started: DashMap::new(),
         events_log: std::sync::Mutex::new(events_log),
+        command_sandbox: Some(Arc::new(crate::sandbox_os::CommandSandbox::new(&config.sandbox, &root))),
     });
     // Workers that were mid-way when the run stopped start again from their branches.
     for w in &mut record.workers {

@@ -226,6 +226,7 @@ async fn run_worker(
         owner: spec.id.clone(),
     });
     tool_context.max_output_chars = run.agent_limits.max_tool_output_chars;
+    tool_context.command_sandbox = run.command_sandbox.as_ref().map(|s| Arc::new(s.for_workspace(&worktree)));
     let mut tools = ToolRegistry::new();
     let standard = ToolRegistry::standard();
     for name in &spec.role.tools {

@@ -72,6 +72,9 @@ pub struct ToolContext {
     /// Largest tool output handed back, in characters (default 30,000); see
     /// [`truncate_middle`].
     pub max_output_chars: usize,
+    /// OS sandbox (landlock) for `run_command` children; `None` = commands run unconfined
+    /// (the permission rule checks still apply). See [`crate::sandbox_os`].
+    pub command_sandbox: Option<Arc<crate::sandbox_os::CommandSandbox>>,
 }
 
 impl ToolContext {
@@ -88,6 +91,7 @@ impl ToolContext {
             cancel: CancellationToken::new(),
             claims: None,
             max_output_chars: DEFAULT_MAX_OUTPUT_CHARS,
+            command_sandbox: None,
         })
     }
 }

@@ -9,6 +9,9 @@
 //! - on timeout or cancellation the **whole process group** gets `SIGTERM`, then `SIGKILL`
 //!   after [`TERM_GRACE`]; background processes the command leaves behind after a normal exit
 //!   keep running (a command may start a server on purpose);
+//! - when [`ToolContext::command_sandbox`] is enforced, the child is confined with landlock
+//!   before `exec` ([`crate::sandbox_os`]): writes only in the workspace, the temp dir and the
+//!   user's listed paths, no reads of denied paths, optionally no TCP;
 //! - output is capped: at most about [`ToolContext::max_output_chars`] characters, head and
 //!   tail kept, with a marker saying how much was cut.
 
@@ -25,6 +28,11 @@ use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 use tokio::io::AsyncReadExt;
 use tokio::time::Instant;
+
+/// Appended to a failed sandboxed command's output that mentions `Permission denied`.
+const SANDBOX_HINT: &str = "\n[note: commands run in a sandbox: they may write only inside the \
+     workspace and the temp dir, and may not read credential directories such as ~/.ssh; \
+     a \"Permission denied\" outside those places comes from the sandbox]";
 
 /// Timeout when the call gives none, in milliseconds (2 minutes).
 pub const DEFAULT_TIMEOUT_MS: u64 = 120_000;
@@ -295,6 +303,16 @@ async fn run_command(args: &RunCommandArgs, ctx: &ToolContext) -> Result<ToolOut
         .stderr(Stdio::from(OwnedFd::from(writer2)))
         .process_group(0)
         .kill_on_drop(true);
+    let sandboxed = match &ctx.command_sandbox {
+        Some(policy) if policy.is_enforced() => {
+            policy
+                .prepare()
+                .map_err(|e| ToolError::new(e.to_string()))?
+                .install(&mut cmd);
+            true
+        }
+        _ => false,
+    };
     let spawned = cmd.spawn();
     // The command holds our copies of the pipe's write end: drop them so EOF can arrive.
     drop(cmd);
@@ -364,6 +382,9 @@ async fn run_command(args: &RunCommandArgs, ctx: &ToolContext) -> Result<ToolOut
         text.push('\n');
     }
     text.push_str(&footer);
+    if sandboxed && is_error && text.contains("Permission denied") {
+        text.push_str(SANDBOX_HINT);
+    }
     if requested_ms > MAX_TIMEOUT_MS {
         text.push_str(&format!(
             "\n[note: timeout_ms {requested_ms} was lowered to the maximum {MAX_TIMEOUT_MS}]"

@@ -1,0 +1,663 @@
+//! OS sandbox for `run_command` children on Linux, built on
+//! [landlock](https://docs.kernel.org/userspace-api/landlock.html) (through the
+//! [`landlock`](https://docs.rs/landlock/0.4) crate).
+//!
+//! A [`CommandSandbox`] is the policy of one agent: the paths its commands may **write**
+//! (the workspace — a worker's worktree —, the temp dir, paths the user lists, a few device
+//! files), the paths they may **not read** (default `~/.ssh`, `~/.aws`, `~/.gnupg`,
+//! `~/.config/ahelper`) and whether they may use TCP ([`CommandSandbox::network`]).
+//!
+//! How a command is confined:
+//! 1. In the parent, before spawning, [`CommandSandbox::prepare`] builds the landlock ruleset:
+//!    it opens an `O_PATH` fd for every rule and adds the rules, so every allocation and every
+//!    path lookup happens here ([`PreparedSandbox`]).
+//! 2. Between `fork` and `exec`, in the child, [`PreparedSandbox::restrict_self`] only calls
+//!    `prctl(PR_SET_NO_NEW_PRIVS)` and `landlock_restrict_self(2)` — both async-signal-safe
+//!    system calls. [`PreparedSandbox::install`] wires that into a
+//!    [`tokio::process::Command`] with `pre_exec`.
+//!
+//! Landlock is allow-list based and cannot take a subdirectory out of a directory it allows.
+//! So "read everything except the denied paths" is built as the smallest set of subtrees
+//! that covers the file system minus the denied paths: starting at `/`, a directory that has
+//! no denied path below it is allowed whole; a directory that has one is allowed for listing
+//! only (`READ_DIR`, which landlock applies to the whole subtree: names inside a denied
+//! directory stay listable, their contents do not) and each of its entries is handled the same
+//! way. Entries are enumerated when the command starts, so a file created later in such a
+//! directory is covered by the next command. Symlinks among those entries are followed when
+//! they are opened; a symlink that leads to a denied path (or above one) is left out.
+//!
+//! Where landlock is missing (kernel older than 5.13, not enabled at boot, seccomp filters),
+//! [`landlock_status`] says so; [`CommandSandbox::note`] gives the one-time warning the caller
+//! shows, and commands run with the permission rule checks only.
+
+use landlock::{
+    ABI, Access, AccessFs, AccessNet, BitFlags, PathBeneath, PathFd, Ruleset, RulesetAttr,
+    RulesetCreated, RulesetCreatedAttr, RulesetStatus,
+};
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+/// The landlock ABI whose access rights we ask for. Newer kernels are asked for exactly these
+/// rights (landlock's compatibility contract: rights of a newer ABI are never handled unless
+/// requested); older kernels get the subset they know (best effort). ABI 7 = Linux 6.15.
+const TARGET_ABI: ABI = ABI::V7;
+
+/// Whether commands run inside the OS sandbox.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SandboxMode {
+    /// Confine every `run_command` child with landlock where the kernel supports it.
+    #[default]
+    Enforce,
+    /// Run commands unconfined (permission rule checks still apply).
+    Off,
+}
+
+impl FromStr for SandboxMode {
+    type Err = String;
+
+    /// Parses `enforce` or `off` (case-insensitive).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "enforce" | "on" => Ok(SandboxMode::Enforce),
+            "off" => Ok(SandboxMode::Off),
+            other => Err(format!(
+                "unknown sandbox mode `{other}`; expected `enforce` or `off`"
+            )),
+        }
+    }
+}
+
+impl fmt::Display for SandboxMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            SandboxMode::Enforce => "enforce",
+            SandboxMode::Off => "off",
+        })
+    }
+}
+
+/// Landlock support of the running kernel, from
+/// `landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION)`
+/// (<https://man7.org/linux/man-pages/man2/landlock_create_ruleset.2.html>).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LandlockStatus {
+    /// Landlock works; `abi` is the kernel's ABI version (1 = Linux 5.13, 4 = 6.7 adds TCP
+    /// rules, 7 = 6.15).
+    Available {
+        /// Kernel ABI version (≥ 1).
+        abi: i32,
+    },
+    /// The kernel has landlock but it is not enabled (`EOPNOTSUPP`: add `landlock` to the
+    /// `lsm=` boot parameter).
+    NotEnabled,
+    /// The kernel has no landlock (`ENOSYS`: older than 5.13 or built without it), or a
+    /// seccomp filter hides it.
+    NotImplemented,
+}
+
+impl LandlockStatus {
+    /// The ABI version when available.
+    pub fn abi(&self) -> Option<i32> {
+        match self {
+            LandlockStatus::Available { abi } => Some(*abi),
+            _ => None,
+        }
+    }
+
+    /// True when TCP bind/connect can be restricted (ABI ≥ 4).
+    pub fn supports_network(&self) -> bool {
+        self.abi().is_some_and(|a| a >= 4)
+    }
+}
+
+impl fmt::Display for LandlockStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LandlockStatus::Available { abi } => write!(f, "landlock ABI {abi}"),
+            LandlockStatus::NotEnabled => {
+                f.write_str("landlock is built into this kernel but not enabled")
+            }
+            LandlockStatus::NotImplemented => {
+                f.write_str("this kernel has no landlock (Linux 5.13 or newer is needed)")
+            }
+        }
+    }
+}
+
+/// Asks the kernel which landlock ABI it supports. One cheap system call; callers keep the
+/// answer (e.g. in a [`CommandSandbox`]) rather than asking again for every command.
+pub fn landlock_status() -> LandlockStatus {
+    // SAFETY: with a NULL attribute pointer, size 0 and the VERSION flag the call only returns
+    // the ABI version (or -1 with errno); it reads and writes no memory.
+    let v = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<u8>(),
+            0usize,
+            1u32, // LANDLOCK_CREATE_RULESET_VERSION
+        )
+    };
+    if v >= 1 {
+        return LandlockStatus::Available {
+            abi: i32::try_from(v).unwrap_or(i32::MAX),
+        };
+    }
+    match std::io::Error::last_os_error().raw_os_error() {
+        Some(libc::EOPNOTSUPP) => LandlockStatus::NotEnabled,
+        _ => LandlockStatus::NotImplemented,
+    }
+}
+
+/// The `[sandbox]` settings after configuration is resolved (see `config.rs`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SandboxSettings {
+    /// `sandbox.mode` / `--sandbox`; default [`SandboxMode::Enforce`].
+    pub mode: SandboxMode,
+    /// `sandbox.writable`: absolute paths commands may write besides the workspace and the temp
+    /// dir.
+    pub writable: Vec<PathBuf>,
+    /// `sandbox.deny_read`: absolute paths commands may not read; the defaults
+    /// ([`default_deny_read`]) plus the user's.
+    pub deny_read: Vec<PathBuf>,
+    /// `sandbox.network`; default `true`. `false` denies TCP bind and connect (ABI ≥ 4).
+    pub network: bool,
+}
+
+impl SandboxSettings {
+    /// Enforced, no extra writable paths, the default denied paths under `home`, network on.
+    pub fn with_defaults(home: Option<&Path>) -> Self {
+        SandboxSettings {
+            mode: SandboxMode::Enforce,
+            writable: Vec::new(),
+            deny_read: default_deny_read(home),
+            network: true,
+        }
+    }
+}
+
+/// Paths no command may read by default: `~/.ssh`, `~/.aws`, `~/.gnupg` and
+/// `~/.config/ahelper` (empty when `home` is unknown).
+pub fn default_deny_read(home: Option<&Path>) -> Vec<PathBuf> {
+    let Some(home) = home else {
+        return Vec::new();
+    };
+    [".ssh", ".aws", ".gnupg", ".config/ahelper"]
+        .iter()
+        .map(|p| home.join(p))
+        .collect()
+}
+
+/// Device files every command may write (output sinks, terminals, random sources).
+const WRITABLE_DEVICES: &[&str] = &[
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/tty",
+    "/dev/ptmx",
+    "/dev/random",
+    "/dev/urandom",
+    "/dev/pts",
+    "/dev/shm",
+];
+
+/// Errors while building the landlock ruleset of a command. The command is not started.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxOsError {
+    /// The kernel refused to create the ruleset or a rule.
+    #[error(
+        "cannot build the landlock sandbox for this command: {0}; run with `--sandbox off` \
+         (or `sandbox.mode = \"off\"`) if the kernel's landlock is broken"
+    )]
+    Ruleset(String),
+}
+
+/// The sandbox policy of one agent's commands. Build it once per session or worker
+/// ([`CommandSandbox::new`], [`CommandSandbox::for_workspace`]) and put it in
+/// `ToolContext::command_sandbox`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandSandbox {
+    /// Enforce or off.
+    pub mode: SandboxMode,
+    /// Paths commands may write (everything beneath them): the workspace, the temp dir, the
+    /// user's `sandbox.writable`. Paths that do not exist when a command starts are skipped.
+    pub writable: Vec<PathBuf>,
+    /// Paths commands may not read (files or whole directories).
+    pub read_denied: Vec<PathBuf>,
+    /// When false, TCP bind and connect are denied (needs ABI ≥ 4).
+    pub network: bool,
+    /// Landlock support, probed once when the sandbox was built.
+    pub status: LandlockStatus,
+    /// The workspace this policy was built for (first entry of `writable`).
+    workspace_root: PathBuf,
+    /// `writable` minus the workspace: what [`CommandSandbox::for_workspace`] keeps.
+    extra_writable: Vec<PathBuf>,
+}
+
+impl CommandSandbox {
+    /// The policy for commands run in `workspace_root`: writable = workspace + temp dir
+    /// (`std::env::temp_dir()`) + `settings.writable`; probes [`landlock_status`] and, when the
+    /// sandbox is wanted but unavailable, logs one `tracing::warn` (show [`Self::note`] too).
+    /// Paths are made absolute and canonical where they exist.
+    ///
+    /// When the workspace is itself a linked git worktree (its `.git` is a file), the git
+    /// directories it points to (`gitdir:` and its `commondir`) are writable too, so `git add`
+    /// and `git commit` work in a checkout the user made with `git worktree add`. A policy
+    /// re-rooted with [`Self::for_workspace`] (a swarm worker) does not get them.
+    pub fn new(settings: &SandboxSettings, workspace_root: &Path) -> Self {
+        let status = landlock_status();
+        let mut extra_writable = vec![canonical(&std::env::temp_dir())];
+        extra_writable.extend(settings.writable.iter().map(|p| canonical(p)));
+        let mut sandbox = Self::build(
+            settings.mode,
+            workspace_root,
+            extra_writable,
+            settings.deny_read.iter().map(|p| canonical(p)).collect(),
+            settings.network,
+            status,
+        );
+        for dir in linked_git_dirs(&sandbox.workspace_root) {
+            if !sandbox.writable.iter().any(|w| dir.starts_with(w)) {
+                sandbox.writable.push(dir);
+            }
+        }
+        if let Some(note) = sandbox.note() {
+            tracing::warn!("{note}");
+        }
+        sandbox
+    }
+
+    /// The same policy for another workspace (a worker's worktree): its writable paths are
+    /// `workspace_root` + the temp dir + the user's paths, not the original workspace. Does not
+    /// probe or warn again.
+    pub fn for_workspace(&self, workspace_root: &Path) -> Self {
+        Self::build(
+            self.mode,
+            workspace_root,
+            self.extra_writable.clone(),
+            self.read_denied.clone(),
+            self.network,
+            self.status,
+        )
+    }
+
+    fn build(
+        mode: SandboxMode,
+        workspace_root: &Path,
+        extra_writable: Vec<PathBuf>,
+        read_denied: Vec<PathBuf>,
+        network: bool,
+        status: LandlockStatus,
+    ) -> Self {
+        let workspace_root = canonical(workspace_root);
+        let mut writable = vec![workspace_root.clone()];
+        for p in &extra_writable {
+            if !writable.contains(p) {
+                writable.push(p.clone());
+            }
+        }
+        CommandSandbox {
+            mode,
+            writable,
+            read_denied,
+            network,
+            status,
+            workspace_root,
+            extra_writable,
+        }
+    }
+
+    /// True when commands are actually confined: mode enforce and landlock available.
+    pub fn is_enforced(&self) -> bool {
+        self.mode == SandboxMode::Enforce && self.status.abi().is_some()
+    }
+
+    /// One line for a status line: `sandbox: landlock ABI 7 (writes: workspace, temp; network
+    /// off)`, `sandbox: off`, or `sandbox: unavailable (…)`.
+    pub fn summary(&self) -> String {
+        if self.mode == SandboxMode::Off {
+            return "sandbox: off".to_string();
+        }
+        match self.status {
+            LandlockStatus::Available { .. } => {
+                let net = if self.network {
+                    "network on"
+                } else if self.status.supports_network() {
+                    "network off"
+                } else {
+                    "network on (ABI < 4 cannot block it)"
+                };
+                format!(
+                    "sandbox: {} (writes: workspace, temp{}; {net})",
+                    self.status,
+                    if self.writable.len() > 2 {
+                        " and listed paths"
+                    } else {
+                        ""
+                    }
+                )
+            }
+            other => format!("sandbox: unavailable ({other}); rule checks only"),
+        }
+    }
+
+    /// A warning for the user when the policy cannot be enforced as configured: landlock is
+    /// unavailable, or `network = false` on a kernel older than ABI 4, or a denied path lies
+    /// inside a writable one (landlock cannot take it out). `None` when all is enforced or the
+    /// mode is off.
+    pub fn note(&self) -> Option<String> {
+        if self.mode == SandboxMode::Off {
+            return None;
+        }
+        let mut notes = Vec::new();
+        match self.status {
+            LandlockStatus::Available { .. } => {
+                if !self.network && !self.status.supports_network() {
+                    notes.push(format!(
+                        "sandbox.network = false is not enforced: {} cannot restrict TCP \
+                         (ABI 4, Linux 6.7, is needed)",
+                        self.status
+                    ));
+                }
+                for denied in &self.read_denied {
+                    if let Some(w) = self.writable.iter().find(|w| denied.starts_with(w)) {
+                        notes.push(format!(
+                            "{} stays readable by commands: it is inside the writable path {} \
+                             and landlock cannot exclude a subdirectory",
+                            denied.display(),
+                            w.display()
+                        ));
+                    }
+                }
+            }
+            other => notes.push(format!(
+                "the command sandbox is not active: {other}; commands are checked by the \
+                 permission rules only"
+            )),
+        }
+        (!notes.is_empty()).then(|| notes.join("; "))
+    }
+
+    /// Builds the landlock ruleset for one command, in the parent process. Returns a
+    /// [`PreparedSandbox`] that does nothing when [`Self::is_enforced`] is false.
+    ///
+    /// # Errors
+    /// [`SandboxOsError::Ruleset`] when the kernel refuses the ruleset or a rule.
+    pub fn prepare(&self) -> Result<PreparedSandbox, SandboxOsError> {
+        if !self.is_enforced() {
+            return Ok(PreparedSandbox { ruleset: None });
+        }
+        let err = |e: landlock::RulesetError| SandboxOsError::Ruleset(e.to_string());
+        let abi = TARGET_ABI;
+        let all = AccessFs::from_all(abi);
+        let read = AccessFs::from_read(abi);
+        let mut ruleset = Ruleset::default().handle_access(all).map_err(err)?;
+        if !self.network {
+            ruleset = ruleset
+                .handle_access(AccessNet::from_all(abi))
+                .map_err(err)?;
+        }
+        let mut created = ruleset.create().map_err(err)?;
+
+        let plan = read_plan(&self.read_denied);
+        for dir in &plan.list_only {
+            created = add_path_rule(created, dir, AccessFs::ReadDir.into(), abi).map_err(err)?;
+        }
+        for path in &plan.readable {
+            created = add_path_rule(created, path, read, abi).map_err(err)?;
+        }
+        // Terminal and device ioctls (e.g. `isatty`, window size) on device files.
+        created = add_path_rule(created, Path::new("/dev"), read | AccessFs::IoctlDev, abi)
+            .map_err(err)?;
+        for dev in WRITABLE_DEVICES {
+            created = add_path_rule(created, Path::new(dev), all, abi).map_err(err)?;
+        }
+        for path in &self.writable {
+            created = add_path_rule(created, path, all, abi).map_err(err)?;
+        }
+        Ok(PreparedSandbox {
+            ruleset: Some(created),
+        })
+    }
+
+    /// The workspace this policy was built for (canonical).
+    pub fn workspace_root(&self) -> &Path {
+        &self.workspace_root
+    }
+}
+
+/// A ruleset built in the parent, ready to be applied in a child between `fork` and `exec`.
+#[derive(Debug)]
+pub struct PreparedSandbox {
+    ruleset: Option<RulesetCreated>,
+}
+
+impl PreparedSandbox {
+    /// True when applying it confines the process (false for a disabled sandbox).
+    pub fn is_active(&self) -> bool {
+        self.ruleset.is_some()
+    }
+
+    /// Restricts the **calling** process (thread) with the ruleset: `prctl(PR_SET_NO_NEW_PRIVS)`
+    /// then `landlock_restrict_self(2)`. Meant for the child after `fork`: it allocates nothing
+    /// and makes only those two system calls. A second call does nothing.
+    ///
+    /// # Errors
+    /// The errno of the failing system call; the child then exits before `exec`.
+    pub fn restrict_self(&mut self) -> std::io::Result<()> {
+        let Some(ruleset) = self.ruleset.take() else {
+            return Ok(());
+        };
+        match ruleset.restrict_self() {
+            Ok(status) if status.ruleset != RulesetStatus::NotEnforced => Ok(()),
+            // The parent checked that landlock is available; an unenforced ruleset here means
+            // the kernel changed its mind: refuse rather than run unconfined.
+            Ok(_) => Err(std::io::Error::from_raw_os_error(libc::ENOSYS)),
+            Err(_) => Err(std::io::Error::last_os_error()),
+        }
+    }
+
+    /// Makes `cmd` apply this ruleset in its child before `exec` (through `pre_exec`). An
+    /// inactive sandbox leaves `cmd` unchanged (so std can still use `posix_spawn`).
+    pub fn install(self, cmd: &mut tokio::process::Command) {
+        if !self.is_active() {
+            return;
+        }
+        let mut prepared = self;
+        // SAFETY: the closure runs in the forked child; `restrict_self` only moves an `Option`
+        // out of memory the child owns and makes two async-signal-safe system calls (prctl,
+        // landlock_restrict_self), without allocating or taking locks.
+        unsafe {
+            cmd.pre_exec(move || prepared.restrict_self());
+        }
+    }
+}
+
+/// The read rules: subtrees readable whole, and directories only listable (ancestors of
+/// denied paths).
+#[derive(Debug, Default, PartialEq, Eq)]
+struct ReadPlan {
+    readable: Vec<PathBuf>,
+    list_only: Vec<PathBuf>,
+}
+
+/// Covers the file system minus `denied` with whole subtrees (see the module docs).
+fn read_plan(denied: &[PathBuf]) -> ReadPlan {
+    let mut plan = ReadPlan::default();
+    let denied: Vec<&PathBuf> = denied.iter().filter(|d| d.is_absolute()).collect();
+    visit(Path::new("/"), &denied, &mut plan, 0);
+    plan
+}
+
+fn visit(dir: &Path, denied: &[&PathBuf], plan: &mut ReadPlan, depth: usize) {
+    if denied.iter().any(|d| dir.starts_with(d)) {
+        return;
+    }
+    if !denied.iter().any(|d| d.starts_with(dir)) || depth > 32 {
+        plan.readable.push(dir.to_path_buf());
+        return;
+    }
+    plan.list_only.push(dir.to_path_buf());
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let is_symlink = entry.file_type().is_ok_and(|t| t.is_symlink());
+        if is_symlink {
+            // Opening the rule's fd follows the link: judge the target, never recurse through it.
+            let Ok(target) = std::fs::canonicalize(&path) else {
+                continue;
+            };
+            let touches_denied = denied
+                .iter()
+                .any(|d| target.starts_with(d) || d.starts_with(&target));
+            if !touches_denied {
+                plan.readable.push(path);
+            }
+        } else {
+            visit(&path, denied, plan, depth + 1);
+        }
+    }
+}
+
+/// Adds a path-beneath rule; a path that cannot be opened (missing, raced away) is skipped.
+/// For a non-directory only the rights that apply to files are granted.
+fn add_path_rule(
+    created: RulesetCreated,
+    path: &Path,
+    access: BitFlags<AccessFs>,
+    abi: ABI,
+) -> Result<RulesetCreated, landlock::RulesetError> {
+    let Ok(meta) = std::fs::metadata(path) else {
+        return Ok(created);
+    };
+    let access = if meta.is_dir() {
+        access
+    } else {
+        access & AccessFs::from_file(abi)
+    };
+    if access.is_empty() {
+        return Ok(created);
+    }
+    let Ok(fd) = PathFd::new(path) else {
+        return Ok(created);
+    };
+    created.add_rule(PathBeneath::new(fd, access))
+}
+
+/// For a linked worktree (`<root>/.git` is a file `gitdir: <dir>`): that directory and the
+/// repository's common git directory (`<dir>/commondir`, relative to `<dir>`). Empty otherwise.
+/// Format: <https://git-scm.com/docs/gitrepository-layout> (`.git` file, `commondir`).
+fn linked_git_dirs(root: &Path) -> Vec<PathBuf> {
+    let Ok(text) = std::fs::read_to_string(root.join(".git")) else {
+        return Vec::new();
+    };
+    let Some(gitdir) = text.trim().strip_prefix("gitdir:") else {
+        return Vec::new();
+    };
+    let gitdir = canonical(&root.join(gitdir.trim()));
+    let mut dirs = vec![gitdir.clone()];
+    if let Ok(common) = std::fs::read_to_string(gitdir.join("commondir")) {
+        dirs.push(canonical(&gitdir.join(common.trim())));
+    }
+    dirs
+}
+
+/// `realpath` when the path exists, else the path as given.
+fn canonical(path: &Path) -> PathBuf {
+    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mode_parses() {
+        assert_eq!("enforce".parse::<SandboxMode>(), Ok(SandboxMode::Enforce));
+        assert_eq!("OFF".parse::<SandboxMode>(), Ok(SandboxMode::Off));
+        assert!("maybe".parse::<SandboxMode>().is_err());
+    }
+
+    #[test]
+    fn read_plan_excludes_denied_and_lists_ancestors() {
+        let home = tempfile::tempdir().unwrap();
+        let home = std::fs::canonicalize(home.path()).unwrap();
+        for d in [".ssh", ".config/ahelper", ".config/other", "src"] {
+            std::fs::create_dir_all(home.join(d)).unwrap();
+        }
+        std::fs::write(home.join("notes.txt"), "x").unwrap();
+        std::os::unix::fs::symlink(home.join(".ssh"), home.join("sneaky")).unwrap();
+        std::os::unix::fs::symlink(home.join("src"), home.join("fine")).unwrap();
+        let plan = read_plan(&[home.join(".ssh"), home.join(".config/ahelper")]);
+        assert!(plan.list_only.contains(&PathBuf::from("/")));
+        assert!(plan.list_only.contains(&home));
+        assert!(plan.list_only.contains(&home.join(".config")));
+        assert!(plan.readable.contains(&home.join("src")));
+        assert!(plan.readable.contains(&home.join("notes.txt")));
+        assert!(plan.readable.contains(&home.join(".config/other")));
+        assert!(plan.readable.contains(&home.join("fine")));
+        for p in plan.readable.iter().chain(&plan.list_only) {
+            assert!(!p.starts_with(home.join(".ssh")), "{}", p.display());
+            assert!(!p.starts_with(home.join(".config/ahelper")));
+        }
+        assert!(!plan.readable.contains(&home.join("sneaky")));
+        assert!(plan.readable.contains(&PathBuf::from("/usr")));
+    }
+
+    #[test]
+    fn no_denied_paths_means_root_readable() {
+        let plan = read_plan(&[]);
+        assert_eq!(plan.readable, vec![PathBuf::from("/")]);
+        assert!(plan.list_only.is_empty());
+    }
+
+    #[test]
+    fn for_workspace_swaps_only_the_workspace() {
+        let a = tempfile::tempdir().unwrap();
+        let b = tempfile::tempdir().unwrap();
+        let mut settings = SandboxSettings::with_defaults(Some(Path::new("/home/u")));
+        settings
+            .writable
+            .push(PathBuf::from("/opt/cache-that-does-not-exist"));
+        let s = CommandSandbox::new(&settings, a.path());
+        let w = s.for_workspace(b.path());
+        let b_real = std::fs::canonicalize(b.path()).unwrap();
+        let a_real = std::fs::canonicalize(a.path()).unwrap();
+        assert_eq!(w.writable[0], b_real);
+        assert!(!w.writable.contains(&a_real) || a_real.starts_with(std::env::temp_dir()));
+        assert!(
+            w.writable
+                .contains(&PathBuf::from("/opt/cache-that-does-not-exist"))
+        );
+        assert_eq!(w.read_denied, s.read_denied);
+        assert_eq!(w.workspace_root(), b_real);
+    }
+
+    #[test]
+    fn summary_and_note_describe_state() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut settings = SandboxSettings::with_defaults(None);
+        settings.mode = SandboxMode::Off;
+        let off = CommandSandbox::new(&settings, dir.path());
+        assert_eq!(off.summary(), "sandbox: off");
+        assert!(off.note().is_none());
+        assert!(!off.is_enforced());
+        let unavailable = CommandSandbox {
+            mode: SandboxMode::Enforce,
+            status: LandlockStatus::NotImplemented,
+            ..off.clone()
+        };
+        assert!(unavailable.summary().contains("unavailable"));
+        assert!(unavailable.note().unwrap().contains("not active"));
+        let old = CommandSandbox {
+            mode: SandboxMode::Enforce,
+            status: LandlockStatus::Available { abi: 3 },
+            network: false,
+            ..off
+        };
+        assert!(old.note().unwrap().contains("ABI 4"));
+    }
+}

@@ -831,3 +831,28 @@ fn a_second_run_uses_its_own_names() {
     );
     assert_eq!(worker_status(&second, "w1"), "merged");
 }
+
+/// Issue 4 §5: a worker cannot write into the main checkout or another worker's worktree even
+/// through a command the permission rules cannot see through (bypass mode allows it; the OS
+/// sandbox refuses it).
+#[test]
+fn landlock_keeps_workers_out_of_the_main_checkout() {
+    if ahelper_agents::sandbox_os::landlock_status().abi().is_none() {
+        eprintln!("landlock is not enabled on this kernel; skipping");
+        return;
+    }
+    let repo = repo_with(&[("a.txt", "a\n"), ("b.txt", "b\n")]);
+    let target = repo.path().join("pwned.txt");
+    let cmd = format!("P='{}'; eval \"echo owned > $P\"; echo inside > mine.txt", target.display());
+    let script = Script::new()
+        .with_conversation(Conversation::new().matching(COORDINATOR).turn(plan_turn(json!([subtask("s1", "a.txt")]))))
+        .with_conversation(worker("s1").turn(Turn::tool_call("run_command", json!({"command": cmd}))).turn(Turn::text("d")));
+    let server = start(script);
+    swarm(&repo, &server).args(["swarm", "x", "--yes", "--permission-mode", "bypass"]).assert().success();
+    assert!(!target.exists(), "a worker wrote into the main checkout");
+    let run = last_run(&repo);
+    let integration = run["integration_branch"].as_str().unwrap();
+    assert_eq!(repo.git(&["show", &format!("{integration}:mine.txt")]), "inside\n");
+    let reqs: Vec<_> = server.model_requests().into_iter().filter(|r| r.conversation == Some(1)).collect();
+    assert!(reqs[1].body.to_string().contains("Permission denied"), "{}", reqs[1].body);
+}

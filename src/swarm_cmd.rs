@@ -704,6 +704,9 @@ fn clean(config: &Config, env: &EnvSnapshot, run: Option<&str>, all: bool, force
                 }
             }
         }
+        for w in &r.workers {
+            let _ = std::fs::remove_dir_all(base.join(format!(".tmp-{}", w.id)));
+        }
         let _ = std::fs::remove_dir(&base);
         println!(
             "  kept the integration branch {} and the transcripts (ahelper swarm logs {})",

@@ -452,6 +452,7 @@ impl CoordinatorActor {
                 git::remove_worktree(&lock, &repo, &base, &worker.worktree, false)
                     .map_err(|e| e.to_string())?;
             }
+            let _ = std::fs::remove_dir_all(base.join(format!(".tmp-{}", worker.id)));
             git::delete_branch(&lock, &repo, &worker.branch, &integration, false)
                 .map_err(|e| e.to_string())?;
             Ok::<(), String>(())

@@ -45,7 +45,9 @@ pub async fn run(mut session: Session, prompt: &str, format: OutputFormat, verbo
                 }
                 _ if verbose => printer.print(&mut stderr, &event),
                 // Retries are always shown: the user should know why an answer is slow.
-                _ if matches!(event, AgentEvent::Retry { .. }) => printer.print(&mut stderr, &event),
+                _ if matches!(event, AgentEvent::Retry { .. }) => {
+                    printer.print(&mut stderr, &event)
+                }
                 _ => {}
             }
         }

@@ -302,7 +302,10 @@ async fn execute_run(
             }
             if mode == EventOutput::Lines {
                 // the live view already shows the final table
-                println!("{}", status_table::render_text(&final_record, started.elapsed().as_millis() as u64));
+                println!(
+                    "{}",
+                    status_table::render_text(&final_record, started.elapsed().as_millis() as u64)
+                );
             }
             if let Some(summary) = &final_record.summary {
                 println!("{summary}");

@@ -173,7 +173,7 @@ pub async fn run_live(
             Some(e) = events.recv() => {
                 let note = match &e {
                     SwarmEvent::Merged { .. } | SwarmEvent::MergeConflict { .. } | SwarmEvent::Notice { .. }
-                    | SwarmEvent::WorkerReported { .. } => Some(e.to_line()),
+                    | SwarmEvent::WorkerReported { .. } | SwarmEvent::PermissionDenied { .. } => Some(e.to_line()),
                     SwarmEvent::WorkerStatus { status: WorkerStatus::Failed, .. } => Some(e.to_line()),
                     _ => None,
                 };

@@ -318,7 +318,11 @@ fn non_interactive_permission_request_is_denied_without_hanging() {
     swarm(&repo, &server)
         .args(["swarm", "do it", "--yes"])
         .assert()
-        .success();
+        .success()
+        .stdout(predicate::str::contains("[w1] refused write_file a.txt"))
+        .stdout(predicate::str::contains(
+            "1 tool call(s) refused by permissions: write_file a.txt",
+        ));
     assert!(started.elapsed().as_secs() < 60);
     let run = last_run(&repo);
     assert_eq!(worker_status(&run, "w1"), "no_changes");
@@ -837,22 +841,50 @@ fn a_second_run_uses_its_own_names() {
 /// sandbox refuses it).
 #[test]
 fn landlock_keeps_workers_out_of_the_main_checkout() {
-    if ahelper_agents::sandbox_os::landlock_status().abi().is_none() {
+    if ahelper_agents::sandbox_os::landlock_status()
+        .abi()
+        .is_none()
+    {
         eprintln!("landlock is not enabled on this kernel; skipping");
         return;
     }
     let repo = repo_with(&[("a.txt", "a\n"), ("b.txt", "b\n")]);
     let target = repo.path().join("pwned.txt");
-    let cmd = format!("P='{}'; eval \"echo owned > $P\"; echo inside > mine.txt", target.display());
+    let cmd = format!(
+        "P='{}'; eval \"echo owned > $P\"; echo inside > mine.txt",
+        target.display()
+    );
     let script = Script::new()
-        .with_conversation(Conversation::new().matching(COORDINATOR).turn(plan_turn(json!([subtask("s1", "a.txt")]))))
-        .with_conversation(worker("s1").turn(Turn::tool_call("run_command", json!({"command": cmd}))).turn(Turn::text("d")));
+        .with_conversation(
+            Conversation::new()
+                .matching(COORDINATOR)
+                .turn(plan_turn(json!([subtask("s1", "a.txt")]))),
+        )
+        .with_conversation(
+            worker("s1")
+                .turn(Turn::tool_call("run_command", json!({"command": cmd})))
+                .turn(Turn::text("d")),
+        );
     let server = start(script);
-    swarm(&repo, &server).args(["swarm", "x", "--yes", "--permission-mode", "bypass"]).assert().success();
+    swarm(&repo, &server)
+        .args(["swarm", "x", "--yes", "--permission-mode", "bypass"])
+        .assert()
+        .success();
     assert!(!target.exists(), "a worker wrote into the main checkout");
     let run = last_run(&repo);
     let integration = run["integration_branch"].as_str().unwrap();
-    assert_eq!(repo.git(&["show", &format!("{integration}:mine.txt")]), "inside\n");
-    let reqs: Vec<_> = server.model_requests().into_iter().filter(|r| r.conversation == Some(1)).collect();
-    assert!(reqs[1].body.to_string().contains("Permission denied"), "{}", reqs[1].body);
+    assert_eq!(
+        repo.git(&["show", &format!("{integration}:mine.txt")]),
+        "inside\n"
+    );
+    let reqs: Vec<_> = server
+        .model_requests()
+        .into_iter()
+        .filter(|r| r.conversation == Some(1))
+        .collect();
+    assert!(
+        reqs[1].body.to_string().contains("Permission denied"),
+        "{}",
+        reqs[1].body
+    );
 }

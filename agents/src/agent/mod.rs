@@ -158,6 +158,17 @@ pub enum AgentEvent {
         /// Duration in ms.
         duration_ms: u64,
     },
+    /// A tool call was refused by the permission rules or the user (it was not run).
+    PermissionDenied {
+        /// Call id.
+        id: String,
+        /// Tool name.
+        name: String,
+        /// Arguments.
+        input: Value,
+        /// The reason sent to the model.
+        reason: String,
+    },
     /// Usage after a turn.
     Usage {
         /// This turn.
@@ -619,6 +630,12 @@ impl Agent {
                 self.record(TranscriptEntry::Permission {
                     tool_use_id: call.id.clone(),
                     decision: answer.map(answer_name).unwrap_or("deny").into(),
+                    reason: reason.clone(),
+                });
+                self.emit(AgentEvent::PermissionDenied {
+                    id: call.id.clone(),
+                    name: call.name.clone(),
+                    input: call.input.clone(),
                     reason: reason.clone(),
                 });
                 results[i] = Some((call.name.clone(), reason.clone(), true, 0));

@@ -49,6 +49,15 @@ pub enum Progress {
         /// Total of the worker.
         total: Usage,
     },
+    /// A tool call was refused by the permission rules or the user.
+    Denied {
+        /// Plan index.
+        index: usize,
+        /// `tool main-argument`.
+        action: String,
+        /// Why.
+        reason: String,
+    },
     /// Model request retried.
     Retry {
         /// Plan index.
@@ -506,8 +515,23 @@ impl Message<Progress> for CoordinatorActor {
                 self.publish_snapshot(false);
                 return;
             }
+            Progress::Denied {
+                index,
+                action,
+                reason,
+            } => {
+                self.record.workers[index].denied.push(action.clone());
+                let worker = self.record.workers[index].id.clone();
+                self.emit(SwarmEvent::PermissionDenied {
+                    worker,
+                    action,
+                    reason,
+                });
+            }
             Progress::Turn { index, turn } => {
                 self.record.workers[index].turns = turn;
+                self.record.workers[index].last_action =
+                    format!("waiting for the model (turn {turn})");
                 let worker = self.record.workers[index].id.clone();
                 self.emit(SwarmEvent::WorkerTurn { worker, turn });
             }

@@ -69,6 +69,15 @@ pub enum SwarmEvent {
         /// Tool and subject.
         action: String,
     },
+    /// A worker's tool call was refused (not run).
+    PermissionDenied {
+        /// Worker id.
+        worker: String,
+        /// `tool main-argument`.
+        action: String,
+        /// Why.
+        reason: String,
+    },
     /// A worker stopped and reported.
     WorkerReported {
         /// Worker id.
@@ -120,6 +129,14 @@ impl SwarmEvent {
             SwarmEvent::WorkerRetry { worker, message } => format!("[{worker}] {message}"),
             SwarmEvent::PermissionRequested { worker, action } => {
                 format!("[{worker}] needs permission: {action}")
+            }
+            SwarmEvent::PermissionDenied {
+                worker,
+                action,
+                reason,
+            } => {
+                let reason: String = reason.chars().take(160).collect();
+                format!("[{worker}] refused {action}: {reason}")
             }
             SwarmEvent::WorkerReported { worker, report } => format!(
                 "[{worker}] {} — {} files, +{} -{}, {} turns",

@@ -450,6 +450,7 @@ fn worker_records(record: &RunRecord, plan: &Plan, config: &Config) -> Vec<Worke
                 report: None,
                 conflicts: vec![],
                 claims: 0,
+                denied: vec![],
             }
         })
         .collect()
@@ -505,7 +506,10 @@ pub async fn execute(
         snapshots,
         worker_started: DashMap::new(),
         events_log: std::sync::Mutex::new(events_log),
-        command_sandbox: Some(Arc::new(crate::sandbox_os::CommandSandbox::new(&config.sandbox, &root))),
+        command_sandbox: Some(Arc::new(crate::sandbox_os::CommandSandbox::new(
+            &config.sandbox,
+            &root,
+        ))),
     });
     // Workers that were mid-way when the run stopped start again from their branches.
     for w in &mut record.workers {
@@ -614,6 +618,20 @@ pub fn final_summary(record: &RunRecord) -> String {
         if let Some(err) = w.report.as_ref().and_then(|r| r.error.as_ref()) {
             s.push_str(&format!("      error: {err}\n"));
         }
+        if !w.denied.is_empty() {
+            let shown: Vec<&str> = w.denied.iter().take(5).map(String::as_str).collect();
+            s.push_str(&format!(
+                "      {} tool call(s) refused by permissions: {}{}\n",
+                w.denied.len(),
+                shown.join("; "),
+                if w.denied.len() > 5 { "; …" } else { "" }
+            ));
+        }
+    }
+    if record.workers.iter().any(|w| !w.denied.is_empty()) {
+        s.push_str(
+            "Refused calls: allow what the workers need with rules in .ahelper/config.toml (e.g. `run_command(cargo test:*)`) or --permission-mode accept-edits, or run in a terminal to answer prompts.\n",
+        );
     }
     s.push_str(&format!(
         "Integration branch: {} (base {}).\n",

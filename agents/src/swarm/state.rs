@@ -178,6 +178,9 @@ pub struct WorkerRecord {
     /// Files this worker has claimed in the run's file-claims map.
     #[serde(default)]
     pub claims: usize,
+    /// Tool calls refused by the permission rules or the user (`tool main-argument`).
+    #[serde(default)]
+    pub denied: Vec<String>,
 }
 
 /// The whole run.

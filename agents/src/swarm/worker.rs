@@ -231,19 +231,27 @@ async fn run_worker(
         // A writable path that contains the user's checkout or the run's worktrees (typically
         // the temp dir, when the repository lives under /tmp) would let this worker write there:
         // drop it and give the worker a private temp dir instead.
-        let base = spec.worktree.parent().map(std::path::Path::to_path_buf).unwrap_or_default();
+        let base = spec
+            .worktree
+            .parent()
+            .map(std::path::Path::to_path_buf)
+            .unwrap_or_default();
         let protected = [
             std::fs::canonicalize(&run.repo_root).unwrap_or_else(|_| run.repo_root.clone()),
             std::fs::canonicalize(&base).unwrap_or(base.clone()),
         ];
         let workspace = tool_context.workspace_root.clone();
         let before = sandbox.writable.len();
-        sandbox.writable.retain(|w| *w == workspace || !protected.iter().any(|p| p.starts_with(w)));
+        sandbox
+            .writable
+            .retain(|w| *w == workspace || !protected.iter().any(|p| p.starts_with(w)));
         if sandbox.writable.len() != before {
             let private_tmp = base.join(format!(".tmp-{}", spec.id));
             if std::fs::create_dir_all(&private_tmp).is_ok() {
                 let private_tmp = std::fs::canonicalize(&private_tmp).unwrap_or(private_tmp);
-                tool_context.env.insert("TMPDIR".into(), private_tmp.display().to_string());
+                tool_context
+                    .env
+                    .insert("TMPDIR".into(), private_tmp.display().to_string());
                 sandbox.writable.push(private_tmp);
             }
         }
@@ -324,6 +332,16 @@ async fn run_worker(
                         action: crate::swarm::describe_action(&name, &input),
                     }),
                     AgentEvent::Usage { total, .. } => Some(Progress::Usage { index, total }),
+                    AgentEvent::PermissionDenied {
+                        name,
+                        input,
+                        reason,
+                        ..
+                    } => Some(Progress::Denied {
+                        index,
+                        action: crate::swarm::describe_action(&name, &input),
+                        reason,
+                    }),
                     AgentEvent::Retry {
                         attempt,
                         max_attempts,

@@ -82,9 +82,11 @@ impl ModelClient for AnthropicClient {
                     Err(e) => Err(e),
                 };
                 match sent {
-                    Ok(body) => {
-                        reply_stream(body, parse_anthropic_stream, parse_anthropic_response)
-                    }
+                    Ok(body) => transport.scrub_errors(reply_stream(
+                        body,
+                        parse_anthropic_stream,
+                        parse_anthropic_response,
+                    )),
                     Err(e) => error_stream(e),
                 }
             }

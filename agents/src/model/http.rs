@@ -169,6 +169,37 @@ impl HttpTransport {
         truncate_bytes(&self.scrub(text.trim()), MAX_ERROR_BODY_BYTES)
     }
 
+    /// `stream` with the API key replaced by `<redacted>` in every error it yields, so a key a
+    /// server echoes back inside a 200 stream (an `error` event, a malformed line quoted in a
+    /// decode error) reaches neither the error nor the [`ModelEvent::Retry`] reason built from it.
+    pub(crate) fn scrub_errors(&self, stream: ModelStream) -> ModelStream {
+        let transport = self.clone();
+        Box::pin(stream.map(move |item| item.map_err(|e| transport.scrub_error(e))))
+    }
+
+    /// `error` with the API key replaced by `<redacted>` in all its text.
+    fn scrub_error(&self, error: ModelError) -> ModelError {
+        match error {
+            ModelError::Http {
+                status,
+                body,
+                retry_after_ms,
+            } => ModelError::Http {
+                status,
+                body: self.scrub(&body),
+                retry_after_ms,
+            },
+            ModelError::Api { kind, message } => ModelError::Api {
+                kind: self.scrub(&kind),
+                message: self.scrub(&message),
+            },
+            ModelError::Incomplete(m) => ModelError::Incomplete(self.scrub(&m)),
+            ModelError::Connection(m) => ModelError::Connection(self.scrub(&m)),
+            ModelError::Decode(m) => ModelError::Decode(self.scrub(&m)),
+            ModelError::Cancelled => ModelError::Cancelled,
+        }
+    }
+
     /// `text` with every occurrence of the API key replaced by `<redacted>`.
     fn scrub(&self, text: &str) -> String {
         let key = self.api_key.0.trim();
@@ -218,6 +249,26 @@ mod tests {
         assert_eq!(
             t.scrub("bad key sk-secret-123 given"),
             "bad key <redacted> given"
+        );
+    }
+
+    #[tokio::test]
+    async fn errors_inside_a_stream_are_scrubbed() {
+        let t = HttpTransport::new(1000, ApiKey("sk-secret-123".into()));
+        let stream: ModelStream = Box::pin(futures::stream::iter(vec![
+            Ok(ModelEvent::TextDelta { text: "ok".into() }),
+            Err(ModelError::Api {
+                kind: "overloaded_error".into(),
+                message: "echo: x-api-key: sk-secret-123".into(),
+            }),
+        ]));
+        let got: Vec<_> = t.scrub_errors(stream).collect().await;
+        assert_eq!(
+            got[1],
+            Err(ModelError::Api {
+                kind: "overloaded_error".into(),
+                message: "echo: x-api-key: <redacted>".into(),
+            })
         );
     }
 

@@ -84,11 +84,11 @@ impl ModelClient for OpenAiClient {
                     Err(e) => Err(e),
                 };
                 match sent {
-                    Ok(body) => reply_stream(
+                    Ok(body) => transport.scrub_errors(reply_stream(
                         body,
                         |bytes| decode_sse(bytes, OpenAiDecoder::new(ids)),
                         parse_openai_response,
-                    ),
+                    )),
                     Err(e) => error_stream(e),
                 }
             }

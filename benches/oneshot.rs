@@ -1,0 +1,243 @@
+//! The whole process: `ahelper -p` against the fake LLM server (0 ms latency) on a temporary git
+//! repository, with a scripted 3-turn task (list_dir, read_file, answer), plus `ahelper --version`.
+//!
+//! Run: `cargo bench --bench oneshot` (the binary is built with the bench profile, i.e. release).
+//! Prints, as the median over the runs, each figure against its target from issue 2 as
+//! `figure / target = ratio` (ratio ≤ 1 meets the target). Nothing is asserted about the figures;
+//! a run that does not complete the task fails the bench, so the numbers are of a real run.
+//!
+//! Figures:
+//! - wall: from spawning the process to reaping it.
+//! - first request: from spawning to the fake server receiving the first model request.
+//! - gap between turns: arrival of a model request minus arrival of the previous one, averaged
+//!   over the run's two gaps. With 0 ms latency this is the server's reply time (tiny: a few
+//!   chunks on loopback) plus the client's parse, tool execution and next request — an upper
+//!   bound of the process's own gap.
+//! - peak RSS: `ru_maxrss` of the child from `wait4(2)`.
+//! - `--version`: wall time of `ahelper --version`.
+
+use ahelper_fake_llm::{Conversation, FakeLlm, Script, Turn};
+use serde_json::json;
+use std::io::Read;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_ahelper");
+const RUNS: usize = 30;
+const WARMUP: usize = 3;
+const VERSION_RUNS: usize = 100;
+const ANSWER: &str = "The crate exposes one function, answer(), which returns 42.";
+
+/// What one `ahelper -p` run measured.
+struct Run {
+    wall: Duration,
+    first_request: Duration,
+    gap: Duration,
+    max_rss_bytes: u64,
+}
+
+fn main() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let repo = tmp.path().join("repo");
+    let home = tmp.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    make_repo(&repo);
+
+    let script = Script::new().with_latency_ms(0).with_conversation(
+        Conversation::new()
+            .named("list-read-answer")
+            .turn(Turn::tool_call("list_dir", json!({"path": "."})))
+            .turn(Turn::tool_call("read_file", json!({"path": "src/lib.rs"})))
+            .turn(Turn::text(ANSWER)),
+    );
+    let server = FakeLlm::start_blocking(script).expect("fake LLM server starts");
+
+    println!("ahelper binary: {BIN}");
+    println!("one-shot runs: {WARMUP} warm-up + {RUNS} measured; --version runs: {VERSION_RUNS}");
+    let mut runs = Vec::new();
+    for i in 0..WARMUP + RUNS {
+        let run = run_once(&server, &repo, &home);
+        if i >= WARMUP {
+            runs.push(run);
+        }
+    }
+    let version: Vec<Duration> = (0..VERSION_RUNS).map(|_| version_once(&home)).collect();
+
+    let ms = |d: Duration| d.as_secs_f64() * 1_000.0;
+    let wall = median(runs.iter().map(|r| ms(r.wall)).collect());
+    let first = median(runs.iter().map(|r| ms(r.first_request)).collect());
+    let gap = median(runs.iter().map(|r| ms(r.gap)).collect());
+    let rss = median(
+        runs.iter()
+            .map(|r| r.max_rss_bytes as f64 / (1024.0 * 1024.0))
+            .collect(),
+    );
+    let version = median(version.into_iter().map(ms).collect());
+    let min_wall = runs
+        .iter()
+        .map(|r| ms(r.wall))
+        .fold(f64::INFINITY, f64::min);
+
+    println!();
+    println!("figure (median)                 figure / target = ratio");
+    report("wall time of `ahelper -p`", wall, 50.0, "ms");
+    report("process start → 1st request", first, 15.0, "ms");
+    report("gap between turns", gap, 3.0, "ms");
+    report("peak RSS", rss, 25.0, "MiB");
+    report("`ahelper --version` wall time", version, 3.0, "ms");
+    println!("(fastest `ahelper -p` run: {min_wall:.2} ms)");
+}
+
+fn report(what: &str, figure: f64, target: f64, unit: &str) {
+    println!(
+        "{what:<32}{figure:>8.2} {unit} / {target} {unit} = {:.2}",
+        figure / target
+    );
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    if n % 2 == 1 {
+        values[n / 2]
+    } else {
+        (values[n / 2 - 1] + values[n / 2]) / 2.0
+    }
+}
+
+fn git(dir: &Path, args: &[&str]) {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "bench")
+        .env("GIT_AUTHOR_EMAIL", "bench@localhost")
+        .env("GIT_COMMITTER_NAME", "bench")
+        .env("GIT_COMMITTER_EMAIL", "bench@localhost")
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn make_repo(repo: &Path) {
+    std::fs::create_dir_all(repo.join("src")).unwrap();
+    std::fs::write(repo.join("README.md"), "# demo\n\nA tiny crate.\n").unwrap();
+    std::fs::write(
+        repo.join("Cargo.toml"),
+        "[package]\nname = \"demo\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        repo.join("src/lib.rs"),
+        "/// The answer.\npub fn answer() -> u32 {\n    42\n}\n",
+    )
+    .unwrap();
+    std::fs::write(repo.join(".gitignore"), ".ahelper/\n").unwrap();
+    git(repo, &["init", "-q"]);
+    git(repo, &["add", "-A"]);
+    git(repo, &["commit", "-q", "-m", "init"]);
+}
+
+/// A command for the binary with a clean environment: no user config, no real key or URL.
+fn command(home: &Path) -> Command {
+    let mut cmd = Command::new(BIN);
+    cmd.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .env("XDG_CONFIG_HOME", home.join("config"))
+        .env("XDG_STATE_HOME", home.join("state"))
+        .stdin(Stdio::null());
+    cmd
+}
+
+/// Waits for `pid` with `wait4(2)`; returns the exit status and peak RSS in bytes.
+fn wait4(pid: u32) -> (i32, u64) {
+    let mut status: libc::c_int = 0;
+    // SAFETY: an all-zero `rusage` is a valid value of this plain C struct.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `pid` is our own unreaped child; both pointers are valid for the call.
+    let got = unsafe { libc::wait4(pid as libc::pid_t, &mut status, 0, &mut usage) };
+    assert_eq!(got, pid as libc::pid_t, "wait4 failed");
+    let code = if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else {
+        -1
+    };
+    // Linux reports ru_maxrss in KiB.
+    (code, usage.ru_maxrss as u64 * 1024)
+}
+
+#[expect(
+    clippy::zombie_processes,
+    reason = "the child is reaped by `wait4`, which also reports its peak RSS"
+)]
+fn run_once(server: &FakeLlm, repo: &Path, home: &Path) -> Run {
+    let before = server.model_requests().len();
+    let mut cmd = command(home);
+    cmd.env("ANTHROPIC_API_KEY", "sk-bench-not-a-real-key")
+        .env("ANTHROPIC_BASE_URL", server.base_url())
+        .arg("-C")
+        .arg(repo)
+        .arg("-p")
+        .arg("List the files, read src/lib.rs and tell me what it does.")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let spawned = Instant::now();
+    let mut child = cmd.spawn().expect("ahelper starts");
+    let (code, max_rss_bytes) = wait4(child.id());
+    let wall = spawned.elapsed();
+    // The output is a few hundred bytes: it fitted in the pipes while the child ran.
+    let mut stdout = String::new();
+    let mut stderr = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert!(
+        code == 0 && stdout.contains(ANSWER),
+        "ahelper -p failed (exit {code}):\nstdout: {stdout}\nstderr: {stderr}"
+    );
+    let requests: Vec<_> = server.model_requests().into_iter().skip(before).collect();
+    assert_eq!(
+        requests.iter().map(|r| r.tool_results).collect::<Vec<_>>(),
+        vec![0, 1, 2],
+        "three turns, one tool result more each time"
+    );
+    let first_request = requests[0].received.saturating_duration_since(spawned);
+    let gaps: Vec<Duration> = requests
+        .windows(2)
+        .map(|w| w[1].received.duration_since(w[0].received))
+        .collect();
+    let gap = gaps.iter().sum::<Duration>() / gaps.len() as u32;
+    Run {
+        wall,
+        first_request,
+        gap,
+        max_rss_bytes,
+    }
+}
+
+fn version_once(home: &Path) -> Duration {
+    let mut cmd = command(home);
+    cmd.arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let started = Instant::now();
+    let status = cmd.status().expect("ahelper --version runs");
+    let took = started.elapsed();
+    assert!(status.success(), "ahelper --version failed: {status}");
+    took
+}

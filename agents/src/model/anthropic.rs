@@ -38,7 +38,11 @@ impl AnthropicClient {
     /// A client for `settings` (`kind` is not checked). No network traffic happens until
     /// [`ModelClient::stream`].
     pub fn new(settings: ProviderSettings) -> Self {
-        let transport = HttpTransport::new(settings.idle_timeout_ms, settings.api_key.clone());
+        let transport = HttpTransport::new(
+            settings.idle_timeout_ms,
+            settings.api_key.clone(),
+            &settings.base_url,
+        );
         AnthropicClient {
             settings,
             transport,

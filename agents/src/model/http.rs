@@ -78,18 +78,24 @@ pub(crate) struct HttpTransport {
 }
 
 impl HttpTransport {
-    /// A transport with `idle_timeout` (no byte for that long → connection error; also bounds
-    /// connecting and waiting for the response headers).
-    pub(crate) fn new(idle_timeout_ms: u64, api_key: ApiKey) -> Self {
+    /// A transport for `base_url` with `idle_timeout` (no byte for that long → connection
+    /// error; also bounds connecting and waiting for the response headers).
+    ///
+    /// For a plain `http://` base URL (a local server: Ollama, llama.cpp, the fake model) the
+    /// system's root certificates are not loaded: reading every file of `/etc/ssl/certs` was
+    /// most of ahelper's start-up time, and no TLS connection is ever made to such a server.
+    pub(crate) fn new(idle_timeout_ms: u64, api_key: ApiKey, base_url: &str) -> Self {
         let idle_timeout = Duration::from_millis(idle_timeout_ms.max(1));
-        let client = reqwest::Client::builder()
+        let mut builder = reqwest::Client::builder()
             .connect_timeout(idle_timeout)
-            .user_agent(concat!("ahelper/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .unwrap_or_else(|e| {
-                tracing::warn!(error = %e, "custom HTTP client failed to build; using defaults");
-                reqwest::Client::new()
-            });
+            .user_agent(concat!("ahelper/", env!("CARGO_PKG_VERSION")));
+        if base_url.starts_with("http://") {
+            builder = builder.tls_certs_only(Vec::<reqwest::Certificate>::new());
+        }
+        let client = builder.build().unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "custom HTTP client failed to build; using defaults");
+            reqwest::Client::new()
+        });
         HttpTransport {
             client,
             idle_timeout,
@@ -245,7 +251,7 @@ mod tests {
 
     #[test]
     fn scrub_removes_the_key() {
-        let t = HttpTransport::new(1000, ApiKey("sk-secret-123".into()));
+        let t = HttpTransport::new(1000, ApiKey("sk-secret-123".into()), "http://127.0.0.1:1");
         assert_eq!(
             t.scrub("bad key sk-secret-123 given"),
             "bad key <redacted> given"
@@ -254,7 +260,7 @@ mod tests {
 
     #[tokio::test]
     async fn errors_inside_a_stream_are_scrubbed() {
-        let t = HttpTransport::new(1000, ApiKey("sk-secret-123".into()));
+        let t = HttpTransport::new(1000, ApiKey("sk-secret-123".into()), "http://127.0.0.1:1");
         let stream: ModelStream = Box::pin(futures::stream::iter(vec![
             Ok(ModelEvent::TextDelta { text: "ok".into() }),
             Err(ModelError::Api {

@@ -38,7 +38,11 @@ impl OpenAiClient {
     /// A client for `settings` (`kind` is not checked; `base_url` already includes `/v1` when the
     /// server needs it). No network traffic happens until [`ModelClient::stream`].
     pub fn new(settings: ProviderSettings) -> Self {
-        let transport = HttpTransport::new(settings.idle_timeout_ms, settings.api_key.clone());
+        let transport = HttpTransport::new(
+            settings.idle_timeout_ms,
+            settings.api_key.clone(),
+            &settings.base_url,
+        );
         OpenAiClient {
             settings,
             transport,

@@ -888,3 +888,66 @@ fn landlock_keeps_workers_out_of_the_main_checkout() {
         reqs[1].body
     );
 }
+
+/// `--apply` merges the integration branch into the user's branch when it is clean.
+#[test]
+fn apply_merges_into_the_current_branch_when_clean() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let script = Script::new()
+        .with_conversation(
+            Conversation::new()
+                .matching(COORDINATOR)
+                .turn(plan_turn(json!([subtask("s1", "a.txt")]))),
+        )
+        .with_conversation(
+            worker("s1")
+                .turn(Turn::tool_call(
+                    "write_file",
+                    json!({"path": "a.txt", "content": "A\n"}),
+                ))
+                .turn(Turn::text("d")),
+        );
+    let server = start(script);
+    swarm(&repo, &server)
+        .args([
+            "swarm",
+            "x",
+            "--yes",
+            "--apply",
+            "--permission-mode",
+            "bypass",
+        ])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("Applied"));
+    assert_eq!(repo.file("a.txt"), "A\n");
+    assert_eq!(
+        repo.git(&["rev-parse", "--abbrev-ref", "HEAD"]).trim(),
+        "main"
+    );
+    assert_eq!(repo.git(&["status", "--porcelain"]), "");
+}
+
+/// A second run on the same base while the first is active is refused with a clear message.
+#[test]
+fn a_run_already_active_on_the_same_base_is_refused() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let head = repo.git(&["rev-parse", "HEAD"]).trim().to_string();
+    let run_dir = repo.path().join(".ahelper/runs/0000-active");
+    std::fs::create_dir_all(&run_dir).unwrap();
+    let record = json!({
+        "run_id": "0000-active", "task": "t", "repo_root": repo.path(), "base_commit": head,
+        "base_ref": "HEAD", "integration_branch": "ahelper/0000-active/integration",
+        "status": "running", "created_at": "", "updated_at": "", "pid": std::process::id(),
+        "plan": null, "workers": [], "usage": {"input_tokens": 0, "output_tokens": 0},
+        "summary": null, "error": null
+    });
+    std::fs::write(run_dir.join("run.json"), record.to_string()).unwrap();
+    let server = start(Script::new());
+    swarm(&repo, &server)
+        .args(["swarm", "x", "--yes"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("already active"));
+    assert!(server.model_requests().is_empty());
+}

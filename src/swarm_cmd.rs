@@ -211,9 +211,10 @@ async fn start(config: &Config, task: &str, run_args: &SwarmRunArgs) -> i32 {
             return 0;
         }
     }
+    let run_id = prepared.record.run_id.clone();
     let code = execute_run(prepared.record, &config, client, &provider.model, mode).await;
     if code == 0 && run_args.apply {
-        return apply(&config);
+        return apply(&config, &run_id);
     }
     code
 }
@@ -334,11 +335,11 @@ fn exit_code(record: &RunRecord) -> i32 {
     }
 }
 
-fn apply(config: &Config) -> i32 {
+fn apply(config: &Config, run_id: &str) -> i32 {
     let Ok(root) = repo_root(config) else {
         return EXIT_USAGE;
     };
-    let Some(run) = RunRecord::list(&root).pop() else {
+    let Ok(run) = RunRecord::find(&root, run_id) else {
         return 1;
     };
     match git::apply_to_current(
@@ -348,8 +349,17 @@ fn apply(config: &Config) -> i32 {
         None,
     ) {
         Ok(outcome) => {
+            let what = match outcome {
+                git::ApplyOutcome::UpToDate { .. } => "already up to date".to_string(),
+                git::ApplyOutcome::FastForward { commit } => {
+                    format!("fast-forwarded to {}", &commit.to_string()[..12])
+                }
+                git::ApplyOutcome::Merged { commit } => {
+                    format!("merge commit {}", &commit.to_string()[..12])
+                }
+            };
             println!(
-                "Applied {} to your current branch: {outcome:?}",
+                "Applied {} to your current branch: {what}.",
                 run.integration_branch
             );
             0

@@ -103,8 +103,10 @@ pub fn list_worktrees(repo: &Path) -> Result<Vec<WorktreeInfo>, GitError> {
 }
 
 /// Creates a linked worktree at `path` on a new branch `branch` (e.g. `ahelper/<run>/<worker>`)
-/// pointing at `base`, via `git worktree add <path> <branch>`, then verifies that the new worktree's
-/// HEAD is `refs/heads/<branch>` at `base` (S04) and records ahelper's marker. Runs under `lock`.
+/// pointing at `base`, via `git worktree add --no-checkout <path> <branch>`, verifies that the new
+/// worktree's HEAD is `refs/heads/<branch>` at `base` (S04) and records ahelper's marker — all under
+/// `lock` — then populates it outside the lock, as `git worktree add` would (`git reset --hard`,
+/// `post-checkout` hook), so that parallel workers do not queue behind each other's checkout.
 ///
 /// * `branch` already exists at exactly `base` and no worktree has it: it is used as is (S02).
 /// * `branch` exists elsewhere: [`GitError::BranchExists`] — an existing branch is never reset (S32).
@@ -157,7 +159,7 @@ fn add(
     base: Option<Oid>,
 ) -> Result<WorktreeInfo, GitError> {
     let repo = open_repo(repo_path)?;
-    let _guard = lock.acquire(&repo)?;
+    let guard = lock.acquire(&repo)?;
     check_branch_name(branch)?;
     let refname = format!("refs/heads/{branch}");
     let common = canonical(repo.commondir())?;
@@ -219,8 +221,13 @@ fn add(
         undo_branch(&repo);
         return Err(io_err("creating", parent)(e));
     }
+    // Registration (admin dir, HEAD) runs under the lock; populating the files does not: it only
+    // touches the new worktree's own index and directory, so parallel workers check out in parallel
+    // instead of queueing behind each other's checkout (benches/swarm.rs). This is what
+    // `git worktree add` itself does in two steps: register, then `git reset --hard` in the new
+    // worktree and the `post-checkout` hook.
     let added = cli::run({
-        let mut cmd = cli::command(&main, ["worktree", "add", "--quiet"]);
+        let mut cmd = cli::command(&main, ["worktree", "add", "--quiet", "--no-checkout"]);
         cmd.arg(&target).arg(branch);
         cmd
     });
@@ -228,36 +235,14 @@ fn add(
         undo_branch(&repo);
         return Err(e);
     }
-
-    // S04: the worktree must start exactly where it was asked to.
-    let actual = Repository::open(&target)
-        .and_then(|r| {
-            let head = r.head()?;
-            Ok((head.name().ok().map(str::to_owned), head.target()))
-        })
-        .ok();
-    let ok = matches!(&actual, Some((Some(name), Some(id))) if *name == refname && *id == expected);
-    if !ok {
+    let remove_new = |repo: &Repository| {
         let _ = cli::run({
             let mut cmd = cli::command(&main, ["worktree", "remove", "--force"]);
             cmd.arg(&target);
             cmd
         });
-        undo_branch(&repo);
-        return Err(GitError::BaseMismatch {
-            path: target,
-            expected: expected.to_string(),
-            actual: actual
-                .map(|(name, id)| {
-                    format!(
-                        "{} ({})",
-                        id.map(|i| i.to_string()).unwrap_or_else(|| "unborn".into()),
-                        name.unwrap_or_else(|| "detached".into())
-                    )
-                })
-                .unwrap_or_else(|| "unreadable".to_owned()),
-        });
-    }
+        undo_branch(repo);
+    };
 
     let target = canonical(&target)?;
     let marker = WorktreeMarker {
@@ -271,6 +256,43 @@ fn add(
         pid: std::process::id(),
     };
     write_marker(&common, &marker)?;
+    drop(guard);
+
+    // The checkout, outside the lock. The worktree is registered with a live gitdir, so a
+    // concurrent prune leaves it alone (S08).
+    if let Err(e) = checkout_new_worktree(&repo, &target, expected) {
+        let _guard = lock.acquire(&repo)?;
+        remove_new(&repo);
+        remove_marker(&common, &target);
+        return Err(e);
+    }
+    // S04: the worktree must start exactly where it was asked to.
+    let actual = Repository::open(&target)
+        .and_then(|r| {
+            let head = r.head()?;
+            Ok((head.name().ok().map(str::to_owned), head.target()))
+        })
+        .ok();
+    let ok = matches!(&actual, Some((Some(name), Some(id))) if *name == refname && *id == expected);
+    if !ok {
+        let _guard = lock.acquire(&repo)?;
+        remove_new(&repo);
+        remove_marker(&common, &target);
+        return Err(GitError::BaseMismatch {
+            path: target.clone(),
+            expected: expected.to_string(),
+            actual: actual
+                .map(|(name, id)| {
+                    format!(
+                        "{} ({})",
+                        id.map(|i| i.to_string()).unwrap_or_else(|| "unborn".into()),
+                        name.unwrap_or_else(|| "detached".into())
+                    )
+                })
+                .unwrap_or_else(|| "unreadable".to_owned()),
+        });
+    }
+
     let info = list(&repo)?
         .into_iter()
         .find(|w| !w.is_main && w.path == target)
@@ -281,6 +303,41 @@ fn add(
         })?;
     tracing::info!(path = %target.display(), branch, base = %expected, "created worktree");
     Ok(info)
+}
+
+/// Populates a worktree registered with `git worktree add --no-checkout`, as `git worktree add`
+/// does after registering: `git reset --hard --no-recurse-submodules` in the worktree (filters,
+/// sparse-checkout), then the `post-checkout` hook with the arguments git gives it
+/// (`<null oid> <commit> 1`), when the repository has one (`core.hooksPath` or `hooks/` in the
+/// common git dir).
+///
+/// # Errors
+/// [`GitError::GitCommand`] / [`GitError::GitNotFound`] when `git` or the hook fails.
+fn checkout_new_worktree(repo: &Repository, worktree: &Path, commit: Oid) -> Result<(), GitError> {
+    cli::git(
+        worktree,
+        ["reset", "--hard", "--no-recurse-submodules", "--quiet"],
+    )?;
+    let hooks_path_set = repo
+        .config()
+        .and_then(|c| c.get_path("core.hooksPath"))
+        .is_ok();
+    if hooks_path_set || repo.commondir().join("hooks/post-checkout").exists() {
+        cli::git(
+            worktree,
+            [
+                "hook",
+                "run",
+                "--ignore-missing",
+                "post-checkout",
+                "--",
+                &Oid::ZERO_SHA1.to_string(),
+                &commit.to_string(),
+                "1",
+            ],
+        )?;
+    }
+    Ok(())
 }
 
 /// Removes the linked worktree at `path`, which must lie strictly inside `base_dir` (the directory

@@ -525,3 +525,47 @@ fn s04_head_not_at_base_after_creation_is_detected_and_undone() {
         assert_eq!(list_worktrees(&f.repo).unwrap().len(), 1);
     }
 }
+
+#[test]
+fn checkouts_of_new_worktrees_run_in_parallel_outside_the_repo_lock() {
+    // w1's post-checkout hook waits until w2 has been created; that can only happen if w1's
+    // checkout (and hook) does not hold the repository lock.
+    let f = Fixture::new();
+    let signals = tempfile::tempdir().unwrap();
+    let started = signals.path().join("started");
+    let go = signals.path().join("go");
+    let hook = f.repo.join(".git/hooks/post-checkout");
+    fs::write(
+        &hook,
+        format!(
+            "#!/bin/sh\nif [ \"$(basename \"$PWD\")\" = w1 ]; then\n  touch '{}'\n  i=0\n  while [ ! -f '{}' ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done\n  [ -f '{}' ] || exit 1\nfi\n",
+            started.display(),
+            go.display(),
+            go.display()
+        ),
+    )
+    .unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(&hook, fs::Permissions::from_mode(0o755)).unwrap();
+        let l = lock(&f);
+        let (repo, w1, base) = (f.repo.clone(), f.wt("w1"), f.head());
+        let first = {
+            let l = l.clone();
+            std::thread::spawn(move || create_worktree(&l, &repo, &w1, "ahelper/r/w1", base))
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !started.exists() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(started.exists(), "w1's checkout hook ran");
+        let second = create_worktree(&l, &f.repo, &f.wt("w2"), "ahelper/r/w2", f.head());
+        fs::write(&go, "").unwrap();
+        second.expect("w2 is created while w1 is still checking out");
+        first.join().unwrap().expect("w1 is created");
+        assert_eq!(read(&f.wt("w1"), "src/a.rs"), "fn a() {}\n");
+        assert_eq!(read(&f.wt("w2"), "src/a.rs"), "fn a() {}\n");
+        assert_eq!(list_worktrees(&f.repo).unwrap().len(), 3);
+    }
+}

@@ -1,0 +1,313 @@
+//! The whole swarm, end to end: the built `ahelper` binary runs `swarm` against the fake LLM
+//! server (200 ms per model reply) on a temporary git repository. Measured in one run and printed
+//! as figures and ratios (never asserted):
+//!
+//! 1. 16 workers × 5 turns (4 tool-call turns + a final text turn) with `max_workers = 16`: the
+//!    worker phase (first worker request received → last worker reply sent, from the server's
+//!    request log) against the ideal 5 × 200 ms, and the whole process against the ideal
+//!    (1 coordinator turn + 5 worker turns) × 200 ms. Target ≤ 1.10×.
+//! 2. Peak RSS per extra worker: `(RSS(16 workers) − RSS(1 worker)) / 15`, from the `ru_maxrss`
+//!    that `wait4` reports for the `ahelper` process alone (its `git` children are its own
+//!    children, not ours, and `wait4` on one pid never mixes in other processes). Target ≤ 2 MB.
+//!
+//! Each configuration runs a few times, alone, and the median is printed; the machine's load
+//! average is printed with them. Then divan times one 16-worker swarm.
+//!
+//! Run: `cargo bench --bench swarm`.
+
+use ahelper_fake_llm::{Conversation, FakeLlm, Script, Turn};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Fake model latency per reply, ms.
+const LATENCY_MS: u64 = 200;
+/// Turns per worker: 4 tool calls + the final text.
+const WORKER_TURNS: u64 = 5;
+/// Runs per configuration (median reported).
+const ROUNDS: usize = 3;
+
+const COORDINATOR: &str = "You are the coordinator of a swarm";
+
+/// A temporary git repository with one file per worker and the swarm caps in
+/// `.ahelper/config.toml`, plus isolated HOME/XDG dirs.
+struct Fixture {
+    dir: tempfile::TempDir,
+}
+
+impl Fixture {
+    fn new(workers: usize) -> Fixture {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let f = Fixture { dir };
+        std::fs::create_dir_all(f.repo()).unwrap();
+        std::fs::create_dir_all(f.home()).unwrap();
+        git(&f.repo(), &["init", "-q", "-b", "main"]);
+        for i in 1..=workers {
+            std::fs::write(f.repo().join(file_name(i)), format!("file {i}\n")).unwrap();
+        }
+        std::fs::write(f.repo().join("README.md"), "bench\n").unwrap();
+        git(&f.repo(), &["add", "-A"]);
+        git(&f.repo(), &["commit", "-q", "-m", "initial"]);
+        std::fs::create_dir_all(f.repo().join(".ahelper")).unwrap();
+        std::fs::write(
+            f.repo().join(".ahelper/config.toml"),
+            format!("[swarm]\nmax_workers = {workers}\nmax_subtasks = {workers}\n"),
+        )
+        .unwrap();
+        f
+    }
+    fn repo(&self) -> PathBuf {
+        self.dir.path().join("repo")
+    }
+    fn home(&self) -> PathBuf {
+        self.dir.path().join("home")
+    }
+    fn log_file(&self) -> PathBuf {
+        self.home().join("state/ahelper/logs/ahelper.log")
+    }
+}
+
+fn file_name(i: usize) -> String {
+    format!("f{i:02}.txt")
+}
+
+fn git(dir: &Path, args: &[&str]) {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_AUTHOR_NAME", "bench")
+        .env("GIT_AUTHOR_EMAIL", "bench@localhost")
+        .env("GIT_COMMITTER_NAME", "bench")
+        .env("GIT_COMMITTER_EMAIL", "bench@localhost")
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The coordinator's plan (one subtask per file) and each worker's 5 turns.
+fn script(workers: usize) -> Script {
+    let subtasks: Vec<Value> = (1..=workers)
+        .map(|i| {
+            json!({"id": format!("s{i}"), "title": format!("Edit {}", file_name(i)),
+                   "instructions": format!("Rewrite {}.", file_name(i)),
+                   "scope": [file_name(i)]})
+        })
+        .collect();
+    let plan = json!({"summary": "one file each", "subtasks": subtasks}).to_string();
+    let mut script = Script::new().with_latency_ms(LATENCY_MS).with_conversation(
+        Conversation::new()
+            .named("coordinator")
+            .matching(COORDINATOR)
+            .turn(Turn::text(plan)),
+    );
+    for i in 1..=workers {
+        let file = file_name(i);
+        script = script.with_conversation(
+            Conversation::new()
+                .named(format!("s{i}"))
+                .matching(format!("Your subtask `s{i}`"))
+                .turn(Turn::tool_call(
+                    "write_file",
+                    json!({"path": file, "content": format!("worker {i} draft\n")}),
+                ))
+                .turn(Turn::tool_call("read_file", json!({"path": file})))
+                .turn(Turn::tool_call(
+                    "write_file",
+                    json!({"path": file, "content": format!("worker {i} final\n")}),
+                ))
+                .turn(Turn::tool_call("read_file", json!({"path": file})))
+                .turn(Turn::text(format!("s{i} done")).with_usage(100, 10)),
+        );
+    }
+    script
+}
+
+/// One measured swarm run.
+struct Sample {
+    /// Spawn → exit of the `ahelper` process.
+    process: Duration,
+    /// First worker request received → last worker reply sent (received + latency).
+    worker_phase: Duration,
+    /// Peak resident set of the `ahelper` process, bytes (`ru_maxrss`).
+    max_rss: u64,
+    /// The log of the run (AHELPER_LOG=debug), for the profile.
+    log: String,
+}
+
+/// Runs `ahelper swarm` with `workers` subtasks, alone, and waits for it with `wait4`.
+fn run_swarm(workers: usize) -> Sample {
+    let fixture = Fixture::new(workers);
+    let server = FakeLlm::start_blocking(script(workers)).expect("fake LLM server starts");
+    let home = fixture.home();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ahelper"));
+    cmd.current_dir(fixture.repo())
+        .args([
+            "swarm",
+            "edit every file",
+            "--yes",
+            "--permission-mode",
+            "bypass",
+        ])
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", &home)
+        .env("XDG_CONFIG_HOME", home.join("config"))
+        .env("XDG_STATE_HOME", home.join("state"))
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_AUTHOR_NAME", "bench")
+        .env("GIT_AUTHOR_EMAIL", "bench@localhost")
+        .env("GIT_COMMITTER_NAME", "bench")
+        .env("GIT_COMMITTER_EMAIL", "bench@localhost")
+        .env(
+            "AHELPER_LOG",
+            std::env::var("SWARM_BENCH_LOG").unwrap_or_else(|_| "info".into()),
+        )
+        .env("ANTHROPIC_API_KEY", "sk-bench")
+        .env("ANTHROPIC_BASE_URL", server.base_url())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let started = Instant::now();
+    let mut child = cmd.spawn().expect("ahelper starts");
+    let stderr = child.stderr.take().expect("piped stderr");
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut { stderr }, &mut s);
+        s
+    });
+    let (status, rusage) = wait4(child.id() as libc::pid_t);
+    let process = started.elapsed();
+    // The `Child` was reaped by `wait4`; forget it so its drop does not wait again.
+    std::mem::forget(child);
+    let stderr = reader.join().unwrap_or_default();
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "ahelper swarm failed (status {status}): {stderr}"
+    );
+    let requests = server.model_requests();
+    let worker_requests: Vec<_> = requests
+        .iter()
+        .filter(|r| r.conversation.is_some_and(|c| c > 0))
+        .collect();
+    assert_eq!(
+        worker_requests.len(),
+        workers * WORKER_TURNS as usize,
+        "every worker played its 5 turns"
+    );
+    let first = worker_requests.iter().map(|r| r.received).min().unwrap();
+    let last = worker_requests.iter().map(|r| r.received).max().unwrap();
+    let worker_phase = last.duration_since(first) + Duration::from_millis(LATENCY_MS);
+    Sample {
+        process,
+        worker_phase,
+        // Linux reports ru_maxrss in KiB.
+        max_rss: rusage.ru_maxrss as u64 * 1024,
+        log: std::fs::read_to_string(fixture.log_file()).unwrap_or_default(),
+    }
+}
+
+/// Waits for `pid` and returns its wait status and resource usage (its own, children excluded).
+fn wait4(pid: libc::pid_t) -> (libc::c_int, libc::rusage) {
+    let mut status: libc::c_int = 0;
+    // SAFETY: an all-zero `rusage` is a valid value of this plain C struct.
+    let mut rusage: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: `status` and `rusage` are valid, exclusively borrowed out-pointers.
+        let r = unsafe { libc::wait4(pid, &mut status, 0, &mut rusage) };
+        if r == pid {
+            return (status, rusage);
+        }
+        let err = std::io::Error::last_os_error();
+        assert_eq!(
+            err.kind(),
+            std::io::ErrorKind::Interrupted,
+            "wait4 failed: {err}"
+        );
+    }
+}
+
+fn median_by<T: Copy + PartialOrd>(samples: &[Sample], f: impl Fn(&Sample) -> T) -> T {
+    let mut v: Vec<T> = samples.iter().map(f).collect();
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn main() {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    println!(
+        "swarm benchmark: fake model at {LATENCY_MS} ms per reply, {cores} cores, load average {} before",
+        load_average()
+    );
+    // Interleaved rounds so that load changes hit both configurations alike.
+    let (mut one, mut sixteen) = (Vec::new(), Vec::new());
+    for _ in 0..ROUNDS {
+        one.push(run_swarm(1));
+        sixteen.push(run_swarm(16));
+    }
+
+    let ideal_workers = Duration::from_millis(WORKER_TURNS * LATENCY_MS);
+    let ideal_process = Duration::from_millis((WORKER_TURNS + 1) * LATENCY_MS);
+    println!(
+        "\n1. time, 16 workers x {WORKER_TURNS} turns, max_workers = 16 (median of {ROUNDS}):"
+    );
+    for (label, samples) in [("1 worker ", &one), ("16 workers", &sixteen)] {
+        let phase = median_by(samples, |s| s.worker_phase);
+        let process = median_by(samples, |s| s.process);
+        println!(
+            "  {label}: worker phase {:>7.1} ms = {:.2}x ideal {:.0} ms (target <= 1.10x); \
+             whole process {:>7.1} ms = {:.2}x ideal {:.0} ms",
+            ms(phase),
+            phase.as_secs_f64() / ideal_workers.as_secs_f64(),
+            ms(ideal_workers),
+            ms(process),
+            process.as_secs_f64() / ideal_process.as_secs_f64(),
+            ms(ideal_process),
+        );
+    }
+    let all: Vec<String> = sixteen
+        .iter()
+        .map(|s| format!("{:.0}", ms(s.worker_phase)))
+        .collect();
+    println!("  16-worker phase per round (ms): {}", all.join(", "));
+
+    let rss1 = median_by(&one, |s| s.max_rss);
+    let rss16 = median_by(&sixteen, |s| s.max_rss);
+    let per_worker = (rss16 as f64 - rss1 as f64) / 15.0;
+    const MIB: f64 = 1024.0 * 1024.0;
+    println!("\n2. peak RSS (ru_maxrss of the ahelper process, median of {ROUNDS}):");
+    println!(
+        "  1 worker {:.1} MiB, 16 workers {:.1} MiB: {:.2} MiB per extra worker (target <= 2 MB)",
+        rss1 as f64 / MIB,
+        rss16 as f64 / MIB,
+        per_worker / MIB
+    );
+    if let Some(dir) = std::env::var_os("SWARM_BENCH_KEEP_LOG") {
+        let path = PathBuf::from(dir).join("swarm16.log");
+        let _ = std::fs::write(&path, &sixteen[sixteen.len() - 1].log);
+        println!("  log of the last 16-worker run: {}", path.display());
+    }
+    println!("\nload average after: {}\n", load_average());
+    divan::main();
+}
+
+/// One 16-worker swarm, whole process (about 1.5 s a sample).
+#[divan::bench(sample_count = 2, sample_size = 1)]
+fn swarm_16_workers_5_turns() {
+    divan::black_box(run_swarm(16));
+}

@@ -95,6 +95,8 @@ pub struct CoordinatorActor {
     cancelled: Option<String>,
     done: Option<tokio::sync::oneshot::Sender<RunRecord>>,
     last_save: std::time::Instant,
+    /// Background removals of merged worktrees.
+    cleanups: Vec<tokio::task::JoinHandle<()>>,
     /// Worker usage already counted in `record.usage`, per worker.
     counted_usage: BTreeMap<usize, Usage>,
 }
@@ -141,6 +143,7 @@ impl Actor for CoordinatorActor {
             done: Some(args.done),
             last_save: std::time::Instant::now(),
             counted_usage: BTreeMap::new(),
+            cleanups: Vec::new(),
         };
         coordinator.record.status = RunStatus::Running;
         coordinator.record.pid = std::process::id();
@@ -426,7 +429,7 @@ impl CoordinatorActor {
                     });
                     self.set_status(index, WorkerStatus::Merged);
                     self.scheduler.finish(index, true);
-                    self.remove_merged_worktree(index).await;
+                    self.remove_merged_worktree(index);
                 }
                 Err(e) => {
                     let report = self.record.workers[index]
@@ -446,34 +449,39 @@ impl CoordinatorActor {
     /// A merged worker's worktree and branch are removed at once (its commits are in the
     /// integration branch); the transcript stays. Anything unexpected (dirty files, unmerged
     /// commits) keeps them and is reported.
-    async fn remove_merged_worktree(&mut self, index: usize) {
+    fn remove_merged_worktree(&mut self, index: usize) {
         let worker = self.record.workers[index].clone();
         let lock = self.run.git_lock.clone();
         let repo = self.run.repo_root.clone();
         let integration = self.record.integration_branch.clone();
-        let result = tokio::task::spawn_blocking(move || {
+        let run = self.run.clone();
+        // In the background: the merge queue and the scheduler go on meanwhile; the run waits
+        // for every removal before it reports that it finished.
+        self.cleanups.push(tokio::task::spawn_blocking(move || {
             let base = worker
                 .worktree
                 .parent()
                 .map(std::path::Path::to_path_buf)
                 .unwrap_or_default();
-            if worker.worktree.exists() {
-                git::remove_worktree(&lock, &repo, &base, &worker.worktree, false)
+            let result = (|| {
+                if worker.worktree.exists() {
+                    git::remove_worktree(&lock, &repo, &base, &worker.worktree, false)
+                        .map_err(|e| e.to_string())?;
+                }
+                let _ = std::fs::remove_dir_all(base.join(format!(".tmp-{}", worker.id)));
+                git::delete_branch(&lock, &repo, &worker.branch, &integration, false)
                     .map_err(|e| e.to_string())?;
+                Ok::<(), String>(())
+            })();
+            if let Err(e) = result {
+                run.publish(SwarmEvent::Notice {
+                    message: format!(
+                        "[{}] merged, but its worktree/branch were kept: {e}",
+                        worker.id
+                    ),
+                });
             }
-            let _ = std::fs::remove_dir_all(base.join(format!(".tmp-{}", worker.id)));
-            git::delete_branch(&lock, &repo, &worker.branch, &integration, false)
-                .map_err(|e| e.to_string())?;
-            Ok::<(), String>(())
-        })
-        .await
-        .unwrap_or_else(|e| Err(e.to_string()));
-        if let Err(e) = result {
-            let id = self.record.workers[index].id.clone();
-            self.emit(SwarmEvent::Notice {
-                message: format!("[{id}] merged, but its worktree/branch were kept: {e}"),
-            });
-        }
+        }));
     }
 
     async fn maybe_finish(&mut self) {
@@ -485,6 +493,9 @@ impl CoordinatorActor {
             self.merge_ready(true).await;
         } else if !self.scheduler.is_finished() {
             return;
+        }
+        for cleanup in std::mem::take(&mut self.cleanups) {
+            let _ = cleanup.await;
         }
         self.finish_run();
     }

@@ -18,11 +18,14 @@ use tokio_util::sync::CancellationToken;
 const EXIT_USAGE: i32 = 2;
 
 /// Dispatches `ahelper swarm`.
+/// `mode_given`: whether `--permission-mode` (or `AHELPER_PERMISSION_MODE`) was given; when it
+/// was not, `swarm resume` keeps the mode the run was started with.
 pub fn run(
     rt: &tokio::runtime::Runtime,
     args: SwarmArgs,
     config: Config,
     env: &EnvSnapshot,
+    mode_given: bool,
 ) -> i32 {
     match args.command {
         Some(SwarmCommand::Ls) => ls(&config),
@@ -37,7 +40,7 @@ pub fn run(
             clean(&config, env, run.as_deref(), all, force)
         }
         Some(SwarmCommand::Resume { run, run_args }) => {
-            rt.block_on(resume(&config, &run, &run_args))
+            rt.block_on(resume(&config, &run, &run_args, mode_given))
         }
         None => match args.task {
             Some(task) if !task.trim().is_empty() => rt.block_on(start(&config, &task, &args.run)),
@@ -374,8 +377,8 @@ fn apply(config: &Config, run_id: &str) -> i32 {
     }
 }
 
-async fn resume(config: &Config, run: &str, run_args: &SwarmRunArgs) -> i32 {
-    let config = with_max_workers(config, run_args);
+async fn resume(config: &Config, run: &str, run_args: &SwarmRunArgs, mode_given: bool) -> i32 {
+    let mut config = with_max_workers(config, run_args);
     let Ok(root) = repo_root(&config) else {
         return EXIT_USAGE;
     };
@@ -399,6 +402,13 @@ async fn resume(config: &Config, run: &str, run_args: &SwarmRunArgs) -> i32 {
             record.run_id
         );
         return EXIT_USAGE;
+    }
+    if let Some(mode) = record.permission_mode
+        && !mode_given
+        && mode != config.permissions.mode
+    {
+        eprintln!("Using the run's permission mode `{mode:?}` (give --permission-mode to change it).");
+        config.permissions.mode = mode;
     }
     let unfinished = record
         .workers

@@ -670,9 +670,10 @@ fn ctrl_c_commits_wip_and_resume_finishes_the_run() {
     // resume finishes it
     let run_id = run["run_id"].as_str().unwrap().to_string();
     swarm(&repo, &server)
-        .args(["swarm", "resume", &run_id, "--permission-mode", "bypass"])
+        .args(["swarm", "resume", &run_id])
         .assert()
-        .success();
+        .success()
+        .stderr(predicate::str::contains("Using the run's permission mode"));
     let run = last_run(&repo);
     assert_eq!(run["status"], "finished");
     assert_eq!(worker_status(&run, "w1"), "merged");

@@ -216,7 +216,11 @@ impl ConfigFile {
     /// [`ConfigError::Read`] or [`ConfigError::Parse`].
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
         match std::fs::read_to_string(path) {
-            Ok(text) => Self::parse(&text, path),
+            Ok(text) => {
+                let file = Self::parse(&text, path)?;
+                resolve_permissions(&file.permissions, &path.display().to_string())?;
+                Ok(file)
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
             Err(source) => Err(ConfigError::Read {
                 path: path.to_path_buf(),
@@ -442,6 +446,7 @@ impl Config {
             },
             ..Default::default()
         };
+        resolve_permissions(&env_layer.permissions, "environment (AHELPER_PERMISSION_MODE)")?;
         merged = merged.merged_with(env_layer, "files", "environment");
         let cli_layer = ConfigFile {
             provider: cli.provider.clone(),
@@ -461,9 +466,10 @@ impl Config {
             },
             ..Default::default()
         };
+        resolve_permissions(&cli_layer.permissions, "command line (--permission-mode)")?;
         merged = merged.merged_with(cli_layer, "environment", "command line");
 
-        let permissions = resolve_permissions(&merged.permissions)?;
+        let permissions = resolve_permissions(&merged.permissions, "configuration")?;
         let agent = AgentLimits {
             max_turns: merged.agent.max_turns.unwrap_or(40).max(1),
             repeat_limit: merged.agent.repeat_limit.unwrap_or(3).max(2),
@@ -541,13 +547,41 @@ fn resolve_sandbox(
     })
 }
 
-fn resolve_permissions(file: &PermissionsFile) -> Result<PermissionPolicy, ConfigError> {
+/// Tools that permission rules may name.
+pub const RULE_TOOLS: [&str; 7] = [
+    "read_file",
+    "write_file",
+    "edit_file",
+    "list_dir",
+    "glob",
+    "grep",
+    "run_command",
+];
+
+/// The ahelper tool for a tool name other assistants use in their rules (Claude Code, Codex).
+fn rule_tool_hint(tool: &str) -> Option<&'static str> {
+    match tool.to_ascii_lowercase().as_str() {
+        "bash" | "shell" | "exec" | "command" | "run_command" => Some("run_command"),
+        "read" | "view" | "cat" => Some("read_file"),
+        "edit" | "multiedit" | "str_replace" => Some("edit_file"),
+        "write" | "create" => Some("write_file"),
+        "ls" | "list" => Some("list_dir"),
+        "search" | "rg" => Some("grep"),
+        "find" => Some("glob"),
+        _ => None,
+    }
+}
+
+/// Parses and checks the `[permissions]` table of one layer; `origin` (a file path,
+/// `environment`, `command line`) is named in errors. A rule naming an unknown tool is an error:
+/// a misspelt deny rule must never be silently ignored.
+fn resolve_permissions(file: &PermissionsFile, origin: &str) -> Result<PermissionPolicy, ConfigError> {
     let mode = match &file.mode {
         Some(m) => m
             .parse::<PermissionMode>()
             .map_err(|message| ConfigError::Invalid {
                 key: "permissions.mode".into(),
-                origin: "configuration".into(),
+                origin: origin.into(),
                 message,
             })?,
         None => PermissionMode::Default,
@@ -555,11 +589,23 @@ fn resolve_permissions(file: &PermissionsFile) -> Result<PermissionPolicy, Confi
     let parse_list = |key: &str, list: &[String]| -> Result<Vec<PermissionRule>, ConfigError> {
         list.iter()
             .map(|raw| {
-                PermissionRule::parse(raw).map_err(|e| ConfigError::Invalid {
+                let invalid = |message: String| ConfigError::Invalid {
                     key: format!("permissions.{key}"),
-                    origin: "configuration".into(),
-                    message: format!("rule `{raw}`: {e}"),
-                })
+                    origin: origin.into(),
+                    message: format!("rule `{raw}`: {message}"),
+                };
+                let rule = PermissionRule::parse(raw).map_err(|e| invalid(e.to_string()))?;
+                if !RULE_TOOLS.contains(&rule.tool.as_str()) {
+                    let hint = rule_tool_hint(&rule.tool)
+                        .map(|t| format!(" (did you mean `{t}`?)"))
+                        .unwrap_or_default();
+                    return Err(invalid(format!(
+                        "unknown tool `{}`{hint}; rules name one of: {}",
+                        rule.tool,
+                        RULE_TOOLS.join(", ")
+                    )));
+                }
+                Ok(rule)
             })
             .collect()
     };
@@ -880,6 +926,26 @@ mod tests {
             err.contains("sandbox.mode") && err.contains("enforce"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn rules_naming_unknown_tools_are_errors_that_name_the_file() {
+        let ws = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(ws.path().join(".ahelper")).unwrap();
+        std::fs::write(
+            ws.path().join(".ahelper/config.toml"),
+            "[permissions]\ndeny = [\"Bash(rm:*)\"]\n",
+        )
+        .unwrap();
+        let err = Config::load(ws.path(), &env(&[]), &CliOverrides::default())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(".ahelper/config.toml"), "{err}");
+        assert!(err.contains("unknown tool `Bash`") && err.contains("run_command"), "{err}");
+        let cli = CliOverrides { permission_mode: Some("yolo".into()), ..Default::default() };
+        std::fs::write(ws.path().join(".ahelper/config.toml"), "").unwrap();
+        let err = Config::load(ws.path(), &env(&[]), &cli).unwrap_err().to_string();
+        assert!(err.contains("command line"), "{err}");
     }
 
     #[test]

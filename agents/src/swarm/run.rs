@@ -254,6 +254,7 @@ pub fn prepare_run(
         usage: Usage::default(),
         summary: None,
         error: None,
+        permission_mode: Some(config.permissions.mode),
     };
     record.save().map_err(|e| SwarmError::Io(e.to_string()))?;
     Ok(PreparedRun {

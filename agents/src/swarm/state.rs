@@ -216,6 +216,10 @@ pub struct RunRecord {
     pub summary: Option<String>,
     /// Error of a failed run.
     pub error: Option<String>,
+    /// The permission mode the run was started with (`swarm resume` keeps it unless told
+    /// otherwise).
+    #[serde(default)]
+    pub permission_mode: Option<crate::permissions::PermissionMode>,
 }
 
 /// Errors reading or writing run records.
@@ -388,6 +392,7 @@ mod tests {
             usage: Usage::default(),
             summary: None,
             error: None,
+            permission_mode: None,
         };
         r.save().unwrap();
         assert!(r.is_active());

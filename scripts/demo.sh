@@ -8,8 +8,8 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 cargo install --locked --quiet --path "$here"
 cargo install --locked --quiet --path "$here/fakellm"
-bin="$(dirname "$(command -v cargo)")"
-export PATH="$bin:$HOME/.cargo/bin:$PATH"
+# the binaries just installed come first
+export PATH="${CARGO_INSTALL_ROOT:-${CARGO_HOME:-$HOME/.cargo}}/bin:$PATH"
 
 work="$(mktemp -d)"
 server_pid=""

@@ -58,7 +58,7 @@ pub struct CommonArgs {
     pub permission_mode: Option<String>,
 
     /// Maximum model turns per prompt (config `agent.max_turns`, default 40).
-    #[arg(long, global = true, value_name = "N")]
+    #[arg(long, global = true, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_turns: Option<u32>,
 
     /// OS sandbox of shell commands: `enforce` (landlock on Linux: writes only in the workspace
@@ -66,7 +66,7 @@ pub struct CommonArgs {
     #[arg(long, global = true, value_name = "MODE", value_parser = ["enforce", "off"])]
     pub sandbox: Option<String>,
 
-    /// Show tool calls and retries on stderr in `-p` mode; log at info level.
+    /// Show tool calls on stderr in `-p` mode; log at info level.
     #[arg(short, long, global = true)]
     pub verbose: bool,
 }
@@ -116,7 +116,7 @@ pub struct SwarmRunArgs {
     pub yes: bool,
 
     /// Workers running at once (config `swarm.max_workers`, default 4).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = parse_positive)]
     pub max_workers: Option<usize>,
 
     /// Base commit or ref the workers start from (default: HEAD).
@@ -164,8 +164,12 @@ pub enum SwarmCommand {
     Resume {
         /// Run id (prefix).
         run: String,
-        #[command(flatten)]
-        run_args: SwarmRunArgs,
+        /// Workers running at once.
+        #[arg(long, value_name = "N", value_parser = parse_positive)]
+        max_workers: Option<usize>,
+        /// `text` or `stream-json`.
+        #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+        output_format: OutputFormat,
     },
     /// Remove a run's worktrees and merged branches.
     Clean {
@@ -178,4 +182,12 @@ pub enum SwarmCommand {
         #[arg(long)]
         force: bool,
     },
+}
+
+/// A whole number ≥ 1.
+fn parse_positive(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!("`{s}` is not a whole number of at least 1")),
+    }
 }

@@ -56,7 +56,8 @@ fn run(cli: Cli) -> i32 {
         }
     };
     if let Some(cli::Command::Swarm(args)) = cli.command {
-        let mode_given = cli.common.permission_mode.is_some() || env.get("AHELPER_PERMISSION_MODE").is_some();
+        let mode_given =
+            cli.common.permission_mode.is_some() || env.get("AHELPER_PERMISSION_MODE").is_some();
         return swarm_cmd::run(&rt, args, config, &env, mode_given);
     }
     let interactive = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();

@@ -44,6 +44,11 @@ impl Prompter for TerminalPrompter {
         let _guard = self.lock.lock().await;
         let text = format_prompt(request, ".ahelper/config.toml");
         tokio::task::spawn_blocking(move || {
+            // Keys typed while the model was working must not answer this question.
+            // SAFETY: tcflush on fd 0 only discards pending terminal input.
+            unsafe {
+                libc::tcflush(0, libc::TCIFLUSH);
+            }
             let stdin = std::io::stdin();
             for _ in 0..5 {
                 eprint!("\n{}", text.clone().yellow());

@@ -39,7 +39,16 @@ pub fn run(
         Some(SwarmCommand::Clean { run, all, force }) => {
             clean(&config, env, run.as_deref(), all, force)
         }
-        Some(SwarmCommand::Resume { run, run_args }) => {
+        Some(SwarmCommand::Resume {
+            run,
+            max_workers,
+            output_format,
+        }) => {
+            let run_args = SwarmRunArgs {
+                max_workers,
+                output_format,
+                ..Default::default()
+            };
             rt.block_on(resume(&config, &run, &run_args, mode_given))
         }
         None => match args.task {
@@ -134,6 +143,15 @@ async fn start(config: &Config, task: &str, run_args: &SwarmRunArgs) -> i32 {
     }
     let client = model_client(&provider);
     let interactive_terminal = mode == EventOutput::Live;
+    if !interactive_terminal
+        && config.permissions.mode == ahelper_agents::permissions::PermissionMode::Default
+        && config.permissions.rules.allow.is_empty()
+    {
+        say("warning: no terminal to answer permission prompts and the permission mode is `default`: \
+             every edit or command a worker tries will be refused. Use --permission-mode accept-edits \
+             (and allow rules such as `run_command(cargo test:*)` in .ahelper/config.toml)."
+            .into());
+    }
     let cancel = CancellationToken::new();
     let (event_tx, event_rx) = tokio::sync::mpsc::unbounded_channel::<SwarmEvent>();
     let planning_printer = tokio::spawn(swarm_ui::print_events(
@@ -201,7 +219,7 @@ async fn start(config: &Config, task: &str, run_args: &SwarmRunArgs) -> i32 {
         eprint!(
             "Start {} workers ({} at once)? [y/N] ",
             plan.subtasks.len(),
-            config.swarm.max_workers
+            config.swarm.max_workers.min(plan.subtasks.len())
         );
         let _ = std::io::stderr().flush();
         let mut answer = String::new();
@@ -327,6 +345,15 @@ fn exit_code(record: &RunRecord) -> i32 {
     match record.status {
         RunStatus::Cancelled => 130,
         RunStatus::Finished
+            if record.workers.iter().any(|w| !w.denied.is_empty())
+                && !record
+                    .workers
+                    .iter()
+                    .any(|w| w.status == WorkerStatus::Merged) =>
+        {
+            1
+        }
+        RunStatus::Finished
             if record
                 .workers
                 .iter()
@@ -407,7 +434,9 @@ async fn resume(config: &Config, run: &str, run_args: &SwarmRunArgs, mode_given:
         && !mode_given
         && mode != config.permissions.mode
     {
-        eprintln!("Using the run's permission mode `{mode:?}` (give --permission-mode to change it).");
+        eprintln!(
+            "Using the run's permission mode `{mode:?}` (give --permission-mode to change it)."
+        );
         config.permissions.mode = mode;
     }
     let unfinished = record
@@ -731,10 +760,51 @@ fn clean(config: &Config, env: &EnvSnapshot, run: Option<&str>, all: bool, force
             let _ = std::fs::remove_dir_all(base.join(format!(".tmp-{}", w.id)));
         }
         let _ = std::fs::remove_dir(&base);
-        println!(
-            "  kept the integration branch {} and the transcripts (ahelper swarm logs {})",
-            r.integration_branch, r.run_id
-        );
+        match clean_integration_branch(&lock, &root, &r, force) {
+            Ok(line) | Err(line) => println!("  {line}"),
+        }
+        println!("  kept the transcripts (ahelper swarm logs {})", r.run_id);
     }
     if refused > 0 { 1 } else { 0 }
+}
+
+/// Deletes a run's integration branch when nothing would be lost: it is still at the base
+/// commit, or it is merged into the current branch; otherwise keeps it (deleted anyway with
+/// `force`). Returns the line to print.
+fn clean_integration_branch(
+    lock: &git::RepoLock,
+    root: &std::path::Path,
+    run: &RunRecord,
+    force: bool,
+) -> Result<String, String> {
+    let branch = &run.integration_branch;
+    let Ok(tip) = git::branch_tip(root, branch) else {
+        return Ok(format!("no integration branch {branch}"));
+    };
+    let at_base = tip.to_string() == run.base_commit;
+    let current = git::RepoInfo::discover(root)
+        .ok()
+        .and_then(|i| i.branch().map(str::to_string));
+    let merged_into_current = current
+        .as_deref()
+        .is_some_and(|c| git::unmerged_commits(root, branch, c).is_ok_and(|u| u.is_empty()));
+    if at_base || merged_into_current || force {
+        let into = current.unwrap_or_else(|| branch.clone());
+        git::delete_branch(lock, root, branch, &into, true)
+            .map_err(|e| format!("kept {branch}: {e}"))?;
+        Ok(format!(
+            "deleted the integration branch {branch} ({})",
+            if at_base {
+                "nothing was merged into it"
+            } else if merged_into_current {
+                "it is merged into your branch"
+            } else {
+                "--force"
+            }
+        ))
+    } else {
+        Err(format!(
+            "kept the integration branch {branch}: it has the run's merged work, not in your branch yet (`git merge {branch}`, or clean with --force)"
+        ))
+    }
 }

@@ -62,7 +62,19 @@ pub async fn print_events(mut events: mpsc::UnboundedReceiver<SwarmEvent>, mode:
                 let _ = writeln!(out, "{}", serde_json::to_string(&e).unwrap_or_default());
             }
             _ => {
-                if !matches!(e, SwarmEvent::RunFinished { .. }) {
+                // Merged/conflict/report lines already say what these state changes would.
+                let redundant = matches!(
+                    e,
+                    SwarmEvent::RunFinished { .. }
+                        | SwarmEvent::WorkerStatus {
+                            status: WorkerStatus::Finished
+                                | WorkerStatus::Merged
+                                | WorkerStatus::Conflict
+                                | WorkerStatus::NoChanges,
+                            ..
+                        }
+                );
+                if !redundant {
                     let _ = writeln!(out, "{}", e.to_line());
                 }
             }
@@ -253,7 +265,27 @@ pub async fn run_live(
                     .map(|w| w.claims)
                     .unwrap_or(0)
             };
-            let live = |_i: usize| None;
+            let now = chrono::Utc::now();
+            let live = |i: usize| {
+                let w = &rec.workers[i];
+                let running = matches!(
+                    w.status,
+                    WorkerStatus::Starting
+                        | WorkerStatus::Running
+                        | WorkerStatus::WaitingForPermission
+                        | WorkerStatus::Committing
+                );
+                if !running {
+                    return None;
+                }
+                let started =
+                    chrono::DateTime::parse_from_rfc3339(w.started_at.as_deref()?).ok()?;
+                Some(
+                    (now - started.with_timezone(&chrono::Utc))
+                        .num_milliseconds()
+                        .max(0) as u64,
+                )
+            };
             frame.render_widget(status_table::table_widget(&rec, &claims, &live), areas[0]);
             frame.render_widget(
                 Paragraph::new(status_table::totals_line(&rec, elapsed)),

@@ -318,7 +318,10 @@ fn non_interactive_permission_request_is_denied_without_hanging() {
     swarm(&repo, &server)
         .args(["swarm", "do it", "--yes"])
         .assert()
-        .success()
+        .code(1)
+        .stderr(predicate::str::contains(
+            "every edit or command a worker tries will be refused",
+        ))
         .stdout(predicate::str::contains("[w1] refused write_file a.txt"))
         .stdout(predicate::str::contains(
             "1 tool call(s) refused by permissions: write_file a.txt",
@@ -564,6 +567,11 @@ fn plan_only_prints_the_plan_and_starts_nothing() {
         .stderr(predicate::str::contains("w1 [s1] Work on s1"));
     assert_eq!(server.model_requests().len(), 1);
     assert_eq!(last_run(&repo)["status"], "planned");
+    assert_eq!(
+        repo.git(&["branch", "--list", "ahelper/*"]),
+        "",
+        "no branch for a plan-only run"
+    );
 }
 
 /// Ctrl-C once: workers stop, commit their work as `wip`, child processes are killed, the run

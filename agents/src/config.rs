@@ -446,7 +446,10 @@ impl Config {
             },
             ..Default::default()
         };
-        resolve_permissions(&env_layer.permissions, "environment (AHELPER_PERMISSION_MODE)")?;
+        resolve_permissions(
+            &env_layer.permissions,
+            "environment (AHELPER_PERMISSION_MODE)",
+        )?;
         merged = merged.merged_with(env_layer, "files", "environment");
         let cli_layer = ConfigFile {
             provider: cli.provider.clone(),
@@ -575,7 +578,10 @@ fn rule_tool_hint(tool: &str) -> Option<&'static str> {
 /// Parses and checks the `[permissions]` table of one layer; `origin` (a file path,
 /// `environment`, `command line`) is named in errors. A rule naming an unknown tool is an error:
 /// a misspelt deny rule must never be silently ignored.
-fn resolve_permissions(file: &PermissionsFile, origin: &str) -> Result<PermissionPolicy, ConfigError> {
+fn resolve_permissions(
+    file: &PermissionsFile,
+    origin: &str,
+) -> Result<PermissionPolicy, ConfigError> {
     let mode = match &file.mode {
         Some(m) => m
             .parse::<PermissionMode>()
@@ -941,10 +947,18 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains(".ahelper/config.toml"), "{err}");
-        assert!(err.contains("unknown tool `Bash`") && err.contains("run_command"), "{err}");
-        let cli = CliOverrides { permission_mode: Some("yolo".into()), ..Default::default() };
+        assert!(
+            err.contains("unknown tool `Bash`") && err.contains("run_command"),
+            "{err}"
+        );
+        let cli = CliOverrides {
+            permission_mode: Some("yolo".into()),
+            ..Default::default()
+        };
         std::fs::write(ws.path().join(".ahelper/config.toml"), "").unwrap();
-        let err = Config::load(ws.path(), &env(&[]), &cli).unwrap_err().to_string();
+        let err = Config::load(ws.path(), &env(&[]), &cli)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("command line"), "{err}");
     }
 

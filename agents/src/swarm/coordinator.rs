@@ -320,6 +320,10 @@ impl CoordinatorActor {
             // Failed, no changes, cancelled (kept for `swarm resume`): ended for this process.
             self.scheduler.finish(index, false);
         }
+        if status == WorkerStatus::NoChanges {
+            // Its branch is still at its start commit: nothing to keep.
+            self.remove_merged_worktree(index);
+        }
         self.merge_ready(false).await;
         self.check_budget();
         self.schedule(me).await;

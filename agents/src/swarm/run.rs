@@ -235,8 +235,9 @@ pub fn prepare_run(
         )?;
         base_label = format!("{base_ref}+uncommitted");
     }
+    // The integration branch is created when workers start (see `execute`), so a plan-only run
+    // or a failed plan leaves no branch behind.
     let integration = integration_branch(&run_id);
-    git::create_branch(&root, &integration, base)?;
     let now = crate::transcript::now_rfc3339();
     let mut record = RunRecord {
         run_id: run_id.clone(),
@@ -473,6 +474,15 @@ pub async fn execute(
 ) -> Result<RunRecord, SwarmError> {
     let root = record.repo_root.clone();
     let git_lock = Arc::new(git::RepoLock::new(&root)?);
+    if git::branch_tip(&root, &record.integration_branch).is_err() {
+        let base = git::Oid::from_str(&record.base_commit).map_err(|e| {
+            SwarmError::Io(format!(
+                "run {} has an invalid base commit: {e}",
+                record.run_id
+            ))
+        })?;
+        git::create_branch(&root, &record.integration_branch, base)?;
+    }
     let worker_role = load_role(&root, "worker")?;
     let provider = config.provider().ok();
     let events_path = run_dir(&root, &record.run_id).join("events.jsonl");

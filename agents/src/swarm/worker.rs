@@ -158,7 +158,6 @@ async fn run_worker(
     let started = Instant::now();
     let index = spec.index;
     let progress = |status: WorkerStatus| Progress::Status { index, status };
-    let _ = coordinator.tell(progress(WorkerStatus::Starting)).await;
     let failed = |error: String| {
         (
             WorkerStatus::Failed,

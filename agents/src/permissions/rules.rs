@@ -1373,14 +1373,22 @@ fn scan_words(text: &str, depth: usize, out: &mut Vec<String>) {
 }
 
 /// Command-like tokens of `text` for the fail-closed scan: plain splitting plus
-/// [`scan_words`].
+/// [`scan_words`], whose words are split again at punctuation (so `alias.x=!rm` and
+/// `system("rm` yield `rm`).
 fn tokens(text: &str) -> Vec<String> {
-    let mut all: Vec<String> = text
-        .split(|c: char| c.is_whitespace() || ";&|()<>{}$`'\"\\=!,[]".contains(c))
-        .filter(|t| !t.is_empty())
-        .map(str::to_string)
-        .collect();
-    scan_words(text, 0, &mut all);
+    let plain = |t: &str| -> Vec<String> {
+        t.split(|c: char| c.is_whitespace() || ";&|()<>{}$`'\"\\=!,[]".contains(c))
+            .filter(|t| !t.is_empty())
+            .map(str::to_string)
+            .collect()
+    };
+    let mut all = plain(text);
+    let mut words = Vec::new();
+    scan_words(text, 0, &mut words);
+    for w in words {
+        all.extend(plain(&w));
+        all.push(w);
+    }
     all
 }
 

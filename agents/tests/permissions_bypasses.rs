@@ -121,7 +121,11 @@ fn opaque_code_runners_ask_when_command_deny_rules_exist() {
     }
     // Without deny rules, bypass mode allows them, as it allows `eval`.
     let open = policy(PermissionMode::Bypass, &[], &[]);
-    for command in ["bash script.sh", "python3 -c 'print(1)'", "env -S 'echo hi'"] {
+    for command in [
+        "bash script.sh",
+        "python3 -c 'print(1)'",
+        "env -S 'echo hi'",
+    ] {
         assert_allow(&open, command);
     }
     // An allow rule for the interpreter approves the code it runs.
@@ -144,6 +148,10 @@ fn ordinary_commands_are_unchanged() {
         "git -c color.ui=always log --oneline",
         "awk '{ print $1 }' file.txt",
         "GIT_AUTHOR_NAME=x git commit -m msg",
+        "PAGER=cat git log",
+        "GIT_PAGER=cat git log -p",
+        "GIT_EDITOR=true git rebase --continue",
+        "ENV=production npm start",
         "bash -c 'ls -la'",
         "cp a.txt b.txt",
         "mv a.txt b.txt",

@@ -139,10 +139,9 @@ fn hidden() -> impl Strategy<Value = (String, bool)> {
             inner
                 .clone()
                 .prop_map(|(cmd, _)| (format!("{{ sh <<'EOF'\n{cmd}\nEOF\n}}"), false)),
-            inner.clone().prop_map(|(cmd, _)| (
-                format!("echo {} | xargs -0 sh -c", sq(&cmd)),
-                false
-            )),
+            inner
+                .clone()
+                .prop_map(|(cmd, _)| (format!("echo {} | xargs -0 sh -c", sq(&cmd)), false)),
             // `env -S` splits a string into a command; git aliases run `!` commands.
             inner
                 .clone()

@@ -10,7 +10,11 @@
 //! `find … -exec CMD … ;`, `sh|bash|dash|zsh -c 'LITERAL'` and `eval LITERAL` (the string is analysed
 //! recursively). Whatever is computed at run time (a `$VAR` or `$(…)` command word, `eval` of
 //! computed text, `source`, syntax the parser reports as an error) is listed in
-//! [`CommandAnalysis::opaque`]; invisible or control characters are listed in
+//! [`CommandAnalysis::opaque`]. Shells and interpreters whose program is not a literal we analyse
+//! (`… | bash`, `bash <<< …`, `bash script.sh`, `python3 -c …`, `node app.js`, `awk` programs
+//! calling `system`), `env -S`, `git -c KEY=…` with a key that can run a program, and
+//! program-naming environment variables (`PAGER=…`, `GIT_SSH_COMMAND=…`, `BASH_ENV=…`) are opaque
+//! code runners ([`OpaquePart::code_runner`]) whose text is the whole command line; invisible or control characters are listed in
 //! [`CommandAnalysis::warnings`].
 //!
 //! The analysis is syntactic: it does not read files or the environment. The decision built on it
@@ -1339,7 +1343,10 @@ impl Walker<'_> {
             self.unwrap(&mut cmd);
         }
         if kind == CommandKind::Program
-            && let Some(a) = cmd.assignments.iter().find(|a| runs_code_env(&a.name))
+            && let Some(a) = cmd
+                .assignments
+                .iter()
+                .find(|a| runs_code_env(&a.name) && !harmless_program_value(&a.value))
         {
             let reason = format!(
                 "the environment variable `{}` names a program or file of code that runs",
@@ -1856,7 +1863,8 @@ fn unwrap_step(base: &str, args: &[Word]) -> Step {
                 } else if t.starts_with("--unset=") || (t.starts_with("-u") && t.len() > 2) {
                     i += 1;
                 } else if t.starts_with("--split-string")
-                    || (t.starts_with("-S") || (t.starts_with('-') && !t.starts_with("--") && t.contains('S')))
+                    || (t.starts_with("-S")
+                        || (t.starts_with('-') && !t.starts_with("--") && t.contains('S')))
                 {
                     return Step::CodeRunner(
                         "`env -S` splits a string into the command it runs".to_string(),
@@ -2100,8 +2108,10 @@ fn info_only(base: &str, args: &[Word]) -> bool {
     !args.is_empty()
         && args.iter().all(|w| {
             w.as_literal().is_some_and(|t| {
-                matches!(t, "--version" | "-V" | "--help" | "-h" | "-version" | "-help")
-                    || (t == "-v" && dash_v_is_version)
+                matches!(
+                    t,
+                    "--version" | "-V" | "--help" | "-h" | "-version" | "-help"
+                ) || (t == "-v" && dash_v_is_version)
             })
         })
 }
@@ -2112,7 +2122,6 @@ pub(crate) fn runs_code_env(name: &str) -> bool {
     matches!(
         name,
         "BASH_ENV"
-            | "ENV"
             | "LD_PRELOAD"
             | "LD_AUDIT"
             | "PAGER"
@@ -2146,6 +2155,16 @@ pub(crate) fn runs_code_env(name: &str) -> bool {
                 | "GIT_LITERAL_PATHSPECS"
                 | "GIT_ADVICE"
         ))
+}
+
+/// Values of program-naming variables that run nothing else: `PAGER=cat`, `GIT_EDITOR=true`.
+fn harmless_program_value(value: &Word) -> bool {
+    value.as_literal().is_some_and(|v| {
+        matches!(
+            v.trim(),
+            "" | "cat" | "less" | "less -R" | "less -FRX" | "less -FR" | "more" | "true" | ":"
+        )
+    })
 }
 
 /// Configuration keys git may be given with `-c` that change nothing about which programs run

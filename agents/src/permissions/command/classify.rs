@@ -536,8 +536,53 @@ fn modified_files(facts: &mut Facts, cmd: &SimpleCommand, name: &str) {
     match name {
         "cp" | "mv" | "install" | "ln" | "rsync" => {
             let with_value: &[&str] = match name {
-                "install" => &["-m", "--mode", "-o", "--owner", "-g", "--group", "-S", "--suffix", "-t", "--target-directory"],
-                "rsync" => &["-e", "--rsh", "--rsync-path", "--exclude", "--include", "--exclude-from", "--include-from", "--files-from", "--filter", "-f", "--backup-dir", "--suffix", "--chmod", "--log-file", "--password-file", "-T", "--temp-dir", "--partial-dir", "--compare-dest", "--copy-dest", "--link-dest", "--max-size", "--min-size", "--timeout", "--port", "--bwlimit", "--chown", "--usermap", "--groupmap", "--out-format", "--log-file-format", "-M", "--remote-option"],
+                "install" => &[
+                    "-m",
+                    "--mode",
+                    "-o",
+                    "--owner",
+                    "-g",
+                    "--group",
+                    "-S",
+                    "--suffix",
+                    "-t",
+                    "--target-directory",
+                ],
+                "rsync" => &[
+                    "-e",
+                    "--rsh",
+                    "--rsync-path",
+                    "--exclude",
+                    "--include",
+                    "--exclude-from",
+                    "--include-from",
+                    "--files-from",
+                    "--filter",
+                    "-f",
+                    "--backup-dir",
+                    "--suffix",
+                    "--chmod",
+                    "--log-file",
+                    "--password-file",
+                    "-T",
+                    "--temp-dir",
+                    "--partial-dir",
+                    "--compare-dest",
+                    "--copy-dest",
+                    "--link-dest",
+                    "--max-size",
+                    "--min-size",
+                    "--timeout",
+                    "--port",
+                    "--bwlimit",
+                    "--chown",
+                    "--usermap",
+                    "--groupmap",
+                    "--out-format",
+                    "--log-file-format",
+                    "-M",
+                    "--remote-option",
+                ],
                 _ => &["-S", "--suffix", "-t", "--target-directory"],
             };
             let ops = operands(argv, with_value);
@@ -545,15 +590,17 @@ fn modified_files(facts: &mut Facts, cmd: &SimpleCommand, name: &str) {
             let directory_mode = name == "install"
                 && argv.iter().skip(1).any(|w| {
                     let t = w.text.as_str();
-                    t == "--directory" || (t.starts_with('-') && !t.starts_with("--") && t.contains('d'))
+                    t == "--directory"
+                        || (t.starts_with('-') && !t.starts_with("--") && t.contains('d'))
                 });
             if name == "mv" || directory_mode {
                 // `mv` removes its sources; `install -d` creates every operand.
                 facts.modified.extend(ops.iter().map(|(_, w)| (*w).clone()));
-            } else if !explicit && ops.len() >= 2 {
-                if let Some((_, last)) = ops.last() {
-                    facts.modified.push((*last).clone());
-                }
+            } else if !explicit
+                && ops.len() >= 2
+                && let Some((_, last)) = ops.last()
+            {
+                facts.modified.push((*last).clone());
             }
             if name == "rsync" && argv.iter().any(|w| w.text == "--remove-source-files") {
                 facts.modified.extend(ops.iter().map(|(_, w)| (*w).clone()));
@@ -565,9 +612,11 @@ fn modified_files(facts: &mut Facts, cmd: &SimpleCommand, name: &str) {
             } else {
                 &["-s", "--size", "-r", "--reference", "-o"]
             };
-            facts
-                .modified
-                .extend(operands(argv, with_value).into_iter().map(|(_, w)| w.clone()));
+            facts.modified.extend(
+                operands(argv, with_value)
+                    .into_iter()
+                    .map(|(_, w)| w.clone()),
+            );
         }
         "chmod" | "chown" | "chgrp" => {
             // A symbolic mode may look like an option (`chmod -x FILE`).
@@ -578,9 +627,7 @@ fn modified_files(facts: &mut Facts, cmd: &SimpleCommand, name: &str) {
                         && t.starts_with('-')
                         && t[1..].chars().all(|c| "rwxXst".contains(c))
                 });
-            let reference = argv
-                .iter()
-                .any(|w| w.text.starts_with("--reference"));
+            let reference = argv.iter().any(|w| w.text.starts_with("--reference"));
             let skip = usize::from(!mode_as_option && !reference);
             facts.modified.extend(
                 operands(argv, &[])
@@ -619,7 +666,12 @@ fn git_config_write(args: &[Word]) -> Option<Word> {
         let w = &args[i];
         let t = w.text.as_str();
         match t {
-            "--global" => file = Word { tilde: true, ..Word::literal("~/.gitconfig") },
+            "--global" => {
+                file = Word {
+                    tilde: true,
+                    ..Word::literal("~/.gitconfig")
+                }
+            }
             "--system" => file = Word::literal("/etc/gitconfig"),
             "--worktree" => file = Word::literal(".git/config.worktree"),
             "--local" => file = Word::literal(".git/config"),
@@ -645,7 +697,12 @@ fn git_config_write(args: &[Word]) -> Option<Word> {
             _ if t.starts_with("--unset")
                 || matches!(
                     t,
-                    "--add" | "--replace-all" | "--rename-section" | "--remove-section" | "--edit" | "-e"
+                    "--add"
+                        | "--replace-all"
+                        | "--rename-section"
+                        | "--remove-section"
+                        | "--edit"
+                        | "-e"
                 ) =>
             {
                 writes = true;

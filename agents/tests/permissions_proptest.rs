@@ -1,6 +1,8 @@
 //! Property: a compound command that hides a denied command — behind random separators, inert
-//! wrappers, command runners, nesting and quoting styles — is always denied (never allowed, not
-//! even turned into a prompt), in every mode.
+//! wrappers, command runners, nesting, quoting styles, shells fed from standard input or
+//! here-strings, `env -S` and git aliases — is always denied (never allowed, not even turned into
+//! a prompt), in every mode. Inside interpreter code (`python3 -c`), whose quoting the scan
+//! only approximates, such a command is never allowed (denied or asked).
 
 use ahelper_agents::permissions::{
     Decision, PermissionMode, PermissionPolicy, PermissionRequest, RuleSet,
@@ -118,7 +120,36 @@ fn hidden() -> impl Strategy<Value = (String, bool)> {
             inner
                 .clone()
                 .prop_map(|(cmd, _)| (format!("cat <( {cmd} )"), true)),
-            inner.prop_map(|(cmd, _)| (format!("! {cmd}"), false)),
+            inner
+                .clone()
+                .prop_map(|(cmd, _)| (format!("! {cmd}"), false)),
+            // Shells and interpreters that read the program from standard input, a here-string,
+            // a here-document or a code string.
+            (
+                inner.clone(),
+                prop::sample::select(vec!["bash", "sh", "sh -s", "dash", "python3", "perl"])
+            )
+                .prop_map(|((cmd, _), shell)| (
+                    format!("printf '%s\\n' {} | {shell}", sq(&cmd)),
+                    false
+                )),
+            inner
+                .clone()
+                .prop_map(|(cmd, _)| (format!("bash <<< {}", sq(&cmd)), true)),
+            inner
+                .clone()
+                .prop_map(|(cmd, _)| (format!("{{ sh <<'EOF'\n{cmd}\nEOF\n}}"), false)),
+            inner
+                .clone()
+                .prop_map(|(cmd, _)| (format!("echo {} | xargs -0 sh -c", sq(&cmd)), false)),
+            // `env -S` splits a string into a command; git aliases run `!` commands.
+            inner
+                .clone()
+                .prop_map(|(cmd, _)| (format!("env -S {}", sq(&cmd)), true)),
+            inner.prop_map(|(cmd, _)| (
+                format!("git -c alias.x={} x", sq(&format!("!{cmd}"))),
+                true
+            )),
         ]
     })
 }
@@ -205,5 +236,36 @@ proptest! {
             matches!(decision, Decision::Deny { .. }),
             "{command:?} in {mode:?} gave {decision:?}"
         );
+    }
+
+    #[test]
+    fn hidden_in_interpreter_code_is_never_allowed(
+        command in compound(),
+        interpreter in prop::sample::select(vec![
+            "python3 -c 'import os; os.system(CODE)'",
+            "perl -e 'system(CODE)'",
+            "ruby -e 'system(CODE)'",
+            "node -e 'require(\"child_process\").execSync(CODE)'",
+        ]),
+        mode in mode(),
+    ) {
+        let code = interpreter.replace("CODE", &format!("{command:?}").replace('\'', "'\\''"));
+        let policy = PermissionPolicy {
+            mode,
+            rules: RuleSet::parse(
+                &["run_command", "run_command(python3:*)", "run_command(perl:*)"],
+                &[],
+                &["run_command(rm:*)"],
+            )
+            .expect("valid rules"),
+        };
+        let decision = policy.decide(&PermissionRequest {
+            tool: "run_command",
+            kind: ToolKind::Execute,
+            subject: Some(&code),
+            workspace_root: Path::new("/ws"),
+            cwd: Path::new("/ws"),
+        });
+        prop_assert!(decision != Decision::Allow, "{code:?} in {mode:?} was allowed");
     }
 }

@@ -10,7 +10,11 @@
 //! `find … -exec CMD … ;`, `sh|bash|dash|zsh -c 'LITERAL'` and `eval LITERAL` (the string is analysed
 //! recursively). Whatever is computed at run time (a `$VAR` or `$(…)` command word, `eval` of
 //! computed text, `source`, syntax the parser reports as an error) is listed in
-//! [`CommandAnalysis::opaque`]; invisible or control characters are listed in
+//! [`CommandAnalysis::opaque`]. Shells and interpreters whose program is not a literal we analyse
+//! (`… | bash`, `bash <<< …`, `bash script.sh`, `python3 -c …`, `node app.js`, `awk` programs
+//! calling `system`), `env -S`, `git -c KEY=…` with a key that can run a program, and
+//! program-naming environment variables (`PAGER=…`, `GIT_SSH_COMMAND=…`, `BASH_ENV=…`) are opaque
+//! code runners ([`OpaquePart::code_runner`]) whose text is the whole command line; invisible or control characters are listed in
 //! [`CommandAnalysis::warnings`].
 //!
 //! The analysis is syntactic: it does not read files or the environment. The decision built on it
@@ -184,6 +188,15 @@ pub struct OpaquePart {
     pub text: String,
     /// Why it is opaque.
     pub reason: String,
+    /// True when the part is a program that runs code the analysis cannot see: a shell or
+    /// interpreter reading a script file, standard input, a here-string or a code string
+    /// (`bash script.sh`, `… | sh`, `python3 -c '…'`), `env -S`, or git configuration that runs
+    /// commands (`git -c alias.x='!…'`). `text` is then the whole command line, so that the
+    /// fail-closed scan for denied program names covers piped producers and here-documents.
+    /// Such a part is denied when a denied program name appears in it and asks when any deny
+    /// rule for commands exists; otherwise the command's own decision stands (an allow rule for
+    /// the interpreter already approves the code it runs).
+    pub code_runner: bool,
 }
 
 /// The result of [`analyze_command`].
@@ -244,6 +257,7 @@ impl CommandAnalyzer {
             depth: 0,
             via: None,
             source: String::new(),
+            root: command.to_string(),
         };
         walker.out.warnings = suspicious_characters(command);
         if command.len() > MAX_COMMAND_BYTES {
@@ -589,6 +603,8 @@ struct Walker<'p> {
     via: Option<String>,
     /// The command string being analysed (the innermost `bash -c` string when nested).
     source: String,
+    /// The whole command line given to [`CommandAnalyzer::analyze`].
+    root: String,
 }
 
 fn node_text<'s>(node: Node<'_>, src: &'s str) -> &'s str {
@@ -638,7 +654,29 @@ impl Walker<'_> {
             .iter()
             .any(|o| o.text == text && o.reason == reason)
         {
-            self.out.opaque.push(OpaquePart { text, reason });
+            self.out.opaque.push(OpaquePart {
+                text,
+                reason,
+                code_runner: false,
+            });
+        }
+    }
+
+    /// Records a program that runs code the analysis cannot see (see
+    /// [`OpaquePart::code_runner`]); the part's text is the whole command line.
+    fn code_runner(&mut self, reason: impl Into<String>) {
+        let reason = reason.into();
+        if !self
+            .out
+            .opaque
+            .iter()
+            .any(|o| o.code_runner && o.reason == reason)
+        {
+            self.out.opaque.push(OpaquePart {
+                text: self.root.trim().to_string(),
+                reason,
+                code_runner: true,
+            });
         }
     }
 
@@ -1304,6 +1342,18 @@ impl Walker<'_> {
         if kind == CommandKind::Program {
             self.unwrap(&mut cmd);
         }
+        if kind == CommandKind::Program
+            && let Some(a) = cmd
+                .assignments
+                .iter()
+                .find(|a| runs_code_env(&a.name) && !harmless_program_value(&a.value))
+        {
+            let reason = format!(
+                "the environment variable `{}` names a program or file of code that runs",
+                a.name
+            );
+            self.code_runner(reason);
+        }
         if cmd.kind == CommandKind::Program
             && let Some(first) = cmd.argv.first()
         {
@@ -1484,6 +1534,13 @@ impl Walker<'_> {
                 }
                 Step::Git => {
                     split_git_globals(cmd);
+                    if let Some(reason) = git_runs_configured_code(cmd) {
+                        self.code_runner(reason);
+                    }
+                    break;
+                }
+                Step::CodeRunner(reason) => {
+                    self.code_runner(reason);
                     break;
                 }
                 Step::Opaque(reason) => {
@@ -1593,6 +1650,9 @@ enum Step {
     Find,
     Git,
     Opaque(&'static str),
+    /// A shell or interpreter that runs code the analysis cannot see (see
+    /// [`OpaquePart::code_runner`]); the command itself stays as it is.
+    CodeRunner(String),
 }
 
 fn strip(skip: usize) -> Step {
@@ -1802,8 +1862,15 @@ fn unwrap_step(base: &str, args: &[Word]) -> Step {
                     i += 2;
                 } else if t.starts_with("--unset=") || (t.starts_with("-u") && t.len() > 2) {
                     i += 1;
+                } else if t.starts_with("--split-string")
+                    || (t.starts_with("-S")
+                        || (t.starts_with('-') && !t.starts_with("--") && t.contains('S')))
+                {
+                    return Step::CodeRunner(
+                        "`env -S` splits a string into the command it runs".to_string(),
+                    );
                 } else if t.starts_with('-') {
-                    // -C/--chdir, -S/--split-string and signal options: not inert.
+                    // -C/--chdir and signal options: not inert.
                     return Step::Unresolved;
                 } else if let Some((name, value)) = t.split_once('=') {
                     if name.is_empty()
@@ -1883,7 +1950,9 @@ fn unwrap_step(base: &str, args: &[Word]) -> Step {
                     return if has_c {
                         Step::Shell { script_index: i }
                     } else {
-                        Step::Unresolved
+                        Step::CodeRunner(format!(
+                            "`{base}` runs a script named at run time, which is not analysed"
+                        ))
                     };
                 };
                 if t == "--" || t == "-" {
@@ -1911,8 +1980,43 @@ fn unwrap_step(base: &str, args: &[Word]) -> Step {
                 if i < args.len() {
                     Step::Shell { script_index: i }
                 } else {
-                    Step::Opaque("`sh -c` without a command string")
+                    Step::CodeRunner(format!(
+                        "`{base} -c` takes its command string from arguments added at run time"
+                    ))
                 }
+            } else if info_only(base, args) {
+                Step::Done
+            } else {
+                Step::CodeRunner(format!(
+                    "`{base}` runs a script from a file or standard input, which is not analysed"
+                ))
+            }
+        }
+        _ if interpreter(base) => {
+            if info_only(base, args) {
+                Step::Done
+            } else {
+                Step::CodeRunner(format!(
+                    "`{base}` runs a program (code string, script file or standard input) that \
+                     is not analysed"
+                ))
+            }
+        }
+        "awk" | "gawk" | "mawk" | "nawk" => {
+            let runs = args.iter().any(|w| match w.as_literal() {
+                None => true,
+                Some(t) => {
+                    matches!(t, "-f" | "--file" | "-E" | "--exec" | "-i" | "--include")
+                        || t.starts_with("--file=")
+                        || t.contains("system")
+                        || t.contains('|')
+                }
+            });
+            if runs {
+                Step::CodeRunner(format!(
+                    "`{base}` runs a program that can start commands (`system`, pipes) or comes \
+                     from a file"
+                ))
             } else {
                 Step::Done
             }
@@ -1935,6 +2039,233 @@ fn unwrap_step(base: &str, args: &[Word]) -> Step {
         }
         _ => Step::Done,
     }
+}
+
+/// Interpreters whose program text (a code string, a script file or standard input) is not
+/// analysed. Shells of the `sh` family are handled separately (their `-c` string is analysed).
+fn interpreter(base: &str) -> bool {
+    let versioned = |prefix: &str| {
+        base.strip_prefix(prefix)
+            .is_some_and(|rest| rest.bytes().all(|b| b.is_ascii_digit() || b == b'.'))
+    };
+    versioned("python")
+        || versioned("pypy")
+        || versioned("perl")
+        || versioned("ruby")
+        || versioned("php")
+        || versioned("lua")
+        || versioned("tclsh")
+        || versioned("wish")
+        || matches!(
+            base,
+            "node"
+                | "nodejs"
+                | "deno"
+                | "bun"
+                | "luajit"
+                | "Rscript"
+                | "R"
+                | "julia"
+                | "osascript"
+                | "expect"
+                | "fish"
+                | "csh"
+                | "tcsh"
+                | "nu"
+                | "elvish"
+                | "pwsh"
+                | "powershell"
+                | "xonsh"
+                | "ipython"
+                | "ipython3"
+                | "irb"
+                | "jshell"
+                | "groovy"
+                | "scala"
+                | "guile"
+                | "racket"
+                | "sbcl"
+                | "clisp"
+                | "ghci"
+                | "runghc"
+                | "erl"
+                | "escript"
+                | "elixir"
+                | "iex"
+        )
+}
+
+/// True when the arguments of a shell or interpreter only ask for its version or help (no
+/// program runs): `python3 --version`, `bash --help`, `node -v`.
+fn info_only(base: &str, args: &[Word]) -> bool {
+    // `-v` is "verbose" for Python, Lua and the shells, which then still run a program.
+    let dash_v_is_version = matches!(
+        base,
+        "node" | "nodejs" | "deno" | "bun" | "perl" | "ruby" | "php"
+    ) || base.starts_with("perl")
+        || base.starts_with("ruby")
+        || base.starts_with("php");
+    !args.is_empty()
+        && args.iter().all(|w| {
+            w.as_literal().is_some_and(|t| {
+                matches!(
+                    t,
+                    "--version" | "-V" | "--help" | "-h" | "-version" | "-help"
+                ) || (t == "-v" && dash_v_is_version)
+            })
+        })
+}
+
+/// Environment variables whose value is a program git, a pager, a shell or an interpreter runs,
+/// or a file of code it loads (`BASH_ENV`, `LD_PRELOAD`, `GIT_SSH_COMMAND`, …).
+pub(crate) fn runs_code_env(name: &str) -> bool {
+    matches!(
+        name,
+        "BASH_ENV"
+            | "LD_PRELOAD"
+            | "LD_AUDIT"
+            | "PAGER"
+            | "MANPAGER"
+            | "EDITOR"
+            | "VISUAL"
+            | "LESSOPEN"
+            | "LESSCLOSE"
+            | "PERL5OPT"
+            | "RUBYOPT"
+            | "NODE_OPTIONS"
+            | "PYTHONSTARTUP"
+            | "PROMPT_COMMAND"
+            | "SSH_ASKPASS"
+            | "SUDO_ASKPASS"
+    ) || (name.starts_with("GIT_")
+        && !matches!(
+            name,
+            "GIT_AUTHOR_NAME"
+                | "GIT_AUTHOR_EMAIL"
+                | "GIT_AUTHOR_DATE"
+                | "GIT_COMMITTER_NAME"
+                | "GIT_COMMITTER_EMAIL"
+                | "GIT_COMMITTER_DATE"
+                | "GIT_TERMINAL_PROMPT"
+                | "GIT_PAGER_IN_USE"
+                | "GIT_OPTIONAL_LOCKS"
+                | "GIT_TRACE"
+                | "GIT_FLUSH"
+                | "GIT_CEILING_DIRECTORIES"
+                | "GIT_LITERAL_PATHSPECS"
+                | "GIT_ADVICE"
+        ))
+}
+
+/// Values of program-naming variables that run nothing else: `PAGER=cat`, `GIT_EDITOR=true`.
+fn harmless_program_value(value: &Word) -> bool {
+    value.as_literal().is_some_and(|v| {
+        matches!(
+            v.trim(),
+            "" | "cat" | "less" | "less -R" | "less -FRX" | "less -FR" | "more" | "true" | ":"
+        )
+    })
+}
+
+/// Configuration keys git may be given with `-c` that change nothing about which programs run
+/// (git-config(1)): colours, identity, output formatting, advice. Every other key (`alias.*`,
+/// `core.pager`, `core.editor`, `core.sshCommand`, `core.hooksPath`, `core.fsmonitor`,
+/// `diff.external`, `*.textconv`, `filter.*`, `credential.helper`, `include.path`, …) may run
+/// a program.
+fn inert_git_config_key(key: &str) -> bool {
+    let key = key.to_ascii_lowercase();
+    let section = key.split('.').next().unwrap_or("");
+    matches!(section, "color" | "user" | "advice" | "i18n" | "column")
+        || matches!(
+            key.as_str(),
+            "core.quotepath"
+                | "core.autocrlf"
+                | "core.safecrlf"
+                | "core.abbrev"
+                | "core.ignorecase"
+                | "core.filemode"
+                | "init.defaultbranch"
+                | "log.decorate"
+                | "log.date"
+                | "log.abbrevcommit"
+                | "diff.noprefix"
+                | "diff.renames"
+                | "diff.algorithm"
+                | "diff.colormoved"
+                | "merge.conflictstyle"
+                | "pull.rebase"
+                | "pull.ff"
+                | "protocol.version"
+                | "safe.directory"
+                | "status.short"
+                | "status.branch"
+                | "commit.gpgsign"
+                | "tag.gpgsign"
+                | "gc.auto"
+                | "maintenance.auto"
+        )
+}
+
+/// Why a `git` command (after [`split_git_globals`]) runs code from configuration it is given on
+/// the command line, if it does: `-c KEY=VALUE` with a key outside [`inert_git_config_key`],
+/// `--config-env`, `--exec-path=DIR`.
+fn git_runs_configured_code(cmd: &SimpleCommand) -> Option<String> {
+    let globals = &cmd.global_options;
+    let mut i = 0;
+    while i < globals.len() {
+        let w = &globals[i];
+        let t = w.text.as_str();
+        let value = |i: usize| globals.get(i + 1);
+        match t {
+            "-c" => {
+                let Some(v) = value(i) else {
+                    return Some("`git -c` without a value".to_string());
+                };
+                let key = v.text.split_once('=').map_or(v.text.as_str(), |(k, _)| k);
+                if v.dynamic || v.glob || !inert_git_config_key(key) {
+                    return Some(format!(
+                        "`git -c {key}=…` sets configuration that can make git run a program"
+                    ));
+                }
+                i += 2;
+                continue;
+            }
+            "--config-env" => {
+                return Some(
+                    "`git --config-env` sets configuration (from the environment) that can make \
+                     git run a program"
+                        .to_string(),
+                );
+            }
+            _ if t.starts_with("--config-env=") => {
+                return Some(
+                    "`git --config-env` sets configuration (from the environment) that can make \
+                     git run a program"
+                        .to_string(),
+                );
+            }
+            _ if t.starts_with("--exec-path=") => {
+                return Some("`git --exec-path=DIR` runs git helpers from DIR".to_string());
+            }
+            _ if t.starts_with("-c") && t.len() > 2 => {
+                let rest = &t[2..];
+                let key = rest.split_once('=').map_or(rest, |(k, _)| k);
+                if !inert_git_config_key(key) {
+                    return Some(format!(
+                        "`git -c {key}=…` sets configuration that can make git run a program"
+                    ));
+                }
+            }
+            _ => {}
+        }
+        if w.dynamic {
+            return Some(format!(
+                "the git global option `{t}` is computed at run time"
+            ));
+        }
+        i += 1;
+    }
+    None
 }
 
 /// Moves `git`'s global options (`-C dir`, `-c k=v`, `--git-dir=…`, `-p`, …) out of `argv` into

@@ -1196,6 +1196,23 @@ fn decide_simple(ctx: &Ctx<'_>, cmd: &SimpleCommand) -> Outcome {
         }
     }
 
+    // Files the command modifies as its main effect (`cp` destinations, `sed -i`, `git config`,
+    // …): protected paths, paths outside the workspace and edit deny rules refuse it; whether the
+    // command may run at all stays with the command rules.
+    for target in &facts.modified {
+        match place_write(ctx, cmd, target) {
+            WritePlace::Deny(reason) => return Outcome::Deny(reason),
+            WritePlace::Edit(placed) => {
+                if let Outcome::Deny(reason) = decide_write(ctx, &placed)
+                    && !reason.starts_with("plan mode")
+                {
+                    return Outcome::Deny(reason);
+                }
+            }
+            WritePlace::Harmless | WritePlace::Unknown(_) => {}
+        }
+    }
+
     // 4. Ask rules.
     for rule in ctx.command_rules(&rules.ask) {
         if restrictive_match(ctx, rule, cmd, &facts) != Match::No {
@@ -1356,14 +1373,22 @@ fn scan_words(text: &str, depth: usize, out: &mut Vec<String>) {
 }
 
 /// Command-like tokens of `text` for the fail-closed scan: plain splitting plus
-/// [`scan_words`].
+/// [`scan_words`], whose words are split again at punctuation (so `alias.x=!rm` and
+/// `system("rm` yield `rm`).
 fn tokens(text: &str) -> Vec<String> {
-    let mut all: Vec<String> = text
-        .split(|c: char| c.is_whitespace() || ";&|()<>{}$`'\"\\=".contains(c))
-        .filter(|t| !t.is_empty())
-        .map(str::to_string)
-        .collect();
-    scan_words(text, 0, &mut all);
+    let plain = |t: &str| -> Vec<String> {
+        t.split(|c: char| c.is_whitespace() || ";&|()<>{}$`'\"\\=!,[]".contains(c))
+            .filter(|t| !t.is_empty())
+            .map(str::to_string)
+            .collect()
+    };
+    let mut all = plain(text);
+    let mut words = Vec::new();
+    scan_words(text, 0, &mut words);
+    for w in words {
+        all.extend(plain(&w));
+        all.push(w);
+    }
     all
 }
 
@@ -1475,7 +1500,13 @@ fn decide_analysis(
         .any(|r| is_command_tool(&r.tool) && matches!(r.pattern, RulePattern::Any));
     let command_denies = policy.rules.deny.iter().any(|r| is_command_tool(&r.tool));
     if command_denies || !(policy.mode == PermissionMode::Bypass || bare_allow) {
-        for part in &analysis.opaque {
+        // A code runner's own command is decided like any other; its hidden code matters only
+        // when a deny rule could be hiding in it.
+        for part in analysis
+            .opaque
+            .iter()
+            .filter(|p| command_denies || !p.code_runner)
+        {
             let hint = if command_denies {
                 " (it could hide a command a deny rule refuses)"
             } else {

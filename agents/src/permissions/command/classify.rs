@@ -53,6 +53,12 @@ pub(crate) struct Facts {
     pub reads: Vec<(Option<usize>, Word)>,
     /// Files the command writes besides its redirections (`tee FILE`).
     pub writes: Vec<Word>,
+    /// Files the command creates, changes, moves or deletes as its main effect: destinations of
+    /// `cp`/`mv`/`install`/`ln`/`rsync`, sources of `mv`, operands of `touch`/`truncate`/
+    /// `chmod`/`chown`/`chgrp`, `dd of=`, files of `sed -i`, and the configuration file
+    /// `git config` sets. The decision denies protected paths, paths outside the workspace and
+    /// paths an edit deny rule refuses; the command itself stays decided by command rules.
+    pub modified: Vec<Word>,
 }
 
 /// Environment variables that only change formatting, locale or logging: they may prefix a
@@ -371,6 +377,7 @@ pub(crate) fn classify(cmd: &SimpleCommand) -> Facts {
         return facts;
     }
     let name = basename(first);
+    modified_files(&mut facts, cmd, name);
     match name {
         "pwd" | "echo" | "printf" | "true" | "false" | "which" | "type" | ":" | "test" | "["
         | "sleep" | "exit" | "return" | "break" | "continue" | "shift" | "wait" | "basename"
@@ -493,6 +500,219 @@ pub(crate) fn classify(cmd: &SimpleCommand) -> Facts {
         _ => {}
     }
     facts
+}
+
+/// Lists the files `cp`, `mv`, `install`, `ln`, `rsync`, `touch`, `truncate`, `chmod`, `chown`,
+/// `chgrp`, `dd` and `git config` modify (see [`Facts::modified`]). Option tables: GNU
+/// coreutils manual, rsync(1), git-config(1).
+fn modified_files(facts: &mut Facts, cmd: &SimpleCommand, name: &str) {
+    let argv = &cmd.argv;
+    // `-t DIR`, `--target-directory[=]DIR`: the destination of cp/mv/install/ln.
+    let target_dir = |facts: &mut Facts| -> bool {
+        let mut found = false;
+        for (i, w) in argv.iter().enumerate().skip(1) {
+            let t = w.text.as_str();
+            if t == "-t" || t == "--target-directory" {
+                if let Some(dir) = argv.get(i + 1) {
+                    facts.modified.push(dir.clone());
+                    found = true;
+                }
+            } else if let Some(dir) = t.strip_prefix("--target-directory=") {
+                facts.modified.push(Word {
+                    text: dir.to_string(),
+                    ..w.clone()
+                });
+                found = true;
+            } else if t.len() > 2 && t.starts_with("-t") {
+                facts.modified.push(Word {
+                    text: t[2..].to_string(),
+                    ..w.clone()
+                });
+                found = true;
+            }
+        }
+        found
+    };
+    match name {
+        "cp" | "mv" | "install" | "ln" | "rsync" => {
+            let with_value: &[&str] = match name {
+                "install" => &[
+                    "-m",
+                    "--mode",
+                    "-o",
+                    "--owner",
+                    "-g",
+                    "--group",
+                    "-S",
+                    "--suffix",
+                    "-t",
+                    "--target-directory",
+                ],
+                "rsync" => &[
+                    "-e",
+                    "--rsh",
+                    "--rsync-path",
+                    "--exclude",
+                    "--include",
+                    "--exclude-from",
+                    "--include-from",
+                    "--files-from",
+                    "--filter",
+                    "-f",
+                    "--backup-dir",
+                    "--suffix",
+                    "--chmod",
+                    "--log-file",
+                    "--password-file",
+                    "-T",
+                    "--temp-dir",
+                    "--partial-dir",
+                    "--compare-dest",
+                    "--copy-dest",
+                    "--link-dest",
+                    "--max-size",
+                    "--min-size",
+                    "--timeout",
+                    "--port",
+                    "--bwlimit",
+                    "--chown",
+                    "--usermap",
+                    "--groupmap",
+                    "--out-format",
+                    "--log-file-format",
+                    "-M",
+                    "--remote-option",
+                ],
+                _ => &["-S", "--suffix", "-t", "--target-directory"],
+            };
+            let ops = operands(argv, with_value);
+            let explicit = name != "rsync" && target_dir(facts);
+            let directory_mode = name == "install"
+                && argv.iter().skip(1).any(|w| {
+                    let t = w.text.as_str();
+                    t == "--directory"
+                        || (t.starts_with('-') && !t.starts_with("--") && t.contains('d'))
+                });
+            if name == "mv" || directory_mode {
+                // `mv` removes its sources; `install -d` creates every operand.
+                facts.modified.extend(ops.iter().map(|(_, w)| (*w).clone()));
+            } else if !explicit
+                && ops.len() >= 2
+                && let Some((_, last)) = ops.last()
+            {
+                facts.modified.push((*last).clone());
+            }
+            if name == "rsync" && argv.iter().any(|w| w.text == "--remove-source-files") {
+                facts.modified.extend(ops.iter().map(|(_, w)| (*w).clone()));
+            }
+        }
+        "touch" | "truncate" => {
+            let with_value: &[&str] = if name == "touch" {
+                &["-r", "--reference", "-d", "--date", "-t"]
+            } else {
+                &["-s", "--size", "-r", "--reference", "-o"]
+            };
+            facts.modified.extend(
+                operands(argv, with_value)
+                    .into_iter()
+                    .map(|(_, w)| w.clone()),
+            );
+        }
+        "chmod" | "chown" | "chgrp" => {
+            // A symbolic mode may look like an option (`chmod -x FILE`).
+            let mode_as_option = name == "chmod"
+                && argv.iter().skip(1).any(|w| {
+                    let t = w.text.as_str();
+                    t.len() > 1
+                        && t.starts_with('-')
+                        && t[1..].chars().all(|c| "rwxXst".contains(c))
+                });
+            let reference = argv.iter().any(|w| w.text.starts_with("--reference"));
+            let skip = usize::from(!mode_as_option && !reference);
+            facts.modified.extend(
+                operands(argv, &[])
+                    .into_iter()
+                    .skip(skip)
+                    .map(|(_, w)| w.clone()),
+            );
+        }
+        "dd" => {
+            for w in argv.iter().skip(1) {
+                if let Some(path) = w.text.strip_prefix("of=") {
+                    facts.modified.push(Word {
+                        text: path.to_string(),
+                        ..w.clone()
+                    });
+                }
+            }
+        }
+        "git" if argv.get(1).is_some_and(|w| w.text == "config") => {
+            if let Some(file) = git_config_write(&argv[2..]) {
+                facts.modified.push(file);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The configuration file `git config ARGS` writes, or `None` when it only reads
+/// (git-config(1): `--get*`, `--list`, `get`, `list`, or a single key).
+fn git_config_write(args: &[Word]) -> Option<Word> {
+    let mut file = Word::literal(".git/config");
+    let mut operands = 0;
+    let mut writes = false;
+    let mut i = 0;
+    while i < args.len() {
+        let w = &args[i];
+        let t = w.text.as_str();
+        match t {
+            "--global" => {
+                file = Word {
+                    tilde: true,
+                    ..Word::literal("~/.gitconfig")
+                }
+            }
+            "--system" => file = Word::literal("/etc/gitconfig"),
+            "--worktree" => file = Word::literal(".git/config.worktree"),
+            "--local" => file = Word::literal(".git/config"),
+            "-f" | "--file" => {
+                if let Some(f) = args.get(i + 1) {
+                    file = f.clone();
+                }
+                i += 1;
+            }
+            "--blob" | "--type" | "--default" | "--comment" | "--value" => i += 1,
+            "get" | "list" if operands == 0 => return None,
+            "set" | "unset" | "rename-section" | "remove-section" | "edit" if operands == 0 => {
+                writes = true;
+                operands += 1;
+            }
+            _ if t.starts_with("--file=") => {
+                file = Word {
+                    text: t["--file=".len()..].to_string(),
+                    ..w.clone()
+                };
+            }
+            _ if t.starts_with("--get") || t == "--list" || t == "-l" => return None,
+            _ if t.starts_with("--unset")
+                || matches!(
+                    t,
+                    "--add"
+                        | "--replace-all"
+                        | "--rename-section"
+                        | "--remove-section"
+                        | "--edit"
+                        | "-e"
+                ) =>
+            {
+                writes = true;
+            }
+            _ if t.starts_with('-') => {}
+            _ => operands += 1,
+        }
+        i += 1;
+    }
+    (writes || operands >= 2).then_some(file)
 }
 
 fn declaration(facts: &mut Facts, cmd: &SimpleCommand) {
@@ -632,6 +852,7 @@ fn sed(facts: &mut Facts, cmd: &SimpleCommand) {
     facts.read_only = true;
     let mut scripts: Vec<(usize, &Word)> = Vec::new();
     let mut explicit_script = false;
+    let mut in_place = false;
     let mut files: Vec<(usize, &Word)> = Vec::new();
     let mut i = 1;
     let mut options_done = false;
@@ -652,7 +873,10 @@ fn sed(facts: &mut Facts, cmd: &SimpleCommand) {
         } else if !options_done && t.starts_with("--") {
             let (name, value) = t.split_once('=').map_or((t, None), |(n, v)| (n, Some(v)));
             match name {
-                "--in-place" => facts.hazard(i, "`sed --in-place` edits files"),
+                "--in-place" => {
+                    in_place = true;
+                    facts.hazard(i, "`sed --in-place` edits files")
+                }
                 "--expression" => {
                     explicit_script = true;
                     match value {
@@ -689,6 +913,7 @@ fn sed(facts: &mut Facts, cmd: &SimpleCommand) {
                 match letters[j] {
                     'n' | 'E' | 'r' | 's' | 'u' | 'z' => {}
                     'i' => {
+                        in_place = true;
                         facts.hazard(i, "`sed -i` edits files in place");
                         break;
                     }
@@ -757,6 +982,9 @@ fn sed(facts: &mut Facts, cmd: &SimpleCommand) {
     }
     for (i, w) in files {
         facts.read(Some(i), w);
+        if in_place {
+            facts.modified.push(w.clone());
+        }
     }
     if cmd.dynamic_tail {
         facts.concern(

@@ -59,6 +59,9 @@ fn stdin_fed_shells_and_interpreters_with_denied_name_are_denied() {
     let p = bypass_deny_rm();
     for command in [
         "printf 'rm -f /tmp/m/V' | bash",
+        // found by the property test in CI: escapes nested in quotes the scan cannot unwind
+        "echo \"$( for i in 1 2; do env -S 'echo \"$( $'\\''\\x72\\x6d'\\'' -rf /tmp/x )\"'; done )\"",
+        "printf '\\162\\155 -rf /tmp/x' | sh",
         "bash <<< 'rm -f /tmp/m/V'",
         "sh <<< \"rm -f /tmp/m/V\"",
         "bash <<'EOF'\nrm -f /tmp/m/V\nEOF",

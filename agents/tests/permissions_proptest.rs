@@ -202,6 +202,21 @@ fn compound() -> impl Strategy<Value = String> {
         })
 }
 
+/// 1,000 cases from a fixed seed, so CI always checks the same commands and never flakes;
+/// `AHELPER_PROPTEST_SEED=<n>` explores other ones (a failure there becomes a table test).
+fn config() -> ProptestConfig {
+    let seed = std::env::var("AHELPER_PROPTEST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0x5eed_c0de);
+    ProptestConfig {
+        cases: 1000,
+        rng_seed: proptest::test_runner::RngSeed::Fixed(seed),
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    }
+}
+
 fn mode() -> impl Strategy<Value = PermissionMode> {
     prop::sample::select(vec![
         PermissionMode::Default,
@@ -212,7 +227,7 @@ fn mode() -> impl Strategy<Value = PermissionMode> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 1000, ..ProptestConfig::default() })]
+    #![proptest_config(config())]
 
     #[test]
     fn hidden_denied_command_is_always_denied(command in compound(), mode in mode()) {

@@ -692,7 +692,12 @@ mod fuzz {
     ];
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(400))]
+        #![proptest_config(ProptestConfig {
+            cases: 400,
+            rng_seed: proptest::test_runner::RngSeed::Fixed(0x7e47),
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        })]
 
         #[test]
         fn parser_and_gate_never_panic(

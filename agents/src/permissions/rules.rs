@@ -1389,6 +1389,13 @@ fn tokens(text: &str) -> Vec<String> {
         all.extend(plain(&w));
         all.push(w);
     }
+    // Escapes that some layer may decode later (`$'\x72\x6d'` nested in quotes that the scan
+    // above cannot unwind, `printf '\162\155'`): decode every `\x..`/`\NNN` sequence of the
+    // whole text and split again. More tokens only make the scan stricter.
+    if text.contains('\\') {
+        let decoded = super::command::decode_ansi_c(&text.replace("\\\\", "\\"));
+        all.extend(plain(&decoded));
+    }
     all
 }
 

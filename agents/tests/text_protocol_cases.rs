@@ -415,11 +415,43 @@ fn case_19_calls_in_code_fences_or_quotes_are_text() {
         "Write `<tool_call>{\"name\": \"run_command\", \"arguments\": {\"command\": \"ls\"}}</tool_call>` to run.",
         "> <tool_call>{\"name\": \"run_command\", \"arguments\": {\"command\": \"ls\"}}</tool_call>\nquoted",
         "~~~\n<function=run_command>\n<parameter=command>\nls\n</parameter>\n</function>\n~~~",
-        "```json\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"a\"}}\n```",
+        "Call it like this:\n```json\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"a\"}}\n```",
     ] {
         let p = parse(doc);
         assert!(p.calls.is_empty(), "{doc}");
         assert_eq!(p.text, doc);
+    }
+}
+
+/// Seen with Qwen2.5-Coder-1.5B-Instruct under `tool_protocol = "text"`: the whole reply is one
+/// fenced JSON call. It is not run (fenced text never is) but must not pass as the final answer
+/// either: it becomes an error result telling the model to use a `<tool_call>` block.
+#[test]
+fn whole_message_fenced_call_is_an_error_not_an_answer() {
+    for text in [
+        "```json\n{\n  \"name\": \"read_file\",\n  \"arguments\": {\n    \"path\": \"hello.py\"\n  }\n}\n```",
+        "```\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"hello.py\"}}\n```\n",
+        "~~~json\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"hello.py\"}}\n~~~",
+    ] {
+        let p = parse(text);
+        assert_eq!(p.text, "", "{text}");
+        assert_eq!(p.calls.len(), 1, "{text}");
+        let e = p.calls[0].as_ref().unwrap_err();
+        assert_eq!(e.name.as_deref(), Some("read_file"));
+        assert!(e.error.contains("code fence"), "{}", e.error);
+        assert!(e.error.contains("<tool_call>"), "{}", e.error);
+        assert!(!e.truncated);
+    }
+    // Prose around it, an unknown tool, two fences, no arguments object: plain text.
+    for text in [
+        "Call it like this:\n```json\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"a\"}}\n```",
+        "```json\n{\"name\": \"read_files\", \"arguments\": {\"path\": \"a\"}}\n```",
+        "```json\n{\"name\": \"read_file\", \"path\": \"a\"}\n```",
+        "```\n{\"name\": \"read_file\", \"arguments\": {}}\n```\n```\n{}\n```",
+    ] {
+        let p = parse(text);
+        assert!(p.calls.is_empty(), "{text}");
+        assert_eq!(p.text, text);
     }
 }
 

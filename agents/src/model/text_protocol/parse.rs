@@ -72,7 +72,11 @@ pub struct ParsedText {
 /// Qwen3-coder XML form `<function=NAME><parameter=K>V</parameter></function>` with or without
 /// the outer block, Mistral `[TOOL_CALLS]` forms (`[{…}]`, `name[ARGS]{…}`, `name{…}` repeated),
 /// and a whole message that is one JSON call object of an offered tool. Calls inside code
-/// fences, inline code or block quotes are text.
+/// fences, inline code or block quotes are text and never run — except that a whole message
+/// that is nothing but one code fence holding one JSON call object of an offered tool (what
+/// small models such as Qwen2.5-Coder-1.5B write instead of a `<tool_call>` block) becomes a
+/// [`TextToolCallError`] telling the model to use the block, instead of passing as a final
+/// answer.
 ///
 /// Repairs that keep content ([`Repair::guesses_content`] false) apply to every tool; repairs
 /// that guess apply only to tools for which `is_read_only(name)` is true. A call that cannot
@@ -125,6 +129,9 @@ pub fn parse_assistant_text(
     if any_region {
         prose.truncate(prose.trim_end().len());
     } else if let Some(call) = bare_json_call(text, &ctx) {
+        raws.push(call);
+        prose.clear();
+    } else if let Some(call) = fenced_json_call(text, &ctx) {
         raws.push(call);
         prose.clear();
     }
@@ -990,6 +997,39 @@ fn orphan_region(
         false,
     );
     Some((start, end, call))
+}
+
+/// A whole message that is exactly one code fence (```` ``` ```` or `~~~`, any info string)
+/// holding one JSON call object of an offered tool with an arguments object. Such a call is not
+/// run (fenced text never is) but reported as an error, so the model learns the block form
+/// instead of the turn ending with the JSON as the answer.
+fn fenced_json_call(text: &str, ctx: &Ctx<'_>) -> Option<RawCall> {
+    let t = text.trim();
+    let fence = if t.starts_with("```") {
+        "```"
+    } else if t.starts_with("~~~") {
+        "~~~"
+    } else {
+        return None;
+    };
+    let after_open = &t[fence.len()..];
+    let body_start = after_open.find('\n')? + 1;
+    let inner = after_open[body_start..].strip_suffix(fence)?;
+    if inner.contains(fence) {
+        return None;
+    }
+    let value: Value = serde_json::from_str(inner.trim()).ok()?;
+    let (name, args, _, had_args) = interpret_call(&value).ok()?;
+    if !had_args || !args.is_object() || ctx.tool(&name).is_none() {
+        return None;
+    }
+    Some(RawCall::error(
+        t,
+        Some(name),
+        "this tool call was written inside a code fence, where calls are never run; \
+         write it as a <tool_call> block without the fence",
+        false,
+    ))
 }
 
 /// A whole message that is exactly one JSON call object of an offered tool, with an arguments

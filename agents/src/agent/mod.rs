@@ -390,6 +390,21 @@ impl Agent {
                     repeated_at = Some(i);
                 }
             }
+            // Invalid calls (not run) count too: a model that keeps writing the same unusable
+            // call would otherwise burn every remaining turn on the same error.
+            let mut repeated_invalid = false;
+            for (_, name, message) in &reply.invalid {
+                let key = (format!("invalid:{name}"), message.clone());
+                if last_call.as_ref() == Some(&key) {
+                    repeat_count += 1;
+                } else {
+                    last_call = Some(key);
+                    repeat_count = 1;
+                }
+                if repeat_count >= self.settings.repeat_limit {
+                    repeated_invalid = true;
+                }
+            }
             tool_calls += (reply.calls.len() + reply.invalid.len()) as u32;
             let (results, cancelled) = self
                 .execute_calls(&reply.calls, &reply.invalid, repeated_at, cancel)
@@ -400,6 +415,20 @@ impl Agent {
             });
             if cancelled {
                 break (AgentStopReason::Cancelled, None);
+            }
+            if repeated_invalid && repeated_at.is_none() {
+                break (
+                    AgentStopReason::RepeatedCall,
+                    Some(format!(
+                        "the model wrote the same unusable tool call {} times in a row; the error it got: {}",
+                        self.settings.repeat_limit,
+                        reply
+                            .invalid
+                            .last()
+                            .map(|(_, _, m)| truncate_middle(m, 300))
+                            .unwrap_or_default()
+                    )),
+                );
             }
             if repeated_at.is_some() {
                 break (

@@ -371,6 +371,57 @@ async fn invalid_tool_call_is_not_run_and_model_is_told() {
     }
 }
 
+/// Seen with Qwen2.5-Coder-1.5B under the text protocol: the model wrote the same unusable call
+/// (a fenced JSON call) every turn and burned all of `max_turns` on the same error.
+#[tokio::test]
+async fn repeated_identical_invalid_call_stops_after_three() {
+    let invalid = || {
+        vec![
+            Ok(ModelEvent::InvalidToolCall {
+                id: String::new(),
+                name: "read_file".into(),
+                raw_arguments: "```json {...} ```".into(),
+                error: "this tool call was written inside a code fence".into(),
+            }),
+            stop(StopReason::ToolUse),
+        ]
+    };
+    let script = Script::new((0..10).map(|_| invalid()).collect());
+    let mut f = fixture(
+        script.clone(),
+        Arc::new(DenyPrompter),
+        PermissionMode::Default,
+    );
+    let out = f.agent.run("go", &CancellationToken::new()).await;
+    assert_eq!(out.stop_reason, AgentStopReason::RepeatedCall);
+    assert_eq!(out.turns, 3);
+    let error = out.error.unwrap();
+    assert!(error.contains("same unusable tool call"), "{error}");
+    assert!(error.contains("code fence"), "{error}");
+    // every invalid call got its error result: the history stays valid for a later prompt
+    let last = f.agent.history.last().unwrap();
+    assert!(matches!(
+        &last.content[0],
+        ContentBlock::ToolResult { is_error: true, .. }
+    ));
+
+    // Different invalid calls, or an invalid call between valid ones, do not stop the loop.
+    let script = Script::new(vec![
+        invalid(),
+        vec![
+            call("c1", "echo", json!({"value": "a"})),
+            stop(StopReason::ToolUse),
+        ],
+        invalid(),
+        invalid(),
+        vec![text("done"), stop(StopReason::EndTurn)],
+    ]);
+    let mut f = fixture(script, Arc::new(DenyPrompter), PermissionMode::Default);
+    let out = f.agent.run("go", &CancellationToken::new()).await;
+    assert_eq!(out.stop_reason, AgentStopReason::Completed);
+    assert_eq!(out.turns, 5);
+}
+
 #[tokio::test]
 async fn non_interactive_ask_is_denied_at_once() {
     let script = Script::new(vec![vec![

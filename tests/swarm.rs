@@ -960,3 +960,62 @@ fn a_run_already_active_on_the_same_base_is_refused() {
         .stderr(predicate::str::contains("already active"));
     assert!(server.model_requests().is_empty());
 }
+
+/// Seen with a real small model: subtask 1 ("find the public functions") finished normally
+/// without changing a file, and every subtask depending on it was skipped. A dependency that
+/// completed with nothing to change is done; one stopped by a cap without changes is not.
+#[test]
+fn a_dependency_that_completed_without_changes_does_not_skip_its_dependents() {
+    let repo = repo_with(&[("a.txt", "a\n"), ("b.txt", "b\n")]);
+    let mut s2 = subtask("s2", "b.txt");
+    s2["depends_on"] = json!(["s1"]);
+    let mut s4 = subtask("s4", "b.txt");
+    s4["depends_on"] = json!(["s3"]);
+    let script = Script::new()
+        .with_conversation(
+            Conversation::new()
+                .matching(COORDINATOR)
+                .turn(plan_turn(json!([
+                    subtask("s1", "a.txt"),
+                    s2,
+                    subtask("s3", "a.txt"),
+                    s4
+                ]))),
+        )
+        .with_conversation(worker("s1").turn(Turn::text("a.txt needs no change")))
+        .with_conversation(
+            worker("s2")
+                .turn(Turn::tool_call(
+                    "write_file",
+                    json!({"path": "b.txt", "content": "B\n"}),
+                ))
+                .turn(Turn::text("s2 done")),
+        )
+        // s3 keeps reading until its turn cap: stopped early, nothing changed.
+        .with_conversation(
+            worker("s3")
+                .turn(Turn::tool_call("read_file", json!({"path": "a.txt"})))
+                .turn(Turn::tool_call("list_dir", json!({"path": "."})))
+                .turn(Turn::tool_call("read_file", json!({"path": "b.txt"}))),
+        )
+        .with_conversation(worker("s4").turn(Turn::text("never asked")));
+    let server = start(script);
+    repo.write(".ahelper/config.toml", "[swarm]\nworker_max_turns = 2\n");
+    repo.git(&["add", "-A"]);
+    swarm(&repo, &server)
+        .args(["swarm", "do it", "--yes", "--permission-mode", "bypass"])
+        .assert()
+        .stdout(predicate::str::contains("elapsed 0.0s").not());
+    let run = last_run(&repo);
+    assert_eq!(worker_status(&run, "w1"), "no_changes");
+    assert_eq!(worker_status(&run, "w2"), "merged");
+    assert_eq!(worker_status(&run, "w3"), "no_changes");
+    assert_eq!(worker_status(&run, "w4"), "skipped");
+    assert_eq!(
+        repo.git(&[
+            "show",
+            &format!("{}:b.txt", run["integration_branch"].as_str().unwrap())
+        ]),
+        "B\n"
+    );
+}

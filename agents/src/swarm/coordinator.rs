@@ -126,6 +126,9 @@ impl Actor for CoordinatorActor {
             use super::scheduler::SlotState;
             match w.status {
                 WorkerStatus::Merged => scheduler.set_state(i, SlotState::Merged),
+                WorkerStatus::NoChanges if completed_without_changes(w.report.as_ref()) => {
+                    scheduler.set_state(i, SlotState::Merged)
+                }
                 WorkerStatus::Conflict | WorkerStatus::NoChanges | WorkerStatus::Failed => {
                     scheduler.set_state(i, SlotState::Ended)
                 }
@@ -179,12 +182,23 @@ impl Actor for CoordinatorActor {
     }
 }
 
+/// True when a worker ended its subtask normally (the model stopped calling tools) without
+/// changing a file: the subtask is done, so subtasks depending on it may run. A worker stopped
+/// by a cap (turns, tokens, time) or an error with no changes is not done.
+fn completed_without_changes(report: Option<&WorkerReport>) -> bool {
+    report.is_some_and(|r| r.commit.is_none() && r.error.is_none() && r.stop_reason == "completed")
+}
+
 impl CoordinatorActor {
     fn emit(&self, event: SwarmEvent) {
         self.run.publish(event);
     }
 
     fn set_status(&mut self, index: usize, status: WorkerStatus) {
+        if self.record.workers[index].status == status {
+            // Both the coordinator and the worker report `starting`: one event is enough.
+            return;
+        }
         self.record.workers[index].status = status;
         let worker = self.record.workers[index].id.clone();
         self.emit(SwarmEvent::WorkerStatus { worker, status });
@@ -307,6 +321,8 @@ impl CoordinatorActor {
             return;
         }
         self.run.worker_started.remove(&index);
+        let done_without_changes =
+            status == WorkerStatus::NoChanges && completed_without_changes(Some(&report));
         self.account_usage(index, report.usage);
         let worker = self.record.workers[index].id.clone();
         self.record.workers[index].turns = report.turns;
@@ -316,8 +332,12 @@ impl CoordinatorActor {
         self.emit(SwarmEvent::WorkerReported { worker, report });
         self.set_status(index, status);
         self.scheduler.worker_stopped(index);
-        if status != WorkerStatus::Finished {
-            // Failed, no changes, cancelled (kept for `swarm resume`): ended for this process.
+        if done_without_changes {
+            // Nothing to merge, and nothing missing: dependents may start.
+            self.scheduler.finish(index, true);
+        } else if status != WorkerStatus::Finished {
+            // Failed, stopped early without changes, cancelled (kept for `swarm resume`): ended
+            // for this process; dependents are skipped.
             self.scheduler.finish(index, false);
         }
         if status == WorkerStatus::NoChanges {

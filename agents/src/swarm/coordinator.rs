@@ -183,10 +183,11 @@ impl Actor for CoordinatorActor {
 }
 
 /// True when a worker ended its subtask normally (the model stopped calling tools) without
-/// changing a file: the subtask is done, so subtasks depending on it may run. A worker stopped
-/// by a cap (turns, tokens, time) or an error with no changes is not done.
+/// changing a file: the subtask is done, so subtasks depending on it may run — also when only
+/// its final answer was cut by the output-token limit. A worker stopped by a cap (turns,
+/// tokens, time), an error or a cancel with no changes is not done.
 fn completed_without_changes(report: Option<&WorkerReport>) -> bool {
-    report.is_some_and(|r| r.commit.is_none() && r.error.is_none() && r.stop_reason == "completed")
+    report.is_some_and(|r| r.commit.is_none() && r.stop_reason == "completed")
 }
 
 impl CoordinatorActor {
@@ -615,5 +616,49 @@ impl Message<CancelRun> for CoordinatorActor {
             self.publish_snapshot(true);
             self.maybe_finish().await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn which_reports_without_changes_let_dependents_run() {
+        let report = |stop: &str, error: Option<&str>, commit: Option<&str>| WorkerReport {
+            stop_reason: stop.into(),
+            error: error.map(Into::into),
+            commit: commit.map(Into::into),
+            ..Default::default()
+        };
+        assert!(completed_without_changes(Some(&report(
+            "completed",
+            None,
+            None
+        ))));
+        // Seen with a real small model: its summary was cut at max_output_tokens.
+        assert!(completed_without_changes(Some(&report(
+            "completed",
+            Some("the answer was cut off by the output-token limit (max_output_tokens)"),
+            None
+        ))));
+        for stop in [
+            "max_turns",
+            "error",
+            "cancelled",
+            "time_limit",
+            "token_budget",
+        ] {
+            assert!(
+                !completed_without_changes(Some(&report(stop, None, None))),
+                "{stop}"
+            );
+        }
+        assert!(!completed_without_changes(Some(&report(
+            "completed",
+            None,
+            Some("abc")
+        ))));
+        assert!(!completed_without_changes(None));
     }
 }

@@ -1019,3 +1019,35 @@ fn a_dependency_that_completed_without_changes_does_not_skip_its_dependents() {
         "B\n"
     );
 }
+
+/// Seen with a real small model at `max_output_tokens = 512`: the plan was cut off at the limit
+/// twice and the run said "no JSON plan found". The model is told the plan was cut off, and the
+/// user how to fix it.
+#[test]
+fn a_plan_cut_off_by_the_output_token_limit_is_named_as_such() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    repo.write(".ahelper/config.toml", "max_output_tokens = 512\n");
+    repo.git(&["add", "-A"]);
+    let cut = "```json\n{\"summary\": \"s\", \"subtasks\": [{\"id\": \"1\", \"title\": \"Find\", \"instructions\": \"Use list_dir to";
+    let script = Script::new().with_conversation(
+        Conversation::new()
+            .matching(COORDINATOR)
+            .turn(Turn::text(cut).with_stop_reason("max_tokens"))
+            .turn(Turn::text(cut).with_stop_reason("max_tokens")),
+    );
+    let server = start(script);
+    swarm(&repo, &server)
+        .args(["swarm", "do it", "--yes"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(
+            "cut off by the output-token limit (512 tokens)",
+        ))
+        .stderr(predicate::str::contains("raise `max_output_tokens`"))
+        .stderr(predicate::str::contains("no JSON plan found").not());
+    let requests = server.model_requests();
+    assert_eq!(requests.len(), 2);
+    let reask = requests[1].body.to_string();
+    assert!(reask.contains("answer with a shorter plan"), "{reask}");
+    assert_eq!(last_run(&repo)["status"], "failed");
+}

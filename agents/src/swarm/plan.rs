@@ -78,6 +78,16 @@ pub enum PlanError {
     /// A semantic problem.
     #[error("the plan is invalid: {0}")]
     Invalid(String),
+    /// The reply stopped at the output-token limit before the plan was complete.
+    #[error(
+        "the plan was cut off by the output-token limit ({max_output_tokens} tokens, setting \
+         `max_output_tokens`); answer with a shorter plan: fewer subtasks, instructions of one or \
+         two sentences, no text outside the JSON"
+    )]
+    Truncated {
+        /// The limit in tokens.
+        max_output_tokens: u32,
+    },
     /// More subtasks than allowed.
     #[error(
         "the plan has {count} subtasks but at most {max} are allowed (swarm.max_subtasks); merge related subtasks"

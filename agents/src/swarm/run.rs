@@ -384,7 +384,20 @@ pub async fn plan(
             ));
             break;
         }
-        match parse_plan(&outcome.final_text, max_subtasks) {
+        // A reply that stopped at the output-token limit (the loop's only `completed` outcome
+        // with an error) is named as such: "no JSON found" would send the model and the user
+        // looking for the wrong problem.
+        let cut_off = outcome.stop_reason == AgentStopReason::Completed && outcome.error.is_some();
+        let parsed = parse_plan(&outcome.final_text, max_subtasks).map_err(|e| {
+            if cut_off {
+                super::plan::PlanError::Truncated {
+                    max_output_tokens: agent.settings.max_output_tokens,
+                }
+            } else {
+                e
+            }
+        });
+        match parsed {
             Ok(plan) => {
                 result = Ok(plan);
                 break;
@@ -399,7 +412,14 @@ pub async fn plan(
                         "Your plan was rejected: {last_error}\nAnswer again with only the corrected JSON plan, nothing else."
                     );
                 }
-                result = Err(SwarmError::Plan(last_error.clone()));
+                result = Err(SwarmError::Plan(match e {
+                    super::plan::PlanError::Truncated { max_output_tokens } => format!(
+                        "the plan was cut off by the output-token limit ({max_output_tokens} \
+                         tokens); raise `max_output_tokens` in .ahelper/config.toml (e.g. 2048) \
+                         or give a smaller task"
+                    ),
+                    _ => last_error.clone(),
+                }));
             }
         }
     }

@@ -582,6 +582,23 @@ async fn grep_reports_path_line_content() {
         .unwrap()
         .content;
     assert_eq!(out, "src/a.rs:1:fn main() {\n");
+    // Seen with Qwen2.5-Coder-1.5B: the glob repeats the path; it used to match nothing.
+    for glob in ["src/**/*.rs", "./src/*.rs", "**/*.rs", "*.rs"] {
+        let out = f
+            .ok(
+                "grep",
+                json!({"pattern": "fn helper", "path": "src", "glob": glob}),
+            )
+            .await;
+        assert_eq!(out, "src/b.rs:1:fn helper() {}\n", "{glob}");
+    }
+    let out = f
+        .ok(
+            "grep",
+            json!({"pattern": "fn helper", "path": "src/", "glob": "lib/*.rs"}),
+        )
+        .await;
+    assert!(out.starts_with("No matches"), "{out}");
     let out = f.ok("grep", json!({"pattern": "nothing_here"})).await;
     assert!(out.starts_with("No matches"), "{out}");
     let e = f.err("grep", json!({"pattern": "fn (main"})).await;

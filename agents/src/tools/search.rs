@@ -272,6 +272,7 @@ fn grep(args: &GrepArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
                 .map(Path::to_path_buf)
                 .unwrap_or_else(|| root.clone())
         };
+        let g = strip_search_path_prefix(g, args.path.as_deref());
         let mut ob = OverrideBuilder::new(base);
         ob.add(g)
             .map_err(|e| ToolError::new(format!("invalid glob `{g}`: {e}")))?;
@@ -337,4 +338,21 @@ fn grep(args: &GrepArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         ));
     }
     Ok(ToolOutput::ok(out))
+}
+
+/// The glob of `grep` is matched relative to the searched directory. Models often write it
+/// relative to the working directory and repeat the path (`path: "src"`, `glob: "src/**/*.rs"`),
+/// which would match nothing and report a false "No matches"; the repeated leading path is
+/// dropped (`**/*.rs`).
+fn strip_search_path_prefix<'a>(glob: &'a str, path: Option<&str>) -> &'a str {
+    let Some(path) = path else { return glob };
+    let path = path.trim_start_matches("./").trim_end_matches('/');
+    if path.is_empty() || path == "." {
+        return glob;
+    }
+    glob.trim_start_matches("./")
+        .strip_prefix(path)
+        .and_then(|rest| rest.strip_prefix('/'))
+        .filter(|rest| !rest.is_empty())
+        .unwrap_or(glob)
 }

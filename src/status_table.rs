@@ -28,8 +28,10 @@ pub fn format_elapsed(ms: u64) -> String {
         format!("{}h{:02}m", s / 3600, (s % 3600) / 60)
     } else if s >= 60 {
         format!("{}m{:02}s", s / 60, s % 60)
-    } else {
+    } else if ms >= 1000 {
         format!("{s}.{}s", (ms % 1000) / 100)
+    } else {
+        format!("{ms}ms")
     }
 }
 
@@ -189,6 +191,7 @@ mod tests {
     fn formats() {
         assert_eq!(format_elapsed(65_000), "1m05s");
         assert_eq!(format_elapsed(1_500), "1.5s");
+        assert_eq!(format_elapsed(85), "85ms");
         assert_eq!(format_tokens(12_345), "12k");
         assert_eq!(format_tokens(1_234), "1.2k");
         assert_eq!(clip("abcdef", 4), "abc…");

@@ -105,7 +105,10 @@ async fn invalid_arguments_explain_the_expected_shape() {
     let f = fixture();
     let e = f.err("read_file", json!({"file": "a.txt"})).await;
     assert!(e.contains("invalid arguments for read_file"), "{e}");
-    assert!(e.contains("missing field `path`"), "{e}");
+    assert!(
+        e.contains("unknown field `file`") && e.contains("`path`"),
+        "{e}"
+    );
     assert!(e.contains(r#""path""#), "{e}");
     let e = f
         .err("edit_file", json!({"path": "a", "old_string": 3}))
@@ -113,6 +116,35 @@ async fn invalid_arguments_explain_the_expected_shape() {
     assert!(e.contains("edit_file") && e.contains("old_string"), "{e}");
     let e = f.err("grep", json!("just a string")).await;
     assert!(e.contains("Expected a JSON object"), "{e}");
+    // Unknown arguments are rejected, never silently dropped (toolcall-text case 07).
+    f.put("query.py", "x\n");
+    let e = f
+        .err(
+            "read_file",
+            json!({"path": "query.py", "view_range": [2142, 2250]}),
+        )
+        .await;
+    assert!(e.contains("unknown field `view_range`"), "{e}");
+    let e = f
+        .err("grep", json!({"pattern": "fn", "timeout_ms": null}))
+        .await;
+    assert!(e.contains("timeout_ms"), "{e}");
+    for tool in [
+        "read_file",
+        "write_file",
+        "edit_file",
+        "list_dir",
+        "glob",
+        "grep",
+        "run_command",
+    ] {
+        let schema = f.tools.get(tool).unwrap().input_schema();
+        assert_eq!(
+            schema["additionalProperties"],
+            json!(false),
+            "{tool}: {schema}"
+        );
+    }
 }
 
 // ----------------------------------------------------------------------------- read_file

@@ -132,6 +132,7 @@ fn write_bytes(
 
 /// Arguments of `read_file`.
 #[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct ReadFileArgs {
     /// File to read: relative to the current directory, or absolute inside the workspace.
     pub path: String,
@@ -281,6 +282,7 @@ fn read_file(args: &ReadFileArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolE
 
 /// Arguments of `write_file`.
 #[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct WriteFileArgs {
     /// File to create or overwrite: relative to the current directory, or absolute inside the
     /// workspace. Missing parent directories are created.
@@ -350,6 +352,7 @@ fn write_file(args: &WriteFileArgs, ctx: &ToolContext) -> Result<ToolOutput, Too
 
 /// Arguments of `edit_file`.
 #[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct EditFileArgs {
     /// File to edit: relative to the current directory, or absolute inside the workspace.
     pub path: String,
@@ -472,6 +475,7 @@ fn edit_file(args: &EditFileArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolE
 
 /// Arguments of `list_dir`.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct ListDirArgs {
     /// Directory to list (default: the current directory).
     #[serde(default)]

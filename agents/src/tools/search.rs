@@ -69,6 +69,7 @@ fn relative_display(path: &Path, root: &Path) -> String {
 
 /// Arguments of `glob`.
 #[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct GlobArgs {
     /// Glob pattern, e.g. `**/*.rs`, `src/**/mod.rs`, `*.{toml,md}`. `*` does not cross `/`;
     /// `**` does. A pattern without `/` matches file names at any depth.
@@ -182,6 +183,7 @@ fn glob(args: &GlobArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
 
 /// Arguments of `grep`.
 #[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct GrepArgs {
     /// Regular expression (Rust `regex` syntax, as ripgrep). Always a pattern, never an
     /// option, even when it starts with `-`.

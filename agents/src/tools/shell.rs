@@ -75,6 +75,7 @@ pub fn command_env(
 
 /// Arguments of `run_command`.
 #[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct RunCommandArgs {
     /// Shell command line, run with `bash -c` in the current directory.
     pub command: String,

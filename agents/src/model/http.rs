@@ -132,7 +132,7 @@ impl HttpTransport {
         let response = match tokio::time::timeout(self.idle_timeout, send).await {
             Err(_) => {
                 return Err(ModelError::Connection(format!(
-                    "no response from {url} within {} ms (idle timeout)",
+                    "no response from {url} within {} ms (idle timeout; slow local models may need a larger `retry.idle_timeout_ms`)",
                     self.idle_timeout.as_millis()
                 )));
             }

@@ -121,8 +121,8 @@ where
             match tokio::time::timeout(idle, inner.next()).await {
                 Err(_) => Some((
                     Err(ModelError::Connection(format!(
-                        "no data from the model provider for {} ms (idle timeout); \
-                         the request will be retried if attempts remain",
+                        "no data from the model provider for {} ms (idle timeout; slow local models \
+                         may need a larger `retry.idle_timeout_ms`)",
                         idle.as_millis()
                     ))),
                     None,

@@ -8,8 +8,8 @@
 //!
 //! Our [`ContentBlock`]s are the Messages API's content blocks, so requests map 1:1.
 
-use super::http::{HttpTransport, error_stream, join_url, reply_stream, secret_header};
-use super::retry::{RetryPolicy, with_retries};
+use super::http::{HttpTransport, join_url, secret_header};
+use super::retry::RetryPolicy;
 use super::sse::{Flow, WireDecoder, decode_sse};
 use super::tool_args::{check_object, validate_arguments};
 use super::types::{
@@ -72,29 +72,14 @@ impl ModelClient for AnthropicClient {
         let body = Bytes::from(request_body(&request, &self.settings).to_string());
         let url = join_url(&self.settings.base_url, "/v1/messages");
         let headers = self.headers();
-        let transport = self.transport.clone();
-        with_retries(RetryPolicy::from_settings(&self.settings), move || {
-            let (url, headers, body, transport) = (
-                url.clone(),
-                headers.clone(),
-                body.clone(),
-                transport.clone(),
-            );
-            async move {
-                let sent = match headers {
-                    Ok(h) => transport.post_stream(&url, h, body).await,
-                    Err(e) => Err(e),
-                };
-                match sent {
-                    Ok(body) => transport.scrub_errors(reply_stream(
-                        body,
-                        parse_anthropic_stream,
-                        parse_anthropic_response,
-                    )),
-                    Err(e) => error_stream(e),
-                }
-            }
-        })
+        self.transport.stream_with_retries(
+            RetryPolicy::from_settings(&self.settings),
+            url,
+            headers,
+            body,
+            parse_anthropic_stream,
+            parse_anthropic_response,
+        )
     }
 
     fn describe(&self) -> String {

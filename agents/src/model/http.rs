@@ -178,6 +178,44 @@ impl HttpTransport {
     /// `stream` with the API key replaced by `<redacted>` in every error it yields, so a key a
     /// server echoes back inside a 200 stream (an `error` event, a malformed line quoted in a
     /// decode error) reaches neither the error nor the [`ModelEvent::Retry`] reason built from it.
+    /// One model request with retries: POSTs `body` to `url` with `headers` (or fails with the
+    /// header error), turns each reply into events with `parse_sse` (streaming reply) or
+    /// `parse_json` (an `application/json` reply), scrubs the key from every error, and retries
+    /// per `policy`. Shared by both providers.
+    pub(crate) fn stream_with_retries<P>(
+        &self,
+        policy: super::retry::RetryPolicy,
+        url: String,
+        headers: Result<HeaderMap, ModelError>,
+        body: Bytes,
+        parse_sse: P,
+        parse_json: fn(&[u8]) -> Vec<Result<ModelEvent, ModelError>>,
+    ) -> ModelStream
+    where
+        P: Fn(ByteStream) -> ModelStream + Clone + Send + Sync + 'static,
+    {
+        let transport = self.clone();
+        super::retry::with_retries(policy, move || {
+            let (url, headers, body, transport, parse_sse) = (
+                url.clone(),
+                headers.clone(),
+                body.clone(),
+                transport.clone(),
+                parse_sse.clone(),
+            );
+            async move {
+                let sent = match headers {
+                    Ok(h) => transport.post_stream(&url, h, body).await,
+                    Err(e) => Err(e),
+                };
+                match sent {
+                    Ok(reply) => transport.scrub_errors(reply_stream(reply, parse_sse, parse_json)),
+                    Err(e) => error_stream(e),
+                }
+            }
+        })
+    }
+
     pub(crate) fn scrub_errors(&self, stream: ModelStream) -> ModelStream {
         let transport = self.clone();
         Box::pin(stream.map(move |item| item.map_err(|e| transport.scrub_error(e))))

@@ -7,8 +7,8 @@
 //! `arguments` sent as a JSON object, tool calls with `finish_reason: "stop"`, `{"error": …}`
 //! objects inside a 200 stream, SSE comment keep-alives.
 
-use super::http::{HttpTransport, error_stream, join_url, reply_stream, secret_header};
-use super::retry::{RetryPolicy, with_retries};
+use super::http::{HttpTransport, join_url, secret_header};
+use super::retry::RetryPolicy;
 use super::sse::{Flow, WireDecoder, decode_sse, truncate_bytes};
 use super::tool_args::{TRUNCATED_BY_MAX_TOKENS, validate_arguments};
 use super::types::{
@@ -72,31 +72,15 @@ impl ModelClient for OpenAiClient {
         let body = Bytes::from(request_body(&request, &self.settings).to_string());
         let url = join_url(&self.settings.base_url, "/chat/completions");
         let headers = self.headers();
-        let transport = self.transport.clone();
         let ids = self.local_ids.clone();
-        with_retries(RetryPolicy::from_settings(&self.settings), move || {
-            let (url, headers, body, transport, ids) = (
-                url.clone(),
-                headers.clone(),
-                body.clone(),
-                transport.clone(),
-                ids.clone(),
-            );
-            async move {
-                let sent = match headers {
-                    Ok(h) => transport.post_stream(&url, h, body).await,
-                    Err(e) => Err(e),
-                };
-                match sent {
-                    Ok(body) => transport.scrub_errors(reply_stream(
-                        body,
-                        |bytes| decode_sse(bytes, OpenAiDecoder::new(ids)),
-                        parse_openai_response,
-                    )),
-                    Err(e) => error_stream(e),
-                }
-            }
-        })
+        self.transport.stream_with_retries(
+            RetryPolicy::from_settings(&self.settings),
+            url,
+            headers,
+            body,
+            move |bytes| decode_sse(bytes, OpenAiDecoder::new(ids.clone())),
+            parse_openai_response,
+        )
     }
 
     fn describe(&self) -> String {

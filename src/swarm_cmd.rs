@@ -9,7 +9,7 @@ use ahelper_agents::session::model_client;
 use ahelper_agents::swarm::events::SwarmEvent;
 use ahelper_agents::swarm::state::{RunRecord, RunStatus, WorkerStatus};
 use ahelper_agents::swarm::{self, RunIo, RunOptions};
-use ahelper_agents::transcript::{TranscriptEntry, read_transcript};
+use ahelper_agents::transcript::TranscriptEntry;
 use ahelper_worktrees as git;
 use std::io::{BufRead, IsTerminal, Write};
 use std::sync::Arc;
@@ -675,7 +675,6 @@ async fn logs(config: &Config, run: &str, worker: Option<&str>, follow: bool, js
     if printed == 0 && !path.exists() {
         eprintln!("(no transcript yet at {})", path.display());
     }
-    let _ = read_transcript;
     0
 }
 

@@ -231,13 +231,7 @@ impl ConfigFile {
 
     /// Merges `higher` over `self`: scalars from `higher` win when set; rule lists are
     /// concatenated (lower layer first).
-    pub fn merged_with(
-        mut self,
-        higher: ConfigFile,
-        origin_lower: &str,
-        origin_higher: &str,
-    ) -> Self {
-        let _ = (origin_lower, origin_higher);
+    pub fn merged_with(mut self, higher: ConfigFile) -> Self {
         macro_rules! over {
             ($($field:ident).+) => {
                 if higher.$($field).+.is_some() {
@@ -423,13 +417,13 @@ impl Config {
             if user.exists() {
                 files_read.push(user.clone());
             }
-            merged = merged.merged_with(ConfigFile::load(&user)?, "defaults", "user");
+            merged = merged.merged_with(ConfigFile::load(&user)?);
         }
         let project = Self::project_config_path(&workspace_root);
         if project.exists() {
             files_read.push(project.clone());
         }
-        merged = merged.merged_with(ConfigFile::load(&project)?, "user", "project");
+        merged = merged.merged_with(ConfigFile::load(&project)?);
         files_read.reverse();
 
         let env_layer = ConfigFile {
@@ -450,7 +444,7 @@ impl Config {
             &env_layer.permissions,
             "environment (AHELPER_PERMISSION_MODE)",
         )?;
-        merged = merged.merged_with(env_layer, "files", "environment");
+        merged = merged.merged_with(env_layer);
         let cli_layer = ConfigFile {
             provider: cli.provider.clone(),
             model: cli.model.clone(),
@@ -470,7 +464,7 @@ impl Config {
             ..Default::default()
         };
         resolve_permissions(&cli_layer.permissions, "command line (--permission-mode)")?;
-        merged = merged.merged_with(cli_layer, "environment", "command line");
+        merged = merged.merged_with(cli_layer);
 
         let permissions = resolve_permissions(&merged.permissions, "configuration")?;
         let agent = AgentLimits {

@@ -96,16 +96,7 @@ impl ModelClient for AnthropicClient {
 /// Tool results are sent as `{type: tool_result, tool_use_id, content: "<text>", is_error}`.
 /// Empty text blocks (which the API rejects) are dropped unless a message would become empty.
 pub fn request_body(request: &ModelRequest, settings: &ProviderSettings) -> Value {
-    let model = if request.model.is_empty() {
-        &settings.model
-    } else {
-        &request.model
-    };
-    let max_tokens = if request.max_output_tokens == 0 {
-        settings.max_output_tokens
-    } else {
-        request.max_output_tokens
-    };
+    let (model, max_tokens) = super::http::model_and_limit(request, settings);
     let mut messages: Vec<Value> = request.messages.iter().map(message_json).collect();
     if let Some(block) = messages
         .last_mut()

@@ -65,6 +65,25 @@ pub(crate) fn error_stream(error: ModelError) -> ModelStream {
     Box::pin(futures::stream::once(async move { Err(error) }))
 }
 
+/// The model name and output-token limit of a request: the request's own, falling back to the
+/// provider settings when empty / zero. Shared by both request-body builders.
+pub(crate) fn model_and_limit<'a>(
+    request: &'a super::types::ModelRequest,
+    settings: &'a super::types::ProviderSettings,
+) -> (&'a str, u32) {
+    let model = if request.model.is_empty() {
+        &settings.model
+    } else {
+        &request.model
+    };
+    let limit = if request.max_output_tokens == 0 {
+        settings.max_output_tokens
+    } else {
+        request.max_output_tokens
+    };
+    (model, limit)
+}
+
 /// Largest non-streaming JSON reply accepted, in bytes.
 pub(crate) const MAX_JSON_BODY_BYTES: usize = 64 * 1024 * 1024;
 

@@ -99,16 +99,7 @@ impl ModelClient for OpenAiClient {
 /// "<JSON string>"}}]}` (`content` null when there is no text). Tools are sent as
 /// `{type: function, function: {name, description, parameters}}`.
 pub fn request_body(request: &ModelRequest, settings: &ProviderSettings) -> Value {
-    let model = if request.model.is_empty() {
-        &settings.model
-    } else {
-        &request.model
-    };
-    let max_tokens = if request.max_output_tokens == 0 {
-        settings.max_output_tokens
-    } else {
-        request.max_output_tokens
-    };
+    let (model, max_tokens) = super::http::model_and_limit(request, settings);
     let mut messages = Vec::new();
     if !request.system.is_empty() {
         messages.push(json!({"role": "system", "content": request.system}));

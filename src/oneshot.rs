@@ -12,8 +12,7 @@ use tokio_util::sync::CancellationToken;
 /// (0 completed, 1 stopped for another reason, 130 cancelled).
 pub async fn run(mut session: Session, prompt: &str, format: OutputFormat, verbose: bool) -> i32 {
     let started = std::time::Instant::now();
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<AgentEvent>();
-    session.agent.events = Some(tx);
+    let mut rx = session.agent.subscribe();
     let cancel = CancellationToken::new();
     let watcher = crate::spawn_ctrl_c_watcher(cancel.clone());
 
@@ -22,9 +21,9 @@ pub async fn run(mut session: Session, prompt: &str, format: OutputFormat, verbo
             "type": "system",
             "subtype": "init",
             "session_id": session.id,
-            "cwd": session.agent.tool_context.workspace_root,
-            "model": session.agent.client.describe(),
-            "tools": session.agent.tools.names(),
+            "cwd": session.agent.tool_context().workspace_root,
+            "model": session.agent.client().describe(),
+            "tools": session.agent.tools().names(),
             "transcript": session.transcript_path,
         });
         println!("{init}");
@@ -53,7 +52,7 @@ pub async fn run(mut session: Session, prompt: &str, format: OutputFormat, verbo
         }
     });
     let outcome = session.agent.run(prompt, &cancel).await;
-    session.agent.events = None;
+    session.agent.unsubscribe();
     watcher.abort();
     let _ = printer_task.await;
     print_outcome(

@@ -1,38 +1,15 @@
 //! Rendering agent events on a terminal (REPL and `-p -v`).
 
 use ahelper_agents::agent::AgentEvent;
+use ahelper_agents::text::first_line_clipped;
+use ahelper_agents::tools::describe_call;
 use crossterm::style::Stylize;
-use serde_json::Value;
 use std::io::Write;
 
-/// One-line summary of a tool call: the tool and its main argument.
-pub fn describe_call(name: &str, input: &Value) -> String {
-    let main = ["command", "path", "pattern", "file_path"]
-        .iter()
-        .find_map(|k| input.get(*k).and_then(Value::as_str))
-        .map(|s| s.to_string())
-        .unwrap_or_else(|| {
-            let s = input.to_string();
-            if s == "{}" { String::new() } else { s }
-        });
-    let main = first_line_clipped(&main, 100);
-    if main.is_empty() {
-        name.to_string()
-    } else {
-        format!("{name} {main}")
-    }
-}
-
-/// The first line of `text`, cut to `max` characters with `…`.
-pub fn first_line_clipped(text: &str, max: usize) -> String {
-    let line = text.lines().next().unwrap_or("");
-    let more_lines = text.lines().nth(1).is_some();
-    let mut out: String = line.chars().take(max).collect();
-    if line.chars().count() > max || more_lines {
-        out.push('…');
-    }
-    out
-}
+/// Characters of a tool call's main argument shown after `●`.
+const CALL_CHARS: usize = 100;
+/// Characters of a one-line tool result shown after `⎿`.
+const RESULT_CHARS: usize = 160;
 
 /// Writes events to a terminal (or plain text when `color` is false).
 pub struct EventPrinter {
@@ -59,21 +36,14 @@ impl EventPrinter {
                 let _ = write!(out, "{text}");
                 self.at_line_start = text.ends_with('\n');
             }
-            AgentEvent::Retry {
-                attempt,
-                max_attempts,
-                delay_ms,
-                reason,
-            } => {
+            AgentEvent::Retry { .. } => {
                 self.newline(out);
-                let secs = (*delay_ms as f64 / 1000.0).ceil() as u64;
-                let line =
-                    format!("⟳ {reason}; retrying in {secs} s (attempt {attempt}/{max_attempts})");
+                let line = format!("⟳ {}", event.retry_message().unwrap_or_default());
                 let _ = writeln!(out, "{}", self.dim(&line));
             }
             AgentEvent::ToolCallStarted { name, input, .. } => {
                 self.newline(out);
-                let line = format!("● {}", describe_call(name, input));
+                let line = format!("● {}", describe_call(name, input, CALL_CHARS));
                 let _ = writeln!(
                     out,
                     "{}",
@@ -92,7 +62,7 @@ impl EventPrinter {
             } => {
                 let lines = content.lines().count();
                 let summary = if *is_error || name == "run_command" || lines <= 1 {
-                    format!("  ⎿  {}", first_line_clipped(content, 160))
+                    format!("  ⎿  {}", first_line_clipped(content, RESULT_CHARS))
                 } else {
                     format!("  ⎿  {lines} lines")
                 };
@@ -125,24 +95,5 @@ impl EventPrinter {
         } else {
             s.to_string()
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn call_description_uses_main_argument() {
-        assert_eq!(
-            describe_call("read_file", &json!({"path": "src/lib.rs"})),
-            "read_file src/lib.rs"
-        );
-        assert_eq!(
-            describe_call("run_command", &json!({"command": "ls\nrm x"})),
-            "run_command ls…"
-        );
-        assert_eq!(describe_call("list_dir", &json!({})), "list_dir");
     }
 }

@@ -53,8 +53,8 @@ pub fn run(rt: &tokio::runtime::Runtime, config: &Config, mut session: Session) 
     println!(
         "ahelper {} — {} in {}\nType /help for commands. Session {}",
         env!("CARGO_PKG_VERSION"),
-        session.agent.client.describe(),
-        session.agent.tool_context.workspace_root.display(),
+        session.agent.client().describe(),
+        session.agent.tool_context().workspace_root.display(),
         session.id
     );
     let mut ctrl_c_once = false;
@@ -93,8 +93,7 @@ pub fn run(rt: &tokio::runtime::Runtime, config: &Config, mut session: Session) 
 }
 
 async fn run_prompt(session: &mut Session, prompt: &str, color: bool) {
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<AgentEvent>();
-    session.agent.events = Some(tx);
+    let mut rx = session.agent.subscribe();
     let cancel = CancellationToken::new();
     let watcher = crate::spawn_ctrl_c_watcher(cancel.clone());
     let printer = tokio::spawn(async move {
@@ -135,7 +134,7 @@ async fn run_prompt(session: &mut Session, prompt: &str, color: bool) {
         }
     });
     session.agent.run(prompt, &cancel).await;
-    session.agent.events = None;
+    session.agent.unsubscribe();
     watcher.abort();
     let _ = printer.await;
 }
@@ -149,33 +148,33 @@ pub fn slash_command(line: &str, config: &Config, session: &mut Session) -> Slas
         "/exit" | "/quit" => return SlashOutcome::Exit,
         "/help" => println!("{HELP}"),
         "/clear" => {
-            session.agent.history.clear();
+            session.agent.clear_history();
             println!(
                 "Conversation cleared (the transcript {} is kept).",
                 session.transcript_path.display()
             );
         }
         "/tools" => {
-            for spec in session.agent.tools.specs() {
+            for spec in session.agent.tools().specs() {
                 let first = spec.description.lines().next().unwrap_or("");
                 println!("  {:<12} {first}", spec.name);
             }
         }
         "/model" => match arg {
             Some(name) => {
-                session.agent.model = name.to_string();
+                session.agent.set_model(name);
                 println!("Model set to {name} for this session.");
             }
             None => println!(
                 "Model: {} ({})",
-                session.agent.model,
-                session.agent.client.describe()
+                session.agent.model(),
+                session.agent.client().describe()
             ),
         },
         "/permissions" => {
             let mut policy = session
                 .agent
-                .gate
+                .gate()
                 .policy
                 .write()
                 .unwrap_or_else(|e| e.into_inner());

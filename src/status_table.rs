@@ -48,13 +48,14 @@ pub fn format_tokens(n: u64) -> String {
     }
 }
 
+/// `s` in at most `max` characters, the last one `…` when cut.
 fn clip(s: &str, max: usize) -> String {
-    if s.chars().count() <= max {
-        s.to_string()
-    } else {
-        let mut out: String = s.chars().take(max.saturating_sub(1)).collect();
-        out.push('…');
-        out
+    match ahelper_agents::text::clip(s, max) {
+        (kept, 0) => kept.to_string(),
+        _ => {
+            let (kept, _) = ahelper_agents::text::clip(s, max.saturating_sub(1));
+            format!("{kept}…")
+        }
     }
 }
 

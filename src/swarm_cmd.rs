@@ -1,17 +1,25 @@
-//! `ahelper swarm …`: run, ls, status, logs, resume, clean.
+//! `ahelper swarm …`: run, ls, status, logs, resume, clean. Parses what the flags mean for
+//! `ahelper_agents::swarm` and renders what it returns; the rules (clean-up, exit status,
+//! resume preconditions, transcript formatting) live there.
 
 use crate::cli::{OutputFormat, SwarmArgs, SwarmCommand, SwarmRunArgs};
 use crate::status_table;
 use crate::swarm_ui::{self, ChannelPrompter, EventOutput, PromptJob};
 use ahelper_agents::config::{Config, EnvSnapshot};
+use ahelper_agents::model::{ModelClient, ProviderSettings};
 use ahelper_agents::permissions::{DenyPrompter, Prompter};
 use ahelper_agents::session::model_client;
+use ahelper_agents::swarm::cleanup::{self, CleanStep, IntegrationCleanup, IntegrationDeleted};
 use ahelper_agents::swarm::events::SwarmEvent;
-use ahelper_agents::swarm::state::{RunRecord, RunStatus, WorkerStatus};
-use ahelper_agents::swarm::{self, RunIo, RunOptions};
-use ahelper_agents::transcript::TranscriptEntry;
+use ahelper_agents::swarm::logs::{self, TranscriptFollower};
+use ahelper_agents::swarm::plan::Plan;
+use ahelper_agents::swarm::resume::{self, Resumable};
+use ahelper_agents::swarm::state::{RunOutcome, RunRecord, WorkerStatus};
+use ahelper_agents::swarm::summary::short_commit;
+use ahelper_agents::swarm::{self, PlannedRun, PreparedRun, RunIo, RunOptions};
 use ahelper_worktrees as git;
 use std::io::{BufRead, IsTerminal, Write};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
@@ -35,7 +43,7 @@ pub fn run(
             worker,
             follow,
             json,
-        }) => rt.block_on(logs(&config, &run, worker.as_deref(), follow, json)),
+        }) => rt.block_on(show_logs(&config, &run, worker.as_deref(), follow, json)),
         Some(SwarmCommand::Clean { run, all, force }) => {
             clean(&config, env, run.as_deref(), all, force)
         }
@@ -63,14 +71,31 @@ pub fn run(
     }
 }
 
-fn repo_root(config: &Config) -> Result<std::path::PathBuf, i32> {
-    match git::RepoInfo::discover(&config.workspace_root) {
-        Ok(info) => Ok(info.workdir),
-        Err(e) => {
-            eprintln!("ahelper: {e}");
-            Err(EXIT_USAGE)
-        }
+/// The exit status of a finished run: 0 all merged, 130 cancelled, 1 otherwise.
+fn exit_code(outcome: RunOutcome) -> i32 {
+    match outcome {
+        RunOutcome::Succeeded => 0,
+        RunOutcome::Cancelled => 130,
+        RunOutcome::Failed => 1,
     }
+}
+
+fn repo_root(config: &Config) -> Result<PathBuf, i32> {
+    git::RepoInfo::discover(&config.workspace_root)
+        .map(|info| info.workdir)
+        .map_err(|e| usage_error(&e))
+}
+
+fn usage_error(e: &dyn std::fmt::Display) -> i32 {
+    eprintln!("ahelper: {e}");
+    EXIT_USAGE
+}
+
+/// The run `run` (id or unique prefix) of the repository, or the exit code after saying why not.
+fn find_run(config: &Config, run: &str) -> Result<(PathBuf, RunRecord), i32> {
+    let root = repo_root(config)?;
+    let record = RunRecord::find(&root, run).map_err(|e| usage_error(&e))?;
+    Ok((root, record))
 }
 
 fn output_mode(format: OutputFormat) -> EventOutput {
@@ -91,14 +116,27 @@ fn with_max_workers(config: &Config, run_args: &SwarmRunArgs) -> Config {
     config
 }
 
+fn provider(config: &Config) -> Result<ProviderSettings, i32> {
+    config.provider().cloned().map_err(|e| usage_error(&e))
+}
+
+/// Notes before the workers start: JSON events with `--output-format stream-json`, else lines
+/// on stderr.
+fn say(mode: EventOutput, line: String) {
+    if mode == EventOutput::Json {
+        let event = SwarmEvent::Notice { message: line };
+        println!("{}", serde_json::to_string(&event).unwrap_or_default());
+    } else {
+        eprintln!("{line}");
+    }
+}
+
+/// `ahelper swarm "<task>"`: prepare → plan → confirm → execute → apply.
 async fn start(config: &Config, task: &str, run_args: &SwarmRunArgs) -> i32 {
     let config = with_max_workers(config, run_args);
-    let provider = match config.provider() {
-        Ok(p) => p.clone(),
-        Err(e) => {
-            eprintln!("ahelper: {e}");
-            return EXIT_USAGE;
-        }
+    let provider = match provider(&config) {
+        Ok(p) => p,
+        Err(code) => return code,
     };
     let options = RunOptions {
         base: run_args.base.clone(),
@@ -107,88 +145,21 @@ async fn start(config: &Config, task: &str, run_args: &SwarmRunArgs) -> i32 {
     };
     let mut prepared = match swarm::prepare_run(&config, task, &options) {
         Ok(p) => p,
-        Err(e) => {
-            eprintln!("ahelper: {e}");
-            return EXIT_USAGE;
-        }
+        Err(e) => return usage_error(&e),
     };
     let mode = output_mode(run_args.output_format);
-    let say = |line: String| {
-        if mode == EventOutput::Json {
-            let event = SwarmEvent::Notice { message: line };
-            println!("{}", serde_json::to_string(&event).unwrap_or_default());
-        } else {
-            eprintln!("{line}");
-        }
-    };
-    say(format!(
-        "ahelper swarm run {} — base {} ({}), integration branch {}",
-        prepared.record.run_id,
-        &prepared.record.base_commit[..12],
-        prepared.record.base_ref,
-        prepared.record.integration_branch
-    ));
-    if !prepared.dirty.is_empty() && !run_args.include_uncommitted {
-        let shown: Vec<&str> = prepared.dirty.iter().take(5).map(String::as_str).collect();
-        say(format!(
-            "note: your checkout has uncommitted changes ({}{}); the workers start from the base commit WITHOUT them \
-             (use --include-uncommitted to snapshot them into the base). Your files are not touched.",
-            shown.join(", "),
-            if prepared.dirty.len() > 5 {
-                ", …"
-            } else {
-                ""
-            }
-        ));
-    }
+    announce(&prepared, &options, &config, mode);
     let client = model_client(&provider);
-    let interactive_terminal = mode == EventOutput::Live;
-    if !interactive_terminal
-        && config.permissions.mode == ahelper_agents::permissions::PermissionMode::Default
-        && config.permissions.rules.allow.is_empty()
-    {
-        say("warning: no terminal to answer permission prompts and the permission mode is `default`: \
-             every edit or command a worker tries will be refused. Use --permission-mode accept-edits \
-             (and allow rules such as `run_command(cargo test:*)` in .ahelper/config.toml)."
-            .into());
-    }
-    let cancel = CancellationToken::new();
-    let (event_tx, event_rx) = tokio::sync::mpsc::unbounded_channel::<SwarmEvent>();
-    let planning_printer = tokio::spawn(swarm_ui::print_events(
-        event_rx,
-        if mode == EventOutput::Json {
-            EventOutput::Json
-        } else {
-            EventOutput::Lines
-        },
-    ));
-    let planning_io = RunIo {
-        events: event_tx,
-        prompter: Arc::new(DenyPrompter),
-        cancel: cancel.clone(),
-    };
-    let ctrl_c = tokio::spawn({
-        let cancel = cancel.clone();
-        async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                cancel.cancel();
-            }
-        }
-    });
-    say("planning…".into());
-    let plan = swarm::plan(
+    let planned = match plan(
         &mut prepared,
         &config,
         client.clone(),
         &provider.model,
-        &planning_io,
+        mode,
     )
-    .await;
-    drop(planning_io);
-    let _ = planning_printer.await;
-    ctrl_c.abort();
-    let plan = match plan {
-        Ok(p) => p,
+    .await
+    {
+        Ok(planned) => planned,
         Err(e) => {
             eprintln!("ahelper: {e}");
             eprintln!(
@@ -198,49 +169,110 @@ async fn start(config: &Config, task: &str, run_args: &SwarmRunArgs) -> i32 {
             return 1;
         }
     };
-    if mode != EventOutput::Json {
-        print_plan(&plan);
+    if let Some(code) = confirm(&planned, &config, run_args, mode) {
+        return code;
     }
-    if run_args.plan_only {
-        eprintln!(
-            "Plan only: nothing was started. The plan is saved in run {}.",
-            prepared.record.run_id
-        );
-        return 0;
-    }
-    if !run_args.yes {
-        if !interactive_terminal {
-            eprintln!(
-                "ahelper: not starting workers without confirmation; pass --yes to start them (run {} keeps the plan)",
-                prepared.record.run_id
-            );
-            return EXIT_USAGE;
-        }
-        eprint!(
-            "Start {} workers ({} at once)? [y/N] ",
-            plan.subtasks.len(),
-            config.swarm.max_workers.min(plan.subtasks.len())
-        );
-        let _ = std::io::stderr().flush();
-        let mut answer = String::new();
-        let _ = std::io::stdin().lock().read_line(&mut answer);
-        if !matches!(answer.trim(), "y" | "Y" | "yes") {
-            eprintln!(
-                "Not started. The plan is saved in run {}.",
-                prepared.record.run_id
-            );
-            return 0;
-        }
-    }
-    let run_id = prepared.record.run_id.clone();
-    let code = execute_run(prepared.record, &config, client, &provider.model, mode).await;
+    let run_id = planned.record().run_id.clone();
+    let code = execute_run(planned, &config, client, &provider.model, mode).await;
     if code == 0 && run_args.apply {
         return apply(&config, &run_id);
     }
     code
 }
 
-fn print_plan(plan: &ahelper_agents::swarm::plan::Plan) {
+fn announce(prepared: &PreparedRun, options: &RunOptions, config: &Config, mode: EventOutput) {
+    let record = &prepared.record;
+    say(
+        mode,
+        format!(
+            "ahelper swarm run {} — base {} ({}), integration branch {}",
+            record.run_id,
+            short_commit(&record.base_commit),
+            record.base_ref,
+            record.integration_branch
+        ),
+    );
+    for notice in prepared.notices(options, config, mode == EventOutput::Live) {
+        say(mode, notice);
+    }
+}
+
+/// The planning phase, its events printed as lines (or JSON); Ctrl-C cancels it.
+async fn plan(
+    prepared: &mut PreparedRun,
+    config: &Config,
+    client: Arc<dyn ModelClient>,
+    model: &str,
+    mode: EventOutput,
+) -> Result<PlannedRun, swarm::SwarmError> {
+    let cancel = CancellationToken::new();
+    let (event_tx, event_rx) = tokio::sync::mpsc::unbounded_channel::<SwarmEvent>();
+    let printer_mode = if mode == EventOutput::Json {
+        EventOutput::Json
+    } else {
+        EventOutput::Lines
+    };
+    let printer = tokio::spawn(swarm_ui::print_events(event_rx, printer_mode));
+    let io = RunIo {
+        events: event_tx,
+        prompter: Arc::new(DenyPrompter),
+        cancel: cancel.clone(),
+    };
+    let ctrl_c = tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            cancel.cancel();
+        }
+    });
+    say(mode, "planning…".into());
+    let planned = swarm::plan_run(prepared, config, client, model, &io).await;
+    drop(io);
+    let _ = printer.await;
+    ctrl_c.abort();
+    planned
+}
+
+/// Shows the plan and asks whether to start (unless `--yes`). `Some(exit code)` when the run
+/// stops here.
+fn confirm(
+    planned: &PlannedRun,
+    config: &Config,
+    run_args: &SwarmRunArgs,
+    mode: EventOutput,
+) -> Option<i32> {
+    let plan = planned.plan();
+    let run_id = &planned.record().run_id;
+    if mode != EventOutput::Json {
+        print_plan(plan);
+    }
+    if run_args.plan_only {
+        eprintln!("Plan only: nothing was started. The plan is saved in run {run_id}.");
+        return Some(0);
+    }
+    if run_args.yes {
+        return None;
+    }
+    if mode != EventOutput::Live {
+        eprintln!(
+            "ahelper: not starting workers without confirmation; pass --yes to start them (run {run_id} keeps the plan)"
+        );
+        return Some(EXIT_USAGE);
+    }
+    eprint!(
+        "Start {} workers ({} at once)? [y/N] ",
+        plan.subtasks.len(),
+        config.swarm.max_workers.min(plan.subtasks.len())
+    );
+    let _ = std::io::stderr().flush();
+    let mut answer = String::new();
+    let _ = std::io::stdin().lock().read_line(&mut answer);
+    if matches!(answer.trim(), "y" | "Y" | "yes") {
+        return None;
+    }
+    eprintln!("Not started. The plan is saved in run {run_id}.");
+    Some(0)
+}
+
+fn print_plan(plan: &Plan) {
     eprintln!("\nPlan: {}", plan.summary);
     for (i, s) in plan.subtasks.iter().enumerate() {
         let deps = if s.depends_on.is_empty() {
@@ -259,10 +291,12 @@ fn print_plan(plan: &ahelper_agents::swarm::plan::Plan) {
     eprintln!();
 }
 
+/// Runs the workers with the live table (or lines, or JSON) and prints the final table and
+/// summary. Ctrl-C outside raw mode: the first cancels, the second kills and exits.
 async fn execute_run(
-    record: RunRecord,
+    run: PlannedRun,
     config: &Config,
-    client: Arc<dyn ahelper_agents::model::ModelClient>,
+    client: Arc<dyn ModelClient>,
     model: &str,
     mode: EventOutput,
 ) -> i32 {
@@ -274,7 +308,7 @@ async fn execute_run(
     } else {
         Arc::new(DenyPrompter)
     };
-    let (snap_tx, snap_rx) = tokio::sync::watch::channel(record.clone());
+    let (snap_tx, snap_rx) = tokio::sync::watch::channel(run.record().clone());
     let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
     let ui = match mode {
         EventOutput::Live => tokio::spawn(swarm_ui::run_live(
@@ -289,82 +323,41 @@ async fn execute_run(
             tokio::spawn(swarm_ui::print_events(event_rx, other))
         }
     };
-    // Ctrl-C outside raw mode (line and JSON output): first cancels, second kills and exits.
-    let signal_watch = tokio::spawn({
-        let cancel = cancel.clone();
-        let run_id = record.run_id.clone();
-        async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                eprintln!(
-                    "ahelper: cancelling run {run_id}; workers commit their work as wip. Ctrl-C again to kill everything."
-                );
-                cancel.cancel();
-                if tokio::signal::ctrl_c().await.is_ok() {
-                    swarm_ui::kill_descendants();
-                    eprintln!("ahelper: killed; resume with `ahelper swarm resume {run_id}`");
-                    std::process::exit(130);
-                }
-            }
-        }
-    });
+    let signal_watch = tokio::spawn(swarm_ui::watch_ctrl_c(
+        cancel.clone(),
+        run.record().run_id.clone(),
+    ));
     let io = RunIo {
         events: event_tx,
         prompter,
-        cancel: cancel.clone(),
+        cancel,
     };
     let started = std::time::Instant::now();
-    let result = swarm::execute(record, config, client, model, io, snap_tx).await;
+    let result = swarm::execute(run, config, client, model, io, snap_tx).await;
     let _ = done_tx.send(());
     let _ = ui.await;
     signal_watch.abort();
-    match result {
-        Ok(final_record) => {
-            if mode == EventOutput::Json {
-                return exit_code(&final_record);
-            }
-            if mode == EventOutput::Lines {
-                // the live view already shows the final table
-                println!(
-                    "{}",
-                    status_table::render_text(&final_record, started.elapsed().as_millis() as u64)
-                );
-            }
-            if let Some(summary) = &final_record.summary {
-                println!("{summary}");
-            }
-            exit_code(&final_record)
-        }
+    let record = match result {
+        Ok(record) => record,
         Err(e) => {
             eprintln!("ahelper: {e}");
-            1
+            return 1;
         }
+    };
+    if mode == EventOutput::Lines {
+        // the live view already shows the final table
+        let elapsed = started.elapsed().as_millis() as u64;
+        println!("{}", status_table::render_text(&record, elapsed));
     }
+    if mode != EventOutput::Json
+        && let Some(summary) = &record.summary
+    {
+        println!("{summary}");
+    }
+    exit_code(record.outcome())
 }
 
-fn exit_code(record: &RunRecord) -> i32 {
-    match record.status {
-        RunStatus::Cancelled => 130,
-        RunStatus::Finished
-            if record.workers.iter().any(|w| !w.denied.is_empty())
-                && !record
-                    .workers
-                    .iter()
-                    .any(|w| w.status == WorkerStatus::Merged) =>
-        {
-            1
-        }
-        RunStatus::Finished
-            if record
-                .workers
-                .iter()
-                .all(|w| matches!(w.status, WorkerStatus::Merged | WorkerStatus::NoChanges)) =>
-        {
-            0
-        }
-        _ => 1,
-    }
-}
-
+/// `--apply`: merges the integration branch into the user's current branch.
 fn apply(config: &Config, run_id: &str) -> i32 {
     let Ok(root) = repo_root(config) else {
         return EXIT_USAGE;
@@ -372,105 +365,75 @@ fn apply(config: &Config, run_id: &str) -> i32 {
     let Ok(run) = RunRecord::find(&root, run_id) else {
         return 1;
     };
-    match git::apply_to_current(
-        &root,
-        &run.integration_branch,
-        &format!("Merge ahelper run {}", run.run_id),
-        None,
-    ) {
+    let branch = &run.integration_branch;
+    let message = format!("Merge ahelper run {}", run.run_id);
+    match git::apply_to_current(&root, branch, &message, None) {
         Ok(outcome) => {
             let what = match outcome {
                 git::ApplyOutcome::UpToDate { .. } => "already up to date".to_string(),
                 git::ApplyOutcome::FastForward { commit } => {
-                    format!("fast-forwarded to {}", &commit.to_string()[..12])
+                    format!("fast-forwarded to {}", short_commit(&commit.to_string()))
                 }
                 git::ApplyOutcome::Merged { commit } => {
-                    format!("merge commit {}", &commit.to_string()[..12])
+                    format!("merge commit {}", short_commit(&commit.to_string()))
                 }
             };
-            println!(
-                "Applied {} to your current branch: {what}.",
-                run.integration_branch
-            );
+            println!("Applied {branch} to your current branch: {what}.");
             0
         }
         Err(e) => {
             eprintln!(
-                "ahelper: not applied: {e}\nThe integration branch {} is intact; merge it yourself with `git merge {}`.",
-                run.integration_branch, run.integration_branch
+                "ahelper: not applied: {e}\nThe integration branch {branch} is intact; merge it yourself with `git merge {branch}`."
             );
             1
         }
     }
 }
 
+/// `swarm resume <run>`.
 async fn resume(config: &Config, run: &str, run_args: &SwarmRunArgs, mode_given: bool) -> i32 {
     let mut config = with_max_workers(config, run_args);
-    let Ok(root) = repo_root(&config) else {
-        return EXIT_USAGE;
+    let record = match find_run(&config, run) {
+        Ok((_, record)) => record,
+        Err(code) => return code,
     };
-    let record = match RunRecord::find(&root, run) {
+    let resumable = match resume::check_resumable(record) {
         Ok(r) => r,
-        Err(e) => {
-            eprintln!("ahelper: {e}");
-            return EXIT_USAGE;
-        }
+        Err(e) => return usage_error(&e),
     };
-    if record.is_active() {
-        eprintln!(
-            "ahelper: run {} is still running (pid {}); it cannot be resumed twice",
-            record.run_id, record.pid
-        );
-        return EXIT_USAGE;
-    }
-    if record.plan.is_none() {
-        eprintln!(
-            "ahelper: run {} has no plan (it failed while planning); start a new run",
-            record.run_id
-        );
-        return EXIT_USAGE;
-    }
-    if let Some(mode) = record.permission_mode
-        && !mode_given
-        && mode != config.permissions.mode
+    let record = match &resumable {
+        Resumable::Unfinished { run, .. } => run.record(),
+        Resumable::NothingLeft(record) => record,
+    };
+    if let Some(mode) = resume::resume_permission_mode(record, config.permissions.mode, mode_given)
     {
         eprintln!(
             "Using the run's permission mode `{mode:?}` (give --permission-mode to change it)."
         );
         config.permissions.mode = mode;
     }
-    let unfinished = record
-        .workers
-        .iter()
-        .filter(|w| !w.status.is_terminal())
-        .count();
-    if unfinished == 0 {
-        eprintln!("Run {} has nothing left to do.", record.run_id);
-        println!("{}", swarm::final_summary(&record));
-        return 0;
-    }
-    let provider = match config.provider() {
-        Ok(p) => p.clone(),
-        Err(e) => {
-            eprintln!("ahelper: {e}");
-            return EXIT_USAGE;
+    let (run, unfinished) = match resumable {
+        Resumable::NothingLeft(record) => {
+            eprintln!("Run {} has nothing left to do.", record.run_id);
+            println!("{}", swarm::final_summary(&record));
+            return 0;
         }
+        Resumable::Unfinished { run, unfinished } => (run, unfinished),
+    };
+    let provider = match provider(&config) {
+        Ok(p) => p,
+        Err(code) => return code,
     };
     eprintln!(
         "Resuming run {}: {unfinished} unfinished workers.",
-        record.run_id
+        run.record().run_id
     );
     let client = model_client(&provider);
-    execute_run(
-        record,
-        &config,
-        client,
-        &provider.model,
-        output_mode(run_args.output_format),
-    )
-    .await
+    let mode = output_mode(run_args.output_format);
+    execute_run(run, &config, client, &provider.model, mode).await
 }
 
+/// `swarm ls`.
 fn ls(config: &Config) -> i32 {
     let Ok(root) = repo_root(config) else {
         return EXIT_USAGE;
@@ -490,18 +453,12 @@ fn ls(config: &Config) -> i32 {
             .iter()
             .filter(|w| w.status == WorkerStatus::Merged)
             .count();
-        let state =
-            if matches!(r.status, RunStatus::Running | RunStatus::Planning) && !r.is_active() {
-                "stopped".to_string()
-            } else {
-                r.status.as_str().to_string()
-            };
         println!(
             "{:<38} {:<10} {:<20} {:<13} {:<8} {}",
             r.run_id,
-            state,
+            r.state_label(),
             r.created_at.get(..19).unwrap_or(&r.created_at),
-            &r.base_commit[..r.base_commit.len().min(12)],
+            short_commit(&r.base_commit),
             format!("{merged}/{}", r.workers.len()),
             r.integration_branch
         );
@@ -509,175 +466,72 @@ fn ls(config: &Config) -> i32 {
     0
 }
 
+/// `swarm status <run>`.
 fn status(config: &Config, run: &str) -> i32 {
-    let Ok(root) = repo_root(config) else {
-        return EXIT_USAGE;
+    let r = match find_run(config, run) {
+        Ok((_, record)) => record,
+        Err(code) => return code,
     };
-    match RunRecord::find(&root, run) {
-        Ok(r) => {
-            println!("Task: {}", r.task);
-            let elapsed = match (
-                chrono::DateTime::parse_from_rfc3339(&r.created_at),
-                chrono::DateTime::parse_from_rfc3339(&r.updated_at),
-            ) {
-                (Ok(a), Ok(b)) => (b - a).num_milliseconds().max(0) as u64,
-                _ => 0,
-            };
-            print!("{}", status_table::render_text(&r, elapsed));
-            if let Some(s) = &r.summary {
-                println!("\n{s}");
-            }
-            0
-        }
-        Err(e) => {
-            eprintln!("ahelper: {e}");
-            EXIT_USAGE
-        }
+    println!("Task: {}", r.task);
+    let elapsed = match (
+        chrono::DateTime::parse_from_rfc3339(&r.created_at),
+        chrono::DateTime::parse_from_rfc3339(&r.updated_at),
+    ) {
+        (Ok(a), Ok(b)) => (b - a).num_milliseconds().max(0) as u64,
+        _ => 0,
+    };
+    print!("{}", status_table::render_text(&r, elapsed));
+    if let Some(s) = &r.summary {
+        println!("\n{s}");
     }
+    0
 }
 
-/// One transcript line as readable text.
-pub fn format_transcript_line(entry: &TranscriptEntry, ts: &str) -> Option<String> {
-    let time = ts.get(11..19).unwrap_or(ts);
-    let clip = |s: &str, n: usize| -> String {
-        let count = s.chars().count();
-        if count <= n {
-            s.to_string()
-        } else {
-            format!(
-                "{}… [{} more characters]",
-                s.chars().take(n).collect::<String>(),
-                count - n
-            )
-        }
+/// `swarm logs <run> [worker] [--follow] [--json]`.
+async fn show_logs(
+    config: &Config,
+    run: &str,
+    worker: Option<&str>,
+    follow: bool,
+    json: bool,
+) -> i32 {
+    let (root, record) = match find_run(config, run) {
+        Ok(found) => found,
+        Err(code) => return code,
     };
-    Some(match entry {
-        TranscriptEntry::SessionStart {
-            session_id,
-            workspace,
-            model,
-        } => {
-            format!("{time} ── session {session_id} · {model} · {workspace}")
-        }
-        TranscriptEntry::UserMessage { message } => {
-            format!("{time} user: {}", clip(&message.text(), 2_000))
-        }
-        TranscriptEntry::AssistantMessage { message } => {
-            let text = message.text();
-            if text.trim().is_empty() {
-                return None;
-            }
-            format!("{time} assistant: {}", clip(&text, 4_000))
-        }
-        TranscriptEntry::ToolCall { name, input, .. } => {
-            format!("{time} → {name} {}", clip(&input.to_string(), 1_000))
-        }
-        TranscriptEntry::ToolResult {
-            name,
-            content,
-            is_error,
-            duration_ms,
-            ..
-        } => format!(
-            "{time} ← {name}{} ({duration_ms} ms): {}",
-            if *is_error { " ERROR" } else { "" },
-            clip(content, 500)
-        ),
-        TranscriptEntry::Usage { turn, total } => format!(
-            "{time}   usage: {} in / {} out (total {} / {})",
-            turn.input_tokens, turn.output_tokens, total.input_tokens, total.output_tokens
-        ),
-        TranscriptEntry::Retry {
-            attempt,
-            max_attempts,
-            delay_ms,
-            reason,
-        } => {
-            format!("{time}   retry {attempt}/{max_attempts} in {delay_ms} ms: {reason}")
-        }
-        TranscriptEntry::Permission {
-            decision, reason, ..
-        } => format!("{time}   permission {decision}: {reason}"),
-        TranscriptEntry::Error { message } => format!("{time} ERROR: {message}"),
-        TranscriptEntry::Stop { reason, turns } => {
-            format!("{time} ── stopped: {reason} after {turns} turns")
-        }
-    })
-}
-
-async fn logs(config: &Config, run: &str, worker: Option<&str>, follow: bool, json: bool) -> i32 {
-    let Ok(root) = repo_root(config) else {
-        return EXIT_USAGE;
+    let path = match logs::transcript_path(&record, worker) {
+        Ok(p) => p,
+        Err(e) => return usage_error(&e),
     };
-    let record = match RunRecord::find(&root, run) {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("ahelper: {e}");
-            return EXIT_USAGE;
-        }
-    };
-    let path = match worker {
-        None | Some("coordinator") => record.coordinator_transcript(),
-        Some(w) => {
-            if record.worker(w).is_none() {
-                let ids: Vec<&str> = record.workers.iter().map(|w| w.id.as_str()).collect();
-                eprintln!(
-                    "ahelper: run {} has no worker `{w}`; workers: {}",
-                    record.run_id,
-                    ids.join(", ")
-                );
-                return EXIT_USAGE;
-            }
-            record.worker_transcript(w)
-        }
-    };
-    let mut printed = 0usize;
+    let mut follower = TranscriptFollower::new(path);
     loop {
-        let text = std::fs::read_to_string(&path).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        // a last line without its newline may still be being written
-        let complete = if text.ends_with('\n') {
-            lines.len()
-        } else {
-            lines.len().saturating_sub(1)
-        };
-        for line in &lines[printed.min(complete)..complete] {
+        for line in follower.read_new() {
             if json {
                 println!("{line}");
-            } else if let Ok(parsed) =
-                serde_json::from_str::<ahelper_agents::transcript::TranscriptLine>(line)
-                && let Some(s) = format_transcript_line(&parsed.entry, &parsed.ts)
-            {
-                println!("{s}");
+            } else if let Some(text) = logs::format_raw_line(&line) {
+                println!("{text}");
             }
         }
-        printed = complete;
         let _ = std::io::stdout().flush();
-        if !follow {
+        if !follow || (!run_is_active(&root, &record.run_id) && !follower.has_unread()) {
             break;
-        }
-        let active = RunRecord::find(&root, &record.run_id)
-            .map(|r| r.is_active())
-            .unwrap_or(false);
-        if !active && printed == complete {
-            // one last read after the run ended
-            let text = std::fs::read_to_string(&path).unwrap_or_default();
-            if text.lines().count() <= printed {
-                break;
-            }
-            continue;
         }
         tokio::select! {
             _ = tokio::time::sleep(std::time::Duration::from_millis(250)) => {}
             _ = tokio::signal::ctrl_c() => break,
         }
     }
-    if printed == 0 && !path.exists() {
-        eprintln!("(no transcript yet at {})", path.display());
+    if follower.seen() == 0 && !follower.path().exists() {
+        eprintln!("(no transcript yet at {})", follower.path().display());
     }
     0
 }
 
+fn run_is_active(root: &Path, run_id: &str) -> bool {
+    RunRecord::find(root, run_id).is_ok_and(|r| r.is_active())
+}
+
+/// `swarm clean [<run>|--all] [--force]`.
 fn clean(config: &Config, env: &EnvSnapshot, run: Option<&str>, all: bool, force: bool) -> i32 {
     let Ok(root) = repo_root(config) else {
         return EXIT_USAGE;
@@ -685,10 +539,7 @@ fn clean(config: &Config, env: &EnvSnapshot, run: Option<&str>, all: bool, force
     let runs: Vec<RunRecord> = match (run, all) {
         (Some(r), _) => match RunRecord::find(&root, r) {
             Ok(r) => vec![r],
-            Err(e) => {
-                eprintln!("ahelper: {e}");
-                return EXIT_USAGE;
-            }
+            Err(e) => return usage_error(&e),
         },
         (None, true) => RunRecord::list(&root),
         (None, false) => {
@@ -705,105 +556,71 @@ fn clean(config: &Config, env: &EnvSnapshot, run: Option<&str>, all: bool, force
     };
     let mut refused = 0;
     for r in runs {
-        if r.is_active() {
-            eprintln!("skip {}: still running (pid {})", r.run_id, r.pid);
-            refused += 1;
-            continue;
-        }
         let base = swarm::run::worktree_base(config, env, &root, &r.run_id);
-        println!("run {}:", r.run_id);
-        for w in &r.workers {
-            if w.worktree.exists() {
-                match git::remove_worktree(&lock, &root, &base, &w.worktree, force) {
-                    Ok(_) => println!("  removed worktree {}", w.worktree.display()),
-                    Err(e) => {
-                        println!("  kept worktree {}: {e}", w.worktree.display());
-                        refused += 1;
-                    }
+        match cleanup::clean_run(&lock, &root, &r, &base, force) {
+            Ok(cleaned) => {
+                println!("run {}:", r.run_id);
+                for step in &cleaned.steps {
+                    print_clean_step(step, &r);
                 }
+                println!("  {}", integration_line(&cleaned.integration, &r));
+                println!("  kept the transcripts (ahelper swarm logs {})", r.run_id);
+                refused += cleaned.refusals();
             }
-            if git::branch_tip(&root, &w.branch).is_err() {
-                continue;
-            }
-            match git::unmerged_commits(&root, &w.branch, &r.integration_branch) {
-                Ok(commits) if !commits.is_empty() && !force => {
-                    println!(
-                        "  kept branch {} ({}): {} commit(s) not in {}:",
-                        w.branch,
-                        w.status.label(),
-                        commits.len(),
-                        r.integration_branch
-                    );
-                    for c in commits.iter().take(10) {
-                        println!("      {} {}", &c.id.to_string()[..12], c.summary);
-                    }
-                    println!(
-                        "    delete it anyway with: ahelper swarm clean {} --force",
-                        r.run_id
-                    );
-                    refused += 1;
-                }
-                _ => {
-                    match git::delete_branch(&lock, &root, &w.branch, &r.integration_branch, force)
-                    {
-                        Ok(_) => println!("  deleted branch {}", w.branch),
-                        Err(e) => {
-                            println!("  kept branch {}: {e}", w.branch);
-                            refused += 1;
-                        }
-                    }
-                }
+            Err(e) => {
+                eprintln!("skip {}: {e}", r.run_id);
+                refused += 1;
             }
         }
-        for w in &r.workers {
-            let _ = std::fs::remove_dir_all(base.join(format!(".tmp-{}", w.id)));
-        }
-        let _ = std::fs::remove_dir(&base);
-        match clean_integration_branch(&lock, &root, &r, force) {
-            Ok(line) | Err(line) => println!("  {line}"),
-        }
-        println!("  kept the transcripts (ahelper swarm logs {})", r.run_id);
     }
     if refused > 0 { 1 } else { 0 }
 }
 
-/// Deletes a run's integration branch when nothing would be lost: it is still at the base
-/// commit, or it is merged into the current branch; otherwise keeps it (deleted anyway with
-/// `force`). Returns the line to print.
-fn clean_integration_branch(
-    lock: &git::RepoLock,
-    root: &std::path::Path,
-    run: &RunRecord,
-    force: bool,
-) -> Result<String, String> {
-    let branch = &run.integration_branch;
-    let Ok(tip) = git::branch_tip(root, branch) else {
-        return Ok(format!("no integration branch {branch}"));
-    };
-    let at_base = tip.to_string() == run.base_commit;
-    let current = git::RepoInfo::discover(root)
-        .ok()
-        .and_then(|i| i.branch().map(str::to_string));
-    let merged_into_current = current
-        .as_deref()
-        .is_some_and(|c| git::unmerged_commits(root, branch, c).is_ok_and(|u| u.is_empty()));
-    if at_base || merged_into_current || force {
-        let into = current.unwrap_or_else(|| branch.clone());
-        git::delete_branch(lock, root, branch, &into, true)
-            .map_err(|e| format!("kept {branch}: {e}"))?;
-        Ok(format!(
-            "deleted the integration branch {branch} ({})",
-            if at_base {
-                "nothing was merged into it"
-            } else if merged_into_current {
-                "it is merged into your branch"
-            } else {
-                "--force"
+fn print_clean_step(step: &CleanStep, run: &RunRecord) {
+    match step {
+        CleanStep::WorktreeRemoved { path } => println!("  removed worktree {}", path.display()),
+        CleanStep::WorktreeKept { path, error } => {
+            println!("  kept worktree {}: {error}", path.display())
+        }
+        CleanStep::BranchDeleted { branch } => println!("  deleted branch {branch}"),
+        CleanStep::BranchKept { branch, error } => println!("  kept branch {branch}: {error}"),
+        CleanStep::BranchUnmerged {
+            branch,
+            status,
+            commits,
+        } => {
+            println!(
+                "  kept branch {branch} ({}): {} commit(s) not in {}:",
+                status.label(),
+                commits.len(),
+                run.integration_branch
+            );
+            for c in commits.iter().take(10) {
+                println!("      {} {}", short_commit(&c.id.to_string()), c.summary);
             }
-        ))
-    } else {
-        Err(format!(
+            println!(
+                "    delete it anyway with: ahelper swarm clean {} --force",
+                run.run_id
+            );
+        }
+    }
+}
+
+fn integration_line(cleanup: &IntegrationCleanup, run: &RunRecord) -> String {
+    let branch = &run.integration_branch;
+    match cleanup {
+        IntegrationCleanup::Missing => format!("no integration branch {branch}"),
+        IntegrationCleanup::Deleted(why) => format!(
+            "deleted the integration branch {branch} ({})",
+            match why {
+                IntegrationDeleted::NothingMerged => "nothing was merged into it",
+                IntegrationDeleted::MergedIntoCurrent => "it is merged into your branch",
+                IntegrationDeleted::Forced => "--force",
+            }
+        ),
+        IntegrationCleanup::Kept => format!(
             "kept the integration branch {branch}: it has the run's merged work, not in your branch yet (`git merge {branch}`, or clean with --force)"
-        ))
+        ),
+        IntegrationCleanup::Failed(e) => format!("kept {branch}: {e}"),
     }
 }

@@ -5,7 +5,8 @@
 use crate::status_table;
 use ahelper_agents::permissions::{PromptAnswer, PromptRequest, Prompter};
 use ahelper_agents::swarm::events::SwarmEvent;
-use ahelper_agents::swarm::state::{RunRecord, WorkerStatus};
+use ahelper_agents::swarm::process::kill_descendants;
+use ahelper_agents::swarm::state::{RunRecord, WorkerRecord, WorkerStatus};
 use crossterm::event::{Event, KeyCode, KeyEventKind, KeyModifiers};
 use ratatui::backend::CrosstermBackend;
 use ratatui::layout::{Constraint, Layout};
@@ -13,6 +14,7 @@ use ratatui::style::{Color, Style};
 use ratatui::text::Line;
 use ratatui::widgets::Paragraph;
 use ratatui::{Terminal, TerminalOptions, Viewport};
+use std::collections::VecDeque;
 use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -83,49 +85,18 @@ pub async fn print_events(mut events: mpsc::UnboundedReceiver<SwarmEvent>, mode:
     }
 }
 
-/// Kills every descendant process of ahelper (used on a second Ctrl-C): walks `/proc` for
-/// processes whose parent chain leads to us and sends SIGKILL to each one's process group and to
-/// the process itself.
-pub fn kill_descendants() {
-    let me = std::process::id() as i32;
-    let mut parents: Vec<(i32, i32)> = Vec::new();
-    if let Ok(rd) = std::fs::read_dir("/proc") {
-        for e in rd.flatten() {
-            let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
-                continue;
-            };
-            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-                continue;
-            };
-            // the command name may contain spaces: fields after the last ')'
-            let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
-                continue;
-            };
-            let fields: Vec<&str> = rest.split_whitespace().collect();
-            if let Some(ppid) = fields.get(1).and_then(|p| p.parse::<i32>().ok()) {
-                parents.push((pid, ppid));
-            }
-        }
-    }
-    let mut targets = vec![me];
-    let mut i = 0;
-    while i < targets.len() {
-        let parent = targets[i];
-        for (pid, ppid) in &parents {
-            if *ppid == parent && !targets.contains(pid) {
-                targets.push(*pid);
-            }
-        }
-        i += 1;
-    }
-    for pid in targets.into_iter().skip(1) {
-        // SAFETY: plain signal sends to processes we started.
-        unsafe {
-            let pgid = libc::getpgid(pid);
-            if pgid > 0 && pgid != libc::getpgid(0) {
-                libc::kill(-pgid, libc::SIGKILL);
-            }
-            libc::kill(pid, libc::SIGKILL);
+/// Ctrl-C outside raw mode (line and JSON output): the first cancels the run, the second kills
+/// every child process and exits with 130.
+pub async fn watch_ctrl_c(cancel: CancellationToken, run_id: String) {
+    if tokio::signal::ctrl_c().await.is_ok() {
+        eprintln!(
+            "ahelper: cancelling run {run_id}; workers commit their work as wip. Ctrl-C again to kill everything."
+        );
+        cancel.cancel();
+        if tokio::signal::ctrl_c().await.is_ok() {
+            kill_descendants();
+            eprintln!("ahelper: killed; resume with `ahelper swarm resume {run_id}`");
+            std::process::exit(130);
         }
     }
 }
@@ -140,102 +111,191 @@ pub async fn run_live(
     cancel: CancellationToken,
     mut done: oneshot::Receiver<()>,
 ) {
-    let started = std::time::Instant::now();
     let workers = snapshots.borrow().workers.len() as u16;
-    let (_, term_height) = crossterm::terminal::size().unwrap_or((120, 40));
-    let height = (workers + 4).min(term_height.saturating_sub(1)).max(4);
-    let _ = crossterm::terminal::enable_raw_mode();
-    let backend = CrosstermBackend::new(std::io::stdout());
-    let mut terminal = match Terminal::with_options(
-        backend,
-        TerminalOptions {
-            viewport: Viewport::Inline(height),
-        },
-    ) {
-        Ok(t) => t,
-        Err(_) => {
-            let _ = crossterm::terminal::disable_raw_mode();
-            print_events(events, EventOutput::Lines).await;
-            return;
-        }
+    let Some(mut terminal) = open_inline_terminal(workers) else {
+        print_events(events, EventOutput::Lines).await;
+        return;
     };
-    // Key reader thread.
-    let (key_tx, mut keys) = mpsc::unbounded_channel::<crossterm::event::KeyEvent>();
-    let stop = Arc::new(AtomicBool::new(false));
-    let reader_stop = stop.clone();
-    let reader = std::thread::spawn(move || {
-        while !reader_stop.load(Ordering::Relaxed) {
-            if crossterm::event::poll(std::time::Duration::from_millis(100)).unwrap_or(false)
-                && let Ok(Event::Key(k)) = crossterm::event::read()
-                && k.kind == KeyEventKind::Press
-                && key_tx.send(k).is_err()
-            {
-                break;
-            }
-        }
-    });
-    let mut pending: std::collections::VecDeque<PromptJob> = Default::default();
-    let mut ctrl_c_count = 0;
+    let mut keys = KeyReader::spawn();
+    let mut view = LiveView::new(cancel);
     let mut tick = tokio::time::interval(std::time::Duration::from_millis(200));
-    let mut notes: Vec<String> = Vec::new();
     loop {
         tokio::select! {
             _ = tick.tick() => {}
             _ = snapshots.changed() => {}
-            Some(e) = events.recv() => {
-                let note = match &e {
-                    SwarmEvent::Merged { .. } | SwarmEvent::MergeConflict { .. } | SwarmEvent::Notice { .. }
-                    | SwarmEvent::WorkerReported { .. } | SwarmEvent::PermissionDenied { .. } => Some(e.to_line()),
-                    SwarmEvent::WorkerStatus { status: WorkerStatus::Failed, .. } => Some(e.to_line()),
-                    _ => None,
-                };
-                if let Some(n) = note { notes.push(n); }
-            }
-            Some(job) = prompts.recv() => pending.push_back(job),
-            Some(key) = keys.recv() => {
-                let ctrl_c = key.code == KeyCode::Char('c') && key.modifiers.contains(KeyModifiers::CONTROL);
-                if ctrl_c {
-                    ctrl_c_count += 1;
-                    if ctrl_c_count == 1 {
-                        notes.push("Ctrl-C: cancelling — workers commit their work as `wip`; press Ctrl-C again to kill everything".into());
-                        cancel.cancel();
-                        while let Some((_, tx)) = pending.pop_front() { let _ = tx.send(PromptAnswer::Deny); }
-                    } else {
-                        let _ = crossterm::terminal::disable_raw_mode();
-                        kill_descendants();
-                        eprintln!("\nahelper: killed; transcripts and branches are kept. Resume with `ahelper swarm resume {}`", snapshots.borrow().run_id);
-                        std::process::exit(130);
-                    }
-                } else if let Some((_, _)) = pending.front() {
-                    let answer = match key.code {
-                        KeyCode::Char('y') => Some(PromptAnswer::AllowOnce),
-                        KeyCode::Char('n') => Some(PromptAnswer::Deny),
-                        KeyCode::Char('a') => Some(PromptAnswer::AllowAlways),
-                        KeyCode::Char('d') => Some(PromptAnswer::DenyAlways),
-                        _ => None,
-                    };
-                    if let Some(a) = answer
-                        && let Some((_, tx)) = pending.pop_front() { let _ = tx.send(a); }
+            Some(e) = events.recv() => view.on_event(&e),
+            Some(job) = prompts.recv() => view.pending.push_back(job),
+            Some(key) = keys.rx.recv() => {
+                if view.on_key(key) == KeyOutcome::Kill {
+                    let _ = crossterm::terminal::disable_raw_mode();
+                    kill_descendants();
+                    eprintln!("\nahelper: killed; transcripts and branches are kept. Resume with `ahelper swarm resume {}`", snapshots.borrow().run_id);
+                    std::process::exit(130);
                 }
             }
             _ = &mut done => break,
         }
-        for note in notes.drain(..) {
+        let record = snapshots.borrow().clone();
+        view.draw(&mut terminal, record);
+    }
+    keys.stop();
+    let _ = crossterm::terminal::disable_raw_mode();
+    let _ = terminal.show_cursor();
+    println!();
+}
+
+type LiveTerminal = Terminal<CrosstermBackend<std::io::Stdout>>;
+
+/// Raw mode and an inline viewport tall enough for the table of `workers` rows (within the
+/// terminal); `None` (raw mode off again) when the terminal cannot be set up.
+fn open_inline_terminal(workers: u16) -> Option<LiveTerminal> {
+    let (_, term_height) = crossterm::terminal::size().unwrap_or((120, 40));
+    let height = (workers + 4).min(term_height.saturating_sub(1)).max(4);
+    let _ = crossterm::terminal::enable_raw_mode();
+    let backend = CrosstermBackend::new(std::io::stdout());
+    let options = TerminalOptions {
+        viewport: Viewport::Inline(height),
+    };
+    match Terminal::with_options(backend, options) {
+        Ok(t) => Some(t),
+        Err(_) => {
+            let _ = crossterm::terminal::disable_raw_mode();
+            None
+        }
+    }
+}
+
+/// Key presses read on a thread (crossterm's reads block).
+struct KeyReader {
+    rx: mpsc::UnboundedReceiver<crossterm::event::KeyEvent>,
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl KeyReader {
+    fn spawn() -> Self {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let stop = Arc::new(AtomicBool::new(false));
+        let reader_stop = stop.clone();
+        let thread = std::thread::spawn(move || {
+            while !reader_stop.load(Ordering::Relaxed) {
+                if crossterm::event::poll(std::time::Duration::from_millis(100)).unwrap_or(false)
+                    && let Ok(Event::Key(k)) = crossterm::event::read()
+                    && k.kind == KeyEventKind::Press
+                    && tx.send(k).is_err()
+                {
+                    break;
+                }
+            }
+        });
+        KeyReader { rx, stop, thread }
+    }
+
+    fn stop(self) {
+        self.stop.store(true, Ordering::Relaxed);
+        let _ = self.thread.join();
+    }
+}
+
+/// What a key press asks of the live view.
+#[derive(Debug, PartialEq, Eq)]
+enum KeyOutcome {
+    /// Keep going.
+    Continue,
+    /// Second Ctrl-C: kill everything and exit.
+    Kill,
+}
+
+/// The live view's state: permission questions waiting (shown one at a time), lines to print
+/// above the table, Ctrl-C presses.
+struct LiveView {
+    cancel: CancellationToken,
+    pending: VecDeque<PromptJob>,
+    notes: Vec<String>,
+    ctrl_c_count: u32,
+    started: std::time::Instant,
+}
+
+impl LiveView {
+    fn new(cancel: CancellationToken) -> Self {
+        LiveView {
+            cancel,
+            pending: VecDeque::new(),
+            notes: Vec::new(),
+            ctrl_c_count: 0,
+            started: std::time::Instant::now(),
+        }
+    }
+
+    /// Events worth a line above the table: merges, conflicts, notices, reports, refusals,
+    /// failures.
+    fn on_event(&mut self, e: &SwarmEvent) {
+        let worth_a_line = matches!(
+            e,
+            SwarmEvent::Merged { .. }
+                | SwarmEvent::MergeConflict { .. }
+                | SwarmEvent::Notice { .. }
+                | SwarmEvent::WorkerReported { .. }
+                | SwarmEvent::PermissionDenied { .. }
+                | SwarmEvent::WorkerStatus {
+                    status: WorkerStatus::Failed,
+                    ..
+                }
+        );
+        if worth_a_line {
+            self.notes.push(e.to_line());
+        }
+    }
+
+    fn on_key(&mut self, key: crossterm::event::KeyEvent) -> KeyOutcome {
+        let ctrl_c =
+            key.code == KeyCode::Char('c') && key.modifiers.contains(KeyModifiers::CONTROL);
+        if ctrl_c {
+            self.ctrl_c_count += 1;
+            if self.ctrl_c_count > 1 {
+                return KeyOutcome::Kill;
+            }
+            self.notes.push("Ctrl-C: cancelling — workers commit their work as `wip`; press Ctrl-C again to kill everything".into());
+            self.cancel.cancel();
+            while let Some((_, tx)) = self.pending.pop_front() {
+                let _ = tx.send(PromptAnswer::Deny);
+            }
+            return KeyOutcome::Continue;
+        }
+        let answer = match key.code {
+            KeyCode::Char('y') => Some(PromptAnswer::AllowOnce),
+            KeyCode::Char('n') => Some(PromptAnswer::Deny),
+            KeyCode::Char('a') => Some(PromptAnswer::AllowAlways),
+            KeyCode::Char('d') => Some(PromptAnswer::DenyAlways),
+            _ => None,
+        };
+        if let Some(a) = answer
+            && let Some((_, tx)) = self.pending.pop_front()
+        {
+            let _ = tx.send(a);
+        }
+        KeyOutcome::Continue
+    }
+
+    /// Prints the pending notes above the viewport, then redraws the table, the totals and the
+    /// current question.
+    fn draw(&mut self, terminal: &mut LiveTerminal, mut record: RunRecord) {
+        for note in self.notes.drain(..) {
             let _ = terminal.insert_before(1, |buf| {
                 Paragraph::new(Line::from(note.clone())).render_ref_to(buf);
             });
         }
-        let record = snapshots.borrow().clone();
-        let waiting: Vec<String> = pending
+        let waiting: Vec<&str> = self
+            .pending
             .iter()
-            .filter_map(|(r, _)| {
-                r.requester
-                    .as_ref()
-                    .and_then(|s| s.split(' ').next())
-                    .map(str::to_string)
-            })
+            .filter_map(|(r, _)| r.requester.as_deref()?.split(' ').next())
             .collect();
-        let prompt_line = pending.front().map(|(r, _)| {
+        for w in &mut record.workers {
+            if waiting.contains(&w.id.as_str()) {
+                w.status = WorkerStatus::WaitingForPermission;
+            }
+        }
+        let prompt_line = self.pending.front().map(|(r, _)| {
             format!(
                 "[{}] Allow {} {}? ({})  y = yes · n = no · a = always for this run · d = never",
                 r.requester.clone().unwrap_or_default(),
@@ -244,66 +304,64 @@ pub async fn run_live(
                 r.reason
             )
         });
-        let elapsed = started.elapsed().as_millis() as u64;
-        let _ = terminal.draw(|frame| {
-            let mut rec = record.clone();
-            for w in &mut rec.workers {
-                if waiting.contains(&w.id) {
-                    w.status = WorkerStatus::WaitingForPermission;
-                }
-            }
-            let areas = Layout::vertical([
-                Constraint::Min(2),
-                Constraint::Length(1),
-                Constraint::Length(1),
-            ])
-            .split(frame.area());
-            let claims = |id: &str| {
-                rec.workers
-                    .iter()
-                    .find(|w| w.id == id)
-                    .map(|w| w.claims)
-                    .unwrap_or(0)
-            };
-            let now = chrono::Utc::now();
-            let live = |i: usize| {
-                let w = &rec.workers[i];
-                let running = matches!(
-                    w.status,
-                    WorkerStatus::Starting
-                        | WorkerStatus::Running
-                        | WorkerStatus::WaitingForPermission
-                        | WorkerStatus::Committing
-                );
-                if !running {
-                    return None;
-                }
-                let started =
-                    chrono::DateTime::parse_from_rfc3339(w.started_at.as_deref()?).ok()?;
-                Some(
-                    (now - started.with_timezone(&chrono::Utc))
-                        .num_milliseconds()
-                        .max(0) as u64,
-                )
-            };
-            frame.render_widget(status_table::table_widget(&rec, &claims, &live), areas[0]);
-            frame.render_widget(
-                Paragraph::new(status_table::totals_line(&rec, elapsed)),
-                areas[1],
-            );
-            if let Some(p) = &prompt_line {
-                frame.render_widget(
-                    Paragraph::new(p.as_str()).style(Style::default().fg(Color::Yellow)),
-                    areas[2],
-                );
-            }
-        });
+        let elapsed = self.started.elapsed().as_millis() as u64;
+        let _ = terminal.draw(|frame| render_frame(frame, &record, elapsed, prompt_line));
     }
-    stop.store(true, Ordering::Relaxed);
-    let _ = reader.join();
-    let _ = crossterm::terminal::disable_raw_mode();
-    let _ = terminal.show_cursor();
-    println!();
+}
+
+/// Elapsed ms of a worker that is running now, from its start time.
+fn live_elapsed(w: &WorkerRecord, now: chrono::DateTime<chrono::Utc>) -> Option<u64> {
+    let running = matches!(
+        w.status,
+        WorkerStatus::Starting
+            | WorkerStatus::Running
+            | WorkerStatus::WaitingForPermission
+            | WorkerStatus::Committing
+    );
+    if !running {
+        return None;
+    }
+    let started = chrono::DateTime::parse_from_rfc3339(w.started_at.as_deref()?).ok()?;
+    Some(
+        (now - started.with_timezone(&chrono::Utc))
+            .num_milliseconds()
+            .max(0) as u64,
+    )
+}
+
+fn render_frame(
+    frame: &mut ratatui::Frame<'_>,
+    record: &RunRecord,
+    elapsed: u64,
+    prompt_line: Option<String>,
+) {
+    let areas = Layout::vertical([
+        Constraint::Min(2),
+        Constraint::Length(1),
+        Constraint::Length(1),
+    ])
+    .split(frame.area());
+    let claims = |id: &str| {
+        record
+            .workers
+            .iter()
+            .find(|w| w.id == id)
+            .map(|w| w.claims)
+            .unwrap_or(0)
+    };
+    let now = chrono::Utc::now();
+    let live = |i: usize| live_elapsed(&record.workers[i], now);
+    frame.render_widget(status_table::table_widget(record, &claims, &live), areas[0]);
+    frame.render_widget(
+        Paragraph::new(status_table::totals_line(record, elapsed)),
+        areas[1],
+    );
+    if let Some(p) = prompt_line {
+        frame.render_widget(
+            Paragraph::new(p).style(Style::default().fg(Color::Yellow)),
+            areas[2],
+        );
+    }
 }
 
 trait RenderRef {

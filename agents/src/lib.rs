@@ -1,12 +1,18 @@
 //! `ahelper-agents`: the agent runtime of ahelper.
 //!
-//! Layout (see `DESIGN.md` §2): [`model`] talks to LLM providers, [`tools`] are what the model may
-//! call, [`sandbox`] keeps file tools inside the workspace, [`sandbox_os`] confines commands with
-//! landlock, [`permissions`] decides whether a tool call may run, [`agent`] is the agent loop, [`transcript`] writes append-only JSONL transcripts,
-//! [`config`] resolves layered configuration and [`swarm`] runs many agents in parallel.
+//! Layout (`docs/architecture.md` walks through it): [`model`] talks to LLM providers, [`tools`]
+//! are what the model may call, [`sandbox`] keeps file tools inside the workspace,
+//! [`sandbox_os`] confines commands with landlock, [`permissions`] decides whether a tool call
+//! may run, [`agent`] is the agent loop (built with [`agent::AgentBuilder`]), [`session`] is a
+//! single-agent session, [`transcript`] writes append-only JSONL transcripts, [`config`]
+//! resolves layered configuration, [`text`] shortens text, and [`swarm`] runs many agents in
+//! parallel.
 //!
-//! This crate has no terminal code: user interaction goes through the [`permissions::Prompter`]
-//! trait and the [`agent::AgentEvent`] channel.
+//! This crate has no terminal code and prints nothing: user interaction goes through the
+//! [`permissions::Prompter`] trait, the [`agent::AgentEvent`] channel and the swarm's events;
+//! the binary renders them.
+
+#![deny(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod agent;
 pub mod config;
@@ -16,5 +22,6 @@ pub mod sandbox;
 pub mod sandbox_os;
 pub mod session;
 pub mod swarm;
+pub mod text;
 pub mod tools;
 pub mod transcript;

@@ -3,14 +3,13 @@
 //! and transcript.
 
 use crate::agent::gate::{PermissionGate, RulePersistence};
-use crate::agent::prompt::{SystemPromptParams, build_system_prompt};
 use crate::agent::{Agent, AgentSettings};
 use crate::config::{Config, ConfigError};
-use crate::model::{ModelClient, ProviderSettings, ToolProtocol};
+use crate::model::{Message, ModelClient, ProviderSettings, ToolProtocol};
 use crate::permissions::{PermissionMode, Prompter};
 use crate::tools::{ToolContext, ToolRegistry};
-use crate::transcript::{TranscriptEntry, TranscriptError, TranscriptWriter};
-use std::path::PathBuf;
+use crate::transcript::TranscriptError;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
 /// Errors while setting a session up.
@@ -67,12 +66,14 @@ pub struct SessionOptions {
 }
 
 impl Session {
-    /// Builds the session for `config`.
+    /// Builds the session for `config`: the model client, tools bound to the workspace (read-only
+    /// ones in plan mode), the permission gate (answers `a`/`d` are saved to the project config),
+    /// the history of a resumed session, and the transcript.
     ///
     /// # Errors
     /// No usable model, transcript I/O, workspace problems.
     pub fn start(config: &Config, options: SessionOptions) -> Result<Session, SessionError> {
-        let (client, model, provider_settings) = match options.client_override {
+        let (client, model, provider) = match options.client_override {
             Some(c) => (c, "override".to_string(), None),
             None => {
                 let p = config.provider()?.clone();
@@ -80,99 +81,77 @@ impl Session {
             }
         };
         let root = config.workspace_root.clone();
-        let mut tool_context =
-            ToolContext::new(&root).map_err(|source| SessionError::Workspace {
-                path: root.clone(),
-                source,
-            })?;
-        // Probed once per session; an unavailable landlock is logged here (the UI can show
-        // `command_sandbox.note()` and `.summary()` from the agent's tool context).
-        tool_context.command_sandbox = Some(Arc::new(crate::sandbox_os::CommandSandbox::new(
-            &config.sandbox,
-            &tool_context.workspace_root,
-        )));
+        let tool_context = session_tool_context(config)?;
         let mut tools = ToolRegistry::standard();
         if config.permissions.mode == PermissionMode::Plan {
             tools = tools.read_only();
         }
-        let system_prompt = build_system_prompt(&SystemPromptParams {
-            workspace_root: &tool_context.workspace_root,
-            cwd: &tool_context.cwd,
-            date: chrono::Local::now().format("%Y-%m-%d").to_string(),
-            role_instructions: None,
-            tools: &tools,
-        });
         let gate = PermissionGate::new(
             Arc::new(RwLock::new(config.permissions.clone())),
             options.prompter,
             RulePersistence::ProjectConfig(root.clone()),
         );
-        let settings = AgentSettings {
-            max_turns: config.agent.max_turns,
-            repeat_limit: config.agent.repeat_limit,
-            max_tool_output_chars: config.agent.max_tool_output_chars,
-            max_output_tokens: provider_settings
-                .as_ref()
-                .map_or(8_192, |p| p.max_output_tokens),
-            context_window: provider_settings
-                .as_ref()
-                .map_or(200_000, |p| p.context_window),
-            token_budget: None,
-            deadline: None,
-        };
-        let describe = client.describe();
-        let mut agent = Agent::new(
-            client,
-            model,
-            tools,
-            gate,
-            tool_context,
-            system_prompt,
-            settings,
-        );
-
-        let resumed = if options.resume.is_some() || options.continue_latest {
-            Some(crate::transcript::find_session(
-                &root,
-                options.resume.as_deref(),
-            )?)
+        let resume = options.resume.is_some() || options.continue_latest;
+        let (id, transcript_path, history) = if resume {
+            resumed_transcript(&root, options.resume.as_deref())?
         } else {
-            None
+            let id = uuid::Uuid::now_v7().to_string();
+            let path = crate::transcript::sessions_dir(&root).join(format!("{id}.jsonl"));
+            (id, path, Vec::new())
         };
-        let (id, transcript_path) = match resumed {
-            Some(path) => {
-                let lines = crate::transcript::read_transcript(&path)?;
-                agent.history = crate::transcript::history_from_transcript(&lines);
-                let id = path
-                    .file_stem()
-                    .map(|s| s.to_string_lossy().into_owned())
-                    .unwrap_or_default();
-                (id, path)
-            }
-            None => {
-                let id = uuid::Uuid::now_v7().to_string();
-                let path = crate::transcript::sessions_dir(&root).join(format!("{id}.jsonl"));
-                (id, path)
-            }
-        };
-        // ahelper's own files never show up in the user's `git status` (info/exclude, never
-        // .gitignore).
-        if ahelper_worktrees::RepoInfo::discover(&root).is_ok()
-            && let Err(e) = ahelper_worktrees::ensure_excluded(&root, ".ahelper/")
-        {
-            tracing::warn!(error = %e, "could not add .ahelper/ to .git/info/exclude");
-        }
-        let mut writer = TranscriptWriter::open(&transcript_path)?;
-        writer.append(TranscriptEntry::SessionStart {
-            session_id: id.clone(),
-            workspace: root.display().to_string(),
-            model: describe,
-        })?;
-        agent.transcript = Some(writer);
+        exclude_ahelper_dir(&root);
+        let agent = Agent::builder(client, model, tool_context, gate)
+            .tools(tools)
+            .settings(AgentSettings::new(&config.agent, provider.as_ref()))
+            .history(history)
+            .transcript(transcript_path.clone(), id.clone())
+            .build()?;
         Ok(Session {
             id,
             agent,
             transcript_path,
         })
+    }
+}
+
+/// The tool context of a session: the workspace root, with the command sandbox probed once per
+/// session (an unavailable landlock is logged here; the UI can show `command_sandbox.note()` and
+/// `.summary()` from the agent's tool context).
+fn session_tool_context(config: &Config) -> Result<ToolContext, SessionError> {
+    let root = &config.workspace_root;
+    let mut tool_context = ToolContext::new(root).map_err(|source| SessionError::Workspace {
+        path: root.clone(),
+        source,
+    })?;
+    tool_context.command_sandbox = Some(Arc::new(crate::sandbox_os::CommandSandbox::new(
+        &config.sandbox,
+        &tool_context.workspace_root,
+    )));
+    Ok(tool_context)
+}
+
+/// The session to pick up (`id`, or the newest when `None`): its id, transcript path and the
+/// history rebuilt from the transcript.
+fn resumed_transcript(
+    root: &Path,
+    id: Option<&str>,
+) -> Result<(String, PathBuf, Vec<Message>), SessionError> {
+    let path = crate::transcript::find_session(root, id)?;
+    let lines = crate::transcript::read_transcript(&path)?;
+    let history = crate::transcript::history_from_transcript(&lines);
+    let id = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    Ok((id, path, history))
+}
+
+/// ahelper's own files never show up in the user's `git status` (info/exclude, never
+/// .gitignore).
+fn exclude_ahelper_dir(root: &Path) {
+    if ahelper_worktrees::RepoInfo::discover(root).is_ok()
+        && let Err(e) = ahelper_worktrees::ensure_excluded(root, ".ahelper/")
+    {
+        tracing::warn!(error = %e, "could not add .ahelper/ to .git/info/exclude");
     }
 }

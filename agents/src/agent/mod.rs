@@ -5,24 +5,26 @@
 //! results back (failures as `is_error` results the model can act on), repeat until the model
 //! stops calling tools or a limit is hit. Stop reasons: [`AgentStopReason`].
 
+mod builder;
+mod calls;
 pub mod context;
 pub mod gate;
 pub mod prompt;
+mod turn;
 
-use crate::model::{
-    ContentBlock, Message, ModelClient, ModelError, ModelEvent, ModelRequest, Role, StopReason,
-    ToolCall, Usage,
-};
-use crate::tools::{Tool, ToolContext, ToolKind, ToolRegistry, truncate_middle};
+pub use builder::AgentBuilder;
+
+use crate::config::AgentLimits;
+use crate::model::{ContentBlock, Message, ModelClient, ProviderSettings, Role, StopReason, Usage};
+use crate::tools::{ToolContext, ToolRegistry, truncate_middle};
 use crate::transcript::{TranscriptEntry, TranscriptWriter};
-use futures::StreamExt;
-use gate::{GateOutcome, PermissionGate};
+use gate::PermissionGate;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::sync::Arc;
-use std::time::Instant;
-use tokio::sync::mpsc::UnboundedSender;
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 use tokio_util::sync::CancellationToken;
+use turn::{InvalidCall, TurnFailure, TurnReply};
 
 /// Limits of one agent.
 #[derive(Debug, Clone)]
@@ -54,6 +56,22 @@ impl Default for AgentSettings {
             context_window: 200_000,
             token_budget: None,
             deadline: None,
+        }
+    }
+}
+
+impl AgentSettings {
+    /// The `[agent]` limits with the provider's output-token limit and context window (the
+    /// defaults of [`AgentSettings::default`] when there is no provider, e.g. a test client).
+    pub fn new(limits: &AgentLimits, provider: Option<&ProviderSettings>) -> Self {
+        let defaults = AgentSettings::default();
+        AgentSettings {
+            max_turns: limits.max_turns,
+            repeat_limit: limits.repeat_limit,
+            max_tool_output_chars: limits.max_tool_output_chars,
+            max_output_tokens: provider.map_or(defaults.max_output_tokens, |p| p.max_output_tokens),
+            context_window: provider.map_or(defaults.context_window, |p| p.context_window),
+            ..defaults
         }
     }
 }
@@ -183,73 +201,179 @@ pub enum AgentEvent {
     },
 }
 
+impl AgentEvent {
+    /// For [`AgentEvent::Retry`]: `"<reason>; retrying in <s> s (attempt <n>/<max>)"`, the delay
+    /// rounded up to whole seconds. `None` for other events.
+    pub fn retry_message(&self) -> Option<String> {
+        match self {
+            AgentEvent::Retry {
+                attempt,
+                max_attempts,
+                delay_ms,
+                reason,
+            } => Some(format!(
+                "{reason}; retrying in {} s (attempt {attempt}/{max_attempts})",
+                delay_ms.div_ceil(1000)
+            )),
+            _ => None,
+        }
+    }
+}
+
 /// One agent: a model client, tools bound to a workspace, a permission gate, a history.
+///
+/// Built with [`AgentBuilder`] (the one way to make an agent: a REPL session, a swarm
+/// coordinator and a swarm worker all go through it). The fields are private: the loop is the
+/// only code that changes the history, the usage and the transcript.
 pub struct Agent {
-    /// The model.
-    pub client: Arc<dyn ModelClient>,
-    /// Model name sent with requests.
-    pub model: String,
-    /// Tools offered.
-    pub tools: ToolRegistry,
-    /// Permission gate.
-    pub gate: PermissionGate,
-    /// Workspace, cwd, env and limits of tool calls.
-    pub tool_context: ToolContext,
-    /// System prompt.
-    pub system_prompt: String,
-    /// Limits.
-    pub settings: AgentSettings,
-    /// Transcript, when kept.
-    pub transcript: Option<TranscriptWriter>,
-    /// Where progress events go.
-    pub events: Option<UnboundedSender<AgentEvent>>,
-    /// Conversation so far.
-    pub history: Vec<Message>,
-    /// Tokens used by every prompt of this agent.
-    pub total_usage: Usage,
+    client: Arc<dyn ModelClient>,
+    model: String,
+    tools: ToolRegistry,
+    gate: PermissionGate,
+    tool_context: ToolContext,
+    system_prompt: String,
+    settings: AgentSettings,
+    transcript: Option<TranscriptWriter>,
+    events: Option<UnboundedSender<AgentEvent>>,
+    history: Vec<Message>,
+    total_usage: Usage,
     local_ids: u64,
 }
 
-struct TurnReply {
-    text: String,
-    calls: Vec<ToolCall>,
-    invalid: Vec<(String, String, String)>,
-    usage: Usage,
-    stop: Option<StopReason>,
+/// Why the loop stopped, and the explanation that goes into [`AgentOutcome::error`].
+struct LoopStop {
+    reason: AgentStopReason,
+    error: Option<String>,
 }
 
-enum TurnFailure {
-    Cancelled,
-    TimeLimit,
-    Model(ModelError),
+impl LoopStop {
+    fn new(reason: AgentStopReason, error: Option<String>) -> Self {
+        LoopStop { reason, error }
+    }
+
+    fn time_limit() -> Self {
+        LoopStop::new(
+            AgentStopReason::TimeLimit,
+            Some("wall-clock limit reached".into()),
+        )
+    }
+}
+
+/// Counters of one prompt (one call of [`Agent::continue_run`]).
+#[derive(Default)]
+struct PromptProgress {
+    usage: Usage,
+    turns: u32,
+    tool_calls: u32,
+    repeats: RepeatTracker,
+}
+
+/// Detects the same call (same tool, same arguments) made again and again, across turns.
+#[derive(Default)]
+struct RepeatTracker {
+    last: Option<(String, String)>,
+    count: u32,
+}
+
+impl RepeatTracker {
+    /// Counts `key`; true once it has been seen `limit` times in a row.
+    fn observe(&mut self, key: (String, String), limit: u32) -> bool {
+        if self.last.as_ref() == Some(&key) {
+            self.count += 1;
+        } else {
+            self.last = Some(key);
+            self.count = 1;
+        }
+        self.count >= limit
+    }
+}
+
+/// What the repeat check found in one turn's calls.
+struct Repeats {
+    /// Index of the first valid call that reached the limit; it and the calls after it are not
+    /// run.
+    first_repeated: Option<usize>,
+    /// An invalid call (not run) reached the limit.
+    invalid_repeated: bool,
 }
 
 impl Agent {
-    /// An agent with an empty history.
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
+    /// Starts building an agent; see [`AgentBuilder`].
+    pub fn builder(
         client: Arc<dyn ModelClient>,
-        model: String,
-        tools: ToolRegistry,
-        gate: PermissionGate,
+        model: impl Into<String>,
         tool_context: ToolContext,
-        system_prompt: String,
-        settings: AgentSettings,
-    ) -> Self {
-        Agent {
-            client,
-            model,
-            tools,
-            gate,
-            tool_context,
-            system_prompt,
-            settings,
-            transcript: None,
-            events: None,
-            history: Vec::new(),
-            total_usage: Usage::default(),
-            local_ids: 0,
-        }
+        gate: PermissionGate,
+    ) -> AgentBuilder {
+        AgentBuilder::new(client, model, tool_context, gate)
+    }
+
+    /// The model client.
+    pub fn client(&self) -> &Arc<dyn ModelClient> {
+        &self.client
+    }
+
+    /// Model name sent with requests.
+    pub fn model(&self) -> &str {
+        &self.model
+    }
+
+    /// Switches the model name for later requests (same client and provider).
+    pub fn set_model(&mut self, model: impl Into<String>) {
+        self.model = model.into();
+    }
+
+    /// The tools offered to the model.
+    pub fn tools(&self) -> &ToolRegistry {
+        &self.tools
+    }
+
+    /// Workspace root, cwd, environment and limits of this agent's tool calls.
+    pub fn tool_context(&self) -> &ToolContext {
+        &self.tool_context
+    }
+
+    /// The permission gate (its policy is shared: changing the mode applies to later calls).
+    pub fn gate(&self) -> &PermissionGate {
+        &self.gate
+    }
+
+    /// The limits.
+    pub fn settings(&self) -> &AgentSettings {
+        &self.settings
+    }
+
+    /// The system prompt sent with every request.
+    pub fn system_prompt(&self) -> &str {
+        &self.system_prompt
+    }
+
+    /// The conversation so far.
+    pub fn history(&self) -> &[Message] {
+        &self.history
+    }
+
+    /// Forgets the conversation (the transcript keeps it).
+    pub fn clear_history(&mut self) {
+        self.history.clear();
+    }
+
+    /// Tokens used by every prompt of this agent.
+    pub fn total_usage(&self) -> Usage {
+        self.total_usage
+    }
+
+    /// Sends progress events to a new channel until [`Agent::unsubscribe`] (or another
+    /// `subscribe`); the receiver ends when the sender is dropped.
+    pub fn subscribe(&mut self) -> UnboundedReceiver<AgentEvent> {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        self.events = Some(tx);
+        rx
+    }
+
+    /// Stops sending progress events, which ends the subscriber's receiver.
+    pub fn unsubscribe(&mut self) {
+        self.events = None;
     }
 
     fn emit(&self, event: AgentEvent) {
@@ -279,175 +403,183 @@ impl Agent {
     }
 
     /// Runs the loop on the current history (its last message must be from the user).
+    ///
+    /// Each turn: check the limits → stream the reply → record the assistant message → stop if
+    /// it called no tools → check for repeated calls → run the calls and feed their results
+    /// back → check the limits again.
     pub async fn continue_run(&mut self, cancel: &CancellationToken) -> AgentOutcome {
-        let mut usage = Usage::default();
-        let mut turns = 0u32;
-        let mut tool_calls = 0u32;
-        let mut last_call: Option<(String, String)> = None;
-        let mut repeat_count = 0u32;
-        let (stop_reason, error) = loop {
-            if cancel.is_cancelled() {
-                break (AgentStopReason::Cancelled, None);
+        let mut progress = PromptProgress::default();
+        let stop = loop {
+            if let Some(stop) = self.limit_before_turn(progress.turns, cancel) {
+                break stop;
             }
-            if self.deadline_passed() {
-                break (
-                    AgentStopReason::TimeLimit,
-                    Some("wall-clock limit reached".into()),
-                );
-            }
-            if turns >= self.settings.max_turns {
-                break (
-                    AgentStopReason::MaxTurns,
-                    Some(format!(
-                        "stopped after {} turns (max_turns)",
-                        self.settings.max_turns
-                    )),
-                );
-            }
-            turns += 1;
-            self.emit(AgentEvent::TurnStarted { turn: turns });
+            progress.turns += 1;
+            self.emit(AgentEvent::TurnStarted {
+                turn: progress.turns,
+            });
             let reply = match self.stream_turn(cancel).await {
-                Ok(r) => r,
-                Err(TurnFailure::Cancelled) => break (AgentStopReason::Cancelled, None),
-                Err(TurnFailure::TimeLimit) => {
-                    break (
-                        AgentStopReason::TimeLimit,
-                        Some("wall-clock limit reached".into()),
-                    );
-                }
-                Err(TurnFailure::Model(e)) => {
-                    let message = e.to_string();
-                    self.record(TranscriptEntry::Error {
-                        message: message.clone(),
-                    });
-                    break (AgentStopReason::Error, Some(message));
-                }
+                Ok(reply) => reply,
+                Err(failure) => break self.turn_failed(failure),
             };
-            usage.add(reply.usage);
-            self.total_usage.add(reply.usage);
-            self.record(TranscriptEntry::Usage {
-                turn: reply.usage,
-                total: self.total_usage,
-            });
-            self.emit(AgentEvent::Usage {
-                turn: reply.usage,
-                total: self.total_usage,
-            });
-
-            let mut content = Vec::new();
-            if !reply.text.is_empty() {
-                content.push(ContentBlock::text(reply.text.clone()));
-            }
-            for call in &reply.calls {
-                content.push(ContentBlock::ToolUse {
-                    id: call.id.clone(),
-                    name: call.name.clone(),
-                    input: call.input.clone(),
-                });
-            }
-            for (id, name, _) in &reply.invalid {
-                content.push(ContentBlock::ToolUse {
-                    id: id.clone(),
-                    name: if name.is_empty() {
-                        "invalid".into()
-                    } else {
-                        name.clone()
-                    },
-                    input: Value::Object(Default::default()),
-                });
-            }
-            if content.is_empty() {
-                content.push(ContentBlock::text(""));
-            }
-            let assistant = Message {
-                role: Role::Assistant,
-                content,
-            };
-            self.record(TranscriptEntry::AssistantMessage {
-                message: assistant.clone(),
-            });
-            self.history.push(assistant);
-
+            self.account_usage(&mut progress, reply.usage);
+            self.record_assistant_message(&reply);
             if reply.calls.is_empty() && reply.invalid.is_empty() {
-                let error = (reply.stop == Some(StopReason::MaxTokens)).then(|| {
-                    "the answer was cut off by the output-token limit (max_output_tokens)"
-                        .to_string()
-                });
-                break (AgentStopReason::Completed, error);
+                break completed(reply.stop);
             }
-
-            // Repeated-call detection over the sequence of calls.
-            let mut repeated_at: Option<usize> = None;
-            for (i, call) in reply.calls.iter().enumerate() {
-                let key = (call.name.clone(), canonical_json(&call.input));
-                if last_call.as_ref() == Some(&key) {
-                    repeat_count += 1;
-                } else {
-                    last_call = Some(key);
-                    repeat_count = 1;
-                }
-                if repeat_count >= self.settings.repeat_limit && repeated_at.is_none() {
-                    repeated_at = Some(i);
-                }
-            }
-            // Invalid calls (not run) count too: a model that keeps writing the same unusable
-            // call would otherwise burn every remaining turn on the same error.
-            let mut repeated_invalid = false;
-            for (_, name, message) in &reply.invalid {
-                let key = (format!("invalid:{name}"), message.clone());
-                if last_call.as_ref() == Some(&key) {
-                    repeat_count += 1;
-                } else {
-                    last_call = Some(key);
-                    repeat_count = 1;
-                }
-                if repeat_count >= self.settings.repeat_limit {
-                    repeated_invalid = true;
-                }
-            }
-            tool_calls += (reply.calls.len() + reply.invalid.len()) as u32;
-            let (results, cancelled) = self
-                .execute_calls(&reply.calls, &reply.invalid, repeated_at, cancel)
+            let repeats = self.find_repeats(&mut progress.repeats, &reply);
+            progress.tool_calls += (reply.calls.len() + reply.invalid.len()) as u32;
+            let results = self
+                .execute_calls(&reply.calls, &reply.invalid, repeats.first_repeated, cancel)
                 .await;
             self.history.push(Message {
                 role: Role::User,
-                content: results,
+                content: results.blocks,
             });
-            if cancelled {
-                break (AgentStopReason::Cancelled, None);
-            }
-            if repeated_invalid && repeated_at.is_none() {
-                break (
-                    AgentStopReason::RepeatedCall,
-                    Some(format!(
-                        "the model wrote the same unusable tool call {} times in a row; the error it got: {}",
-                        self.settings.repeat_limit,
-                        reply
-                            .invalid
-                            .last()
-                            .map(|(_, _, m)| truncate_middle(m, 300))
-                            .unwrap_or_default()
-                    )),
-                );
-            }
-            if repeated_at.is_some() {
-                break (
-                    AgentStopReason::RepeatedCall,
-                    Some(format!(
-                        "the model made the same tool call with the same arguments {} times in a row",
-                        self.settings.repeat_limit
-                    )),
-                );
-            }
-            if let Some(budget) = self.settings.token_budget
-                && self.total_usage.input_tokens + self.total_usage.output_tokens >= budget
-            {
-                break (
-                    AgentStopReason::TokenBudget,
-                    Some(format!("token budget of {budget} used up")),
-                );
+            if let Some(stop) = self.limit_after_turn(results.cancelled, &repeats, &reply) {
+                break stop;
             }
         };
+        self.finish(progress, stop)
+    }
+
+    /// Cancel, time limit and turn cap, checked before a turn starts.
+    fn limit_before_turn(&self, turns: u32, cancel: &CancellationToken) -> Option<LoopStop> {
+        if cancel.is_cancelled() {
+            return Some(LoopStop::new(AgentStopReason::Cancelled, None));
+        }
+        if self.deadline_passed() {
+            return Some(LoopStop::time_limit());
+        }
+        (turns >= self.settings.max_turns).then(|| {
+            LoopStop::new(
+                AgentStopReason::MaxTurns,
+                Some(format!(
+                    "stopped after {} turns (max_turns)",
+                    self.settings.max_turns
+                )),
+            )
+        })
+    }
+
+    fn turn_failed(&mut self, failure: TurnFailure) -> LoopStop {
+        match failure {
+            TurnFailure::Cancelled => LoopStop::new(AgentStopReason::Cancelled, None),
+            TurnFailure::TimeLimit => LoopStop::time_limit(),
+            TurnFailure::Model(e) => {
+                let message = e.to_string();
+                self.record(TranscriptEntry::Error {
+                    message: message.clone(),
+                });
+                LoopStop::new(AgentStopReason::Error, Some(message))
+            }
+        }
+    }
+
+    fn account_usage(&mut self, progress: &mut PromptProgress, turn: Usage) {
+        progress.usage.add(turn);
+        self.total_usage.add(turn);
+        self.record(TranscriptEntry::Usage {
+            turn,
+            total: self.total_usage,
+        });
+        self.emit(AgentEvent::Usage {
+            turn,
+            total: self.total_usage,
+        });
+    }
+
+    /// Appends the assistant message of `reply` (text, valid calls, then invalid calls) to the
+    /// history and the transcript.
+    fn record_assistant_message(&mut self, reply: &TurnReply) {
+        let mut content = Vec::new();
+        if !reply.text.is_empty() {
+            content.push(ContentBlock::text(reply.text.clone()));
+        }
+        content.extend(reply.calls.iter().map(|call| ContentBlock::ToolUse {
+            id: call.id.clone(),
+            name: call.name.clone(),
+            input: call.input.clone(),
+        }));
+        content.extend(reply.invalid.iter().map(InvalidCall::as_tool_use));
+        if content.is_empty() {
+            content.push(ContentBlock::text(""));
+        }
+        let assistant = Message {
+            role: Role::Assistant,
+            content,
+        };
+        self.record(TranscriptEntry::AssistantMessage {
+            message: assistant.clone(),
+        });
+        self.history.push(assistant);
+    }
+
+    /// Counts this turn's calls in the repeat tracker. Invalid calls (not run) count too: a
+    /// model that keeps writing the same unusable call would otherwise burn every remaining turn
+    /// on the same error.
+    fn find_repeats(&self, tracker: &mut RepeatTracker, reply: &TurnReply) -> Repeats {
+        let limit = self.settings.repeat_limit;
+        let mut first_repeated = None;
+        for (i, call) in reply.calls.iter().enumerate() {
+            let key = (call.name.clone(), canonical_json(&call.input));
+            if tracker.observe(key, limit) && first_repeated.is_none() {
+                first_repeated = Some(i);
+            }
+        }
+        let mut invalid_repeated = false;
+        for invalid in &reply.invalid {
+            let key = (format!("invalid:{}", invalid.name), invalid.message.clone());
+            invalid_repeated |= tracker.observe(key, limit);
+        }
+        Repeats {
+            first_repeated,
+            invalid_repeated,
+        }
+    }
+
+    /// Cancel, repeated calls and the token budget, checked after the calls ran.
+    fn limit_after_turn(
+        &self,
+        cancelled: bool,
+        repeats: &Repeats,
+        reply: &TurnReply,
+    ) -> Option<LoopStop> {
+        let limit = self.settings.repeat_limit;
+        if cancelled {
+            return Some(LoopStop::new(AgentStopReason::Cancelled, None));
+        }
+        if repeats.invalid_repeated && repeats.first_repeated.is_none() {
+            let last_error = reply
+                .invalid
+                .last()
+                .map(|c| truncate_middle(&c.message, 300))
+                .unwrap_or_default();
+            return Some(LoopStop::new(
+                AgentStopReason::RepeatedCall,
+                Some(format!(
+                    "the model wrote the same unusable tool call {limit} times in a row; the error it got: {last_error}"
+                )),
+            ));
+        }
+        if repeats.first_repeated.is_some() {
+            return Some(LoopStop::new(
+                AgentStopReason::RepeatedCall,
+                Some(format!(
+                    "the model made the same tool call with the same arguments {limit} times in a row"
+                )),
+            ));
+        }
+        let budget = self.settings.token_budget?;
+        (self.total_usage.input_tokens + self.total_usage.output_tokens >= budget).then(|| {
+            LoopStop::new(
+                AgentStopReason::TokenBudget,
+                Some(format!("token budget of {budget} used up")),
+            )
+        })
+    }
+
+    /// Records the stop, tells the subscriber and builds the outcome.
+    fn finish(&mut self, progress: PromptProgress, stop: LoopStop) -> AgentOutcome {
         let final_text = self
             .history
             .iter()
@@ -456,16 +588,16 @@ impl Agent {
             .map(Message::text)
             .unwrap_or_default();
         self.record(TranscriptEntry::Stop {
-            reason: stop_reason.as_str().into(),
-            turns,
+            reason: stop.reason.as_str().into(),
+            turns: progress.turns,
         });
         let outcome = AgentOutcome {
-            stop_reason,
+            stop_reason: stop.reason,
             final_text,
-            turns,
-            usage,
-            tool_calls,
-            error,
+            turns: progress.turns,
+            usage: progress.usage,
+            tool_calls: progress.tool_calls,
+            error: stop.error,
         };
         self.emit(AgentEvent::Finished {
             outcome: outcome.clone(),
@@ -483,344 +615,15 @@ impl Agent {
         self.local_ids += 1;
         format!("call_{}_{}", uuid::Uuid::now_v7().simple(), self.local_ids)
     }
-
-    async fn stream_turn(&mut self, cancel: &CancellationToken) -> Result<TurnReply, TurnFailure> {
-        let tool_specs = self.tools.specs();
-        let overhead = context::estimate_text_tokens(&self.system_prompt)
-            + tool_specs
-                .iter()
-                .map(|t| {
-                    context::estimate_text_tokens(&t.description)
-                        + context::estimate_text_tokens(&t.input_schema.to_string())
-                })
-                .sum::<usize>();
-        let budget = (self.settings.context_window as usize)
-            .saturating_sub(self.settings.max_output_tokens as usize)
-            .saturating_sub(overhead);
-        let request = ModelRequest {
-            model: self.model.clone(),
-            system: self.system_prompt.clone(),
-            messages: context::fit_history(&self.history, budget),
-            tools: tool_specs,
-            max_output_tokens: self.settings.max_output_tokens,
-        };
-        let mut stream = self.client.stream(request);
-        let mut reply = TurnReply {
-            text: String::new(),
-            calls: vec![],
-            invalid: vec![],
-            usage: Usage::default(),
-            stop: None,
-        };
-        let deadline = self.settings.deadline;
-        loop {
-            let next = tokio::select! {
-                biased;
-                _ = cancel.cancelled() => return Err(TurnFailure::Cancelled),
-                _ = sleep_until_opt(deadline) => return Err(TurnFailure::TimeLimit),
-                item = stream.next() => item,
-            };
-            let Some(item) = next else {
-                if reply.stop.is_some() {
-                    return Ok(reply);
-                }
-                return Err(TurnFailure::Model(ModelError::Incomplete(
-                    "the stream ended without a stop event".into(),
-                )));
-            };
-            match item {
-                Err(e) => return Err(TurnFailure::Model(e)),
-                Ok(ModelEvent::TextDelta { text }) => {
-                    if !text.is_empty() {
-                        reply.text.push_str(&text);
-                        self.emit(AgentEvent::TextDelta { text });
-                    }
-                }
-                Ok(ModelEvent::ToolCall(mut call)) => {
-                    if call.id.is_empty() {
-                        call.id = self.next_local_id();
-                    }
-                    reply.calls.push(call);
-                }
-                Ok(ModelEvent::InvalidToolCall {
-                    id,
-                    name,
-                    raw_arguments,
-                    error,
-                }) => {
-                    let id = if id.is_empty() {
-                        self.next_local_id()
-                    } else {
-                        id
-                    };
-                    let raw = truncate_middle(&raw_arguments, 500);
-                    reply.invalid.push((
-                        id,
-                        name,
-                        format!(
-                            "{error}\nThe call was not executed. Raw arguments received: {raw}"
-                        ),
-                    ));
-                }
-                Ok(ModelEvent::Usage(u)) => reply.usage = u,
-                Ok(ModelEvent::Retry {
-                    attempt,
-                    max_attempts,
-                    delay_ms,
-                    reason,
-                }) => {
-                    reply = TurnReply {
-                        text: String::new(),
-                        calls: vec![],
-                        invalid: vec![],
-                        usage: Usage::default(),
-                        stop: None,
-                    };
-                    self.record(TranscriptEntry::Retry {
-                        attempt,
-                        max_attempts,
-                        delay_ms,
-                        reason: reason.clone(),
-                    });
-                    self.emit(AgentEvent::Retry {
-                        attempt,
-                        max_attempts,
-                        delay_ms,
-                        reason,
-                    });
-                }
-                Ok(ModelEvent::Stop { reason }) => {
-                    reply.stop = Some(reason);
-                }
-            }
-        }
-    }
-
-    /// Runs the calls of one turn in order; consecutive allowed read-only calls run
-    /// concurrently. Returns the tool-result blocks (one per call, in call order) and whether the
-    /// run was cancelled meanwhile.
-    async fn execute_calls(
-        &mut self,
-        calls: &[ToolCall],
-        invalid: &[(String, String, String)],
-        repeated_at: Option<usize>,
-        cancel: &CancellationToken,
-    ) -> (Vec<ContentBlock>, bool) {
-        let mut results: Vec<Option<(String, String, bool, u64)>> = vec![None; calls.len()];
-        let mut batch: Vec<usize> = Vec::new();
-        let mut cancelled = false;
-        for (i, call) in calls.iter().enumerate() {
-            self.record(TranscriptEntry::ToolCall {
-                id: call.id.clone(),
-                name: call.name.clone(),
-                input: call.input.clone(),
-            });
-            if cancel.is_cancelled() {
-                cancelled = true;
-                results[i] = Some((
-                    call.name.clone(),
-                    "Cancelled by the user before this call ran.".into(),
-                    true,
-                    0,
-                ));
-                continue;
-            }
-            if repeated_at.is_some_and(|r| i >= r) {
-                results[i] = Some((
-                    call.name.clone(),
-                    format!(
-                        "Not run: this is the same call with the same arguments as the previous {} calls. \
-                         The loop is stopping; the earlier results above still apply.",
-                        self.settings.repeat_limit - 1
-                    ),
-                    true,
-                    0,
-                ));
-                continue;
-            }
-            let Some(tool) = self.tools.get(&call.name).cloned() else {
-                results[i] = Some((
-                    call.name.clone(),
-                    format!(
-                        "Unknown tool `{}`. Available tools: {}.",
-                        call.name,
-                        self.tools.names().join(", ")
-                    ),
-                    true,
-                    0,
-                ));
-                continue;
-            };
-            let outcome = self
-                .gate
-                .check(tool.as_ref(), &call.input, &self.tool_context)
-                .await;
-            if let GateOutcome::Denied { reason, answer } = &outcome {
-                self.record(TranscriptEntry::Permission {
-                    tool_use_id: call.id.clone(),
-                    decision: answer.map(answer_name).unwrap_or("deny").into(),
-                    reason: reason.clone(),
-                });
-                self.emit(AgentEvent::PermissionDenied {
-                    id: call.id.clone(),
-                    name: call.name.clone(),
-                    input: call.input.clone(),
-                    reason: reason.clone(),
-                });
-                results[i] = Some((call.name.clone(), reason.clone(), true, 0));
-                continue;
-            }
-            if let GateOutcome::Allowed {
-                answer: Some(answer),
-            } = &outcome
-            {
-                self.record(TranscriptEntry::Permission {
-                    tool_use_id: call.id.clone(),
-                    decision: answer_name(*answer).into(),
-                    reason: "user answered".into(),
-                });
-            }
-            if tool.kind() == ToolKind::Read {
-                batch.push(i);
-                continue;
-            }
-            cancelled |= self
-                .run_batch(calls, &mut batch, &mut results, cancel)
-                .await;
-            batch.push(i);
-            cancelled |= self
-                .run_batch(calls, &mut batch, &mut results, cancel)
-                .await;
-        }
-        cancelled |= self
-            .run_batch(calls, &mut batch, &mut results, cancel)
-            .await;
-
-        let mut blocks = Vec::with_capacity(calls.len() + invalid.len());
-        for (call, result) in calls.iter().zip(results) {
-            let (name, content, is_error, duration_ms) = result.unwrap_or_else(|| {
-                (
-                    call.name.clone(),
-                    "Cancelled before this call ran.".into(),
-                    true,
-                    0,
-                )
-            });
-            let content = truncate_middle(&content, self.settings.max_tool_output_chars);
-            self.record(TranscriptEntry::ToolResult {
-                tool_use_id: call.id.clone(),
-                name: name.clone(),
-                content: content.clone(),
-                is_error,
-                duration_ms,
-            });
-            self.emit(AgentEvent::ToolCallFinished {
-                id: call.id.clone(),
-                name,
-                content: content.clone(),
-                is_error,
-                duration_ms,
-            });
-            blocks.push(ContentBlock::ToolResult {
-                tool_use_id: call.id.clone(),
-                content,
-                is_error,
-            });
-        }
-        for (id, name, error) in invalid {
-            self.record(TranscriptEntry::ToolResult {
-                tool_use_id: id.clone(),
-                name: name.clone(),
-                content: error.clone(),
-                is_error: true,
-                duration_ms: 0,
-            });
-            self.emit(AgentEvent::ToolCallFinished {
-                id: id.clone(),
-                name: name.clone(),
-                content: error.clone(),
-                is_error: true,
-                duration_ms: 0,
-            });
-            blocks.push(ContentBlock::ToolResult {
-                tool_use_id: id.clone(),
-                content: error.clone(),
-                is_error: true,
-            });
-        }
-        (blocks, cancelled || cancel.is_cancelled())
-    }
-
-    /// Runs the calls at `batch` concurrently and stores their results; empties the batch.
-    /// Returns true when cancelled.
-    async fn run_batch(
-        &self,
-        calls: &[ToolCall],
-        batch: &mut Vec<usize>,
-        results: &mut [Option<(String, String, bool, u64)>],
-        cancel: &CancellationToken,
-    ) -> bool {
-        if batch.is_empty() {
-            return false;
-        }
-        let indices = std::mem::take(batch);
-        let mut ctx = self.tool_context.clone();
-        ctx.cancel = cancel.child_token();
-        ctx.max_output_chars = self.settings.max_tool_output_chars;
-        let futures = indices.iter().map(|&i| {
-            let call = &calls[i];
-            let tool: Option<Arc<dyn Tool>> = self.tools.get(&call.name).cloned();
-            let ctx = &ctx;
-            self.emit(AgentEvent::ToolCallStarted {
-                id: call.id.clone(),
-                name: call.name.clone(),
-                input: call.input.clone(),
-            });
-            async move {
-                let started = Instant::now();
-                let outcome = match tool {
-                    Some(tool) => tool.call(call.input.clone(), ctx).await,
-                    None => Err(crate::tools::ToolError::new("unknown tool")),
-                };
-                let ms = started.elapsed().as_millis() as u64;
-                match outcome {
-                    Ok(out) => (call.name.clone(), out.content, out.is_error, ms),
-                    Err(e) => (call.name.clone(), e.to_string(), true, ms),
-                }
-            }
-        });
-        let outputs = tokio::select! {
-            outputs = futures::future::join_all(futures) => outputs,
-            _ = cancel.cancelled() => {
-                ctx.cancel.cancel();
-                for &i in &indices {
-                    results[i] = Some((calls[i].name.clone(), "Cancelled by the user while running.".into(), true, 0));
-                }
-                return true;
-            }
-        };
-        for (&i, out) in indices.iter().zip(outputs) {
-            results[i] = Some(out);
-        }
-        false
-    }
 }
 
-fn answer_name(answer: crate::permissions::PromptAnswer) -> &'static str {
-    use crate::permissions::PromptAnswer::*;
-    match answer {
-        AllowOnce => "allow",
-        Deny => "deny",
-        AllowAlways => "allow_always",
-        DenyAlways => "deny_always",
-    }
-}
-
-async fn sleep_until_opt(deadline: Option<tokio::time::Instant>) {
-    match deadline {
-        Some(d) => tokio::time::sleep_until(d).await,
-        None => std::future::pending().await,
-    }
+/// The model answered without calling tools. A reply cut at the output-token limit is still
+/// `completed`, with an explanation.
+fn completed(stop: Option<StopReason>) -> LoopStop {
+    let error = (stop == Some(StopReason::MaxTokens)).then(|| {
+        "the answer was cut off by the output-token limit (max_output_tokens)".to_string()
+    });
+    LoopStop::new(AgentStopReason::Completed, error)
 }
 
 /// JSON text with object keys sorted, for comparing tool arguments.

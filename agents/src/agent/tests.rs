@@ -1,15 +1,17 @@
 //! Unit tests of the agent loop with an in-process scripted model and test tools.
 
 use super::*;
-use crate::model::{ModelStream, ToolSpec};
+use crate::model::{ModelError, ModelEvent, ModelRequest, ModelStream, ToolCall, ToolSpec};
 use crate::permissions::{
     DenyPrompter, PermissionMode, PermissionPolicy, PromptAnswer, PromptRequest, Prompter,
 };
+use crate::tools::{Tool, ToolKind};
 use crate::tools::{ToolError, ToolOutput};
 use gate::RulePersistence;
 use serde_json::json;
 use std::sync::Mutex;
 use std::sync::RwLock;
+use std::time::Instant;
 
 type Turn = Vec<Result<ModelEvent, ModelError>>;
 
@@ -175,15 +177,11 @@ fn fixture(
     }));
     let gate = PermissionGate::new(policy, prompter, RulePersistence::InMemory);
     let ctx = ToolContext::new(dir.path()).unwrap();
-    let agent = Agent::new(
-        client,
-        "m".into(),
-        tools,
-        gate,
-        ctx,
-        "sys".into(),
-        AgentSettings::default(),
-    );
+    let agent = Agent::builder(client, "m", ctx, gate)
+        .tools(tools)
+        .system_prompt("sys")
+        .build()
+        .unwrap();
     Fixture { agent, dir, log }
 }
 

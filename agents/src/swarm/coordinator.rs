@@ -1,15 +1,25 @@
-//! The coordinator actor: owns the run record, schedules workers, runs the merge queue and
-//! publishes events and snapshots.
+//! The coordinator actor: owns the run record, schedules workers into worker slots, runs the
+//! merge queue and publishes events and snapshots. All mutable state of a running swarm lives
+//! here (the record, the scheduler, the slots, start times, counted usage); workers only `tell`
+//! it what happened.
 //!
-//! It never `ask`s a worker (workers only `tell` it), so there is no request cycle on bounded
-//! mailboxes. A worker actor that dies abnormally is recorded as failed (`on_link_died` is
-//! overridden: the default would stop the coordinator).
+//! It never `ask`s a worker, so there is no request cycle on bounded mailboxes. A worker actor
+//! that dies abnormally is recorded as failed (`on_link_died` is overridden: the default would
+//! stop the coordinator).
+//!
+//! Worker slots: [`CoordinatorActor::start_worker`] is the one place a worker is started (today
+//! a local [`WorkerActor`] linked to the coordinator); everything else sees a worker only
+//! through [`Progress`] and [`WorkerDone`] messages and [`CancelWorker`].
 
+use super::cleanup::remove_merged_worker;
 use super::events::SwarmEvent;
+use super::merge_queue::{MergeQueue, MergeStep};
+use super::plan::Plan;
 use super::run::RunContext;
-use super::scheduler::Scheduler;
-use super::state::{ConflictRecord, RunRecord, RunStatus, WorkerReport, WorkerStatus};
+use super::scheduler::{Scheduler, SlotState};
+use super::state::{RunRecord, RunStatus, WorkerRecord, WorkerReport, WorkerStatus};
 use super::worker::{CancelWorker, WorkerActor, WorkerArgs, WorkerSpec};
+use super::{GitTaskError, git_task};
 use crate::model::Usage;
 use ahelper_worktrees as git;
 use kameo::error::ActorStopReason;
@@ -17,6 +27,7 @@ use kameo::prelude::*;
 use std::collections::BTreeMap;
 use std::ops::ControlFlow;
 use std::sync::Arc;
+use std::time::Instant;
 
 /// Progress reported by a worker while it runs.
 #[derive(Debug, Clone)]
@@ -89,12 +100,17 @@ pub struct CancelRun {
 pub struct CoordinatorActor {
     run: Arc<RunContext>,
     record: RunRecord,
+    plan: Plan,
     scheduler: Scheduler,
+    merge_queue: MergeQueue,
+    /// The worker slots: running workers by plan index.
     workers: BTreeMap<usize, ActorRef<WorkerActor>>,
     actor_index: BTreeMap<ActorId, usize>,
+    /// Start instants of running workers (by plan index), for the elapsed column.
+    started: BTreeMap<usize, Instant>,
     cancelled: Option<String>,
     done: Option<tokio::sync::oneshot::Sender<RunRecord>>,
-    last_save: std::time::Instant,
+    last_save: Instant,
     /// Background removals of merged worktrees.
     cleanups: Vec<tokio::task::JoinHandle<()>>,
     /// Worker usage already counted in `record.usage`, per worker.
@@ -105,8 +121,10 @@ pub struct CoordinatorActor {
 pub struct CoordinatorArgs {
     /// Run context.
     pub run: Arc<RunContext>,
-    /// The run record with plan and workers filled in.
+    /// The run record with its workers (one per subtask).
     pub record: RunRecord,
+    /// The plan.
+    pub plan: Plan,
     /// Fired with the final record.
     pub done: tokio::sync::oneshot::Sender<RunRecord>,
 }
@@ -116,35 +134,25 @@ impl Actor for CoordinatorActor {
     type Error = kameo::error::Infallible;
 
     async fn on_start(args: Self::Args, actor_ref: ActorRef<Self>) -> Result<Self, Self::Error> {
-        let plan = args
-            .record
-            .plan
-            .clone()
-            .expect("a run being executed has a plan");
-        let mut scheduler = Scheduler::new(plan.subtasks, args.run.max_workers);
-        for (i, w) in args.record.workers.iter().enumerate() {
-            use super::scheduler::SlotState;
-            match w.status {
-                WorkerStatus::Merged => scheduler.set_state(i, SlotState::Merged),
-                WorkerStatus::NoChanges if completed_without_changes(w.report.as_ref()) => {
-                    scheduler.set_state(i, SlotState::Merged)
-                }
-                WorkerStatus::Conflict | WorkerStatus::NoChanges | WorkerStatus::Failed => {
-                    scheduler.set_state(i, SlotState::Ended)
-                }
-                WorkerStatus::Skipped => scheduler.set_state(i, SlotState::Skipped),
-                _ => {}
-            }
-        }
+        let record = args.record;
+        let scheduler = restored_scheduler(&args.plan, &record.workers, args.run.max_workers);
+        let merge_queue = MergeQueue::new(
+            record.repo_root.clone(),
+            record.integration_branch.clone(),
+            record.run_id.clone(),
+        );
         let mut coordinator = CoordinatorActor {
             run: args.run,
-            record: args.record,
+            record,
+            plan: args.plan,
             scheduler,
+            merge_queue,
             workers: BTreeMap::new(),
             actor_index: BTreeMap::new(),
+            started: BTreeMap::new(),
             cancelled: None,
             done: Some(args.done),
-            last_save: std::time::Instant::now(),
+            last_save: Instant::now(),
             counted_usage: BTreeMap::new(),
             cleanups: Vec::new(),
         };
@@ -168,11 +176,7 @@ impl Actor for CoordinatorActor {
             && self.workers.contains_key(&index)
         {
             tracing::error!(worker = index, ?reason, "worker actor died");
-            let report = WorkerReport {
-                stop_reason: "error".into(),
-                error: Some(format!("worker actor died: {reason:?}")),
-                ..Default::default()
-            };
+            let report = WorkerReport::failed(format!("worker actor died: {reason:?}"), 0);
             if let Some(me) = actor_ref.upgrade() {
                 self.on_worker_done(&me, index, WorkerStatus::Failed, report)
                     .await;
@@ -182,12 +186,28 @@ impl Actor for CoordinatorActor {
     }
 }
 
-/// True when a worker ended its subtask normally (the model stopped calling tools) without
-/// changing a file: the subtask is done, so subtasks depending on it may run — also when only
-/// its final answer was cut by the output-token limit. A worker stopped by a cap (turns,
-/// tokens, time), an error or a cancel with no changes is not done.
-fn completed_without_changes(report: Option<&WorkerReport>) -> bool {
-    report.is_some_and(|r| r.commit.is_none() && r.stop_reason == "completed")
+/// The scheduler of a (possibly resumed) run: subtasks that already ended keep their slot state.
+fn restored_scheduler(plan: &Plan, workers: &[WorkerRecord], max_workers: usize) -> Scheduler {
+    let mut scheduler = Scheduler::new(plan.subtasks.clone(), max_workers);
+    for (i, w) in workers.iter().enumerate() {
+        let state = match w.status {
+            WorkerStatus::Merged => SlotState::Merged,
+            WorkerStatus::NoChanges
+                if w.report
+                    .as_ref()
+                    .is_some_and(WorkerReport::completed_without_changes) =>
+            {
+                SlotState::Merged
+            }
+            WorkerStatus::Conflict | WorkerStatus::NoChanges | WorkerStatus::Failed => {
+                SlotState::Ended
+            }
+            WorkerStatus::Skipped => SlotState::Skipped,
+            _ => continue,
+        };
+        scheduler.set_state(i, state);
+    }
+    scheduler
 }
 
 impl CoordinatorActor {
@@ -205,8 +225,10 @@ impl CoordinatorActor {
         self.emit(SwarmEvent::WorkerStatus { worker, status });
     }
 
+    /// Refreshes the claims and elapsed columns, saves `run.json` when asked (or at most once a
+    /// second) and hands renderers the new record.
     fn publish_snapshot(&mut self, save: bool) {
-        let now = std::time::Instant::now();
+        let now = Instant::now();
         let mut claims: BTreeMap<String, usize> = BTreeMap::new();
         for entry in self.run.claims.iter() {
             *claims.entry(entry.value().clone()).or_default() += 1;
@@ -214,7 +236,7 @@ impl CoordinatorActor {
         for (i, w) in self.record.workers.iter_mut().enumerate() {
             w.claims = claims.get(&w.id).copied().unwrap_or(0);
             if self.workers.contains_key(&i)
-                && let Some(start) = self.run.worker_started.get(&i)
+                && let Some(start) = self.started.get(&i)
             {
                 w.elapsed_ms = start.elapsed().as_millis() as u64;
             }
@@ -228,7 +250,8 @@ impl CoordinatorActor {
         self.run.snapshots.send_replace(self.record.clone());
     }
 
-    /// Starts every subtask the scheduler allows.
+    /// Starts every subtask the scheduler allows, then marks the subtasks skipped because a
+    /// dependency did not merge.
     async fn schedule(&mut self, me: &ActorRef<Self>) {
         if self.cancelled.is_some() {
             return;
@@ -241,69 +264,16 @@ impl CoordinatorActor {
             self.cancelled = Some("the run's wall-clock limit was reached".into());
             return;
         }
-        let plan = self.record.plan.clone().expect("plan");
         for index in self.scheduler.start_ready() {
-            let record = &self.record.workers[index];
-            let resume = record.start_commit.is_some();
-            let start_commit = match record
-                .start_commit
-                .as_deref()
-                .and_then(|c| git::Oid::from_str(c).ok())
-            {
-                Some(c) => c,
-                None => {
-                    // Start from the integration branch: the base commit plus everything merged so
-                    // far (dependencies included).
-                    let repo = self.run.repo_root.clone();
-                    let branch = self.record.integration_branch.clone();
-                    match tokio::task::spawn_blocking(move || git::branch_tip(&repo, &branch)).await
-                    {
-                        Ok(Ok(c)) => c,
-                        other => {
-                            let message = format!("cannot read the integration branch: {other:?}");
-                            self.scheduler.worker_stopped(index);
-                            self.scheduler.finish(index, false);
-                            self.set_status(index, WorkerStatus::Failed);
-                            self.record.workers[index].report = Some(WorkerReport {
-                                error: Some(message),
-                                ..Default::default()
-                            });
-                            continue;
-                        }
-                    }
+            match self.start_commit(index).await {
+                Ok((start_commit, resume)) => {
+                    self.start_worker(me, index, start_commit, resume).await;
                 }
-            };
-            self.record.workers[index].start_commit = Some(start_commit.to_string());
-            self.record.workers[index].started_at = Some(crate::transcript::now_rfc3339());
-            self.run
-                .worker_started
-                .insert(index, std::time::Instant::now());
-            let spec = WorkerSpec {
-                index,
-                id: self.record.workers[index].id.clone(),
-                subtask: plan.subtasks[index].clone(),
-                branch: self.record.workers[index].branch.clone(),
-                worktree: self.record.workers[index].worktree.clone(),
-                start_commit,
-                resume,
-                role: self.run.worker_role.clone(),
-            };
-            self.set_status(index, WorkerStatus::Starting);
-            let worker = WorkerActor::spawn_link(
-                me,
-                WorkerArgs {
-                    run: self.run.clone(),
-                    spec,
-                    coordinator: me.clone(),
-                },
-            )
-            .await;
-            self.actor_index.insert(worker.id(), index);
-            self.workers.insert(index, worker);
+                Err(e) => self.fail_before_start(index, e),
+            }
         }
-        // Subtasks skipped because a dependency did not merge.
         for i in 0..self.record.workers.len() {
-            if self.scheduler.state(i) == super::scheduler::SlotState::Skipped
+            if self.scheduler.state(i) == SlotState::Skipped
                 && self.record.workers[i].status == WorkerStatus::Queued
             {
                 self.set_status(i, WorkerStatus::Skipped);
@@ -311,6 +281,78 @@ impl CoordinatorActor {
         }
     }
 
+    /// Where worker `index` starts, and whether it resumes an earlier attempt: its recorded
+    /// start commit when it has one, else the integration branch as it is now (the base commit
+    /// plus everything merged so far, dependencies included).
+    async fn start_commit(&self, index: usize) -> Result<(git::Oid, bool), GitTaskError> {
+        let record = &self.record.workers[index];
+        let resume = record.start_commit.is_some();
+        if let Some(commit) = record
+            .start_commit
+            .as_deref()
+            .and_then(|c| git::Oid::from_str(c).ok())
+        {
+            return Ok((commit, resume));
+        }
+        let repo = self.run.repo_root.clone();
+        let branch = self.record.integration_branch.clone();
+        let tip = git_task(move || Ok(git::branch_tip(&repo, &branch)?)).await?;
+        Ok((tip, resume))
+    }
+
+    fn fail_before_start(&mut self, index: usize, error: GitTaskError) {
+        self.scheduler.worker_stopped(index);
+        self.scheduler.finish(index, false);
+        self.set_status(index, WorkerStatus::Failed);
+        self.record.workers[index].report = Some(WorkerReport::failed(
+            format!("cannot read the integration branch: {error}"),
+            0,
+        ));
+    }
+
+    /// The worker slot: starts worker `index` on its subtask from `start_commit`. The only
+    /// place a worker comes to life; a worker on another machine would start here too.
+    async fn start_worker(
+        &mut self,
+        me: &ActorRef<Self>,
+        index: usize,
+        start_commit: git::Oid,
+        resume: bool,
+    ) {
+        let transcript = self
+            .record
+            .worker_transcript(&self.record.workers[index].id);
+        let record = &mut self.record.workers[index];
+        record.start_commit = Some(start_commit.to_string());
+        record.started_at = Some(crate::transcript::now_rfc3339());
+        let spec = WorkerSpec {
+            index,
+            id: record.id.clone(),
+            subtask: self.plan.subtasks[index].clone(),
+            branch: record.branch.clone(),
+            worktree: record.worktree.clone(),
+            start_commit,
+            resume,
+            role: self.run.worker_role.clone(),
+            transcript,
+        };
+        self.started.insert(index, Instant::now());
+        self.set_status(index, WorkerStatus::Starting);
+        let worker = WorkerActor::spawn_link(
+            me,
+            WorkerArgs {
+                run: self.run.clone(),
+                spec,
+                coordinator: me.clone(),
+            },
+        )
+        .await;
+        self.actor_index.insert(worker.id(), index);
+        self.workers.insert(index, worker);
+    }
+
+    /// A worker reported: record its report, free its slot, merge what is ready, start what
+    /// can start, and finish the run when nothing is left.
     async fn on_worker_done(
         &mut self,
         me: &ActorRef<Self>,
@@ -321,17 +363,10 @@ impl CoordinatorActor {
         if self.workers.remove(&index).is_none() {
             return;
         }
-        self.run.worker_started.remove(&index);
+        self.started.remove(&index);
         let done_without_changes =
-            status == WorkerStatus::NoChanges && completed_without_changes(Some(&report));
-        self.account_usage(index, report.usage);
-        let worker = self.record.workers[index].id.clone();
-        self.record.workers[index].turns = report.turns;
-        self.record.workers[index].tool_calls = report.tool_calls;
-        self.record.workers[index].elapsed_ms = report.duration_ms;
-        self.record.workers[index].report = Some(report.clone());
-        self.emit(SwarmEvent::WorkerReported { worker, report });
-        self.set_status(index, status);
+            status == WorkerStatus::NoChanges && report.completed_without_changes();
+        self.record_report(index, status, report);
         self.scheduler.worker_stopped(index);
         if done_without_changes {
             // Nothing to merge, and nothing missing: dependents may start.
@@ -350,6 +385,18 @@ impl CoordinatorActor {
         self.schedule(me).await;
         self.publish_snapshot(true);
         self.maybe_finish().await;
+    }
+
+    fn record_report(&mut self, index: usize, status: WorkerStatus, report: WorkerReport) {
+        self.account_usage(index, report.usage);
+        let worker = &mut self.record.workers[index];
+        worker.turns = report.turns;
+        worker.tool_calls = report.tool_calls;
+        worker.elapsed_ms = report.duration_ms;
+        worker.report = Some(report.clone());
+        let worker = worker.id.clone();
+        self.emit(SwarmEvent::WorkerReported { worker, report });
+        self.set_status(index, status);
     }
 
     fn account_usage(&mut self, index: usize, total: Usage) {
@@ -381,124 +428,62 @@ impl CoordinatorActor {
         self.run.cancel.cancel();
     }
 
-    /// Merges finished worker branches one at a time, in plan order, into the integration
-    /// branch. A finished worker waits only for workers before it in the plan that are running,
-    /// so runs of the same plan merge in the same order and a queued worker never blocks (no
-    /// deadlock with dependencies or overlapping scopes). With `drain` (the run is stopping),
-    /// every finished worker is merged.
+    /// Runs the merge queue over the workers that are ready ([`MergeQueue::ready`]); with
+    /// `drain` (the run is stopping), over every finished worker.
     async fn merge_ready(&mut self, drain: bool) {
-        let mut ready = Vec::new();
-        for (i, w) in self.record.workers.iter().enumerate() {
-            match w.status {
-                WorkerStatus::Finished => ready.push(i),
-                WorkerStatus::Starting
-                | WorkerStatus::Running
-                | WorkerStatus::WaitingForPermission
-                | WorkerStatus::Committing
-                    if !drain =>
-                {
-                    break;
-                }
-                _ => {}
-            }
-        }
-        for index in ready {
+        for index in MergeQueue::ready(&self.record.workers, drain) {
             let worker = self.record.workers[index].clone();
-            let repo = self.run.repo_root.clone();
-            let target = self.record.integration_branch.clone();
-            let message = format!(
-                "Merge {} ({}): {}\n\nahelper run {}",
-                worker.id, worker.subtask_id, worker.title, self.record.run_id
-            );
-            let source = worker.branch.clone();
-            let outcome = tokio::task::spawn_blocking(move || {
-                git::merge_into(&repo, &target, &source, &message, None)
-            })
-            .await
-            .map_err(|e| e.to_string())
-            .and_then(|r| r.map_err(|e| e.to_string()));
-            match outcome {
-                Ok(git::MergeOutcome::Conflict { files }) => {
-                    let files: Vec<ConflictRecord> = files
-                        .iter()
-                        .map(|f| ConflictRecord {
-                            path: f.path.clone(),
-                            sides: match (f.ours.is_some(), f.theirs.is_some()) {
-                                (true, true) => "both modified".into(),
-                                (true, false) => {
-                                    "deleted by the worker, modified in the integration branch"
-                                        .into()
-                                }
-                                (false, true) => {
-                                    "modified by the worker, deleted in the integration branch"
-                                        .into()
-                                }
-                                (false, false) => "conflict".into(),
-                            },
-                        })
-                        .collect();
-                    self.record.workers[index].conflicts = files.clone();
-                    self.emit(SwarmEvent::MergeConflict {
-                        worker: worker.id.clone(),
-                        files,
-                    });
-                    self.set_status(index, WorkerStatus::Conflict);
-                    self.scheduler.finish(index, false);
-                }
-                Ok(git::MergeOutcome::Merged { commit })
-                | Ok(git::MergeOutcome::FastForward { commit })
-                | Ok(git::MergeOutcome::UpToDate { commit }) => {
-                    self.emit(SwarmEvent::Merged {
-                        worker: worker.id.clone(),
-                        commit: commit.to_string(),
-                    });
-                    self.set_status(index, WorkerStatus::Merged);
-                    self.scheduler.finish(index, true);
-                    self.remove_merged_worktree(index);
-                }
-                Err(e) => {
-                    let report = self.record.workers[index]
-                        .report
-                        .get_or_insert_with(Default::default);
-                    report.error = Some(format!("merge failed: {e}"));
-                    self.emit(SwarmEvent::Notice {
-                        message: format!("[{}] merge failed: {e}", worker.id),
-                    });
-                    self.set_status(index, WorkerStatus::Failed);
-                    self.scheduler.finish(index, false);
-                }
+            let step = self.merge_queue.merge_one(&worker).await;
+            self.record_merge(index, step);
+        }
+    }
+
+    /// Records what merging worker `index` did; a merged worker's worktree and branch go.
+    fn record_merge(&mut self, index: usize, step: MergeStep) {
+        let worker = self.record.workers[index].id.clone();
+        match step {
+            MergeStep::Conflict { files } => {
+                self.record.workers[index].conflicts = files.clone();
+                self.emit(SwarmEvent::MergeConflict { worker, files });
+                self.set_status(index, WorkerStatus::Conflict);
+                self.scheduler.finish(index, false);
+            }
+            MergeStep::Merged { commit } => {
+                self.emit(SwarmEvent::Merged {
+                    worker,
+                    commit: commit.to_string(),
+                });
+                self.set_status(index, WorkerStatus::Merged);
+                self.scheduler.finish(index, true);
+                self.remove_merged_worktree(index);
+            }
+            MergeStep::Failed(e) => {
+                let report = self.record.workers[index]
+                    .report
+                    .get_or_insert_with(Default::default);
+                report.error = Some(format!("merge failed: {e}"));
+                self.emit(SwarmEvent::Notice {
+                    message: format!("[{worker}] merge failed: {e}"),
+                });
+                self.set_status(index, WorkerStatus::Failed);
+                self.scheduler.finish(index, false);
             }
         }
     }
 
     /// A merged worker's worktree and branch are removed at once (its commits are in the
-    /// integration branch); the transcript stays. Anything unexpected (dirty files, unmerged
-    /// commits) keeps them and is reported.
+    /// integration branch), in the background: the merge queue and the scheduler go on
+    /// meanwhile; the run waits for every removal before it reports that it finished. The
+    /// transcript stays. Anything unexpected (dirty files, unmerged commits) keeps them and is
+    /// reported.
     fn remove_merged_worktree(&mut self, index: usize) {
         let worker = self.record.workers[index].clone();
-        let lock = self.run.git_lock.clone();
-        let repo = self.run.repo_root.clone();
         let integration = self.record.integration_branch.clone();
         let run = self.run.clone();
-        // In the background: the merge queue and the scheduler go on meanwhile; the run waits
-        // for every removal before it reports that it finished.
         self.cleanups.push(tokio::task::spawn_blocking(move || {
-            let base = worker
-                .worktree
-                .parent()
-                .map(std::path::Path::to_path_buf)
-                .unwrap_or_default();
-            let result = (|| {
-                if worker.worktree.exists() {
-                    git::remove_worktree(&lock, &repo, &base, &worker.worktree, false)
-                        .map_err(|e| e.to_string())?;
-                }
-                let _ = std::fs::remove_dir_all(base.join(format!(".tmp-{}", worker.id)));
-                git::delete_branch(&lock, &repo, &worker.branch, &integration, false)
-                    .map_err(|e| e.to_string())?;
-                Ok::<(), String>(())
-            })();
-            if let Err(e) = result {
+            if let Err(e) =
+                remove_merged_worker(&run.git_lock, &run.repo_root, &worker, &integration)
+            {
                 run.publish(SwarmEvent::Notice {
                     message: format!(
                         "[{}] merged, but its worktree/branch were kept: {e}",
@@ -532,24 +517,20 @@ impl CoordinatorActor {
             RunStatus::Finished
         };
         self.record.error = self.cancelled.clone();
-        self.record.summary = Some(super::run::final_summary(&self.record));
+        self.record.summary = Some(super::summary::final_summary(&self.record));
         self.publish_snapshot(true);
         if let Some(done) = self.done.take() {
             let _ = done.send(self.record.clone());
         }
     }
-}
 
-impl Message<Progress> for CoordinatorActor {
-    type Reply = ();
-    async fn handle(&mut self, msg: Progress, _ctx: &mut Context<Self, Self::Reply>) {
+    /// Applies one progress report of a running worker to its record and tells renderers.
+    fn record_progress(&mut self, msg: Progress) {
         match msg {
             Progress::Status { index, status } => {
                 if self.workers.contains_key(&index) {
                     self.set_status(index, status);
                 }
-                self.publish_snapshot(false);
-                return;
             }
             Progress::Denied {
                 index,
@@ -565,16 +546,17 @@ impl Message<Progress> for CoordinatorActor {
                 });
             }
             Progress::Turn { index, turn } => {
-                self.record.workers[index].turns = turn;
-                self.record.workers[index].last_action =
-                    format!("waiting for the model (turn {turn})");
-                let worker = self.record.workers[index].id.clone();
+                let w = &mut self.record.workers[index];
+                w.turns = turn;
+                w.last_action = format!("waiting for the model (turn {turn})");
+                let worker = w.id.clone();
                 self.emit(SwarmEvent::WorkerTurn { worker, turn });
             }
             Progress::ToolCall { index, action } => {
-                self.record.workers[index].tool_calls += 1;
-                self.record.workers[index].last_action = action.clone();
-                let worker = self.record.workers[index].id.clone();
+                let w = &mut self.record.workers[index];
+                w.tool_calls += 1;
+                w.last_action = action.clone();
+                let worker = w.id.clone();
                 self.emit(SwarmEvent::WorkerToolCall { worker, action });
             }
             Progress::Usage { index, total } => {
@@ -582,11 +564,19 @@ impl Message<Progress> for CoordinatorActor {
                 self.check_budget();
             }
             Progress::Retry { index, message } => {
-                self.record.workers[index].last_action = message.clone();
-                let worker = self.record.workers[index].id.clone();
+                let w = &mut self.record.workers[index];
+                w.last_action = message.clone();
+                let worker = w.id.clone();
                 self.emit(SwarmEvent::WorkerRetry { worker, message });
             }
         }
+    }
+}
+
+impl Message<Progress> for CoordinatorActor {
+    type Reply = ();
+    async fn handle(&mut self, msg: Progress, _ctx: &mut Context<Self, Self::Reply>) {
+        self.record_progress(msg);
         self.publish_snapshot(false);
     }
 }
@@ -608,57 +598,13 @@ impl Message<CancelRun> for CoordinatorActor {
                 message: format!("cancelling: {}", msg.reason),
             });
             self.cancel_all(msg.reason);
-            for i in 0..self.record.workers.len() {
-                if self.record.workers[i].status == WorkerStatus::Queued {
-                    self.record.workers[i].last_action = "not started (run cancelled)".into();
+            for w in &mut self.record.workers {
+                if w.status == WorkerStatus::Queued {
+                    w.last_action = "not started (run cancelled)".into();
                 }
             }
             self.publish_snapshot(true);
             self.maybe_finish().await;
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn which_reports_without_changes_let_dependents_run() {
-        let report = |stop: &str, error: Option<&str>, commit: Option<&str>| WorkerReport {
-            stop_reason: stop.into(),
-            error: error.map(Into::into),
-            commit: commit.map(Into::into),
-            ..Default::default()
-        };
-        assert!(completed_without_changes(Some(&report(
-            "completed",
-            None,
-            None
-        ))));
-        // Seen with a real small model: its summary was cut at max_output_tokens.
-        assert!(completed_without_changes(Some(&report(
-            "completed",
-            Some("the answer was cut off by the output-token limit (max_output_tokens)"),
-            None
-        ))));
-        for stop in [
-            "max_turns",
-            "error",
-            "cancelled",
-            "time_limit",
-            "token_budget",
-        ] {
-            assert!(
-                !completed_without_changes(Some(&report(stop, None, None))),
-                "{stop}"
-            );
-        }
-        assert!(!completed_without_changes(Some(&report(
-            "completed",
-            None,
-            Some("abc")
-        ))));
-        assert!(!completed_without_changes(None));
     }
 }

@@ -1,9 +1,10 @@
 //! Events of a swarm run, published by the coordinator to whoever renders them (status table,
 //! one line per event, or JSON lines with `--output-format stream-json`) and appended to
-//! `runs/<run>/coordinator.jsonl`.
+//! `runs/<run>/events.jsonl`.
 
 use super::plan::Plan;
 use super::state::{ConflictRecord, RunRecord, WorkerReport, WorkerStatus};
+use super::summary::short_commit;
 use serde::{Deserialize, Serialize};
 
 /// One run event.
@@ -116,7 +117,7 @@ impl SwarmEvent {
                 integration_branch,
             } => format!(
                 "run {run_id} started from {} → {integration_branch}",
-                &base_commit[..base_commit.len().min(12)]
+                short_commit(base_commit)
             ),
             SwarmEvent::Notice { message } => format!("note: {message}"),
             SwarmEvent::PlanReady { plan } => {
@@ -135,19 +136,19 @@ impl SwarmEvent {
                 action,
                 reason,
             } => {
-                let reason: String = reason.chars().take(160).collect();
+                let (reason, _) = crate::text::clip(reason, 160);
                 format!("[{worker}] refused {action}: {reason}")
             }
             SwarmEvent::WorkerReported { worker, report } => format!(
                 "[{worker}] {} — {} files, +{} -{}, {} turns",
-                report.stop_reason,
+                report.stop_reason.as_str(),
                 report.files_changed.len(),
                 report.insertions,
                 report.deletions,
                 report.turns
             ),
             SwarmEvent::Merged { worker, commit } => {
-                format!("[{worker}] merged ({})", &commit[..commit.len().min(12)])
+                format!("[{worker}] merged ({})", short_commit(commit))
             }
             SwarmEvent::MergeConflict { worker, files } => format!(
                 "[{worker}] merge conflict in {}",

@@ -3,6 +3,7 @@
 //! `resume` and `clean` see a consistent state even after a crash.
 
 use super::plan::Plan;
+use crate::agent::AgentStopReason;
 use crate::model::Usage;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -37,6 +38,18 @@ impl RunStatus {
             RunStatus::Failed => "failed",
         }
     }
+}
+
+/// How a run ended, as its exit status says it ([`RunRecord::outcome`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunOutcome {
+    /// Every subtask is merged into the integration branch or needed no change.
+    Succeeded,
+    /// Stopped by the user (Ctrl-C) or a run-wide limit; resumable.
+    Cancelled,
+    /// Anything else: a worker failed, conflicted or was skipped, every refused worker merged
+    /// nothing, or the run itself failed or did not finish.
+    Failed,
 }
 
 /// State of one worker, as the status table shows it.
@@ -112,10 +125,13 @@ pub struct ConflictRecord {
 
 /// What a worker reports when it stops. `summary` is bounded (≤ 2,000 characters); the full
 /// text stays in the worker's transcript.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WorkerReport {
-    /// Agent stop reason (`completed`, `max_turns`, `error`, `cancelled`, …).
-    pub stop_reason: String,
+    /// Why its agent loop stopped (`completed`, `max_turns`, `error`, `cancelled`, …; `error`
+    /// also when the worker failed before or after its loop). Records written before this was
+    /// typed may hold an empty string, read as `error`.
+    #[serde(deserialize_with = "stop_reason_or_error")]
+    pub stop_reason: AgentStopReason,
     /// The model's final summary, at most 2,000 characters.
     pub summary: String,
     /// Commit on the worker branch, if anything changed.
@@ -136,6 +152,56 @@ pub struct WorkerReport {
     pub duration_ms: u64,
     /// Error text for failed workers.
     pub error: Option<String>,
+}
+
+impl Default for WorkerReport {
+    /// An empty report of a worker that did not get to run its loop (`stop_reason` `error`).
+    fn default() -> Self {
+        WorkerReport {
+            stop_reason: AgentStopReason::Error,
+            summary: String::new(),
+            commit: None,
+            files_changed: Vec::new(),
+            insertions: 0,
+            deletions: 0,
+            usage: Usage::default(),
+            turns: 0,
+            tool_calls: 0,
+            duration_ms: 0,
+            error: None,
+        }
+    }
+}
+
+impl WorkerReport {
+    /// The report of a worker that failed outside its agent loop (worktree, transcript, crash).
+    pub fn failed(error: impl Into<String>, duration_ms: u64) -> Self {
+        WorkerReport {
+            error: Some(error.into()),
+            duration_ms,
+            ..WorkerReport::default()
+        }
+    }
+
+    /// Whether the worker ended its subtask normally (the model stopped calling tools) without
+    /// changing a file: the subtask is done, so subtasks depending on it may run — also when
+    /// only its final answer was cut by the output-token limit. A worker stopped by a cap
+    /// (turns, tokens, time), an error or a cancel with no changes is not done.
+    pub fn completed_without_changes(&self) -> bool {
+        self.commit.is_none() && self.stop_reason == AgentStopReason::Completed
+    }
+}
+
+/// Reads a stop reason; the empty string of older records is `error`.
+fn stop_reason_or_error<'de, D>(deserializer: D) -> Result<AgentStopReason, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    let text = String::deserialize(deserializer)?;
+    if text.is_empty() {
+        return Ok(AgentStopReason::Error);
+    }
+    AgentStopReason::deserialize(serde::de::value::StrDeserializer::<D::Error>::new(&text))
 }
 
 /// Largest worker summary kept in reports and sent to the coordinator, in characters.
@@ -337,16 +403,45 @@ impl RunRecord {
         self.workers.iter().find(|w| w.id == worker)
     }
 
-    /// Transcript path of a worker.
+    /// Transcript path of a worker: `runs/<run>/workers/<worker>.jsonl`.
     pub fn worker_transcript(&self, worker: &str) -> PathBuf {
         run_dir(&self.repo_root, &self.run_id)
             .join("workers")
             .join(format!("{worker}.jsonl"))
     }
 
+    /// How the run ended, for the exit status: see [`RunOutcome`].
+    pub fn outcome(&self) -> RunOutcome {
+        let merged_any = self
+            .workers
+            .iter()
+            .any(|w| w.status == WorkerStatus::Merged);
+        let refused_any = self.workers.iter().any(|w| !w.denied.is_empty());
+        let all_done = self
+            .workers
+            .iter()
+            .all(|w| matches!(w.status, WorkerStatus::Merged | WorkerStatus::NoChanges));
+        match self.status {
+            RunStatus::Cancelled => RunOutcome::Cancelled,
+            RunStatus::Finished if refused_any && !merged_any => RunOutcome::Failed,
+            RunStatus::Finished if all_done => RunOutcome::Succeeded,
+            _ => RunOutcome::Failed,
+        }
+    }
+
     /// The coordinator's transcript (plan conversation and run events).
     pub fn coordinator_transcript(&self) -> PathBuf {
         run_dir(&self.repo_root, &self.run_id).join("coordinator.jsonl")
+    }
+
+    /// The state `swarm ls` shows: the status, or `stopped` for a run left `planning` or
+    /// `running` by a process that is gone (resume it or clean it).
+    pub fn state_label(&self) -> &'static str {
+        if matches!(self.status, RunStatus::Running | RunStatus::Planning) && !self.is_active() {
+            "stopped"
+        } else {
+            self.status.as_str()
+        }
     }
 
     /// Whether the process recorded in `pid` is still alive and the run is not over.
@@ -372,6 +467,63 @@ pub fn process_alive(pid: u32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn which_reports_without_changes_let_dependents_run() {
+        let report = |stop: &str, error: Option<&str>, commit: Option<&str>| WorkerReport {
+            stop_reason: serde_json::from_value(serde_json::json!(stop)).unwrap(),
+            error: error.map(Into::into),
+            commit: commit.map(Into::into),
+            ..Default::default()
+        };
+        let completed_without_changes =
+            |r: Option<&WorkerReport>| r.is_some_and(WorkerReport::completed_without_changes);
+        assert!(completed_without_changes(Some(&report(
+            "completed",
+            None,
+            None
+        ))));
+        // Seen with a real small model: its summary was cut at max_output_tokens.
+        assert!(completed_without_changes(Some(&report(
+            "completed",
+            Some("the answer was cut off by the output-token limit (max_output_tokens)"),
+            None
+        ))));
+        for stop in [
+            "max_turns",
+            "error",
+            "cancelled",
+            "time_limit",
+            "token_budget",
+        ] {
+            assert!(
+                !completed_without_changes(Some(&report(stop, None, None))),
+                "{stop}"
+            );
+        }
+        assert!(!completed_without_changes(Some(&report(
+            "completed",
+            None,
+            Some("abc")
+        ))));
+        assert!(!completed_without_changes(None));
+    }
+
+    #[test]
+    fn stop_reasons_keep_their_serialized_names() {
+        let report = WorkerReport {
+            stop_reason: AgentStopReason::MaxTurns,
+            ..Default::default()
+        };
+        let json = serde_json::to_value(&report).unwrap();
+        assert_eq!(json["stop_reason"], "max_turns");
+        let mut old = json.clone();
+        old["stop_reason"] = serde_json::json!("");
+        let back: WorkerReport = serde_json::from_value(old).unwrap();
+        assert_eq!(back.stop_reason, AgentStopReason::Error);
+        let back: WorkerReport = serde_json::from_value(json).unwrap();
+        assert_eq!(back, report);
+    }
 
     #[test]
     fn save_load_find() {

@@ -1,26 +1,31 @@
 //! A worker: one subtask in its own worktree, branch, context window, transcript and caps.
 //!
 //! The [`WorkerActor`] owns a task that runs the agent loop, so the actor stays responsive to
-//! [`CancelWorker`] while the loop runs (`DESIGN.md` §8). When the loop ends the worker commits
-//! its worktree and tells the coordinator a bounded [`WorkerReport`]. A panic in the task becomes
-//! a failed report; it never takes the coordinator down.
+//! [`CancelWorker`] while the loop runs. The task's steps: create the worktree → bind the tool
+//! context to it → build the agent → run it while forwarding its progress to the coordinator →
+//! commit the worktree and report. When the loop ends the worker tells the coordinator a bounded
+//! [`WorkerReport`]. A panic in the task becomes a failed report; it never takes the coordinator
+//! down.
 
+use super::cleanup::{private_tmp_dir, worktree_base_of};
 use super::coordinator::{CoordinatorActor, Progress, WorkerDone};
 use super::plan::Subtask;
 use super::roles::RoleDefinition;
 use super::run::RunContext;
 use super::state::{MAX_REPORT_SUMMARY_CHARS, WorkerReport, WorkerStatus};
+use super::{GitTaskError, git_task};
 use crate::agent::gate::{PermissionGate, RulePersistence};
-use crate::agent::prompt::{SystemPromptParams, build_system_prompt};
-use crate::agent::{Agent, AgentEvent, AgentSettings, AgentStopReason};
+use crate::agent::{Agent, AgentEvent, AgentOutcome, AgentSettings, AgentStopReason};
+use crate::sandbox_os::CommandSandbox;
 use crate::tools::{FileClaims, ToolContext, ToolRegistry};
-use crate::transcript::{TranscriptEntry, TranscriptWriter};
+use crate::transcript::TranscriptError;
 use ahelper_worktrees as git;
 use futures::FutureExt;
 use kameo::prelude::*;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
+use tokio::sync::mpsc::UnboundedReceiver;
 use tokio_util::sync::CancellationToken;
 
 /// Everything a worker starts with.
@@ -42,6 +47,8 @@ pub struct WorkerSpec {
     pub resume: bool,
     /// The worker role.
     pub role: RoleDefinition,
+    /// Its transcript (`runs/<run>/workers/<id>.jsonl`).
+    pub transcript: PathBuf,
 }
 
 /// The worker actor.
@@ -71,35 +78,9 @@ impl Actor for WorkerActor {
         tokio::spawn(async move {
             let index = args.spec.index;
             let coordinator = args.coordinator.clone();
-            let started = Instant::now();
-            let result = std::panic::AssertUnwindSafe(run_worker(
-                args.run.clone(),
-                args.spec,
-                coordinator.clone(),
-                task_cancel,
-            ))
-            .catch_unwind()
-            .await;
-            let (status, report) = match result {
-                Ok(done) => done,
-                Err(panic) => {
-                    let message = panic
-                        .downcast_ref::<String>()
-                        .cloned()
-                        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                        .unwrap_or_else(|| "unknown panic".into());
-                    tracing::error!(worker = index, %message, "worker panicked");
-                    (
-                        WorkerStatus::Failed,
-                        WorkerReport {
-                            stop_reason: "error".into(),
-                            error: Some(format!("worker crashed: {message}")),
-                            duration_ms: started.elapsed().as_millis() as u64,
-                            ..Default::default()
-                        },
-                    )
-                }
-            };
+            let (status, report) =
+                run_worker_catching_panics(args.run, args.spec, coordinator.clone(), task_cancel)
+                    .await;
             let _ = coordinator
                 .tell(WorkerDone {
                     index,
@@ -125,14 +106,24 @@ impl Message<CancelWorker> for WorkerActor {
     }
 }
 
-fn bounded_summary(text: &str) -> String {
-    let text = text.trim();
-    if text.chars().count() <= MAX_REPORT_SUMMARY_CHARS {
-        return text.to_string();
-    }
-    let mut s: String = text.chars().take(MAX_REPORT_SUMMARY_CHARS - 60).collect();
-    s.push_str("\n[… summary cut; the full text is in the worker's transcript]");
-    s
+/// Why a worker failed before its agent loop could run. Its message goes into the report.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerFailure {
+    /// The worktree could not be created. A failure is an isolation failure: the worker never
+    /// falls back to the user's checkout.
+    #[error("could not create the worktree: {0}")]
+    Worktree(#[source] GitTaskError),
+    /// The worktree cannot be the tools' workspace.
+    #[error("worktree {path} is unusable: {source}")]
+    Workspace {
+        /// The worktree.
+        path: PathBuf,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// The transcript could not be opened.
+    #[error("cannot open the transcript: {0}")]
+    Transcript(#[source] TranscriptError),
 }
 
 /// The prompt a worker starts with.
@@ -149,7 +140,10 @@ pub fn worker_prompt(subtask: &Subtask, task: &str) -> String {
     )
 }
 
-async fn run_worker(
+/// The prompt a resumed worker continues its conversation with.
+pub const RESUME_PROMPT: &str = "The run was interrupted. Continue your subtask from where you left off; check the current state of the files first.";
+
+async fn run_worker_catching_panics(
     run: Arc<RunContext>,
     spec: WorkerSpec,
     coordinator: ActorRef<CoordinatorActor>,
@@ -157,63 +151,110 @@ async fn run_worker(
 ) -> (WorkerStatus, WorkerReport) {
     let started = Instant::now();
     let index = spec.index;
-    let progress = |status: WorkerStatus| Progress::Status { index, status };
-    let failed = |error: String| {
+    let result = std::panic::AssertUnwindSafe(run_worker(run, spec, coordinator, cancel, started))
+        .catch_unwind()
+        .await;
+    result.unwrap_or_else(|panic| {
+        let message = panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "unknown panic".into());
+        tracing::error!(worker = index, %message, "worker panicked");
         (
             WorkerStatus::Failed,
-            WorkerReport {
-                stop_reason: "error".into(),
-                error: Some(error),
-                duration_ms: started.elapsed().as_millis() as u64,
-                ..Default::default()
-            },
+            WorkerReport::failed(format!("worker crashed: {message}"), elapsed_ms(started)),
         )
-    };
+    })
+}
 
-    // 1. The worktree. A failure is an isolation failure: never fall back to the user's checkout.
-    let worktree = {
-        let run = run.clone();
-        let spec = spec.clone();
-        tokio::task::spawn_blocking(move || {
-            if let Some(parent) = spec.worktree.parent() {
-                std::fs::create_dir_all(parent)
-                    .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
-            }
-            let existing = git::list_worktrees(&run.repo_root)
-                .map_err(|e| e.to_string())?
-                .into_iter()
-                .find(|w| w.branch.as_deref() == Some(spec.branch.as_str()));
-            if let Some(w) = existing {
-                return Ok(w.path);
-            }
-            let branch_exists = git::branch_tip(&run.repo_root, &spec.branch).is_ok();
-            let info = if branch_exists && spec.resume {
-                git::resume_worktree(&run.git_lock, &run.repo_root, &spec.worktree, &spec.branch)
-            } else {
-                git::create_worktree(
-                    &run.git_lock,
-                    &run.repo_root,
-                    &spec.worktree,
-                    &spec.branch,
-                    spec.start_commit,
-                )
-            }
-            .map_err(|e| e.to_string())?;
-            Ok::<PathBuf, String>(info.path)
+async fn run_worker(
+    run: Arc<RunContext>,
+    spec: WorkerSpec,
+    coordinator: ActorRef<CoordinatorActor>,
+    cancel: CancellationToken,
+    started: Instant,
+) -> (WorkerStatus, WorkerReport) {
+    let prepared = async {
+        let worktree = create_worktree(&run, &spec)
+            .await
+            .map_err(WorkerFailure::Worktree)?;
+        let tool_context = bind_tool_context(&run, &spec, &worktree)?;
+        let agent = build_agent(&run, &spec, tool_context)?;
+        Ok::<_, WorkerFailure>((worktree, agent))
+    };
+    let (worktree, mut agent) = match prepared.await {
+        Ok(ready) => ready,
+        Err(failure) => {
+            return (
+                WorkerStatus::Failed,
+                WorkerReport::failed(failure.to_string(), elapsed_ms(started)),
+            );
+        }
+    };
+    let outcome = run_agent(&mut agent, &run, &spec, &coordinator, &cancel).await;
+    drop(agent);
+    let _ = coordinator
+        .tell(Progress::Status {
+            index: spec.index,
+            status: WorkerStatus::Committing,
         })
-        .await
-        .unwrap_or_else(|e| Err(format!("worktree task failed: {e}")))
-    };
-    let worktree = match worktree {
-        Ok(w) => w,
-        Err(e) => return failed(format!("could not create the worktree: {e}")),
-    };
+        .await;
+    commit_and_report(&run, &spec, &worktree, outcome, started).await
+}
 
-    // 2. The agent, bound to the worktree.
-    let mut tool_context = match ToolContext::new(&worktree) {
-        Ok(c) => c,
-        Err(e) => return failed(format!("worktree {} is unusable: {e}", worktree.display())),
-    };
+fn elapsed_ms(started: Instant) -> u64 {
+    started.elapsed().as_millis() as u64
+}
+
+/// Step 1: the worktree on the worker's branch — the existing one when a worktree already has
+/// the branch, the branch as it is when resuming, else a new branch at the start commit.
+async fn create_worktree(run: &RunContext, spec: &WorkerSpec) -> Result<PathBuf, GitTaskError> {
+    let repo = run.repo_root.clone();
+    let lock = run.git_lock.clone();
+    let spec = spec.clone();
+    git_task(move || {
+        if let Some(parent) = spec.worktree.parent() {
+            std::fs::create_dir_all(parent).map_err(|source| GitTaskError::CreateDir {
+                path: parent.to_path_buf(),
+                source,
+            })?;
+        }
+        let existing = git::list_worktrees(&repo)?
+            .into_iter()
+            .find(|w| w.branch.as_deref() == Some(spec.branch.as_str()));
+        if let Some(w) = existing {
+            return Ok(w.path);
+        }
+        let branch_exists = git::branch_tip(&repo, &spec.branch).is_ok();
+        let info = if branch_exists && spec.resume {
+            git::resume_worktree(&lock, &repo, &spec.worktree, &spec.branch)?
+        } else {
+            git::create_worktree(
+                &lock,
+                &repo,
+                &spec.worktree,
+                &spec.branch,
+                spec.start_commit,
+            )?
+        };
+        Ok(info.path)
+    })
+    .await
+}
+
+/// Step 2: tools rooted at the worktree, with the run and worker ids in their environment, the
+/// run's file claims, and a command sandbox that may write only in this worktree.
+fn bind_tool_context(
+    run: &RunContext,
+    spec: &WorkerSpec,
+    worktree: &Path,
+) -> Result<ToolContext, WorkerFailure> {
+    let mut tool_context =
+        ToolContext::new(worktree).map_err(|source| WorkerFailure::Workspace {
+            path: worktree.to_path_buf(),
+            source,
+        })?;
     tool_context
         .env
         .insert("AHELPER_RUN_ID".into(), run.run_id.clone());
@@ -224,206 +265,180 @@ async fn run_worker(
         map: run.claims.clone(),
         owner: spec.id.clone(),
     });
-    tool_context.max_output_chars = run.agent_limits.max_tool_output_chars;
+    tool_context.max_output_chars = run.worker_settings.max_tool_output_chars;
     if let Some(sandbox) = &run.command_sandbox {
-        let mut sandbox = sandbox.for_workspace(&worktree);
-        // A writable path that contains the user's checkout or the run's worktrees (typically
-        // the temp dir, when the repository lives under /tmp) would let this worker write there:
-        // drop it and give the worker a private temp dir instead.
-        let base = spec
-            .worktree
-            .parent()
-            .map(std::path::Path::to_path_buf)
-            .unwrap_or_default();
-        let protected = [
-            std::fs::canonicalize(&run.repo_root).unwrap_or_else(|_| run.repo_root.clone()),
-            std::fs::canonicalize(&base).unwrap_or(base.clone()),
-        ];
-        let workspace = tool_context.workspace_root.clone();
-        let before = sandbox.writable.len();
-        sandbox
-            .writable
-            .retain(|w| *w == workspace || !protected.iter().any(|p| p.starts_with(w)));
-        if sandbox.writable.len() != before {
-            let private_tmp = base.join(format!(".tmp-{}", spec.id));
-            if std::fs::create_dir_all(&private_tmp).is_ok() {
-                let private_tmp = std::fs::canonicalize(&private_tmp).unwrap_or(private_tmp);
-                tool_context
-                    .env
-                    .insert("TMPDIR".into(), private_tmp.display().to_string());
-                sandbox.writable.push(private_tmp);
-            }
-        }
+        let sandbox = worker_sandbox(sandbox, run, spec, &mut tool_context);
         tool_context.command_sandbox = Some(Arc::new(sandbox));
     }
-    let mut tools = ToolRegistry::new();
-    let standard = ToolRegistry::standard();
-    for name in &spec.role.tools {
-        if let Some(t) = standard.get(name) {
-            tools.register(t.clone());
+    Ok(tool_context)
+}
+
+/// The run's sandbox re-rooted at the worktree. A writable path that contains the user's
+/// checkout or the run's worktrees (typically the temp dir, when the repository lives under
+/// /tmp) would let this worker write there: it is dropped and the worker gets a private temp
+/// dir (`TMPDIR`) instead.
+fn worker_sandbox(
+    run_sandbox: &CommandSandbox,
+    run: &RunContext,
+    spec: &WorkerSpec,
+    tool_context: &mut ToolContext,
+) -> CommandSandbox {
+    let mut sandbox = run_sandbox.for_workspace(&tool_context.workspace_root);
+    let base = worktree_base_of(&spec.worktree);
+    let protected = [
+        std::fs::canonicalize(&run.repo_root).unwrap_or_else(|_| run.repo_root.clone()),
+        std::fs::canonicalize(&base).unwrap_or(base.clone()),
+    ];
+    let workspace = tool_context.workspace_root.clone();
+    let before = sandbox.writable.len();
+    sandbox
+        .writable
+        .retain(|w| *w == workspace || !protected.iter().any(|p| p.starts_with(w)));
+    if sandbox.writable.len() != before {
+        let private_tmp = private_tmp_dir(&base, &spec.id);
+        if std::fs::create_dir_all(&private_tmp).is_ok() {
+            let private_tmp = std::fs::canonicalize(&private_tmp).unwrap_or(private_tmp);
+            tool_context
+                .env
+                .insert("TMPDIR".into(), private_tmp.display().to_string());
+            sandbox.writable.push(private_tmp);
         }
     }
-    let system_prompt = build_system_prompt(&SystemPromptParams {
-        workspace_root: &tool_context.workspace_root,
-        cwd: &tool_context.cwd,
-        date: chrono::Local::now().format("%Y-%m-%d").to_string(),
-        role_instructions: Some(&spec.role.instructions),
-        tools: &tools,
-    });
+    sandbox
+}
+
+/// Step 3: the agent — the role's tools, the run-wide permission policy (prompts labelled with
+/// the worker and its subtask), the run's worker limits capped by the role, the resumed history
+/// when continuing, and the worker's transcript.
+fn build_agent(
+    run: &RunContext,
+    spec: &WorkerSpec,
+    tool_context: ToolContext,
+) -> Result<Agent, WorkerFailure> {
     let mut gate = PermissionGate::new(
         run.policy.clone(),
         run.prompter.clone(),
         RulePersistence::InMemory,
     );
     gate.requester = Some(format!("{} · {}", spec.id, spec.subtask.title));
+    let max_turns = run.worker_settings.max_turns;
     let settings = AgentSettings {
-        max_turns: spec
-            .role
-            .max_turns
-            .map_or(run.worker_max_turns, |m| m.min(run.worker_max_turns)),
-        repeat_limit: run.agent_limits.repeat_limit,
-        max_tool_output_chars: run.agent_limits.max_tool_output_chars,
-        max_output_tokens: run.max_output_tokens,
-        context_window: run.context_window,
-        token_budget: None,
-        deadline: run.deadline,
+        max_turns: spec.role.max_turns.map_or(max_turns, |m| m.min(max_turns)),
+        ..run.worker_settings.clone()
     };
-    let mut agent = Agent::new(
-        run.client.clone(),
-        run.model.clone(),
-        tools,
-        gate,
-        tool_context,
-        system_prompt,
-        settings,
-    );
-    let transcript_path = run.worker_transcript(&spec.id);
-    let resumed_history = if spec.resume && transcript_path.exists() {
-        crate::transcript::read_transcript(&transcript_path)
+    let history = if spec.resume && spec.transcript.exists() {
+        crate::transcript::read_transcript(&spec.transcript)
             .map(|lines| crate::transcript::history_from_transcript(&lines))
             .unwrap_or_default()
     } else {
         Vec::new()
     };
-    match TranscriptWriter::open(&transcript_path) {
-        Ok(mut w) => {
-            let _ = w.append(TranscriptEntry::SessionStart {
-                session_id: format!("{}/{}", run.run_id, spec.id),
-                workspace: worktree.display().to_string(),
-                model: run.client.describe(),
-            });
-            agent.transcript = Some(w);
-        }
-        Err(e) => return failed(format!("cannot open the transcript: {e}")),
-    }
+    Agent::builder(run.client.clone(), run.model.clone(), tool_context, gate)
+        .tools(ToolRegistry::standard().select(&spec.role.tools))
+        .role_instructions(spec.role.instructions.clone())
+        .settings(settings)
+        .history(history)
+        .transcript(
+            spec.transcript.clone(),
+            format!("{}/{}", run.run_id, spec.id),
+        )
+        .build()
+        .map_err(WorkerFailure::Transcript)
+}
 
-    // 3. Progress events to the coordinator (not the text stream: that stays in the transcript).
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<AgentEvent>();
-    agent.events = Some(tx);
-    let forward = {
-        let coordinator = coordinator.clone();
-        tokio::spawn(async move {
-            while let Some(event) = rx.recv().await {
-                let update = match event {
-                    AgentEvent::TurnStarted { turn } => Some(Progress::Turn { index, turn }),
-                    AgentEvent::ToolCallStarted { name, input, .. } => Some(Progress::ToolCall {
-                        index,
-                        action: crate::swarm::describe_action(&name, &input),
-                    }),
-                    AgentEvent::Usage { total, .. } => Some(Progress::Usage { index, total }),
-                    AgentEvent::PermissionDenied {
-                        name,
-                        input,
-                        reason,
-                        ..
-                    } => Some(Progress::Denied {
-                        index,
-                        action: crate::swarm::describe_action(&name, &input),
-                        reason,
-                    }),
-                    AgentEvent::Retry {
-                        attempt,
-                        max_attempts,
-                        delay_ms,
-                        reason,
-                    } => Some(Progress::Retry {
-                        index,
-                        message: format!(
-                            "{reason}; retrying in {} s (attempt {attempt}/{max_attempts})",
-                            delay_ms.div_ceil(1000)
-                        ),
-                    }),
-                    _ => None,
-                };
-                if let Some(u) = update {
-                    let _ = coordinator.tell(u).await;
-                }
-            }
+/// Step 4: runs the subtask (or continues a resumed conversation) while its progress goes to
+/// the coordinator.
+async fn run_agent(
+    agent: &mut Agent,
+    run: &RunContext,
+    spec: &WorkerSpec,
+    coordinator: &ActorRef<CoordinatorActor>,
+    cancel: &CancellationToken,
+) -> AgentOutcome {
+    let forward = tokio::spawn(forward_progress(
+        agent.subscribe(),
+        spec.index,
+        coordinator.clone(),
+    ));
+    let _ = coordinator
+        .tell(Progress::Status {
+            index: spec.index,
+            status: WorkerStatus::Running,
         })
-    };
-    let _ = coordinator.tell(progress(WorkerStatus::Running)).await;
-    let outcome = if resumed_history.is_empty() {
+        .await;
+    let outcome = if agent.history().is_empty() {
         agent
-            .run(&worker_prompt(&spec.subtask, &run.task), &cancel)
+            .run(&worker_prompt(&spec.subtask, &run.task), cancel)
             .await
     } else {
-        agent.history = resumed_history;
-        agent
-            .run(
-                "The run was interrupted. Continue your subtask from where you left off; check the current state of the files first.",
-                &cancel,
-            )
-            .await
+        agent.run(RESUME_PROMPT, cancel).await
     };
-    agent.events = None;
+    agent.unsubscribe();
     let _ = forward.await;
-    drop(agent);
+    outcome
+}
 
-    // 4. Commit what the worktree has (a `wip` commit when cancelled or stopped early).
-    let _ = coordinator.tell(progress(WorkerStatus::Committing)).await;
-    let cancelled = outcome.stop_reason == AgentStopReason::Cancelled;
+/// Progress events to the coordinator (not the text stream: that stays in the transcript).
+async fn forward_progress(
+    mut events: UnboundedReceiver<AgentEvent>,
+    index: usize,
+    coordinator: ActorRef<CoordinatorActor>,
+) {
+    while let Some(event) = events.recv().await {
+        if let Some(update) = progress_of(index, event) {
+            let _ = coordinator.tell(update).await;
+        }
+    }
+}
+
+fn progress_of(index: usize, event: AgentEvent) -> Option<Progress> {
+    let retry = event.retry_message();
+    match event {
+        AgentEvent::TurnStarted { turn } => Some(Progress::Turn { index, turn }),
+        AgentEvent::ToolCallStarted { name, input, .. } => Some(Progress::ToolCall {
+            index,
+            action: super::describe_action(&name, &input),
+        }),
+        AgentEvent::Usage { total, .. } => Some(Progress::Usage { index, total }),
+        AgentEvent::PermissionDenied {
+            name,
+            input,
+            reason,
+            ..
+        } => Some(Progress::Denied {
+            index,
+            action: super::describe_action(&name, &input),
+            reason,
+        }),
+        AgentEvent::Retry { .. } => retry.map(|message| Progress::Retry { index, message }),
+        _ => None,
+    }
+}
+
+/// Step 5: commits what the worktree has (a `wip` commit when cancelled or stopped early) and
+/// reports: the bounded summary, the commit when anything changed, diff stats, usage.
+async fn commit_and_report(
+    run: &RunContext,
+    spec: &WorkerSpec,
+    worktree: &Path,
+    outcome: AgentOutcome,
+    started: Instant,
+) -> (WorkerStatus, WorkerReport) {
     let summary = bounded_summary(&outcome.final_text);
-    let message = if outcome.stop_reason == AgentStopReason::Completed {
-        format!(
-            "{}\n\n{}\n\nahelper run {} worker {}",
-            spec.subtask.title, summary, run.run_id, spec.id
-        )
-    } else {
-        format!(
-            "wip: {} ({})\n\n{}\n\nahelper run {} worker {}",
-            spec.subtask.title,
-            outcome.stop_reason.as_str(),
-            summary,
-            run.run_id,
-            spec.id
-        )
-    };
-    let commit_result = {
-        let worktree = worktree.clone();
-        let repo = run.repo_root.clone();
-        let branch = spec.branch.clone();
-        let start = spec.start_commit;
-        tokio::task::spawn_blocking(move || {
-            let commit = git::commit_all(&worktree, &message, None).map_err(|e| e.to_string())?;
-            let tip = git::branch_tip(&repo, &branch).map_err(|e| e.to_string())?;
-            let stats = git::diff_stats(&repo, start, tip).map_err(|e| e.to_string())?;
-            Ok::<_, String>((commit, tip, stats))
-        })
-        .await
-        .unwrap_or_else(|e| Err(format!("commit task failed: {e}")))
-    };
+    let message = commit_message(spec, &run.run_id, outcome.stop_reason, &summary);
+    let committed = commit_worktree(run, spec, worktree, message).await;
     let mut report = WorkerReport {
-        stop_reason: outcome.stop_reason.as_str().into(),
+        stop_reason: outcome.stop_reason,
         summary,
         usage: outcome.usage,
         turns: outcome.turns,
         tool_calls: outcome.tool_calls,
-        duration_ms: started.elapsed().as_millis() as u64,
+        duration_ms: elapsed_ms(started),
         error: outcome.error.clone(),
         ..Default::default()
     };
-    match commit_result {
-        Ok((_, tip, stats)) => {
+    match committed {
+        Ok((tip, stats)) => {
             if tip != spec.start_commit {
                 report.commit = Some(tip.to_string());
             }
@@ -440,10 +455,56 @@ async fn run_worker(
         }
     }
     let status = match outcome.stop_reason {
-        _ if cancelled => WorkerStatus::Cancelled,
+        AgentStopReason::Cancelled => WorkerStatus::Cancelled,
         AgentStopReason::Error => WorkerStatus::Failed,
         _ if report.commit.is_none() => WorkerStatus::NoChanges,
         _ => WorkerStatus::Finished,
     };
     (status, report)
+}
+
+/// The commit message: the subtask title and the summary; `wip: … (<stop reason>)` when the
+/// loop did not complete.
+fn commit_message(spec: &WorkerSpec, run_id: &str, stop: AgentStopReason, summary: &str) -> String {
+    let trailer = format!("ahelper run {run_id} worker {}", spec.id);
+    if stop == AgentStopReason::Completed {
+        format!("{}\n\n{summary}\n\n{trailer}", spec.subtask.title)
+    } else {
+        format!(
+            "wip: {} ({})\n\n{summary}\n\n{trailer}",
+            spec.subtask.title,
+            stop.as_str()
+        )
+    }
+}
+
+/// Commits the worktree and measures the branch against the start commit: the branch tip and
+/// the diff stats.
+async fn commit_worktree(
+    run: &RunContext,
+    spec: &WorkerSpec,
+    worktree: &Path,
+    message: String,
+) -> Result<(git::Oid, git::DiffStats), GitTaskError> {
+    let worktree = worktree.to_path_buf();
+    let repo = run.repo_root.clone();
+    let branch = spec.branch.clone();
+    let start = spec.start_commit;
+    git_task(move || {
+        git::commit_all(&worktree, &message, None)?;
+        let tip = git::branch_tip(&repo, &branch)?;
+        let stats = git::diff_stats(&repo, start, tip)?;
+        Ok((tip, stats))
+    })
+    .await
+}
+
+/// The model's final text, cut to [`MAX_REPORT_SUMMARY_CHARS`] with a note.
+fn bounded_summary(text: &str) -> String {
+    let text = text.trim();
+    if text.chars().count() <= MAX_REPORT_SUMMARY_CHARS {
+        return text.to_string();
+    }
+    let (kept, _) = crate::text::clip(text, MAX_REPORT_SUMMARY_CHARS - 60);
+    format!("{kept}\n[… summary cut; the full text is in the worker's transcript]")
 }

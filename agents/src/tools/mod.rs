@@ -185,12 +185,24 @@ impl ToolRegistry {
         r
     }
 
-    /// Same as [`ToolRegistry::standard`] without the edit and execute tools (plan mode).
+    /// The read-only tools of this registry (plan mode, the swarm coordinator).
     pub fn read_only(&self) -> Self {
         let tools = self
             .tools
             .iter()
             .filter(|(_, t)| t.kind() == ToolKind::Read)
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        ToolRegistry { tools }
+    }
+
+    /// The tools of this registry whose names are in `names` (a role's tool list); names it
+    /// does not have are left out.
+    pub fn select(&self, names: &[String]) -> Self {
+        let tools = self
+            .tools
+            .iter()
+            .filter(|(name, _)| names.contains(name))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         ToolRegistry { tools }
@@ -224,20 +236,27 @@ impl ToolRegistry {
     }
 }
 
-/// Shortens `text` to at most about `max_chars` characters, keeping the first 60% and the tail,
-/// with a marker line in between saying how many characters were cut. Text within the limit is
-/// returned unchanged. Cuts fall on `char` boundaries.
-pub fn truncate_middle(text: &str, max_chars: usize) -> String {
-    let total = text.chars().count();
-    if total <= max_chars {
-        return text.to_string();
+pub use crate::text::truncate_middle;
+
+/// One line naming a tool call: the tool and its main argument (`command`, `path`, `pattern` or
+/// `file_path`, else the arguments as JSON), the argument's first line cut to `max_chars`
+/// characters with `…` (e.g. `run_command cargo test…`). Used by the terminal renderer and the
+/// swarm's "last action" column.
+pub fn describe_call(name: &str, input: &Value, max_chars: usize) -> String {
+    let main = ["command", "path", "pattern", "file_path"]
+        .iter()
+        .find_map(|k| input.get(*k).and_then(Value::as_str))
+        .map(str::to_string)
+        .unwrap_or_else(|| {
+            let s = input.to_string();
+            if s == "{}" { String::new() } else { s }
+        });
+    let main = crate::text::first_line_clipped(&main, max_chars);
+    if main.is_empty() {
+        name.to_string()
+    } else {
+        format!("{name} {main}")
     }
-    let head_chars = max_chars * 6 / 10;
-    let tail_chars = max_chars - head_chars;
-    let cut = total - head_chars - tail_chars;
-    let head: String = text.chars().take(head_chars).collect();
-    let tail: String = text.chars().skip(total - tail_chars).collect();
-    format!("{head}\n[… {cut} characters cut from the middle of this output …]\n{tail}")
 }
 
 #[cfg(test)]
@@ -245,15 +264,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn truncate_keeps_head_and_tail_with_marker() {
-        let text: String = (0..1000)
-            .map(|i| char::from(b'a' + (i % 26) as u8))
-            .collect();
-        let out = truncate_middle(&text, 100);
-        assert!(out.starts_with(&text[..60]));
-        assert!(out.ends_with(&text[960..]));
-        assert!(out.contains("900 characters cut"));
-        assert_eq!(truncate_middle("short", 100), "short");
+    fn call_description_uses_main_argument() {
+        use serde_json::json;
+        assert_eq!(
+            describe_call("read_file", &json!({"path": "src/lib.rs"}), 100),
+            "read_file src/lib.rs"
+        );
+        assert_eq!(
+            describe_call("run_command", &json!({"command": "ls\nrm x"}), 100),
+            "run_command ls…"
+        );
+        assert_eq!(describe_call("list_dir", &json!({}), 100), "list_dir");
     }
 
     #[test]

@@ -1,0 +1,148 @@
+//! [`AgentBuilder`]: the one way to make an [`Agent`].
+//!
+//! A REPL session ([`crate::session`]), the swarm coordinator and every swarm worker build their
+//! agent here: the tools, the permission gate, the system prompt (from the tool context, the
+//! tools and the role instructions), the limits, an optional resumed history, and the
+//! transcript with its `session_start` line.
+
+use super::gate::PermissionGate;
+use super::prompt::{SystemPromptParams, build_system_prompt};
+use super::{Agent, AgentSettings};
+use crate::model::{Message, ModelClient, Usage};
+use crate::tools::{ToolContext, ToolRegistry};
+use crate::transcript::{TranscriptEntry, TranscriptError, TranscriptWriter};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Builds an [`Agent`].
+///
+/// ```no_run
+/// # use ahelper_agents::agent::{Agent, AgentSettings, gate::{PermissionGate, RulePersistence}};
+/// # use ahelper_agents::tools::{ToolContext, ToolRegistry};
+/// # fn demo(client: std::sync::Arc<dyn ahelper_agents::model::ModelClient>, gate: PermissionGate)
+/// #     -> Result<(), Box<dyn std::error::Error>> {
+/// let agent = Agent::builder(client, "claude-sonnet-4-5", ToolContext::new(".".as_ref())?, gate)
+///     .tools(ToolRegistry::standard())
+///     .role_instructions("You review code.")
+///     .settings(AgentSettings::default())
+///     .transcript(".ahelper/sessions/x.jsonl".into(), "x".into())
+///     .build()?;
+/// # Ok(()) }
+/// ```
+pub struct AgentBuilder {
+    client: Arc<dyn ModelClient>,
+    model: String,
+    tool_context: ToolContext,
+    gate: PermissionGate,
+    tools: ToolRegistry,
+    role_instructions: Option<String>,
+    system_prompt: Option<String>,
+    settings: AgentSettings,
+    history: Vec<Message>,
+    transcript: Option<(PathBuf, String)>,
+}
+
+impl AgentBuilder {
+    /// An agent of `model` through `client`, whose tool calls run in `tool_context` and are
+    /// decided by `gate`. Defaults: no tools, [`AgentSettings::default`], empty history, no
+    /// transcript, the standard system prompt without role instructions.
+    pub fn new(
+        client: Arc<dyn ModelClient>,
+        model: impl Into<String>,
+        tool_context: ToolContext,
+        gate: PermissionGate,
+    ) -> Self {
+        AgentBuilder {
+            client,
+            model: model.into(),
+            tool_context,
+            gate,
+            tools: ToolRegistry::new(),
+            role_instructions: None,
+            system_prompt: None,
+            settings: AgentSettings::default(),
+            history: Vec::new(),
+            transcript: None,
+        }
+    }
+
+    /// The tools offered to the model (e.g. `ToolRegistry::standard().select(&role.tools)`).
+    pub fn tools(mut self, tools: ToolRegistry) -> Self {
+        self.tools = tools;
+        self
+    }
+
+    /// Role instructions appended to the system prompt (swarm coordinator, worker).
+    pub fn role_instructions(mut self, instructions: impl Into<String>) -> Self {
+        self.role_instructions = Some(instructions.into());
+        self
+    }
+
+    /// Uses `prompt` as the whole system prompt instead of building one (tests, benchmarks).
+    pub fn system_prompt(mut self, prompt: impl Into<String>) -> Self {
+        self.system_prompt = Some(prompt.into());
+        self
+    }
+
+    /// The limits.
+    pub fn settings(mut self, settings: AgentSettings) -> Self {
+        self.settings = settings;
+        self
+    }
+
+    /// Starts from this conversation (a resumed session or worker).
+    pub fn history(mut self, history: Vec<Message>) -> Self {
+        self.history = history;
+        self
+    }
+
+    /// Appends the conversation to the JSONL transcript at `path` (created with its parent
+    /// directories), which starts with a `session_start` line naming `session_id`.
+    pub fn transcript(mut self, path: PathBuf, session_id: String) -> Self {
+        self.transcript = Some((path, session_id));
+        self
+    }
+
+    /// Builds the agent.
+    ///
+    /// # Errors
+    /// [`TranscriptError`] when the transcript cannot be opened or its first line written.
+    pub fn build(self) -> Result<Agent, TranscriptError> {
+        let system_prompt = match self.system_prompt {
+            Some(prompt) => prompt,
+            None => build_system_prompt(&SystemPromptParams {
+                workspace_root: &self.tool_context.workspace_root,
+                cwd: &self.tool_context.cwd,
+                date: chrono::Local::now().format("%Y-%m-%d").to_string(),
+                role_instructions: self.role_instructions.as_deref(),
+                tools: &self.tools,
+            }),
+        };
+        let transcript = match self.transcript {
+            Some((path, session_id)) => {
+                let mut writer = TranscriptWriter::open(&path)?;
+                writer.append(TranscriptEntry::SessionStart {
+                    session_id,
+                    workspace: self.tool_context.workspace_root.display().to_string(),
+                    model: self.client.describe(),
+                })?;
+                Some(writer)
+            }
+            None => None,
+        };
+        Ok(Agent {
+            client: self.client,
+            model: self.model,
+            tools: self.tools,
+            gate: self.gate,
+            tool_context: self.tool_context,
+            system_prompt,
+            settings: self.settings,
+            transcript,
+            events: None,
+            history: self.history,
+            total_usage: Usage::default(),
+            local_ids: 0,
+        })
+    }
+}

@@ -1,0 +1,178 @@
+//! One turn: build the request within the context-window budget, stream the reply, collect its
+//! text, tool calls and invalid tool calls.
+
+use super::{Agent, AgentEvent, context};
+use crate::model::{
+    ContentBlock, ModelError, ModelEvent, ModelRequest, StopReason, ToolCall, Usage,
+};
+use crate::tools::truncate_middle;
+use crate::transcript::TranscriptEntry;
+use futures::StreamExt;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+/// A tool call the model wrote but that cannot be run (unparsable arguments, a call inside a
+/// code fence, …). It is answered with an error result and never executed.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct InvalidCall {
+    /// Call id (generated when the model gave none).
+    pub id: String,
+    /// Tool name as written; may be empty.
+    pub name: String,
+    /// What the model is told: the parser's error and the raw arguments.
+    pub message: String,
+}
+
+impl InvalidCall {
+    /// The tool-use block that stands for it in the assistant message (`invalid` when the
+    /// name is empty; the arguments are not kept).
+    pub fn as_tool_use(&self) -> ContentBlock {
+        ContentBlock::ToolUse {
+            id: self.id.clone(),
+            name: if self.name.is_empty() {
+                "invalid".into()
+            } else {
+                self.name.clone()
+            },
+            input: Value::Object(Default::default()),
+        }
+    }
+}
+
+/// Everything one streamed reply produced.
+#[derive(Default)]
+pub(super) struct TurnReply {
+    pub text: String,
+    pub calls: Vec<ToolCall>,
+    pub invalid: Vec<InvalidCall>,
+    pub usage: Usage,
+    pub stop: Option<StopReason>,
+}
+
+/// Why a turn produced no reply.
+pub(super) enum TurnFailure {
+    Cancelled,
+    TimeLimit,
+    Model(ModelError),
+}
+
+impl Agent {
+    /// Streams one reply. A retry announced by the client voids what streamed before it.
+    pub(super) async fn stream_turn(
+        &mut self,
+        cancel: &CancellationToken,
+    ) -> Result<TurnReply, TurnFailure> {
+        let mut stream = self.client.stream(self.next_request());
+        let mut reply = TurnReply::default();
+        let deadline = self.settings.deadline;
+        loop {
+            let next = tokio::select! {
+                biased;
+                _ = cancel.cancelled() => return Err(TurnFailure::Cancelled),
+                _ = sleep_until_opt(deadline) => return Err(TurnFailure::TimeLimit),
+                item = stream.next() => item,
+            };
+            match next {
+                None if reply.stop.is_some() => return Ok(reply),
+                None => {
+                    return Err(TurnFailure::Model(ModelError::Incomplete(
+                        "the stream ended without a stop event".into(),
+                    )));
+                }
+                Some(Err(e)) => return Err(TurnFailure::Model(e)),
+                Some(Ok(event)) => self.take_event(&mut reply, event),
+            }
+        }
+    }
+
+    /// The request for the next turn: the newest history that fits the context window after
+    /// the output reserve and the system prompt and tool specs.
+    fn next_request(&self) -> ModelRequest {
+        let tool_specs = self.tools.specs();
+        let overhead = context::estimate_text_tokens(&self.system_prompt)
+            + tool_specs
+                .iter()
+                .map(|t| {
+                    context::estimate_text_tokens(&t.description)
+                        + context::estimate_text_tokens(&t.input_schema.to_string())
+                })
+                .sum::<usize>();
+        let budget = (self.settings.context_window as usize)
+            .saturating_sub(self.settings.max_output_tokens as usize)
+            .saturating_sub(overhead);
+        ModelRequest {
+            model: self.model.clone(),
+            system: self.system_prompt.clone(),
+            messages: context::fit_history(&self.history, budget),
+            tools: tool_specs,
+            max_output_tokens: self.settings.max_output_tokens,
+        }
+    }
+
+    /// Adds one stream event to the reply.
+    fn take_event(&mut self, reply: &mut TurnReply, event: ModelEvent) {
+        match event {
+            ModelEvent::TextDelta { text } => {
+                if !text.is_empty() {
+                    reply.text.push_str(&text);
+                    self.emit(AgentEvent::TextDelta { text });
+                }
+            }
+            ModelEvent::ToolCall(mut call) => {
+                if call.id.is_empty() {
+                    call.id = self.next_local_id();
+                }
+                reply.calls.push(call);
+            }
+            ModelEvent::InvalidToolCall {
+                id,
+                name,
+                raw_arguments,
+                error,
+            } => {
+                let id = if id.is_empty() {
+                    self.next_local_id()
+                } else {
+                    id
+                };
+                let raw = truncate_middle(&raw_arguments, 500);
+                reply.invalid.push(InvalidCall {
+                    id,
+                    name,
+                    message: format!(
+                        "{error}\nThe call was not executed. Raw arguments received: {raw}"
+                    ),
+                });
+            }
+            ModelEvent::Usage(u) => reply.usage = u,
+            ModelEvent::Retry {
+                attempt,
+                max_attempts,
+                delay_ms,
+                reason,
+            } => {
+                *reply = TurnReply::default();
+                self.record(TranscriptEntry::Retry {
+                    attempt,
+                    max_attempts,
+                    delay_ms,
+                    reason: reason.clone(),
+                });
+                self.emit(AgentEvent::Retry {
+                    attempt,
+                    max_attempts,
+                    delay_ms,
+                    reason,
+                });
+            }
+            ModelEvent::Stop { reason } => reply.stop = Some(reason),
+        }
+    }
+}
+
+async fn sleep_until_opt(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}

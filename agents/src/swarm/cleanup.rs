@@ -1,0 +1,244 @@
+//! Removing what a run leaves behind: a merged worker's worktree and branch (right after its
+//! merge) and, with `ahelper swarm clean`, every worktree and branch of a run that nothing
+//! would be lost by deleting. Transcripts are always kept.
+//!
+//! The rules: a worktree with uncommitted changes, or a branch with commits that are not in the
+//! integration branch, is kept (and listed) unless forced; the integration branch is deleted
+//! only when it is still at the base, or merged into the user's current branch, or forced.
+
+use super::state::{RunRecord, WorkerRecord, WorkerStatus};
+use ahelper_worktrees::{self as git, CommitSummary, GitError, RepoLock};
+use std::path::{Path, PathBuf};
+
+/// The directory that holds a run's worktrees, from one worker's worktree path.
+pub fn worktree_base_of(worktree: &Path) -> PathBuf {
+    worktree.parent().map(Path::to_path_buf).unwrap_or_default()
+}
+
+/// A worker's private temp dir (its `TMPDIR` when the sandbox could not let it write in the
+/// shared temp dir), next to the worktrees: `<base>/.tmp-<worker>`.
+pub fn private_tmp_dir(worktree_base: &Path, worker: &str) -> PathBuf {
+    worktree_base.join(format!(".tmp-{worker}"))
+}
+
+/// Removes a merged worker's worktree, private temp dir and branch (its commits are in
+/// `integration_branch`).
+///
+/// # Errors
+/// The [`GitError`] of the first removal that refused (dirty worktree, unmerged commits, …);
+/// what remains is kept.
+pub fn remove_merged_worker(
+    lock: &RepoLock,
+    repo: &Path,
+    worker: &WorkerRecord,
+    integration_branch: &str,
+) -> Result<(), GitError> {
+    let base = worktree_base_of(&worker.worktree);
+    if worker.worktree.exists() {
+        git::remove_worktree(lock, repo, &base, &worker.worktree, false)?;
+    }
+    let _ = std::fs::remove_dir_all(private_tmp_dir(&base, &worker.id));
+    git::delete_branch(lock, repo, &worker.branch, integration_branch, false)?;
+    Ok(())
+}
+
+/// One thing `swarm clean` did or refused, in order.
+#[derive(Debug)]
+pub enum CleanStep {
+    /// A worktree directory was removed.
+    WorktreeRemoved {
+        /// The worktree.
+        path: PathBuf,
+    },
+    /// A worktree was kept (dirty, locked, …).
+    WorktreeKept {
+        /// The worktree.
+        path: PathBuf,
+        /// Why.
+        error: GitError,
+    },
+    /// A worker branch was deleted.
+    BranchDeleted {
+        /// The branch.
+        branch: String,
+    },
+    /// A worker branch was kept: it has commits that are not in the integration branch.
+    BranchUnmerged {
+        /// The branch.
+        branch: String,
+        /// The worker's state.
+        status: WorkerStatus,
+        /// Its commits not in the integration branch, newest first.
+        commits: Vec<CommitSummary>,
+    },
+    /// Deleting a worker branch failed.
+    BranchKept {
+        /// The branch.
+        branch: String,
+        /// Why.
+        error: GitError,
+    },
+}
+
+impl CleanStep {
+    /// Whether something was kept that the user asked to remove.
+    pub fn is_refusal(&self) -> bool {
+        !matches!(
+            self,
+            CleanStep::WorktreeRemoved { .. } | CleanStep::BranchDeleted { .. }
+        )
+    }
+}
+
+/// Why an integration branch was deleted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IntegrationDeleted {
+    /// It was still at the base commit.
+    NothingMerged,
+    /// The user's current branch contains it.
+    MergedIntoCurrent,
+    /// `--force`.
+    Forced,
+}
+
+/// What happened to a run's integration branch.
+#[derive(Debug)]
+pub enum IntegrationCleanup {
+    /// There is none (never created, or already deleted).
+    Missing,
+    /// Deleted; nothing was lost (or forced).
+    Deleted(IntegrationDeleted),
+    /// Kept: it has the run's merged work, not in the user's branch yet.
+    Kept,
+    /// Deleting it failed.
+    Failed(GitError),
+}
+
+/// What `swarm clean` did to one run.
+#[derive(Debug)]
+pub struct RunCleanup {
+    /// Worktrees and branches of the workers, in worker order.
+    pub steps: Vec<CleanStep>,
+    /// The integration branch.
+    pub integration: IntegrationCleanup,
+}
+
+impl RunCleanup {
+    /// How many things were kept although asked to remove.
+    pub fn refusals(&self) -> usize {
+        self.steps.iter().filter(|s| s.is_refusal()).count()
+    }
+}
+
+/// Why a run was not cleaned.
+#[derive(Debug, thiserror::Error)]
+pub enum CleanError {
+    /// The run is still running.
+    #[error("still running (pid {pid})")]
+    Active {
+        /// Its process.
+        pid: u32,
+    },
+}
+
+/// Cleans run `run` of the repository at `root`, whose worktrees are under `worktree_base`:
+/// removes the workers' worktrees and branches, their private temp dirs and the base directory
+/// when empty, then the integration branch when nothing would be lost. With `force`, dirty
+/// worktrees and unmerged branches go too.
+///
+/// # Errors
+/// [`CleanError::Active`] when the run is still running.
+pub fn clean_run(
+    lock: &RepoLock,
+    root: &Path,
+    run: &RunRecord,
+    worktree_base: &Path,
+    force: bool,
+) -> Result<RunCleanup, CleanError> {
+    if run.is_active() {
+        return Err(CleanError::Active { pid: run.pid });
+    }
+    let mut steps = Vec::new();
+    for w in &run.workers {
+        if w.worktree.exists() {
+            steps.push(
+                match git::remove_worktree(lock, root, worktree_base, &w.worktree, force) {
+                    Ok(_) => CleanStep::WorktreeRemoved {
+                        path: w.worktree.clone(),
+                    },
+                    Err(error) => CleanStep::WorktreeKept {
+                        path: w.worktree.clone(),
+                        error,
+                    },
+                },
+            );
+        }
+        if git::branch_tip(root, &w.branch).is_ok() {
+            steps.push(clean_worker_branch(lock, root, run, w, force));
+        }
+    }
+    for w in &run.workers {
+        let _ = std::fs::remove_dir_all(private_tmp_dir(worktree_base, &w.id));
+    }
+    let _ = std::fs::remove_dir(worktree_base);
+    Ok(RunCleanup {
+        steps,
+        integration: clean_integration_branch(lock, root, run, force),
+    })
+}
+
+fn clean_worker_branch(
+    lock: &RepoLock,
+    root: &Path,
+    run: &RunRecord,
+    worker: &WorkerRecord,
+    force: bool,
+) -> CleanStep {
+    let branch = worker.branch.clone();
+    match git::unmerged_commits(root, &branch, &run.integration_branch) {
+        Ok(commits) if !commits.is_empty() && !force => CleanStep::BranchUnmerged {
+            branch,
+            status: worker.status,
+            commits,
+        },
+        _ => match git::delete_branch(lock, root, &branch, &run.integration_branch, force) {
+            Ok(_) => CleanStep::BranchDeleted { branch },
+            Err(error) => CleanStep::BranchKept { branch, error },
+        },
+    }
+}
+
+/// Deletes a run's integration branch when nothing would be lost: it is still at the base
+/// commit, or it is merged into the current branch; otherwise keeps it (deleted anyway with
+/// `force`).
+pub fn clean_integration_branch(
+    lock: &RepoLock,
+    root: &Path,
+    run: &RunRecord,
+    force: bool,
+) -> IntegrationCleanup {
+    let branch = &run.integration_branch;
+    let Ok(tip) = git::branch_tip(root, branch) else {
+        return IntegrationCleanup::Missing;
+    };
+    let current = git::RepoInfo::discover(root)
+        .ok()
+        .and_then(|i| i.branch().map(str::to_string));
+    let merged_into_current = current
+        .as_deref()
+        .is_some_and(|c| git::unmerged_commits(root, branch, c).is_ok_and(|u| u.is_empty()));
+    let reason = if tip.to_string() == run.base_commit {
+        IntegrationDeleted::NothingMerged
+    } else if merged_into_current {
+        IntegrationDeleted::MergedIntoCurrent
+    } else if force {
+        IntegrationDeleted::Forced
+    } else {
+        return IntegrationCleanup::Kept;
+    };
+    let into = current.unwrap_or_else(|| branch.clone());
+    match git::delete_branch(lock, root, branch, &into, true) {
+        Ok(_) => IntegrationCleanup::Deleted(reason),
+        Err(e) => IntegrationCleanup::Failed(e),
+    }
+}

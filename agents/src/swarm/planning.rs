@@ -1,0 +1,275 @@
+//! Planning: the coordinator — an agent with read-only tools rooted at the repository — explores
+//! and answers with a JSON plan ([`super::plan`] validates it); an invalid plan is re-asked once
+//! with the validation error. Its conversation goes to `runs/<run>/coordinator.jsonl`.
+
+use super::events::SwarmEvent;
+use super::plan::{Plan, PlanError, parse_plan};
+use super::roles::load_role;
+use super::run::{PlannedRun, PreparedRun, RunIo, SwarmError, worker_branch, worktree_base};
+use super::state::{RunRecord, RunStatus, WorkerRecord, WorkerStatus};
+use crate::agent::gate::{PermissionGate, RulePersistence};
+use crate::agent::{Agent, AgentEvent, AgentOutcome, AgentSettings, AgentStopReason};
+use crate::config::{Config, EnvSnapshot};
+use crate::model::{ModelClient, Usage};
+use crate::tools::{ToolContext, ToolRegistry};
+use std::sync::{Arc, RwLock};
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
+
+/// Turns of the planning conversation when the coordinator role sets no `max_turns`.
+pub const DEFAULT_COORDINATOR_TURNS: u32 = 12;
+
+/// Label of the coordinator in events (where workers have their ids).
+pub const COORDINATOR_LABEL: &str = "coordinator";
+
+/// Why no plan came out of the planning conversation.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanFailure {
+    /// The user cancelled (Ctrl-C).
+    #[error("cancelled")]
+    Cancelled,
+    /// The model request failed (after its retries) or the loop hit an error.
+    #[error("{0}")]
+    Model(String),
+    /// The answer stopped at the output-token limit before the plan was complete, twice.
+    #[error(
+        "the plan was cut off by the output-token limit ({max_output_tokens} tokens); raise \
+         `max_output_tokens` in .ahelper/config.toml (e.g. 2048) or give a smaller task"
+    )]
+    Truncated {
+        /// The limit in tokens.
+        max_output_tokens: u32,
+    },
+    /// The second answer was still not a valid plan.
+    #[error(transparent)]
+    Rejected(PlanError),
+}
+
+/// Asks the coordinator model for a plan, re-asking once with the validation error, and saves
+/// it in the record (status `planned`, one queued worker per subtask).
+///
+/// Steps: build the coordinator agent → forward its tool calls and retries as events → ask
+/// (and re-ask) → save the plan, or mark the run `failed`.
+///
+/// # Errors
+/// [`SwarmError::Plan`] after two invalid answers, a model failure or a cancel; set-up errors
+/// (role, workspace, transcript, record).
+pub async fn plan_run(
+    prepared: &mut PreparedRun,
+    config: &Config,
+    client: Arc<dyn ModelClient>,
+    model: &str,
+    io: &RunIo,
+) -> Result<PlannedRun, SwarmError> {
+    let mut agent = coordinator_agent(&prepared.record, config, client, model, io)?;
+    let forward = tokio::spawn(forward_coordinator_events(
+        agent.subscribe(),
+        io.events.clone(),
+    ));
+    let asked = ask_for_plan(&mut agent, &mut prepared.record, config, io).await;
+    agent.unsubscribe();
+    drop(agent);
+    let _ = forward.await;
+    match asked {
+        Ok(plan) => save_plan(&mut prepared.record, plan, config, io),
+        Err(failure) => {
+            let error = SwarmError::Plan(failure);
+            prepared.record.status = RunStatus::Failed;
+            prepared.record.error = Some(error.to_string());
+            let _ = prepared.record.save();
+            Err(error)
+        }
+    }
+}
+
+/// The coordinator: read-only tools of its role, rooted at the repository; its own copy of the
+/// permission policy; the run's token budget.
+fn coordinator_agent(
+    record: &RunRecord,
+    config: &Config,
+    client: Arc<dyn ModelClient>,
+    model: &str,
+    io: &RunIo,
+) -> Result<Agent, SwarmError> {
+    let root = &record.repo_root;
+    let role = load_role(root, "coordinator")?;
+    let tool_context = ToolContext::new(root).map_err(|source| SwarmError::Workspace {
+        path: root.clone(),
+        source,
+    })?;
+    let instructions = format!(
+        "{}\n\nLimits: at most {} subtasks; {} workers run at once.",
+        role.instructions, config.swarm.max_subtasks, config.swarm.max_workers
+    );
+    let gate = PermissionGate::new(
+        Arc::new(RwLock::new(config.permissions.clone())),
+        io.prompter.clone(),
+        RulePersistence::InMemory,
+    );
+    let settings = AgentSettings {
+        max_turns: role.max_turns.unwrap_or(DEFAULT_COORDINATOR_TURNS),
+        token_budget: Some(config.swarm.token_budget),
+        ..AgentSettings::new(&config.agent, config.provider().ok())
+    };
+    let agent = Agent::builder(client, model, tool_context, gate)
+        .tools(ToolRegistry::standard().select(&role.tools).read_only())
+        .role_instructions(instructions)
+        .settings(settings)
+        .transcript(
+            record.coordinator_transcript(),
+            format!("{}/{COORDINATOR_LABEL}", record.run_id),
+        )
+        .build()?;
+    Ok(agent)
+}
+
+/// The coordinator's tool calls and retries, as events labelled `coordinator`.
+async fn forward_coordinator_events(
+    mut agent_events: UnboundedReceiver<AgentEvent>,
+    events: UnboundedSender<SwarmEvent>,
+) {
+    while let Some(event) = agent_events.recv().await {
+        let forwarded = match &event {
+            AgentEvent::ToolCallStarted { name, input, .. } => Some(SwarmEvent::WorkerToolCall {
+                worker: COORDINATOR_LABEL.into(),
+                action: super::describe_action(name, input),
+            }),
+            AgentEvent::Retry { .. } => {
+                event
+                    .retry_message()
+                    .map(|message| SwarmEvent::WorkerRetry {
+                        worker: COORDINATOR_LABEL.into(),
+                        message,
+                    })
+            }
+            _ => None,
+        };
+        if let Some(e) = forwarded {
+            let _ = events.send(e);
+        }
+    }
+}
+
+/// The planning conversation: at most two answers; the second is asked with the first one's
+/// validation error.
+async fn ask_for_plan(
+    agent: &mut Agent,
+    record: &mut RunRecord,
+    config: &Config,
+    io: &RunIo,
+) -> Result<Plan, PlanFailure> {
+    let mut prompt = format!(
+        "Task for the swarm:\n{}\n\nExplore as needed, then answer with the JSON plan only.",
+        record.task
+    );
+    let mut attempts_left = 2;
+    loop {
+        let outcome = agent.run(&prompt, &io.cancel).await;
+        record.usage.add(outcome.usage);
+        let rejected = match read_plan(&outcome, config.swarm.max_subtasks, agent.settings()) {
+            Ok(plan) => return Ok(plan),
+            Err(PlanAnswer::Failed(failure)) => return Err(failure),
+            Err(PlanAnswer::Rejected(e)) => e,
+        };
+        let _ = io.events.send(SwarmEvent::PlanRejected {
+            error: rejected.to_string(),
+        });
+        attempts_left -= 1;
+        if attempts_left == 0 {
+            return Err(match rejected {
+                PlanError::Truncated { max_output_tokens } => {
+                    PlanFailure::Truncated { max_output_tokens }
+                }
+                other => PlanFailure::Rejected(other),
+            });
+        }
+        prompt = format!(
+            "Your plan was rejected: {rejected}\nAnswer again with only the corrected JSON plan, nothing else."
+        );
+    }
+}
+
+/// What one answer of the coordinator was, when it was not a plan.
+enum PlanAnswer {
+    /// The conversation cannot go on.
+    Failed(PlanFailure),
+    /// Not a valid plan; may be re-asked.
+    Rejected(PlanError),
+}
+
+fn read_plan(
+    outcome: &AgentOutcome,
+    max_subtasks: usize,
+    settings: &AgentSettings,
+) -> Result<Plan, PlanAnswer> {
+    match outcome.stop_reason {
+        AgentStopReason::Cancelled => return Err(PlanAnswer::Failed(PlanFailure::Cancelled)),
+        AgentStopReason::Error => {
+            let message = outcome
+                .error
+                .clone()
+                .unwrap_or_else(|| "model error".into());
+            return Err(PlanAnswer::Failed(PlanFailure::Model(message)));
+        }
+        _ => {}
+    }
+    // A reply that stopped at the output-token limit (the loop's only `completed` outcome with
+    // an error) is named as such: "no JSON found" would send the model and the user looking for
+    // the wrong problem.
+    let cut_off = outcome.stop_reason == AgentStopReason::Completed && outcome.error.is_some();
+    parse_plan(&outcome.final_text, max_subtasks).map_err(|e| {
+        PlanAnswer::Rejected(if cut_off {
+            PlanError::Truncated {
+                max_output_tokens: settings.max_output_tokens,
+            }
+        } else {
+            e
+        })
+    })
+}
+
+/// Stores the plan and one queued worker per subtask in the record (status `planned`).
+fn save_plan(
+    record: &mut RunRecord,
+    plan: Plan,
+    config: &Config,
+    io: &RunIo,
+) -> Result<PlannedRun, SwarmError> {
+    record.plan = Some(plan.clone());
+    record.workers = worker_records(record, &plan, config);
+    record.status = RunStatus::Planned;
+    record.save()?;
+    let _ = io.events.send(SwarmEvent::PlanReady { plan });
+    PlannedRun::from_record(record.clone())
+}
+
+/// Worker `w<i>` for the i-th subtask (1-based), with its branch and worktree directory.
+fn worker_records(record: &RunRecord, plan: &Plan, config: &Config) -> Vec<WorkerRecord> {
+    let env = EnvSnapshot::capture();
+    let base = worktree_base(config, &env, &record.repo_root, &record.run_id);
+    plan.subtasks
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let id = format!("w{}", i + 1);
+            WorkerRecord {
+                branch: worker_branch(&record.run_id, &id),
+                worktree: base.join(&id),
+                id,
+                subtask_id: s.id.clone(),
+                title: s.title.clone(),
+                status: WorkerStatus::Queued,
+                start_commit: None,
+                turns: 0,
+                usage: Usage::default(),
+                tool_calls: 0,
+                last_action: String::new(),
+                started_at: None,
+                elapsed_ms: 0,
+                report: None,
+                conflicts: vec![],
+                claims: 0,
+                denied: vec![],
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,62 @@
+//! Stopping everything a run started, on the user's second Ctrl-C.
+
+/// Kills every descendant process of this process: walks `/proc` for processes whose parent
+/// chain leads to us and sends `SIGKILL` to each one's process group (unless it is ours) and to
+/// the process itself. Linux only (`/proc/<pid>/stat`); elsewhere it finds nothing.
+pub fn kill_descendants() {
+    for pid in descendants(std::process::id() as i32, &parent_table()) {
+        // SAFETY: plain signal sends to processes we started.
+        unsafe {
+            let pgid = libc::getpgid(pid);
+            if pgid > 0 && pgid != libc::getpgid(0) {
+                libc::kill(-pgid, libc::SIGKILL);
+            }
+            libc::kill(pid, libc::SIGKILL);
+        }
+    }
+}
+
+/// `(pid, parent pid)` of every process in `/proc`.
+fn parent_table() -> Vec<(i32, i32)> {
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    rd.flatten()
+        .filter_map(|e| {
+            let pid = e.file_name().to_string_lossy().parse::<i32>().ok()?;
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            // The command name may contain spaces: the fields follow the last ')'.
+            let (_, rest) = stat.rsplit_once(')')?;
+            let ppid = rest.split_whitespace().nth(1)?.parse::<i32>().ok()?;
+            Some((pid, ppid))
+        })
+        .collect()
+}
+
+/// Every process below `root` in `parents`, parents before children (`root` excluded).
+fn descendants(root: i32, parents: &[(i32, i32)]) -> Vec<i32> {
+    let mut found = vec![root];
+    let mut i = 0;
+    while i < found.len() {
+        let parent = found[i];
+        for (pid, ppid) in parents {
+            if *ppid == parent && !found.contains(pid) {
+                found.push(*pid);
+            }
+        }
+        i += 1;
+    }
+    found.split_off(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn descendants_follow_the_parent_chain() {
+        let table = [(10, 1), (11, 10), (12, 11), (13, 1), (14, 10)];
+        assert_eq!(descendants(10, &table), vec![11, 14, 12]);
+        assert!(descendants(13, &table).is_empty());
+    }
+}

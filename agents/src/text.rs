@@ -1,0 +1,78 @@
+//! Shortening text by characters (never inside a UTF-8 sequence).
+//!
+//! Every place that shortens text — tool results for the model, the status table, transcript
+//! views, worker reports, one-line call summaries — cuts with [`clip`] (keep the start) or
+//! [`truncate_middle`] (keep the start and the end) and adds its own marker.
+
+/// The first `max_chars` characters of `text`, and how many characters were cut after them
+/// (0 when `text` fits).
+pub fn clip(text: &str, max_chars: usize) -> (&str, usize) {
+    match text.char_indices().nth(max_chars) {
+        None => (text, 0),
+        Some((end, _)) => (&text[..end], text[end..].chars().count()),
+    }
+}
+
+/// The first line of `text` cut to `max_chars` characters, with `…` appended when anything was
+/// cut (characters or further lines).
+pub fn first_line_clipped(text: &str, max_chars: usize) -> String {
+    let mut lines = text.lines();
+    let line = lines.next().unwrap_or("");
+    let (kept, cut) = clip(line, max_chars);
+    let mut out = kept.to_string();
+    if cut > 0 || lines.next().is_some() {
+        out.push('…');
+    }
+    out
+}
+
+/// Shortens `text` to at most about `max_chars` characters, keeping the first 60% and the tail,
+/// with a marker line in between saying how many characters were cut. Text within the limit is
+/// returned unchanged.
+pub fn truncate_middle(text: &str, max_chars: usize) -> String {
+    let total = text.chars().count();
+    if total <= max_chars {
+        return text.to_string();
+    }
+    let head_chars = max_chars * 6 / 10;
+    let tail_chars = max_chars - head_chars;
+    let cut = total - head_chars - tail_chars;
+    let (head, _) = clip(text, head_chars);
+    let tail_start = text
+        .char_indices()
+        .nth(total - tail_chars)
+        .map_or(text.len(), |(i, _)| i);
+    let tail = &text[tail_start..];
+    format!("{head}\n[… {cut} characters cut from the middle of this output …]\n{tail}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clip_counts_characters_not_bytes() {
+        assert_eq!(clip("héllo", 2), ("hé", 3));
+        assert_eq!(clip("héllo", 5), ("héllo", 0));
+        assert_eq!(clip("", 3), ("", 0));
+    }
+
+    #[test]
+    fn first_line_marks_cut_text_and_further_lines() {
+        assert_eq!(first_line_clipped("ls\nrm x", 10), "ls…");
+        assert_eq!(first_line_clipped("abcdef", 3), "abc…");
+        assert_eq!(first_line_clipped("abc", 3), "abc");
+    }
+
+    #[test]
+    fn truncate_keeps_head_and_tail_with_marker() {
+        let text: String = (0..1000)
+            .map(|i| char::from(b'a' + (i % 26) as u8))
+            .collect();
+        let out = truncate_middle(&text, 100);
+        assert!(out.starts_with(&text[..60]));
+        assert!(out.ends_with(&text[960..]));
+        assert!(out.contains("900 characters cut"));
+        assert_eq!(truncate_middle("short", 100), "short");
+    }
+}

@@ -78,8 +78,8 @@ fn assert_refused(r: Result<ToolOutput, ToolError>, secret: &str) -> String {
     match r {
         Ok(out) => panic!("expected a refusal, got {out:?}"),
         Err(e) => {
-            assert!(!e.0.contains(secret), "error leaks the secret: {e}");
-            e.0
+            assert!(!e.message().contains(secret), "error leaks the secret: {e}");
+            e.message().to_string()
         }
     }
 }

@@ -48,7 +48,7 @@ impl Fx {
     async fn err(&self, tool: &str, input: Value) -> String {
         match self.call(tool, input.clone()).await {
             Ok(o) => panic!("{tool} {input} should fail, got {o:?}"),
-            Err(e) => e.0,
+            Err(e) => e.message().to_string(),
         }
     }
     fn put(&self, rel: &str, bytes: impl AsRef<[u8]>) {
@@ -318,8 +318,11 @@ async fn write_and_edit_claim_files_and_refuse_files_claimed_by_others() {
         .call(json!({"path": "src/a.rs", "content": "b\n"}), &w2)
         .await
         .unwrap_err();
-    assert!(e.0.contains("claimed by worker `w2`") || e.0.contains("claimed by worker `w1`"));
-    assert!(e.0.contains("`w1`"), "{e}");
+    assert!(
+        e.message().contains("claimed by worker `w2`")
+            || e.message().contains("claimed by worker `w1`")
+    );
+    assert!(e.message().contains("`w1`"), "{e}");
     let e = edit
         .call(
             json!({"path": "src/a.rs", "old_string": "a", "new_string": "b"}),
@@ -327,7 +330,7 @@ async fn write_and_edit_claim_files_and_refuse_files_claimed_by_others() {
         )
         .await
         .unwrap_err();
-    assert!(e.0.contains("`w1`"), "{e}");
+    assert!(e.message().contains("`w1`"), "{e}");
     assert_eq!(f.get("src/a.rs"), b"a\n");
     // The owner keeps editing.
     edit.call(

@@ -90,7 +90,7 @@ async fn cwd_outside_the_workspace_is_refused() {
         .call(json!({"command": "pwd"}), &ctx)
         .await
         .unwrap_err();
-    assert!(e.0.contains("outside the workspace"), "{e}");
+    assert!(e.message().contains("outside the workspace"), "{e}");
 }
 
 #[tokio::test]
@@ -239,12 +239,12 @@ async fn timeout_is_clamped_and_bad_args_are_explained() {
     let tool = tool.get("run_command").unwrap();
     let e = tool.call(json!({"cmd": "ls"}), &f.ctx).await.unwrap_err();
     assert!(
-        e.0.contains("unknown field `cmd`") && e.0.contains("`command`"),
+        e.message().contains("unknown field `cmd`") && e.message().contains("`command`"),
         "{e}"
     );
     let e = tool
         .call(json!({"command": "  "}), &f.ctx)
         .await
         .unwrap_err();
-    assert!(e.0.contains("empty"), "{e}");
+    assert!(e.message().contains("empty"), "{e}");
 }

@@ -23,6 +23,8 @@ pub(super) struct CallResult {
     is_error: bool,
     /// Time the tool ran, in ms (0 when it did not run).
     duration_ms: u64,
+    /// The tool reported a [`crate::tools::ToolError::Fatal`] error: the loop stops.
+    fatal: bool,
 }
 
 impl CallResult {
@@ -33,15 +35,18 @@ impl CallResult {
             content: reason.into(),
             is_error: true,
             duration_ms: 0,
+            fatal: false,
         }
     }
 }
 
-/// The tool-result blocks of one turn (one per call, in call order, then the invalid calls)
-/// and whether the turn was cancelled meanwhile.
+/// The tool-result blocks of one turn (one per call, in call order, then the invalid calls),
+/// whether the turn was cancelled meanwhile, and the first fatal tool error
+/// (`<tool>: <message>`).
 pub(super) struct TurnResults {
     pub blocks: Vec<ContentBlock>,
     pub cancelled: bool,
+    pub fatal: Option<String>,
 }
 
 /// Whether a call may run, decided before it runs.
@@ -99,10 +104,14 @@ impl Agent {
             .run_batch(calls, &mut batch, &mut results, cancel)
             .await;
         let mut blocks = Vec::with_capacity(calls.len() + invalid.len());
+        let mut fatal = None;
         for (call, result) in calls.iter().zip(results) {
             let mut result = result.unwrap_or_else(|| {
                 CallResult::not_run(&call.name, "Cancelled before this call ran.")
             });
+            if result.fatal && fatal.is_none() {
+                fatal = Some(format!("{}: {}", result.name, result.content));
+            }
             result.content = truncate_middle(&result.content, self.settings.max_tool_output_chars);
             blocks.push(self.deliver(&call.id, result));
         }
@@ -113,6 +122,7 @@ impl Agent {
         TurnResults {
             blocks,
             cancelled: cancelled || cancel.is_cancelled(),
+            fatal,
         }
     }
 
@@ -178,6 +188,7 @@ impl Agent {
             content,
             is_error,
             duration_ms,
+            ..
         } = result;
         self.record(TranscriptEntry::ToolResult {
             tool_use_id: id.to_string(),
@@ -232,15 +243,16 @@ impl Agent {
                     None => Err(crate::tools::ToolError::new("unknown tool")),
                 };
                 let duration_ms = started.elapsed().as_millis() as u64;
-                let (content, is_error) = match outcome {
-                    Ok(out) => (out.content, out.is_error),
-                    Err(e) => (e.to_string(), true),
+                let (content, is_error, fatal) = match outcome {
+                    Ok(out) => (out.content, out.is_error, false),
+                    Err(e) => (e.to_string(), true, e.is_fatal()),
                 };
                 CallResult {
                     name: call.name.clone(),
                     content,
                     is_error,
                     duration_ms,
+                    fatal,
                 }
             }
         });

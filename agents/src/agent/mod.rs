@@ -18,6 +18,7 @@ use crate::config::AgentLimits;
 use crate::model::{ContentBlock, Message, ModelClient, ProviderSettings, Role, StopReason, Usage};
 use crate::tools::{ToolContext, ToolRegistry, truncate_middle};
 use crate::transcript::{TranscriptEntry, TranscriptWriter};
+use calls::TurnResults;
 use gate::PermissionGate;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -428,14 +429,14 @@ impl Agent {
             }
             let repeats = self.find_repeats(&mut progress.repeats, &reply);
             progress.tool_calls += (reply.calls.len() + reply.invalid.len()) as u32;
-            let results = self
+            let mut results = self
                 .execute_calls(&reply.calls, &reply.invalid, repeats.first_repeated, cancel)
                 .await;
             self.history.push(Message {
                 role: Role::User,
-                content: results.blocks,
+                content: std::mem::take(&mut results.blocks),
             });
-            if let Some(stop) = self.limit_after_turn(results.cancelled, &repeats, &reply) {
+            if let Some(stop) = self.limit_after_turn(&results, &repeats, &reply) {
                 break stop;
             }
         };
@@ -537,16 +538,24 @@ impl Agent {
         }
     }
 
-    /// Cancel, repeated calls and the token budget, checked after the calls ran.
+    /// Cancel, a fatal tool error, repeated calls and the token budget, checked after the calls
+    /// ran.
     fn limit_after_turn(
-        &self,
-        cancelled: bool,
+        &mut self,
+        results: &TurnResults,
         repeats: &Repeats,
         reply: &TurnReply,
     ) -> Option<LoopStop> {
         let limit = self.settings.repeat_limit;
-        if cancelled {
+        if results.cancelled {
             return Some(LoopStop::new(AgentStopReason::Cancelled, None));
+        }
+        if let Some(fatal) = &results.fatal {
+            let message = format!("a tool cannot work here: {fatal}");
+            self.record(TranscriptEntry::Error {
+                message: message.clone(),
+            });
+            return Some(LoopStop::new(AgentStopReason::Error, Some(message)));
         }
         if repeats.invalid_repeated && repeats.first_repeated.is_none() {
             let last_error = reply

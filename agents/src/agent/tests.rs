@@ -631,3 +631,62 @@ fn tool_spec_shape() {
     };
     assert_eq!(spec.name, "x");
 }
+
+/// A tool that cannot work in this environment (here: always).
+struct Broken;
+
+#[async_trait::async_trait]
+impl Tool for Broken {
+    fn name(&self) -> &'static str {
+        "broken"
+    }
+    fn description(&self) -> &'static str {
+        "broken"
+    }
+    fn input_schema(&self) -> Value {
+        json!({"type":"object"})
+    }
+    fn kind(&self) -> ToolKind {
+        ToolKind::Read
+    }
+    fn permission_subject(&self, _input: &Value) -> Option<String> {
+        None
+    }
+    async fn call(&self, _input: Value, _ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        Err(ToolError::fatal("the sandbox cannot be set up"))
+    }
+}
+
+#[tokio::test]
+async fn fatal_tool_error_stops_the_loop_and_keeps_history_valid() {
+    let script = Script::new(vec![
+        vec![
+            call("a", "echo", json!({"value": "fine"})),
+            call("b", "broken", json!({})),
+            stop(StopReason::ToolUse),
+        ],
+        vec![text("never asked"), stop(StopReason::EndTurn)],
+    ]);
+    let mut f = fixture(
+        script.clone(),
+        Arc::new(DenyPrompter),
+        PermissionMode::Default,
+    );
+    f.agent.tools.register(Arc::new(Broken));
+    let out = f.agent.run("go", &CancellationToken::new()).await;
+    assert_eq!(out.stop_reason, AgentStopReason::Error);
+    assert_eq!(out.turns, 1);
+    let error = out.error.unwrap();
+    assert!(
+        error.contains("broken: the sandbox cannot be set up"),
+        "{error}"
+    );
+    assert_eq!(script.requests.lock().unwrap().len(), 1);
+    // both calls have their result: a later prompt can continue the conversation
+    let last = f.agent.history.last().unwrap();
+    assert_eq!(last.content.len(), 2);
+    assert!(matches!(
+        &last.content[1],
+        ContentBlock::ToolResult { is_error: true, content, .. } if content.contains("sandbox")
+    ));
+}

@@ -119,21 +119,50 @@ impl ToolOutput {
     }
 }
 
-/// A tool call that could not be carried out; the message is sent back as an `is_error` result.
+/// A tool call that could not be carried out. As codex-rs's `FunctionCallError`, it separates
+/// what the model is told from what ends the loop.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("{0}")]
-pub struct ToolError(pub String);
+pub enum ToolError {
+    /// The call failed in a way the model can act on (bad arguments, a path outside the
+    /// workspace, a missing file, a file claimed by another worker, …): sent back as an
+    /// `is_error` tool result, and the loop goes on.
+    #[error("{0}")]
+    RespondToModel(String),
+    /// The tool cannot work in this agent's environment (the command sandbox cannot be set up,
+    /// the workspace is gone): no other call could succeed and only the user can fix it. The
+    /// message is still the call's result (the history stays valid), and the loop stops with
+    /// [`crate::agent::AgentStopReason::Error`].
+    #[error("{0}")]
+    Fatal(String),
+}
 
 impl ToolError {
-    /// Builds an error from anything printable.
+    /// An error the model is told about (the common case).
     pub fn new(message: impl Into<String>) -> Self {
-        ToolError(message.into())
+        ToolError::RespondToModel(message.into())
+    }
+
+    /// An error that stops the agent loop.
+    pub fn fatal(message: impl Into<String>) -> Self {
+        ToolError::Fatal(message.into())
+    }
+
+    /// The message (what the model reads as the call's result).
+    pub fn message(&self) -> &str {
+        match self {
+            ToolError::RespondToModel(m) | ToolError::Fatal(m) => m,
+        }
+    }
+
+    /// Whether it stops the agent loop.
+    pub fn is_fatal(&self) -> bool {
+        matches!(self, ToolError::Fatal(_))
     }
 }
 
 impl From<crate::sandbox::SandboxError> for ToolError {
     fn from(e: crate::sandbox::SandboxError) -> Self {
-        ToolError(e.to_string())
+        ToolError::RespondToModel(e.to_string())
     }
 }
 
@@ -154,8 +183,9 @@ pub trait Tool: Send + Sync {
     /// Runs the call.
     ///
     /// # Errors
-    /// [`ToolError`] with a message the model can act on (bad arguments, path outside the
-    /// workspace, file not found, …).
+    /// [`ToolError::RespondToModel`] with a message the model can act on (bad arguments, path
+    /// outside the workspace, file not found, …); [`ToolError::Fatal`] when the tool cannot work
+    /// here at all.
     async fn call(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError>;
 }
 

@@ -54,7 +54,7 @@ fn search_root(
         )));
     }
     let root = std::fs::canonicalize(&ctx.workspace_root)
-        .map_err(|e| ToolError::new(format!("workspace root cannot be resolved: {e}")))?;
+        .map_err(|e| ToolError::fatal(format!("workspace root cannot be resolved: {e}")))?;
     Ok((resolved, root))
 }
 

@@ -306,9 +306,10 @@ async fn run_command(args: &RunCommandArgs, ctx: &ToolContext) -> Result<ToolOut
         .kill_on_drop(true);
     let sandboxed = match &ctx.command_sandbox {
         Some(policy) if policy.is_enforced() => {
+            // Without its sandbox no command may run, and the model cannot change that.
             policy
                 .prepare()
-                .map_err(|e| ToolError::new(e.to_string()))?
+                .map_err(|e| ToolError::fatal(e.to_string()))?
                 .install(&mut cmd);
             true
         }

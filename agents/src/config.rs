@@ -1,8 +1,9 @@
 //! Layered configuration.
 //!
-//! Precedence, highest first (`DESIGN.md` §7): command-line flags > environment (`AHELPER_*`) >
-//! project `<workspace>/.ahelper/config.toml` > user `$XDG_CONFIG_HOME/ahelper/config.toml` >
-//! provider environment fallbacks (`ANTHROPIC_BASE_URL`, `OPENAI_BASE_URL`) > defaults.
+//! Precedence, highest first (as the README's "Configuration" says): command-line flags >
+//! environment (`AHELPER_*`) > project `<workspace>/.ahelper/config.toml` > user
+//! `$XDG_CONFIG_HOME/ahelper/config.toml` > provider environment fallbacks
+//! (`ANTHROPIC_BASE_URL`, `OPENAI_BASE_URL`) > defaults.
 //!
 //! Each file is parsed on its own into [`ConfigFile`] (unknown keys are errors that name the
 //! file, line and key), then the layers are merged field by field: scalars from the higher layer
@@ -70,7 +71,7 @@ pub enum ConfigError {
     )]
     NoModel {
         /// What is missing.
-        reason: String,
+        reason: NoModelReason,
     },
     /// Writing a rule to the project config failed.
     #[error("cannot update {path}: {message}")]
@@ -387,7 +388,7 @@ pub struct Config {
     pub files_read: Vec<PathBuf>,
     /// The provider, or the reason none is usable (reported only when a model is needed, so
     /// `ahelper swarm ls` works without a key).
-    provider: Result<ProviderSettings, String>,
+    provider: Result<ProviderSettings, NoModelReason>,
 }
 
 impl Config {
@@ -485,7 +486,11 @@ impl Config {
             worktree_root: merged.swarm.worktree_root.clone(),
         };
         let sandbox = resolve_sandbox(&merged.sandbox, &workspace_root, env)?;
-        let provider = resolve_provider(&merged, env)?;
+        let provider = match resolve_provider(&merged, env) {
+            Ok(p) => Ok(p),
+            Err(ProviderProblem::Unusable(reason)) => Err(reason),
+            Err(ProviderProblem::Invalid(e)) => return Err(e),
+        };
         Ok(Config {
             workspace_root,
             merged,
@@ -618,107 +623,189 @@ fn resolve_permissions(
     Ok(PermissionPolicy { mode, rules })
 }
 
+/// Why no model provider is usable. Reported only when a model is needed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NoModelReason {
+    /// No `provider` setting and no provider key or URL in the environment.
+    NoProvider,
+    /// The provider's official endpoint needs a key and its variable is not set.
+    MissingApiKey {
+        /// `anthropic` or `openai`.
+        provider: &'static str,
+        /// The endpoint.
+        base_url: String,
+        /// The environment variable that should hold the key.
+        key_env: String,
+    },
+}
+
+impl std::fmt::Display for NoModelReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NoModelReason::NoProvider => f.write_str(
+                "no provider is set and neither ANTHROPIC_API_KEY nor OPENAI_API_KEY/OPENAI_BASE_URL is in the environment",
+            ),
+            NoModelReason::MissingApiKey {
+                provider,
+                base_url,
+                key_env,
+            } => write!(
+                f,
+                "provider `{provider}` at {base_url} needs an API key, but the environment variable {key_env} is not set"
+            ),
+        }
+    }
+}
+
+/// Why [`resolve_provider`] produced no provider.
+enum ProviderProblem {
+    /// A setting is wrong: loading the configuration fails.
+    Invalid(ConfigError),
+    /// Nothing is wrong, but no model can be used; said when one is needed.
+    Unusable(NoModelReason),
+}
+
+impl From<ConfigError> for ProviderProblem {
+    fn from(e: ConfigError) -> Self {
+        ProviderProblem::Invalid(e)
+    }
+}
+
+/// Defaults of one provider kind.
+struct ProviderDefaults {
+    name: &'static str,
+    key_env: &'static str,
+    base_url_env: &'static str,
+    base_url: &'static str,
+    model: &'static str,
+    context_window: u32,
+}
+
+impl ProviderDefaults {
+    fn of(kind: ProviderKind) -> Self {
+        match kind {
+            ProviderKind::Anthropic => ProviderDefaults {
+                name: "anthropic",
+                key_env: "ANTHROPIC_API_KEY",
+                base_url_env: "ANTHROPIC_BASE_URL",
+                base_url: ANTHROPIC_DEFAULT_BASE_URL,
+                model: ANTHROPIC_DEFAULT_MODEL,
+                context_window: 200_000,
+            },
+            ProviderKind::Openai => ProviderDefaults {
+                name: "openai",
+                key_env: "OPENAI_API_KEY",
+                base_url_env: "OPENAI_BASE_URL",
+                base_url: OPENAI_DEFAULT_BASE_URL,
+                model: OPENAI_DEFAULT_MODEL,
+                context_window: 128_000,
+            },
+        }
+    }
+}
+
+fn invalid_setting(key: &str, message: String) -> ConfigError {
+    ConfigError::Invalid {
+        key: key.into(),
+        origin: "configuration".into(),
+        message,
+    }
+}
+
+/// The provider: its kind, endpoint, key, model and limits, from the merged settings and the
+/// environment.
 fn resolve_provider(
     merged: &ConfigFile,
     env: &EnvSnapshot,
-) -> Result<Result<ProviderSettings, String>, ConfigError> {
-    let kind = match merged.provider.as_deref() {
-        Some("anthropic") => ProviderKind::Anthropic,
-        Some("openai") | Some("openai-compatible") | Some("ollama") => ProviderKind::Openai,
-        Some(other) => {
-            return Err(ConfigError::Invalid {
-                key: "provider".into(),
-                origin: "configuration".into(),
-                message: format!("unknown provider `{other}`; expected `anthropic` or `openai`"),
-            });
-        }
-        None => {
-            if env.get("ANTHROPIC_API_KEY").is_some() {
-                ProviderKind::Anthropic
-            } else if env.get("OPENAI_API_KEY").is_some()
-                || env.get("OPENAI_BASE_URL").is_some()
-                || merged.base_url.is_some()
-            {
-                ProviderKind::Openai
-            } else {
-                return Ok(Err(
-                    "no provider is set and neither ANTHROPIC_API_KEY nor OPENAI_API_KEY/OPENAI_BASE_URL is in the environment"
-                        .into(),
-                ));
-            }
-        }
-    };
+) -> Result<ProviderSettings, ProviderProblem> {
+    let kind = provider_kind(merged, env)?;
     let tool_protocol = match merged.tool_protocol.as_deref() {
         None | Some("native") => ToolProtocol::Native,
         Some("text") => ToolProtocol::Text,
         Some(other) => {
-            return Err(ConfigError::Invalid {
-                key: "tool_protocol".into(),
-                origin: "configuration".into(),
-                message: format!("unknown tool protocol `{other}`; expected `native` or `text`"),
-            });
+            return Err(invalid_setting(
+                "tool_protocol",
+                format!("unknown tool protocol `{other}`; expected `native` or `text`"),
+            )
+            .into());
         }
     };
-    let (default_key_env, base_env, default_base, default_model, default_window) = match kind {
-        ProviderKind::Anthropic => (
-            "ANTHROPIC_API_KEY",
-            "ANTHROPIC_BASE_URL",
-            ANTHROPIC_DEFAULT_BASE_URL,
-            ANTHROPIC_DEFAULT_MODEL,
-            200_000,
-        ),
-        ProviderKind::Openai => (
-            "OPENAI_API_KEY",
-            "OPENAI_BASE_URL",
-            OPENAI_DEFAULT_BASE_URL,
-            OPENAI_DEFAULT_MODEL,
-            128_000,
-        ),
-    };
-    let base_url = merged
-        .base_url
-        .clone()
-        .or_else(|| env.get(base_env).map(str::to_string))
-        .unwrap_or_else(|| default_base.to_string());
-    let base_url = base_url.trim_end_matches('/').to_string();
-    if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
-        return Err(ConfigError::Invalid {
-            key: "base_url".into(),
-            origin: "configuration".into(),
-            message: format!("`{base_url}` is not an http:// or https:// URL"),
-        });
-    }
+    let defaults = ProviderDefaults::of(kind);
+    let base_url = provider_base_url(merged, env, &defaults)?;
     let key_env = merged
         .api_key_env
         .clone()
-        .unwrap_or_else(|| default_key_env.to_string());
+        .unwrap_or_else(|| defaults.key_env.to_string());
     let api_key = env.get(&key_env).map(str::to_string).unwrap_or_default();
-    let is_official = base_url == default_base;
-    if api_key.is_empty() && is_official {
-        return Ok(Err(format!(
-            "provider `{}` at {base_url} needs an API key, but the environment variable {key_env} is not set",
-            match kind {
-                ProviderKind::Anthropic => "anthropic",
-                ProviderKind::Openai => "openai",
-            }
-        )));
+    if api_key.is_empty() && base_url == defaults.base_url {
+        return Err(ProviderProblem::Unusable(NoModelReason::MissingApiKey {
+            provider: defaults.name,
+            base_url,
+            key_env,
+        }));
     }
-    Ok(Ok(ProviderSettings {
+    Ok(ProviderSettings {
         kind,
         model: merged
             .model
             .clone()
-            .unwrap_or_else(|| default_model.to_string()),
+            .unwrap_or_else(|| defaults.model.to_string()),
         base_url,
         api_key: ApiKey(api_key),
         max_output_tokens: merged.max_output_tokens.unwrap_or(8_192).max(16),
-        context_window: merged.context_window.unwrap_or(default_window).max(1_024),
+        context_window: merged
+            .context_window
+            .unwrap_or(defaults.context_window)
+            .max(1_024),
         tool_protocol,
         max_attempts: merged.retry.max_attempts.unwrap_or(5).max(1),
         retry_base_delay_ms: merged.retry.base_delay_ms.unwrap_or(1_000),
         retry_max_delay_ms: merged.retry.max_delay_ms.unwrap_or(60_000),
         idle_timeout_ms: merged.retry.idle_timeout_ms.unwrap_or(120_000),
-    }))
+    })
+}
+
+/// The `provider` setting, or the provider the environment's keys and URLs point to.
+fn provider_kind(merged: &ConfigFile, env: &EnvSnapshot) -> Result<ProviderKind, ProviderProblem> {
+    match merged.provider.as_deref() {
+        Some("anthropic") => Ok(ProviderKind::Anthropic),
+        Some("openai") | Some("openai-compatible") | Some("ollama") => Ok(ProviderKind::Openai),
+        Some(other) => Err(invalid_setting(
+            "provider",
+            format!("unknown provider `{other}`; expected `anthropic` or `openai`"),
+        )
+        .into()),
+        None if env.get("ANTHROPIC_API_KEY").is_some() => Ok(ProviderKind::Anthropic),
+        None if env.get("OPENAI_API_KEY").is_some()
+            || env.get("OPENAI_BASE_URL").is_some()
+            || merged.base_url.is_some() =>
+        {
+            Ok(ProviderKind::Openai)
+        }
+        None => Err(ProviderProblem::Unusable(NoModelReason::NoProvider)),
+    }
+}
+
+/// `base_url`, else the provider's `*_BASE_URL` variable, else its official endpoint; without a
+/// trailing `/`.
+fn provider_base_url(
+    merged: &ConfigFile,
+    env: &EnvSnapshot,
+    defaults: &ProviderDefaults,
+) -> Result<String, ConfigError> {
+    let base_url = merged
+        .base_url
+        .clone()
+        .or_else(|| env.get(defaults.base_url_env).map(str::to_string))
+        .unwrap_or_else(|| defaults.base_url.to_string());
+    let base_url = base_url.trim_end_matches('/').to_string();
+    if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
+        return Err(invalid_setting(
+            "base_url",
+            format!("`{base_url}` is not an http:// or https:// URL"),
+        ));
+    }
+    Ok(base_url)
 }
 
 /// Which rule list an answer goes to.

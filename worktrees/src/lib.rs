@@ -28,7 +28,12 @@
 //!   snapshots into a private in-memory index, commits, merges in memory, conflict detection, diff
 //!   stats, ref updates with compare-and-swap, and worktree listing.
 //!
-//! Case ids (S01, S07, …) refer to `cases/swarm.md` in the project's shared test inputs.
+//! Case ids (S01, S07, …) name the git edge cases of a swarm (a branch checked out elsewhere, an
+//! orphaned worktree, a stale `index.lock`, …); each is described where it is handled and tested
+//! under the same id in `worktrees/tests/`. `docs/architecture.md` shows where this crate sits in
+//! a run.
+
+#![deny(clippy::print_stdout, clippy::print_stderr)]
 
 mod branch;
 mod cli;

@@ -29,7 +29,7 @@ pub enum ToolKind {
 }
 
 /// The run-wide file-claims map of a swarm (path relative to the workspace root → worker id),
-/// plus the id of the worker that owns this context. See `DESIGN.md` §8.
+/// plus the id of the worker that owns this context (`docs/architecture.md`, "Where state lives").
 #[derive(Debug, Clone)]
 pub struct FileClaims {
     /// Shared map owned by the run.

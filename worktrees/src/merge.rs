@@ -192,23 +192,7 @@ pub fn apply_to_current(
 ) -> Result<ApplyOutcome, GitError> {
     let repo = open_repo(repo)?;
     let root = workdir(&repo)?;
-    let head = repo
-        .head()
-        .ctx(|| format!("reading HEAD of {}", root.display()))?;
-    if !head.is_branch() {
-        return Err(GitError::DetachedHead { path: root });
-    }
-    let current = head.shorthand().unwrap_or_default().to_owned();
-    if repo.state() != RepositoryState::Clean {
-        return Err(GitError::RepositoryBusy {
-            path: root,
-            state: format!("{:?}", repo.state()).to_lowercase(),
-        });
-    }
-    let ours = head
-        .peel_to_commit()
-        .ctx(|| "resolving HEAD".to_owned())?
-        .id();
+    let (current, ours) = current_branch(&repo, &root)?;
     let theirs = tip(&repo, source_branch)?;
     if ours == theirs || is_ancestor(&repo, theirs, ours)? {
         return Ok(ApplyOutcome::UpToDate { commit: ours });
@@ -220,17 +204,58 @@ pub fn apply_to_current(
             .ctx(|| format!("reading {theirs}"))?
             .id()
     } else {
-        match merge_trees(&repo, ours, theirs)? {
-            Ok(tree) => tree,
-            Err(files) => {
-                return Err(GitError::ApplyConflict {
-                    target: current,
-                    source_branch: source_branch.to_owned(),
-                    files: files.into_iter().map(|f| f.path).collect(),
-                });
-            }
-        }
+        merge_trees(&repo, ours, theirs)?.map_err(|files| GitError::ApplyConflict {
+            target: current.clone(),
+            source_branch: source_branch.to_owned(),
+            files: files.into_iter().map(|f| f.path).collect(),
+        })?
     };
+    refuse_dirty_overlap(&repo, ours, merged_tree, source_branch)?;
+    run_git_merge(&repo, &root, theirs, fast_forward, message, identity)?;
+    let new_head = Repository::open(&root)
+        .and_then(|r| r.head()?.peel_to_commit().map(|c| c.id()))
+        .ctx(|| "reading the new HEAD".to_owned())?;
+    tracing::info!(branch = %current, source_branch, commit = %new_head, fast_forward, "applied");
+    Ok(if fast_forward {
+        ApplyOutcome::FastForward { commit: new_head }
+    } else {
+        ApplyOutcome::Merged { commit: new_head }
+    })
+}
+
+/// The branch the checkout at `root` has (short name) and its commit; refused on a detached
+/// HEAD or with a merge/rebase in progress.
+fn current_branch(repo: &Repository, root: &Path) -> Result<(String, Oid), GitError> {
+    let head = repo
+        .head()
+        .ctx(|| format!("reading HEAD of {}", root.display()))?;
+    if !head.is_branch() {
+        return Err(GitError::DetachedHead {
+            path: root.to_path_buf(),
+        });
+    }
+    let current = head.shorthand().unwrap_or_default().to_owned();
+    if repo.state() != RepositoryState::Clean {
+        return Err(GitError::RepositoryBusy {
+            path: root.to_path_buf(),
+            state: format!("{:?}", repo.state()).to_lowercase(),
+        });
+    }
+    let ours = head
+        .peel_to_commit()
+        .ctx(|| "resolving HEAD".to_owned())?
+        .id();
+    Ok((current, ours))
+}
+
+/// [`GitError::DirtyOverlap`] when any of the user's uncommitted or untracked paths is among
+/// the files going from `ours` to `merged_tree` changes.
+fn refuse_dirty_overlap(
+    repo: &Repository,
+    ours: Oid,
+    merged_tree: Oid,
+    source_branch: &str,
+) -> Result<(), GitError> {
     let old_tree = repo
         .find_commit(ours)
         .and_then(|c| c.tree())
@@ -238,28 +263,40 @@ pub fn apply_to_current(
     let new_tree = repo
         .find_tree(merged_tree)
         .ctx(|| "reading the merged tree".to_owned())?;
-    let touched = touched_paths(&repo, &old_tree, &new_tree)?;
-    let dirty = status_paths(&repo, true)?;
-    let overlap: Vec<String> = dirty
+    let touched = touched_paths(repo, &old_tree, &new_tree)?;
+    let overlap: Vec<String> = status_paths(repo, true)?
         .into_iter()
         .filter(|d| {
             let dir = format!("{}/", d.trim_end_matches('/'));
             touched.iter().any(|t| t == d || t.starts_with(&dir))
         })
         .collect();
-    if !overlap.is_empty() {
-        return Err(GitError::DirtyOverlap {
-            source_branch: source_branch.to_owned(),
-            paths: overlap,
-        });
+    if overlap.is_empty() {
+        return Ok(());
     }
+    Err(GitError::DirtyOverlap {
+        source_branch: source_branch.to_owned(),
+        paths: overlap,
+    })
+}
 
+/// `git merge --ff-only <theirs>` (or `git merge --no-edit -m <message> <theirs>`) in the user's
+/// checkout, with `identity` (or the fallback when none is configured); `git merge --abort`
+/// when it fails part-way.
+fn run_git_merge(
+    repo: &Repository,
+    root: &Path,
+    theirs: Oid,
+    fast_forward: bool,
+    message: &str,
+    identity: Option<&Identity>,
+) -> Result<(), GitError> {
     let theirs_hex = theirs.to_string();
     let mut cmd = if fast_forward {
-        cli::command(&root, ["merge", "-q", "--ff-only", theirs_hex.as_str()])
+        cli::command(root, ["merge", "-q", "--ff-only", theirs_hex.as_str()])
     } else {
         cli::command(
-            &root,
+            root,
             [
                 "merge",
                 "-q",
@@ -271,7 +308,7 @@ pub fn apply_to_current(
         )
     };
     let fallback = Identity::fallback();
-    let id = identity.or((!has_configured_identity(&repo)).then_some(&fallback));
+    let id = identity.or((!has_configured_identity(repo)).then_some(&fallback));
     if let Some(id) = id {
         cmd.env("GIT_AUTHOR_NAME", &id.name)
             .env("GIT_AUTHOR_EMAIL", &id.email)
@@ -280,19 +317,11 @@ pub fn apply_to_current(
     }
     if let Err(e) = cli::run(cmd) {
         if repo.path().join("MERGE_HEAD").exists() {
-            let _ = cli::git(&root, ["merge", "--abort"]);
+            let _ = cli::git(root, ["merge", "--abort"]);
         }
         return Err(e);
     }
-    let new_head = Repository::open(&root)
-        .and_then(|r| r.head()?.peel_to_commit().map(|c| c.id()))
-        .ctx(|| "reading the new HEAD".to_owned())?;
-    tracing::info!(branch = %current, source_branch, commit = %new_head, fast_forward, "applied");
-    Ok(if fast_forward {
-        ApplyOutcome::FastForward { commit: new_head }
-    } else {
-        ApplyOutcome::Merged { commit: new_head }
-    })
+    Ok(())
 }
 
 /// Whether `ancestor` is an ancestor of `descendant` (strictly).

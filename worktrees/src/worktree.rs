@@ -151,6 +151,10 @@ pub fn resume_worktree(
     add(lock, repo, path, branch, None)
 }
 
+/// Creates (`base` given) or resumes (`base` `None`) the worktree at `path` on `branch`:
+/// checks under the lock → prepares the branch → registers the worktree and its marker → checks
+/// it out outside the lock → verifies HEAD (S04). A failure after the branch or the worktree was
+/// created here undoes them.
 fn add(
     lock: &RepoLock,
     repo_path: &Path,
@@ -161,138 +165,36 @@ fn add(
     let repo = open_repo(repo_path)?;
     let guard = lock.acquire(&repo)?;
     check_branch_name(branch)?;
-    let refname = format!("refs/heads/{branch}");
     let common = canonical(repo.commondir())?;
     let main = main_workdir(&repo)?;
     let target = check_new_path(&repo, &main, &common, path)?;
-
-    let worktrees = list(&repo)?;
-    if let Some(owner) = worktrees
-        .iter()
-        .find(|w| w.branch.as_deref() == Some(branch))
-    {
-        return Err(GitError::BranchCheckedOut {
-            branch: branch.to_owned(),
-            path: owner.path.clone(),
-            ours: owner.is_ours(),
-        });
-    }
-
-    let existing = repo.refname_to_id(&refname).ok();
-    let (expected, created) = match (base, existing) {
-        (Some(base), None) => {
-            crate::branch::check_no_nesting(&repo, branch)?;
-            let commit = repo
-                .find_commit(base)
-                .map_err(|_| GitError::CommitNotFound {
-                    rev: base.to_string(),
-                })?;
-            repo.branch(branch, &commit, false)
-                .ctx(|| format!("creating branch `{branch}` at {base}"))?;
-            (base, true)
-        }
-        (Some(base), Some(tip)) if tip == base => (base, false),
-        (Some(base), Some(tip)) => {
-            return Err(GitError::BranchExists {
-                branch: branch.to_owned(),
-                tip: tip.to_string(),
-                wanted: base.to_string(),
-            });
-        }
-        (None, Some(tip)) => (tip, false),
-        (None, None) => {
-            return Err(GitError::BranchNotFound {
-                branch: branch.to_owned(),
-            });
-        }
+    refuse_checked_out(&repo, branch)?;
+    let (expected, created_branch) = prepare_branch(&repo, branch, base)?;
+    let mut new = NewWorktree {
+        repo: &repo,
+        main,
+        common,
+        target,
+        branch,
+        created_branch,
     };
-    let undo_branch = |repo: &Repository| {
-        if created
-            && let Ok(mut b) = repo.find_branch(branch, BranchType::Local)
-            && let Err(e) = b.delete()
-        {
-            tracing::warn!(branch, error = %e, "could not delete the branch created for a failed worktree");
-        }
-    };
-
-    if let Some(parent) = target.parent()
-        && let Err(e) = fs::create_dir_all(parent)
-    {
-        undo_branch(&repo);
-        return Err(io_err("creating", parent)(e));
-    }
-    // Registration (admin dir, HEAD) runs under the lock; populating the files does not: it only
-    // touches the new worktree's own index and directory, so parallel workers check out in parallel
-    // instead of queueing behind each other's checkout (benches/swarm.rs). This is what
-    // `git worktree add` itself does in two steps: register, then `git reset --hard` in the new
-    // worktree and the `post-checkout` hook.
-    let added = cli::run({
-        let mut cmd = cli::command(&main, ["worktree", "add", "--quiet", "--no-checkout"]);
-        cmd.arg(&target).arg(branch);
-        cmd
-    });
-    if let Err(e) = added {
-        undo_branch(&repo);
-        return Err(e);
-    }
-    let remove_new = |repo: &Repository| {
-        let _ = cli::run({
-            let mut cmd = cli::command(&main, ["worktree", "remove", "--force"]);
-            cmd.arg(&target);
-            cmd
-        });
-        undo_branch(repo);
-    };
-
-    let target = canonical(&target)?;
-    let marker = WorktreeMarker {
-        path: target.clone(),
-        branch: branch.to_owned(),
-        base: expected,
-        created_unix_ms: SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or(0),
-        pid: std::process::id(),
-    };
-    write_marker(&common, &marker)?;
+    new.register()?;
+    new.write_marker(expected)?;
     drop(guard);
 
     // The checkout, outside the lock. The worktree is registered with a live gitdir, so a
     // concurrent prune leaves it alone (S08).
-    if let Err(e) = checkout_new_worktree(&repo, &target, expected) {
+    if let Err(e) = checkout_new_worktree(&repo, &new.target, expected) {
         let _guard = lock.acquire(&repo)?;
-        remove_new(&repo);
-        remove_marker(&common, &target);
+        new.remove();
         return Err(e);
     }
-    // S04: the worktree must start exactly where it was asked to.
-    let actual = Repository::open(&target)
-        .and_then(|r| {
-            let head = r.head()?;
-            Ok((head.name().ok().map(str::to_owned), head.target()))
-        })
-        .ok();
-    let ok = matches!(&actual, Some((Some(name), Some(id))) if *name == refname && *id == expected);
-    if !ok {
+    if let Err(e) = new.verify_head(expected) {
         let _guard = lock.acquire(&repo)?;
-        remove_new(&repo);
-        remove_marker(&common, &target);
-        return Err(GitError::BaseMismatch {
-            path: target.clone(),
-            expected: expected.to_string(),
-            actual: actual
-                .map(|(name, id)| {
-                    format!(
-                        "{} ({})",
-                        id.map(|i| i.to_string()).unwrap_or_else(|| "unborn".into()),
-                        name.unwrap_or_else(|| "detached".into())
-                    )
-                })
-                .unwrap_or_else(|| "unreadable".to_owned()),
-        });
+        new.remove();
+        return Err(e);
     }
-
+    let target = new.target;
     let info = list(&repo)?
         .into_iter()
         .find(|w| !w.is_main && w.path == target)
@@ -303,6 +205,158 @@ fn add(
         })?;
     tracing::info!(path = %target.display(), branch, base = %expected, "created worktree");
     Ok(info)
+}
+
+/// S01: a branch checked out by any worktree gets no second one.
+fn refuse_checked_out(repo: &Repository, branch: &str) -> Result<(), GitError> {
+    match list(repo)?
+        .into_iter()
+        .find(|w| w.branch.as_deref() == Some(branch))
+    {
+        Some(owner) => Err(GitError::BranchCheckedOut {
+            branch: branch.to_owned(),
+            ours: owner.is_ours(),
+            path: owner.path,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// The commit the new worktree must start at, and whether the branch was created here: a new
+/// branch at `base`; an existing one only at exactly `base` (S02; never reset, S32); the
+/// existing branch's tip when resuming (`base` `None`).
+fn prepare_branch(
+    repo: &Repository,
+    branch: &str,
+    base: Option<Oid>,
+) -> Result<(Oid, bool), GitError> {
+    let existing = repo.refname_to_id(&format!("refs/heads/{branch}")).ok();
+    match (base, existing) {
+        (Some(base), None) => {
+            crate::branch::check_no_nesting(repo, branch)?;
+            let commit = repo
+                .find_commit(base)
+                .map_err(|_| GitError::CommitNotFound {
+                    rev: base.to_string(),
+                })?;
+            repo.branch(branch, &commit, false)
+                .ctx(|| format!("creating branch `{branch}` at {base}"))?;
+            Ok((base, true))
+        }
+        (Some(base), Some(tip)) if tip == base => Ok((base, false)),
+        (Some(base), Some(tip)) => Err(GitError::BranchExists {
+            branch: branch.to_owned(),
+            tip: tip.to_string(),
+            wanted: base.to_string(),
+        }),
+        (None, Some(tip)) => Ok((tip, false)),
+        (None, None) => Err(GitError::BranchNotFound {
+            branch: branch.to_owned(),
+        }),
+    }
+}
+
+/// A worktree being created by [`add`], and how to undo it.
+struct NewWorktree<'r> {
+    repo: &'r Repository,
+    main: PathBuf,
+    common: PathBuf,
+    /// The directory (canonical once registered).
+    target: PathBuf,
+    branch: &'r str,
+    created_branch: bool,
+}
+
+impl NewWorktree<'_> {
+    /// Deletes the branch again when it was created for this worktree.
+    fn undo_branch(&self) {
+        if self.created_branch
+            && let Ok(mut b) = self.repo.find_branch(self.branch, BranchType::Local)
+            && let Err(e) = b.delete()
+        {
+            tracing::warn!(branch = self.branch, error = %e, "could not delete the branch created for a failed worktree");
+        }
+    }
+
+    /// `git worktree add --no-checkout`: the admin dir and HEAD, under the lock. Populating the
+    /// files is left to [`checkout_new_worktree`], outside the lock: it only touches the new
+    /// worktree's own index and directory, so parallel workers check out in parallel instead of
+    /// queueing behind each other's checkout (benches/swarm.rs). This is what
+    /// `git worktree add` itself does in two steps.
+    fn register(&mut self) -> Result<(), GitError> {
+        if let Some(parent) = self.target.parent()
+            && let Err(e) = fs::create_dir_all(parent)
+        {
+            self.undo_branch();
+            return Err(io_err("creating", parent)(e));
+        }
+        let added = cli::run({
+            let mut cmd = cli::command(&self.main, ["worktree", "add", "--quiet", "--no-checkout"]);
+            cmd.arg(&self.target).arg(self.branch);
+            cmd
+        });
+        if let Err(e) = added {
+            self.undo_branch();
+            return Err(e);
+        }
+        self.target = canonical(&self.target)?;
+        Ok(())
+    }
+
+    /// Records ahelper's marker for the new worktree.
+    fn write_marker(&self, base: Oid) -> Result<(), GitError> {
+        let marker = WorktreeMarker {
+            path: self.target.clone(),
+            branch: self.branch.to_owned(),
+            base,
+            created_unix_ms: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_millis() as u64)
+                .unwrap_or(0),
+            pid: std::process::id(),
+        };
+        write_marker(&self.common, &marker)
+    }
+
+    /// S04: the worktree must start exactly where it was asked to: HEAD is `refs/heads/<branch>`
+    /// at `expected`.
+    fn verify_head(&self, expected: Oid) -> Result<(), GitError> {
+        let refname = format!("refs/heads/{}", self.branch);
+        let actual = Repository::open(&self.target)
+            .and_then(|r| {
+                let head = r.head()?;
+                Ok((head.name().ok().map(str::to_owned), head.target()))
+            })
+            .ok();
+        if matches!(&actual, Some((Some(name), Some(id))) if *name == refname && *id == expected) {
+            return Ok(());
+        }
+        Err(GitError::BaseMismatch {
+            path: self.target.clone(),
+            expected: expected.to_string(),
+            actual: actual
+                .map(|(name, id)| {
+                    format!(
+                        "{} ({})",
+                        id.map(|i| i.to_string()).unwrap_or_else(|| "unborn".into()),
+                        name.unwrap_or_else(|| "detached".into())
+                    )
+                })
+                .unwrap_or_else(|| "unreadable".to_owned()),
+        })
+    }
+
+    /// Removes the registered worktree, the branch created for it and the marker (the caller
+    /// holds the lock).
+    fn remove(&self) {
+        let _ = cli::run({
+            let mut cmd = cli::command(&self.main, ["worktree", "remove", "--force"]);
+            cmd.arg(&self.target);
+            cmd
+        });
+        self.undo_branch();
+        remove_marker(&self.common, &self.target);
+    }
 }
 
 /// Populates a worktree registered with `git worktree add --no-checkout`, as `git worktree add`
@@ -370,137 +424,194 @@ pub fn remove_worktree(
     let _guard = lock.acquire(&repo)?;
     let common = canonical(repo.commondir())?;
     let main = main_workdir(&repo)?;
-    let unsafe_removal = |reason: &str| GitError::UnsafeRemoval {
-        path: path.to_owned(),
-        reason: reason.to_owned(),
-    };
+    let target = check_removal_target(&repo, &main, &common, base_dir, path)?;
+    let worktrees = list(&repo)?;
+    match worktrees.iter().find(|w| !w.is_main && w.path == target) {
+        Some(wt) => remove_registered(&repo, &main, &common, wt, target, force),
+        None => remove_orphan(&common, target, path),
+    }
+}
 
+fn unsafe_removal(path: &Path, reason: impl Into<String>) -> GitError {
+    GitError::UnsafeRemoval {
+        path: path.to_owned(),
+        reason: reason.into(),
+    }
+}
+
+/// S10: the resolved directory to remove, only when it lies strictly inside `base_dir`, is not a
+/// symlink, and neither is, contains nor lies inside the main worktree's or the repository's
+/// git dirs.
+fn check_removal_target(
+    repo: &Repository,
+    main: &Path,
+    common: &Path,
+    base_dir: &Path,
+    path: &Path,
+) -> Result<PathBuf, GitError> {
     let base = fs::canonicalize(base_dir).map_err(|_| {
-        unsafe_removal(&format!(
-            "the base dir {} does not exist",
-            base_dir.display()
-        ))
+        unsafe_removal(
+            path,
+            format!("the base dir {} does not exist", base_dir.display()),
+        )
     })?;
     let abs = std::path::absolute(path).map_err(io_err("resolving", path))?;
     if fs::symlink_metadata(&abs).is_ok_and(|m| m.file_type().is_symlink()) {
-        return Err(unsafe_removal("it is a symlink, not a worktree directory"));
+        return Err(unsafe_removal(
+            path,
+            "it is a symlink, not a worktree directory",
+        ));
     }
     let target = resolve_lexically_missing(&abs)?;
     if !(target.starts_with(&base) && target != base) {
-        return Err(unsafe_removal(&format!(
-            "it is not inside the worktree base dir {}",
-            base.display()
-        )));
+        return Err(unsafe_removal(
+            path,
+            format!("it is not inside the worktree base dir {}", base.display()),
+        ));
     }
-    let mut protected = vec![main.clone(), common.clone(), canonical(repo.path())?];
+    let mut protected = vec![
+        main.to_path_buf(),
+        common.to_path_buf(),
+        canonical(repo.path())?,
+    ];
     if let Some(w) = repo.workdir() {
         protected.push(canonical(w)?);
     }
     for p in &protected {
         if p.starts_with(&target) {
-            return Err(unsafe_removal(&format!(
-                "it is (or contains) {}, which belongs to the main repository",
-                p.display()
-            )));
+            return Err(unsafe_removal(
+                path,
+                format!(
+                    "it is (or contains) {}, which belongs to the main repository",
+                    p.display()
+                ),
+            ));
         }
-        if target.starts_with(p) && p != &main {
-            return Err(unsafe_removal(&format!(
-                "it is inside the git dir {}",
-                p.display()
-            )));
+        if target.starts_with(p) && p != main {
+            return Err(unsafe_removal(
+                path,
+                format!("it is inside the git dir {}", p.display()),
+            ));
         }
     }
+    Ok(target)
+}
 
-    let worktrees = list(&repo)?;
-    if let Some(wt) = worktrees.iter().find(|w| !w.is_main && w.path == target) {
-        let name = wt.name.clone().unwrap_or_default();
-        if wt.locked {
-            return Err(GitError::WorktreeLocked {
-                path: target,
-                reason: wt.lock_reason.clone(),
-            });
-        }
-        if !target.exists() {
-            let handle = repo
-                .find_worktree(&name)
-                .ctx(|| format!("opening worktree `{name}`"))?;
-            handle
-                .prune(Some(WorktreePruneOptions::new().working_tree(false)))
-                .ctx(|| format!("pruning the admin entry of worktree `{name}`"))?;
-            remove_marker(&common, &target);
-            return Ok(RemovedWorktree {
-                path: target,
-                branch: wt.branch.clone(),
-                head: wt.head,
-                directory_removed: true,
-                orphan: false,
-            });
-        }
-        if !force {
-            let wt_repo = Repository::open(&target)
-                .ctx(|| format!("opening the worktree {}", target.display()))?;
-            let dirty = status_paths(&wt_repo, false)?;
-            if !dirty.is_empty() {
-                return Err(GitError::WorktreeDirty {
-                    path: target,
-                    paths: dirty,
-                });
-            }
-            if wt.branch.is_none()
-                && let Some(head) = wt.head
-                && !reachable_from_refs(&repo, head)?
-            {
-                return Err(GitError::UnreachableCommits {
-                    path: target,
-                    head: head.to_string(),
-                });
-            }
-        }
-        let mut cmd = cli::command(&main, ["worktree", "remove"]);
-        if force {
-            cmd.arg("--force");
-        }
-        cmd.arg(&target);
-        cli::run(cmd)?;
-        remove_marker(&common, &target);
-        tracing::info!(path = %target.display(), "removed worktree");
-        return Ok(RemovedWorktree {
-            directory_removed: !target.exists(),
+/// A registered linked worktree: refused when locked; without `force` also when dirty or on a
+/// detached HEAD whose commits no ref contains (S29). A directory already gone has just its
+/// admin entry pruned.
+fn remove_registered(
+    repo: &Repository,
+    main: &Path,
+    common: &Path,
+    wt: &WorktreeInfo,
+    target: PathBuf,
+    force: bool,
+) -> Result<RemovedWorktree, GitError> {
+    if wt.locked {
+        return Err(GitError::WorktreeLocked {
             path: target,
-            branch: wt.branch.clone(),
-            head: wt.head,
-            orphan: false,
+            reason: wt.lock_reason.clone(),
         });
     }
+    let removed = |directory_removed: bool, path: PathBuf| RemovedWorktree {
+        path,
+        branch: wt.branch.clone(),
+        head: wt.head,
+        directory_removed,
+        orphan: false,
+    };
+    if !target.exists() {
+        let name = wt.name.clone().unwrap_or_default();
+        let handle = repo
+            .find_worktree(&name)
+            .ctx(|| format!("opening worktree `{name}`"))?;
+        handle
+            .prune(Some(WorktreePruneOptions::new().working_tree(false)))
+            .ctx(|| format!("pruning the admin entry of worktree `{name}`"))?;
+        remove_marker(common, &target);
+        return Ok(removed(true, target));
+    }
+    if !force {
+        refuse_losing_work(repo, wt, &target)?;
+    }
+    let mut cmd = cli::command(main, ["worktree", "remove"]);
+    if force {
+        cmd.arg("--force");
+    }
+    cmd.arg(&target);
+    cli::run(cmd)?;
+    remove_marker(common, &target);
+    tracing::info!(path = %target.display(), "removed worktree");
+    Ok(removed(!target.exists(), target))
+}
 
-    // Not registered: only an ahelper orphan of this repository may be deleted (S07).
+/// Uncommitted or untracked changes ([`GitError::WorktreeDirty`]), or a detached HEAD no ref
+/// contains ([`GitError::UnreachableCommits`]), would be lost by removing the worktree.
+fn refuse_losing_work(repo: &Repository, wt: &WorktreeInfo, target: &Path) -> Result<(), GitError> {
+    let wt_repo =
+        Repository::open(target).ctx(|| format!("opening the worktree {}", target.display()))?;
+    let dirty = status_paths(&wt_repo, false)?;
+    if !dirty.is_empty() {
+        return Err(GitError::WorktreeDirty {
+            path: target.to_path_buf(),
+            paths: dirty,
+        });
+    }
+    if wt.branch.is_none()
+        && let Some(head) = wt.head
+        && !reachable_from_refs(repo, head)?
+    {
+        return Err(GitError::UnreachableCommits {
+            path: target.to_path_buf(),
+            head: head.to_string(),
+        });
+    }
+    Ok(())
+}
+
+/// Not registered: only an ahelper orphan of this repository may be deleted (S07) — a directory
+/// whose `.git` file points to a missing admin dir of this repository, named by a marker.
+fn remove_orphan(common: &Path, target: PathBuf, path: &Path) -> Result<RemovedWorktree, GitError> {
     if !target.is_dir() {
         return Err(unsafe_removal(
+            path,
             "it is not a registered worktree of this repository and not a directory",
         ));
     }
-    let gitdir = read_gitfile(&target.join(".git"))
-        .ok_or_else(|| unsafe_removal("it is not a registered worktree and has no `.git` file"))?;
+    let gitdir = read_gitfile(&target.join(".git")).ok_or_else(|| {
+        unsafe_removal(
+            path,
+            "it is not a registered worktree and has no `.git` file",
+        )
+    })?;
     if gitdir.exists() {
-        return Err(unsafe_removal(&format!(
-            "it is not registered in this repository but its `.git` points to the existing {}",
-            gitdir.display()
-        )));
+        return Err(unsafe_removal(
+            path,
+            format!(
+                "it is not registered in this repository but its `.git` points to the existing {}",
+                gitdir.display()
+            ),
+        ));
     }
     let admin_parent = gitdir.parent().map(resolve_lexically_missing).transpose()?;
     if admin_parent.as_deref() != Some(common.join("worktrees").as_path()) {
-        return Err(unsafe_removal(&format!(
-            "its `.git` points to {}, which is not an admin dir of this repository",
-            gitdir.display()
-        )));
-    }
-    let Some(marker) = read_marker(&common, &target) else {
         return Err(unsafe_removal(
+            path,
+            format!(
+                "its `.git` points to {}, which is not an admin dir of this repository",
+                gitdir.display()
+            ),
+        ));
+    }
+    let Some(marker) = read_marker(common, &target) else {
+        return Err(unsafe_removal(
+            path,
             "it looks like an orphaned worktree of this repository, but ahelper did not create it (no marker); delete it yourself if it is not needed",
         ));
     };
     fs::remove_dir_all(&target).map_err(io_err("deleting the orphaned worktree", &target))?;
-    remove_marker(&common, &target);
+    remove_marker(common, &target);
     tracing::info!(path = %target.display(), "deleted orphaned worktree");
     Ok(RemovedWorktree {
         directory_removed: !target.exists(),

@@ -248,10 +248,9 @@ fn read_file(args: &ReadFileArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolE
                 text.pop();
             }
         }
-        let chars = text.chars().count();
-        if chars > MAX_LINE_CHARS {
-            text = text.chars().take(MAX_LINE_CHARS).collect();
-            text.push_str(&format!(" […line cut: {chars} characters in total]"));
+        if let (kept, cut @ 1..) = crate::text::clip(&text, MAX_LINE_CHARS) {
+            let chars = MAX_LINE_CHARS + cut;
+            text = format!("{kept} […line cut: {chars} characters in total]");
         }
         let entry = format!("{number:>6}\t{text}\n");
         if !out.is_empty() && out.len() + entry.len() > budget {

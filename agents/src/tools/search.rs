@@ -239,59 +239,22 @@ impl Tool for Grep {
     }
 }
 
+/// Compiles the pattern → walks the files (narrowed by `glob`) → collects `path:line:content`
+/// lines within the result and size caps → says how many matches were left out.
 fn grep(args: &GrepArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-    if args.pattern.is_empty() {
-        return Err(ToolError::new(
-            "pattern is empty; give a regular expression",
-        ));
-    }
+    let matcher = grep_matcher(args)?;
     let max_results = args
         .max_results
         .unwrap_or(GREP_DEFAULT_RESULTS)
         .clamp(1, GREP_MAX_RESULTS);
-    // The pattern goes straight to the regex engine: there is no command line, so a pattern
-    // such as `--pre=x.sh` is only ever text to search for.
-    let matcher = RegexMatcherBuilder::new()
-        .case_insensitive(args.case_insensitive)
-        .line_terminator(Some(b'\n'))
-        .build(&args.pattern)
-        .map_err(|e| {
-            ToolError::new(format!(
-                "invalid regular expression `{}`: {e}. Escape special characters such as \
-                 `(`, `[`, `{{`, `.` and `*` with `\\` to search for them literally",
-                args.pattern
-            ))
-        })?;
     let (resolved, root) = search_root(ctx, args.path.as_deref())?;
-    let mut builder = walker(&resolved.physical);
-    if let Some(g) = &args.glob {
-        let base = if resolved.physical.is_dir() {
-            resolved.physical.clone()
-        } else {
-            resolved
-                .physical
-                .parent()
-                .map(Path::to_path_buf)
-                .unwrap_or_else(|| root.clone())
-        };
-        let g = strip_search_path_prefix(g, args.path.as_deref());
-        let mut ob = OverrideBuilder::new(base);
-        ob.add(g)
-            .map_err(|e| ToolError::new(format!("invalid glob `{g}`: {e}")))?;
-        let overrides = ob
-            .build()
-            .map_err(|e| ToolError::new(format!("invalid glob `{g}`: {e}")))?;
-        builder.overrides(overrides);
-    }
+    let walk = grep_walker(args, &resolved.physical, &root)?;
     let mut searcher = SearcherBuilder::new()
         .line_number(true)
         .binary_detection(BinaryDetection::quit(0))
         .build();
-    let budget = ctx.max_output_chars.max(1000);
-    let mut out = String::new();
-    let mut shown = 0usize;
-    let mut total = 0usize;
-    for entry in builder.build() {
+    let mut found = GrepMatches::new(max_results, ctx.max_output_chars.max(1000));
+    for entry in walk.build() {
         if ctx.cancel.is_cancelled() {
             return Err(ToolError::new("grep was cancelled"));
         }
@@ -302,44 +265,119 @@ fn grep(args: &GrepArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let path = entry.path();
         let shown_path = relative_display(path, &root);
         let sink = Lossy(|line_number: u64, line: &str| {
-            total += 1;
-            if shown < max_results {
-                let line = line.trim_end_matches(['\n', '\r']);
-                let chars = line.chars().count();
-                let content = if chars > GREP_LINE_CHARS {
-                    let cut: String = line.chars().take(GREP_LINE_CHARS).collect();
-                    format!("{cut} […line cut: {chars} characters]")
-                } else {
-                    line.to_string()
-                };
-                let entry = format!("{shown_path}:{line_number}:{content}\n");
-                if out.is_empty() || out.len() + entry.len() <= budget {
-                    out.push_str(&entry);
-                    shown += 1;
-                } else {
-                    shown = max_results;
-                }
-            }
+            found.add(&shown_path, line_number, line);
             Ok(true)
         });
         // Unreadable files (permissions, races) are skipped like ripgrep does.
         let _ = searcher.search_path(&matcher, path, sink);
     }
-    if total == 0 {
+    if found.total == 0 {
         return Ok(ToolOutput::ok(format!(
             "No matches for `{}` in `{}`.",
             args.pattern,
             args.path.as_deref().unwrap_or(".")
         )));
     }
-    let listed = out.lines().count();
-    if total > listed {
-        out.push_str(&format!(
-            "[… {} more matches omitted; narrow the pattern, path or glob]\n",
-            total - listed
+    Ok(ToolOutput::ok(found.finish()))
+}
+
+/// The pattern, straight to the regex engine: there is no command line, so a pattern such as
+/// `--pre=x.sh` is only ever text to search for.
+fn grep_matcher(args: &GrepArgs) -> Result<grep_regex::RegexMatcher, ToolError> {
+    if args.pattern.is_empty() {
+        return Err(ToolError::new(
+            "pattern is empty; give a regular expression",
         ));
     }
-    Ok(ToolOutput::ok(out))
+    RegexMatcherBuilder::new()
+        .case_insensitive(args.case_insensitive)
+        .line_terminator(Some(b'\n'))
+        .build(&args.pattern)
+        .map_err(|e| {
+            ToolError::new(format!(
+                "invalid regular expression `{}`: {e}. Escape special characters such as \
+                 `(`, `[`, `{{`, `.` and `*` with `\\` to search for them literally",
+                args.pattern
+            ))
+        })
+}
+
+/// The walker over `search_root`, narrowed to the files `args.glob` matches (relative to the
+/// searched directory, or to a searched file's directory).
+fn grep_walker(args: &GrepArgs, search_root: &Path, root: &Path) -> Result<WalkBuilder, ToolError> {
+    let mut builder = walker(search_root);
+    let Some(g) = &args.glob else {
+        return Ok(builder);
+    };
+    let base = if search_root.is_dir() {
+        search_root.to_path_buf()
+    } else {
+        search_root
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| root.to_path_buf())
+    };
+    let g = strip_search_path_prefix(g, args.path.as_deref());
+    let invalid = |e: ignore::Error| ToolError::new(format!("invalid glob `{g}`: {e}"));
+    let mut ob = OverrideBuilder::new(base);
+    ob.add(g).map_err(invalid)?;
+    builder.overrides(ob.build().map_err(invalid)?);
+    Ok(builder)
+}
+
+/// Matching lines collected by `grep`: at most `max_results` lines and about `budget`
+/// characters; every match is counted.
+struct GrepMatches {
+    out: String,
+    shown: usize,
+    total: usize,
+    max_results: usize,
+    budget: usize,
+}
+
+impl GrepMatches {
+    fn new(max_results: usize, budget: usize) -> Self {
+        GrepMatches {
+            out: String::new(),
+            shown: 0,
+            total: 0,
+            max_results,
+            budget,
+        }
+    }
+
+    /// Counts one match and keeps it as `path:line:content` while within the caps; lines longer
+    /// than [`GREP_LINE_CHARS`] are cut with a note.
+    fn add(&mut self, path: &str, line_number: u64, line: &str) {
+        self.total += 1;
+        if self.shown >= self.max_results {
+            return;
+        }
+        let line = line.trim_end_matches(['\n', '\r']);
+        let content = match crate::text::clip(line, GREP_LINE_CHARS) {
+            (kept, 0) => kept.to_string(),
+            (kept, cut) => format!("{kept} […line cut: {} characters]", GREP_LINE_CHARS + cut),
+        };
+        let entry = format!("{path}:{line_number}:{content}\n");
+        if self.out.is_empty() || self.out.len() + entry.len() <= self.budget {
+            self.out.push_str(&entry);
+            self.shown += 1;
+        } else {
+            self.shown = self.max_results;
+        }
+    }
+
+    /// The lines, with a note on how many matches were left out.
+    fn finish(mut self) -> String {
+        let listed = self.out.lines().count();
+        if self.total > listed {
+            self.out.push_str(&format!(
+                "[… {} more matches omitted; narrow the pattern, path or glob]\n",
+                self.total - listed
+            ));
+        }
+        self.out
+    }
 }
 
 /// The glob of `grep` is matched relative to the searched directory. Models often write it

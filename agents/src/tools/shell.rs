@@ -267,18 +267,11 @@ fn describe_status(status: &ExitStatus) -> (String, bool) {
     }
 }
 
+/// Runs one command: check the arguments → spawn the shell in its own process group (confined
+/// when the sandbox is enforced) → read its output until it exits, times out or is cancelled →
+/// stop the group if needed → the output with a footer saying how it ended.
 async fn run_command(args: &RunCommandArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-    if args.command.trim().is_empty() {
-        return Err(ToolError::new(
-            "command is empty; give a shell command line",
-        ));
-    }
-    let requested_ms = args.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS);
-    if requested_ms == 0 {
-        return Err(ToolError::new(
-            "timeout_ms must be at least 1 (default 120000, at most 600000)",
-        ));
-    }
+    let requested_ms = checked_timeout(args)?;
     let timeout_ms = requested_ms.min(MAX_TIMEOUT_MS);
     let cwd = sandbox::resolve(&ctx.workspace_root, &ctx.cwd, ".", Access::Read)?;
     if !cwd.physical.is_dir() {
@@ -287,95 +280,11 @@ async fn run_command(args: &RunCommandArgs, ctx: &ToolContext) -> Result<ToolOut
             cwd.physical.display()
         )));
     }
-
-    let io = |what: &str, e: std::io::Error| ToolError::new(format!("cannot {what}: {e}"));
-    let (reader, writer) = std::io::pipe().map_err(|e| io("create an output pipe", e))?;
-    let writer2 = writer
-        .try_clone()
-        .map_err(|e| io("create an output pipe", e))?;
-    let mut cmd = tokio::process::Command::new(shell_program());
-    cmd.arg("-c")
-        .arg(&args.command)
-        .current_dir(&cwd.physical)
-        .env_clear()
-        .envs(command_env(std::env::vars_os(), &ctx.env))
-        .stdin(Stdio::null())
-        .stdout(Stdio::from(OwnedFd::from(writer)))
-        .stderr(Stdio::from(OwnedFd::from(writer2)))
-        .process_group(0)
-        .kill_on_drop(true);
-    let sandboxed = match &ctx.command_sandbox {
-        Some(policy) if policy.is_enforced() => {
-            // Without its sandbox no command may run, and the model cannot change that.
-            policy
-                .prepare()
-                .map_err(|e| ToolError::fatal(e.to_string()))?
-                .install(&mut cmd);
-            true
-        }
-        _ => false,
-    };
-    let spawned = cmd.spawn();
-    // The command holds our copies of the pipe's write end: drop them so EOF can arrive.
-    drop(cmd);
-    let mut child = spawned.map_err(|e| io("start the shell", e))?;
-    let pgid = child
-        .id()
-        .and_then(|id| i32::try_from(id).ok())
-        .ok_or_else(|| ToolError::new("the shell exited before it could be tracked"))?;
-    let mut guard = GroupGuard { pgid, armed: true };
-    let mut output = tokio::net::unix::pipe::Receiver::from_owned_fd(OwnedFd::from(reader))
-        .map_err(|e| io("read the command's output", e))?;
-
+    let mut running = RunningCommand::spawn(&args.command, &cwd.physical, ctx)?;
     let mut capture = Capture::new(ctx.max_output_chars.max(1000) * 2);
-    let mut buf = vec![0u8; 64 * 1024];
     let deadline = Instant::now() + Duration::from_millis(timeout_ms);
-    let mut status: Option<ExitStatus> = None;
-    let mut eof = false;
-    let mut drain_until: Option<Instant> = None;
-    let outcome = loop {
-        if let Some(s) = status
-            && eof
-        {
-            break Outcome::Exited(s);
-        }
-        tokio::select! {
-            _ = ctx.cancel.cancelled(), if status.is_none() => break Outcome::Cancelled,
-            _ = tokio::time::sleep_until(deadline), if status.is_none() => break Outcome::TimedOut,
-            _ = tokio::time::sleep_until(drain_until.unwrap_or(deadline)), if drain_until.is_some() => {
-                if let Some(s) = status { break Outcome::Exited(s); }
-            }
-            s = child.wait(), if status.is_none() => {
-                let s = s.map_err(|e| io("wait for the command", e))?;
-                status = Some(s);
-                drain_until = Some(Instant::now() + DRAIN_AFTER_EXIT);
-            }
-            r = output.read(&mut buf), if !eof => match r {
-                Ok(0) | Err(_) => eof = true,
-                Ok(n) => capture.push(&buf[..n]),
-            },
-        }
-    };
-
-    let (footer, is_error) = match &outcome {
-        Outcome::Exited(s) => {
-            guard.armed = false;
-            describe_status(s)
-        }
-        Outcome::TimedOut | Outcome::Cancelled => {
-            terminate_group(pgid, &mut child, &mut output, &mut capture, &mut buf).await;
-            guard.armed = false;
-            let what = if matches!(outcome, Outcome::TimedOut) {
-                format!(
-                    "[timed out after {timeout_ms} ms: the command and every process it started \
-                     were killed; output so far is shown above]"
-                )
-            } else {
-                "[cancelled: the command and every process it started were killed]".to_string()
-            };
-            (what, true)
-        }
-    };
+    let outcome = running.wait(&mut capture, &ctx.cancel, deadline).await?;
+    let (footer, is_error) = running.finish(&outcome, &mut capture, timeout_ms).await;
     let mut text = capture.finish(ctx.max_output_chars);
     if text.is_empty() {
         text.push_str("(no output)");
@@ -384,7 +293,7 @@ async fn run_command(args: &RunCommandArgs, ctx: &ToolContext) -> Result<ToolOut
         text.push('\n');
     }
     text.push_str(&footer);
-    if sandboxed && is_error && text.contains("Permission denied") {
+    if running.sandboxed && is_error && text.contains("Permission denied") {
         text.push_str(SANDBOX_HINT);
     }
     if requested_ms > MAX_TIMEOUT_MS {
@@ -396,6 +305,160 @@ async fn run_command(args: &RunCommandArgs, ctx: &ToolContext) -> Result<ToolOut
         content: text,
         is_error,
     })
+}
+
+/// The requested timeout in ms (the default when none); refuses an empty command and a zero
+/// timeout.
+fn checked_timeout(args: &RunCommandArgs) -> Result<u64, ToolError> {
+    if args.command.trim().is_empty() {
+        return Err(ToolError::new(
+            "command is empty; give a shell command line",
+        ));
+    }
+    let requested_ms = args.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS);
+    if requested_ms == 0 {
+        return Err(ToolError::new(
+            "timeout_ms must be at least 1 (default 120000, at most 600000)",
+        ));
+    }
+    Ok(requested_ms)
+}
+
+fn io_error(what: &str, e: std::io::Error) -> ToolError {
+    ToolError::new(format!("cannot {what}: {e}"))
+}
+
+/// A started command: the shell, its process group, the read end of its output pipe.
+struct RunningCommand {
+    child: tokio::process::Child,
+    pgid: i32,
+    guard: GroupGuard,
+    output: tokio::net::unix::pipe::Receiver,
+    /// Confined by the landlock sandbox.
+    sandboxed: bool,
+}
+
+impl RunningCommand {
+    /// Starts `bash -c <command>` in `cwd` with the command environment, stdin from
+    /// `/dev/null`, stdout and stderr into one pipe, in a new process group.
+    fn spawn(command: &str, cwd: &Path, ctx: &ToolContext) -> Result<Self, ToolError> {
+        let (reader, writer) = std::io::pipe().map_err(|e| io_error("create an output pipe", e))?;
+        let writer2 = writer
+            .try_clone()
+            .map_err(|e| io_error("create an output pipe", e))?;
+        let mut cmd = tokio::process::Command::new(shell_program());
+        cmd.arg("-c")
+            .arg(command)
+            .current_dir(cwd)
+            .env_clear()
+            .envs(command_env(std::env::vars_os(), &ctx.env))
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(OwnedFd::from(writer)))
+            .stderr(Stdio::from(OwnedFd::from(writer2)))
+            .process_group(0)
+            .kill_on_drop(true);
+        let sandboxed = match &ctx.command_sandbox {
+            Some(policy) if policy.is_enforced() => {
+                // Without its sandbox no command may run, and the model cannot change that.
+                policy
+                    .prepare()
+                    .map_err(|e| ToolError::fatal(e.to_string()))?
+                    .install(&mut cmd);
+                true
+            }
+            _ => false,
+        };
+        let spawned = cmd.spawn();
+        // The command holds our copies of the pipe's write end: drop them so EOF can arrive.
+        drop(cmd);
+        let child = spawned.map_err(|e| io_error("start the shell", e))?;
+        let pgid = child
+            .id()
+            .and_then(|id| i32::try_from(id).ok())
+            .ok_or_else(|| ToolError::new("the shell exited before it could be tracked"))?;
+        let guard = GroupGuard { pgid, armed: true };
+        let output = tokio::net::unix::pipe::Receiver::from_owned_fd(OwnedFd::from(reader))
+            .map_err(|e| io_error("read the command's output", e))?;
+        Ok(RunningCommand {
+            child,
+            pgid,
+            guard,
+            output,
+            sandboxed,
+        })
+    }
+
+    /// Reads output into `capture` until the shell exited and the pipe is drained (or
+    /// [`DRAIN_AFTER_EXIT`] passed while a background process keeps it open), the deadline
+    /// passed or `cancel` fired.
+    async fn wait(
+        &mut self,
+        capture: &mut Capture,
+        cancel: &CancellationToken,
+        deadline: Instant,
+    ) -> Result<Outcome, ToolError> {
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut status: Option<ExitStatus> = None;
+        let mut eof = false;
+        let mut drain_until: Option<Instant> = None;
+        loop {
+            if let Some(s) = status
+                && eof
+            {
+                return Ok(Outcome::Exited(s));
+            }
+            tokio::select! {
+                _ = cancel.cancelled(), if status.is_none() => return Ok(Outcome::Cancelled),
+                _ = tokio::time::sleep_until(deadline), if status.is_none() => return Ok(Outcome::TimedOut),
+                _ = tokio::time::sleep_until(drain_until.unwrap_or(deadline)), if drain_until.is_some() => {
+                    if let Some(s) = status { return Ok(Outcome::Exited(s)); }
+                }
+                s = self.child.wait(), if status.is_none() => {
+                    let s = s.map_err(|e| io_error("wait for the command", e))?;
+                    status = Some(s);
+                    drain_until = Some(Instant::now() + DRAIN_AFTER_EXIT);
+                }
+                r = self.output.read(&mut buf), if !eof => match r {
+                    Ok(0) | Err(_) => eof = true,
+                    Ok(n) => capture.push(&buf[..n]),
+                },
+            }
+        }
+    }
+
+    /// Stops the group after a timeout or cancel (reading what it still writes) and returns
+    /// the footer line and whether the call failed.
+    async fn finish(
+        &mut self,
+        outcome: &Outcome,
+        capture: &mut Capture,
+        timeout_ms: u64,
+    ) -> (String, bool) {
+        let status = match outcome {
+            Outcome::Exited(s) => {
+                self.guard.armed = false;
+                return describe_status(s);
+            }
+            Outcome::TimedOut => format!(
+                "[timed out after {timeout_ms} ms: the command and every process it started \
+                 were killed; output so far is shown above]"
+            ),
+            Outcome::Cancelled => {
+                "[cancelled: the command and every process it started were killed]".to_string()
+            }
+        };
+        let mut buf = vec![0u8; 64 * 1024];
+        terminate_group(
+            self.pgid,
+            &mut self.child,
+            &mut self.output,
+            capture,
+            &mut buf,
+        )
+        .await;
+        self.guard.armed = false;
+        (status, true)
+    }
 }
 
 /// `SIGTERM` to the group, `SIGKILL` after [`TERM_GRACE`] if anything is left; reaps the shell

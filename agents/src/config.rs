@@ -29,6 +29,13 @@ pub const OPENAI_DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 pub const ANTHROPIC_DEFAULT_MODEL: &str = "claude-sonnet-4-5";
 /// Default OpenAI model.
 pub const OPENAI_DEFAULT_MODEL: &str = "gpt-4.1";
+/// Output tokens requested per turn when `max_output_tokens` is not set.
+pub const DEFAULT_MAX_OUTPUT_TOKENS: u32 = 8_192;
+/// Context window of the default Anthropic model, in tokens (also assumed for a client without
+/// provider settings).
+pub const ANTHROPIC_DEFAULT_CONTEXT_WINDOW: u32 = 200_000;
+/// Context window of the default OpenAI model, in tokens.
+pub const OPENAI_DEFAULT_CONTEXT_WINDOW: u32 = 128_000;
 
 /// Errors while loading or resolving configuration.
 #[derive(Debug, thiserror::Error)]
@@ -690,7 +697,7 @@ impl ProviderDefaults {
                 base_url_env: "ANTHROPIC_BASE_URL",
                 base_url: ANTHROPIC_DEFAULT_BASE_URL,
                 model: ANTHROPIC_DEFAULT_MODEL,
-                context_window: 200_000,
+                context_window: ANTHROPIC_DEFAULT_CONTEXT_WINDOW,
             },
             ProviderKind::Openai => ProviderDefaults {
                 name: "openai",
@@ -698,7 +705,7 @@ impl ProviderDefaults {
                 base_url_env: "OPENAI_BASE_URL",
                 base_url: OPENAI_DEFAULT_BASE_URL,
                 model: OPENAI_DEFAULT_MODEL,
-                context_window: 128_000,
+                context_window: OPENAI_DEFAULT_CONTEXT_WINDOW,
             },
         }
     }
@@ -752,7 +759,10 @@ fn resolve_provider(
             .unwrap_or_else(|| defaults.model.to_string()),
         base_url,
         api_key: ApiKey(api_key),
-        max_output_tokens: merged.max_output_tokens.unwrap_or(8_192).max(16),
+        max_output_tokens: merged
+            .max_output_tokens
+            .unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS)
+            .max(16),
         context_window: merged
             .context_window
             .unwrap_or(defaults.context_window)

@@ -7,7 +7,7 @@ use crate::agent::{Agent, AgentSettings};
 use crate::config::{Config, ConfigError};
 use crate::model::{Message, ModelClient, ProviderSettings, ToolProtocol};
 use crate::permissions::{PermissionMode, Prompter};
-use crate::tools::{ToolContext, ToolRegistry};
+use crate::tools::{ToolContext, ToolRegistry, WorkspaceError};
 use crate::transcript::TranscriptError;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
@@ -22,13 +22,8 @@ pub enum SessionError {
     #[error(transparent)]
     Transcript(#[from] TranscriptError),
     /// The workspace root is unusable.
-    #[error("workspace {path}: {source}")]
-    Workspace {
-        /// The path.
-        path: PathBuf,
-        /// Cause.
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Workspace(#[from] WorkspaceError),
 }
 
 /// Creates the model client for `settings`: the provider's HTTP client, wrapped in the text tool
@@ -119,10 +114,7 @@ impl Session {
 /// `.summary()` from the agent's tool context).
 fn session_tool_context(config: &Config) -> Result<ToolContext, SessionError> {
     let root = &config.workspace_root;
-    let mut tool_context = ToolContext::new(root).map_err(|source| SessionError::Workspace {
-        path: root.clone(),
-        source,
-    })?;
+    let mut tool_context = ToolContext::new(root)?;
     tool_context.command_sandbox = Some(Arc::new(crate::sandbox_os::CommandSandbox::new(
         &config.sandbox,
         &tool_context.workspace_root,

@@ -522,14 +522,7 @@ fn remove_registered(
         orphan: false,
     };
     if !target.exists() {
-        let name = wt.name.clone().unwrap_or_default();
-        let handle = repo
-            .find_worktree(&name)
-            .ctx(|| format!("opening worktree `{name}`"))?;
-        handle
-            .prune(Some(WorktreePruneOptions::new().working_tree(false)))
-            .ctx(|| format!("pruning the admin entry of worktree `{name}`"))?;
-        remove_marker(common, &target);
+        prune_admin_entry(repo, common, wt)?;
         return Ok(removed(true, target));
     }
     if !force {
@@ -544,6 +537,20 @@ fn remove_registered(
     remove_marker(common, &target);
     tracing::info!(path = %target.display(), "removed worktree");
     Ok(removed(!target.exists(), target))
+}
+
+/// Prunes the admin entry (`<common>/worktrees/<name>`) of a registered worktree whose
+/// directory is gone, and its marker.
+fn prune_admin_entry(repo: &Repository, common: &Path, wt: &WorktreeInfo) -> Result<(), GitError> {
+    let name = wt.name.clone().unwrap_or_default();
+    let handle = repo
+        .find_worktree(&name)
+        .ctx(|| format!("opening worktree `{name}`"))?;
+    handle
+        .prune(Some(WorktreePruneOptions::new().working_tree(false)))
+        .ctx(|| format!("pruning the admin entry of worktree `{name}`"))?;
+    remove_marker(common, &wt.path);
+    Ok(())
 }
 
 /// Uncommitted or untracked changes ([`GitError::WorktreeDirty`]), or a detached HEAD no ref
@@ -639,14 +646,7 @@ pub fn prune_worktrees(lock: &RepoLock, repo: &Path) -> Result<Vec<PathBuf>, Git
         if wt.is_main || !wt.prunable || wt.locked || !wt.is_ours() {
             continue;
         }
-        let name = wt.name.clone().unwrap_or_default();
-        let handle = repo
-            .find_worktree(&name)
-            .ctx(|| format!("opening worktree `{name}`"))?;
-        handle
-            .prune(Some(WorktreePruneOptions::new().working_tree(false)))
-            .ctx(|| format!("pruning worktree `{name}`"))?;
-        remove_marker(&common, &wt.path);
+        prune_admin_entry(&repo, &common, wt)?;
         pruned.push(wt.path.clone());
     }
     // Markers whose worktree is neither registered nor on disk any more.

@@ -53,8 +53,8 @@ impl Default for AgentSettings {
             max_turns: 40,
             repeat_limit: 3,
             max_tool_output_chars: 30_000,
-            max_output_tokens: 8_192,
-            context_window: 200_000,
+            max_output_tokens: crate::config::DEFAULT_MAX_OUTPUT_TOKENS,
+            context_window: crate::config::ANTHROPIC_DEFAULT_CONTEXT_WINDOW,
             token_budget: None,
             deadline: None,
         }

@@ -92,10 +92,7 @@ fn coordinator_agent(
 ) -> Result<Agent, SwarmError> {
     let root = &record.repo_root;
     let role = load_role(root, "coordinator")?;
-    let tool_context = ToolContext::new(root).map_err(|source| SwarmError::Workspace {
-        path: root.clone(),
-        source,
-    })?;
+    let tool_context = ToolContext::new(root)?;
     let instructions = format!(
         "{}\n\nLimits: at most {} subtasks; {} workers run at once.",
         role.instructions, config.swarm.max_subtasks, config.swarm.max_workers

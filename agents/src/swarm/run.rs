@@ -55,13 +55,8 @@ pub enum SwarmError {
     #[error(transparent)]
     Transcript(#[from] TranscriptError),
     /// The repository root cannot serve as the coordinator's workspace.
-    #[error("workspace {path}: {source}")]
-    Workspace {
-        /// The repository root.
-        path: PathBuf,
-        /// Cause.
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Workspace(#[from] crate::tools::WorkspaceError),
     /// The record's base commit is not a commit id (a hand-edited or damaged `run.json`).
     #[error("run {run_id} has an invalid base commit `{base}` in its run.json; start a new run")]
     InvalidBase {

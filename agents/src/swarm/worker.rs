@@ -17,7 +17,7 @@ use super::{GitTaskError, git_task};
 use crate::agent::gate::{PermissionGate, RulePersistence};
 use crate::agent::{Agent, AgentEvent, AgentOutcome, AgentSettings, AgentStopReason};
 use crate::sandbox_os::CommandSandbox;
-use crate::tools::{FileClaims, ToolContext, ToolRegistry};
+use crate::tools::{FileClaims, ToolContext, ToolRegistry, WorkspaceError};
 use crate::transcript::TranscriptError;
 use ahelper_worktrees as git;
 use futures::FutureExt;
@@ -114,13 +114,8 @@ pub enum WorkerFailure {
     #[error("could not create the worktree: {0}")]
     Worktree(#[source] GitTaskError),
     /// The worktree cannot be the tools' workspace.
-    #[error("worktree {path} is unusable: {source}")]
-    Workspace {
-        /// The worktree.
-        path: PathBuf,
-        /// Cause.
-        source: std::io::Error,
-    },
+    #[error("worktree {} is unusable: {}", .0.path.display(), .0.source)]
+    Workspace(#[source] WorkspaceError),
     /// The transcript could not be opened.
     #[error("cannot open the transcript: {0}")]
     Transcript(#[source] TranscriptError),
@@ -250,11 +245,7 @@ fn bind_tool_context(
     spec: &WorkerSpec,
     worktree: &Path,
 ) -> Result<ToolContext, WorkerFailure> {
-    let mut tool_context =
-        ToolContext::new(worktree).map_err(|source| WorkerFailure::Workspace {
-            path: worktree.to_path_buf(),
-            source,
-        })?;
+    let mut tool_context = ToolContext::new(worktree).map_err(WorkerFailure::Workspace)?;
     tool_context
         .env
         .insert("AHELPER_RUN_ID".into(), run.run_id.clone());

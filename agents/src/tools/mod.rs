@@ -81,9 +81,12 @@ impl ToolContext {
     /// A context for `workspace_root` (canonicalised) with cwd = root and default limits.
     ///
     /// # Errors
-    /// Fails when the root does not exist or cannot be canonicalised.
-    pub fn new(workspace_root: &Path) -> std::io::Result<Self> {
-        let root = std::fs::canonicalize(workspace_root)?;
+    /// [`WorkspaceError`] when the root does not exist or cannot be canonicalised.
+    pub fn new(workspace_root: &Path) -> Result<Self, WorkspaceError> {
+        let root = std::fs::canonicalize(workspace_root).map_err(|source| WorkspaceError {
+            path: workspace_root.to_path_buf(),
+            source,
+        })?;
         Ok(ToolContext {
             cwd: root.clone(),
             workspace_root: root,
@@ -94,6 +97,16 @@ impl ToolContext {
             command_sandbox: None,
         })
     }
+}
+
+/// A directory that cannot be a workspace (missing, unreadable).
+#[derive(Debug, thiserror::Error)]
+#[error("workspace {path}: {source}")]
+pub struct WorkspaceError {
+    /// The directory.
+    pub path: PathBuf,
+    /// Why it cannot be resolved.
+    pub source: std::io::Error,
 }
 
 /// Default cap on a tool result, in characters.

@@ -1,9 +1,11 @@
 //! The agent loop.
 //!
-//! Each turn: build the request within the context-window budget ([`context::fit_history`]),
-//! stream the reply, run the tool calls (consecutive read-only calls concurrently), feed the
-//! results back (failures as `is_error` results the model can act on), repeat until the model
-//! stops calling tools or a limit is hit. Stop reasons: [`AgentStopReason`].
+//! An [`Agent`] is made with [`AgentBuilder`]. Each turn: build the request within the
+//! context-window budget ([`context::fit_history`]), stream the reply (`turn.rs`), run the tool
+//! calls through the permission gate ([`gate`]), consecutive read-only calls concurrently
+//! (`calls.rs`), feed the results back (failures as `is_error` results the model can act on),
+//! repeat until the model stops calling tools or a limit is hit. Stop reasons:
+//! [`AgentStopReason`]. `docs/architecture.md` places the loop in a swarm run.
 
 mod builder;
 mod calls;

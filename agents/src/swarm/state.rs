@@ -526,6 +526,71 @@ mod tests {
     }
 
     #[test]
+    fn outcome_follows_the_workers() {
+        let worker = |status: WorkerStatus, denied: &[&str]| WorkerRecord {
+            id: "w1".into(),
+            subtask_id: "s".into(),
+            title: "t".into(),
+            status,
+            branch: "b".into(),
+            worktree: PathBuf::new(),
+            start_commit: None,
+            turns: 0,
+            usage: Usage::default(),
+            tool_calls: 0,
+            last_action: String::new(),
+            started_at: None,
+            elapsed_ms: 0,
+            report: None,
+            conflicts: vec![],
+            claims: 0,
+            denied: denied.iter().map(|d| d.to_string()).collect(),
+        };
+        let run = |status: RunStatus, workers: Vec<WorkerRecord>| RunRecord {
+            run_id: "r".into(),
+            task: "t".into(),
+            repo_root: PathBuf::new(),
+            base_commit: "c".into(),
+            base_ref: "HEAD".into(),
+            integration_branch: "i".into(),
+            status,
+            created_at: String::new(),
+            updated_at: String::new(),
+            pid: 0,
+            plan: None,
+            workers,
+            usage: Usage::default(),
+            summary: None,
+            error: None,
+            permission_mode: None,
+        };
+        use WorkerStatus::*;
+        let finished = |w| run(RunStatus::Finished, w);
+        assert_eq!(
+            finished(vec![worker(Merged, &[]), worker(NoChanges, &[])]).outcome(),
+            RunOutcome::Succeeded
+        );
+        assert_eq!(
+            finished(vec![worker(Merged, &[]), worker(Conflict, &[])]).outcome(),
+            RunOutcome::Failed
+        );
+        // every worker was refused something and nothing merged: not a success
+        assert_eq!(
+            finished(vec![worker(NoChanges, &["run_command ls"])]).outcome(),
+            RunOutcome::Failed
+        );
+        assert_eq!(
+            finished(vec![worker(Merged, &["run_command ls"])]).outcome(),
+            RunOutcome::Succeeded
+        );
+        assert_eq!(
+            run(RunStatus::Cancelled, vec![worker(Merged, &[])]).outcome(),
+            RunOutcome::Cancelled
+        );
+        assert_eq!(run(RunStatus::Failed, vec![]).outcome(), RunOutcome::Failed);
+    }
+
+    #[test]
     fn save_load_find() {
         let dir = tempfile::tempdir().unwrap();
         let mut r = RunRecord {

@@ -1,8 +1,8 @@
 //! Shortening text by characters (never inside a UTF-8 sequence).
 //!
 //! Every place that shortens text — tool results for the model, the status table, transcript
-//! views, worker reports, one-line call summaries — cuts with [`clip`] (keep the start) or
-//! [`truncate_middle`] (keep the start and the end) and adds its own marker.
+//! views, worker reports, one-line call summaries — cuts with [`clip`] (keep the start),
+//! [`last_chars`] (keep the end) or [`truncate_middle`] (both) and adds its own marker.
 
 /// The first `max_chars` characters of `text`, and how many characters were cut after them
 /// (0 when `text` fits).
@@ -11,6 +11,16 @@ pub fn clip(text: &str, max_chars: usize) -> (&str, usize) {
         None => (text, 0),
         Some((end, _)) => (&text[..end], text[end..].chars().count()),
     }
+}
+
+/// The last `max_chars` characters of `text` (all of it when shorter).
+pub fn last_chars(text: &str, max_chars: usize) -> &str {
+    let total = text.chars().count();
+    let start = text
+        .char_indices()
+        .nth(total.saturating_sub(max_chars))
+        .map_or(text.len(), |(i, _)| i);
+    &text[start..]
 }
 
 /// The first line of `text` cut to `max_chars` characters, with `…` appended when anything was
@@ -38,11 +48,7 @@ pub fn truncate_middle(text: &str, max_chars: usize) -> String {
     let tail_chars = max_chars - head_chars;
     let cut = total - head_chars - tail_chars;
     let (head, _) = clip(text, head_chars);
-    let tail_start = text
-        .char_indices()
-        .nth(total - tail_chars)
-        .map_or(text.len(), |(i, _)| i);
-    let tail = &text[tail_start..];
+    let tail = last_chars(text, tail_chars);
     format!("{head}\n[… {cut} characters cut from the middle of this output …]\n{tail}")
 }
 
@@ -55,6 +61,9 @@ mod tests {
         assert_eq!(clip("héllo", 2), ("hé", 3));
         assert_eq!(clip("héllo", 5), ("héllo", 0));
         assert_eq!(clip("", 3), ("", 0));
+        assert_eq!(last_chars("héllo", 4), "éllo");
+        assert_eq!(last_chars("hé", 5), "hé");
+        assert_eq!(last_chars("hé", 0), "");
     }
 
     #[test]

@@ -231,12 +231,8 @@ impl Capture {
         let tail = String::from_utf8_lossy(&tail_bytes);
         let head_chars = max_chars * 6 / 10;
         let tail_chars = max_chars - head_chars;
-        let head: String = head.chars().take(head_chars).collect();
-        let tail_count = tail.chars().count();
-        let tail: String = tail
-            .chars()
-            .skip(tail_count.saturating_sub(tail_chars))
-            .collect();
+        let (head, _) = crate::text::clip(&head, head_chars);
+        let tail = crate::text::last_chars(&tail, tail_chars);
         let cut = self.total - head.len() - tail.len();
         format!("{head}\n[… about {cut} bytes cut from the middle of this output …]\n{tail}")
     }

@@ -1,9 +1,7 @@
 //! End-to-end tests of `ahelper -p` against the fake LLM server in temporary git repositories.
 
-mod common;
-
+use super::support::*;
 use ahelper_fake_llm::{Conversation, Fault, FaultKind, Script, Turn};
-use common::*;
 use predicates::prelude::*;
 use serde_json::{Value, json};
 

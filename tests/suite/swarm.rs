@@ -1,9 +1,7 @@
 //! End-to-end tests of `ahelper swarm` against the fake LLM server on temporary git repositories.
 
-mod common;
-
+use super::support::*;
 use ahelper_fake_llm::{Conversation, FakeLlm, Fault, FaultKind, Script, Turn};
-use common::*;
 use predicates::prelude::*;
 use serde_json::{Value, json};
 

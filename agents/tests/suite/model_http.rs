@@ -3,8 +3,7 @@
 //! connection dropped mid-stream, connection refused), no retry on 400, idle timeout, error body
 //! truncation and API key hygiene.
 
-mod model_support;
-
+use super::support::canned_http::{Canned, serve};
 use ahelper_agents::model::anthropic::AnthropicClient;
 use ahelper_agents::model::openai::OpenAiClient;
 use ahelper_agents::model::{
@@ -12,7 +11,6 @@ use ahelper_agents::model::{
     ProviderKind, ProviderSettings, StopReason, ToolCall, ToolSpec, Usage, build_client,
 };
 use futures::StreamExt;
-use model_support::{Canned, serve};
 use serde_json::json;
 
 const ANTHROPIC_KEY: &str = "sk-ant-test-SECRET-0123456789";

@@ -3,8 +3,9 @@
 //! several seeds: the events must be identical across all feedings and match the file's row in
 //! `INDEX.md`.
 
-mod support;
-
+use super::support::sse_cases::{
+    Item, LOCAL_DIR, case_path, check_by_hand, expected, sse_files, summarise,
+};
 use ahelper_agents::model::anthropic::parse_anthropic_stream;
 use ahelper_agents::model::openai::parse_openai_stream;
 use ahelper_agents::model::{ModelError, ModelEvent};
@@ -13,7 +14,6 @@ use futures::StreamExt;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::path::Path;
-use support::{Item, LOCAL_DIR, case_path, check_by_hand, expected, sse_files, summarise};
 
 /// The shared cases beside the repository (present in CI and on the development machine).
 const SHARED_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/cases/sse");

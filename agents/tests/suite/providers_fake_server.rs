@@ -15,8 +15,9 @@
 //! - the text tool protocol over OpenAI-compatible HTTP;
 //! - the API key never appears in an error, even when the server echoes it back.
 
-mod support;
-
+use super::support::sse_cases::{
+    Item, LOCAL_DIR, case_path, check_by_hand, expected, sse_files, summarise,
+};
 use ahelper_agents::model::text_protocol::TextToolProtocol;
 use ahelper_agents::model::{
     ApiKey, ContentBlock, Message, ModelClient, ModelError, ModelEvent, ModelRequest, ProviderKind,
@@ -28,7 +29,6 @@ use serde_json::{Value, json};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use support::{Item, LOCAL_DIR, case_path, check_by_hand, expected, sse_files, summarise};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const KEY: &str = "sk-test-secret-123";

@@ -1,17 +1,15 @@
 //! commit_all, diff_stats, branches, merge_into, apply_to_current.
 
-mod common;
-
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use super::support::{Fixture, UserState, git, read, write};
 use ahelper_worktrees::{
     ApplyOutcome, GitError, GitOwner, Identity, MergeOutcome, Oid, RepoLock, apply_to_current,
     branch_tip, commit_all, create_branch, create_worktree, delete_branch, diff_stats, merge_into,
     resolve_commit, unmerged_commits,
 };
-use common::{Fixture, UserState, git, read, write};
 
 fn lock(f: &Fixture) -> Arc<RepoLock> {
     GitOwner::new().lock_for(&f.repo).unwrap()
@@ -125,8 +123,14 @@ fn fallback_identity_child() {
 #[test]
 fn commit_all_falls_back_to_ahelper_identity_when_git_has_none() {
     let home = tempfile::tempdir().unwrap();
+    // The test's name as libtest knows it: the module path without the crate name.
+    let (_, module) = module_path!().split_once("::").unwrap();
     let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["fallback_identity_child", "--exact", "--nocapture"])
+        .args([
+            &format!("{module}::fallback_identity_child"),
+            "--exact",
+            "--nocapture",
+        ])
         .env("AHELPER_TEST_NO_IDENTITY", "1")
         .env("HOME", home.path())
         .env("XDG_CONFIG_HOME", home.path())

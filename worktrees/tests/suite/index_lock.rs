@@ -1,14 +1,12 @@
 //! S22: a stale `index.lock` is removed only with evidence.
 
-mod common;
-
 use std::fs;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime};
 
+use super::support::{Fixture, git};
 use ahelper_worktrees::{GitOwner, StaleLockOutcome, create_worktree, remove_stale_index_lock};
-use common::{Fixture, git};
 
 fn worktree_with_lock(f: &Fixture, age: Duration) -> (PathBuf, PathBuf) {
     let lock = GitOwner::new().lock_for(&f.repo).unwrap();

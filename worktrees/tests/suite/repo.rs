@@ -1,13 +1,11 @@
 //! RepoInfo::discover, dirty_paths, ensure_excluded, snapshot_uncommitted.
 
-mod common;
-
 use std::fs;
 
+use super::support::{Fixture, UserState, git, write};
 use ahelper_worktrees::{
     GitError, Head, RepoInfo, dirty_paths, ensure_excluded, snapshot_uncommitted,
 };
-use common::{Fixture, UserState, git, write};
 
 #[test]
 fn discover_reports_root_branch_and_head_from_a_subdirectory() {

@@ -1,16 +1,14 @@
 //! Worktree create / resume / list / remove / prune, and the swarm.md cases of this layer.
 
-mod common;
-
 use std::fs;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use super::support::{Fixture, UserState, git, read, write};
 use ahelper_worktrees::{
     GitError, GitOwner, RepoLock, create_worktree, ensure_excluded, list_worktrees,
     prune_worktrees, remove_worktree, resume_worktree,
 };
-use common::{Fixture, UserState, git, read, write};
 
 fn lock(f: &Fixture) -> Arc<RepoLock> {
     GitOwner::new().lock_for(&f.repo).unwrap()

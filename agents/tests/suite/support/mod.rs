@@ -1,0 +1,4 @@
+//! Helpers shared by the modules of the suite.
+
+pub mod canned_http;
+pub mod sse_cases;

@@ -1,6 +1,6 @@
 //! Layered configuration.
 //!
-//! Precedence, highest first (`DESIGN.md` §7): command-line flags > environment (`AHELPER_*`) >
+//! Precedence, highest first: command-line flags > environment (`AHELPER_*`) >
 //! project `<workspace>/.ahelper/config.toml` > user `$XDG_CONFIG_HOME/ahelper/config.toml` >
 //! provider environment fallbacks (`ANTHROPIC_BASE_URL`, `OPENAI_BASE_URL`) > defaults.
 //!
@@ -896,7 +896,7 @@ mod tests {
         std::fs::create_dir_all(ws.path().join(".ahelper")).unwrap();
         std::fs::write(
             ws.path().join(".ahelper/config.toml"),
-            "[sandbox]\nnetwork = false\nwritable = [\"../shared-target\"]\n",
+            "[sandbox]\nnetwork = false\nwritable = [\"../build-cache\"]\n",
         )
         .unwrap();
         let h = home.path().to_str().unwrap();
@@ -907,7 +907,7 @@ mod tests {
         assert!(!cfg.sandbox.network);
         assert_eq!(
             cfg.sandbox.writable,
-            vec![home.path().join(".cargo"), root.join("../shared-target")]
+            vec![home.path().join(".cargo"), root.join("../build-cache")]
         );
         assert!(cfg.sandbox.deny_read.contains(&home.path().join(".ssh")));
         assert!(cfg.sandbox.deny_read.contains(&home.path().join(".kube")));

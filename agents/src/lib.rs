@@ -1,6 +1,6 @@
 //! `ahelper-agents`: the agent runtime of ahelper.
 //!
-//! Layout (see `DESIGN.md` §2): [`model`] talks to LLM providers, [`tools`] are what the model may
+//! Layout: [`model`] talks to LLM providers, [`tools`] are what the model may
 //! call, [`sandbox`] keeps file tools inside the workspace, [`sandbox_os`] confines commands with
 //! landlock, [`permissions`] decides whether a tool call may run, [`agent`] is the agent loop, [`transcript`] writes append-only JSONL transcripts,
 //! [`config`] resolves layered configuration and [`swarm`] runs many agents in parallel.

@@ -1,4 +1,6 @@
 //! End-to-end tests of `ahelper swarm` against the fake LLM server on temporary git repositories.
+//! Case ids S01… are the rows of `worktrees/tests/data/swarm.md`, P01… of
+//! `agents/tests/data/paths.md`.
 
 use super::support::*;
 use ahelper_fake_llm::{Conversation, FakeLlm, Fault, FaultKind, Script, Turn};

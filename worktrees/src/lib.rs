@@ -28,7 +28,7 @@
 //!   snapshots into a private in-memory index, commits, merges in memory, conflict detection, diff
 //!   stats, ref updates with compare-and-swap, and worktree listing.
 //!
-//! Case ids (S01, S07, …) refer to `cases/swarm.md` in the project's shared test inputs.
+//! Case ids (S01, S07, …) are the rows of `worktrees/tests/data/swarm.md`.
 
 mod branch;
 mod cli;

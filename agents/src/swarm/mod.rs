@@ -1,6 +1,6 @@
 //! The swarm: a coordinator plans a task into subtasks and runs isolated workers in parallel,
 //! each in its own git worktree and branch, then merges their branches into one integration
-//! branch (`DESIGN.md` §3, §4, §8).
+//! branch (`docs/architecture.md` describes the data flow).
 
 pub mod coordinator;
 pub mod events;

@@ -1,7 +1,7 @@
 //! A worker: one subtask in its own worktree, branch, context window, transcript and caps.
 //!
 //! The [`WorkerActor`] owns a task that runs the agent loop, so the actor stays responsive to
-//! [`CancelWorker`] while the loop runs (`DESIGN.md` §8). When the loop ends the worker commits
+//! [`CancelWorker`] while the loop runs. When the loop ends the worker commits
 //! its worktree and tells the coordinator a bounded [`WorkerReport`]. A panic in the task becomes
 //! a failed report; it never takes the coordinator down.
 

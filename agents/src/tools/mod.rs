@@ -29,7 +29,9 @@ pub enum ToolKind {
 }
 
 /// The run-wide file-claims map of a swarm (path relative to the workspace root → worker id),
-/// plus the id of the worker that owns this context. See `DESIGN.md` §8.
+/// plus the id of the worker that owns this context. A worker claims a file before its first
+/// edit; an edit of a file claimed by another worker is refused with a message naming that
+/// worker, so conflicts are prevented while workers run, not only found at merge.
 #[derive(Debug, Clone)]
 pub struct FileClaims {
     /// Shared map owned by the run.

@@ -1,4 +1,4 @@
-//! Every `.sse` case file (copied from `shared/cases/sse/` into `tests/data/sse/`) fed to the
+//! Every `.sse` case file of `tests/data/sse/` (see `tests/data/README.md`) fed to the
 //! real stream parsers (a) whole, (b) one byte at a time and (c) in random chunk sizes with
 //! several seeds: the events must be identical across all feedings and match the file's row in
 //! `INDEX.md`.
@@ -13,10 +13,8 @@ use bytes::Bytes;
 use futures::StreamExt;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use std::collections::BTreeSet;
 use std::path::Path;
-
-/// The shared cases beside the repository (present in CI and on the development machine).
-const SHARED_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/cases/sse");
 
 async fn parse(name: &str, chunks: Vec<Bytes>) -> Vec<Item> {
     let input = futures::stream::iter(chunks.into_iter().map(Ok::<_, ModelError>));
@@ -49,25 +47,22 @@ async fn parse_all_ways(name: &str) -> Vec<Item> {
     whole
 }
 
+/// The set is whole: `INDEX.md` names every `.sse` file of the directory, and every file it
+/// names is there.
 #[tokio::test]
-async fn the_local_copy_holds_every_shared_case() {
-    let local = sse_files(Path::new(LOCAL_DIR));
-    assert!(local.len() >= 16, "{local:?}");
-    if Path::new(SHARED_DIR).is_dir() {
-        let shared = sse_files(Path::new(SHARED_DIR));
-        let missing: Vec<_> = shared.difference(&local).collect();
-        assert!(
-            missing.is_empty(),
-            "copy these from shared/cases/sse into tests/data/sse: {missing:?}"
-        );
-        for name in &shared {
-            assert_eq!(
-                std::fs::read(Path::new(SHARED_DIR).join(name)).unwrap(),
-                std::fs::read(case_path(name)).unwrap(),
-                "{name}: the copy differs from shared/cases/sse"
-            );
-        }
-    }
+async fn every_case_file_is_indexed_and_every_indexed_file_exists() {
+    let files = sse_files(Path::new(LOCAL_DIR));
+    assert!(files.len() >= 16, "{files:?}");
+    let index = std::fs::read_to_string(case_path("INDEX.md")).unwrap();
+    let indexed: BTreeSet<String> = index
+        .split(|c: char| c.is_whitespace() || "`|*()[],".contains(c))
+        .filter(|word| word.ends_with(".sse"))
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(
+        indexed, files,
+        "INDEX.md and the .sse files of tests/data/sse differ"
+    );
 }
 
 #[tokio::test]

@@ -1,4 +1,4 @@
-//! Every row of `/work/shared/cases/commands.md` (copied as data below): the decision ahelper
+//! Every row of `tests/data/commands.md` (written as data below): the decision ahelper
 //! makes for the row's command with exactly the row's rule set. Rule notation of the file:
 //! "allow X" / "deny X" is a prefix rule, written `run_command(X:*)` here. The workspace is
 //! `/ws` and commands run in `/ws` (pure path math; nothing touches the disk).

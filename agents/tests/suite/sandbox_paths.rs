@@ -1,4 +1,4 @@
-//! Every Linux case of `shared/cases/paths.md`, on real temp directories with real symlinks,
+//! Every Linux case of `tests/data/paths.md`, on real temp directories with real symlinks,
 //! through the real tools (and through `sandbox::resolve` where the verdict itself matters).
 //!
 //! Layout of each fixture (`base` is a fresh temp dir): `base/ws` is the workspace root,

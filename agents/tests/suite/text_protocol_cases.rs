@@ -1,5 +1,5 @@
-//! Every case file of `tests/data/toolcall-text/` (copied from `shared/cases/toolcall-text/`)
-//! parsed as its `INDEX.md` row says, plus variants that pin the rules down.
+//! Every case file of `tests/data/toolcall-text/` (see `tests/data/README.md`) parsed as its
+//! `INDEX.md` row says, plus variants that pin the rules down.
 
 use ahelper_agents::model::ToolSpec;
 use ahelper_agents::model::text_protocol::{

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-/// The copy of `shared/cases/sse/` inside the crate (always present).
+/// The SSE case files (see `tests/data/README.md`).
 pub const LOCAL_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/sse");
 
 /// One item of a model stream.

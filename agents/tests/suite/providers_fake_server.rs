@@ -15,21 +15,23 @@
 //! - the text tool protocol over OpenAI-compatible HTTP;
 //! - the API key never appears in an error, even when the server echoes it back.
 
+use super::support::model::{
+    after_last_retry, base_url, collect, non_streaming_proxy, provider_settings, proxy_base_url,
+    retries, script, start, unused_port, usage,
+};
 use super::support::sse_cases::{
     Item, LOCAL_DIR, case_path, check_by_hand, expected, sse_files, summarise,
 };
 use ahelper_agents::model::text_protocol::TextToolProtocol;
 use ahelper_agents::model::{
-    ApiKey, ContentBlock, Message, ModelClient, ModelError, ModelEvent, ModelRequest, ProviderKind,
-    ProviderSettings, Role, StopReason, ToolCall, ToolSpec, Usage, build_client,
+    ContentBlock, Message, ModelClient, ModelError, ModelEvent, ModelRequest, ProviderKind,
+    ProviderSettings, Role, StopReason, ToolCall, ToolSpec, build_client,
 };
 use ahelper_fake_llm::{Conversation, FakeLlm, Fault, FaultKind, RecordedRequest, Script, Turn};
-use futures::StreamExt;
 use serde_json::{Value, json};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const KEY: &str = "sk-test-secret-123";
 const SYSTEM: &str = "You are a careful coding assistant working in /work/demo.";
@@ -69,46 +71,7 @@ fn request() -> ModelRequest {
 
 /// Settings for `kind` pointed at `server` (OpenAI: the `/v1` base), 3 attempts, fast backoff.
 fn settings(server: &FakeLlm, kind: ProviderKind) -> ProviderSettings {
-    let base_url = match kind {
-        ProviderKind::Anthropic => server.base_url(),
-        ProviderKind::Openai => server.openai_base_url(),
-    };
-    settings_at(kind, base_url)
-}
-
-fn settings_at(kind: ProviderKind, base_url: String) -> ProviderSettings {
-    ProviderSettings {
-        kind,
-        model: "fake-model".into(),
-        base_url,
-        api_key: ApiKey(KEY.into()),
-        max_output_tokens: 512,
-        context_window: 100_000,
-        tool_protocol: Default::default(),
-        max_attempts: 3,
-        retry_base_delay_ms: 4,
-        retry_max_delay_ms: 16,
-        idle_timeout_ms: 5_000,
-    }
-}
-
-async fn start(script: Script) -> FakeLlm {
-    FakeLlm::start(script)
-        .await
-        .expect("fake LLM server starts")
-}
-
-/// A script with one default conversation playing `turns`.
-fn script(turns: Vec<Turn>) -> Script {
-    Script::new().with_conversation(
-        turns
-            .into_iter()
-            .fold(Conversation::new(), Conversation::turn),
-    )
-}
-
-async fn collect(client: &dyn ModelClient, request: ModelRequest) -> Vec<Item> {
-    client.stream(request).collect().await
+    provider_settings(kind, base_url(server, kind), KEY)
 }
 
 fn ok(items: Vec<Item>) -> Vec<ModelEvent> {
@@ -120,13 +83,6 @@ fn ok(items: Vec<Item>) -> Vec<ModelEvent> {
 
 fn text(t: &str) -> ModelEvent {
     ModelEvent::TextDelta { text: t.into() }
-}
-
-fn usage(input_tokens: u64, output_tokens: u64) -> ModelEvent {
-    ModelEvent::Usage(Usage {
-        input_tokens,
-        output_tokens,
-    })
 }
 
 fn tool_call(id: &str, name: &str, input: Value) -> ModelEvent {
@@ -161,31 +117,6 @@ fn streamed_turn(
     events.extend(calls);
     events.push(stop(reason));
     events
-}
-
-/// The events after the last `Retry` (what a consumer keeps).
-fn after_last_retry(items: &[Item]) -> &[Item] {
-    let start = items
-        .iter()
-        .rposition(|i| matches!(i, Ok(ModelEvent::Retry { .. })))
-        .map_or(0, |p| p + 1);
-    &items[start..]
-}
-
-/// `(attempt, max_attempts, delay_ms, reason)` of every `Retry` event.
-fn retries(items: &[Item]) -> Vec<(u32, u32, u64, String)> {
-    items
-        .iter()
-        .filter_map(|i| match i {
-            Ok(ModelEvent::Retry {
-                attempt,
-                max_attempts,
-                delay_ms,
-                reason,
-            }) => Some((*attempt, *max_attempts, *delay_ms, reason.clone())),
-            _ => None,
-        })
-        .collect()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -475,112 +406,6 @@ fn check_openai_request(r: &RecordedRequest, read_args: &Value) {
 // 2. Non-streaming replies
 // ---------------------------------------------------------------------------------------------
 
-/// Starts a proxy on 127.0.0.1 that forwards each POST to `upstream` (same path) with
-/// `"stream": false` and without `stream_options`, so the fake server answers with one
-/// `application/json` body, and relays status, `content-type`, `retry-after` and body back with
-/// `Connection: close`. Our clients always ask for a stream; this is how their documented
-/// handling of a JSON reply is exercised against the fake's non-streaming format. Returns the
-/// proxy's base URL; the proxy task ends with the test's runtime.
-async fn non_streaming_proxy(upstream: String) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let http = reqwest::Client::new();
-    tokio::spawn(async move {
-        while let Ok((socket, _)) = listener.accept().await {
-            tokio::spawn(proxy_one(socket, http.clone(), upstream.clone()));
-        }
-    });
-    base
-}
-
-async fn proxy_one(mut socket: tokio::net::TcpStream, http: reqwest::Client, upstream: String) {
-    let mut buf = Vec::new();
-    let header_end = loop {
-        let mut chunk = [0u8; 4096];
-        let n = match socket.read(&mut chunk).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => n,
-        };
-        buf.extend_from_slice(&chunk[..n]);
-        if let Some(p) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break p + 4;
-        }
-    };
-    let head = String::from_utf8_lossy(&buf[..header_end]).into_owned();
-    let mut lines = head.split("\r\n");
-    let path = lines
-        .next()
-        .and_then(|l| l.split(' ').nth(1))
-        .unwrap_or("/")
-        .to_string();
-    let mut forward = reqwest::header::HeaderMap::new();
-    let mut length = 0usize;
-    for line in lines {
-        let Some((name, value)) = line.split_once(':') else {
-            continue;
-        };
-        let (name, value) = (name.trim().to_ascii_lowercase(), value.trim());
-        if name == "content-length" {
-            length = value.parse().unwrap_or(0);
-        }
-        if ["x-api-key", "anthropic-version", "authorization"].contains(&name.as_str()) {
-            forward.insert(
-                reqwest::header::HeaderName::from_bytes(name.as_bytes()).unwrap(),
-                value.parse().unwrap(),
-            );
-        }
-    }
-    let mut body = buf[header_end..].to_vec();
-    while body.len() < length {
-        let mut chunk = vec![0u8; length - body.len()];
-        match socket.read(&mut chunk).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => body.extend_from_slice(&chunk[..n]),
-        }
-    }
-    let mut json: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    if let Some(object) = json.as_object_mut() {
-        object.insert("stream".into(), json!(false));
-        object.remove("stream_options");
-    }
-    let Ok(response) = http
-        .post(format!("{upstream}{path}"))
-        .headers(forward)
-        .json(&json)
-        .send()
-        .await
-    else {
-        return;
-    };
-    let status = response.status();
-    let mut head = format!(
-        "HTTP/1.1 {} {}\r\nconnection: close\r\n",
-        status.as_u16(),
-        status.canonical_reason().unwrap_or("")
-    );
-    for name in ["content-type", "retry-after"] {
-        if let Some(v) = response.headers().get(name).and_then(|v| v.to_str().ok()) {
-            head.push_str(&format!("{name}: {v}\r\n"));
-        }
-    }
-    // A body the fake cut off (drop fault) is relayed as a short read: close without it all.
-    let bytes = response.bytes().await.unwrap_or_default();
-    head.push_str(&format!("content-length: {}\r\n\r\n", bytes.len()));
-    let _ = socket.write_all(head.as_bytes()).await;
-    let _ = socket.write_all(&bytes).await;
-    let _ = socket.shutdown().await;
-}
-
-fn proxied_settings(proxy: &str, kind: ProviderKind) -> ProviderSettings {
-    settings_at(
-        kind,
-        match kind {
-            ProviderKind::Anthropic => proxy.to_string(),
-            ProviderKind::Openai => format!("{proxy}/v1"),
-        },
-    )
-}
-
 #[tokio::test]
 async fn non_streaming_json_replies_give_the_same_turn() {
     let args = json!({"path": "src/lib.rs"});
@@ -592,7 +417,7 @@ async fn non_streaming_json_replies_give_the_same_turn() {
         ]))
         .await;
         let proxy = non_streaming_proxy(server.base_url()).await;
-        let client = build_client(&proxied_settings(&proxy, kind));
+        let client = build_client(&provider_settings(kind, proxy_base_url(&proxy, kind), KEY));
         let got = ok(collect(client.as_ref(), request()).await);
         // A JSON reply arrives whole: one text delta; usage before the text for Anthropic
         // (`usage` is read first), after it for OpenAI (as in a stream's usage chunk).
@@ -635,7 +460,7 @@ async fn a_non_streaming_error_object_after_200_is_retried() {
         ]))
         .await;
         let proxy = non_streaming_proxy(server.base_url()).await;
-        let client = build_client(&proxied_settings(&proxy, kind));
+        let client = build_client(&provider_settings(kind, proxy_base_url(&proxy, kind), KEY));
         let got = collect(client.as_ref(), request()).await;
         let r = retries(&got);
         assert_eq!(r.len(), 1, "{kind:?}: {got:?}");
@@ -1181,13 +1006,9 @@ async fn the_api_key_is_not_in_decode_errors_quoting_the_stream() {
 
 #[tokio::test]
 async fn the_api_key_is_not_in_connection_errors() {
-    // Nothing listens on this port once the listener is dropped.
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+    let port = unused_port();
     for kind in BOTH {
-        let mut s = settings_at(kind, format!("http://127.0.0.1:{port}"));
+        let mut s = provider_settings(kind, format!("http://127.0.0.1:{port}"), KEY);
         s.max_attempts = 2;
         let client: Arc<dyn ModelClient> = build_client(&s);
         let got = collect(client.as_ref(), request()).await;

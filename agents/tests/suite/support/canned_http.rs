@@ -1,11 +1,12 @@
-//! A minimal HTTP/1.1 server on 127.0.0.1 for the model-client tests: it answers each
-//! connection with the next canned response (chunked transfer encoding, `Connection: close`)
-//! and records every request. Richer scripting lives in the `ahelper-fake-llm` crate.
+//! A server on 127.0.0.1 that answers each connection with the next canned HTTP response
+//! (chunked transfer encoding, `Connection: close`). Only for a sequence the fake LLM server
+//! cannot play: it injects at most one kind of fault per turn, and a client's retries send the
+//! same request, so "529, then an error event, then success" needs canned answers.
 
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 
 /// One canned HTTP response.
 #[derive(Debug, Clone, Default)]
@@ -16,10 +17,6 @@ pub struct Canned {
     pub headers: Vec<(String, String)>,
     /// Body, sent as one HTTP chunk per element.
     pub chunks: Vec<Vec<u8>>,
-    /// Close the connection after this many chunks, without the terminating chunk.
-    pub drop_after: Option<usize>,
-    /// Keep the connection open without sending anything after the chunks.
-    pub stall: bool,
 }
 
 impl Canned {
@@ -41,116 +38,88 @@ impl Canned {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
             chunks: vec![body.as_bytes().to_vec()],
-            ..Canned::default()
         }
     }
 }
 
-/// A request as received: method, path, lower-cased headers and body.
-#[derive(Debug, Clone)]
-pub struct Recorded {
-    pub method: String,
-    pub path: String,
-    pub headers: Vec<(String, String)>,
-    pub body: serde_json::Value,
-}
+/// The number of requests a [`serve`] server has read.
+#[derive(Debug, Clone, Default)]
+pub struct RequestCount(Arc<AtomicUsize>);
 
-impl Recorded {
-    /// The value of header `name` (lower case), if sent.
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
+impl RequestCount {
+    /// Requests read so far.
+    pub fn count(&self) -> usize {
+        self.0.load(Ordering::SeqCst)
     }
 }
 
 /// Serves `responses` in order, one per connection, on a free 127.0.0.1 port; returns the
-/// base URL (`http://127.0.0.1:<port>`) and the recorded requests. The server task ends with the
+/// base URL (`http://127.0.0.1:<port>`) and the request counter. The server task ends with the
 /// test's runtime.
-pub async fn serve(responses: Vec<Canned>) -> (String, Arc<Mutex<Vec<Recorded>>>) {
+pub async fn serve(responses: Vec<Canned>) -> (String, RequestCount) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
-    let recorded = Arc::new(Mutex::new(Vec::new()));
-    let log = recorded.clone();
+    let count = RequestCount::default();
+    let counter = count.clone();
     tokio::spawn(async move {
         for canned in responses {
             let Ok((mut socket, _)) = listener.accept().await else {
                 return;
             };
-            // Read the head, then the body by content-length.
-            let mut buf = Vec::new();
-            let mut tmp = [0u8; 4096];
-            let head_end = loop {
-                if let Some(p) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                    break p + 4;
-                }
-                let n = socket.read(&mut tmp).await.unwrap();
-                assert!(n > 0, "client closed before sending a request");
-                buf.extend_from_slice(&tmp[..n]);
-            };
-            let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
-            let mut lines = head.split("\r\n");
-            let mut first = lines.next().unwrap().split(' ');
-            let (method, path) = (
-                first.next().unwrap().to_string(),
-                first.next().unwrap().to_string(),
-            );
-            let headers: Vec<(String, String)> = lines
-                .filter_map(|l| l.split_once(':'))
-                .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
-                .collect();
-            let len: usize = headers
-                .iter()
-                .find(|(k, _)| k == "content-length")
-                .map(|(_, v)| v.parse().unwrap())
-                .unwrap_or(0);
-            while buf.len() < head_end + len {
-                let n = socket.read(&mut tmp).await.unwrap();
-                assert!(n > 0, "client closed mid-body");
-                buf.extend_from_slice(&tmp[..n]);
-            }
-            let body = serde_json::from_slice(&buf[head_end..head_end + len]).unwrap_or_default();
-            log.lock().unwrap().push(Recorded {
-                method,
-                path,
-                headers,
-                body,
-            });
-
-            let mut out = format!("HTTP/1.1 {} X\r\n", canned.status);
-            if !canned
-                .headers
-                .iter()
-                .any(|(k, _)| k.eq_ignore_ascii_case("content-type"))
-            {
-                out.push_str("content-type: text/event-stream\r\n");
-            }
-            for (k, v) in &canned.headers {
-                out.push_str(&format!("{k}: {v}\r\n"));
-            }
-            out.push_str("transfer-encoding: chunked\r\nconnection: close\r\n\r\n");
-            if socket.write_all(out.as_bytes()).await.is_err() {
-                continue;
-            }
-            let limit = canned.drop_after.unwrap_or(usize::MAX);
-            for chunk in canned.chunks.iter().take(limit) {
-                let mut frame = format!("{:x}\r\n", chunk.len()).into_bytes();
-                frame.extend_from_slice(chunk);
-                frame.extend_from_slice(b"\r\n");
-                if socket.write_all(&frame).await.is_err() {
-                    break;
-                }
-                let _ = socket.flush().await;
-            }
-            if canned.stall {
-                tokio::time::sleep(Duration::from_secs(60)).await;
-            }
-            if canned.drop_after.is_none() {
-                let _ = socket.write_all(b"0\r\n\r\n").await;
-            }
-            let _ = socket.shutdown().await;
+            read_request(&mut socket).await;
+            counter.0.fetch_add(1, Ordering::SeqCst);
+            let _ = respond(&mut socket, &canned).await;
         }
     });
-    (base, recorded)
+    (base, count)
+}
+
+/// Reads one request: the head, then the body by `content-length`.
+async fn read_request(socket: &mut TcpStream) {
+    let mut buf = Vec::new();
+    let mut tmp = [0u8; 4096];
+    let head_end = loop {
+        if let Some(p) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break p + 4;
+        }
+        let n = socket.read(&mut tmp).await.unwrap();
+        assert!(n > 0, "client closed before sending a request");
+        buf.extend_from_slice(&tmp[..n]);
+    };
+    let head = String::from_utf8_lossy(&buf[..head_end]).to_ascii_lowercase();
+    let len: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .map_or(0, |v| v.trim().parse().unwrap());
+    while buf.len() < head_end + len {
+        let n = socket.read(&mut tmp).await.unwrap();
+        assert!(n > 0, "client closed mid-body");
+        buf.extend_from_slice(&tmp[..n]);
+    }
+}
+
+/// Writes `canned` with chunked transfer encoding, then closes the connection.
+async fn respond(socket: &mut TcpStream, canned: &Canned) -> std::io::Result<()> {
+    let mut out = format!("HTTP/1.1 {} X\r\n", canned.status);
+    if !canned
+        .headers
+        .iter()
+        .any(|(k, _)| k.eq_ignore_ascii_case("content-type"))
+    {
+        out.push_str("content-type: text/event-stream\r\n");
+    }
+    for (k, v) in &canned.headers {
+        out.push_str(&format!("{k}: {v}\r\n"));
+    }
+    out.push_str("transfer-encoding: chunked\r\nconnection: close\r\n\r\n");
+    socket.write_all(out.as_bytes()).await?;
+    for chunk in &canned.chunks {
+        let mut frame = format!("{:x}\r\n", chunk.len()).into_bytes();
+        frame.extend_from_slice(chunk);
+        frame.extend_from_slice(b"\r\n");
+        socket.write_all(&frame).await?;
+        socket.flush().await?;
+    }
+    socket.write_all(b"0\r\n\r\n").await?;
+    socket.shutdown().await
 }

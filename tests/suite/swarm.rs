@@ -3,11 +3,64 @@
 //! `agents/tests/data/paths.md`.
 
 use super::support::*;
-use ahelper_fake_llm::{Conversation, FakeLlm, Fault, FaultKind, Script, Turn};
+use ahelper_fake_llm::{Conversation, FakeLlm, Fault, FaultKind, RecordedRequest, Script, Turn};
 use predicates::prelude::*;
 use serde_json::{Value, json};
 
 const COORDINATOR: &str = "You are the coordinator of a swarm";
+
+/// A swarm test's world: a temporary repository and the fake LLM server playing a script.
+struct Swarm {
+    repo: TestRepo,
+    server: FakeLlm,
+}
+
+impl Swarm {
+    /// Serves `script` for `repo`.
+    fn new(repo: TestRepo, script: Script) -> Swarm {
+        Swarm {
+            repo,
+            server: start(script),
+        }
+    }
+
+    /// `ahelper <args>` in the repository, talking to the fake server in the Anthropic format.
+    fn ahelper(&self, args: &[&str]) -> assert_cmd::Command {
+        let mut cmd = ahelper(&self.repo, &self.server, Wire::Anthropic);
+        cmd.args(args);
+        cmd
+    }
+
+    /// Runs `ahelper swarm <task> --yes --permission-mode bypass`, the run most tests make.
+    fn run(&self, task: &str) -> assert_cmd::assert::Assert {
+        self.ahelper(&["swarm", task, "--yes", "--permission-mode", "bypass"])
+            .assert()
+    }
+
+    /// The newest run record.
+    fn last_run(&self) -> Value {
+        last_run(&self.repo)
+    }
+
+    /// The model requests of conversation `index` of the script (0 is the coordinator, then
+    /// the workers in the order they were added).
+    fn requests_of(&self, index: usize) -> Vec<RecordedRequest> {
+        self.server
+            .model_requests()
+            .into_iter()
+            .filter(|r| r.conversation == Some(index))
+            .collect()
+    }
+}
+
+/// A script whose coordinator plans `subtasks` (see [`subtask`]); add one [`worker`] per subtask.
+fn plan(subtasks: Value) -> Script {
+    Script::new().with_conversation(
+        Conversation::new()
+            .matching(COORDINATOR)
+            .turn(plan_turn(subtasks)),
+    )
+}
 
 fn plan_turn(subtasks: Value) -> Turn {
     Turn::text(json!({"summary": "split by file", "subtasks": subtasks}).to_string())
@@ -17,10 +70,30 @@ fn subtask(id: &str, scope: &str) -> Value {
     json!({"id": id, "title": format!("Work on {id}"), "instructions": format!("Do {id}."), "scope": [scope]})
 }
 
-fn worker(id: &str) -> Conversation {
-    Conversation::new()
-        .named(id)
-        .matching(format!("Your subtask `{id}`"))
+/// The conversation of the worker of subtask `id`, playing `turns`.
+fn worker(id: &str, turns: impl IntoIterator<Item = Turn>) -> Conversation {
+    turns.into_iter().fold(
+        Conversation::new()
+            .named(id)
+            .matching(format!("Your subtask `{id}`")),
+        Conversation::turn,
+    )
+}
+
+/// A `write_file` tool call.
+fn writes(path: &str, content: &str) -> Turn {
+    Turn::tool_call("write_file", json!({"path": path, "content": content}))
+}
+
+/// A `run_command` tool call.
+fn runs(command: &str) -> Turn {
+    Turn::tool_call("run_command", json!({"command": command}))
+}
+
+/// One subtask on `a.txt` whose worker writes `A` into it.
+fn one_worker_writes_a() -> Script {
+    plan(json!([subtask("s1", "a.txt")]))
+        .with_conversation(worker("s1", [writes("a.txt", "A\n"), Turn::text("d")]))
 }
 
 /// The swarm run's record, read from `.ahelper/runs/*/run.json` (the newest).
@@ -33,12 +106,6 @@ fn last_run(repo: &TestRepo) -> Value {
     ids.sort();
     serde_json::from_str(&std::fs::read_to_string(ids.last().unwrap().join("run.json")).unwrap())
         .unwrap()
-}
-
-fn swarm(repo: &TestRepo, server: &FakeLlm) -> assert_cmd::Command {
-    let mut cmd = ahelper(repo, server, Wire::Anthropic);
-    cmd.env("XDG_STATE_HOME", repo.home().join("state"));
-    cmd
 }
 
 fn worker_status(run: &Value, id: &str) -> String {
@@ -65,42 +132,37 @@ fn three_disjoint_subtasks_merge_into_the_integration_branch() {
     // the user's own uncommitted work
     repo.write("notes.md", "mine, edited but not committed\n");
     repo.write("scratch.txt", "untracked\n");
-    let mut script =
-        Script::new().with_conversation(Conversation::new().matching(COORDINATOR).turn(plan_turn(
-            json!([
-                subtask("s1", "a.txt"),
-                subtask("s2", "b.txt"),
-                subtask("s3", "c.txt"),
-            ]),
-        )));
+    let mut script = plan(json!([
+        subtask("s1", "a.txt"),
+        subtask("s2", "b.txt"),
+        subtask("s3", "c.txt"),
+    ]));
     for (id, file) in [("s1", "a.txt"), ("s2", "b.txt"), ("s3", "c.txt")] {
-        script = script.with_conversation(
-            worker(id)
-                .turn(Turn::tool_call(
-                    "run_command",
-                    json!({"command": format!("pwd > where-{id}.txt; git rev-parse --abbrev-ref HEAD >> where-{id}.txt; echo $AHELPER_WORKER_ID >> where-{id}.txt")}),
-                ))
-                .turn(Turn::tool_call("write_file", json!({"path": file, "content": format!("{id} was here\n")})))
-                .turn(Turn::text(format!("{id} done")).with_usage(100, 10)),
+        let where_ = format!("where-{id}.txt");
+        let record_where = format!(
+            "pwd > {where_}; git rev-parse --abbrev-ref HEAD >> {where_}; \
+             echo $AHELPER_WORKER_ID >> {where_}"
         );
+        script = script.with_conversation(worker(
+            id,
+            [
+                runs(&record_where),
+                writes(file, &format!("{id} was here\n")),
+                Turn::text(format!("{id} done")).with_usage(100, 10),
+            ],
+        ));
     }
-    let server = start(script);
+    let swarm = Swarm::new(repo, script);
+    let repo = &swarm.repo;
     let head_before = repo.git(&["rev-parse", "HEAD"]);
-    let out = swarm(&repo, &server)
-        .args([
-            "swarm",
-            "change three files",
-            "--yes",
-            "--permission-mode",
-            "bypass",
-        ])
-        .assert()
+    let out = swarm
+        .run("change three files")
         .success()
         .get_output()
         .clone();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("merged"), "{stdout}");
-    let run = last_run(&repo);
+    let run = swarm.last_run();
     assert_eq!(run["status"], "finished");
     let integration = run["integration_branch"].as_str().unwrap().to_string();
     let mut cwds = vec![];
@@ -163,40 +225,26 @@ fn three_disjoint_subtasks_merge_into_the_integration_branch() {
 #[test]
 fn conflicting_workers_keep_both_branches_and_report_the_conflict() {
     let repo = repo_with(&[("README.md", "title\n"), ("a.txt", "a\n"), ("b.txt", "b\n")]);
-    let script = Script::new()
-        .with_conversation(
-            Conversation::new()
-                .matching(COORDINATOR)
-                .turn(plan_turn(json!([
-                    subtask("s1", "a.txt"),
-                    subtask("s2", "b.txt")
-                ]))),
-        )
-        .with_conversation(
-            worker("s1")
-                .turn(Turn::tool_call(
-                    "run_command",
-                    json!({"command": "printf 'title by w1\\n' > README.md"}),
-                ))
-                .turn(Turn::text("s1 done")),
-        )
-        .with_conversation(
-            worker("s2")
-                .turn(Turn::tool_call(
-                    "run_command",
-                    json!({"command": "printf 'title by w2\\n' > README.md"}),
-                ))
-                .turn(Turn::text("s2 done")),
-        );
-    let server = start(script);
-    let out = swarm(&repo, &server)
-        .args(["swarm", "retitle", "--yes", "--permission-mode", "bypass"])
-        .assert()
-        .code(1)
-        .get_output()
-        .clone();
+    let script = plan(json!([subtask("s1", "a.txt"), subtask("s2", "b.txt")]))
+        .with_conversation(worker(
+            "s1",
+            [
+                runs("printf 'title by w1\\n' > README.md"),
+                Turn::text("s1 done"),
+            ],
+        ))
+        .with_conversation(worker(
+            "s2",
+            [
+                runs("printf 'title by w2\\n' > README.md"),
+                Turn::text("s2 done"),
+            ],
+        ));
+    let swarm = Swarm::new(repo, script);
+    let out = swarm.run("retitle").code(1).get_output().clone();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    let run = last_run(&repo);
+    let run = swarm.last_run();
+    let repo = &swarm.repo;
     assert_eq!(worker_status(&run, "w1"), "merged");
     assert_eq!(worker_status(&run, "w2"), "conflict");
     let w2 = &run["workers"][1];
@@ -227,33 +275,18 @@ fn a_failing_worker_is_reported_and_the_others_finish() {
         "[retry]\nmax_attempts = 2\nbase_delay_ms = 10\n",
     );
     repo.git(&["add", "-A"]);
-    let script = Script::new()
-        .with_conversation(
-            Conversation::new()
-                .matching(COORDINATOR)
-                .turn(plan_turn(json!([
-                    subtask("s1", "a.txt"),
-                    subtask("s2", "b.txt")
-                ]))),
-        )
-        .with_conversation(
-            worker("s1")
-                .turn(Turn::tool_call(
-                    "write_file",
-                    json!({"path": "a.txt", "content": "A\n"}),
-                ))
-                .turn(Turn::text("s1 done")),
-        )
-        .with_conversation(
-            worker("s2")
-                .turn(Turn::text("never").with_fault(Fault::new(FaultKind::Http500).times(100))),
-        );
-    let server = start(script);
-    swarm(&repo, &server)
-        .args(["swarm", "do it", "--yes", "--permission-mode", "bypass"])
-        .assert()
-        .code(1);
-    let run = last_run(&repo);
+    let script = plan(json!([subtask("s1", "a.txt"), subtask("s2", "b.txt")]))
+        .with_conversation(worker(
+            "s1",
+            [writes("a.txt", "A\n"), Turn::text("s1 done")],
+        ))
+        .with_conversation(worker(
+            "s2",
+            [Turn::text("never").with_fault(Fault::new(FaultKind::Http500).times(100))],
+        ));
+    let swarm = Swarm::new(repo, script);
+    swarm.run("do it").code(1);
+    let run = swarm.last_run();
     assert_eq!(worker_status(&run, "w1"), "merged");
     assert_eq!(worker_status(&run, "w2"), "failed");
     assert!(
@@ -262,28 +295,25 @@ fn a_failing_worker_is_reported_and_the_others_finish() {
             .unwrap()
             .contains("500")
     );
-    let s2_requests = server
-        .model_requests()
-        .iter()
-        .filter(|r| r.conversation == Some(2))
-        .count();
-    assert_eq!(s2_requests, 2, "retried up to max_attempts");
+    assert_eq!(swarm.requests_of(2).len(), 2, "retried up to max_attempts");
 }
 
 /// (d) an invalid plan is re-asked once with the error, then fails clearly.
 #[test]
 fn an_invalid_plan_is_reasked_once_then_fails() {
-    let repo = repo_with(&[("a.txt", "a\n")]);
     let script = Script::new().with_conversation(Conversation::new().matching(COORDINATOR).turn(
         Turn::text("Here is the plan: {\"subtasks\": [{\"id\": \"s1\", \"title\": \"x\"}]}"),
     ));
-    let server = start(script.with_fallback_text("still not json"));
-    swarm(&repo, &server)
-        .args(["swarm", "do it", "--yes"])
+    let swarm = Swarm::new(
+        repo_with(&[("a.txt", "a\n")]),
+        script.with_fallback_text("still not json"),
+    );
+    swarm
+        .ahelper(&["swarm", "do it", "--yes"])
         .assert()
         .code(1)
         .stderr(predicate::str::contains("could not produce a valid plan"));
-    let requests = server.model_requests();
+    let requests = swarm.server.model_requests();
     assert_eq!(requests.len(), 2);
     assert!(
         requests[1]
@@ -292,31 +322,23 @@ fn an_invalid_plan_is_reasked_once_then_fails() {
             .contains("Your plan was rejected"),
         "the error went back to the model"
     );
-    assert_eq!(last_run(&repo)["status"], "failed");
+    assert_eq!(swarm.last_run()["status"], "failed");
 }
 
 /// (e) a permission request in a non-interactive run is denied at once, the model reads why.
 #[test]
 fn non_interactive_permission_request_is_denied_without_hanging() {
-    let repo = repo_with(&[("a.txt", "a\n")]);
-    let script = Script::new()
-        .with_conversation(
-            Conversation::new()
-                .matching(COORDINATOR)
-                .turn(plan_turn(json!([subtask("s1", "a.txt")]))),
-        )
-        .with_conversation(
-            worker("s1")
-                .turn(Turn::tool_call(
-                    "write_file",
-                    json!({"path": "a.txt", "content": "A\n"}),
-                ))
-                .turn(Turn::text("I was not allowed to write.")),
-        );
-    let server = start(script);
+    let script = plan(json!([subtask("s1", "a.txt")])).with_conversation(worker(
+        "s1",
+        [
+            writes("a.txt", "A\n"),
+            Turn::text("I was not allowed to write."),
+        ],
+    ));
+    let swarm = Swarm::new(repo_with(&[("a.txt", "a\n")]), script);
     let started = std::time::Instant::now();
-    swarm(&repo, &server)
-        .args(["swarm", "do it", "--yes"])
+    swarm
+        .ahelper(&["swarm", "do it", "--yes"])
         .assert()
         .code(1)
         .stderr(predicate::str::contains(
@@ -327,14 +349,9 @@ fn non_interactive_permission_request_is_denied_without_hanging() {
             "1 tool call(s) refused by permissions: write_file a.txt",
         ));
     assert!(started.elapsed().as_secs() < 60);
-    let run = last_run(&repo);
+    let run = swarm.last_run();
     assert_eq!(worker_status(&run, "w1"), "no_changes");
-    let worker_req = server
-        .model_requests()
-        .into_iter()
-        .filter(|r| r.conversation == Some(1))
-        .nth(1)
-        .unwrap();
+    let worker_req = &swarm.requests_of(1)[1];
     assert!(worker_req.body.to_string().contains("non-interactive"));
 }
 
@@ -342,38 +359,23 @@ fn non_interactive_permission_request_is_denied_without_hanging() {
 #[test]
 fn logs_work_after_clean_and_clean_refuses_unmerged_branches() {
     let repo = repo_with(&[("README.md", "t\n"), ("a.txt", "a\n"), ("b.txt", "b\n")]);
-    let script = Script::new()
-        .with_conversation(
-            Conversation::new()
-                .matching(COORDINATOR)
-                .turn(plan_turn(json!([
-                    subtask("s1", "a.txt"),
-                    subtask("s2", "b.txt")
-                ]))),
-        )
-        .with_conversation(
-            worker("s1")
-                .turn(Turn::tool_call("read_file", json!({"path": "a.txt"})))
-                .turn(Turn::tool_call(
-                    "run_command",
-                    json!({"command": "printf 'x1\\n' > README.md"}),
-                ))
-                .turn(Turn::text("s1 done")),
-        )
-        .with_conversation(
-            worker("s2")
-                .turn(Turn::tool_call(
-                    "run_command",
-                    json!({"command": "printf 'x2\\n' > README.md"}),
-                ))
-                .turn(Turn::text("s2 done")),
-        );
-    let server = start(script);
-    swarm(&repo, &server)
-        .args(["swarm", "do it", "--yes", "--permission-mode", "bypass"])
-        .assert()
-        .code(1);
-    let run = last_run(&repo);
+    let script = plan(json!([subtask("s1", "a.txt"), subtask("s2", "b.txt")]))
+        .with_conversation(worker(
+            "s1",
+            [
+                Turn::tool_call("read_file", json!({"path": "a.txt"})),
+                runs("printf 'x1\\n' > README.md"),
+                Turn::text("s1 done"),
+            ],
+        ))
+        .with_conversation(worker(
+            "s2",
+            [runs("printf 'x2\\n' > README.md"), Turn::text("s2 done")],
+        ));
+    let swarm = Swarm::new(repo, script);
+    let repo = &swarm.repo;
+    swarm.run("do it").code(1);
+    let run = swarm.last_run();
     let run_id = run["run_id"].as_str().unwrap().to_string();
     let w2_worktree = run["workers"][1]["worktree"].as_str().unwrap().to_string();
     assert!(
@@ -382,20 +384,20 @@ fn logs_work_after_clean_and_clean_refuses_unmerged_branches() {
     );
 
     // ls and status
-    swarm(&repo, &server)
-        .args(["swarm", "ls"])
+    swarm
+        .ahelper(&["swarm", "ls"])
         .assert()
         .success()
         .stdout(predicate::str::contains(&run_id));
-    swarm(&repo, &server)
-        .args(["swarm", "status", &run_id[..8]])
+    swarm
+        .ahelper(&["swarm", "status", &run_id[..8]])
         .assert()
         .success()
         .stdout(predicate::str::contains("conflict").and(predicate::str::contains("merged")));
 
     // clean: the conflicting branch has commits not in the integration branch → refused, listed
-    swarm(&repo, &server)
-        .args(["swarm", "clean", &run_id])
+    swarm
+        .ahelper(&["swarm", "clean", &run_id])
         .assert()
         .code(1)
         .stdout(predicate::str::contains("not in").and(predicate::str::contains("--force")));
@@ -411,8 +413,8 @@ fn logs_work_after_clean_and_clean_refuses_unmerged_branches() {
         ("w1", vec!["read_file", "run_command"]),
         ("w2", vec!["run_command"]),
     ] {
-        let out = swarm(&repo, &server)
-            .args(["swarm", "logs", &run_id, w])
+        let out = swarm
+            .ahelper(&["swarm", "logs", &run_id, w])
             .assert()
             .success()
             .get_output()
@@ -427,8 +429,8 @@ fn logs_work_after_clean_and_clean_refuses_unmerged_branches() {
         }
     }
     // --json prints the raw lines
-    let out = swarm(&repo, &server)
-        .args(["swarm", "logs", &run_id, "w1", "--json"])
+    let out = swarm
+        .ahelper(&["swarm", "logs", &run_id, "w1", "--json"])
         .assert()
         .success()
         .get_output()
@@ -438,8 +440,8 @@ fn logs_work_after_clean_and_clean_refuses_unmerged_branches() {
         serde_json::from_str::<Value>(line).unwrap();
     }
     // --force deletes the unmerged branch
-    swarm(&repo, &server)
-        .args(["swarm", "clean", &run_id, "--force"])
+    swarm
+        .ahelper(&["swarm", "clean", &run_id, "--force"])
         .assert()
         .success();
     assert!(
@@ -465,37 +467,19 @@ fn sixteen_subtasks_never_exceed_four_workers() {
     let subtasks: Vec<Value> = (1..=16)
         .map(|i| subtask(&format!("s{i}"), &format!("f{i}.txt")))
         .collect();
-    let mut script = Script::new().with_conversation(
-        Conversation::new()
-            .matching(COORDINATOR)
-            .turn(plan_turn(json!(subtasks))),
-    );
+    let mut script = plan(json!(subtasks));
     for i in 1..=16 {
-        let id = format!("s{i}");
-        script = script.with_conversation(
-            worker(&id)
-                .turn(
-                    Turn::tool_call(
-                        "write_file",
-                        json!({"path": format!("f{i}.txt"), "content": "x\n"}),
-                    )
-                    .with_delay_ms(150),
-                )
-                .turn(Turn::text("done").with_delay_ms(150)),
-        );
+        script = script.with_conversation(worker(
+            &format!("s{i}"),
+            [
+                writes(&format!("f{i}.txt"), "x\n").with_delay_ms(150),
+                Turn::text("done").with_delay_ms(150),
+            ],
+        ));
     }
-    let server = start(script);
-    swarm(&repo, &server)
-        .args([
-            "swarm",
-            "sixteen files",
-            "--yes",
-            "--permission-mode",
-            "bypass",
-        ])
-        .assert()
-        .success();
-    let run = last_run(&repo);
+    let swarm = Swarm::new(repo, script);
+    swarm.run("sixteen files").success();
+    let run = swarm.last_run();
     assert!(
         run["workers"]
             .as_array()
@@ -504,14 +488,9 @@ fn sixteen_subtasks_never_exceed_four_workers() {
             .all(|w| w["status"] == "merged")
     );
     // intervals of each worker's model traffic: first request .. last request + its delay
-    let requests = server.model_requests();
     let mut intervals = vec![];
     for conv in 1..=16 {
-        let times: Vec<_> = requests
-            .iter()
-            .filter(|r| r.conversation == Some(conv))
-            .map(|r| r.received)
-            .collect();
+        let times: Vec<_> = swarm.requests_of(conv).iter().map(|r| r.received).collect();
         assert_eq!(times.len(), 2);
         intervals.push((times[0], times[1] + std::time::Duration::from_millis(150)));
     }
@@ -536,15 +515,15 @@ fn not_a_repo_and_no_commits_get_clear_messages() {
     let repo = TestRepo { dir };
     std::fs::create_dir_all(repo.path()).unwrap();
     std::fs::create_dir_all(repo.home()).unwrap();
-    let server = start(Script::new());
-    swarm(&repo, &server)
-        .args(["swarm", "x", "--yes"])
+    let swarm = Swarm::new(repo, Script::new());
+    swarm
+        .ahelper(&["swarm", "x", "--yes"])
         .assert()
         .code(2)
         .stderr(predicate::str::contains("not inside a git repository"));
-    repo.git(&["init", "-q", "-b", "main"]);
-    swarm(&repo, &server)
-        .args(["swarm", "x", "--yes"])
+    swarm.repo.git(&["init", "-q", "-b", "main"]);
+    swarm
+        .ahelper(&["swarm", "x", "--yes"])
         .assert()
         .code(2)
         .stderr(predicate::str::contains("no commits yet"));
@@ -552,23 +531,19 @@ fn not_a_repo_and_no_commits_get_clear_messages() {
 
 #[test]
 fn plan_only_prints_the_plan_and_starts_nothing() {
-    let repo = repo_with(&[("a.txt", "a\n")]);
-    let server = start(
-        Script::new().with_conversation(
-            Conversation::new()
-                .matching(COORDINATOR)
-                .turn(plan_turn(json!([subtask("s1", "a.txt")]))),
-        ),
+    let swarm = Swarm::new(
+        repo_with(&[("a.txt", "a\n")]),
+        plan(json!([subtask("s1", "a.txt")])),
     );
-    swarm(&repo, &server)
-        .args(["swarm", "x", "--plan-only"])
+    swarm
+        .ahelper(&["swarm", "x", "--plan-only"])
         .assert()
         .success()
         .stderr(predicate::str::contains("w1 [s1] Work on s1"));
-    assert_eq!(server.model_requests().len(), 1);
-    assert_eq!(last_run(&repo)["status"], "planned");
+    assert_eq!(swarm.server.model_requests().len(), 1);
+    assert_eq!(swarm.last_run()["status"], "planned");
     assert_eq!(
-        repo.git(&["branch", "--list", "ahelper/*"]),
+        swarm.repo.git(&["branch", "--list", "ahelper/*"]),
         "",
         "no branch for a plan-only run"
     );
@@ -578,31 +553,18 @@ fn plan_only_prints_the_plan_and_starts_nothing() {
 /// is resumable; `swarm resume` finishes it from the branch and transcript.
 #[test]
 fn ctrl_c_commits_wip_and_resume_finishes_the_run() {
-    let repo = repo_with(&[("a.txt", "a\n")]);
-    let script = Script::new()
-        .with_conversation(
-            Conversation::new()
-                .matching(COORDINATOR)
-                .turn(plan_turn(json!([subtask("s1", "a.txt")]))),
-        )
-        .with_conversation(
-            worker("s1")
-                .turn(Turn::tool_call(
-                    "write_file",
-                    json!({"path": "a.txt", "content": "partial\n"}),
-                ))
-                .turn(Turn::tool_call(
-                    "run_command",
-                    json!({"command": "echo $$ > sleeper.pid; exec sleep 60"}),
-                ))
-                .turn(Turn::tool_call(
-                    "write_file",
-                    json!({"path": "a.txt", "content": "complete\n"}),
-                ))
-                .turn(Turn::text("s1 done")),
-        );
-    let server = start(script);
-    let base = swarm(&repo, &server);
+    let script = plan(json!([subtask("s1", "a.txt")])).with_conversation(worker(
+        "s1",
+        [
+            writes("a.txt", "partial\n"),
+            runs("echo $$ > sleeper.pid; exec sleep 60"),
+            writes("a.txt", "complete\n"),
+            Turn::text("s1 done"),
+        ],
+    ));
+    let swarm = Swarm::new(repo_with(&[("a.txt", "a\n")]), script);
+    let repo = &swarm.repo;
+    let base = swarm.ahelper(&[]);
     let mut cmd = std::process::Command::new(base.get_program());
     cmd.args(["swarm", "do it", "--yes", "--permission-mode", "bypass"]);
     cmd.current_dir(repo.path()).env_clear();
@@ -665,7 +627,7 @@ fn ctrl_c_commits_wip_and_resume_finishes_the_run() {
         .map(|s| !s.contains(") Z "))
         .unwrap_or(false);
     assert!(!alive, "the worker's command survived Ctrl-C");
-    let run = last_run(&repo);
+    let run = swarm.last_run();
     assert_eq!(run["status"], "cancelled");
     assert_eq!(worker_status(&run, "w1"), "cancelled");
     let branch = run["workers"][0]["branch"].as_str().unwrap().to_string();
@@ -677,12 +639,12 @@ fn ctrl_c_commits_wip_and_resume_finishes_the_run() {
 
     // resume finishes it
     let run_id = run["run_id"].as_str().unwrap().to_string();
-    swarm(&repo, &server)
-        .args(["swarm", "resume", &run_id])
+    swarm
+        .ahelper(&["swarm", "resume", &run_id])
         .assert()
         .success()
         .stderr(predicate::str::contains("Using the run's permission mode"));
-    let run = last_run(&repo);
+    let run = swarm.last_run();
     assert_eq!(run["status"], "finished");
     assert_eq!(worker_status(&run, "w1"), "merged");
     let integration = run["integration_branch"].as_str().unwrap();
@@ -691,11 +653,7 @@ fn ctrl_c_commits_wip_and_resume_finishes_the_run() {
         "complete\n"
     );
     // the resumed worker's model saw its earlier conversation
-    let last = server
-        .model_requests()
-        .into_iter()
-        .rfind(|r| r.conversation == Some(1))
-        .unwrap();
+    let last = swarm.requests_of(1).pop().unwrap();
     assert!(last.body.to_string().contains("interrupted"));
 }
 
@@ -705,50 +663,37 @@ fn ctrl_c_commits_wip_and_resume_finishes_the_run() {
 fn a_worker_cannot_edit_the_main_checkout_by_absolute_or_relative_path() {
     let repo = repo_with(&[("src/a.rs", "fn a() {}\n"), ("b.txt", "b\n")]);
     let main_file = repo.path().join("src/a.rs").to_string_lossy().into_owned();
-    let script = Script::new()
-        .with_conversation(
-            Conversation::new()
-                .matching(COORDINATOR)
-                .turn(plan_turn(json!([subtask("s1", "src/a.rs")]))),
-        )
-        .with_conversation(
-            worker("s1")
-                .turn(Turn::tool_call(
-                    "edit_file",
-                    json!({"path": main_file, "old_string": "fn a", "new_string": "fn hacked"}),
-                ))
-                .turn(Turn::tool_call(
-                    "write_file",
-                    json!({"path": "../../../../../../../../../tmp/escape.txt", "content": "x"}),
-                ))
-                .turn(Turn::tool_call(
-                    "edit_file",
-                    json!({"path": "src/a.rs", "old_string": "fn a", "new_string": "fn renamed"}),
-                ))
-                .turn(Turn::text("done")),
-        );
-    let server = start(script);
-    swarm(&repo, &server)
-        .args(["swarm", "rename", "--yes", "--permission-mode", "bypass"])
-        .assert()
-        .success();
+    let script = plan(json!([subtask("s1", "src/a.rs")])).with_conversation(worker(
+        "s1",
+        [
+            Turn::tool_call(
+                "edit_file",
+                json!({"path": main_file, "old_string": "fn a", "new_string": "fn hacked"}),
+            ),
+            writes("../../../../../../../../../tmp/escape.txt", "x"),
+            Turn::tool_call(
+                "edit_file",
+                json!({"path": "src/a.rs", "old_string": "fn a", "new_string": "fn renamed"}),
+            ),
+            Turn::text("done"),
+        ],
+    ));
+    let swarm = Swarm::new(repo, script);
+    let repo = &swarm.repo;
+    swarm.run("rename").success();
     assert_eq!(
         repo.file("src/a.rs"),
         "fn a() {}\n",
         "the main checkout is untouched"
     );
     assert_eq!(repo.git(&["status", "--porcelain"]), "");
-    let run = last_run(&repo);
+    let run = swarm.last_run();
     let integration = run["integration_branch"].as_str().unwrap();
     assert_eq!(
         repo.git(&["show", &format!("{integration}:src/a.rs")]),
         "fn renamed() {}\n"
     );
-    let reqs: Vec<_> = server
-        .model_requests()
-        .into_iter()
-        .filter(|r| r.conversation == Some(1))
-        .collect();
+    let reqs = swarm.requests_of(1);
     assert!(
         reqs[1].body.to_string().contains("outside the workspace"),
         "{}",
@@ -772,26 +717,10 @@ fn worktree_creation_failure_fails_the_worker_without_fallback() {
         ".ahelper/config.toml",
         &format!("[swarm]\nworktree_root = \"{}\"\n", blocker.display()),
     );
-    let script = Script::new()
-        .with_conversation(
-            Conversation::new()
-                .matching(COORDINATOR)
-                .turn(plan_turn(json!([subtask("s1", "a.txt")]))),
-        )
-        .with_conversation(
-            worker("s1")
-                .turn(Turn::tool_call(
-                    "write_file",
-                    json!({"path": "a.txt", "content": "A\n"}),
-                ))
-                .turn(Turn::text("d")),
-        );
-    let server = start(script);
-    swarm(&repo, &server)
-        .args(["swarm", "x", "--yes", "--permission-mode", "bypass"])
-        .assert()
-        .code(1);
-    let run = last_run(&repo);
+    let swarm = Swarm::new(repo, one_worker_writes_a());
+    let repo = &swarm.repo;
+    swarm.run("x").code(1);
+    let run = swarm.last_run();
     assert_eq!(worker_status(&run, "w1"), "failed");
     assert!(
         run["workers"][0]["report"]["error"]
@@ -801,7 +730,7 @@ fn worktree_creation_failure_fails_the_worker_without_fallback() {
     );
     assert_eq!(repo.file("a.txt"), "a\n");
     assert_eq!(
-        server.model_requests().len(),
+        swarm.server.model_requests().len(),
         1,
         "the worker's model was never called"
     );
@@ -810,32 +739,11 @@ fn worktree_creation_failure_fails_the_worker_without_fallback() {
 /// S04: a second run gets fresh names and never reuses the first run's branches or worktrees.
 #[test]
 fn a_second_run_uses_its_own_names() {
-    let repo = repo_with(&[("a.txt", "a\n")]);
-    let script = Script::new()
-        .with_conversation(
-            Conversation::new()
-                .matching(COORDINATOR)
-                .turn(plan_turn(json!([subtask("s1", "a.txt")]))),
-        )
-        .with_conversation(
-            worker("s1")
-                .turn(Turn::tool_call(
-                    "write_file",
-                    json!({"path": "a.txt", "content": "A\n"}),
-                ))
-                .turn(Turn::text("d")),
-        );
-    let server = start(script);
-    swarm(&repo, &server)
-        .args(["swarm", "x", "--yes", "--permission-mode", "bypass"])
-        .assert()
-        .success();
-    let first = last_run(&repo);
-    swarm(&repo, &server)
-        .args(["swarm", "x", "--yes", "--permission-mode", "bypass"])
-        .assert()
-        .success();
-    let second = last_run(&repo);
+    let swarm = Swarm::new(repo_with(&[("a.txt", "a\n")]), one_worker_writes_a());
+    swarm.run("x").success();
+    let first = swarm.last_run();
+    swarm.run("x").success();
+    let second = swarm.last_run();
     assert_ne!(first["run_id"], second["run_id"]);
     assert_ne!(first["integration_branch"], second["integration_branch"]);
     assert_ne!(
@@ -845,7 +753,7 @@ fn a_second_run_uses_its_own_names() {
     assert_eq!(worker_status(&second, "w1"), "merged");
 }
 
-/// Issue 4 §5: a worker cannot write into the main checkout or another worker's worktree even
+/// A worker cannot write into the main checkout or another worker's worktree even
 /// through a command the permission rules cannot see through (bypass mode allows it; the OS
 /// sandbox refuses it).
 #[test]
@@ -863,34 +771,19 @@ fn landlock_keeps_workers_out_of_the_main_checkout() {
         "P='{}'; eval \"echo owned > $P\"; echo inside > mine.txt",
         target.display()
     );
-    let script = Script::new()
-        .with_conversation(
-            Conversation::new()
-                .matching(COORDINATOR)
-                .turn(plan_turn(json!([subtask("s1", "a.txt")]))),
-        )
-        .with_conversation(
-            worker("s1")
-                .turn(Turn::tool_call("run_command", json!({"command": cmd})))
-                .turn(Turn::text("d")),
-        );
-    let server = start(script);
-    swarm(&repo, &server)
-        .args(["swarm", "x", "--yes", "--permission-mode", "bypass"])
-        .assert()
-        .success();
+    let script = plan(json!([subtask("s1", "a.txt")]))
+        .with_conversation(worker("s1", [runs(&cmd), Turn::text("d")]));
+    let swarm = Swarm::new(repo, script);
+    swarm.run("x").success();
     assert!(!target.exists(), "a worker wrote into the main checkout");
-    let run = last_run(&repo);
+    let run = swarm.last_run();
+    let repo = &swarm.repo;
     let integration = run["integration_branch"].as_str().unwrap();
     assert_eq!(
         repo.git(&["show", &format!("{integration}:mine.txt")]),
         "inside\n"
     );
-    let reqs: Vec<_> = server
-        .model_requests()
-        .into_iter()
-        .filter(|r| r.conversation == Some(1))
-        .collect();
+    let reqs = swarm.requests_of(1);
     assert!(
         reqs[1].body.to_string().contains("Permission denied"),
         "{}",
@@ -901,24 +794,10 @@ fn landlock_keeps_workers_out_of_the_main_checkout() {
 /// `--apply` merges the integration branch into the user's branch when it is clean.
 #[test]
 fn apply_merges_into_the_current_branch_when_clean() {
-    let repo = repo_with(&[("a.txt", "a\n")]);
-    let script = Script::new()
-        .with_conversation(
-            Conversation::new()
-                .matching(COORDINATOR)
-                .turn(plan_turn(json!([subtask("s1", "a.txt")]))),
-        )
-        .with_conversation(
-            worker("s1")
-                .turn(Turn::tool_call(
-                    "write_file",
-                    json!({"path": "a.txt", "content": "A\n"}),
-                ))
-                .turn(Turn::text("d")),
-        );
-    let server = start(script);
-    swarm(&repo, &server)
-        .args([
+    let swarm = Swarm::new(repo_with(&[("a.txt", "a\n")]), one_worker_writes_a());
+    let repo = &swarm.repo;
+    swarm
+        .ahelper(&[
             "swarm",
             "x",
             "--yes",
@@ -952,13 +831,13 @@ fn a_run_already_active_on_the_same_base_is_refused() {
         "summary": null, "error": null
     });
     std::fs::write(run_dir.join("run.json"), record.to_string()).unwrap();
-    let server = start(Script::new());
-    swarm(&repo, &server)
-        .args(["swarm", "x", "--yes"])
+    let swarm = Swarm::new(repo, Script::new());
+    swarm
+        .ahelper(&["swarm", "x", "--yes"])
         .assert()
         .code(2)
         .stderr(predicate::str::contains("already active"));
-    assert!(server.model_requests().is_empty());
+    assert!(swarm.server.model_requests().is_empty());
 }
 
 /// Seen with a real small model: subtask 1 ("find the public functions") finished normally
@@ -971,42 +850,35 @@ fn a_dependency_that_completed_without_changes_does_not_skip_its_dependents() {
     s2["depends_on"] = json!(["s1"]);
     let mut s4 = subtask("s4", "b.txt");
     s4["depends_on"] = json!(["s3"]);
-    let script = Script::new()
-        .with_conversation(
-            Conversation::new()
-                .matching(COORDINATOR)
-                .turn(plan_turn(json!([
-                    subtask("s1", "a.txt"),
-                    s2,
-                    subtask("s3", "a.txt"),
-                    s4
-                ]))),
-        )
-        .with_conversation(worker("s1").turn(Turn::text("a.txt needs no change")))
-        .with_conversation(
-            worker("s2")
-                .turn(Turn::tool_call(
-                    "write_file",
-                    json!({"path": "b.txt", "content": "B\n"}),
-                ))
-                .turn(Turn::text("s2 done")),
-        )
-        // s3 keeps reading until its turn cap: stopped early, nothing changed.
-        .with_conversation(
-            worker("s3")
-                .turn(Turn::tool_call("read_file", json!({"path": "a.txt"})))
-                .turn(Turn::tool_call("list_dir", json!({"path": "."})))
-                .turn(Turn::tool_call("read_file", json!({"path": "b.txt"}))),
-        )
-        .with_conversation(worker("s4").turn(Turn::text("never asked")));
-    let server = start(script);
+    let script = plan(json!([
+        subtask("s1", "a.txt"),
+        s2,
+        subtask("s3", "a.txt"),
+        s4
+    ]))
+    .with_conversation(worker("s1", [Turn::text("a.txt needs no change")]))
+    .with_conversation(worker(
+        "s2",
+        [writes("b.txt", "B\n"), Turn::text("s2 done")],
+    ))
+    // s3 keeps reading until its turn cap: stopped early, nothing changed.
+    .with_conversation(worker(
+        "s3",
+        [
+            Turn::tool_call("read_file", json!({"path": "a.txt"})),
+            Turn::tool_call("list_dir", json!({"path": "."})),
+            Turn::tool_call("read_file", json!({"path": "b.txt"})),
+        ],
+    ))
+    .with_conversation(worker("s4", [Turn::text("never asked")]));
     repo.write(".ahelper/config.toml", "[swarm]\nworker_max_turns = 2\n");
     repo.git(&["add", "-A"]);
-    swarm(&repo, &server)
-        .args(["swarm", "do it", "--yes", "--permission-mode", "bypass"])
-        .assert()
+    let swarm = Swarm::new(repo, script);
+    let repo = &swarm.repo;
+    swarm
+        .run("do it")
         .stdout(predicate::str::contains("elapsed 0.0s").not());
-    let run = last_run(&repo);
+    let run = swarm.last_run();
     assert_eq!(worker_status(&run, "w1"), "no_changes");
     assert_eq!(worker_status(&run, "w2"), "merged");
     assert_eq!(worker_status(&run, "w3"), "no_changes");
@@ -1035,9 +907,9 @@ fn a_plan_cut_off_by_the_output_token_limit_is_named_as_such() {
             .turn(Turn::text(cut).with_stop_reason("max_tokens"))
             .turn(Turn::text(cut).with_stop_reason("max_tokens")),
     );
-    let server = start(script);
-    swarm(&repo, &server)
-        .args(["swarm", "do it", "--yes"])
+    let swarm = Swarm::new(repo, script);
+    swarm
+        .ahelper(&["swarm", "do it", "--yes"])
         .assert()
         .code(1)
         .stderr(predicate::str::contains(
@@ -1045,9 +917,9 @@ fn a_plan_cut_off_by_the_output_token_limit_is_named_as_such() {
         ))
         .stderr(predicate::str::contains("raise `max_output_tokens`"))
         .stderr(predicate::str::contains("no JSON plan found").not());
-    let requests = server.model_requests();
+    let requests = swarm.server.model_requests();
     assert_eq!(requests.len(), 2);
     let reask = requests[1].body.to_string();
     assert!(reask.contains("answer with a shorter plan"), "{reask}");
-    assert_eq!(last_run(&repo)["status"], "failed");
+    assert_eq!(swarm.last_run()["status"], "failed");
 }

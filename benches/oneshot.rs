@@ -23,6 +23,10 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// Repositories made with the git CLI, as in the tests.
+#[path = "../tests/suite/support/git.rs"]
+mod git_cli;
+
 const BIN: &str = env!("CARGO_BIN_EXE_ahelper");
 const RUNS: usize = 30;
 const WARMUP: usize = 3;
@@ -106,41 +110,22 @@ fn median(mut values: Vec<f64>) -> f64 {
     }
 }
 
-fn git(dir: &Path, args: &[&str]) {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env("GIT_AUTHOR_NAME", "bench")
-        .env("GIT_AUTHOR_EMAIL", "bench@localhost")
-        .env("GIT_COMMITTER_NAME", "bench")
-        .env("GIT_COMMITTER_EMAIL", "bench@localhost")
-        .output()
-        .expect("git runs");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 fn make_repo(repo: &Path) {
-    std::fs::create_dir_all(repo.join("src")).unwrap();
-    std::fs::write(repo.join("README.md"), "# demo\n\nA tiny crate.\n").unwrap();
-    std::fs::write(
-        repo.join("Cargo.toml"),
-        "[package]\nname = \"demo\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
-    )
-    .unwrap();
-    std::fs::write(
-        repo.join("src/lib.rs"),
-        "/// The answer.\npub fn answer() -> u32 {\n    42\n}\n",
-    )
-    .unwrap();
-    std::fs::write(repo.join(".gitignore"), ".ahelper/\n").unwrap();
-    git(repo, &["init", "-q"]);
-    git(repo, &["add", "-A"]);
-    git(repo, &["commit", "-q", "-m", "init"]);
+    git_cli::init_repo(
+        repo,
+        &[
+            ("README.md", "# demo\n\nA tiny crate.\n"),
+            (
+                "Cargo.toml",
+                "[package]\nname = \"demo\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+            ),
+            (
+                "src/lib.rs",
+                "/// The answer.\npub fn answer() -> u32 {\n    42\n}\n",
+            ),
+            (".gitignore", ".ahelper/\n"),
+        ],
+    );
 }
 
 /// A command for the binary with a clean environment: no user config, no real key or URL.

@@ -511,11 +511,7 @@ fn sixteen_subtasks_never_exceed_four_workers() {
 
 #[test]
 fn not_a_repo_and_no_commits_get_clear_messages() {
-    let dir = tempfile::tempdir().unwrap();
-    let repo = TestRepo { dir };
-    std::fs::create_dir_all(repo.path()).unwrap();
-    std::fs::create_dir_all(repo.home()).unwrap();
-    let swarm = Swarm::new(repo, Script::new());
+    let swarm = Swarm::new(TestRepo::empty(), Script::new());
     swarm
         .ahelper(&["swarm", "x", "--yes"])
         .assert()

@@ -1,17 +1,29 @@
 //! Helpers shared by the end-to-end tests: temporary git repositories, the fake LLM server and
 //! an `ahelper` command with an isolated environment.
-#![allow(dead_code)]
+
+pub mod git;
 
 use ahelper_fake_llm::{FakeLlm, Script};
 use assert_cmd::Command;
-use std::path::{Path, PathBuf};
+use git::{GIT_ENV, git, init_repo, write_file};
+use std::path::PathBuf;
 
 /// A temporary directory holding a git repository (`repo/`) and isolated XDG dirs (`home/`).
 pub struct TestRepo {
-    pub dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 impl TestRepo {
+    /// Empty `repo/` and `home/` directories: not a git repository yet.
+    pub fn empty() -> TestRepo {
+        let repo = TestRepo {
+            dir: tempfile::tempdir().unwrap(),
+        };
+        std::fs::create_dir_all(repo.path()).unwrap();
+        std::fs::create_dir_all(repo.home()).unwrap();
+        repo
+    }
+
     pub fn path(&self) -> PathBuf {
         self.dir.path().join("repo")
     }
@@ -22,45 +34,17 @@ impl TestRepo {
         std::fs::read_to_string(self.path().join(rel)).unwrap_or_default()
     }
     pub fn write(&self, rel: &str, text: &str) {
-        let p = self.path().join(rel);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, text).unwrap();
+        write_file(&self.path(), rel, text);
     }
     pub fn git(&self, args: &[&str]) -> String {
         git(&self.path(), args)
     }
 }
 
-pub fn git(dir: &Path, args: &[&str]) -> String {
-    let out = std::process::Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .output()
-        .expect("git runs");
-    assert!(
-        out.status.success(),
-        "git {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 /// A repository with `files` committed on `main`.
 pub fn repo_with(files: &[(&str, &str)]) -> TestRepo {
-    let dir = tempfile::tempdir().unwrap();
-    let repo = TestRepo { dir };
-    std::fs::create_dir_all(repo.path()).unwrap();
-    std::fs::create_dir_all(repo.home()).unwrap();
-    repo.git(&["init", "-q", "-b", "main"]);
-    repo.git(&["config", "user.email", "test@example.com"]);
-    repo.git(&["config", "user.name", "Test"]);
-    repo.git(&["config", "commit.gpgsign", "false"]);
-    for (p, t) in files {
-        repo.write(p, t);
-    }
-    repo.git(&["add", "-A"]);
-    repo.git(&["commit", "-q", "-m", "initial"]);
+    let repo = TestRepo::empty();
+    init_repo(&repo.path(), files);
     repo
 }
 
@@ -80,11 +64,7 @@ pub fn ahelper(repo: &TestRepo, server: &FakeLlm, wire: Wire) -> Command {
         .env("HOME", repo.home())
         .env("XDG_CONFIG_HOME", repo.home().join("config"))
         .env("XDG_STATE_HOME", repo.home().join("state"))
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_AUTHOR_NAME", "Test")
-        .env("GIT_AUTHOR_EMAIL", "test@example.com")
-        .env("GIT_COMMITTER_NAME", "Test")
-        .env("GIT_COMMITTER_EMAIL", "test@example.com")
+        .envs(GIT_ENV)
         .env("AHELPER_LOG", "debug");
     match wire {
         Wire::Anthropic => {

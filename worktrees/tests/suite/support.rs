@@ -1,38 +1,21 @@
 //! Shared helpers for the integration tests: real repositories in tempdirs, built with the git CLI.
-#![allow(dead_code)]
 
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use ahelper_worktrees::Oid;
 
-/// Runs `git -C dir args…` with a fixed identity; panics with stderr on failure; returns stdout.
-pub fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env("GIT_AUTHOR_NAME", "Test User")
-        .env("GIT_AUTHOR_EMAIL", "test@example.com")
-        .env("GIT_COMMITTER_NAME", "Test User")
-        .env("GIT_COMMITTER_EMAIL", "test@example.com")
-        .output()
-        .expect("git runs");
-    assert!(
-        out.status.success(),
-        "git {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
+/// The git helpers the end-to-end tests and the benches use too.
+#[path = "../../../tests/suite/support/git.rs"]
+mod git_cli;
 
-/// Writes `content` to `root/rel`, creating parent directories.
-pub fn write(root: &Path, rel: &str, content: &str) {
-    let p = root.join(rel);
-    fs::create_dir_all(p.parent().unwrap()).unwrap();
-    fs::write(p, content).unwrap();
+pub use git_cli::{init_repo, write_file as write};
+
+/// Runs `git -C dir args…` with a fixed identity; panics with stderr on failure; returns stdout
+/// without surrounding whitespace.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    git_cli::git(dir, args).trim().to_owned()
 }
 
 pub fn read(root: &Path, rel: &str) -> String {
@@ -53,18 +36,17 @@ impl Fixture {
         let root = tmp.path().canonicalize().unwrap();
         let repo = root.join("repo");
         let wt_base = root.join("wt");
-        fs::create_dir_all(&repo).unwrap();
         fs::create_dir_all(&wt_base).unwrap();
-        git(&repo, &["init", "-q", "-b", "main"]);
-        git(&repo, &["config", "user.name", "Test User"]);
-        git(&repo, &["config", "user.email", "test@example.com"]);
-        write(&repo, "README.md", "# demo\n\nintro\n");
-        write(&repo, "src/a.rs", "fn a() {}\n");
-        write(&repo, "src/b.rs", "fn b() {}\n");
-        write(&repo, "src/c.rs", "fn c() {}\n");
-        write(&repo, ".gitignore", "target/\n*.log\n");
-        git(&repo, &["add", "-A"]);
-        git(&repo, &["commit", "-q", "-m", "initial"]);
+        init_repo(
+            &repo,
+            &[
+                ("README.md", "# demo\n\nintro\n"),
+                ("src/a.rs", "fn a() {}\n"),
+                ("src/b.rs", "fn b() {}\n"),
+                ("src/c.rs", "fn c() {}\n"),
+                (".gitignore", "target/\n*.log\n"),
+            ],
+        );
         Fixture { tmp, repo, wt_base }
     }
 

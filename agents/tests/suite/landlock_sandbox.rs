@@ -3,8 +3,10 @@
 //!
 //! Every test prints a note and passes when the kernel has no landlock (nothing to check).
 
+use super::support::git::{git, init_repo};
+use super::support::tools::run_command;
 use ahelper_agents::sandbox_os::{CommandSandbox, SandboxMode, SandboxSettings, landlock_status};
-use ahelper_agents::tools::{ToolContext, ToolOutput, ToolRegistry};
+use ahelper_agents::tools::{ToolContext, ToolOutput};
 use serde_json::json;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -85,12 +87,7 @@ fn ctx_with(ws: &Path, sandbox: CommandSandbox) -> ToolContext {
 }
 
 async fn run(ctx: &ToolContext, command: &str) -> ToolOutput {
-    ToolRegistry::standard()
-        .get("run_command")
-        .unwrap()
-        .call(json!({ "command": command }), ctx)
-        .await
-        .unwrap()
+    run_command(ctx, json!({ "command": command })).await
 }
 
 #[tokio::test]
@@ -261,19 +258,6 @@ async fn network_off_blocks_tcp_connect_to_a_local_listener() {
     accept.join().unwrap().unwrap();
 }
 
-fn git(dir: &Path, args: &[&str]) {
-    let status = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.com")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.com")
-        .status()
-        .unwrap();
-    assert!(status.success(), "git {args:?}");
-}
-
 #[tokio::test]
 async fn git_and_cargo_still_work_inside_the_sandbox() {
     if !available() {
@@ -310,14 +294,7 @@ async fn worker_cannot_write_into_main_checkout_or_another_worktree() {
     }
     let fx = fixture();
     let main = fx.base.join("main");
-    fs::create_dir_all(&main).unwrap();
-    git(&main, &["init", "-q", "-b", "main"]);
-    fs::write(main.join("README"), "hello\n").unwrap();
-    git(&main, &["add", "README"]);
-    git(
-        &main,
-        &["-c", "commit.gpgsign=false", "commit", "-qm", "init"],
-    );
+    init_repo(&main, &[("README", "hello\n")]);
     let wt1 = fx.base.join("wt/w1");
     let wt2 = fx.base.join("wt/w2");
     git(
@@ -395,14 +372,7 @@ async fn a_session_in_a_linked_worktree_may_commit() {
     }
     let fx = fixture();
     let main = fx.base.join("main");
-    fs::create_dir_all(&main).unwrap();
-    git(&main, &["init", "-q", "-b", "main"]);
-    fs::write(main.join("README"), "hello\n").unwrap();
-    git(&main, &["add", "README"]);
-    git(
-        &main,
-        &["-c", "commit.gpgsign=false", "commit", "-qm", "init"],
-    );
+    init_repo(&main, &[("README", "hello\n")]);
     let wt = fx.base.join("mine");
     git(
         &main,

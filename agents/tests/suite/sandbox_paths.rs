@@ -16,27 +16,30 @@
 //! - P26 on a case-insensitive volume: Linux volumes here are case-sensitive; the protected-path
 //!   check is case-insensitive anyway, which is what is tested.
 
+use super::support::git::{git, init_repo};
+use super::support::tools::Workspace;
 use ahelper_agents::sandbox::{self, Access, SandboxError};
 use ahelper_agents::tools::{ToolContext, ToolError, ToolOutput, ToolRegistry};
-use serde_json::{Value, json};
+use serde_json::json;
 use std::fs;
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-struct Fx {
-    _dir: tempfile::TempDir,
-    base: PathBuf,
-    ws: PathBuf,
-    ctx: ToolContext,
-    tools: ToolRegistry,
+/// The standard layout in a [`Workspace`]; derefs to it.
+struct Fx(Workspace);
+
+impl std::ops::Deref for Fx {
+    type Target = Workspace;
+    fn deref(&self) -> &Workspace {
+        &self.0
+    }
 }
 
 fn fixture() -> Fx {
-    let dir = tempfile::tempdir().unwrap();
-    let base = fs::canonicalize(dir.path()).unwrap();
-    let ws = base.join("ws");
+    let f = Workspace::new();
+    let (base, ws) = (&f.base, &f.ws);
     fs::create_dir_all(ws.join("sub")).unwrap();
     fs::create_dir_all(base.join("ws-evil")).unwrap();
     fs::create_dir_all(base.join("outside/a")).unwrap();
@@ -47,20 +50,10 @@ fn fixture() -> Fx {
     fs::write(base.join("home/.bashrc"), "# home bashrc\n").unwrap();
     fs::write(ws.join("file.txt"), "inside file\n").unwrap();
     fs::write(ws.join("README.md"), "# readme\n").unwrap();
-    let ctx = ToolContext::new(&ws).unwrap();
-    Fx {
-        _dir: dir,
-        base,
-        ws,
-        ctx,
-        tools: ToolRegistry::standard(),
-    }
+    Fx(f)
 }
 
 impl Fx {
-    async fn call(&self, tool: &str, input: Value) -> Result<ToolOutput, ToolError> {
-        self.tools.get(tool).unwrap().call(input, &self.ctx).await
-    }
     async fn read(&self, path: &str) -> Result<ToolOutput, ToolError> {
         self.call("read_file", json!({ "path": path })).await
     }
@@ -495,27 +488,10 @@ async fn p38_protection_applies_to_files_that_do_not_exist() {
     assert!(!f.ws.join(".git").exists());
 }
 
-fn git(dir: &Path, args: &[&str]) {
-    let out = std::process::Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.com")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.com")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}: {out:?}");
-}
-
 /// A repo at `base/repo` with a worktree nested at `base/repo/.wt/w1`; returns both.
 fn nested_worktree(f: &Fx) -> (PathBuf, PathBuf) {
     let repo = f.base.join("repo");
-    fs::create_dir_all(repo.join("src")).unwrap();
-    fs::write(repo.join("src/a.rs"), "fn a() {}\n").unwrap();
-    git(&repo, &["init", "-q", "-b", "main"]);
-    git(&repo, &["add", "-A"]);
-    git(&repo, &["commit", "-q", "-m", "init"]);
+    init_repo(&repo, &[("src/a.rs", "fn a() {}\n")]);
     git(&repo, &["worktree", "add", "-q", ".wt/w1", "-b", "w1"]);
     let wt = repo.join(".wt/w1");
     assert!(wt.join(".git").is_file());

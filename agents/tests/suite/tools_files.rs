@@ -1,64 +1,20 @@
 //! File and search tools through the registry, on real files in temp directories:
 //! `read_file`, `write_file`, `edit_file`, `list_dir`, `glob`, `grep`.
 
-use ahelper_agents::tools::{
-    FileClaims, ToolContext, ToolError, ToolKind, ToolOutput, ToolRegistry,
-};
+use super::support::tools::Workspace;
+use ahelper_agents::tools::{FileClaims, ToolKind, ToolRegistry};
 use dashmap::DashMap;
-use serde_json::{Value, json};
+use serde_json::json;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-struct Fx {
-    _dir: tempfile::TempDir,
-    ws: PathBuf,
-    ctx: ToolContext,
-    tools: ToolRegistry,
-}
-
-fn fixture() -> Fx {
-    let dir = tempfile::tempdir().unwrap();
-    let ws = fs::canonicalize(dir.path()).unwrap().join("ws");
-    // A git repository, so that `.gitignore` applies (ripgrep's rule).
-    fs::create_dir_all(ws.join(".git")).unwrap();
-    let ctx = ToolContext::new(&ws).unwrap();
-    Fx {
-        _dir: dir,
-        ws,
-        ctx,
-        tools: ToolRegistry::standard(),
-    }
-}
-
-impl Fx {
-    async fn call(&self, tool: &str, input: Value) -> Result<ToolOutput, ToolError> {
-        self.tools.get(tool).unwrap().call(input, &self.ctx).await
-    }
-    async fn ok(&self, tool: &str, input: Value) -> String {
-        match self.call(tool, input.clone()).await {
-            Ok(o) => {
-                assert!(!o.is_error, "{tool} {input}: {o:?}");
-                o.content
-            }
-            Err(e) => panic!("{tool} {input}: {e}"),
-        }
-    }
-    async fn err(&self, tool: &str, input: Value) -> String {
-        match self.call(tool, input.clone()).await {
-            Ok(o) => panic!("{tool} {input} should fail, got {o:?}"),
-            Err(e) => e.0,
-        }
-    }
-    fn put(&self, rel: &str, bytes: impl AsRef<[u8]>) {
-        let p = self.ws.join(rel);
-        fs::create_dir_all(p.parent().unwrap()).unwrap();
-        fs::write(p, bytes).unwrap();
-    }
-    fn get(&self, rel: &str) -> Vec<u8> {
-        fs::read(self.ws.join(rel)).unwrap()
-    }
+/// A workspace that is a git repository, so that `.gitignore` applies (ripgrep's rule).
+fn fixture() -> Workspace {
+    let f = Workspace::new();
+    fs::create_dir_all(f.ws.join(".git")).unwrap();
+    f
 }
 
 // ----------------------------------------------------------------------------- schemas, args

@@ -1,33 +1,17 @@
 //! `run_command` with real processes: cwd, environment, exit status, output cap, timeout and
 //! cancellation killing the whole process group (grandchildren included).
 
-use ahelper_agents::tools::{ToolContext, ToolOutput, ToolRegistry};
-use serde_json::{Value, json};
+use super::support::tools::{Workspace, run_command};
+use serde_json::json;
 use std::fs;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-struct Fx {
-    _dir: tempfile::TempDir,
-    ws: PathBuf,
-    ctx: ToolContext,
-}
-
-fn fixture() -> Fx {
-    let dir = tempfile::tempdir().unwrap();
-    let ws = fs::canonicalize(dir.path()).unwrap();
-    fs::create_dir_all(ws.join("sub")).unwrap();
-    let ctx = ToolContext::new(&ws).unwrap();
-    Fx { _dir: dir, ws, ctx }
-}
-
-async fn run(ctx: &ToolContext, input: Value) -> ToolOutput {
-    ToolRegistry::standard()
-        .get("run_command")
-        .unwrap()
-        .call(input, ctx)
-        .await
-        .unwrap()
+/// A workspace with a `sub/` directory.
+fn fixture() -> Workspace {
+    let f = Workspace::new();
+    fs::create_dir_all(f.ws.join("sub")).unwrap();
+    f
 }
 
 /// True while `pid` exists and is not a zombie.
@@ -71,7 +55,7 @@ async fn runs_in_the_call_cwd_with_the_call_env() {
     let mut ctx = f.ctx.clone();
     ctx.cwd = f.ws.join("sub");
     ctx.env.insert("AHELPER_RUN_ID".into(), "run-42".into());
-    let out = run(&ctx, json!({"command": "pwd; echo \"id=$AHELPER_RUN_ID\""})).await;
+    let out = run_command(&ctx, json!({"command": "pwd; echo \"id=$AHELPER_RUN_ID\""})).await;
     assert_eq!(
         out.content,
         format!("{}/sub\nid=run-42\n[exit code: 0]", f.ws.display())
@@ -84,7 +68,8 @@ async fn cwd_outside_the_workspace_is_refused() {
     let f = fixture();
     let mut ctx = f.ctx.clone();
     ctx.cwd = PathBuf::from("/");
-    let e = ToolRegistry::standard()
+    let e = f
+        .tools
         .get("run_command")
         .unwrap()
         .call(json!({"command": "pwd"}), &ctx)
@@ -96,16 +81,16 @@ async fn cwd_outside_the_workspace_is_refused() {
 #[tokio::test]
 async fn reports_exit_code_interleaved_output_and_signals() {
     let f = fixture();
-    let out = run(
+    let out = run_command(
         &f.ctx,
         json!({"command": "echo out1; echo err1 >&2; echo out2; exit 3"}),
     )
     .await;
     assert_eq!(out.content, "out1\nerr1\nout2\n[exit code: 3]");
     assert!(out.is_error);
-    let out = run(&f.ctx, json!({"command": "true"})).await;
+    let out = run_command(&f.ctx, json!({"command": "true"})).await;
     assert_eq!(out.content, "(no output)\n[exit code: 0]");
-    let out = run(&f.ctx, json!({"command": "kill -9 $$"})).await;
+    let out = run_command(&f.ctx, json!({"command": "kill -9 $$"})).await;
     assert!(
         out.content.contains("[killed by signal 9 (SIGKILL)]"),
         "{out:?}"
@@ -117,7 +102,7 @@ async fn reports_exit_code_interleaved_output_and_signals() {
 async fn stdin_is_empty_so_interactive_commands_do_not_hang() {
     let f = fixture();
     let t = Instant::now();
-    let out = run(&f.ctx, json!({"command": "cat; read x; echo done"})).await;
+    let out = run_command(&f.ctx, json!({"command": "cat; read x; echo done"})).await;
     assert_eq!(out.content, "done\n[exit code: 0]");
     assert!(t.elapsed() < Duration::from_secs(5));
 }
@@ -127,7 +112,7 @@ async fn output_is_capped_keeping_head_and_tail() {
     let f = fixture();
     let mut ctx = f.ctx.clone();
     ctx.max_output_chars = 2000;
-    let out = run(&ctx, json!({"command": "seq 1 200000"})).await;
+    let out = run_command(&ctx, json!({"command": "seq 1 200000"})).await;
     assert!(
         out.content.starts_with("1\n2\n3\n"),
         "{}",
@@ -146,7 +131,7 @@ async fn output_is_capped_keeping_head_and_tail() {
 async fn timeout_kills_the_whole_process_group() {
     let f = fixture();
     let t = Instant::now();
-    let out = run(
+    let out = run_command(
         &f.ctx,
         json!({
             "command": "sleep 30 & echo $! > bg.pid; sh -c 'sleep 30 & echo $! > gc.pid; sleep 30'; echo never",
@@ -172,7 +157,7 @@ async fn timeout_kills_the_whole_process_group() {
 async fn processes_ignoring_sigterm_get_sigkill() {
     let f = fixture();
     let t = Instant::now();
-    let out = run(
+    let out = run_command(
         &f.ctx,
         json!({
             "command": "(trap '' TERM; exec sleep 30) & echo $! > stubborn.pid; wait",
@@ -192,7 +177,7 @@ async fn cancellation_kills_the_group_promptly() {
     let ctx = f.ctx.clone();
     let cancel = ctx.cancel.clone();
     let task = tokio::spawn(async move {
-        run(
+        run_command(
             &ctx,
             json!({"command": "echo started; sleep 30 & echo $! > c.pid; wait"}),
         )
@@ -213,7 +198,7 @@ async fn cancellation_kills_the_group_promptly() {
 async fn background_process_left_running_does_not_block_the_call() {
     let f = fixture();
     let t = Instant::now();
-    let out = run(
+    let out = run_command(
         &f.ctx,
         json!({"command": "sleep 20 & echo $! > bg.pid; echo launched"}),
     )
@@ -230,13 +215,12 @@ async fn background_process_left_running_does_not_block_the_call() {
 #[tokio::test]
 async fn timeout_is_clamped_and_bad_args_are_explained() {
     let f = fixture();
-    let out = run(&f.ctx, json!({"command": "echo hi", "timeout_ms": 900000})).await;
+    let out = run_command(&f.ctx, json!({"command": "echo hi", "timeout_ms": 900000})).await;
     assert!(
         out.content.contains("lowered to the maximum 600000"),
         "{out:?}"
     );
-    let tool = ToolRegistry::standard();
-    let tool = tool.get("run_command").unwrap();
+    let tool = f.tools.get("run_command").unwrap();
     let e = tool.call(json!({"cmd": "ls"}), &f.ctx).await.unwrap_err();
     assert!(
         e.0.contains("unknown field `cmd`") && e.0.contains("`command`"),

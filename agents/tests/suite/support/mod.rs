@@ -3,3 +3,8 @@
 pub mod canned_http;
 pub mod model;
 pub mod sse_cases;
+pub mod tools;
+
+/// The git CLI helpers of the end-to-end tests (std only).
+#[path = "../../../../tests/suite/support/git.rs"]
+pub mod git;

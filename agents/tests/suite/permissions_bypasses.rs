@@ -1,27 +1,12 @@
 //! Bypasses found by testing: commands that ran a denied program (or wrote a protected file) in
 //! bypass mode. Each row is a real input that used to be allowed.
 
-use ahelper_agents::permissions::{
-    Decision, PermissionMode, PermissionPolicy, PermissionRequest, RuleSet,
-};
-use ahelper_agents::tools::ToolKind;
-use std::path::Path;
+use super::support::permissions::{decide_command as run, policy as policy_with_ask};
+use ahelper_agents::permissions::{Decision, PermissionMode, PermissionPolicy};
 
+/// A policy without ask rules.
 fn policy(mode: PermissionMode, allow: &[&str], deny: &[&str]) -> PermissionPolicy {
-    PermissionPolicy {
-        mode,
-        rules: RuleSet::parse(allow, &[] as &[&str], deny).expect("valid rules"),
-    }
-}
-
-fn run(p: &PermissionPolicy, command: &str) -> Decision {
-    p.decide(&PermissionRequest {
-        tool: "run_command",
-        kind: ToolKind::Execute,
-        subject: Some(command),
-        workspace_root: Path::new("/ws"),
-        cwd: Path::new("/ws"),
-    })
+    policy_with_ask(mode, allow, &[], deny)
 }
 
 fn bypass_deny_rm() -> PermissionPolicy {

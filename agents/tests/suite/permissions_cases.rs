@@ -3,6 +3,7 @@
 //! "allow X" / "deny X" is a prefix rule, written `run_command(X:*)` here. The workspace is
 //! `/ws` and commands run in `/ws` (pure path math; nothing touches the disk).
 
+use super::support::permissions::decide_command;
 use ahelper_agents::permissions::{
     Decision, PermissionMode, PermissionPolicy, PermissionRequest, RuleSet,
 };
@@ -57,13 +58,7 @@ fn decide_case(c: &Case) -> Decision {
         mode: c.mode,
         rules,
     };
-    policy.decide(&PermissionRequest {
-        tool: "run_command",
-        kind: ToolKind::Execute,
-        subject: Some(c.command),
-        workspace_root: Path::new("/ws"),
-        cwd: Path::new("/ws"),
-    })
+    decide_command(&policy, c.command)
 }
 
 fn check(cases: &[Case]) {

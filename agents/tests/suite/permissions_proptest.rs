@@ -4,12 +4,9 @@
 //! a prompt), in every mode. Inside interpreter code (`python3 -c`), whose quoting the scan
 //! only approximates, such a command is never allowed (denied or asked).
 
-use ahelper_agents::permissions::{
-    Decision, PermissionMode, PermissionPolicy, PermissionRequest, RuleSet,
-};
-use ahelper_agents::tools::ToolKind;
+use super::support::permissions::{decide_command, policy};
+use ahelper_agents::permissions::{Decision, PermissionMode};
 use proptest::prelude::*;
-use std::path::Path;
 
 /// `rm` spelled in ways the shell resolves to `rm`.
 fn spelled_rm() -> impl Strategy<Value = String> {
@@ -231,22 +228,13 @@ proptest! {
 
     #[test]
     fn hidden_denied_command_is_always_denied(command in compound(), mode in mode()) {
-        let policy = PermissionPolicy {
+        let p = policy(
             mode,
-            rules: RuleSet::parse(
-                &["run_command", "run_command(echo:*)", "run_command(find:*)", "run_command(cargo test:*)"],
-                &[],
-                &["run_command(rm:*)"],
-            )
-            .expect("valid rules"),
-        };
-        let decision = policy.decide(&PermissionRequest {
-            tool: "run_command",
-            kind: ToolKind::Execute,
-            subject: Some(&command),
-            workspace_root: Path::new("/ws"),
-            cwd: Path::new("/ws"),
-        });
+            &["run_command", "run_command(echo:*)", "run_command(find:*)", "run_command(cargo test:*)"],
+            &[],
+            &["run_command(rm:*)"],
+        );
+        let decision = decide_command(&p, &command);
         prop_assert!(
             matches!(decision, Decision::Deny { .. }),
             "{command:?} in {mode:?} gave {decision:?}"
@@ -265,22 +253,13 @@ proptest! {
         mode in mode(),
     ) {
         let code = interpreter.replace("CODE", &format!("{command:?}").replace('\'', "'\\''"));
-        let policy = PermissionPolicy {
+        let p = policy(
             mode,
-            rules: RuleSet::parse(
-                &["run_command", "run_command(python3:*)", "run_command(perl:*)"],
-                &[],
-                &["run_command(rm:*)"],
-            )
-            .expect("valid rules"),
-        };
-        let decision = policy.decide(&PermissionRequest {
-            tool: "run_command",
-            kind: ToolKind::Execute,
-            subject: Some(&code),
-            workspace_root: Path::new("/ws"),
-            cwd: Path::new("/ws"),
-        });
+            &["run_command", "run_command(python3:*)", "run_command(perl:*)"],
+            &[],
+            &["run_command(rm:*)"],
+        );
+        let decision = decide_command(&p, &code);
         prop_assert!(decision != Decision::Allow, "{code:?} in {mode:?} was allowed");
     }
 }

@@ -1,28 +1,12 @@
 //! Rule syntax, precedence, modes and file-tool decisions.
 
+use super::support::permissions::{decide_command as run, policy};
 use ahelper_agents::permissions::rules::{RuleParseError, RulePattern, suggest_rule};
 use ahelper_agents::permissions::{
     Decision, PermissionMode, PermissionPolicy, PermissionRequest, PermissionRule, RuleSet,
 };
 use ahelper_agents::tools::ToolKind;
 use std::path::Path;
-
-fn policy(mode: PermissionMode, allow: &[&str], ask: &[&str], deny: &[&str]) -> PermissionPolicy {
-    PermissionPolicy {
-        mode,
-        rules: RuleSet::parse(allow, ask, deny).expect("valid rules"),
-    }
-}
-
-fn run(p: &PermissionPolicy, command: &str) -> Decision {
-    p.decide(&PermissionRequest {
-        tool: "run_command",
-        kind: ToolKind::Execute,
-        subject: Some(command),
-        workspace_root: Path::new("/ws"),
-        cwd: Path::new("/ws"),
-    })
-}
 
 fn file(p: &PermissionPolicy, tool: &str, kind: ToolKind, path: &str) -> Decision {
     p.decide(&PermissionRequest {

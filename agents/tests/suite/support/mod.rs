@@ -2,6 +2,7 @@
 
 pub mod canned_http;
 pub mod model;
+pub mod permissions;
 pub mod sse_cases;
 pub mod tools;
 

@@ -51,6 +51,23 @@ async fn post(url: String, body: Value) -> reqwest::Response {
         .expect("request sent")
 }
 
+/// Starts the server with `script`.
+async fn start(script: Script) -> FakeLlm {
+    FakeLlm::start(script).await.unwrap()
+}
+
+/// POSTs `anthropic_request("x", tool_results, stream)` to `server`'s `/v1/messages`.
+async fn post_anthropic(server: &FakeLlm, tool_results: usize, stream: bool) -> reqwest::Response {
+    let url = format!("{}/v1/messages", server.base_url());
+    post(url, anthropic_request("x", tool_results, stream)).await
+}
+
+/// POSTs `openai_request("x", tool_results, stream)` to `server`'s `/v1/chat/completions`.
+async fn post_openai(server: &FakeLlm, tool_results: usize, stream: bool) -> reqwest::Response {
+    let url = format!("{}/chat/completions", server.openai_base_url());
+    post(url, openai_request("x", tool_results, stream)).await
+}
+
 fn anthropic_request(user: &str, tool_results: usize, stream: bool) -> Value {
     let mut messages = vec![json!({"role": "user", "content": user})];
     for i in 0..tool_results {
@@ -90,7 +107,7 @@ fn read_then_answer() -> Script {
 
 #[tokio::test]
 async fn anthropic_stream_has_the_real_event_sequence_one_event_per_chunk() {
-    let server = FakeLlm::start(read_then_answer()).await.unwrap();
+    let server = start(read_then_answer()).await;
     let url = format!("{}/v1/messages", server.base_url());
     let response = post(url, anthropic_request("read main", 0, true)).await;
     assert_eq!(response.status(), 200);
@@ -173,9 +190,8 @@ async fn anthropic_stream_has_the_real_event_sequence_one_event_per_chunk() {
 
 #[tokio::test]
 async fn anthropic_non_streaming_message() {
-    let server = FakeLlm::start(read_then_answer()).await.unwrap();
-    let url = format!("{}/v1/messages", server.base_url());
-    let body: Value = post(url.clone(), anthropic_request("x", 0, false))
+    let server = start(read_then_answer()).await;
+    let body: Value = post_anthropic(&server, 0, false)
         .await
         .json()
         .await
@@ -191,7 +207,7 @@ async fn anthropic_non_streaming_message() {
         json!({"path": "src/main.rs", "limit": 20})
     );
     assert_eq!(body["stop_reason"], "tool_use");
-    let body: Value = post(url, anthropic_request("x", 1, false))
+    let body: Value = post_anthropic(&server, 1, false)
         .await
         .json()
         .await
@@ -205,9 +221,8 @@ async fn anthropic_non_streaming_message() {
 
 #[tokio::test]
 async fn openai_stream_has_tool_call_deltas_usage_chunk_and_done() {
-    let server = FakeLlm::start(read_then_answer()).await.unwrap();
-    let url = format!("{}/chat/completions", server.openai_base_url());
-    let response = post(url, openai_request("x", 0, true)).await;
+    let server = start(read_then_answer()).await;
+    let response = post_openai(&server, 0, true).await;
     assert_eq!(response.status(), 200);
     let (chunks, err) = read_chunks(response).await;
     assert!(err.is_none());
@@ -270,7 +285,7 @@ async fn openai_stream_has_tool_call_deltas_usage_chunk_and_done() {
 
 #[tokio::test]
 async fn openai_alias_path_without_include_usage_has_no_usage_chunk() {
-    let server = FakeLlm::start(read_then_answer()).await.unwrap();
+    let server = start(read_then_answer()).await;
     let mut request = openai_request("x", 1, true);
     request.as_object_mut().unwrap().remove("stream_options");
     let response = post(format!("{}/chat/completions", server.base_url()), request).await;
@@ -294,13 +309,8 @@ async fn openai_alias_path_without_include_usage_has_no_usage_chunk() {
 
 #[tokio::test]
 async fn openai_non_streaming_completion() {
-    let server = FakeLlm::start(read_then_answer()).await.unwrap();
-    let url = format!("{}/chat/completions", server.openai_base_url());
-    let body: Value = post(url.clone(), openai_request("x", 0, false))
-        .await
-        .json()
-        .await
-        .unwrap();
+    let server = start(read_then_answer()).await;
+    let body: Value = post_openai(&server, 0, false).await.json().await.unwrap();
     assert_eq!(body["object"], "chat.completion");
     let choice = &body["choices"][0];
     assert_eq!(choice["finish_reason"], "tool_calls");
@@ -312,11 +322,7 @@ async fn openai_non_streaming_completion() {
         json_of(arguments),
         json!({"path": "src/main.rs", "limit": 20})
     );
-    let body: Value = post(url, openai_request("x", 1, false))
-        .await
-        .json()
-        .await
-        .unwrap();
+    let body: Value = post_openai(&server, 1, false).await.json().await.unwrap();
     assert_eq!(
         body["usage"],
         json!({"prompt_tokens": 120, "completion_tokens": 7, "total_tokens": 127})
@@ -332,12 +338,9 @@ fn three_turns() -> Conversation {
 
 #[tokio::test]
 async fn turn_is_selected_by_the_number_of_tool_results() {
-    let server = FakeLlm::start(Script::new().with_conversation(three_turns()))
-        .await
-        .unwrap();
+    let server = start(Script::new().with_conversation(three_turns())).await;
     for (results, expected) in [(0, "zero"), (1, "one"), (2, "two"), (5, "two")] {
-        let url = format!("{}/v1/messages", server.base_url());
-        let body: Value = post(url, anthropic_request("x", results, false))
+        let body: Value = post_anthropic(&server, results, false)
             .await
             .json()
             .await
@@ -346,8 +349,7 @@ async fn turn_is_selected_by_the_number_of_tool_results() {
             body["content"][0]["text"], expected,
             "{results} tool results (anthropic)"
         );
-        let url = format!("{}/chat/completions", server.openai_base_url());
-        let body: Value = post(url, openai_request("x", results, false))
+        let body: Value = post_openai(&server, results, false)
             .await
             .json()
             .await
@@ -375,7 +377,7 @@ async fn fallback_text_plays_after_the_last_turn() {
                 .with_fallback_text("own fallback"),
         )
         .with_conversation(three_turns());
-    let server = FakeLlm::start(script).await.unwrap();
+    let server = start(script).await;
     let url = format!("{}/v1/messages", server.base_url());
     let body: Value = post(url.clone(), anthropic_request("own", 3, false))
         .await
@@ -408,7 +410,7 @@ async fn match_picks_the_conversation_by_system_prompt_or_first_user_message() {
                 .matching("task 7")
                 .turn(Turn::text("b")),
         );
-    let server = FakeLlm::start(script).await.unwrap();
+    let server = start(script).await;
     let url = format!("{}/v1/messages", server.base_url());
     let mut request = anthropic_request("do task 7", 0, false);
     let body: Value = post(url.clone(), request.clone())
@@ -458,16 +460,13 @@ fn faulty(fault: Fault) -> Script {
 
 #[tokio::test]
 async fn http_429_carries_retry_after_and_the_retry_succeeds() {
-    let server = FakeLlm::start(faulty(Fault::new(FaultKind::Http429).retry_after(2)))
-        .await
-        .unwrap();
-    let url = format!("{}/v1/messages", server.base_url());
-    let response = post(url.clone(), anthropic_request("x", 0, true)).await;
+    let server = start(faulty(Fault::new(FaultKind::Http429).retry_after(2))).await;
+    let response = post_anthropic(&server, 0, true).await;
     assert_eq!(response.status(), 429);
     assert_eq!(response.headers()["retry-after"], "2");
     let body: Value = response.json().await.unwrap();
     assert_eq!(body["error"]["type"], "rate_limit_error");
-    let response = post(url, anthropic_request("x", 0, true)).await;
+    let response = post_anthropic(&server, 0, true).await;
     assert_eq!(response.status(), 200);
     assert!(response.text().await.unwrap().contains("message_stop"));
     let faults: Vec<_> = server.model_requests().iter().map(|r| r.fault).collect();
@@ -498,14 +497,8 @@ async fn http_error_faults_have_their_status_and_error_type() {
         ),
     ];
     for (kind, status, anthropic_type, openai_type) in cases {
-        let server = FakeLlm::start(faulty(Fault::new(kind).times(2)))
-            .await
-            .unwrap();
-        let response = post(
-            format!("{}/v1/messages", server.base_url()),
-            anthropic_request("x", 0, true),
-        )
-        .await;
+        let server = start(faulty(Fault::new(kind).times(2))).await;
+        let response = post_anthropic(&server, 0, true).await;
         assert_eq!(response.status().as_u16(), status);
         assert!(response.headers().get("retry-after").is_none());
         let body: Value = response.json().await.unwrap();
@@ -513,8 +506,7 @@ async fn http_error_faults_have_their_status_and_error_type() {
             (body["type"].as_str(), body["error"]["type"].as_str()),
             (Some("error"), Some(anthropic_type))
         );
-        let url = format!("{}/chat/completions", server.openai_base_url());
-        let response = post(url.clone(), openai_request("x", 0, true)).await;
+        let response = post_openai(&server, 0, true).await;
         assert_eq!(response.status().as_u16(), status);
         let body: Value = response.json().await.unwrap();
         assert_eq!(body["error"]["type"], openai_type);
@@ -525,39 +517,26 @@ async fn http_error_faults_have_their_status_and_error_type() {
                 .contains("fault injected")
         );
         // times = 2: both requests above failed, the third plays the turn.
-        assert_eq!(post(url, openai_request("x", 0, true)).await.status(), 200);
+        assert_eq!(post_openai(&server, 0, true).await.status(), 200);
     }
 }
 
 #[tokio::test]
 async fn drop_mid_stream_is_a_body_error_not_a_clean_eof() {
-    let server = FakeLlm::start(faulty(Fault::new(FaultKind::DropMidStream).after_chunks(3)))
-        .await
-        .unwrap();
-    let response = post(
-        format!("{}/v1/messages", server.base_url()),
-        anthropic_request("x", 0, true),
-    )
-    .await;
+    let server = start(faulty(Fault::new(FaultKind::DropMidStream).after_chunks(3))).await;
+    let response = post_anthropic(&server, 0, true).await;
     assert_eq!(response.status(), 200);
     let (chunks, err) = read_chunks(response).await;
     assert_eq!(chunks.concat(), sse_prefix(&chunks, 3));
     let err = err.expect("a body error, not a clean EOF");
     assert!(err.is_body() || err.is_decode(), "{err:?}");
     // Next request plays normally (times = 1), on a fresh connection.
-    let response = post(
-        format!("{}/v1/messages", server.base_url()),
-        anthropic_request("x", 0, true),
-    )
-    .await;
+    let response = post_anthropic(&server, 0, true).await;
     assert!(response.text().await.unwrap().contains("message_stop"));
 
     // Non-streaming: half a JSON body, then the connection drops.
-    let server = FakeLlm::start(faulty(Fault::new(FaultKind::DropMidStream)))
-        .await
-        .unwrap();
-    let url = format!("{}/chat/completions", server.openai_base_url());
-    let result = post(url, openai_request("x", 0, false)).await.bytes().await;
+    let server = start(faulty(Fault::new(FaultKind::DropMidStream))).await;
+    let result = post_openai(&server, 0, false).await.bytes().await;
     assert!(result.is_err(), "{result:?}");
 }
 
@@ -571,24 +550,10 @@ fn sse_prefix(chunks: &[Bytes], n: usize) -> Vec<u8> {
 #[tokio::test]
 async fn malformed_line_is_a_data_line_that_is_not_json() {
     for format in [WireFormat::Anthropic, WireFormat::OpenAi] {
-        let server = FakeLlm::start(faulty(Fault::new(FaultKind::MalformedLine).after_chunks(2)))
-            .await
-            .unwrap();
+        let server = start(faulty(Fault::new(FaultKind::MalformedLine).after_chunks(2))).await;
         let response = match format {
-            WireFormat::Anthropic => {
-                post(
-                    format!("{}/v1/messages", server.base_url()),
-                    anthropic_request("x", 0, true),
-                )
-                .await
-            }
-            WireFormat::OpenAi => {
-                post(
-                    format!("{}/chat/completions", server.openai_base_url()),
-                    openai_request("x", 0, true),
-                )
-                .await
-            }
+            WireFormat::Anthropic => post_anthropic(&server, 0, true).await,
+            WireFormat::OpenAi => post_openai(&server, 0, true).await,
         };
         let events = sse(&response.text().await.unwrap());
         let bad: Vec<usize> = events
@@ -609,7 +574,7 @@ async fn malformed_line_is_a_data_line_that_is_not_json() {
 #[tokio::test]
 async fn stall_holds_the_stream_until_the_client_times_out() {
     let fault = Fault::new(FaultKind::Stall).stall_ms(30_000);
-    let server = FakeLlm::start(faulty(fault)).await.unwrap();
+    let server = start(faulty(fault)).await;
     let client = reqwest::Client::builder()
         .read_timeout(Duration::from_millis(300))
         .build()
@@ -632,14 +597,8 @@ async fn stall_holds_the_stream_until_the_client_times_out() {
 
 #[tokio::test]
 async fn error_event_arrives_after_http_200() {
-    let server = FakeLlm::start(faulty(Fault::new(FaultKind::ErrorEvent).times(2)))
-        .await
-        .unwrap();
-    let response = post(
-        format!("{}/v1/messages", server.base_url()),
-        anthropic_request("x", 0, true),
-    )
-    .await;
+    let server = start(faulty(Fault::new(FaultKind::ErrorEvent).times(2))).await;
+    let response = post_anthropic(&server, 0, true).await;
     assert_eq!(response.status(), 200);
     let events = sse(&response.text().await.unwrap());
     let (name, data) = events.last().unwrap();
@@ -652,12 +611,7 @@ async fn error_event_arrives_after_http_200() {
             .any(|(e, _)| e.as_deref() == Some("message_stop"))
     );
 
-    let url = format!("{}/chat/completions", server.openai_base_url());
-    let events = sse(&post(url, openai_request("x", 0, true))
-        .await
-        .text()
-        .await
-        .unwrap());
+    let events = sse(&post_openai(&server, 0, true).await.text().await.unwrap());
     assert_eq!(events.last().unwrap().1, "[DONE]");
     let error = json_of(&events[events.len() - 2].1);
     assert_eq!(
@@ -685,12 +639,9 @@ async fn raw_sse_file_is_replayed_byte_for_byte() {
         {"raw_sse": "cases/x.sse", "raw_chunk_seed": 3, "raw_chunk_bytes": 4, "chunk_delay_ms": 1}
     ]}]});
     std::fs::write(&script_path, script.to_string()).unwrap();
-    let server = FakeLlm::start(Script::from_file(&script_path).unwrap())
-        .await
-        .unwrap();
-    let url = format!("{}/v1/messages", server.base_url());
+    let server = start(Script::from_file(&script_path).unwrap()).await;
     // Non-streaming request: the raw body is still what is sent.
-    let response = post(url.clone(), anthropic_request("x", 0, false)).await;
+    let response = post_anthropic(&server, 0, false).await;
     assert!(
         response.headers()["content-type"]
             .to_str()
@@ -701,19 +652,19 @@ async fn raw_sse_file_is_replayed_byte_for_byte() {
     assert!(err.is_none());
     assert_eq!(chunks.len(), 3, "one chunk per event");
     assert_eq!(chunks.concat(), raw.as_bytes());
-    let body = post(url.clone(), anthropic_request("x", 1, true))
+    let body = post_anthropic(&server, 1, true)
         .await
         .bytes()
         .await
         .unwrap();
     assert_eq!(&body[..], b"data: [DONE]\n\n");
-    let body = post(url.clone(), anthropic_request("x", 2, true))
+    let body = post_anthropic(&server, 2, true)
         .await
         .bytes()
         .await
         .unwrap();
     assert_eq!(&body[..], raw.as_bytes());
-    let (chunks, err) = read_chunks(post(url, anthropic_request("x", 3, true)).await).await;
+    let (chunks, err) = read_chunks(post_anthropic(&server, 3, true).await).await;
     assert!(err.is_none());
     assert_eq!(chunks.concat(), raw.as_bytes());
     assert!(
@@ -732,7 +683,7 @@ async fn raw_sse_file_is_replayed_byte_for_byte() {
 
 #[tokio::test]
 async fn every_request_is_recorded() {
-    let server = FakeLlm::start(read_then_answer()).await.unwrap();
+    let server = start(read_then_answer()).await;
     let client = reqwest::Client::new();
     let health = client
         .get(format!("{}/health", server.base_url()))
@@ -788,7 +739,7 @@ async fn every_request_is_recorded() {
 async fn models_health_and_unknown_paths() {
     let mut script = read_then_answer();
     script.model = Some("tiny-model".into());
-    let server = FakeLlm::start(script).await.unwrap();
+    let server = start(script).await;
     let client = reqwest::Client::new();
     let models: Value = client
         .get(format!("{}/models", server.openai_base_url()))
@@ -835,7 +786,7 @@ async fn latency_and_turn_delay_are_added_before_the_response() {
     let script = Script::new()
         .with_latency_ms(1_500)
         .with_conversation(Conversation::new().turn(Turn::text("slow").with_delay_ms(50)));
-    let server = FakeLlm::start(script).await.unwrap();
+    let server = start(script).await;
     let client = reqwest::Client::new();
     let url = format!("{}/v1/messages", server.base_url());
     let started = Instant::now();
@@ -869,7 +820,7 @@ async fn twenty_parallel_requests_are_served_concurrently() {
                 Turn::text(format!("answer {i}")).with_tool_call("list_dir", json!({"path": "."})),
             ));
     }
-    let server = FakeLlm::start(script).await.unwrap();
+    let server = start(script).await;
     let started = Instant::now();
     let tasks: Vec<_> = (0..20)
         .map(|i| {

@@ -7,14 +7,14 @@
 use super::support::canned_http::{Canned, serve};
 use super::support::model::{
     after_last_retry, collect, non_streaming_proxy, provider_settings, proxy_base_url, retries,
-    script, start, unused_port, usage,
+    script, start, stop, text, tool_call, unused_port, usage,
 };
 use super::support::sse_cases::{Item, case_path};
 use ahelper_agents::model::anthropic::AnthropicClient;
 use ahelper_agents::model::openai::OpenAiClient;
 use ahelper_agents::model::{
     MAX_ERROR_BODY_BYTES, Message, ModelClient, ModelError, ModelEvent, ModelRequest, ProviderKind,
-    ProviderSettings, StopReason, ToolCall, ToolSpec, build_client,
+    ProviderSettings, StopReason, ToolSpec, build_client,
 };
 use ahelper_fake_llm::{FakeLlm, Fault, FaultKind, Turn};
 use serde_json::{Value, json};
@@ -65,12 +65,7 @@ async fn serving(turn: Turn) -> FakeLlm {
 }
 
 fn anthropic_weather_events() -> Vec<Item> {
-    vec![
-        Ok(usage(472, 2)),
-        Ok(ModelEvent::TextDelta {
-            text: "Okay".into(),
-        }),
-    ]
+    vec![Ok(usage(472, 2)), Ok(text("Okay"))]
 }
 
 #[tokio::test]
@@ -89,14 +84,12 @@ async fn anthropic_streams_over_chunked_http_with_the_right_request() {
         items[n - 3..],
         [
             Ok(usage(472, 89)),
-            Ok(ModelEvent::ToolCall(ToolCall {
-                id: "toolu_01T1x1fJ34qAmk2tNTrN7Up6".into(),
-                name: "get_weather".into(),
-                input: json!({"location": "San Francisco, CA", "unit": "fahrenheit"}),
-            })),
-            Ok(ModelEvent::Stop {
-                reason: StopReason::ToolUse
-            }),
+            Ok(tool_call(
+                "toolu_01T1x1fJ34qAmk2tNTrN7Up6",
+                "get_weather",
+                json!({"location": "San Francisco, CA", "unit": "fahrenheit"})
+            )),
+            Ok(stop(StopReason::ToolUse)),
         ]
     );
     let log = server.model_requests();
@@ -138,12 +131,7 @@ async fn openai_streams_over_chunked_http_with_the_right_request() {
         })
         .collect();
     assert_eq!(calls, vec!["GetWeatherArgs", "get_stock_price"]);
-    assert_eq!(
-        items.last(),
-        Some(&Ok(ModelEvent::Stop {
-            reason: StopReason::ToolUse
-        }))
-    );
+    assert_eq!(items.last(), Some(&Ok(stop(StopReason::ToolUse))));
     let log = server.model_requests();
     let req = &log[0];
     assert_eq!(req.path, "/v1/chat/completions");
@@ -166,7 +154,7 @@ async fn openai_without_a_key_sends_no_authorization_header() {
     let server = serving(replay("data-field-without-space.sse", 64)).await;
     let client = OpenAiClient::new(settings(ProviderKind::Openai, &server.base_url(), "", 1));
     let items = run(&client).await;
-    assert_eq!(items[0], Ok(ModelEvent::TextDelta { text: "ok".into() }));
+    assert_eq!(items[0], Ok(text("ok")));
     assert_eq!(server.model_requests()[0].header("authorization"), None);
 }
 
@@ -190,17 +178,13 @@ async fn non_streaming_json_replies_are_understood() {
         run(&anthropic).await,
         vec![
             Ok(usage(12, 7)),
-            Ok(ModelEvent::TextDelta {
-                text: "Checking.".into()
-            }),
-            Ok(ModelEvent::ToolCall(ToolCall {
-                id: "toolu_9".into(),
-                name: "get_weather".into(),
-                input: json!({"location": "Oslo"})
-            })),
-            Ok(ModelEvent::Stop {
-                reason: StopReason::ToolUse
-            }),
+            Ok(text("Checking.")),
+            Ok(tool_call(
+                "toolu_9",
+                "get_weather",
+                json!({"location": "Oslo"})
+            )),
+            Ok(stop(StopReason::ToolUse)),
         ]
     );
     let (_openai_server, proxy) = json_reply(Turn::text("Sunny.").with_usage(5, 2)).await;
@@ -209,13 +193,9 @@ async fn non_streaming_json_replies_are_understood() {
     assert_eq!(
         run(&openai).await,
         vec![
-            Ok(ModelEvent::TextDelta {
-                text: "Sunny.".into()
-            }),
+            Ok(text("Sunny.")),
             Ok(usage(5, 2)),
-            Ok(ModelEvent::Stop {
-                reason: StopReason::EndTurn
-            }),
+            Ok(stop(StopReason::EndTurn)),
         ]
     );
 }
@@ -237,18 +217,8 @@ async fn http_429_with_retry_after_is_retried_after_that_delay() {
         vec![(2, 3, 1_000, "HTTP 429 Too Many Requests".to_string())]
     );
     let kept = after_last_retry(&items);
-    assert_eq!(
-        kept[1],
-        Ok(ModelEvent::TextDelta {
-            text: "Hello".into()
-        })
-    );
-    assert_eq!(
-        kept.last(),
-        Some(&Ok(ModelEvent::Stop {
-            reason: StopReason::EndTurn
-        }))
-    );
+    assert_eq!(kept[1], Ok(text("Hello")));
+    assert_eq!(kept.last(), Some(&Ok(stop(StopReason::EndTurn))));
     assert_eq!(server.model_requests().len(), 2);
 }
 
@@ -283,9 +253,7 @@ async fn http_529_and_error_events_are_retried() {
     );
     assert_eq!(
         after_last_retry(&items).last(),
-        Some(&Ok(ModelEvent::Stop {
-            reason: StopReason::EndTurn
-        }))
+        Some(&Ok(stop(StopReason::EndTurn)))
     );
     assert_eq!(requests.count(), 3);
 }
@@ -343,12 +311,7 @@ async fn connection_dropped_mid_stream_is_retried() {
         })
         .collect();
     assert_eq!(text, "I'm unable to provide real-time updates.");
-    assert_eq!(
-        kept.last(),
-        Some(&Ok(ModelEvent::Stop {
-            reason: StopReason::EndTurn
-        }))
-    );
+    assert_eq!(kept.last(), Some(&Ok(stop(StopReason::EndTurn))));
     assert_eq!(server.model_requests().len(), 2);
 }
 

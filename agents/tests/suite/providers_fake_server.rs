@@ -16,16 +16,17 @@
 //! - the API key never appears in an error, even when the server echoes it back.
 
 use super::support::model::{
-    after_last_retry, base_url, collect, non_streaming_proxy, provider_settings, proxy_base_url,
-    retries, script, start, unused_port, usage,
+    after_last_retry, assistant_calls, base_url, collect, non_streaming_proxy, provider_settings,
+    proxy_base_url, retries, script, start, stop, text, tool_call, tool_results, unused_port,
+    usage,
 };
 use super::support::sse_cases::{
     Item, LOCAL_DIR, case_path, check_by_hand, expected, sse_files, summarise,
 };
 use ahelper_agents::model::text_protocol::TextToolProtocol;
 use ahelper_agents::model::{
-    ContentBlock, Message, ModelClient, ModelError, ModelEvent, ModelRequest, ProviderKind,
-    ProviderSettings, Role, StopReason, ToolCall, ToolSpec, build_client,
+    Message, ModelClient, ModelError, ModelEvent, ModelRequest, ProviderKind, ProviderSettings,
+    StopReason, ToolSpec, build_client,
 };
 use ahelper_fake_llm::{Conversation, FakeLlm, Fault, FaultKind, RecordedRequest, Script, Turn};
 use serde_json::{Value, json};
@@ -79,22 +80,6 @@ fn ok(items: Vec<Item>) -> Vec<ModelEvent> {
         .into_iter()
         .map(|i| i.unwrap_or_else(|e| panic!("unexpected error {e:?}")))
         .collect()
-}
-
-fn text(t: &str) -> ModelEvent {
-    ModelEvent::TextDelta { text: t.into() }
-}
-
-fn tool_call(id: &str, name: &str, input: Value) -> ModelEvent {
-    ModelEvent::ToolCall(ToolCall {
-        id: id.into(),
-        name: name.into(),
-        input,
-    })
-}
-
-fn stop(reason: StopReason) -> ModelEvent {
-    ModelEvent::Stop { reason }
 }
 
 /// The events a streamed turn of `words` (text as the fake splits it) with usage `(input,
@@ -240,37 +225,21 @@ async fn tool_results_round_trip_in_each_apis_wire_shape() {
         );
 
         let mut second = request();
-        second.messages.push(Message {
-            role: Role::Assistant,
-            content: vec![
-                ContentBlock::text("Let me look."),
-                ContentBlock::ToolUse {
-                    id: "call_read_1".into(),
-                    name: "read_file".into(),
-                    input: read_args.clone(),
-                },
-                ContentBlock::ToolUse {
-                    id: "call_list_2".into(),
-                    name: "list_dir".into(),
-                    input: json!({"path": "missing"}),
-                },
+        second.messages.push(assistant_calls(
+            "Let me look.",
+            &[
+                ("call_read_1", "read_file", read_args.clone()),
+                ("call_list_2", "list_dir", json!({"path": "missing"})),
             ],
-        });
-        second.messages.push(Message {
-            role: Role::User,
-            content: vec![
-                ContentBlock::ToolResult {
-                    tool_use_id: "call_read_1".into(),
-                    content: "10\tfn main() { println!(\"hello\"); }".into(),
-                    is_error: false,
-                },
-                ContentBlock::ToolResult {
-                    tool_use_id: "call_list_2".into(),
-                    content: "no such directory: missing".into(),
-                    is_error: true,
-                },
-            ],
-        });
+        ));
+        second.messages.push(tool_results(&[
+            (
+                "call_read_1",
+                "10\tfn main() { println!(\"hello\"); }",
+                false,
+            ),
+            ("call_list_2", "no such directory: missing", true),
+        ]));
         let answer = ok(collect(client.as_ref(), second).await);
         assert_eq!(
             answer,
@@ -890,25 +859,15 @@ async fn text_tool_protocol_over_openai_http() {
 
     // The next request renders the call and its result as text: no native shapes at all.
     let mut next = request();
-    next.messages.push(Message {
-        role: Role::Assistant,
-        content: vec![
-            ContentBlock::text("I will read the file."),
-            ContentBlock::ToolUse {
-                id: "call_text_1".into(),
-                name: "read_file".into(),
-                input: json!({"path": "src/lib.rs"}),
-            },
-        ],
-    });
-    next.messages.push(Message {
-        role: Role::User,
-        content: vec![ContentBlock::ToolResult {
-            tool_use_id: "call_text_1".into(),
-            content: "1\tpub fn answer() -> u32 { 42 }".into(),
-            is_error: false,
-        }],
-    });
+    next.messages.push(assistant_calls(
+        "I will read the file.",
+        &[("call_text_1", "read_file", json!({"path": "src/lib.rs"}))],
+    ));
+    next.messages.push(tool_results(&[(
+        "call_text_1",
+        "1\tpub fn answer() -> u32 { 42 }",
+        false,
+    )]));
     let got = ok(collect(&client, next).await);
     assert!(
         got.contains(&tool_call(

@@ -391,10 +391,7 @@ async fn p34_relative_paths_use_the_call_cwd_not_the_process_cwd() {
     let mut ctx = f.ctx.clone();
     ctx.cwd = f.ws.join("sub");
     let out = f
-        .tools
-        .get("read_file")
-        .unwrap()
-        .call(json!({"path": "a.txt"}), &ctx)
+        .call_in(&ctx, "read_file", json!({"path": "a.txt"}))
         .await
         .unwrap();
     assert!(out.content.contains("sub a"));

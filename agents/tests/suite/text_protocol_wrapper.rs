@@ -1,9 +1,10 @@
 //! `TextToolProtocol` driven through `ModelClient` with a tiny scripted inner client.
 
+use super::support::model::{assistant_calls, tool_results};
 use ahelper_agents::model::text_protocol::{TextToolProtocol, parse_assistant_text};
 use ahelper_agents::model::{
-    ContentBlock, Message, ModelClient, ModelError, ModelEvent, ModelRequest, ModelStream, Role,
-    StopReason, ToolCall, ToolSpec, Usage,
+    Message, ModelClient, ModelError, ModelEvent, ModelRequest, ModelStream, StopReason, ToolCall,
+    ToolSpec, Usage,
 };
 use futures::StreamExt;
 use serde_json::json;
@@ -260,28 +261,14 @@ async fn ids_are_unique_within_and_across_turns() {
 
     // The next turn's history holds those calls; new ids continue after them.
     let mut history = user("x");
-    history.push(Message {
-        role: Role::Assistant,
-        content: tool_calls(&first)
-            .into_iter()
-            .map(|c| ContentBlock::ToolUse {
-                id: c.id,
-                name: c.name,
-                input: c.input,
-            })
-            .collect(),
-    });
-    history.push(Message {
-        role: Role::User,
-        content: ids
-            .iter()
-            .map(|id| ContentBlock::ToolResult {
-                tool_use_id: id.clone(),
-                content: "ok".into(),
-                is_error: false,
-            })
-            .collect(),
-    });
+    let calls = tool_calls(&first);
+    let uses: Vec<_> = calls
+        .iter()
+        .map(|c| (c.id.as_str(), c.name.as_str(), c.input.clone()))
+        .collect();
+    history.push(assistant_calls("", &uses));
+    let results: Vec<_> = ids.iter().map(|id| (id.as_str(), "ok", false)).collect();
+    history.push(tool_results(&results));
     let second = run(&client, request(history)).await;
     assert_eq!(tool_calls(&second)[0].id, "call_text_3");
 
@@ -432,37 +419,17 @@ async fn request_offers_tools_as_text_and_rerenders_history() {
     assert_eq!(client.describe(), "scripted test (text tool protocol)");
     let history = vec![
         Message::user_text("read a.rs then delete b"),
-        Message {
-            role: Role::Assistant,
-            content: vec![
-                ContentBlock::text("Reading."),
-                ContentBlock::ToolUse {
-                    id: "call_text_1".into(),
-                    name: "read_file".into(),
-                    input: json!({"path": "a.rs"}),
-                },
-                ContentBlock::ToolUse {
-                    id: "call_text_2".into(),
-                    name: "run_command".into(),
-                    input: json!({"command": "rm b"}),
-                },
+        assistant_calls(
+            "Reading.",
+            &[
+                ("call_text_1", "read_file", json!({"path": "a.rs"})),
+                ("call_text_2", "run_command", json!({"command": "rm b"})),
             ],
-        },
-        Message {
-            role: Role::User,
-            content: vec![
-                ContentBlock::ToolResult {
-                    tool_use_id: "call_text_1".into(),
-                    content: "fn a() {}".into(),
-                    is_error: false,
-                },
-                ContentBlock::ToolResult {
-                    tool_use_id: "call_text_2".into(),
-                    content: "denied by the user".into(),
-                    is_error: true,
-                },
-            ],
-        },
+        ),
+        tool_results(&[
+            ("call_text_1", "fn a() {}", false),
+            ("call_text_2", "denied by the user", true),
+        ]),
     ];
     let _ = run(&client, request(history)).await;
     let sent = &inner.requests()[0];

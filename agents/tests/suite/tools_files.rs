@@ -85,15 +85,7 @@ async fn invalid_arguments_explain_the_expected_shape() {
         .err("grep", json!({"pattern": "fn", "timeout_ms": null}))
         .await;
     assert!(e.contains("timeout_ms"), "{e}");
-    for tool in [
-        "read_file",
-        "write_file",
-        "edit_file",
-        "list_dir",
-        "glob",
-        "grep",
-        "run_command",
-    ] {
+    for tool in f.tools.names() {
         let schema = f.tools.get(tool).unwrap().input_schema();
         assert_eq!(
             schema["additionalProperties"],
@@ -143,10 +135,7 @@ async fn read_file_default_limit_is_2000_lines() {
     let mut ctx = f.ctx.clone();
     ctx.max_output_chars = 1_000_000;
     let out = f
-        .tools
-        .get("read_file")
-        .unwrap()
-        .call(json!({"path": "big.txt"}), &ctx)
+        .call_in(&ctx, "read_file", json!({"path": "big.txt"}))
         .await
         .unwrap()
         .content;
@@ -562,10 +551,7 @@ async fn grep_reports_path_line_content() {
     let mut ctx = f.ctx.clone();
     ctx.cwd = f.ws.join("src");
     let out = f
-        .tools
-        .get("grep")
-        .unwrap()
-        .call(json!({"pattern": "fn main"}), &ctx)
+        .call_in(&ctx, "grep", json!({"pattern": "fn main"}))
         .await
         .unwrap()
         .content;

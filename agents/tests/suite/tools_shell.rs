@@ -69,10 +69,7 @@ async fn cwd_outside_the_workspace_is_refused() {
     let mut ctx = f.ctx.clone();
     ctx.cwd = PathBuf::from("/");
     let e = f
-        .tools
-        .get("run_command")
-        .unwrap()
-        .call(json!({"command": "pwd"}), &ctx)
+        .call_in(&ctx, "run_command", json!({"command": "pwd"}))
         .await
         .unwrap_err();
     assert!(e.0.contains("outside the workspace"), "{e}");

@@ -3,8 +3,10 @@
 //! that turns the clients' streaming requests into non-streaming ones.
 
 use super::sse_cases::Item;
-use ahelper_agents::model::{ApiKey, ModelClient, ModelEvent, ModelRequest, ProviderKind};
-use ahelper_agents::model::{ProviderSettings, Usage};
+use ahelper_agents::model::{
+    ApiKey, ContentBlock, Message, ModelClient, ModelEvent, ModelRequest, ProviderKind,
+    ProviderSettings, Role, StopReason, ToolCall, Usage,
+};
 use ahelper_fake_llm::{Conversation, FakeLlm, Script, Turn};
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -66,6 +68,55 @@ pub async fn collect(client: &dyn ModelClient, request: ModelRequest) -> Vec<Ite
 pub fn unused_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.local_addr().unwrap().port()
+}
+
+/// An assistant message: `text` (left out when empty), then one tool use per
+/// `(id, name, input)`.
+pub fn assistant_calls(text: &str, calls: &[(&str, &str, Value)]) -> Message {
+    let text = (!text.is_empty()).then(|| ContentBlock::text(text));
+    let uses = calls.iter().map(|(id, name, input)| ContentBlock::ToolUse {
+        id: id.to_string(),
+        name: name.to_string(),
+        input: input.clone(),
+    });
+    Message {
+        role: Role::Assistant,
+        content: text.into_iter().chain(uses).collect(),
+    }
+}
+
+/// A user message with one tool result per `(tool_use_id, content, is_error)`.
+pub fn tool_results(results: &[(&str, &str, bool)]) -> Message {
+    Message {
+        role: Role::User,
+        content: results
+            .iter()
+            .map(|(id, content, is_error)| ContentBlock::ToolResult {
+                tool_use_id: id.to_string(),
+                content: content.to_string(),
+                is_error: *is_error,
+            })
+            .collect(),
+    }
+}
+
+/// A `ModelEvent::TextDelta`.
+pub fn text(t: &str) -> ModelEvent {
+    ModelEvent::TextDelta { text: t.into() }
+}
+
+/// A `ModelEvent::ToolCall`.
+pub fn tool_call(id: &str, name: &str, input: Value) -> ModelEvent {
+    ModelEvent::ToolCall(ToolCall {
+        id: id.into(),
+        name: name.into(),
+        input,
+    })
+}
+
+/// A `ModelEvent::Stop`.
+pub fn stop(reason: StopReason) -> ModelEvent {
+    ModelEvent::Stop { reason }
 }
 
 /// A `ModelEvent::Usage`.

@@ -42,7 +42,17 @@ impl Workspace {
 
     /// Calls `tool` with `input` in [`Workspace::ctx`].
     pub async fn call(&self, tool: &str, input: Value) -> Result<ToolOutput, ToolError> {
-        self.tools.get(tool).unwrap().call(input, &self.ctx).await
+        self.call_in(&self.ctx, tool, input).await
+    }
+
+    /// Calls `tool` with `input` in `ctx` (a changed copy of [`Workspace::ctx`]).
+    pub async fn call_in(
+        &self,
+        ctx: &ToolContext,
+        tool: &str,
+        input: Value,
+    ) -> Result<ToolOutput, ToolError> {
+        self.tools.get(tool).unwrap().call(input, ctx).await
     }
 
     /// The content of a successful call; panics on a tool error or an error result.

@@ -18,7 +18,6 @@
 
 use ahelper_fake_llm::{Conversation, FakeLlm, Script, Turn};
 use serde_json::json;
-use std::io::Read;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -177,20 +176,8 @@ fn run_once(server: &FakeLlm, repo: &Path, home: &Path) -> Run {
     let (code, max_rss_bytes) = wait4(child.id());
     let wall = spawned.elapsed();
     // The output is a few hundred bytes: it fitted in the pipes while the child ran.
-    let mut stdout = String::new();
-    let mut stderr = String::new();
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut stdout)
-        .unwrap();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut stderr)
-        .unwrap();
+    let stdout = std::io::read_to_string(child.stdout.take().unwrap()).unwrap();
+    let stderr = std::io::read_to_string(child.stderr.take().unwrap()).unwrap();
     assert!(
         code == 0 && stdout.contains(ANSWER),
         "ahelper -p failed (exit {code}):\nstdout: {stdout}\nstderr: {stderr}"

@@ -59,6 +59,11 @@ fn replay(name: &str, chunk_bytes: usize) -> Turn {
         .with_raw_chunk_bytes(chunk_bytes)
 }
 
+/// A fake server replaying case file `name` in chunks of `chunk_bytes`, after `fault`.
+async fn faulty_replay(name: &str, chunk_bytes: usize, fault: Fault) -> FakeLlm {
+    serving(replay(name, chunk_bytes).with_fault(fault)).await
+}
+
 /// A fake server playing `turn` for every request.
 async fn serving(turn: Turn) -> FakeLlm {
     start(script(vec![turn])).await
@@ -202,9 +207,10 @@ async fn non_streaming_json_replies_are_understood() {
 
 #[tokio::test]
 async fn http_429_with_retry_after_is_retried_after_that_delay() {
-    let server = serving(
-        replay("anthropic-text-basic.sse", 11)
-            .with_fault(Fault::new(FaultKind::Http429).retry_after(1)),
+    let server = faulty_replay(
+        "anthropic-text-basic.sse",
+        11,
+        Fault::new(FaultKind::Http429).retry_after(1),
     )
     .await;
     let base = server.base_url();
@@ -261,9 +267,10 @@ async fn http_529_and_error_events_are_retried() {
 #[tokio::test]
 async fn http_400_is_not_retried() {
     let message = "max_tokens is too large";
-    let server = serving(
-        replay("openai-text-include-usage.sse", 64)
-            .with_fault(Fault::new(FaultKind::Http400).message(message)),
+    let server = faulty_replay(
+        "openai-text-include-usage.sse",
+        64,
+        Fault::new(FaultKind::Http400).message(message),
     )
     .await;
     let client = OpenAiClient::new(settings(
@@ -291,9 +298,10 @@ async fn http_400_is_not_retried() {
 
 #[tokio::test]
 async fn connection_dropped_mid_stream_is_retried() {
-    let server = serving(
-        replay("openai-text-include-usage.sse", 100)
-            .with_fault(Fault::new(FaultKind::DropMidStream).after_chunks(3)),
+    let server = faulty_replay(
+        "openai-text-include-usage.sse",
+        100,
+        Fault::new(FaultKind::DropMidStream).after_chunks(3),
     )
     .await;
     let base = server.base_url();
@@ -356,12 +364,12 @@ async fn connection_refused_is_retried_then_reported() {
 #[tokio::test]
 async fn a_stalled_stream_hits_the_idle_timeout() {
     // 300 bytes, then nothing for 10 s.
-    let server = serving(
-        replay("anthropic-text-basic.sse", 300).with_fault(
-            Fault::new(FaultKind::Stall)
-                .after_chunks(1)
-                .stall_ms(10_000),
-        ),
+    let server = faulty_replay(
+        "anthropic-text-basic.sse",
+        300,
+        Fault::new(FaultKind::Stall)
+            .after_chunks(1)
+            .stall_ms(10_000),
     )
     .await;
     let mut s = settings(

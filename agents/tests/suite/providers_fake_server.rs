@@ -173,16 +173,11 @@ async fn the_fake_server_really_splits_tool_arguments_mid_json() {
         json!({"path": "src/lib.rs", "offset": 10}),
     )]))
     .await;
-    let body = reqwest::Client::new()
-        .post(format!("{}/v1/messages", server.base_url()))
-        .json(&json!({"model": "m", "max_tokens": 10, "stream": true,
-                      "messages": [{"role": "user", "content": "hi"}]}))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let url = format!("{}/v1/messages", server.base_url());
+    let request = json!({"model": "m", "max_tokens": 10, "stream": true,
+                         "messages": [{"role": "user", "content": "hi"}]});
+    let response = reqwest::Client::new().post(url).json(&request).send();
+    let body = response.await.unwrap().text().await.unwrap();
     let pieces: Vec<String> = body
         .lines()
         .filter_map(|l| l.strip_prefix("data: "))

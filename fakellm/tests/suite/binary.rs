@@ -74,13 +74,7 @@ fn binary_prints_its_url_writes_the_port_file_and_serves_the_script() {
 
     child.kill().unwrap();
     child.wait().unwrap();
-    let mut stderr = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut stderr)
-        .unwrap();
+    let stderr = std::io::read_to_string(child.stderr.take().unwrap()).unwrap();
     assert!(
         stderr.contains("POST /v1/chat/completions") && stderr.contains("fault=http_429"),
         "{stderr}"
@@ -91,16 +85,10 @@ fn binary_prints_its_url_writes_the_port_file_and_serves_the_script() {
 fn binary_rejects_a_bad_script_with_its_path_and_position() {
     let dir = tempfile::tempdir().unwrap();
     let script = dir.path().join("bad.json");
-    std::fs::write(
-        &script,
-        "{\"conversations\": [\n  {\"turns\": [{\"text\": 1}]}\n]}",
-    )
-    .unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_ahelper-fake-llm"))
-        .arg("--script")
-        .arg(&script)
-        .output()
-        .unwrap();
+    let bad = "{\"conversations\": [\n  {\"turns\": [{\"text\": 1}]}\n]}";
+    std::fs::write(&script, bad).unwrap();
+    let mut binary = Command::new(env!("CARGO_BIN_EXE_ahelper-fake-llm"));
+    let output = binary.arg("--script").arg(&script).output().unwrap();
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(

@@ -161,18 +161,7 @@ fn commit_all_refuses_the_users_checkout_and_foreign_worktrees() {
         matches!(err, GitError::InvalidWorktreePath { .. }),
         "{err:?}"
     );
-    let foreign = f.wt("foreign");
-    git(
-        &f.repo,
-        &[
-            "worktree",
-            "add",
-            "-q",
-            foreign.to_str().unwrap(),
-            "-b",
-            "foreign",
-        ],
-    );
+    let foreign = f.git_worktree("foreign", "foreign");
     write(&foreign, "x", "x");
     let err = commit_all(&foreign, "no", None).unwrap_err();
     assert!(
@@ -247,14 +236,7 @@ fn branches_create_idempotent_never_moved_unmerged_and_delete_safety() {
     assert_eq!(f.rev("ahelper/r/w1"), c1);
     // merged → deleted
     assert!(matches!(
-        merge_into(
-            &f.repo,
-            "ahelper/r/integration",
-            "ahelper/r/w1",
-            "merge w1",
-            None
-        )
-        .unwrap(),
+        merge_worker(&f.repo, "w1"),
         MergeOutcome::FastForward { .. }
     ));
     let deleted = delete_branch(
@@ -290,34 +272,13 @@ fn merge_three_disjoint_workers_into_integration_branch() {
     let (_, c2) = worker(&f, &lock, "w2", &[("src/b.rs", "fn b() { 2 }\n")]);
     let (_, _c3) = worker(&f, &lock, "w3", &[("docs/new.md", "three\n")]);
 
-    let o1 = merge_into(
-        &f.repo,
-        "ahelper/r/integration",
-        "ahelper/r/w1",
-        "merge w1",
-        None,
-    )
-    .unwrap();
+    let o1 = merge_worker(&f.repo, "w1");
     assert_eq!(o1, MergeOutcome::FastForward { commit: c1 });
-    let o2 = merge_into(
-        &f.repo,
-        "ahelper/r/integration",
-        "ahelper/r/w2",
-        "merge w2",
-        None,
-    )
-    .unwrap();
+    let o2 = merge_worker(&f.repo, "w2");
     let MergeOutcome::Merged { commit: m2 } = o2 else {
         panic!("{o2:?}")
     };
-    let o3 = merge_into(
-        &f.repo,
-        "ahelper/r/integration",
-        "ahelper/r/w3",
-        "merge w3",
-        None,
-    )
-    .unwrap();
+    let o3 = merge_worker(&f.repo, "w3");
     let MergeOutcome::Merged { commit: m3 } = o3 else {
         panic!("{o3:?}")
     };
@@ -389,27 +350,13 @@ fn s14_s16_conflict_is_reported_and_leaves_every_ref_untouched() {
         "w2",
         &[("README.md", "# demo\n\n## Worker two section\n")],
     );
-    merge_into(
-        &f.repo,
-        "ahelper/r/integration",
-        "ahelper/r/w1",
-        "merge w1",
-        None,
-    )
-    .unwrap();
+    merge_worker(&f.repo, "w1");
     let refs_before = git(
         &f.repo,
         &["for-each-ref", "--format=%(refname) %(objectname)"],
     );
 
-    let outcome = merge_into(
-        &f.repo,
-        "ahelper/r/integration",
-        "ahelper/r/w2",
-        "merge w2",
-        None,
-    )
-    .unwrap();
+    let outcome = merge_worker(&f.repo, "w2");
     let MergeOutcome::Conflict { files } = outcome else {
         panic!("{outcome:?}")
     };
@@ -460,18 +407,18 @@ fn s16_merge_into_a_checked_out_branch_is_refused() {
     assert!(matches!(err, GitError::BranchNotFound { .. }), "{err:?}");
 }
 
+/// Merges `ahelper/r/<worker>` into `ahelper/r/integration` with the message `merge <worker>`.
+fn merge_worker(repo: &Path, worker: &str) -> MergeOutcome {
+    let branch = format!("ahelper/r/{worker}");
+    let message = format!("merge {worker}");
+    merge_into(repo, "ahelper/r/integration", &branch, &message, None).unwrap()
+}
+
 /// Builds an integration branch `ahelper/r` on top of the user's HEAD with the given worker changes.
 fn integration(f: &Fixture, lock: &RepoLock, files: &[(&str, &str)]) -> Oid {
     create_branch(&f.repo, "ahelper/r/integration", f.head()).unwrap();
     worker(f, lock, "w1", files);
-    merge_into(
-        &f.repo,
-        "ahelper/r/integration",
-        "ahelper/r/w1",
-        "merge w1",
-        None,
-    )
-    .unwrap();
+    merge_worker(&f.repo, "w1");
     f.rev("ahelper/r/integration")
 }
 

@@ -70,18 +70,7 @@ fn discover_no_commits_yet() {
 #[test]
 fn discover_from_linked_worktree_and_s38_main_worktree_deleted() {
     let f = Fixture::new();
-    let linked = f.wt("linked");
-    git(
-        &f.repo,
-        &[
-            "worktree",
-            "add",
-            "-q",
-            linked.to_str().unwrap(),
-            "-b",
-            "side",
-        ],
-    );
+    let linked = f.git_worktree("linked", "side");
     let info = RepoInfo::discover(&linked).unwrap();
     assert!(info.is_linked_worktree);
     assert_eq!(info.workdir, linked);
@@ -127,11 +116,7 @@ fn ensure_excluded_appends_once_to_info_exclude_never_gitignore() {
     assert!(ensure_excluded(&f.repo, ".ahelper/").unwrap());
     assert!(!ensure_excluded(&f.repo, ".ahelper/").unwrap());
     // also from a linked worktree: same common dir, still once
-    let linked = f.wt("l");
-    git(
-        &f.repo,
-        &["worktree", "add", "-q", linked.to_str().unwrap(), "-b", "l"],
-    );
+    let linked = f.git_worktree("l", "l");
     assert!(!ensure_excluded(&linked, ".ahelper/").unwrap());
     let exclude = fs::read_to_string(f.repo.join(".git/info/exclude")).unwrap();
     assert_eq!(exclude, "# comment without newline\n.ahelper/\n");

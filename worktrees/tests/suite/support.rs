@@ -62,6 +62,21 @@ impl Fixture {
         self.wt_base.join(name)
     }
 
+    /// A linked worktree `wt(name)` on a new `branch`, made with the git CLI (not by ahelper).
+    pub fn git_worktree(&self, name: &str, branch: &str) -> PathBuf {
+        let path = self.wt(name);
+        let args = [
+            "worktree",
+            "add",
+            "-q",
+            path.to_str().unwrap(),
+            "-b",
+            branch,
+        ];
+        git(&self.repo, &args);
+        path
+    }
+
     /// Makes the user's checkout dirty: a modified tracked file, a staged change, a deleted file and
     /// an untracked file (plus an ignored one).
     pub fn make_dirty(&self) {

@@ -48,18 +48,7 @@ fn create_worktree_on_new_branch_at_base_s04() {
     assert_eq!(listed[1].path, path);
     assert!(listed[1].is_ours());
     // a worktree made by someone else is listed but not ours
-    let theirs = f.wt("manual");
-    git(
-        &f.repo,
-        &[
-            "worktree",
-            "add",
-            "-q",
-            theirs.to_str().unwrap(),
-            "-b",
-            "manual",
-        ],
-    );
+    let theirs = f.git_worktree("manual", "manual");
     let listed = list_worktrees(&f.repo).unwrap();
     let manual = listed.iter().find(|w| w.path == theirs).unwrap();
     assert!(!manual.is_ours());
@@ -80,18 +69,7 @@ fn create_from_an_older_base_commit() {
 fn s01_branch_checked_out_elsewhere_names_the_owner() {
     let f = Fixture::new();
     let lock = lock(&f);
-    let leftover = f.wt("leftover");
-    git(
-        &f.repo,
-        &[
-            "worktree",
-            "add",
-            "-q",
-            leftover.to_str().unwrap(),
-            "-b",
-            "feat/x",
-        ],
-    );
+    let leftover = f.git_worktree("leftover", "feat/x");
     let err = create_worktree(&lock, &f.repo, &f.wt("new"), "feat/x", f.head()).unwrap_err();
     match &err {
         GitError::BranchCheckedOut { branch, path, ours } => {
@@ -298,18 +276,7 @@ fn s07_orphan_with_marker_is_deleted_foreign_orphan_is_kept() {
     let lock = lock(&f);
     let ours = f.wt("r/w1");
     create_worktree(&lock, &f.repo, &ours, "ahelper/r/w1", f.head()).unwrap();
-    let foreign = f.wt("foreign");
-    git(
-        &f.repo,
-        &[
-            "worktree",
-            "add",
-            "-q",
-            foreign.to_str().unwrap(),
-            "-b",
-            "foreign",
-        ],
-    );
+    let foreign = f.git_worktree("foreign", "foreign");
     // git's admin metadata disappears (e.g. someone ran `rm -rf .git/worktrees`)
     fs::remove_dir_all(f.repo.join(".git/worktrees")).unwrap();
     assert!(ours.join(".git").is_file());
@@ -375,18 +342,7 @@ fn prunable_worktree_and_prune_only_ours() {
     let lock = lock(&f);
     create_worktree(&lock, &f.repo, &f.wt("r/w1"), "ahelper/r/w1", f.head()).unwrap();
     create_worktree(&lock, &f.repo, &f.wt("r/w2"), "ahelper/r/w2", f.head()).unwrap();
-    let foreign = f.wt("foreign");
-    git(
-        &f.repo,
-        &[
-            "worktree",
-            "add",
-            "-q",
-            foreign.to_str().unwrap(),
-            "-b",
-            "foreign",
-        ],
-    );
+    let foreign = f.git_worktree("foreign", "foreign");
     for p in [f.wt("r/w1"), f.wt("r/w2"), foreign.clone()] {
         fs::remove_dir_all(p).unwrap();
     }

@@ -188,10 +188,13 @@ fn bad_config_and_bad_flags_get_clear_errors() {
         ".ahelper/config.toml",
         "model = \"m\"\n[permissions]\nmood = \"plan\"\n",
     );
-    ahelper(&repo, &server, Wire::Anthropic)
-        .args(["-p", "hi"])
-        .assert()
-        .code(2)
+    let usage_error = |args: &[&str]| {
+        ahelper(&repo, &server, Wire::Anthropic)
+            .args(args)
+            .assert()
+            .code(2)
+    };
+    usage_error(&["-p", "hi"])
         .stderr(
             predicate::str::contains(".ahelper/config.toml").and(predicate::str::contains("mood")),
         )
@@ -200,16 +203,8 @@ fn bad_config_and_bad_flags_get_clear_errors() {
         ".ahelper/config.toml",
         "[permissions]\nallow = [\"run_command(git diff*)\"]\n",
     );
-    ahelper(&repo, &server, Wire::Anthropic)
-        .args(["-p", "hi"])
-        .assert()
-        .code(2)
-        .stderr(predicate::str::contains("permissions.allow"));
-    ahelper(&repo, &server, Wire::Anthropic)
-        .args(["--output-format", "yaml", "-p", "hi"])
-        .assert()
-        .code(2)
-        .stderr(predicate::str::contains("yaml"));
+    usage_error(&["-p", "hi"]).stderr(predicate::str::contains("permissions.allow"));
+    usage_error(&["--output-format", "yaml", "-p", "hi"]).stderr(predicate::str::contains("yaml"));
 }
 
 #[test]

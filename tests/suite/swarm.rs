@@ -53,6 +53,16 @@ impl Swarm {
     }
 }
 
+/// Asserts that the model received `text` in `request` (a tool result, an error, a reminder).
+#[track_caller]
+fn assert_told(request: &RecordedRequest, text: &str) {
+    let body = request.body.to_string();
+    assert!(
+        body.contains(text),
+        "the model was not told {text:?}: {body}"
+    );
+}
+
 /// A script whose coordinator plans `subtasks` (see [`subtask`]); add one [`worker`] per subtask.
 fn plan(subtasks: Value) -> Script {
     Script::new().with_conversation(
@@ -352,7 +362,7 @@ fn non_interactive_permission_request_is_denied_without_hanging() {
     let run = swarm.last_run();
     assert_eq!(worker_status(&run, "w1"), "no_changes");
     let worker_req = &swarm.requests_of(1)[1];
-    assert!(worker_req.body.to_string().contains("non-interactive"));
+    assert_told(worker_req, "non-interactive");
 }
 
 /// (f) `logs` shows every tool call of a worker after `clean` removed its worktree.
@@ -650,7 +660,7 @@ fn ctrl_c_commits_wip_and_resume_finishes_the_run() {
     );
     // the resumed worker's model saw its earlier conversation
     let last = swarm.requests_of(1).pop().unwrap();
-    assert!(last.body.to_string().contains("interrupted"));
+    assert_told(&last, "interrupted");
 }
 
 /// S17/P40: a worker that is handed an absolute path into the main checkout cannot edit it;
@@ -690,16 +700,8 @@ fn a_worker_cannot_edit_the_main_checkout_by_absolute_or_relative_path() {
         "fn renamed() {}\n"
     );
     let reqs = swarm.requests_of(1);
-    assert!(
-        reqs[1].body.to_string().contains("outside the workspace"),
-        "{}",
-        reqs[1].body
-    );
-    assert!(
-        reqs[2].body.to_string().contains("outside the workspace"),
-        "{}",
-        reqs[2].body
-    );
+    assert_told(&reqs[1], "outside the workspace");
+    assert_told(&reqs[2], "outside the workspace");
 }
 
 /// S34: when a worktree cannot be created the worker fails — it never falls back to the
@@ -780,11 +782,7 @@ fn landlock_keeps_workers_out_of_the_main_checkout() {
         "inside\n"
     );
     let reqs = swarm.requests_of(1);
-    assert!(
-        reqs[1].body.to_string().contains("Permission denied"),
-        "{}",
-        reqs[1].body
-    );
+    assert_told(&reqs[1], "Permission denied");
 }
 
 /// `--apply` merges the integration branch into the user's branch when it is clean.

@@ -75,6 +75,15 @@ fn settings(server: &FakeLlm, kind: ProviderKind) -> ProviderSettings {
     provider_settings(kind, base_url(server, kind), KEY)
 }
 
+/// Plays `turn` for one request of `kind`; returns the server and the events, which must hold
+/// no error.
+async fn play(kind: ProviderKind, turn: Turn) -> (FakeLlm, Vec<ModelEvent>) {
+    let server = start(script(vec![turn])).await;
+    let client = build_client(&settings(&server, kind));
+    let got = ok(collect(client.as_ref(), request()).await);
+    (server, got)
+}
+
 fn ok(items: Vec<Item>) -> Vec<ModelEvent> {
     items
         .into_iter()
@@ -111,12 +120,8 @@ fn streamed_turn(
 #[tokio::test]
 async fn streamed_text_turns_give_exact_events_on_both_providers() {
     for kind in BOTH {
-        let server = start(script(vec![
-            Turn::text("Hello big world, nothing to do.").with_usage(120, 7),
-        ]))
-        .await;
-        let client = build_client(&settings(&server, kind));
-        let got = ok(collect(client.as_ref(), request()).await);
+        let turn = Turn::text("Hello big world, nothing to do.").with_usage(120, 7);
+        let (server, got) = play(kind, turn).await;
         assert_eq!(
             got,
             streamed_turn(
@@ -138,15 +143,11 @@ async fn streamed_text_turns_give_exact_events_on_both_providers() {
 async fn streamed_tool_calls_split_mid_json_are_assembled_exactly() {
     let args = json!({"path": "src/lib.rs", "offset": 10, "note": "a \"quoted\" value ✓"});
     for kind in BOTH {
-        let server = start(script(vec![
-            Turn::text("Let me read it.")
-                .with_tool_call_id("call_read_1", "read_file", args.clone())
-                .with_tool_call_id("call_list_2", "list_dir", json!({"path": "src"}))
-                .with_usage(300, 42),
-        ]))
-        .await;
-        let client = build_client(&settings(&server, kind));
-        let got = ok(collect(client.as_ref(), request()).await);
+        let turn = Turn::text("Let me read it.")
+            .with_tool_call_id("call_read_1", "read_file", args.clone())
+            .with_tool_call_id("call_list_2", "list_dir", json!({"path": "src"}))
+            .with_usage(300, 42);
+        let (_server, got) = play(kind, turn).await;
         assert_eq!(
             got,
             streamed_turn(

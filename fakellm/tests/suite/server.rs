@@ -37,6 +37,14 @@ fn sse(body: &str) -> Vec<(Option<String>, String)> {
         .collect()
 }
 
+/// The JSON objects of an OpenAI stream body, checking that `data: [DONE]` ends it.
+fn openai_chunks(body: &str) -> Vec<Value> {
+    let events = sse(body);
+    let (done, objects) = events.split_last().expect("events");
+    assert_eq!(done.1, "[DONE]");
+    objects.iter().map(|(_, d)| json_of(d)).collect()
+}
+
 fn json_of(data: &str) -> Value {
     serde_json::from_str(data).unwrap_or_else(|e| panic!("not JSON ({e}): {data}"))
 }
@@ -227,13 +235,8 @@ async fn openai_stream_has_tool_call_deltas_usage_chunk_and_done() {
     let (chunks, err) = read_chunks(response).await;
     assert!(err.is_none());
     let body = String::from_utf8(chunks.concat()).unwrap();
-    let events = sse(&body);
-    assert!(events.iter().all(|(e, _)| e.is_none()));
-    assert_eq!(events.last().unwrap().1, "[DONE]");
-    let objects: Vec<Value> = events[..events.len() - 1]
-        .iter()
-        .map(|(_, d)| json_of(d))
-        .collect();
+    assert!(sse(&body).iter().all(|(e, _)| e.is_none()));
+    let objects = openai_chunks(&body);
     assert!(
         objects
             .iter()
@@ -289,13 +292,7 @@ async fn openai_alias_path_without_include_usage_has_no_usage_chunk() {
     let mut request = openai_request("x", 1, true);
     request.as_object_mut().unwrap().remove("stream_options");
     let response = post(format!("{}/chat/completions", server.base_url()), request).await;
-    let body = response.text().await.unwrap();
-    let events = sse(&body);
-    assert_eq!(events.last().unwrap().1, "[DONE]");
-    let objects: Vec<Value> = events[..events.len() - 1]
-        .iter()
-        .map(|(_, d)| json_of(d))
-        .collect();
+    let objects = openai_chunks(&response.text().await.unwrap());
     assert!(
         objects
             .iter()

@@ -37,9 +37,16 @@ impl Swarm {
             .assert()
     }
 
-    /// The newest run record.
+    /// The newest run record, `.ahelper/runs/<newest>/run.json`.
     fn last_run(&self) -> Value {
-        last_run(&self.repo)
+        let dir = self.repo.path().join(".ahelper/runs");
+        let mut runs: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        runs.sort();
+        let record = std::fs::read_to_string(runs.last().unwrap().join("run.json")).unwrap();
+        serde_json::from_str(&record).unwrap()
     }
 
     /// The model requests of conversation `index` of the script (0 is the coordinator, then
@@ -104,18 +111,6 @@ fn runs(command: &str) -> Turn {
 fn one_worker_writes_a() -> Script {
     plan(json!([subtask("s1", "a.txt")]))
         .with_conversation(worker("s1", [writes("a.txt", "A\n"), Turn::text("d")]))
-}
-
-/// The swarm run's record, read from `.ahelper/runs/*/run.json` (the newest).
-fn last_run(repo: &TestRepo) -> Value {
-    let dir = repo.path().join(".ahelper/runs");
-    let mut ids: Vec<_> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    ids.sort();
-    serde_json::from_str(&std::fs::read_to_string(ids.last().unwrap().join("run.json")).unwrap())
-        .unwrap()
 }
 
 fn worker_status(run: &Value, id: &str) -> String {

@@ -12,7 +12,8 @@ fn main() {
     divan::main();
 }
 
-/// Typical commands from agent transcripts, and the adversarial C14 shape (50 chained commands).
+/// Typical commands from agent transcripts, and the adversarial shape of case C14
+/// in `agents/tests/data/commands.md` (50 chained commands).
 const SHAPES: &[&str] = &["simple", "pipeline", "nested", "chain50"];
 
 fn command(shape: &str) -> String {

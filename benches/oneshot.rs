@@ -18,10 +18,13 @@
 
 use ahelper_fake_llm::{Conversation, FakeLlm, Script, Turn};
 use serde_json::json;
-use std::io::Read;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+/// Repositories made with the git CLI, as in the tests.
+#[path = "../tests/suite/support/git.rs"]
+mod git_cli;
 
 const BIN: &str = env!("CARGO_BIN_EXE_ahelper");
 const RUNS: usize = 30;
@@ -106,41 +109,22 @@ fn median(mut values: Vec<f64>) -> f64 {
     }
 }
 
-fn git(dir: &Path, args: &[&str]) {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env("GIT_AUTHOR_NAME", "bench")
-        .env("GIT_AUTHOR_EMAIL", "bench@localhost")
-        .env("GIT_COMMITTER_NAME", "bench")
-        .env("GIT_COMMITTER_EMAIL", "bench@localhost")
-        .output()
-        .expect("git runs");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 fn make_repo(repo: &Path) {
-    std::fs::create_dir_all(repo.join("src")).unwrap();
-    std::fs::write(repo.join("README.md"), "# demo\n\nA tiny crate.\n").unwrap();
-    std::fs::write(
-        repo.join("Cargo.toml"),
-        "[package]\nname = \"demo\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
-    )
-    .unwrap();
-    std::fs::write(
-        repo.join("src/lib.rs"),
-        "/// The answer.\npub fn answer() -> u32 {\n    42\n}\n",
-    )
-    .unwrap();
-    std::fs::write(repo.join(".gitignore"), ".ahelper/\n").unwrap();
-    git(repo, &["init", "-q"]);
-    git(repo, &["add", "-A"]);
-    git(repo, &["commit", "-q", "-m", "init"]);
+    git_cli::init_repo(
+        repo,
+        &[
+            ("README.md", "# demo\n\nA tiny crate.\n"),
+            (
+                "Cargo.toml",
+                "[package]\nname = \"demo\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+            ),
+            (
+                "src/lib.rs",
+                "/// The answer.\npub fn answer() -> u32 {\n    42\n}\n",
+            ),
+            (".gitignore", ".ahelper/\n"),
+        ],
+    );
 }
 
 /// A command for the binary with a clean environment: no user config, no real key or URL.
@@ -192,20 +176,8 @@ fn run_once(server: &FakeLlm, repo: &Path, home: &Path) -> Run {
     let (code, max_rss_bytes) = wait4(child.id());
     let wall = spawned.elapsed();
     // The output is a few hundred bytes: it fitted in the pipes while the child ran.
-    let mut stdout = String::new();
-    let mut stderr = String::new();
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut stdout)
-        .unwrap();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut stderr)
-        .unwrap();
+    let stdout = std::io::read_to_string(child.stdout.take().unwrap()).unwrap();
+    let stderr = std::io::read_to_string(child.stderr.take().unwrap()).unwrap();
     assert!(
         code == 0 && stdout.contains(ANSWER),
         "ahelper -p failed (exit {code}):\nstdout: {stdout}\nstderr: {stderr}"

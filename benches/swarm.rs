@@ -17,9 +17,13 @@
 
 use ahelper_fake_llm::{Conversation, FakeLlm, Script, Turn};
 use serde_json::{Value, json};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+/// Repositories made with the git CLI, as in the tests.
+#[path = "../tests/suite/support/git.rs"]
+mod git_cli;
 
 /// Fake model latency per reply, ms.
 const LATENCY_MS: u64 = 200;
@@ -42,13 +46,10 @@ impl Fixture {
         let f = Fixture { dir };
         std::fs::create_dir_all(f.repo()).unwrap();
         std::fs::create_dir_all(f.home()).unwrap();
-        git(&f.repo(), &["init", "-q", "-b", "main"]);
         for i in 1..=workers {
             std::fs::write(f.repo().join(file_name(i)), format!("file {i}\n")).unwrap();
         }
-        std::fs::write(f.repo().join("README.md"), "bench\n").unwrap();
-        git(&f.repo(), &["add", "-A"]);
-        git(&f.repo(), &["commit", "-q", "-m", "initial"]);
+        git_cli::init_repo(&f.repo(), &[("README.md", "bench\n")]);
         std::fs::create_dir_all(f.repo().join(".ahelper")).unwrap();
         std::fs::write(
             f.repo().join(".ahelper/config.toml"),
@@ -70,24 +71,6 @@ impl Fixture {
 
 fn file_name(i: usize) -> String {
     format!("f{i:02}.txt")
-}
-
-fn git(dir: &Path, args: &[&str]) {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_AUTHOR_NAME", "bench")
-        .env("GIT_AUTHOR_EMAIL", "bench@localhost")
-        .env("GIT_COMMITTER_NAME", "bench")
-        .env("GIT_COMMITTER_EMAIL", "bench@localhost")
-        .output()
-        .expect("git runs");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// The coordinator's plan (one subtask per file) and each worker's 5 turns.
@@ -159,11 +142,7 @@ fn run_swarm(workers: usize) -> Sample {
         .env("HOME", &home)
         .env("XDG_CONFIG_HOME", home.join("config"))
         .env("XDG_STATE_HOME", home.join("state"))
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_AUTHOR_NAME", "bench")
-        .env("GIT_AUTHOR_EMAIL", "bench@localhost")
-        .env("GIT_COMMITTER_NAME", "bench")
-        .env("GIT_COMMITTER_EMAIL", "bench@localhost")
+        .envs(git_cli::GIT_ENV)
         .env(
             "AHELPER_LOG",
             std::env::var("SWARM_BENCH_LOG").unwrap_or_else(|_| "info".into()),

@@ -5,12 +5,15 @@
 //! Run: `cargo bench -p ahelper-worktrees --bench worktree_create`.
 
 use std::fs;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use ahelper_worktrees::{GitOwner, Oid, RepoLock, create_worktree};
+
+/// Repositories made with the git CLI, as in the tests.
+#[path = "../tests/suite/support/git.rs"]
+mod git_cli;
 
 const FILES: usize = 5_000;
 
@@ -20,25 +23,6 @@ struct Repo {
     wt_root: PathBuf,
     base: Oid,
     lock: std::sync::Arc<RepoLock>,
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env("GIT_AUTHOR_NAME", "bench")
-        .env("GIT_AUTHOR_EMAIL", "bench@localhost")
-        .env("GIT_COMMITTER_NAME", "bench")
-        .env("GIT_COMMITTER_EMAIL", "bench@localhost")
-        .output()
-        .expect("git runs");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
 
 fn repo() -> &'static Repo {
@@ -57,10 +41,8 @@ fn repo() -> &'static Repo {
                 .collect();
             fs::write(dir.join(format!("f{i:04}.rs")), body).unwrap();
         }
-        git(&repo, &["init", "-q", "-b", "main"]);
-        git(&repo, &["add", "-A"]);
-        git(&repo, &["commit", "-q", "-m", "5k files"]);
-        let base = Oid::from_str(&git(&repo, &["rev-parse", "HEAD"])).unwrap();
+        git_cli::init_repo(&repo, &[]);
+        let base = Oid::from_str(git_cli::git(&repo, &["rev-parse", "HEAD"]).trim()).unwrap();
         let lock = GitOwner::new().lock_for(&repo).unwrap();
         Repo {
             _tmp: tmp,
@@ -93,7 +75,7 @@ fn via_api(r: &Repo) {
 fn via_cli(r: &Repo) {
     let name = unique("cli");
     let path = r.wt_root.join(&name);
-    git(
+    git_cli::git(
         &r.repo,
         &[
             "worktree",

@@ -2,7 +2,8 @@
 //! into a path the tool may touch, plus the openers ([`open_read`], [`open_write`],
 //! [`create_parent_dirs`]) that make sure the file actually opened is the one that was checked.
 //!
-//! Rules (see `DESIGN.md` §4 and the cases in `shared/cases/paths.md`):
+//! Rules (`docs/sandbox.md` explains them for users; the escapes they answer are the rows of
+//! `agents/tests/data/paths.md`, ids P01…):
 //! - relative paths are resolved against the call's cwd, never the process cwd; `~` is a literal
 //!   file name, never the home directory;
 //! - NUL bytes, control characters and invisible/format characters (zero-width, bidi controls,

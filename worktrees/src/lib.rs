@@ -28,10 +28,8 @@
 //!   snapshots into a private in-memory index, commits, merges in memory, conflict detection, diff
 //!   stats, ref updates with compare-and-swap, and worktree listing.
 //!
-//! Case ids (S01, S07, …) name the git edge cases of a swarm (a branch checked out elsewhere, an
-//! orphaned worktree, a stale `index.lock`, …); each is described where it is handled and tested
-//! under the same id in `worktrees/tests/`. `docs/architecture.md` shows where this crate sits in
-//! a run.
+//! Case ids (S01, S07, …) are the rows of `worktrees/tests/data/swarm.md`; each is handled and
+//! tested under the same id. `docs/architecture.md` shows where this crate sits in a run.
 
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 

@@ -1,0 +1,394 @@
+//! The landlock command sandbox through the real `run_command` path: real `bash` children,
+//! real files in directories outside the temp dir, a real TCP listener on 127.0.0.1.
+//!
+//! Every test prints a note and passes when the kernel has no landlock (nothing to check).
+
+use super::support::git::{git, init_repo};
+use super::support::tools::run_command;
+use ahelper_agents::sandbox_os::{CommandSandbox, SandboxMode, SandboxSettings, landlock_status};
+use ahelper_agents::tools::{ToolContext, ToolOutput};
+use serde_json::json;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+/// A base directory for test trees that is **not** inside the temp dir (the temp dir is
+/// writable under the sandbox, so "outside" must be elsewhere).
+fn base_outside_temp() -> tempfile::TempDir {
+    let temp = fs::canonicalize(std::env::temp_dir()).unwrap();
+    let candidates = [
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR")),
+        PathBuf::from("/var/tmp"),
+    ];
+    for c in candidates {
+        if fs::create_dir_all(&c).is_err() {
+            continue;
+        }
+        let real = fs::canonicalize(&c).unwrap();
+        if !real.starts_with(&temp) {
+            return tempfile::Builder::new()
+                .prefix("landlock-test-")
+                .tempdir_in(real)
+                .unwrap();
+        }
+    }
+    panic!("no writable directory outside the temp dir for the test");
+}
+
+fn available() -> bool {
+    let status = landlock_status();
+    if status.abi().is_none() {
+        eprintln!("note: skipping landlock test: {status}");
+        return false;
+    }
+    true
+}
+
+struct Fx {
+    _base: tempfile::TempDir,
+    base: PathBuf,
+    ws: PathBuf,
+    outside: PathBuf,
+    home: PathBuf,
+}
+
+fn fixture() -> Fx {
+    let base_dir = base_outside_temp();
+    let base = fs::canonicalize(base_dir.path()).unwrap();
+    let ws = base.join("ws");
+    let outside = base.join("outside");
+    let home = base.join("home");
+    for d in [&ws, &outside, &home.join(".ssh"), &home.join("projects")] {
+        fs::create_dir_all(d).unwrap();
+    }
+    fs::write(home.join(".ssh/id_rsa"), "PRIVATE KEY\n").unwrap();
+    fs::write(home.join("notes.txt"), "public notes\n").unwrap();
+    Fx {
+        _base: base_dir,
+        base,
+        ws,
+        outside,
+        home,
+    }
+}
+
+/// Settings with the default denied paths of the fake home plus the real home's defaults.
+fn settings(fx: &Fx, network: bool) -> SandboxSettings {
+    let mut s = SandboxSettings::with_defaults(Some(&fx.home));
+    s.network = network;
+    s
+}
+
+fn ctx_with(ws: &Path, sandbox: CommandSandbox) -> ToolContext {
+    let mut ctx = ToolContext::new(ws).unwrap();
+    ctx.command_sandbox = Some(Arc::new(sandbox));
+    ctx
+}
+
+async fn run(ctx: &ToolContext, command: &str) -> ToolOutput {
+    run_command(ctx, json!({ "command": command })).await
+}
+
+#[tokio::test]
+async fn write_outside_workspace_fails_with_eacces_inside_succeeds() {
+    if !available() {
+        return;
+    }
+    let fx = fixture();
+    let ctx = ctx_with(&fx.ws, CommandSandbox::new(&settings(&fx, true), &fx.ws));
+    assert!(ctx.command_sandbox.as_ref().unwrap().is_enforced());
+
+    let outside_file = fx.outside.join("file.txt");
+    let out = run(&ctx, &format!("echo x > '{}'", outside_file.display())).await;
+    assert!(out.is_error, "{}", out.content);
+    assert!(out.content.contains("Permission denied"), "{}", out.content);
+    assert!(
+        out.content.contains("sandbox"),
+        "hint expected: {}",
+        out.content
+    );
+    assert!(!outside_file.exists());
+
+    let out = run(&ctx, "echo x > inside.txt && cat inside.txt").await;
+    assert!(!out.is_error, "{}", out.content);
+    assert_eq!(fs::read_to_string(fx.ws.join("inside.txt")).unwrap(), "x\n");
+
+    // Through a nested shell, a pipe into tee, a rename and a mkdir: all confined.
+    let nested = run(
+        &ctx,
+        &format!("bash -c 'echo x > {}/nested.txt'", fx.outside.display()),
+    )
+    .await;
+    assert!(nested.is_error && nested.content.contains("Permission denied"));
+    let tee = run(
+        &ctx,
+        &format!("echo x | tee {}/tee.txt", fx.outside.display()),
+    )
+    .await;
+    assert!(tee.is_error && tee.content.contains("Permission denied"));
+    let mv = run(&ctx, &format!("mv inside.txt {}/", fx.outside.display())).await;
+    assert!(mv.is_error, "{}", mv.content);
+    assert!(fx.ws.join("inside.txt").exists());
+    let mkdir = run(&ctx, &format!("mkdir {}/d", fx.outside.display())).await;
+    assert!(mkdir.is_error, "{}", mkdir.content);
+    // The restriction is the child's only: this process still writes there.
+    fs::write(&outside_file, "parent").unwrap();
+    let truncate = run(&ctx, &format!(": > {}", outside_file.display())).await;
+    assert!(truncate.is_error);
+    assert_eq!(fs::read_to_string(&outside_file).unwrap(), "parent");
+}
+
+#[tokio::test]
+async fn same_command_runs_unconfined_when_mode_is_off() {
+    if !available() {
+        return;
+    }
+    let fx = fixture();
+    let mut s = settings(&fx, true);
+    s.mode = SandboxMode::Off;
+    let ctx = ctx_with(&fx.ws, CommandSandbox::new(&s, &fx.ws));
+    let target = fx.outside.join("off.txt");
+    let out = run(&ctx, &format!("echo x > '{}'", target.display())).await;
+    assert!(!out.is_error, "{}", out.content);
+    assert!(target.exists());
+}
+
+#[tokio::test]
+async fn temp_dir_and_dev_null_are_writable() {
+    if !available() {
+        return;
+    }
+    let fx = fixture();
+    let ctx = ctx_with(&fx.ws, CommandSandbox::new(&settings(&fx, true), &fx.ws));
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("scratch.txt");
+    let out = run(
+        &ctx,
+        &format!(
+            "echo hi > '{}' && cat '{f}' && echo gone > /dev/null && mktemp -d && ls /dev/null",
+            file.display(),
+            f = file.display()
+        ),
+    )
+    .await;
+    assert!(!out.is_error, "{}", out.content);
+    assert!(out.content.contains("hi"));
+    assert_eq!(fs::read_to_string(&file).unwrap(), "hi\n");
+}
+
+#[tokio::test]
+async fn denied_paths_cannot_be_read_by_any_route() {
+    if !available() {
+        return;
+    }
+    let fx = fixture();
+    let ctx = ctx_with(&fx.ws, CommandSandbox::new(&settings(&fx, true), &fx.ws));
+    let key = fx.home.join(".ssh/id_rsa");
+
+    let out = run(&ctx, &format!("cat '{}'", key.display())).await;
+    assert!(out.is_error, "{}", out.content);
+    assert!(out.content.contains("Permission denied"), "{}", out.content);
+    assert!(!out.content.contains("PRIVATE KEY"));
+
+    // Through /proc's view of the root, a symlink placed in the workspace, and a HOME= cat.
+    std::os::unix::fs::symlink(&key, fx.ws.join("key-link")).unwrap();
+    for cmd in [
+        format!("cat /proc/self/root{}", key.display()),
+        "cat key-link".to_string(),
+        format!("HOME='{}' bash -c 'cat ~/.ssh/id_rsa'", fx.home.display()),
+        format!("cp '{}' stolen", key.display()),
+    ] {
+        let out = run(&ctx, &cmd).await;
+        assert!(out.is_error, "{cmd}: {}", out.content);
+        assert!(!out.content.contains("PRIVATE KEY"), "{cmd}");
+    }
+    assert!(!fx.ws.join("stolen").exists());
+
+    // The rest of the fake home stays readable, and the home can be listed.
+    let out = run(
+        &ctx,
+        &format!(
+            "cat '{h}/notes.txt' && ls -a '{h}' && ls '{h}/projects'",
+            h = fx.home.display()
+        ),
+    )
+    .await;
+    assert!(!out.is_error, "{}", out.content);
+    assert!(out.content.contains("public notes"));
+    assert!(out.content.contains(".ssh"));
+}
+
+#[tokio::test]
+async fn network_off_blocks_tcp_connect_to_a_local_listener() {
+    if !available() {
+        return;
+    }
+    if !landlock_status().supports_network() {
+        eprintln!(
+            "note: skipping network test: {} cannot restrict TCP (ABI 4 needed)",
+            landlock_status()
+        );
+        return;
+    }
+    let fx = fixture();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let accept = std::thread::spawn(move || {
+        // One connection is expected (from the network-on run).
+        listener.accept().map(|_| ())
+    });
+    let connect = format!("echo hi > /dev/tcp/127.0.0.1/{port}");
+
+    let off = ctx_with(&fx.ws, CommandSandbox::new(&settings(&fx, false), &fx.ws));
+    let out = run(&off, &connect).await;
+    assert!(out.is_error, "{}", out.content);
+    assert!(out.content.contains("Permission denied"), "{}", out.content);
+    assert!(
+        off.command_sandbox
+            .as_ref()
+            .unwrap()
+            .summary()
+            .contains("network off")
+    );
+
+    let on = ctx_with(&fx.ws, CommandSandbox::new(&settings(&fx, true), &fx.ws));
+    let out = run(&on, &connect).await;
+    assert!(!out.is_error, "{}", out.content);
+    accept.join().unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn git_and_cargo_still_work_inside_the_sandbox() {
+    if !available() {
+        return;
+    }
+    let fx = fixture();
+    git(&fx.ws, &["init", "-q", "-b", "main"]);
+    fs::write(fx.ws.join("a.txt"), "a\n").unwrap();
+    // The real home's defaults: toolchains under $HOME (rustup, cargo) must stay readable.
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let s = SandboxSettings::with_defaults(home.as_deref());
+    let ctx = ctx_with(&fx.ws, CommandSandbox::new(&s, &fx.ws));
+    let out = run(
+        &ctx,
+        "git status --short && git add a.txt && git -c user.name=t -c user.email=t@e \
+         commit -qm first && git log --oneline | wc -l",
+    )
+    .await;
+    assert!(!out.is_error, "{}", out.content);
+    assert!(out.content.contains("?? a.txt"), "{}", out.content);
+    if Command::new("cargo").arg("--version").output().is_ok() {
+        let out = run(&ctx, "cargo --version && rustc --version").await;
+        assert!(!out.is_error, "{}", out.content);
+        assert!(out.content.contains("cargo "), "{}", out.content);
+    } else {
+        eprintln!("note: cargo is not on PATH; only git was checked");
+    }
+}
+
+#[tokio::test]
+async fn worker_cannot_write_into_main_checkout_or_another_worktree() {
+    if !available() {
+        return;
+    }
+    let fx = fixture();
+    let main = fx.base.join("main");
+    init_repo(&main, &[("README", "hello\n")]);
+    let wt1 = fx.base.join("wt/w1");
+    let wt2 = fx.base.join("wt/w2");
+    git(
+        &main,
+        &["worktree", "add", "-q", "-b", "w1", wt1.to_str().unwrap()],
+    );
+    git(
+        &main,
+        &["worktree", "add", "-q", "-b", "w2", wt2.to_str().unwrap()],
+    );
+
+    // The way `swarm::worker` builds it: the run's sandbox, re-rooted at the worktree.
+    let run_sandbox = CommandSandbox::new(&settings(&fx, true), &main);
+    let ctx = ctx_with(&wt1, run_sandbox.for_workspace(&wt1));
+
+    for target in [
+        main.join("README"),
+        wt2.join("README"),
+        main.join("new.txt"),
+    ] {
+        for cmd in [
+            format!("echo pwned > '{}'", target.display()),
+            format!("bash -c \"echo pwned >> '{}'\"", target.display()),
+            format!("sh -c \"cp README '{}'\"", target.display()),
+        ] {
+            let out = run(&ctx, &cmd).await;
+            assert!(out.is_error, "{cmd}: {}", out.content);
+            assert!(
+                out.content.contains("Permission denied"),
+                "{cmd}: {}",
+                out.content
+            );
+        }
+    }
+    assert_eq!(fs::read_to_string(main.join("README")).unwrap(), "hello\n");
+    assert_eq!(fs::read_to_string(wt2.join("README")).unwrap(), "hello\n");
+    assert!(!main.join("new.txt").exists());
+    // The main repository's .git (hooks, config, refs) is out of reach too.
+    let out = run(
+        &ctx,
+        &format!("echo 'exit 0' > '{}/.git/hooks/pre-commit'", main.display()),
+    )
+    .await;
+    assert!(out.is_error, "{}", out.content);
+
+    // Its own worktree is writable, and read-only git commands work there.
+    let out = run(
+        &ctx,
+        "echo mine >> README && git status --short && git diff --stat",
+    )
+    .await;
+    assert!(!out.is_error, "{}", out.content);
+    assert!(out.content.contains("M README"), "{}", out.content);
+    assert_eq!(
+        fs::read_to_string(wt1.join("README")).unwrap(),
+        "hello\nmine\n"
+    );
+    // The index and objects live in the main repository's .git: a worker cannot change them
+    // (ahelper commits the worker's work itself).
+    let out = run(&ctx, "git add README").await;
+    assert!(out.is_error, "{}", out.content);
+    assert!(
+        !run_sandbox
+            .for_workspace(&wt1)
+            .writable
+            .iter()
+            .any(|w| w.starts_with(&main))
+    );
+}
+
+#[tokio::test]
+async fn a_session_in_a_linked_worktree_may_commit() {
+    if !available() {
+        return;
+    }
+    let fx = fixture();
+    let main = fx.base.join("main");
+    init_repo(&main, &[("README", "hello\n")]);
+    let wt = fx.base.join("mine");
+    git(
+        &main,
+        &["worktree", "add", "-q", "-b", "mine", wt.to_str().unwrap()],
+    );
+    let ctx = ctx_with(&wt, CommandSandbox::new(&settings(&fx, true), &wt));
+    let out = run(
+        &ctx,
+        "echo more >> README && git add README && \
+         git -c user.name=t -c user.email=t@e -c commit.gpgsign=false commit -qm more && \
+         git log --oneline | wc -l",
+    )
+    .await;
+    assert!(!out.is_error, "{}", out.content);
+    assert!(out.content.starts_with('2'), "{}", out.content);
+    // The main checkout's files stay out of reach.
+    let out = run(&ctx, &format!("echo x > '{}/README'", main.display())).await;
+    assert!(out.is_error, "{}", out.content);
+}

@@ -1,0 +1,14 @@
+mod landlock_sandbox;
+mod model_http;
+mod model_sse_cases;
+mod permissions_bypasses;
+mod permissions_cases;
+mod permissions_proptest;
+mod permissions_rules;
+mod providers_fake_server;
+mod sandbox_paths;
+mod support;
+mod text_protocol_cases;
+mod text_protocol_wrapper;
+mod tools_files;
+mod tools_shell;

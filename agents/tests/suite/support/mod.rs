@@ -1,0 +1,11 @@
+//! Helpers shared by the modules of the suite.
+
+pub mod canned_http;
+pub mod model;
+pub mod permissions;
+pub mod sse_cases;
+pub mod tools;
+
+/// The git CLI helpers of the end-to-end tests (std only).
+#[path = "../../../../tests/suite/support/git.rs"]
+pub mod git;

@@ -1,0 +1,231 @@
+//! `run_command` with real processes: cwd, environment, exit status, output cap, timeout and
+//! cancellation killing the whole process group (grandchildren included).
+
+use super::support::tools::{Workspace, run_command};
+use serde_json::json;
+use std::fs;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// A workspace with a `sub/` directory.
+fn fixture() -> Workspace {
+    let f = Workspace::new();
+    fs::create_dir_all(f.ws.join("sub")).unwrap();
+    f
+}
+
+/// True while `pid` exists and is not a zombie.
+fn alive(pid: i32) -> bool {
+    match fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            let state = stat.rsplit(") ").next().and_then(|s| s.chars().next());
+            state != Some('Z')
+        }
+        Err(_) => false,
+    }
+}
+
+fn wait_dead(pid: i32) -> bool {
+    let end = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < end {
+        if !alive(pid) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+fn read_pid(path: PathBuf) -> i32 {
+    let end = Instant::now() + Duration::from_secs(3);
+    loop {
+        if let Ok(s) = fs::read_to_string(&path)
+            && let Ok(pid) = s.trim().parse()
+        {
+            return pid;
+        }
+        assert!(Instant::now() < end, "no pid written to {path:?}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[tokio::test]
+async fn runs_in_the_call_cwd_with_the_call_env() {
+    let f = fixture();
+    let mut ctx = f.ctx.clone();
+    ctx.cwd = f.ws.join("sub");
+    ctx.env.insert("AHELPER_RUN_ID".into(), "run-42".into());
+    let out = run_command(&ctx, json!({"command": "pwd; echo \"id=$AHELPER_RUN_ID\""})).await;
+    assert_eq!(
+        out.content,
+        format!("{}/sub\nid=run-42\n[exit code: 0]", f.ws.display())
+    );
+    assert!(!out.is_error);
+}
+
+#[tokio::test]
+async fn cwd_outside_the_workspace_is_refused() {
+    let f = fixture();
+    let mut ctx = f.ctx.clone();
+    ctx.cwd = PathBuf::from("/");
+    let e = f
+        .call_in(&ctx, "run_command", json!({"command": "pwd"}))
+        .await
+        .unwrap_err();
+    assert!(e.message().contains("outside the workspace"), "{e}");
+}
+
+#[tokio::test]
+async fn reports_exit_code_interleaved_output_and_signals() {
+    let f = fixture();
+    let out = run_command(
+        &f.ctx,
+        json!({"command": "echo out1; echo err1 >&2; echo out2; exit 3"}),
+    )
+    .await;
+    assert_eq!(out.content, "out1\nerr1\nout2\n[exit code: 3]");
+    assert!(out.is_error);
+    let out = run_command(&f.ctx, json!({"command": "true"})).await;
+    assert_eq!(out.content, "(no output)\n[exit code: 0]");
+    let out = run_command(&f.ctx, json!({"command": "kill -9 $$"})).await;
+    assert!(
+        out.content.contains("[killed by signal 9 (SIGKILL)]"),
+        "{out:?}"
+    );
+    assert!(out.is_error);
+}
+
+#[tokio::test]
+async fn stdin_is_empty_so_interactive_commands_do_not_hang() {
+    let f = fixture();
+    let t = Instant::now();
+    let out = run_command(&f.ctx, json!({"command": "cat; read x; echo done"})).await;
+    assert_eq!(out.content, "done\n[exit code: 0]");
+    assert!(t.elapsed() < Duration::from_secs(5));
+}
+
+#[tokio::test]
+async fn output_is_capped_keeping_head_and_tail() {
+    let f = fixture();
+    let mut ctx = f.ctx.clone();
+    ctx.max_output_chars = 2000;
+    let out = run_command(&ctx, json!({"command": "seq 1 200000"})).await;
+    assert!(
+        out.content.starts_with("1\n2\n3\n"),
+        "{}",
+        &out.content[..50]
+    );
+    assert!(
+        out.content.ends_with("199999\n200000\n[exit code: 0]"),
+        "{}",
+        &out.content[out.content.len() - 60..]
+    );
+    assert!(out.content.contains("cut from the middle"));
+    assert!(out.content.chars().count() < 2300, "{}", out.content.len());
+}
+
+#[tokio::test]
+async fn timeout_kills_the_whole_process_group() {
+    let f = fixture();
+    let t = Instant::now();
+    let out = run_command(
+        &f.ctx,
+        json!({
+            "command": "sleep 30 & echo $! > bg.pid; sh -c 'sleep 30 & echo $! > gc.pid; sleep 30'; echo never",
+            "timeout_ms": 400
+        }),
+    )
+    .await;
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    assert!(out.is_error);
+    assert!(
+        out.content.contains("[timed out after 400 ms"),
+        "{}",
+        out.content
+    );
+    assert!(!out.content.contains("never"));
+    for file in ["bg.pid", "gc.pid"] {
+        let pid = read_pid(f.ws.join(file));
+        assert!(wait_dead(pid), "{file}: pid {pid} survived the timeout");
+    }
+}
+
+#[tokio::test]
+async fn processes_ignoring_sigterm_get_sigkill() {
+    let f = fixture();
+    let t = Instant::now();
+    let out = run_command(
+        &f.ctx,
+        json!({
+            "command": "(trap '' TERM; exec sleep 30) & echo $! > stubborn.pid; wait",
+            "timeout_ms": 200
+        }),
+    )
+    .await;
+    assert!(out.content.contains("timed out"), "{out:?}");
+    assert!(t.elapsed() < Duration::from_secs(6), "{:?}", t.elapsed());
+    let pid = read_pid(f.ws.join("stubborn.pid"));
+    assert!(wait_dead(pid), "pid {pid} survived");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancellation_kills_the_group_promptly() {
+    let f = fixture();
+    let ctx = f.ctx.clone();
+    let cancel = ctx.cancel.clone();
+    let task = tokio::spawn(async move {
+        run_command(
+            &ctx,
+            json!({"command": "echo started; sleep 30 & echo $! > c.pid; wait"}),
+        )
+        .await
+    });
+    let pid = read_pid(f.ws.join("c.pid"));
+    let t = Instant::now();
+    cancel.cancel();
+    let out = task.await.unwrap();
+    assert!(t.elapsed() < Duration::from_secs(3));
+    assert!(out.is_error);
+    assert!(out.content.starts_with("started\n"), "{out:?}");
+    assert!(out.content.contains("[cancelled"), "{out:?}");
+    assert!(wait_dead(pid));
+}
+
+#[tokio::test]
+async fn background_process_left_running_does_not_block_the_call() {
+    let f = fixture();
+    let t = Instant::now();
+    let out = run_command(
+        &f.ctx,
+        json!({"command": "sleep 20 & echo $! > bg.pid; echo launched"}),
+    )
+    .await;
+    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+    assert_eq!(out.content, "launched\n[exit code: 0]");
+    let pid = read_pid(f.ws.join("bg.pid"));
+    // SAFETY: plain kill(2) of a process this test started.
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+    }
+}
+
+#[tokio::test]
+async fn timeout_is_clamped_and_bad_args_are_explained() {
+    let f = fixture();
+    let out = run_command(&f.ctx, json!({"command": "echo hi", "timeout_ms": 900000})).await;
+    assert!(
+        out.content.contains("lowered to the maximum 600000"),
+        "{out:?}"
+    );
+    let tool = f.tools.get("run_command").unwrap();
+    let e = tool.call(json!({"cmd": "ls"}), &f.ctx).await.unwrap_err();
+    assert!(
+        e.message().contains("unknown field `cmd`") && e.message().contains("`command`"),
+        "{e}"
+    );
+    let e = tool
+        .call(json!({"command": "  "}), &f.ctx)
+        .await
+        .unwrap_err();
+    assert!(e.message().contains("empty"), "{e}");
+}

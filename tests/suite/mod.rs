@@ -1,0 +1,3 @@
+mod print_mode;
+mod support;
+mod swarm;

@@ -1,0 +1,326 @@
+//! End-to-end tests of `ahelper -p` against the fake LLM server in temporary git repositories.
+
+use super::support::*;
+use ahelper_fake_llm::{Conversation, Fault, FaultKind, Script, Turn};
+use predicates::prelude::*;
+use serde_json::{Value, json};
+
+const LIB: &str = "pub fn old_name() -> u32 {\n    41\n}\n";
+
+fn five_step_script() -> Script {
+    Script::new().with_conversation(
+        Conversation::new()
+            .turn(
+                Turn::tool_call("list_dir", json!({"path": "."})).with_text("Let me look around."),
+            )
+            .turn(Turn::tool_call("read_file", json!({"path": "src/lib.rs"})))
+            .turn(Turn::tool_call(
+                "edit_file",
+                json!({"path": "src/lib.rs", "old_string": "old_name", "new_string": "new_name"}),
+            ))
+            .turn(Turn::tool_call(
+                "run_command",
+                json!({"command": "grep -c new_name src/lib.rs"}),
+            ))
+            .turn(
+                Turn::text("Renamed `old_name` to `new_name`; grep finds it once.")
+                    .with_usage(50, 12),
+            ),
+    )
+}
+
+fn check_five_steps(wire: Wire) {
+    let repo = repo_with(&[("src/lib.rs", LIB), ("README.md", "# demo\n")]);
+    repo.write(
+        ".ahelper/config.toml",
+        "[permissions]\nmode = \"accept-edits\"\nallow = [\"run_command(grep:*)\"]\n",
+    );
+    let server = start(five_step_script());
+    let out = ahelper(&repo, &server, wire)
+        .args([
+            "-p",
+            "rename old_name to new_name",
+            "--output-format",
+            "json",
+        ])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let result: Value =
+        serde_json::from_slice(&out).expect("--output-format json prints valid JSON");
+    assert_eq!(result["type"], "result");
+    assert_eq!(result["is_error"], false);
+    assert_eq!(result["stop_reason"], "completed");
+    assert_eq!(result["num_turns"], 5);
+    assert!(result["result"].as_str().unwrap().contains("new_name"));
+
+    // the file really changed, bytes otherwise kept
+    assert_eq!(repo.file("src/lib.rs"), LIB.replace("old_name", "new_name"));
+
+    // the model saw every tool result
+    let requests = server.model_requests();
+    assert_eq!(requests.len(), 5);
+    let last = requests.last().unwrap().body.to_string();
+    assert!(
+        last.contains("README.md"),
+        "list_dir result reached the model"
+    );
+    assert!(last.contains("41"), "read_file result reached the model");
+    assert!(
+        last.contains("\\n1")
+            || last.contains("1\\n")
+            || last.contains("[exit code: 0]")
+            || last.contains("\"1"),
+        "{last}"
+    );
+
+    // the transcript holds every step, and never the key
+    let lines = session_lines(&repo);
+    let types: Vec<&str> = lines.iter().map(|l| l["type"].as_str().unwrap()).collect();
+    for t in [
+        "session_start",
+        "user_message",
+        "assistant_message",
+        "tool_call",
+        "tool_result",
+        "usage",
+        "stop",
+    ] {
+        assert!(types.contains(&t), "transcript lacks {t}: {types:?}");
+    }
+    let tool_calls: Vec<&str> = lines
+        .iter()
+        .filter(|l| l["type"] == "tool_call")
+        .map(|l| l["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        tool_calls,
+        ["list_dir", "read_file", "edit_file", "run_command"]
+    );
+    assert!(
+        lines
+            .iter()
+            .all(|l| !l.to_string().contains("sk-test-secret"))
+    );
+    assert!(lines.iter().all(|l| l.get("ts").is_some()));
+    // .ahelper is excluded from git, and the user's files stay clean
+    let status = repo.git(&["status", "--porcelain"]);
+    assert_eq!(status.trim(), "M src/lib.rs", "{status}");
+}
+
+#[test]
+fn print_mode_lists_reads_edits_runs_and_answers_anthropic() {
+    check_five_steps(Wire::Anthropic);
+}
+
+#[test]
+fn print_mode_lists_reads_edits_runs_and_answers_openai() {
+    check_five_steps(Wire::OpenAi);
+}
+
+#[test]
+fn text_output_prints_the_answer_and_stream_json_prints_events() {
+    let repo = repo_with(&[("a.txt", "hello\n")]);
+    let server = start(
+        Script::new().with_conversation(
+            Conversation::new()
+                .turn(Turn::tool_call("read_file", json!({"path": "a.txt"})))
+                .turn(Turn::text("The file says hello.")),
+        ),
+    );
+    ahelper(&repo, &server, Wire::Anthropic)
+        .args(["-p", "what does a.txt say"])
+        .assert()
+        .success()
+        .stdout(predicate::eq("The file says hello.\n"));
+    let out = ahelper(&repo, &server, Wire::OpenAi)
+        .args([
+            "-p",
+            "what does a.txt say",
+            "--output-format",
+            "stream-json",
+        ])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let events: Vec<Value> = String::from_utf8(out)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("every line is JSON"))
+        .collect();
+    assert_eq!(events.first().unwrap()["subtype"], "init");
+    assert_eq!(events.last().unwrap()["type"], "result");
+    assert!(
+        events
+            .iter()
+            .any(|e| e["type"] == "tool_call_started" && e["name"] == "read_file")
+    );
+    assert!(events.iter().any(|e| e["type"] == "text_delta"));
+}
+
+#[test]
+fn no_model_configured_exits_2_naming_the_settings() {
+    let repo = repo_with(&[("a.txt", "x")]);
+    let mut cmd = assert_cmd::Command::cargo_bin("ahelper").unwrap();
+    cmd.current_dir(repo.path())
+        .env_clear()
+        .env("HOME", repo.home())
+        .env("PATH", std::env::var("PATH").unwrap())
+        .args(["-p", "hi"])
+        .assert()
+        .code(2)
+        .stderr(
+            predicate::str::contains("ANTHROPIC_API_KEY")
+                .and(predicate::str::contains("OPENAI_BASE_URL")),
+        )
+        .stderr(predicate::str::contains("api_key_env"));
+}
+
+#[test]
+fn bad_config_and_bad_flags_get_clear_errors() {
+    let repo = repo_with(&[("a.txt", "x")]);
+    let server = start(Script::new());
+    repo.write(
+        ".ahelper/config.toml",
+        "model = \"m\"\n[permissions]\nmood = \"plan\"\n",
+    );
+    let usage_error = |args: &[&str]| {
+        ahelper(&repo, &server, Wire::Anthropic)
+            .args(args)
+            .assert()
+            .code(2)
+    };
+    usage_error(&["-p", "hi"])
+        .stderr(
+            predicate::str::contains(".ahelper/config.toml").and(predicate::str::contains("mood")),
+        )
+        .stderr(predicate::str::contains("line 3"));
+    repo.write(
+        ".ahelper/config.toml",
+        "[permissions]\nallow = [\"run_command(git diff*)\"]\n",
+    );
+    usage_error(&["-p", "hi"]).stderr(predicate::str::contains("permissions.allow"));
+    usage_error(&["--output-format", "yaml", "-p", "hi"]).stderr(predicate::str::contains("yaml"));
+}
+
+#[test]
+fn non_interactive_edit_is_denied_at_once_and_the_model_is_told() {
+    let repo = repo_with(&[("a.txt", "x\n")]);
+    let server = start(
+        Script::new().with_conversation(
+            Conversation::new()
+                .turn(Turn::tool_call(
+                    "write_file",
+                    json!({"path": "b.txt", "content": "new"}),
+                ))
+                .turn(Turn::tool_call(
+                    "run_command",
+                    json!({"command": "touch c.txt"}),
+                ))
+                .turn(Turn::text("I could not write the file.")),
+        ),
+    );
+    let started = std::time::Instant::now();
+    ahelper(&repo, &server, Wire::Anthropic)
+        .args(["-p", "write b.txt"])
+        .assert()
+        .success();
+    assert!(
+        started.elapsed().as_secs() < 30,
+        "no hang waiting for a prompt"
+    );
+    assert!(!repo.path().join("b.txt").exists());
+    assert!(!repo.path().join("c.txt").exists());
+    let req = server.model_requests()[1].body.to_string();
+    assert!(req.contains("non-interactive"), "{req}");
+}
+
+#[test]
+fn retries_after_429_and_tells_the_user() {
+    let repo = repo_with(&[("a.txt", "x\n")]);
+    let server = start(
+        Script::new()
+            .with_conversation(Conversation::new().turn(
+                Turn::text("fine").with_fault(Fault::new(FaultKind::Http429).retry_after(1)),
+            )),
+    );
+    ahelper(&repo, &server, Wire::Anthropic)
+        .args(["-p", "hi"])
+        .assert()
+        .success()
+        .stdout("fine\n")
+        .stderr(predicate::str::contains("retrying in 1 s (attempt 2/5)"));
+    assert_eq!(server.model_requests().len(), 2);
+}
+
+#[test]
+fn model_error_after_retries_fails_with_exit_1_and_is_recorded() {
+    let repo = repo_with(&[("a.txt", "x\n")]);
+    repo.write(
+        ".ahelper/config.toml",
+        "[retry]\nmax_attempts = 2\nbase_delay_ms = 10\n",
+    );
+    let server = start(
+        Script::new().with_conversation(
+            Conversation::new()
+                .turn(Turn::text("never").with_fault(Fault::new(FaultKind::Http500).times(10))),
+        ),
+    );
+    ahelper(&repo, &server, Wire::OpenAi)
+        .args(["-p", "hi"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("500"));
+    assert_eq!(server.model_requests().len(), 2);
+    let lines = session_lines(&repo);
+    assert!(lines.iter().any(|l| l["type"] == "error"));
+    assert!(lines.iter().any(|l| l["type"] == "retry"));
+}
+
+#[test]
+fn resume_and_continue_pick_the_session_up() {
+    let repo = repo_with(&[("a.txt", "x\n")]);
+    let server = start(
+        Script::new()
+            .with_conversation(Conversation::new().turn(Turn::text("first answer")))
+            .with_fallback_text("second answer"),
+    );
+    let out = ahelper(&repo, &server, Wire::Anthropic)
+        .args(["-p", "remember the word banana", "--output-format", "json"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let id = serde_json::from_slice::<Value>(&out).unwrap()["session_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    ahelper(&repo, &server, Wire::Anthropic)
+        .args(["-p", "what word?", "--resume", &id])
+        .assert()
+        .success();
+    let second = server.model_requests()[1].body.to_string();
+    assert!(
+        second.contains("banana") && second.contains("first answer"),
+        "{second}"
+    );
+    ahelper(&repo, &server, Wire::Anthropic)
+        .args(["-p", "and now?", "--continue"])
+        .assert()
+        .success();
+    let third = server.model_requests()[2].body.to_string();
+    assert!(
+        third.contains("banana") && third.contains("what word?"),
+        "{third}"
+    );
+    ahelper(&repo, &server, Wire::Anthropic)
+        .args(["-p", "x", "--resume", "no-such-session"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("no-such-session"));
+}

@@ -1,0 +1,5 @@
+mod commit_merge;
+mod index_lock;
+mod repo;
+mod support;
+mod worktrees;

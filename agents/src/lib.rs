@@ -15,9 +15,11 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod agent;
+pub mod command_temp;
 pub mod config;
 pub mod model;
 pub mod permissions;
+pub mod process_sweep;
 pub mod sandbox;
 pub mod sandbox_os;
 pub mod session;

@@ -1,3 +1,4 @@
 mod print_mode;
+mod processes;
 mod support;
 mod swarm;

@@ -49,6 +49,15 @@ fn descendants(root: i32, parents: &[(i32, i32)]) -> Vec<i32> {
     found.split_off(1)
 }
 
+/// Kills every process still running from a command of the given runs (their
+/// `AHELPER_RUN_ID` marker, [`crate::process_sweep`]: left behind by an ahelper that was
+/// killed with `SIGKILL`). Call it only for runs that are not active — before touching their
+/// worktrees. Returns how many processes were killed.
+pub fn kill_run_leftovers<'a>(run_ids: impl IntoIterator<Item = &'a str>) -> usize {
+    let ids: Vec<&str> = run_ids.into_iter().collect();
+    crate::process_sweep::kill_marked_any(crate::process_sweep::RUN_VAR, &ids)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,6 +3,11 @@
 //! cancels the work in progress (a swarm's workers commit `wip`, transcripts are flushed, the
 //! resume command is printed; the run then ends as cancelled, exit status 130); a second one
 //! kills every child process and exits at once with 130.
+//!
+//! Used while a swarm run executes and during `ahelper -p`: once tokio has installed a
+//! handler it stays for the life of the process, so the REPL (which waits for input between
+//! prompts) and the planning and confirmation steps of a swarm leave `SIGTERM` and `SIGHUP`
+//! their default action — ahelper ends at once and its watchdog ends the commands' processes.
 
 use std::io::Write;
 use tokio::signal::unix::{Signal, SignalKind, signal};

@@ -175,9 +175,25 @@ fn init_logging(
     Some(guard)
 }
 
-/// Cancels `cancel` on the first Ctrl-C, `SIGTERM` or `SIGHUP` ([`interrupts`]); exits the
-/// process with 130 on the second.
+/// Cancels `cancel` on the first Ctrl-C; exits the process on the second. For the REPL: it
+/// leaves `SIGTERM` and `SIGHUP` their default action (ahelper ends at once; its watchdog
+/// ends the commands' processes), because a handler, once installed, would also swallow them
+/// while the REPL waits for input.
 pub(crate) fn spawn_ctrl_c_watcher(cancel: CancellationToken) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            cancel.cancel();
+            eprintln!("\n(cancelling… press Ctrl-C again to quit)");
+            if tokio::signal::ctrl_c().await.is_ok() {
+                std::process::exit(130);
+            }
+        }
+    })
+}
+
+/// Cancels `cancel` on the first Ctrl-C, `SIGTERM` or `SIGHUP` ([`interrupts`]); exits the
+/// process with 130 on the second. For runs after which ahelper exits (`-p`, a swarm run).
+pub(crate) fn spawn_interrupt_watcher(cancel: CancellationToken) -> tokio::task::JoinHandle<()> {
     let mut interrupts = interrupts::Interrupts::new();
     tokio::spawn(async move {
         let first = interrupts.next().await;

@@ -219,10 +219,10 @@ async fn plan(
         prompter: Arc::new(DenyPrompter),
         cancel: cancel.clone(),
     };
-    let mut interrupts = crate::interrupts::Interrupts::new();
     let ctrl_c = tokio::spawn(async move {
-        interrupts.next().await;
-        cancel.cancel();
+        if tokio::signal::ctrl_c().await.is_ok() {
+            cancel.cancel();
+        }
     });
     say(mode, "planning…".into());
     let planned = swarm::plan_run(prepared, config, client, model, &io).await;

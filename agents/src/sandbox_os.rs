@@ -3,17 +3,19 @@
 //! [`landlock`](https://docs.rs/landlock/0.4) crate).
 //!
 //! A [`CommandSandbox`] is the policy of one agent: the paths its commands may **write**
-//! (the workspace — a worker's worktree —, the temp dir, paths the user lists, a few device
-//! files), the paths they may **not read** (default `~/.ssh`, `~/.aws`, `~/.gnupg`,
-//! `~/.config/ahelper`) and whether they may use TCP ([`CommandSandbox::network`]).
+//! (the workspace — a worker's worktree —, each command's private temp dir, paths the user
+//! lists, a few device files), the paths they may **not read** (default `~/.ssh`, `~/.aws`,
+//! `~/.gnupg`, `~/.config/ahelper`) and whether they may use the network
+//! ([`CommandSandbox::network`]: off means TCP denied by landlock and a new network namespace,
+//! [`NetNamespace`]).
 //!
 //! How a command is confined:
 //! 1. In the parent, before spawning, [`CommandSandbox::prepare`] builds the landlock ruleset:
 //!    it opens an `O_PATH` fd for every rule and adds the rules, so every allocation and every
 //!    path lookup happens here ([`PreparedSandbox`]).
 //! 2. Between `fork` and `exec`, in the child, [`PreparedSandbox::restrict_self`] only calls
-//!    `prctl(PR_SET_NO_NEW_PRIVS)` and `landlock_restrict_self(2)` — both async-signal-safe
-//!    system calls. [`PreparedSandbox::install`] wires that into a
+//!    `unshare(2)` (network off), `prctl(PR_SET_NO_NEW_PRIVS)` and `landlock_restrict_self(2)`
+//!    — async-signal-safe system calls. [`PreparedSandbox::install`] wires that into a
 //!    [`tokio::process::Command`] with `pre_exec`.
 //!
 //! Landlock is allow-list based and cannot take a subdirectory out of a directory it allows.
@@ -529,9 +531,10 @@ impl PreparedSandbox {
         self.ruleset.is_some()
     }
 
-    /// Restricts the **calling** process (thread) with the ruleset: `prctl(PR_SET_NO_NEW_PRIVS)`
-    /// then `landlock_restrict_self(2)`. Meant for the child after `fork`: it allocates nothing
-    /// and makes only those two system calls. A second call does nothing.
+    /// Restricts the **calling** process (thread): enters a new network namespace when the
+    /// policy has `network = false` ([`NetNamespace`]), then applies the ruleset with
+    /// `prctl(PR_SET_NO_NEW_PRIVS)` and `landlock_restrict_self(2)`. Meant for the child after
+    /// `fork`: it allocates nothing and makes only system calls. A second call does nothing.
     ///
     /// # Errors
     /// The errno of the failing system call; the child then exits before `exec`.

@@ -2,8 +2,18 @@
 
 /// Kills every descendant process of this process: walks `/proc` for processes whose parent
 /// chain leads to us and sends `SIGKILL` to each one's process group (unless it is ours) and to
-/// the process itself. Linux only (`/proc/<pid>/stat`); elsewhere it finds nothing.
+/// the process itself; then every process carrying this ahelper's
+/// [`crate::process_sweep::OWNER_VAR`] marker (commands' processes that left the tree, e.g.
+/// `setsid … &` whose shell exited). Linux only (`/proc`); elsewhere it finds nothing.
 pub fn kill_descendants() {
+    kill_tree();
+    crate::process_sweep::kill_marked(
+        crate::process_sweep::OWNER_VAR,
+        &crate::process_sweep::owner_token(),
+    );
+}
+
+fn kill_tree() {
     for pid in descendants(std::process::id() as i32, &parent_table()) {
         // SAFETY: plain signal sends to processes we started.
         unsafe {

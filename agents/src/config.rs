@@ -13,7 +13,7 @@
 //! API keys are never read from files: `api_key_env` names the environment variable that holds
 //! the key.
 
-use crate::model::{ApiKey, ProviderKind, ProviderSettings, ToolProtocol};
+use crate::model::{ApiKey, ProviderKind, ProviderSettings, SettingsOrigin, ToolProtocol};
 use crate::permissions::{PermissionMode, PermissionPolicy, PermissionRule, RuleSet};
 use crate::sandbox_os::{SandboxMode, SandboxSettings, default_deny_read};
 use serde::{Deserialize, Serialize};
@@ -413,18 +413,34 @@ impl Config {
             })?;
         let mut files_read = Vec::new();
         let mut merged = ConfigFile::default();
+        // Where the winning `base_url` was set, named in endpoint errors.
+        let mut base_url_origin = None;
         if let Some(user) = env.user_config_path() {
             if user.exists() {
                 files_read.push(user.clone());
             }
-            merged = merged.merged_with(ConfigFile::load(&user)?);
+            let file = ConfigFile::load(&user)?;
+            if file.base_url.is_some() {
+                base_url_origin = Some(user.display().to_string());
+            }
+            merged = merged.merged_with(file);
         }
         let project = Self::project_config_path(&workspace_root);
         if project.exists() {
             files_read.push(project.clone());
         }
-        merged = merged.merged_with(ConfigFile::load(&project)?);
+        let file = ConfigFile::load(&project)?;
+        if file.base_url.is_some() {
+            base_url_origin = Some(project.display().to_string());
+        }
+        merged = merged.merged_with(file);
         files_read.reverse();
+        if env.get("AHELPER_BASE_URL").is_some() {
+            base_url_origin = Some("environment variable AHELPER_BASE_URL".into());
+        }
+        if cli.base_url.is_some() {
+            base_url_origin = Some("--base-url".into());
+        }
 
         let env_layer = ConfigFile {
             provider: env.get("AHELPER_PROVIDER").map(str::to_string),
@@ -485,7 +501,10 @@ impl Config {
             worktree_root: merged.swarm.worktree_root.clone(),
         };
         let sandbox = resolve_sandbox(&merged.sandbox, &workspace_root, env)?;
-        let provider = resolve_provider(&merged, env)?;
+        let mut provider = resolve_provider(&merged, env)?;
+        if let (Ok(p), Some(origin)) = (&mut provider, base_url_origin) {
+            p.origin.base_url = origin;
+        }
         Ok(Config {
             workspace_root,
             merged,
@@ -718,6 +737,14 @@ fn resolve_provider(
         retry_base_delay_ms: merged.retry.base_delay_ms.unwrap_or(1_000),
         retry_max_delay_ms: merged.retry.max_delay_ms.unwrap_or(60_000),
         idle_timeout_ms: merged.retry.idle_timeout_ms.unwrap_or(120_000),
+        origin: SettingsOrigin {
+            base_url: if env.get(base_env).is_some() {
+                format!("environment variable {base_env}")
+            } else {
+                "the default".into()
+            },
+            api_key_env: key_env,
+        },
     }))
 }
 

@@ -36,6 +36,7 @@ fn settings(kind: ProviderKind, base_url: &str, key: &str, max_attempts: u32) ->
         retry_base_delay_ms: 5,
         retry_max_delay_ms: 20,
         idle_timeout_ms: 5_000,
+        origin: Default::default(),
     }
 }
 
@@ -442,7 +443,7 @@ async fn error_bodies_are_truncated_and_never_contain_the_key() {
     let items = run(&client).await;
     assert_eq!(items.len(), 1, "401 is not retried");
     let Some(Err(
-        e @ ModelError::Http {
+        e @ ModelError::Auth {
             status: 401, body, ..
         },
     )) = items.last()

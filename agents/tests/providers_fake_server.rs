@@ -89,6 +89,7 @@ fn settings_at(kind: ProviderKind, base_url: String) -> ProviderSettings {
         retry_base_delay_ms: 4,
         retry_max_delay_ms: 16,
         idle_timeout_ms: 5_000,
+        origin: Default::default(),
     }
 }
 
@@ -974,6 +975,9 @@ async fn http_400_and_401_are_not_retried() {
             assert_eq!(got.len(), 1, "{kind:?} {status}: {got:?}");
             match &got[0] {
                 Err(ModelError::Http {
+                    status: s, body, ..
+                })
+                | Err(ModelError::Auth {
                     status: s, body, ..
                 }) => {
                     assert_eq!(*s, status);

@@ -108,6 +108,10 @@ pub struct AgentOutcome {
     pub tool_calls: u32,
     /// Error message when `stop_reason` is `error` (or a limit explanation).
     pub error: Option<String>,
+    /// The model error that stopped the loop, when one did (typed, so callers can tell a
+    /// refused key from an outage). Not serialised: `error` holds its text.
+    #[serde(skip)]
+    pub model_error: Option<ModelError>,
 }
 
 /// Progress of an agent, for whoever renders it. Serialisable for `--output-format stream-json`
@@ -285,6 +289,7 @@ impl Agent {
         let mut tool_calls = 0u32;
         let mut last_call: Option<(String, String)> = None;
         let mut repeat_count = 0u32;
+        let mut model_error = None;
         let (stop_reason, error) = loop {
             if cancel.is_cancelled() {
                 break (AgentStopReason::Cancelled, None);
@@ -320,6 +325,7 @@ impl Agent {
                     self.record(TranscriptEntry::Error {
                         message: message.clone(),
                     });
+                    model_error = Some(e);
                     break (AgentStopReason::Error, Some(message));
                 }
             };
@@ -466,6 +472,7 @@ impl Agent {
             usage,
             tool_calls,
             error,
+            model_error,
         };
         self.emit(AgentEvent::Finished {
             outcome: outcome.clone(),

@@ -43,6 +43,10 @@ pub enum SwarmError {
     /// Planning failed after the retry.
     #[error("the coordinator could not produce a valid plan: {0}")]
     Plan(String),
+    /// The model settings are wrong (refused key, wrong `base_url`, not a model API): the
+    /// coordinator's first request failed and no plan can be made until they are fixed.
+    #[error("{0}")]
+    ModelSettings(crate::model::ModelError),
     /// I/O or record problem.
     #[error("{0}")]
     Io(String),
@@ -379,9 +383,10 @@ pub async fn plan(
             break;
         }
         if outcome.stop_reason == AgentStopReason::Error {
-            result = Err(SwarmError::Plan(
-                outcome.error.unwrap_or_else(|| "model error".into()),
-            ));
+            result = Err(match outcome.model_error {
+                Some(e) if e.is_settings_error() => SwarmError::ModelSettings(e),
+                _ => SwarmError::Plan(outcome.error.unwrap_or_else(|| "model error".into())),
+            });
             break;
         }
         // A reply that stopped at the output-token limit (the loop's only `completed` outcome

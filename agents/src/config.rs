@@ -210,14 +210,17 @@ impl ConfigFile {
         })
     }
 
-    /// Reads and parses a file; a missing file is an empty config.
+    /// Reads and parses a file; a missing file is an empty config. Numeric values are checked
+    /// against their ranges ([`crate::config_ranges::KEY_RANGES`]).
     ///
     /// # Errors
-    /// [`ConfigError::Read`] or [`ConfigError::Parse`].
+    /// [`ConfigError::Read`], [`ConfigError::Parse`], or [`ConfigError::Invalid`] naming file,
+    /// line and key of a value out of range or a bad permission rule.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
         match std::fs::read_to_string(path) {
             Ok(text) => {
                 let file = Self::parse(&text, path)?;
+                crate::config_ranges::check_ranges(&file, &text, path)?;
                 resolve_permissions(&file.permissions, &path.display().to_string())?;
                 Ok(file)
             }

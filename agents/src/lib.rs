@@ -10,6 +10,7 @@
 
 pub mod agent;
 pub mod config;
+pub mod config_ranges;
 pub mod model;
 pub mod permissions;
 pub mod sandbox;

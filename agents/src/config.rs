@@ -802,7 +802,12 @@ pub fn append_project_rule(
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent).map_err(|e| write_err(e.to_string()))?;
     }
-    std::fs::write(&path, doc.to_string()).map_err(|e| write_err(e.to_string()))
+    crate::atomic_write::write_path(&path, doc.to_string().as_bytes()).map_err(|e| {
+        write_err(crate::atomic_write::describe_write_error(
+            &path.display().to_string(),
+            &e,
+        ))
+    })
 }
 
 #[cfg(test)]

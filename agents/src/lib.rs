@@ -9,6 +9,7 @@
 //! trait and the [`agent::AgentEvent`] channel.
 
 pub mod agent;
+pub mod atomic_write;
 pub mod config;
 pub mod config_ranges;
 pub mod model;

@@ -326,7 +326,17 @@ impl HttpTransport {
                 base_url_origin,
                 body: self.scrub(&body),
             },
-            e @ ModelError::NotAnEndpoint { .. } => e,
+            ModelError::NotAnEndpoint {
+                what,
+                url,
+                base_url,
+                base_url_origin,
+            } => ModelError::NotAnEndpoint {
+                what: self.scrub(&what),
+                url,
+                base_url,
+                base_url_origin,
+            },
             ModelError::Incomplete(m) => ModelError::Incomplete(self.scrub(&m)),
             ModelError::Connection(m) => ModelError::Connection(self.scrub(&m)),
             ModelError::Decode(m) => ModelError::Decode(self.scrub(&m)),
@@ -444,6 +454,26 @@ mod tests {
             t.status_error(url, 500, String::new(), None),
             ModelError::Http { status: 500, .. }
         ));
+    }
+
+    #[tokio::test]
+    async fn a_foreign_reply_echoing_the_key_is_scrubbed() {
+        let t = transport_for_tests("sk-secret-123");
+        let stream: ModelStream = Box::pin(futures::stream::iter(vec![Err(
+            ModelError::not_an_endpoint(
+                r#"a JSON reply without "content": {"x-api-key":"sk-secret-123"}"#,
+            ),
+        )]));
+        let got: Vec<_> = t
+            .scrub_errors(t.locate_errors(stream, "http://127.0.0.1:1/v1/messages"))
+            .collect()
+            .await;
+        let text = got[0].as_ref().unwrap_err().to_string();
+        assert!(!text.contains("sk-secret-123"), "{text}");
+        assert!(
+            text.contains("<redacted>") && text.contains("from http://127.0.0.1:1/v1/messages"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -90,10 +90,17 @@ fn print_outcome(
                         .map(|e| format!(": {e}"))
                         .unwrap_or_default()
                 );
-                eprintln!(
-                    "ahelper: resume with `ahelper -p \"…\" --resume {}`",
-                    session.id
-                );
+                // A refused key or a wrong base_url fails again on resume: fix the setting first.
+                if !outcome
+                    .model_error
+                    .as_ref()
+                    .is_some_and(|e| e.is_settings_error())
+                {
+                    eprintln!(
+                        "ahelper: resume with `ahelper -p \"…\" --resume {}`",
+                        session.id
+                    );
+                }
             }
         }
         OutputFormat::Json | OutputFormat::StreamJson => {

@@ -14,7 +14,7 @@
 //! API keys are never read from files: `api_key_env` names the environment variable that holds
 //! the key.
 
-use crate::model::{ApiKey, ProviderKind, ProviderSettings, ToolProtocol};
+use crate::model::{ApiKey, ProviderKind, ProviderSettings, SettingsOrigin, ToolProtocol};
 use crate::permissions::{PermissionMode, PermissionPolicy, PermissionRule, RuleSet};
 use crate::sandbox_os::{SandboxMode, SandboxSettings, default_deny_read};
 use serde::{Deserialize, Serialize};
@@ -218,14 +218,17 @@ impl ConfigFile {
         })
     }
 
-    /// Reads and parses a file; a missing file is an empty config.
+    /// Reads and parses a file; a missing file is an empty config. Numeric values are checked
+    /// against their ranges ([`crate::config_ranges::KEY_RANGES`]).
     ///
     /// # Errors
-    /// [`ConfigError::Read`] or [`ConfigError::Parse`].
+    /// [`ConfigError::Read`], [`ConfigError::Parse`], or [`ConfigError::Invalid`] naming file,
+    /// line and key of a value out of range or a bad permission rule.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
         match std::fs::read_to_string(path) {
             Ok(text) => {
                 let file = Self::parse(&text, path)?;
+                crate::config_ranges::check_ranges(&file, &text, path)?;
                 resolve_permissions(&file.permissions, &path.display().to_string())?;
                 Ok(file)
             }
@@ -421,18 +424,34 @@ impl Config {
             })?;
         let mut files_read = Vec::new();
         let mut merged = ConfigFile::default();
+        // Where the winning `base_url` was set, named in endpoint errors.
+        let mut base_url_origin = None;
         if let Some(user) = env.user_config_path() {
             if user.exists() {
                 files_read.push(user.clone());
             }
-            merged = merged.merged_with(ConfigFile::load(&user)?);
+            let file = ConfigFile::load(&user)?;
+            if file.base_url.is_some() {
+                base_url_origin = Some(user.display().to_string());
+            }
+            merged = merged.merged_with(file);
         }
         let project = Self::project_config_path(&workspace_root);
         if project.exists() {
             files_read.push(project.clone());
         }
-        merged = merged.merged_with(ConfigFile::load(&project)?);
+        let file = ConfigFile::load(&project)?;
+        if file.base_url.is_some() {
+            base_url_origin = Some(project.display().to_string());
+        }
+        merged = merged.merged_with(file);
         files_read.reverse();
+        if env.get("AHELPER_BASE_URL").is_some() {
+            base_url_origin = Some("environment variable AHELPER_BASE_URL".into());
+        }
+        if cli.base_url.is_some() {
+            base_url_origin = Some("--base-url".into());
+        }
 
         let env_layer = ConfigFile {
             provider: env.get("AHELPER_PROVIDER").map(str::to_string),
@@ -493,11 +512,14 @@ impl Config {
             worktree_root: merged.swarm.worktree_root.clone(),
         };
         let sandbox = resolve_sandbox(&merged.sandbox, &workspace_root, env)?;
-        let provider = match resolve_provider(&merged, env) {
+        let mut provider = match resolve_provider(&merged, env) {
             Ok(p) => Ok(p),
             Err(ProviderProblem::Unusable(reason)) => Err(reason),
             Err(ProviderProblem::Invalid(e)) => return Err(e),
         };
+        if let (Ok(p), Some(origin)) = (&mut provider, base_url_origin) {
+            p.origin.base_url = origin;
+        }
         Ok(Config {
             workspace_root,
             merged,
@@ -772,6 +794,14 @@ fn resolve_provider(
         retry_base_delay_ms: merged.retry.base_delay_ms.unwrap_or(1_000),
         retry_max_delay_ms: merged.retry.max_delay_ms.unwrap_or(60_000),
         idle_timeout_ms: merged.retry.idle_timeout_ms.unwrap_or(120_000),
+        origin: SettingsOrigin {
+            base_url: if env.get(defaults.base_url_env).is_some() {
+                format!("environment variable {}", defaults.base_url_env)
+            } else {
+                "the default".into()
+            },
+            api_key_env: key_env,
+        },
     })
 }
 
@@ -869,7 +899,12 @@ pub fn append_project_rule(
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent).map_err(|e| write_err(e.to_string()))?;
     }
-    std::fs::write(&path, doc.to_string()).map_err(|e| write_err(e.to_string()))
+    crate::atomic_write::write_path(&path, doc.to_string().as_bytes()).map_err(|e| {
+        write_err(crate::atomic_write::describe_write_error(
+            &path.display().to_string(),
+            &e,
+        ))
+    })
 }
 
 #[cfg(test)]

@@ -15,7 +15,9 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod agent;
+pub mod atomic_write;
 pub mod config;
+pub mod config_ranges;
 pub mod model;
 pub mod permissions;
 pub mod sandbox;

@@ -114,8 +114,9 @@ pub enum TranscriptEntry {
 /// Errors of transcript I/O.
 #[derive(Debug, thiserror::Error)]
 pub enum TranscriptError {
-    /// The file could not be opened, written or read.
-    #[error("transcript {path}: {source}")]
+    /// The file could not be opened, written or read ("No space left on device" in the
+    /// user's words when the disk is full).
+    #[error("{}", io_message(path, source))]
     Io {
         /// File.
         path: PathBuf,
@@ -125,6 +126,19 @@ pub enum TranscriptError {
     /// No transcript with that id.
     #[error("no session `{0}` found in .ahelper/sessions/")]
     NotFound(String),
+}
+
+/// The text of [`TranscriptError::Io`].
+fn io_message(path: &std::path::Path, source: &std::io::Error) -> String {
+    if crate::atomic_write::is_disk_full(source) {
+        format!(
+            "No space left on device: the transcript {} cannot be written. Free some disk space \
+             (`df -h` shows what is left) and try again",
+            path.display()
+        )
+    } else {
+        format!("transcript {}: {source}", path.display())
+    }
 }
 
 /// Appends lines to one transcript file, flushing each.

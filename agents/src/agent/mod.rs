@@ -17,7 +17,9 @@ mod turn;
 pub use builder::AgentBuilder;
 
 use crate::config::AgentLimits;
-use crate::model::{ContentBlock, Message, ModelClient, ProviderSettings, Role, StopReason, Usage};
+use crate::model::{
+    ContentBlock, Message, ModelClient, ModelError, ProviderSettings, Role, StopReason, Usage,
+};
 use crate::tools::{ToolContext, ToolRegistry, truncate_middle};
 use crate::transcript::{TranscriptEntry, TranscriptWriter};
 use calls::TurnResults;
@@ -129,6 +131,10 @@ pub struct AgentOutcome {
     pub tool_calls: u32,
     /// Error message when `stop_reason` is `error` (or a limit explanation).
     pub error: Option<String>,
+    /// The model error that stopped the loop, when one did (typed, so callers can tell a
+    /// refused key from an outage). Not serialised: `error` holds its text.
+    #[serde(skip)]
+    pub model_error: Option<ModelError>,
 }
 
 /// Progress of an agent, for whoever renders it. Serialisable for `--output-format stream-json`
@@ -247,11 +253,18 @@ pub struct Agent {
 struct LoopStop {
     reason: AgentStopReason,
     error: Option<String>,
+    /// The model error that stopped the loop, kept typed for callers (see
+    /// [`AgentOutcome::model_error`]).
+    model_error: Option<ModelError>,
 }
 
 impl LoopStop {
     fn new(reason: AgentStopReason, error: Option<String>) -> Self {
-        LoopStop { reason, error }
+        LoopStop {
+            reason,
+            error,
+            model_error: None,
+        }
     }
 
     fn time_limit() -> Self {
@@ -473,7 +486,10 @@ impl Agent {
                 self.record(TranscriptEntry::Error {
                     message: message.clone(),
                 });
-                LoopStop::new(AgentStopReason::Error, Some(message))
+                LoopStop {
+                    model_error: Some(e),
+                    ..LoopStop::new(AgentStopReason::Error, Some(message))
+                }
             }
         }
     }
@@ -609,6 +625,7 @@ impl Agent {
             usage: progress.usage,
             tool_calls: progress.tool_calls,
             error: stop.error,
+            model_error: stop.model_error,
         };
         self.emit(AgentEvent::Finished {
             outcome: outcome.clone(),

@@ -71,6 +71,10 @@ pub enum SwarmError {
         /// The run.
         run_id: String,
     },
+    /// The model settings are wrong (refused key, wrong `base_url`, not a model API): the
+    /// coordinator's first request failed and no plan can be made until they are fixed.
+    #[error("{0}")]
+    ModelSettings(crate::model::ModelError),
     /// Role definitions.
     #[error(transparent)]
     Role(#[from] super::roles::RoleError),

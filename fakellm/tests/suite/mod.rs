@@ -1,2 +1,3 @@
 mod binary;
 mod server;
+mod foreign_answers;

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 /// A temporary directory holding a git repository (`repo/`) and isolated XDG dirs (`home/`).
 pub struct TestRepo {
-    dir: tempfile::TempDir,
+    pub dir: tempfile::TempDir,
 }
 
 impl TestRepo {

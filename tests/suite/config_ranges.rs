@@ -1,10 +1,8 @@
 //! End-to-end: numeric config values out of range are refused with exit code 2, naming the
 //! file, line, key and the allowed range (the same range as the key's flag).
 
-
-
-use ahelper_fake_llm::Script;
 use super::support::*;
+use ahelper_fake_llm::Script;
 
 /// Runs `ahelper ARGS` in `repo` and returns (exit code, stderr).
 fn run(repo: &TestRepo, args: &[&str]) -> (i32, String) {

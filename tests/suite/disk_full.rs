@@ -4,10 +4,8 @@
 //!
 //! Mounting needs root (CAP_SYS_ADMIN); without it each test prints why it is skipped.
 
-
-
-use ahelper_fake_llm::{Conversation, Script, Turn};
 use super::support::*;
+use ahelper_fake_llm::{Conversation, Script, Turn};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::Command;

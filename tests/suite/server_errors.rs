@@ -2,10 +2,8 @@
 //! foreign JSON) give an error naming the setting to check, are not retried, and `-p` gives no
 //! `--resume` hint for them. Runs the built binary against the fake LLM server.
 
-
-
-use ahelper_fake_llm::{Conversation, Fault, FaultKind, Script, Turn};
 use super::support::*;
+use ahelper_fake_llm::{Conversation, Fault, FaultKind, Script, Turn};
 use serde_json::Value;
 
 /// A script whose every request gets `kind` (up to 10 times: more than any retry budget).

@@ -208,7 +208,11 @@ fn read_plan(
     match outcome.stop_reason {
         AgentStopReason::Cancelled => return Err(PlanAnswer::Failed(PlanFailure::Cancelled)),
         AgentStopReason::Error => {
-            if let Some(e) = outcome.model_error.as_ref().filter(|e| e.is_settings_error()) {
+            if let Some(e) = outcome
+                .model_error
+                .as_ref()
+                .filter(|e| e.is_settings_error())
+            {
                 return Err(PlanAnswer::Failed(PlanFailure::ModelSettings(e.clone())));
             }
             let message = outcome

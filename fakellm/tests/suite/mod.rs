@@ -1,3 +1,3 @@
 mod binary;
-mod server;
 mod foreign_answers;
+mod server;

@@ -4,14 +4,18 @@
 //! call, [`sandbox`] keeps file tools inside the workspace, [`sandbox_os`] confines commands with
 //! landlock, [`permissions`] decides whether a tool call may run, [`agent`] is the agent loop, [`transcript`] writes append-only JSONL transcripts,
 //! [`config`] resolves layered configuration and [`swarm`] runs many agents in parallel.
+//! [`hardening`] keeps provider keys out of reach of the commands the model runs, and
+//! [`redact`] scrubs known secret values from everything ahelper outputs.
 //!
 //! This crate has no terminal code: user interaction goes through the [`permissions::Prompter`]
 //! trait and the [`agent::AgentEvent`] channel.
 
 pub mod agent;
 pub mod config;
+pub mod hardening;
 pub mod model;
 pub mod permissions;
+pub mod redact;
 pub mod sandbox;
 pub mod sandbox_os;
 pub mod session;

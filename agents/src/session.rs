@@ -91,6 +91,7 @@ impl Session {
             &config.sandbox,
             &tool_context.workspace_root,
         )));
+        tool_context.redactor = config.redactor.clone();
         let mut tools = ToolRegistry::standard();
         if config.permissions.mode == PermissionMode::Plan {
             tools = tools.read_only();
@@ -162,7 +163,8 @@ impl Session {
         {
             tracing::warn!(error = %e, "could not add .ahelper/ to .git/info/exclude");
         }
-        let mut writer = TranscriptWriter::open(&transcript_path)?;
+        let mut writer =
+            TranscriptWriter::open(&transcript_path)?.with_redactor(config.redactor.clone());
         writer.append(TranscriptEntry::SessionStart {
             session_id: id.clone(),
             workspace: root.display().to_string(),

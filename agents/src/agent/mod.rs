@@ -252,9 +252,17 @@ impl Agent {
         }
     }
 
+    /// Sends `event` with known secret values redacted ([`crate::redact`]).
     fn emit(&self, event: AgentEvent) {
         if let Some(tx) = &self.events {
-            let _ = tx.send(event);
+            let _ = tx.send(self.tool_context.redactor.redact_serde(event));
+        }
+    }
+
+    /// Emits streamed text that the turn's stream redactor has settled (nothing when empty).
+    fn emit_text(&self, text: String) {
+        if !text.is_empty() {
+            self.emit(AgentEvent::TextDelta { text });
         }
     }
 
@@ -459,14 +467,14 @@ impl Agent {
             reason: stop_reason.as_str().into(),
             turns,
         });
-        let outcome = AgentOutcome {
+        let outcome = self.tool_context.redactor.redact_serde(AgentOutcome {
             stop_reason,
             final_text,
             turns,
             usage,
             tool_calls,
             error,
-        };
+        });
         self.emit(AgentEvent::Finished {
             outcome: outcome.clone(),
         });
@@ -513,6 +521,8 @@ impl Agent {
             stop: None,
         };
         let deadline = self.settings.deadline;
+        // Streamed text is redacted as it goes; a value split across deltas is held back.
+        let mut shown = self.tool_context.redactor.stream();
         loop {
             let next = tokio::select! {
                 biased;
@@ -522,6 +532,7 @@ impl Agent {
             };
             let Some(item) = next else {
                 if reply.stop.is_some() {
+                    self.emit_text(shown.finish_str());
                     return Ok(reply);
                 }
                 return Err(TurnFailure::Model(ModelError::Incomplete(
@@ -533,7 +544,7 @@ impl Agent {
                 Ok(ModelEvent::TextDelta { text }) => {
                     if !text.is_empty() {
                         reply.text.push_str(&text);
-                        self.emit(AgentEvent::TextDelta { text });
+                        self.emit_text(shown.push_str(&text));
                     }
                 }
                 Ok(ModelEvent::ToolCall(mut call)) => {
@@ -576,6 +587,7 @@ impl Agent {
                         usage: Usage::default(),
                         stop: None,
                     };
+                    shown = self.tool_context.redactor.stream();
                     self.record(TranscriptEntry::Retry {
                         attempt,
                         max_attempts,
@@ -706,7 +718,11 @@ impl Agent {
                     0,
                 )
             });
-            let content = truncate_middle(&content, self.settings.max_tool_output_chars);
+            // Redacted before the cut, so that no cut leaves part of a secret value behind.
+            let content = truncate_middle(
+                &self.tool_context.redactor.redact(&content),
+                self.settings.max_tool_output_chars,
+            );
             self.record(TranscriptEntry::ToolResult {
                 tool_use_id: call.id.clone(),
                 name: name.clone(),
@@ -728,6 +744,7 @@ impl Agent {
             });
         }
         for (id, name, error) in invalid {
+            let error = &self.tool_context.redactor.redact(error).into_owned();
             self.record(TranscriptEntry::ToolResult {
                 tool_use_id: id.clone(),
                 name: name.clone(),

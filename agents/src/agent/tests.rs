@@ -633,3 +633,58 @@ fn tool_spec_shape() {
     };
     assert_eq!(spec.name, "x");
 }
+
+#[tokio::test]
+async fn known_secrets_are_redacted_from_results_events_and_streamed_text() {
+    const KEY: &str = "sk-ant-agent-0123456789abcdef";
+    let script = Script::new(vec![
+        vec![
+            call("a", "echo", json!({"value": format!("the key is {KEY}")})),
+            stop(StopReason::ToolUse),
+        ],
+        // The model repeats it, split across deltas.
+        vec![
+            text("you said sk-ant-agent-01234"),
+            text("56789abcdef, right?"),
+            stop(StopReason::EndTurn),
+        ],
+    ]);
+    let mut f = fixture(
+        script.clone(),
+        Arc::new(DenyPrompter),
+        PermissionMode::Default,
+    );
+    f.agent.tool_context.redactor =
+        crate::redact::Redactor::new([("ANTHROPIC_API_KEY", KEY)]).unwrap();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    f.agent.events = Some(tx);
+    let out = f.agent.run("go", &CancellationToken::new()).await;
+    f.agent.events = None;
+    assert_eq!(
+        out.final_text,
+        "you said [REDACTED:ANTHROPIC_API_KEY], right?"
+    );
+    let reqs = script.requests.lock().unwrap();
+    assert_eq!(
+        reqs[1].messages[2].content,
+        vec![ContentBlock::ToolResult {
+            tool_use_id: "a".into(),
+            content: "the key is [REDACTED:ANTHROPIC_API_KEY]".into(),
+            is_error: false
+        }]
+    );
+    let mut events = vec![];
+    while let Ok(e) = rx.try_recv() {
+        events.push(e);
+    }
+    let all = serde_json::to_string(&events).unwrap();
+    assert!(!all.contains("0123456789abcdef"), "{all}");
+    let streamed: String = events
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::TextDelta { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(streamed, "you said [REDACTED:ANTHROPIC_API_KEY], right?");
+}

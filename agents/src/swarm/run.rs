@@ -113,11 +113,16 @@ pub struct RunContext {
     /// can write only there (and in the temp dir and the user's listed paths), never in the
     /// main checkout or another worker's worktree.
     pub command_sandbox: Option<Arc<crate::sandbox_os::CommandSandbox>>,
+    /// Secret values redacted from every worker's tool results, transcript and events, and
+    /// from the run's events ([`RunContext::publish`]).
+    pub redactor: crate::redact::Redactor,
 }
 
 impl RunContext {
-    /// Sends an event to the UI and appends it to `runs/<run>/events.jsonl`.
+    /// Sends an event to the UI and appends it to `runs/<run>/events.jsonl`, with known secret
+    /// values redacted.
     pub fn publish(&self, event: SwarmEvent) {
+        let event = self.redactor.redact_serde(event);
         if let Ok(mut guard) = self.events_log.lock()
             && let Some(file) = guard.as_mut()
         {
@@ -290,8 +295,9 @@ pub async fn plan(
             tools.register(t.clone());
         }
     }
-    let ctx =
+    let mut ctx =
         ToolContext::new(&root).map_err(|e| SwarmError::Io(format!("{}: {e}", root.display())))?;
+    ctx.redactor = config.redactor.clone();
     let max_subtasks = config.swarm.max_subtasks;
     let instructions = format!(
         "{}\n\nLimits: at most {max_subtasks} subtasks; {} workers run at once.",
@@ -329,7 +335,8 @@ pub async fn plan(
         settings,
     );
     let mut writer = TranscriptWriter::open(&prepared.record.coordinator_transcript())
-        .map_err(|e| SwarmError::Io(e.to_string()))?;
+        .map_err(|e| SwarmError::Io(e.to_string()))?
+        .with_redactor(config.redactor.clone());
     let _ = writer.append(TranscriptEntry::SessionStart {
         session_id: format!("{}/coordinator", prepared.record.run_id),
         workspace: root.display().to_string(),
@@ -541,6 +548,7 @@ pub async fn execute(
             &config.sandbox,
             &root,
         ))),
+        redactor: config.redactor.clone(),
     });
     // Workers that were mid-way when the run stopped start again from their branches.
     for w in &mut record.workers {

@@ -225,6 +225,7 @@ async fn run_worker(
         owner: spec.id.clone(),
     });
     tool_context.max_output_chars = run.agent_limits.max_tool_output_chars;
+    tool_context.redactor = run.redactor.clone();
     if let Some(sandbox) = &run.command_sandbox {
         let mut sandbox = sandbox.for_workspace(&worktree);
         // A writable path that contains the user's checkout or the run's worktrees (typically
@@ -306,7 +307,8 @@ async fn run_worker(
         Vec::new()
     };
     match TranscriptWriter::open(&transcript_path) {
-        Ok(mut w) => {
+        Ok(w) => {
+            let mut w = w.with_redactor(run.redactor.clone());
             let _ = w.append(TranscriptEntry::SessionStart {
                 session_id: format!("{}/{}", run.run_id, spec.id),
                 workspace: worktree.display().to_string(),

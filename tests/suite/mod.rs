@@ -1,3 +1,4 @@
+mod key_protection;
 mod print_mode;
 mod support;
 mod swarm;

@@ -11,7 +11,9 @@ mod swarm_cmd;
 mod swarm_ui;
 
 use ahelper_agents::config::{CliOverrides, Config, ConfigError, EnvSnapshot};
+use ahelper_agents::hardening::{self, HardeningReport};
 use ahelper_agents::permissions::{DenyPrompter, Prompter};
+use ahelper_agents::redact::{RedactingWriter, Redactor};
 use ahelper_agents::session::{Session, SessionError, SessionOptions};
 use clap::Parser;
 use cli::{Cli, CommonArgs};
@@ -24,23 +26,22 @@ use tokio_util::sync::CancellationToken;
 const EXIT_USAGE: i32 = 2;
 
 fn main() {
-    let cli = Cli::parse();
-    std::process::exit(run(cli));
-}
-
-fn run(cli: Cli) -> i32 {
-    let env = EnvSnapshot::capture();
-    let _log_guard = init_logging(&env, cli.common.verbose);
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
+    // First, while this is the only thread: non-dumpable, no core files, no LD_*, dangerous
+    // capabilities dropped (docs: `ahelper_agents::hardening`).
+    // SAFETY: no other thread exists yet; the call checks it.
+    let hardening = match unsafe { hardening::harden_process() } {
+        Ok(report) => report,
         Err(e) => {
-            eprintln!("ahelper: cannot start the async runtime: {e}");
-            return 1;
+            eprintln!("ahelper: {e}");
+            std::process::exit(1);
         }
     };
+    let cli = Cli::parse();
+    std::process::exit(run(cli, hardening));
+}
+
+fn run(cli: Cli, hardening: HardeningReport) -> i32 {
+    let env = EnvSnapshot::capture();
     let workspace = match workspace_dir(&cli.common) {
         Ok(w) => w,
         Err(message) => {
@@ -53,6 +54,23 @@ fn run(cli: Cli) -> i32 {
         Err(e) => {
             eprintln!("ahelper: {e}");
             return EXIT_USAGE;
+        }
+    };
+    let _log_guard = match scrub_then_log(&config, &env, cli.common.verbose, hardening) {
+        Ok(guard) => guard,
+        Err(e) => {
+            eprintln!("ahelper: {e}");
+            return 1;
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("ahelper: cannot start the async runtime: {e}");
+            return 1;
         }
     };
     if let Some(cli::Command::Swarm(args)) = cli.command {
@@ -120,6 +138,26 @@ fn run(cli: Cli) -> i32 {
     }
 }
 
+/// The keys are in memory now (in `config`): takes them out of the environment block and of
+/// what children inherit, still before the first thread (the logger's and the runtime's)
+/// starts; then starts logging through the configuration's redactor. Returns the log writer's
+/// guard (`None` when there is no log directory).
+///
+/// # Errors
+/// [`hardening::HardeningError`] when the environment cannot be scrubbed.
+fn scrub_then_log(
+    config: &Config,
+    env: &EnvSnapshot,
+    verbose: bool,
+    hardening: HardeningReport,
+) -> Result<Option<tracing_appender::non_blocking::WorkerGuard>, hardening::HardeningError> {
+    // SAFETY: no other thread exists yet; the call checks it.
+    let scrub = unsafe { hardening::scrub_environment(&config.secret_env) }?;
+    let guard = init_logging(env, verbose, &config.redactor);
+    tracing::info!(?hardening, ?scrub, redacted = ?config.redactor.names(), "process hardened");
+    Ok(guard)
+}
+
 /// The workspace directory: `-C DIR` or the current directory.
 fn workspace_dir(common: &CommonArgs) -> Result<PathBuf, String> {
     let dir = match &common.cwd {
@@ -148,10 +186,12 @@ fn overrides(common: &CommonArgs) -> CliOverrides {
 }
 
 /// Logs go to `$XDG_STATE_HOME/ahelper/logs/ahelper.log` (never over the terminal UI); the filter
-/// comes from `AHELPER_LOG` (default `warn`, `info` with `-v`).
+/// comes from `AHELPER_LOG` (default `warn`, `info` with `-v`). Every line is written through
+/// `redactor`.
 fn init_logging(
     env: &EnvSnapshot,
     verbose: bool,
+    redactor: &Redactor,
 ) -> Option<tracing_appender::non_blocking::WorkerGuard> {
     let dir = env.state_dir()?.join("logs");
     std::fs::create_dir_all(&dir).ok()?;
@@ -160,8 +200,9 @@ fn init_logging(
     let default = if verbose { "info" } else { "warn" };
     let filter = tracing_subscriber::EnvFilter::try_new(env.get("AHELPER_LOG").unwrap_or(default))
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let redactor = redactor.clone();
     tracing_subscriber::fmt()
-        .with_writer(writer)
+        .with_writer(move || RedactingWriter::new(writer.clone(), redactor.clone()))
         .with_ansi(false)
         .with_env_filter(filter)
         .try_init()

@@ -119,6 +119,9 @@ fn session_tool_context(config: &Config) -> Result<ToolContext, SessionError> {
         &config.sandbox,
         &tool_context.workspace_root,
     )));
+    // Secret values are redacted from tool results, events and the transcript (the builder
+    // gives the transcript the same redactor).
+    tool_context.redactor = config.redactor.clone();
     Ok(tool_context)
 }
 

@@ -3,7 +3,9 @@
 //! A REPL session ([`crate::session`]), the swarm coordinator and every swarm worker build their
 //! agent here: the tools, the permission gate, the system prompt (from the tool context, the
 //! tools and the role instructions), the limits, an optional resumed history, and the
-//! transcript with its `session_start` line.
+//! transcript with its `session_start` line. Known secret values are redacted by the redactor
+//! the tool context carries ([`ToolContext::redactor`]): from tool results, events, the outcome
+//! and every transcript line.
 
 use super::gate::PermissionGate;
 use super::prompt::{SystemPromptParams, build_system_prompt};
@@ -97,7 +99,8 @@ impl AgentBuilder {
     }
 
     /// Appends the conversation to the JSONL transcript at `path` (created with its parent
-    /// directories), which starts with a `session_start` line naming `session_id`.
+    /// directories), which starts with a `session_start` line naming `session_id`. Every line
+    /// is written through the tool context's redactor ([`ToolContext::redactor`]).
     pub fn transcript(mut self, path: PathBuf, session_id: String) -> Self {
         self.transcript = Some((path, session_id));
         self
@@ -120,7 +123,8 @@ impl AgentBuilder {
         };
         let transcript = match self.transcript {
             Some((path, session_id)) => {
-                let mut writer = TranscriptWriter::open(&path)?;
+                let mut writer = TranscriptWriter::open(&path)?
+                    .with_redactor(self.tool_context.redactor.clone());
                 writer.append(TranscriptEntry::SessionStart {
                     session_id,
                     workspace: self.tool_context.workspace_root.display().to_string(),

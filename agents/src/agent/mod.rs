@@ -392,9 +392,17 @@ impl Agent {
         self.events = None;
     }
 
+    /// Sends `event` with known secret values redacted ([`crate::redact`]).
     fn emit(&self, event: AgentEvent) {
         if let Some(tx) = &self.events {
-            let _ = tx.send(event);
+            let _ = tx.send(self.tool_context.redactor.redact_serde(event));
+        }
+    }
+
+    /// Emits streamed text that the turn's stream redactor has settled (nothing when empty).
+    fn emit_text(&self, text: String) {
+        if !text.is_empty() {
+            self.emit(AgentEvent::TextDelta { text });
         }
     }
 
@@ -618,15 +626,18 @@ impl Agent {
             reason: stop.reason.as_str().into(),
             turns: progress.turns,
         });
-        let outcome = AgentOutcome {
+        // The typed model error is not serialised, so it is put back after the redaction
+        // round trip (its text was scrubbed of the key where it was made).
+        let mut outcome = self.tool_context.redactor.redact_serde(AgentOutcome {
             stop_reason: stop.reason,
             final_text,
             turns: progress.turns,
             usage: progress.usage,
             tool_calls: progress.tool_calls,
             error: stop.error,
-            model_error: stop.model_error,
-        };
+            model_error: None,
+        });
+        outcome.model_error = stop.model_error;
         self.emit(AgentEvent::Finished {
             outcome: outcome.clone(),
         });

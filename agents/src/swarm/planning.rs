@@ -99,7 +99,8 @@ fn coordinator_agent(
 ) -> Result<Agent, SwarmError> {
     let root = &record.repo_root;
     let role = load_role(root, "coordinator")?;
-    let tool_context = ToolContext::new(root)?;
+    let mut tool_context = ToolContext::new(root)?;
+    tool_context.redactor = config.redactor.clone();
     let instructions = format!(
         "{}\n\nLimits: at most {} subtasks; {} workers run at once.",
         role.instructions, config.swarm.max_subtasks, config.swarm.max_workers

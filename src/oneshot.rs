@@ -4,6 +4,7 @@ use crate::cli::OutputFormat;
 use crate::render::EventPrinter;
 use ahelper_agents::agent::{AgentEvent, AgentOutcome, AgentStopReason};
 use ahelper_agents::session::Session;
+use ahelper_agents::text::for_terminal;
 use serde_json::json;
 use std::io::{IsTerminal, Write};
 use tokio_util::sync::CancellationToken;
@@ -78,7 +79,7 @@ fn print_outcome(
     match format {
         OutputFormat::Text => {
             if !outcome.final_text.is_empty() {
-                println!("{}", outcome.final_text.trim_end());
+                println!("{}", for_terminal(outcome.final_text.trim_end()));
             }
             if is_error {
                 eprintln!(
@@ -87,7 +88,7 @@ fn print_outcome(
                     outcome
                         .error
                         .as_ref()
-                        .map(|e| format!(": {e}"))
+                        .map(|e| format!(": {}", for_terminal(e)))
                         .unwrap_or_default()
                 );
                 eprintln!(

@@ -1,7 +1,7 @@
 //! Rendering agent events on a terminal (REPL and `-p -v`).
 
 use ahelper_agents::agent::AgentEvent;
-use ahelper_agents::text::first_line_clipped;
+use ahelper_agents::text::{first_line_clipped, for_terminal};
 use ahelper_agents::tools::describe_call;
 use crossterm::style::Stylize;
 use std::io::Write;
@@ -33,17 +33,23 @@ impl EventPrinter {
     pub fn print(&mut self, out: &mut dyn Write, event: &AgentEvent) {
         match event {
             AgentEvent::TextDelta { text } if self.show_text => {
-                let _ = write!(out, "{text}");
+                let _ = write!(out, "{}", for_terminal(text));
                 self.at_line_start = text.ends_with('\n');
             }
             AgentEvent::Retry { .. } => {
                 self.newline(out);
-                let line = format!("⟳ {}", event.retry_message().unwrap_or_default());
+                let line = format!(
+                    "⟳ {}",
+                    for_terminal(&event.retry_message().unwrap_or_default())
+                );
                 let _ = writeln!(out, "{}", self.dim(&line));
             }
             AgentEvent::ToolCallStarted { name, input, .. } => {
                 self.newline(out);
-                let line = format!("● {}", describe_call(name, input, CALL_CHARS));
+                let line = format!(
+                    "● {}",
+                    for_terminal(&describe_call(name, input, CALL_CHARS))
+                );
                 let _ = writeln!(
                     out,
                     "{}",
@@ -62,7 +68,10 @@ impl EventPrinter {
             } => {
                 let lines = content.lines().count();
                 let summary = if *is_error || name == "run_command" || lines <= 1 {
-                    format!("  ⎿  {}", first_line_clipped(content, RESULT_CHARS))
+                    format!(
+                        "  ⎿  {}",
+                        for_terminal(&first_line_clipped(content, RESULT_CHARS))
+                    )
                 } else {
                     format!("  ⎿  {lines} lines")
                 };

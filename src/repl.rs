@@ -7,6 +7,7 @@ use ahelper_agents::agent::AgentEvent;
 use ahelper_agents::config::Config;
 use ahelper_agents::permissions::PermissionMode;
 use ahelper_agents::session::Session;
+use ahelper_agents::text::for_terminal;
 use crossterm::style::Stylize;
 use reedline::{DefaultPrompt, DefaultPromptSegment, FileBackedHistory, Reedline, Signal};
 use std::io::{IsTerminal, Write};
@@ -124,9 +125,9 @@ async fn run_prompt(session: &mut Session, prompt: &str, color: bool) {
                         out,
                         "{}",
                         if color {
-                            e.clone().red().to_string()
+                            for_terminal(e).red().to_string()
                         } else {
-                            e.clone()
+                            for_terminal(e).into_owned()
                         }
                     );
                 }

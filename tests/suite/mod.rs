@@ -1,3 +1,4 @@
 mod print_mode;
 mod support;
 mod swarm;
+mod terminal;

@@ -4,6 +4,7 @@
 mod cli;
 mod oneshot;
 mod prompter;
+mod refusals;
 mod render;
 mod repl;
 mod status_table;

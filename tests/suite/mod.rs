@@ -1,4 +1,5 @@
 mod print_mode;
+mod refusals;
 mod support;
 mod swarm;
 mod terminal;

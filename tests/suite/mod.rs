@@ -1,3 +1,4 @@
+mod flags;
 mod print_mode;
 mod refusals;
 mod support;

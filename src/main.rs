@@ -1,6 +1,26 @@
 //! The `ahelper` binary: CLI, REPL, one-shot mode, swarm commands and their terminal output.
 //! The agent logic lives in `ahelper-agents`; this crate only wires it to the terminal.
 
+/// `println!` for the whole binary (it shadows `std::println!` in every module below): writes to
+/// stdout and, when that fails — stdout closed by `| head`, a full disk — stops printing instead
+/// of panicking as `std::println!` does. The work goes on; transcripts and run records are
+/// written elsewhere.
+macro_rules! println {
+    () => {
+        $crate::write_stdout(format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::write_stdout(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// `print!` without the panic of `std::print!`; see [`println!`].
+macro_rules! print {
+    ($($arg:tt)*) => {
+        $crate::write_stdout(format_args!($($arg)*))
+    };
+}
+
 mod cli;
 mod oneshot;
 mod prompter;
@@ -171,6 +191,18 @@ fn read_prompt(prompt: String) -> Result<String, i32> {
         return Err(EXIT_USAGE);
     }
     Ok(prompt)
+}
+
+/// Writes `text` to stdout. A closed stdout (`EPIPE`, e.g. `ahelper … | head -1`) is not an error:
+/// the text is dropped. Other write errors are logged and dropped too.
+pub(crate) fn write_stdout(text: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = out.write_fmt(text).and_then(|()| out.flush()) {
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            tracing::warn!(error = %e, "cannot write to stdout");
+        }
+    }
 }
 
 /// The workspace directory: `-C DIR` or the current directory.

@@ -1,3 +1,4 @@
+mod closed_stdout;
 mod flags;
 mod print_mode;
 mod refusals;

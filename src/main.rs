@@ -198,10 +198,10 @@ fn read_prompt(prompt: String) -> Result<String, i32> {
 pub(crate) fn write_stdout(text: std::fmt::Arguments<'_>) {
     use std::io::Write;
     let mut out = std::io::stdout().lock();
-    if let Err(e) = out.write_fmt(text).and_then(|()| out.flush()) {
-        if e.kind() != std::io::ErrorKind::BrokenPipe {
-            tracing::warn!(error = %e, "cannot write to stdout");
-        }
+    if let Err(e) = out.write_fmt(text).and_then(|()| out.flush())
+        && e.kind() != std::io::ErrorKind::BrokenPipe
+    {
+        tracing::warn!(error = %e, "cannot write to stdout");
     }
 }
 

@@ -106,3 +106,47 @@ impl EventPrinter {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// What the REPL shows for `events`, as text.
+    fn shown(events: &[AgentEvent]) -> String {
+        let mut printer = EventPrinter::new(false, true);
+        let mut out = Vec::new();
+        for e in events {
+            printer.print(&mut out, e);
+        }
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn streamed_text_calls_and_results_show_escapes_visibly() {
+        let out = shown(&[
+            AgentEvent::TextDelta {
+                text: "a\x1b]52;c;aGk=".into(),
+            },
+            AgentEvent::TextDelta {
+                text: "\x07b \u{202e}x\n".into(),
+            },
+            AgentEvent::ToolCallStarted {
+                id: "t1".into(),
+                name: "run_command".into(),
+                input: json!({"command": "echo \x1b[2J"}),
+            },
+            AgentEvent::ToolCallFinished {
+                id: "t1".into(),
+                name: "run_command".into(),
+                content: "\x1b[2J\u{9b}1m".into(),
+                is_error: false,
+                duration_ms: 1,
+            },
+        ]);
+        assert!(out.contains(r"a\x1b]52;c;aGk=\x07b \u{202e}x"), "{out}");
+        assert!(out.contains(r"echo \x1b[2J"), "{out}");
+        assert!(out.contains(r"\x1b[2J\u{9b}1m"), "{out}");
+        assert!(!out.contains('\x1b') && !out.contains('\u{9b}') && !out.contains('\u{202e}'));
+    }
+}

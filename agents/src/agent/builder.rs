@@ -39,6 +39,7 @@ pub struct AgentBuilder {
     tools: ToolRegistry,
     role_instructions: Option<String>,
     system_prompt: Option<String>,
+    appended_system_prompt: Option<String>,
     settings: AgentSettings,
     history: Vec<Message>,
     transcript: Option<(PathBuf, String)>,
@@ -62,6 +63,7 @@ impl AgentBuilder {
             tools: ToolRegistry::new(),
             role_instructions: None,
             system_prompt: None,
+            appended_system_prompt: None,
             settings: AgentSettings::default(),
             history: Vec::new(),
             transcript: None,
@@ -83,6 +85,13 @@ impl AgentBuilder {
     /// Uses `prompt` as the whole system prompt instead of building one (tests, benchmarks).
     pub fn system_prompt(mut self, prompt: impl Into<String>) -> Self {
         self.system_prompt = Some(prompt.into());
+        self
+    }
+
+    /// Text appended to the end of the system prompt, after a blank line
+    /// (`--append-system-prompt`).
+    pub fn append_system_prompt(mut self, text: impl Into<String>) -> Self {
+        self.appended_system_prompt = Some(text.into());
         self
     }
 
@@ -111,7 +120,7 @@ impl AgentBuilder {
     /// # Errors
     /// [`TranscriptError`] when the transcript cannot be opened or its first line written.
     pub fn build(self) -> Result<Agent, TranscriptError> {
-        let system_prompt = match self.system_prompt {
+        let mut system_prompt = match self.system_prompt {
             Some(prompt) => prompt,
             None => build_system_prompt(&SystemPromptParams {
                 workspace_root: &self.tool_context.workspace_root,
@@ -121,6 +130,9 @@ impl AgentBuilder {
                 tools: &self.tools,
             }),
         };
+        if let Some(text) = &self.appended_system_prompt {
+            system_prompt = format!("{}\n\n{}\n", system_prompt.trim_end(), text.trim());
+        }
         let transcript = match self.transcript {
             Some((path, session_id)) => {
                 let mut writer = TranscriptWriter::open(&path)?

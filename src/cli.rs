@@ -1,17 +1,23 @@
 //! Command-line interface definition (clap derive).
 
+use ahelper_agents::permissions::PermissionRule;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
 /// ahelper — a terminal AI coding assistant that can run a swarm of isolated agents.
 ///
-/// With no prompt, starts the interactive REPL. `ahelper -p "…"` answers one prompt and exits.
-/// `ahelper swarm "<task>"` plans a large change and runs parallel workers in git worktrees.
+/// With no prompt, starts the interactive REPL (`ahelper "<prompt>"` starts it with a first
+/// prompt). `ahelper -p "…"` answers one prompt and exits. `ahelper swarm "<task>"` plans a large
+/// change and runs parallel workers in git worktrees. Common flags go before or after `swarm`.
 #[derive(Debug, Parser)]
-#[command(name = "ahelper", version, about, long_about = None, args_conflicts_with_subcommands = true)]
+#[command(name = "ahelper", version, about, long_about = None)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
+
+    /// First prompt of the REPL. Without a terminal it is answered once, as with `-p`.
+    #[arg(value_name = "PROMPT")]
+    pub first_prompt: Option<String>,
 
     /// Answer one prompt without the REPL and exit (headless). Use `-` to read it from stdin.
     #[arg(short = 'p', long = "print", value_name = "PROMPT")]
@@ -19,8 +25,12 @@ pub struct Cli {
 
     /// Output of `-p`: `text` (the answer), `json` (one result object), `stream-json` (one JSON
     /// event per line).
-    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
-    pub output_format: OutputFormat,
+    #[arg(long, value_enum)]
+    pub output_format: Option<OutputFormat>,
+
+    /// Text appended to the system prompt of this session (`-p` and the REPL).
+    #[arg(long, value_name = "TEXT")]
+    pub append_system_prompt: Option<String>,
 
     /// Resume the session with this id (from `.ahelper/sessions/`).
     #[arg(long, value_name = "SESSION_ID", conflicts_with = "continue_latest")]
@@ -56,6 +66,30 @@ pub struct CommonArgs {
     /// Permission mode: default, accept-edits, plan or bypass.
     #[arg(long, global = true, value_name = "MODE")]
     pub permission_mode: Option<String>,
+
+    /// Same as `--permission-mode bypass` (Claude Code's name).
+    #[arg(long, global = true, conflicts_with = "permission_mode")]
+    pub dangerously_skip_permissions: bool,
+
+    /// Allow rules for this session, e.g. `run_command(git diff:*)`; several per value separated
+    /// by commas or spaces, and the flag may be repeated. Claude Code's tool names work too
+    /// (`Bash(git diff:*)`, Read, Edit, Write, Glob, Grep).
+    #[arg(
+        long,
+        global = true,
+        value_name = "RULES",
+        visible_alias = "allowedTools"
+    )]
+    pub allowed_tools: Vec<String>,
+
+    /// Deny rules for this session, in the syntax of `--allowed-tools`.
+    #[arg(
+        long,
+        global = true,
+        value_name = "RULES",
+        visible_alias = "disallowedTools"
+    )]
+    pub disallowed_tools: Vec<String>,
 
     /// Maximum model turns per prompt (config `agent.max_turns`, default 40).
     #[arg(long, global = true, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
@@ -184,10 +218,116 @@ pub enum SwarmCommand {
     },
 }
 
+/// Claude Code's tool names and ahelper's (`--allowedTools Bash(git diff:*)`).
+const CLAUDE_CODE_TOOLS: [(&str, &str); 8] = [
+    ("Bash", "run_command"),
+    ("Read", "read_file"),
+    ("Edit", "edit_file"),
+    ("MultiEdit", "edit_file"),
+    ("Write", "write_file"),
+    ("Glob", "glob"),
+    ("Grep", "grep"),
+    ("LS", "list_dir"),
+];
+
+/// The permission rules of `--allowed-tools`/`--disallowed-tools` values: each value holds
+/// rules separated by commas or whitespace outside parentheses; Claude Code's tool names are
+/// mapped to ahelper's (`Bash(git diff:*)` → `run_command(git diff:*)`).
+///
+/// # Errors
+/// A rule that does not parse, with the parser's reason.
+pub fn permission_rules(values: &[String]) -> Result<Vec<PermissionRule>, String> {
+    let mut rules = vec![];
+    for text in values.iter().flat_map(|v| split_rules(v)) {
+        let (tool, rest) = text.split_at(text.find('(').unwrap_or(text.len()));
+        let tool = CLAUDE_CODE_TOOLS
+            .iter()
+            .find(|(claude, _)| *claude == tool)
+            .map_or(tool, |(_, ours)| ours);
+        let rule_text = format!("{tool}{rest}");
+        let rule = PermissionRule::parse(&rule_text)
+            .map_err(|e| format!("invalid permission rule `{text}`: {e}"))?;
+        rules.push(rule);
+    }
+    Ok(rules)
+}
+
+/// Splits `value` at commas and whitespace outside parentheses, dropping empty pieces.
+fn split_rules(value: &str) -> Vec<String> {
+    let mut rules = vec![];
+    let mut current = String::new();
+    let mut depth = 0usize;
+    for c in value.chars() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth = depth.saturating_sub(1),
+            ',' | ' ' | '\t' | '\n' if depth == 0 => {
+                if !current.is_empty() {
+                    rules.push(std::mem::take(&mut current));
+                }
+                continue;
+            }
+            _ => {}
+        }
+        current.push(c);
+    }
+    if !current.is_empty() {
+        rules.push(current);
+    }
+    rules
+}
+
 /// A whole number ≥ 1.
 fn parse_positive(s: &str) -> Result<usize, String> {
     match s.parse::<usize>() {
         Ok(n) if n >= 1 => Ok(n),
         _ => Err(format!("`{s}` is not a whole number of at least 1")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn claude_code_rules_map_to_ahelper_tools() {
+        let rules = permission_rules(&[
+            "Bash(git diff:*),Read".to_string(),
+            "Write(notes.txt) grep".to_string(),
+        ])
+        .unwrap();
+        let shown: Vec<String> = rules.iter().map(|r| r.to_string()).collect();
+        assert_eq!(
+            shown,
+            [
+                "run_command(git diff:*)",
+                "read_file",
+                "write_file(notes.txt)",
+                "grep"
+            ]
+        );
+        assert!(permission_rules(&["Bash(".to_string()]).is_err());
+    }
+
+    #[test]
+    fn common_flags_go_before_or_after_the_subcommand() {
+        let cli =
+            Cli::try_parse_from(["ahelper", "--model", "m", "-C", "/tmp", "swarm", "ls"]).unwrap();
+        assert_eq!(cli.common.model.as_deref(), Some("m"));
+        assert!(matches!(cli.command, Some(Command::Swarm(_))));
+        let cli = Cli::try_parse_from(["ahelper", "swarm", "task", "--model", "m"]).unwrap();
+        assert_eq!(cli.common.model.as_deref(), Some("m"));
+        let cli = Cli::try_parse_from(["ahelper", "explain x"]).unwrap();
+        assert_eq!(cli.first_prompt.as_deref(), Some("explain x"));
+        assert!(cli.command.is_none());
+        assert!(
+            Cli::try_parse_from([
+                "ahelper",
+                "--dangerously-skip-permissions",
+                "--permission-mode",
+                "plan"
+            ])
+            .is_err()
+        );
     }
 }

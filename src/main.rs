@@ -1,10 +1,31 @@
 //! The `ahelper` binary: CLI, REPL, one-shot mode, swarm commands and their terminal output.
 //! The agent logic lives in `ahelper-agents`; this crate only wires it to the terminal.
 
+/// `println!` for the whole binary (it shadows `std::println!` in every module below): writes to
+/// stdout and, when that fails — stdout closed by `| head`, a full disk — stops printing instead
+/// of panicking as `std::println!` does. The work goes on; transcripts and run records are
+/// written elsewhere.
+macro_rules! println {
+    () => {
+        $crate::write_stdout(format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::write_stdout(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// `print!` without the panic of `std::print!`; see [`println!`].
+macro_rules! print {
+    ($($arg:tt)*) => {
+        $crate::write_stdout(format_args!($($arg)*))
+    };
+}
+
 mod cli;
 mod interrupts;
 mod oneshot;
 mod prompter;
+mod refusals;
 mod render;
 mod repl;
 mod status_table;
@@ -12,7 +33,9 @@ mod swarm_cmd;
 mod swarm_ui;
 
 use ahelper_agents::config::{CliOverrides, Config, ConfigError, EnvSnapshot};
+use ahelper_agents::hardening::{self, HardeningReport};
 use ahelper_agents::permissions::{DenyPrompter, Prompter};
+use ahelper_agents::redact::{RedactingWriter, Redactor};
 use ahelper_agents::session::{Session, SessionError, SessionOptions};
 use clap::Parser;
 use cli::{Cli, CommonArgs};
@@ -25,14 +48,37 @@ use tokio_util::sync::CancellationToken;
 const EXIT_USAGE: i32 = 2;
 
 fn main() {
+    // First, while this is the only thread: non-dumpable, no core files, no LD_*, dangerous
+    // capabilities dropped (docs: `ahelper_agents::hardening`).
+    // SAFETY: no other thread exists yet; the call checks it.
+    let hardening = match unsafe { hardening::harden_process() } {
+        Ok(report) => report,
+        Err(e) => {
+            eprintln!("ahelper: {e}");
+            std::process::exit(1);
+        }
+    };
     let cli = Cli::parse();
     start_orphan_watchdog();
-    std::process::exit(run(cli));
+    std::process::exit(run(cli, hardening));
 }
 
-fn run(cli: Cli) -> i32 {
+fn run(cli: Cli, hardening: HardeningReport) -> i32 {
     let env = EnvSnapshot::capture();
-    let _log_guard = init_logging(&env, cli.common.verbose);
+    let config = match load_config(&cli, &env) {
+        Ok(c) => c,
+        Err(message) => {
+            eprintln!("ahelper: {message}");
+            return EXIT_USAGE;
+        }
+    };
+    let _log_guard = match scrub_then_log(&config, &env, cli.common.verbose, hardening) {
+        Ok(guard) => guard,
+        Err(e) => {
+            eprintln!("ahelper: {e}");
+            return 1;
+        }
+    };
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -43,25 +89,55 @@ fn run(cli: Cli) -> i32 {
             return 1;
         }
     };
-    let workspace = match workspace_dir(&cli.common) {
-        Ok(w) => w,
-        Err(message) => {
-            eprintln!("ahelper: {message}");
-            return EXIT_USAGE;
-        }
-    };
-    let config = match Config::load(&workspace, &env, &overrides(&cli.common)) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("ahelper: {e}");
-            return EXIT_USAGE;
-        }
-    };
-    if let Some(cli::Command::Swarm(args)) = cli.command {
-        let mode_given =
-            cli.common.permission_mode.is_some() || env.get("AHELPER_PERMISSION_MODE").is_some();
-        return swarm_cmd::run(&rt, args, config, &env, mode_given);
+    if cli.command.is_some()
+        && let Some(flag) = session_only_flag(&cli)
+    {
+        eprintln!(
+            "ahelper: {flag} belongs to `ahelper -p` and the REPL, not to `ahelper swarm` (see `ahelper swarm --help`)"
+        );
+        return EXIT_USAGE;
     }
+    match cli.command {
+        Some(cli::Command::Swarm(args)) => {
+            let mode_given = cli.common.permission_mode.is_some()
+                || cli.common.dangerously_skip_permissions
+                || env.get("AHELPER_PERMISSION_MODE").is_some();
+            swarm_cmd::run(&rt, args, config, &env, mode_given)
+        }
+        None => run_session(&rt, cli, &config),
+    }
+}
+
+/// The layered configuration with the session rules of `--allowed-tools`/`--disallowed-tools`.
+fn load_config(cli: &Cli, env: &EnvSnapshot) -> Result<Config, String> {
+    let workspace = workspace_dir(&cli.common)?;
+    let mut config =
+        Config::load(&workspace, env, &overrides(&cli.common)).map_err(|e| e.to_string())?;
+    let allow = cli::permission_rules(&cli.common.allowed_tools)?;
+    let deny = cli::permission_rules(&cli.common.disallowed_tools)?;
+    config.permissions.rules.allow.extend(allow);
+    config.permissions.rules.deny.extend(deny);
+    Ok(config)
+}
+
+/// The first flag given with `swarm` that only `-p` and the REPL use.
+fn session_only_flag(cli: &Cli) -> Option<&'static str> {
+    [
+        (cli.prompt.is_some(), "-p/--print"),
+        (
+            cli.output_format.is_some(),
+            "--output-format (give it after `swarm`)",
+        ),
+        (cli.resume.is_some(), "--resume"),
+        (cli.continue_latest, "--continue"),
+        (cli.append_system_prompt.is_some(), "--append-system-prompt"),
+    ]
+    .into_iter()
+    .find_map(|(given, flag)| given.then_some(flag))
+}
+
+/// `-p`, `ahelper "<prompt>"` or the REPL.
+fn run_session(rt: &tokio::runtime::Runtime, cli: Cli, config: &Config) -> i32 {
     let interactive = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
     let prompter: Arc<dyn Prompter> = if interactive {
         Arc::new(prompter::TerminalPrompter::default())
@@ -69,12 +145,13 @@ fn run(cli: Cli) -> i32 {
         Arc::new(DenyPrompter)
     };
     let session = match Session::start(
-        &config,
+        config,
         SessionOptions {
             prompter,
             resume: cli.resume.clone(),
             continue_latest: cli.continue_latest,
             client_override: None,
+            append_system_prompt: cli.append_system_prompt.clone(),
         },
     ) {
         Ok(s) => s,
@@ -87,38 +164,84 @@ fn run(cli: Cli) -> i32 {
             };
         }
     };
-    match cli.prompt {
-        Some(prompt) => {
-            let prompt = if prompt == "-" {
-                let mut text = String::new();
-                if let Err(e) = std::io::stdin().read_to_string(&mut text) {
-                    eprintln!("ahelper: cannot read the prompt from stdin: {e}");
-                    return EXIT_USAGE;
-                }
-                text
-            } else {
-                prompt
-            };
-            if prompt.trim().is_empty() {
-                eprintln!("ahelper: the prompt is empty");
-                return EXIT_USAGE;
-            }
-            rt.block_on(oneshot::run(
-                session,
-                &prompt,
-                cli.output_format,
-                cli.common.verbose,
-            ))
+    let format = cli.output_format.unwrap_or_default();
+    let verbose = cli.common.verbose;
+    let stdin_is_terminal = std::io::stdin().is_terminal();
+    match (cli.prompt, cli.first_prompt) {
+        (Some(_), Some(first)) => {
+            eprintln!("ahelper: give the prompt once: `-p \"…\"` or `\"{first}\"`, not both");
+            EXIT_USAGE
         }
-        None => {
-            if !std::io::stdin().is_terminal() {
+        (Some(prompt), None) => match read_prompt(prompt) {
+            Ok(prompt) => rt.block_on(oneshot::run(session, &prompt, format, verbose)),
+            Err(code) => code,
+        },
+        (None, Some(first)) if !stdin_is_terminal => {
+            eprintln!(
+                "ahelper: no terminal for the REPL; answering the prompt once, as `ahelper -p` does"
+            );
+            rt.block_on(oneshot::run(session, &first, format, verbose))
+        }
+        (None, first) => {
+            if !stdin_is_terminal {
                 eprintln!(
                     "ahelper: stdin is not a terminal; use `ahelper -p \"<prompt>\"` (or `-p -` to read the prompt from stdin)"
                 );
                 return EXIT_USAGE;
             }
-            repl::run(&rt, &config, session)
+            repl::run(rt, config, session, first)
         }
+    }
+}
+
+/// The keys are in memory now (in `config`): takes them out of the environment block and of
+/// what children inherit, still before the first thread (the logger's and the runtime's)
+/// starts; then starts logging through the configuration's redactor. Returns the log writer's
+/// guard (`None` when there is no log directory).
+///
+/// # Errors
+/// [`hardening::HardeningError`] when the environment cannot be scrubbed.
+fn scrub_then_log(
+    config: &Config,
+    env: &EnvSnapshot,
+    verbose: bool,
+    hardening: HardeningReport,
+) -> Result<Option<tracing_appender::non_blocking::WorkerGuard>, hardening::HardeningError> {
+    // SAFETY: no other thread exists yet; the call checks it.
+    let scrub = unsafe { hardening::scrub_environment(&config.secret_env) }?;
+    let guard = init_logging(env, verbose, &config.redactor);
+    tracing::info!(?hardening, ?scrub, redacted = ?config.redactor.names(), "process hardened");
+    Ok(guard)
+}
+
+/// The prompt of `-p`: the text, or stdin when it is `-`; an empty prompt is a usage error.
+fn read_prompt(prompt: String) -> Result<String, i32> {
+    let prompt = if prompt == "-" {
+        let mut text = String::new();
+        if let Err(e) = std::io::stdin().read_to_string(&mut text) {
+            eprintln!("ahelper: cannot read the prompt from stdin: {e}");
+            return Err(EXIT_USAGE);
+        }
+        text
+    } else {
+        prompt
+    };
+    if prompt.trim().is_empty() {
+        eprintln!("ahelper: the prompt is empty");
+        return Err(EXIT_USAGE);
+    }
+    Ok(prompt)
+}
+
+/// Writes `text` to stdout. A closed stdout (`EPIPE`, e.g. `ahelper … | head -1`) is not an error:
+/// the text is dropped. Other write errors are logged and dropped too.
+pub(crate) fn write_stdout(text: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = out.write_fmt(text).and_then(|()| out.flush())
+        && e.kind() != std::io::ErrorKind::BrokenPipe
+    {
+        tracing::warn!(error = %e, "cannot write to stdout");
     }
 }
 
@@ -143,17 +266,23 @@ fn overrides(common: &CommonArgs) -> CliOverrides {
         provider: common.provider.clone(),
         model: common.model.clone(),
         base_url: common.base_url.clone(),
-        permission_mode: common.permission_mode.clone(),
+        permission_mode: if common.dangerously_skip_permissions {
+            Some("bypass".to_string())
+        } else {
+            common.permission_mode.clone()
+        },
         max_turns: common.max_turns,
         sandbox: common.sandbox.clone(),
     }
 }
 
 /// Logs go to `$XDG_STATE_HOME/ahelper/logs/ahelper.log` (never over the terminal UI); the filter
-/// comes from `AHELPER_LOG` (default `warn`, `info` with `-v`).
+/// comes from `AHELPER_LOG` (default `warn`, `info` with `-v`). Every line is written through
+/// `redactor`.
 fn init_logging(
     env: &EnvSnapshot,
     verbose: bool,
+    redactor: &Redactor,
 ) -> Option<tracing_appender::non_blocking::WorkerGuard> {
     let dir = env.state_dir()?.join("logs");
     std::fs::create_dir_all(&dir).ok()?;
@@ -162,8 +291,9 @@ fn init_logging(
     let default = if verbose { "info" } else { "warn" };
     let filter = tracing_subscriber::EnvFilter::try_new(env.get("AHELPER_LOG").unwrap_or(default))
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let redactor = redactor.clone();
     tracing_subscriber::fmt()
-        .with_writer(writer)
+        .with_writer(move || RedactingWriter::new(writer.clone(), redactor.clone()))
         .with_ansi(false)
         .with_env_filter(filter)
         .try_init()

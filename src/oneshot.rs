@@ -1,18 +1,21 @@
 //! `ahelper -p "<prompt>"`: one prompt, no REPL, output as text, JSON or JSON lines.
 
 use crate::cli::OutputFormat;
+use crate::refusals::{self, Refusal, RefusalExplainer};
 use crate::render::EventPrinter;
 use ahelper_agents::agent::{AgentEvent, AgentOutcome, AgentStopReason};
 use ahelper_agents::session::Session;
+use ahelper_agents::text::for_terminal;
 use serde_json::json;
 use std::io::{IsTerminal, Write};
 use tokio_util::sync::CancellationToken;
 
 /// Runs `prompt` in `session` and prints the result; returns the process exit code
-/// (0 completed, 1 stopped for another reason, 130 cancelled).
+/// (0 completed, 1 stopped for another reason, 130 cancelled). Refused tool calls do not change
+/// it (as in Claude Code); they are listed on stderr and in the JSON result (`permission_denials`).
 pub async fn run(mut session: Session, prompt: &str, format: OutputFormat, verbose: bool) -> i32 {
     let started = std::time::Instant::now();
-    let mut rx = session.agent.subscribe();
+    let rx = session.agent.subscribe();
     let cancel = CancellationToken::new();
     let watcher = crate::spawn_interrupt_watcher(cancel.clone());
 
@@ -28,39 +31,22 @@ pub async fn run(mut session: Session, prompt: &str, format: OutputFormat, verbo
         });
         println!("{init}");
     }
-    let printer_task = tokio::spawn(async move {
-        let mut printer = EventPrinter::new(std::io::stderr().is_terminal(), false);
-        let mut stdout = std::io::stdout();
-        let mut stderr = std::io::stderr();
-        while let Some(event) = rx.recv().await {
-            match format {
-                OutputFormat::StreamJson if !matches!(event, AgentEvent::Finished { .. }) => {
-                    let _ = writeln!(
-                        stdout,
-                        "{}",
-                        serde_json::to_string(&event).unwrap_or_default()
-                    );
-                    let _ = stdout.flush();
-                }
-                _ if verbose => printer.print(&mut stderr, &event),
-                // Retries are always shown: the user should know why an answer is slow.
-                _ if matches!(event, AgentEvent::Retry { .. }) => {
-                    printer.print(&mut stderr, &event)
-                }
-                _ => {}
-            }
-        }
-    });
+    let explainer = RefusalExplainer::new(&session.agent);
+    let printer_task = tokio::spawn(print_events(rx, format, verbose, explainer));
     let outcome = session.agent.run(prompt, &cancel).await;
     session.agent.unsubscribe();
     watcher.abort();
-    let _ = printer_task.await;
+    let refusals = printer_task.await.unwrap_or_default();
     print_outcome(
         &session,
         &outcome,
+        &refusals,
         format,
         started.elapsed().as_millis() as u64,
     );
+    if !refusals.is_empty() {
+        eprintln!("{}", refusals::closing_line(refusals.len()));
+    }
     match outcome.stop_reason {
         AgentStopReason::Completed => 0,
         AgentStopReason::Cancelled => 130,
@@ -68,9 +54,56 @@ pub async fn run(mut session: Session, prompt: &str, format: OutputFormat, verbo
     }
 }
 
+/// Prints the events of the run as `format` and `verbose` ask, each refused tool call on stderr
+/// whatever the format; returns the refusals.
+async fn print_events(
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<AgentEvent>,
+    format: OutputFormat,
+    verbose: bool,
+    explainer: RefusalExplainer,
+) -> Vec<Refusal> {
+    let mut printer = EventPrinter::new(std::io::stderr().is_terminal(), false);
+    let mut stdout = std::io::stdout();
+    let mut stderr = std::io::stderr();
+    let mut refusals: Vec<Refusal> = vec![];
+    while let Some(event) = rx.recv().await {
+        if let AgentEvent::PermissionDenied {
+            id,
+            name,
+            input,
+            reason,
+        } = &event
+        {
+            let refusal = explainer.explain(id, name, input, reason);
+            let _ = writeln!(stderr, "{}", refusal.line());
+            refusals.push(refusal);
+        }
+        let refused = |id: &str| refusals.iter().any(|r| r.tool_use_id == id);
+        match &event {
+            AgentEvent::Finished { .. } => {}
+            _ if format == OutputFormat::StreamJson => {
+                let _ = writeln!(
+                    stdout,
+                    "{}",
+                    serde_json::to_string(&event).unwrap_or_default()
+                );
+                let _ = stdout.flush();
+            }
+            // the refusal line above already says what this result would
+            AgentEvent::ToolCallFinished { id, .. } if refused(id) => {}
+            _ if verbose => printer.print(&mut stderr, &event),
+            // Retries are always shown: the user should know why an answer is slow.
+            AgentEvent::Retry { .. } => printer.print(&mut stderr, &event),
+            _ => {}
+        }
+    }
+    refusals
+}
+
 fn print_outcome(
     session: &Session,
     outcome: &AgentOutcome,
+    refusals: &[Refusal],
     format: OutputFormat,
     duration_ms: u64,
 ) {
@@ -78,7 +111,7 @@ fn print_outcome(
     match format {
         OutputFormat::Text => {
             if !outcome.final_text.is_empty() {
-                println!("{}", outcome.final_text.trim_end());
+                println!("{}", for_terminal(outcome.final_text.trim_end()));
             }
             if is_error {
                 eprintln!(
@@ -87,13 +120,20 @@ fn print_outcome(
                     outcome
                         .error
                         .as_ref()
-                        .map(|e| format!(": {e}"))
+                        .map(|e| format!(": {}", for_terminal(e)))
                         .unwrap_or_default()
                 );
-                eprintln!(
-                    "ahelper: resume with `ahelper -p \"…\" --resume {}`",
-                    session.id
-                );
+                // A refused key or a wrong base_url fails again on resume: fix the setting first.
+                if !outcome
+                    .model_error
+                    .as_ref()
+                    .is_some_and(|e| e.is_settings_error())
+                {
+                    eprintln!(
+                        "ahelper: resume with `ahelper -p \"…\" --resume {}`",
+                        session.id
+                    );
+                }
             }
         }
         OutputFormat::Json | OutputFormat::StreamJson => {
@@ -107,6 +147,7 @@ fn print_outcome(
                 "session_id": session.id,
                 "num_turns": outcome.turns,
                 "tool_calls": outcome.tool_calls,
+                "permission_denials": refusals.iter().map(Refusal::to_json).collect::<Vec<_>>(),
                 "duration_ms": duration_ms,
                 "usage": {
                     "input_tokens": outcome.usage.input_tokens,

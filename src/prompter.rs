@@ -1,6 +1,7 @@
 //! Permission prompts on the terminal.
 
 use ahelper_agents::permissions::{PromptAnswer, PromptRequest, Prompter};
+use ahelper_agents::text::for_terminal;
 use crossterm::style::Stylize;
 use std::io::{BufRead, Write};
 
@@ -42,7 +43,7 @@ pub fn format_prompt(request: &PromptRequest, always_target: &str) -> String {
 impl Prompter for TerminalPrompter {
     async fn ask(&self, request: &PromptRequest) -> PromptAnswer {
         let _guard = self.lock.lock().await;
-        let text = format_prompt(request, ".ahelper/config.toml");
+        let text = for_terminal(&format_prompt(request, ".ahelper/config.toml")).into_owned();
         tokio::task::spawn_blocking(move || {
             // Keys typed while the model was working must not answer this question.
             // SAFETY: tcflush on fd 0 only discards pending terminal input.

@@ -1,7 +1,7 @@
 //! Rendering agent events on a terminal (REPL and `-p -v`).
 
 use ahelper_agents::agent::AgentEvent;
-use ahelper_agents::text::first_line_clipped;
+use ahelper_agents::text::{first_line_clipped, for_terminal};
 use ahelper_agents::tools::describe_call;
 use crossterm::style::Stylize;
 use std::io::Write;
@@ -33,17 +33,23 @@ impl EventPrinter {
     pub fn print(&mut self, out: &mut dyn Write, event: &AgentEvent) {
         match event {
             AgentEvent::TextDelta { text } if self.show_text => {
-                let _ = write!(out, "{text}");
+                let _ = write!(out, "{}", for_terminal(text));
                 self.at_line_start = text.ends_with('\n');
             }
             AgentEvent::Retry { .. } => {
                 self.newline(out);
-                let line = format!("⟳ {}", event.retry_message().unwrap_or_default());
+                let line = format!(
+                    "⟳ {}",
+                    for_terminal(&event.retry_message().unwrap_or_default())
+                );
                 let _ = writeln!(out, "{}", self.dim(&line));
             }
             AgentEvent::ToolCallStarted { name, input, .. } => {
                 self.newline(out);
-                let line = format!("● {}", describe_call(name, input, CALL_CHARS));
+                let line = format!(
+                    "● {}",
+                    for_terminal(&describe_call(name, input, CALL_CHARS))
+                );
                 let _ = writeln!(
                     out,
                     "{}",
@@ -62,7 +68,10 @@ impl EventPrinter {
             } => {
                 let lines = content.lines().count();
                 let summary = if *is_error || name == "run_command" || lines <= 1 {
-                    format!("  ⎿  {}", first_line_clipped(content, RESULT_CHARS))
+                    format!(
+                        "  ⎿  {}",
+                        for_terminal(&first_line_clipped(content, RESULT_CHARS))
+                    )
                 } else {
                     format!("  ⎿  {lines} lines")
                 };
@@ -95,5 +104,49 @@ impl EventPrinter {
         } else {
             s.to_string()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// What the REPL shows for `events`, as text.
+    fn shown(events: &[AgentEvent]) -> String {
+        let mut printer = EventPrinter::new(false, true);
+        let mut out = Vec::new();
+        for e in events {
+            printer.print(&mut out, e);
+        }
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn streamed_text_calls_and_results_show_escapes_visibly() {
+        let out = shown(&[
+            AgentEvent::TextDelta {
+                text: "a\x1b]52;c;aGk=".into(),
+            },
+            AgentEvent::TextDelta {
+                text: "\x07b \u{202e}x\n".into(),
+            },
+            AgentEvent::ToolCallStarted {
+                id: "t1".into(),
+                name: "run_command".into(),
+                input: json!({"command": "echo \x1b[2J"}),
+            },
+            AgentEvent::ToolCallFinished {
+                id: "t1".into(),
+                name: "run_command".into(),
+                content: "\x1b[2J\u{9b}1m".into(),
+                is_error: false,
+                duration_ms: 1,
+            },
+        ]);
+        assert!(out.contains(r"a\x1b]52;c;aGk=\x07b \u{202e}x"), "{out}");
+        assert!(out.contains(r"echo \x1b[2J"), "{out}");
+        assert!(out.contains(r"\x1b[2J\u{9b}1m"), "{out}");
+        assert!(!out.contains('\x1b') && !out.contains('\u{9b}') && !out.contains('\u{202e}'));
     }
 }

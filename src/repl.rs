@@ -7,6 +7,7 @@ use ahelper_agents::agent::AgentEvent;
 use ahelper_agents::config::Config;
 use ahelper_agents::permissions::PermissionMode;
 use ahelper_agents::session::Session;
+use ahelper_agents::text::for_terminal;
 use crossterm::style::Stylize;
 use reedline::{DefaultPrompt, DefaultPromptSegment, FileBackedHistory, Reedline, Signal};
 use std::io::{IsTerminal, Write};
@@ -33,8 +34,14 @@ Slash commands:
                         (default, accept-edits, plan, bypass)
 Anything else is sent to the model. Ctrl-C while it works cancels the turn.";
 
-/// Runs the REPL until the user exits.
-pub fn run(rt: &tokio::runtime::Runtime, config: &Config, mut session: Session) -> i32 {
+/// Runs the REPL until the user exits, starting with `first_prompt` when given
+/// (`ahelper "<prompt>"`).
+pub fn run(
+    rt: &tokio::runtime::Runtime,
+    config: &Config,
+    mut session: Session,
+    first_prompt: Option<String>,
+) -> i32 {
     let history_path = ahelper_agents::config::EnvSnapshot::capture()
         .state_dir()
         .map(|d| d.join("history.txt"));
@@ -57,6 +64,10 @@ pub fn run(rt: &tokio::runtime::Runtime, config: &Config, mut session: Session) 
         session.agent.tool_context().workspace_root.display(),
         session.id
     );
+    if let Some(prompt) = first_prompt {
+        println!("> {}", for_terminal(&prompt));
+        rt.block_on(run_prompt(&mut session, &prompt, color));
+    }
     let mut ctrl_c_once = false;
     loop {
         let line = match editor.read_line(&prompt) {
@@ -124,9 +135,9 @@ async fn run_prompt(session: &mut Session, prompt: &str, color: bool) {
                         out,
                         "{}",
                         if color {
-                            e.clone().red().to_string()
+                            for_terminal(e).red().to_string()
                         } else {
-                            e.clone()
+                            for_terminal(e).into_owned()
                         }
                     );
                 }

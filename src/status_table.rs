@@ -3,6 +3,7 @@
 //! an inline viewport, or as plain text for `swarm status` and the end of a run.
 
 use ahelper_agents::swarm::state::{RunRecord, WorkerRecord, WorkerStatus};
+use ahelper_agents::text::for_terminal;
 use ratatui::layout::Constraint;
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::Line;
@@ -124,7 +125,7 @@ pub fn table_widget<'a>(
         let cells = row_cells(w, claims(&w.id), live(i));
         let color = status_color(w.status);
         Row::new(cells.into_iter().enumerate().map(move |(c, text)| {
-            let cell = Cell::from(Line::from(text));
+            let cell = Cell::from(Line::from(for_terminal(&text).into_owned()));
             if c == 2 {
                 cell.style(Style::default().fg(color))
             } else {

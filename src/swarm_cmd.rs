@@ -17,6 +17,7 @@ use ahelper_agents::swarm::resume::{self, Resumable};
 use ahelper_agents::swarm::state::{RunOutcome, RunRecord, WorkerStatus};
 use ahelper_agents::swarm::summary::short_commit;
 use ahelper_agents::swarm::{self, PlannedRun, PreparedRun, RunIo, RunOptions};
+use ahelper_agents::text::for_terminal;
 use ahelper_worktrees as git;
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -127,7 +128,7 @@ fn say(mode: EventOutput, line: String) {
         let event = SwarmEvent::Notice { message: line };
         println!("{}", serde_json::to_string(&event).unwrap_or_default());
     } else {
-        eprintln!("{line}");
+        eprintln!("{}", for_terminal(&line));
     }
 }
 
@@ -274,7 +275,7 @@ fn confirm(
 }
 
 fn print_plan(plan: &Plan) {
-    eprintln!("\nPlan: {}", plan.summary);
+    eprintln!("\nPlan: {}", for_terminal(&plan.summary));
     for (i, s) in plan.subtasks.iter().enumerate() {
         let deps = if s.depends_on.is_empty() {
             String::new()
@@ -284,9 +285,9 @@ fn print_plan(plan: &Plan) {
         eprintln!(
             "  w{} [{}] {}{deps}\n      scope: {}",
             i + 1,
-            s.id,
-            s.title,
-            s.scope.join(", ")
+            for_terminal(&s.id),
+            for_terminal(&s.title),
+            for_terminal(&s.scope.join(", "))
         );
     }
     eprintln!();
@@ -348,12 +349,15 @@ async fn execute_run(
     if mode == EventOutput::Lines {
         // the live view already shows the final table
         let elapsed = started.elapsed().as_millis() as u64;
-        println!("{}", status_table::render_text(&record, elapsed));
+        println!(
+            "{}",
+            for_terminal(&status_table::render_text(&record, elapsed))
+        );
     }
     if mode != EventOutput::Json
         && let Some(summary) = &record.summary
     {
-        println!("{summary}");
+        println!("{}", for_terminal(summary));
     }
     exit_code(record.outcome())
 }
@@ -439,7 +443,7 @@ async fn resume(config: &Config, run: &str, run_args: &SwarmRunArgs, mode_given:
     let (run, unfinished) = match resumable {
         Resumable::NothingLeft(record) => {
             eprintln!("Run {} has nothing left to do.", record.run_id);
-            println!("{}", swarm::final_summary(&record));
+            println!("{}", for_terminal(&swarm::final_summary(&record)));
             return 0;
         }
         Resumable::Unfinished { run, unfinished } => (run, unfinished),
@@ -496,7 +500,7 @@ fn status(config: &Config, run: &str) -> i32 {
         Ok((_, record)) => record,
         Err(code) => return code,
     };
-    println!("Task: {}", r.task);
+    println!("Task: {}", for_terminal(&r.task));
     let elapsed = match (
         chrono::DateTime::parse_from_rfc3339(&r.created_at),
         chrono::DateTime::parse_from_rfc3339(&r.updated_at),
@@ -504,9 +508,9 @@ fn status(config: &Config, run: &str) -> i32 {
         (Ok(a), Ok(b)) => (b - a).num_milliseconds().max(0) as u64,
         _ => 0,
     };
-    print!("{}", status_table::render_text(&r, elapsed));
+    print!("{}", for_terminal(&status_table::render_text(&r, elapsed)));
     if let Some(s) = &r.summary {
-        println!("\n{s}");
+        println!("\n{}", for_terminal(s));
     }
     0
 }
@@ -533,7 +537,7 @@ async fn show_logs(
             if json {
                 println!("{line}");
             } else if let Some(text) = logs::format_raw_line(&line) {
-                println!("{text}");
+                println!("{}", for_terminal(&text));
             }
         }
         let _ = std::io::stdout().flush();
@@ -620,7 +624,11 @@ fn print_clean_step(step: &CleanStep, run: &RunRecord) {
                 run.integration_branch
             );
             for c in commits.iter().take(10) {
-                println!("      {} {}", short_commit(&c.id.to_string()), c.summary);
+                println!(
+                    "      {} {}",
+                    short_commit(&c.id.to_string()),
+                    for_terminal(&c.summary)
+                );
             }
             println!(
                 "    delete it anyway with: ahelper swarm clean {} --force",

@@ -7,6 +7,7 @@ use ahelper_agents::permissions::{PromptAnswer, PromptRequest, Prompter};
 use ahelper_agents::swarm::events::SwarmEvent;
 use ahelper_agents::swarm::process::kill_descendants;
 use ahelper_agents::swarm::state::{RunRecord, WorkerRecord, WorkerStatus};
+use ahelper_agents::text::for_terminal;
 use crossterm::event::{Event, KeyCode, KeyEventKind, KeyModifiers};
 use ratatui::backend::CrosstermBackend;
 use ratatui::layout::{Constraint, Layout};
@@ -77,7 +78,7 @@ pub async fn print_events(mut events: mpsc::UnboundedReceiver<SwarmEvent>, mode:
                         }
                 );
                 if !redundant {
-                    let _ = writeln!(out, "{}", e.to_line());
+                    let _ = writeln!(out, "{}", for_terminal(&e.to_line()));
                 }
             }
         }
@@ -285,7 +286,7 @@ impl LiveView {
     fn draw(&mut self, terminal: &mut LiveTerminal, mut record: RunRecord) {
         for note in self.notes.drain(..) {
             let _ = terminal.insert_before(1, |buf| {
-                Paragraph::new(Line::from(note.clone())).render_ref_to(buf);
+                Paragraph::new(Line::from(for_terminal(&note).into_owned())).render_ref_to(buf);
             });
         }
         let waiting: Vec<&str> = self
@@ -361,7 +362,7 @@ fn render_frame(
     );
     if let Some(p) = prompt_line {
         frame.render_widget(
-            Paragraph::new(p).style(Style::default().fg(Color::Yellow)),
+            Paragraph::new(for_terminal(&p).into_owned()).style(Style::default().fg(Color::Yellow)),
             areas[2],
         );
     }

@@ -1,6 +1,7 @@
 //! End-to-end tests of the `ahelper` binary, in one test binary: the built program (assert_cmd)
 //! against the fake LLM server (`ahelper-fake-llm`) on 127.0.0.1, in temporary git repositories.
-//! `suite/print_mode.rs` covers `ahelper -p`, `suite/swarm.rs` covers `ahelper swarm`.
+//! `suite/print_mode.rs` covers `ahelper -p`, `suite/swarm.rs` covers `ahelper swarm`,
+//! `suite/key_protection.rs` covers provider-key protection (issue 14) with hostile probes.
 //! Run one area with `cargo test --test all swarm`.
 
 mod suite;

@@ -1,6 +1,7 @@
 //! A private temp dir per command: `<temp>/ahelper-<uid>/cmd-<uuid>`, mode 0700, given to the
 //! command as `TMPDIR` and removed when the command (and everything it started) has ended.
-//! `<temp>` is ahelper's own `std::env::temp_dir()` (`$TMPDIR` or `/tmp`). Under the landlock
+//! `<temp>` is ahelper's own `std::env::temp_dir()` (`$TMPDIR` or `/tmp`; `/tmp` when `$TMPDIR`
+//! is not an existing directory). Under the landlock
 //! sandbox this directory, not the shared temp dir, is what commands may write.
 
 use std::io;
@@ -47,7 +48,14 @@ impl Drop for CommandTemp {
 pub fn user_temp_base() -> io::Result<PathBuf> {
     // SAFETY: geteuid cannot fail.
     let uid = unsafe { libc::geteuid() };
-    let base = std::env::temp_dir().join(format!("ahelper-{uid}"));
+    let temp = std::env::temp_dir();
+    // A `TMPDIR` that does not exist (yet) is not a reason to fail every command.
+    let temp = if temp.is_dir() {
+        temp
+    } else {
+        PathBuf::from("/tmp")
+    };
+    let base = temp.join(format!("ahelper-{uid}"));
     match std::fs::DirBuilder::new().mode(0o700).create(&base) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}

@@ -12,10 +12,14 @@
 //! `.ahelper/` is a config-injection vector).
 //!
 //! API keys are never read from files: `api_key_env` names the environment variable that holds
-//! the key.
+//! the key. [`Config::redactor`] knows the values of the key variables and of the variables
+//! listed in `[secrets] redact_env`; [`Config::secret_env`] names the variables the binary
+//! removes from its own environment once the configuration is read
+//! ([`crate::hardening::scrub_environment`]).
 
-use crate::model::{ApiKey, ProviderKind, ProviderSettings, ToolProtocol};
+use crate::model::{ApiKey, ProviderKind, ProviderSettings, SettingsOrigin, ToolProtocol};
 use crate::permissions::{PermissionMode, PermissionPolicy, PermissionRule, RuleSet};
+use crate::redact::{Redactor, is_credential_name};
 use crate::sandbox_os::{SandboxMode, SandboxSettings, default_deny_read};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -171,6 +175,17 @@ pub struct SandboxFile {
     pub network: Option<bool>,
 }
 
+/// `[secrets]` table.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SecretsFile {
+    /// Names of environment variables whose values are replaced by `[REDACTED:<NAME>]` in tool
+    /// results, transcripts, logs and events (besides the provider keys, always redacted).
+    /// Lists of every layer are joined.
+    #[serde(default)]
+    pub redact_env: Vec<String>,
+}
+
 /// One configuration file, every field optional.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -204,6 +219,9 @@ pub struct ConfigFile {
     /// Command sandbox settings.
     #[serde(default)]
     pub sandbox: SandboxFile,
+    /// Secret redaction settings.
+    #[serde(default)]
+    pub secrets: SecretsFile,
 }
 
 impl ConfigFile {
@@ -218,14 +236,17 @@ impl ConfigFile {
         })
     }
 
-    /// Reads and parses a file; a missing file is an empty config.
+    /// Reads and parses a file; a missing file is an empty config. Numeric values are checked
+    /// against their ranges ([`crate::config_ranges::KEY_RANGES`]).
     ///
     /// # Errors
-    /// [`ConfigError::Read`] or [`ConfigError::Parse`].
+    /// [`ConfigError::Read`], [`ConfigError::Parse`], or [`ConfigError::Invalid`] naming file,
+    /// line and key of a value out of range or a bad permission rule.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
         match std::fs::read_to_string(path) {
             Ok(text) => {
                 let file = Self::parse(&text, path)?;
+                crate::config_ranges::check_ranges(&file, &text, path)?;
                 resolve_permissions(&file.permissions, &path.display().to_string())?;
                 Ok(file)
             }
@@ -272,6 +293,7 @@ impl ConfigFile {
         over!(sandbox.network);
         self.sandbox.writable.extend(higher.sandbox.writable);
         self.sandbox.deny_read.extend(higher.sandbox.deny_read);
+        self.secrets.redact_env.extend(higher.secrets.redact_env);
         self.permissions.allow.extend(higher.permissions.allow);
         self.permissions.ask.extend(higher.permissions.ask);
         self.permissions.deny.extend(higher.permissions.deny);
@@ -346,6 +368,11 @@ impl EnvSnapshot {
         }
     }
 
+    /// Every variable, sorted by name.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.vars.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+
     /// A variable's value when set and non-empty.
     pub fn get(&self, name: &str) -> Option<&str> {
         self.vars
@@ -393,6 +420,14 @@ pub struct Config {
     pub sandbox: SandboxSettings,
     /// Files that were read, highest precedence first.
     pub files_read: Vec<PathBuf>,
+    /// Replaces the values of the provider key variables (the configured `api_key_env`, and
+    /// every variable named like a credential: see [`is_credential_name`]) and of the variables
+    /// in `[secrets] redact_env` with `[REDACTED:<NAME>]`.
+    pub redactor: Redactor,
+    /// Variables that hold keys and that no command may inherit: every variable commands never
+    /// get ([`crate::tools::shell::is_secret_env`]) plus the configured `api_key_env`. The
+    /// binary removes them from its own environment after loading the configuration.
+    pub secret_env: Vec<String>,
     /// The provider, or the reason none is usable (reported only when a model is needed, so
     /// `ahelper swarm ls` works without a key).
     provider: Result<ProviderSettings, NoModelReason>,
@@ -421,56 +456,42 @@ impl Config {
             })?;
         let mut files_read = Vec::new();
         let mut merged = ConfigFile::default();
+        // Where the winning `base_url` was set, named in endpoint errors.
+        let mut base_url_origin = None;
         if let Some(user) = env.user_config_path() {
             if user.exists() {
                 files_read.push(user.clone());
             }
-            merged = merged.merged_with(ConfigFile::load(&user)?);
+            let file = ConfigFile::load(&user)?;
+            if file.base_url.is_some() {
+                base_url_origin = Some(user.display().to_string());
+            }
+            merged = merged.merged_with(file);
         }
         let project = Self::project_config_path(&workspace_root);
         if project.exists() {
             files_read.push(project.clone());
         }
-        merged = merged.merged_with(ConfigFile::load(&project)?);
+        let file = ConfigFile::load(&project)?;
+        if file.base_url.is_some() {
+            base_url_origin = Some(project.display().to_string());
+        }
+        merged = merged.merged_with(file);
         files_read.reverse();
+        if env.get("AHELPER_BASE_URL").is_some() {
+            base_url_origin = Some("environment variable AHELPER_BASE_URL".into());
+        }
+        if cli.base_url.is_some() {
+            base_url_origin = Some("--base-url".into());
+        }
 
-        let env_layer = ConfigFile {
-            provider: env.get("AHELPER_PROVIDER").map(str::to_string),
-            model: env.get("AHELPER_MODEL").map(str::to_string),
-            base_url: env.get("AHELPER_BASE_URL").map(str::to_string),
-            permissions: PermissionsFile {
-                mode: env.get("AHELPER_PERMISSION_MODE").map(str::to_string),
-                ..Default::default()
-            },
-            sandbox: SandboxFile {
-                mode: env.get("AHELPER_SANDBOX").map(str::to_string),
-                ..Default::default()
-            },
-            ..Default::default()
-        };
+        let env_layer = env_layer(env);
         resolve_permissions(
             &env_layer.permissions,
             "environment (AHELPER_PERMISSION_MODE)",
         )?;
         merged = merged.merged_with(env_layer);
-        let cli_layer = ConfigFile {
-            provider: cli.provider.clone(),
-            model: cli.model.clone(),
-            base_url: cli.base_url.clone(),
-            permissions: PermissionsFile {
-                mode: cli.permission_mode.clone(),
-                ..Default::default()
-            },
-            agent: AgentFile {
-                max_turns: cli.max_turns,
-                ..Default::default()
-            },
-            sandbox: SandboxFile {
-                mode: cli.sandbox.clone(),
-                ..Default::default()
-            },
-            ..Default::default()
-        };
+        let cli_layer = cli_layer(cli);
         resolve_permissions(&cli_layer.permissions, "command line (--permission-mode)")?;
         merged = merged.merged_with(cli_layer);
 
@@ -493,11 +514,15 @@ impl Config {
             worktree_root: merged.swarm.worktree_root.clone(),
         };
         let sandbox = resolve_sandbox(&merged.sandbox, &workspace_root, env)?;
-        let provider = match resolve_provider(&merged, env) {
+        let mut provider = match resolve_provider(&merged, env) {
             Ok(p) => Ok(p),
             Err(ProviderProblem::Unusable(reason)) => Err(reason),
             Err(ProviderProblem::Invalid(e)) => return Err(e),
         };
+        if let (Ok(p), Some(origin)) = (&mut provider, base_url_origin) {
+            p.origin.base_url = origin;
+        }
+        let (redactor, secret_env) = resolve_secrets(&merged, env, &provider)?;
         Ok(Config {
             workspace_root,
             merged,
@@ -506,6 +531,8 @@ impl Config {
             swarm,
             sandbox,
             files_read,
+            redactor,
+            secret_env,
             provider,
         })
     }
@@ -739,10 +766,7 @@ fn resolve_provider(
     };
     let defaults = ProviderDefaults::of(kind);
     let base_url = provider_base_url(merged, env, &defaults)?;
-    let key_env = merged
-        .api_key_env
-        .clone()
-        .unwrap_or_else(|| defaults.key_env.to_string());
+    let key_env = key_env_name(merged, kind);
     let api_key = env.get(&key_env).map(str::to_string).unwrap_or_default();
     if api_key.is_empty() && base_url == defaults.base_url {
         return Err(ProviderProblem::Unusable(NoModelReason::MissingApiKey {
@@ -772,6 +796,14 @@ fn resolve_provider(
         retry_base_delay_ms: merged.retry.base_delay_ms.unwrap_or(1_000),
         retry_max_delay_ms: merged.retry.max_delay_ms.unwrap_or(60_000),
         idle_timeout_ms: merged.retry.idle_timeout_ms.unwrap_or(120_000),
+        origin: SettingsOrigin {
+            base_url: if env.get(defaults.base_url_env).is_some() {
+                format!("environment variable {}", defaults.base_url_env)
+            } else {
+                "the default".into()
+            },
+            api_key_env: key_env,
+        },
     })
 }
 
@@ -816,6 +848,108 @@ fn provider_base_url(
         ));
     }
     Ok(base_url)
+}
+
+/// The layer of the `AHELPER_*` environment variables (provider, model, base URL, permission
+/// mode, sandbox mode).
+fn env_layer(env: &EnvSnapshot) -> ConfigFile {
+    ConfigFile {
+        provider: env.get("AHELPER_PROVIDER").map(str::to_string),
+        model: env.get("AHELPER_MODEL").map(str::to_string),
+        base_url: env.get("AHELPER_BASE_URL").map(str::to_string),
+        permissions: PermissionsFile {
+            mode: env.get("AHELPER_PERMISSION_MODE").map(str::to_string),
+            ..Default::default()
+        },
+        sandbox: SandboxFile {
+            mode: env.get("AHELPER_SANDBOX").map(str::to_string),
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
+/// The layer of the command-line flags (provider, model, base URL, permission mode, max turns,
+/// sandbox mode).
+fn cli_layer(cli: &CliOverrides) -> ConfigFile {
+    ConfigFile {
+        provider: cli.provider.clone(),
+        model: cli.model.clone(),
+        base_url: cli.base_url.clone(),
+        permissions: PermissionsFile {
+            mode: cli.permission_mode.clone(),
+            ..Default::default()
+        },
+        agent: AgentFile {
+            max_turns: cli.max_turns,
+            ..Default::default()
+        },
+        sandbox: SandboxFile {
+            mode: cli.sandbox.clone(),
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
+/// The variable holding the provider key: `api_key_env`, else the provider's standard name.
+fn key_env_name(merged: &ConfigFile, kind: ProviderKind) -> String {
+    merged
+        .api_key_env
+        .clone()
+        .unwrap_or_else(|| ProviderDefaults::of(kind).key_env.to_string())
+}
+
+/// The redactor and the key variables to remove from the process environment (see
+/// [`Config::redactor`], [`Config::secret_env`]). `redact_env` names must be variable names.
+fn resolve_secrets(
+    merged: &ConfigFile,
+    env: &EnvSnapshot,
+    provider: &Result<ProviderSettings, NoModelReason>,
+) -> Result<(Redactor, Vec<String>), ConfigError> {
+    let invalid = |message: String| ConfigError::Invalid {
+        key: "secrets.redact_env".into(),
+        origin: "configuration".into(),
+        message,
+    };
+    for name in &merged.secrets.redact_env {
+        let valid = !name.is_empty()
+            && !name.starts_with(|c: char| c.is_ascii_digit())
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !valid {
+            return Err(invalid(format!(
+                "`{name}` is not an environment variable name (letters, digits and _)"
+            )));
+        }
+    }
+    // The configured key first, so that its name is shown when two variables hold the value.
+    let key_env = match provider {
+        Ok(p) => Some(key_env_name(merged, p.kind)),
+        Err(_) => merged.api_key_env.clone(),
+    };
+    let mut pairs: Vec<(String, String)> = Vec::new();
+    if let Ok(p) = provider
+        && let Some(name) = &key_env
+    {
+        pairs.push((name.clone(), p.api_key.0.clone()));
+    }
+    for (name, value) in env.iter() {
+        if is_credential_name(name) || merged.secrets.redact_env.iter().any(|n| n == name) {
+            pairs.push((name.to_string(), value.to_string()));
+        }
+    }
+    let redactor = Redactor::new(pairs).map_err(|e| invalid(e.to_string()))?;
+    let mut secret_env: Vec<String> = env
+        .iter()
+        .map(|(name, _)| name.to_string())
+        .filter(|name| crate::tools::shell::is_secret_env(name))
+        .collect();
+    if let Some(name) = key_env
+        && !secret_env.contains(&name)
+    {
+        secret_env.push(name);
+    }
+    Ok((redactor, secret_env))
 }
 
 /// Which rule list an answer goes to.
@@ -869,7 +1003,12 @@ pub fn append_project_rule(
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent).map_err(|e| write_err(e.to_string()))?;
     }
-    std::fs::write(&path, doc.to_string()).map_err(|e| write_err(e.to_string()))
+    crate::atomic_write::write_path(&path, doc.to_string().as_bytes()).map_err(|e| {
+        write_err(crate::atomic_write::describe_write_error(
+            &path.display().to_string(),
+            &e,
+        ))
+    })
 }
 
 #[cfg(test)]
@@ -891,6 +1030,80 @@ mod tests {
         assert!(err.contains("/p/config.toml"), "{err}");
         assert!(err.contains("modle"), "{err}");
         assert!(err.contains("line 2"), "{err}");
+    }
+
+    #[test]
+    fn secrets_redact_keys_and_listed_variables_and_name_what_to_scrub() {
+        let ws = tempfile::tempdir().unwrap();
+        let home = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(home.path().join("ahelper")).unwrap();
+        std::fs::write(
+            home.path().join("ahelper/config.toml"),
+            "[secrets]\nredact_env = [\"DB_PASSWORD\"]\n",
+        )
+        .unwrap();
+        std::fs::create_dir_all(ws.path().join(".ahelper")).unwrap();
+        std::fs::write(
+            ws.path().join(".ahelper/config.toml"),
+            "api_key_env = \"MY_LLM_TOKEN\"\n[secrets]\nredact_env = [\"GITHUB_TOKEN\"]\n",
+        )
+        .unwrap();
+        let e = env(&[
+            ("XDG_CONFIG_HOME", home.path().to_str().unwrap()),
+            ("MY_LLM_TOKEN", "sk-custom-key-0123456789"),
+            ("ANTHROPIC_API_KEY", "sk-ant-other-0123456789"),
+            ("ANTHROPIC_BASE_URL", "http://127.0.0.1:9"),
+            ("DB_PASSWORD", "correct-horse"),
+            ("GITHUB_TOKEN", "ghp_0123456789"),
+            ("SHORT_API_KEY", "x"),
+            ("PATH", "/usr/bin:/bin"),
+        ]);
+        let cfg = Config::load(ws.path(), &e, &CliOverrides::default()).unwrap();
+        assert_eq!(
+            cfg.merged.secrets.redact_env,
+            ["DB_PASSWORD", "GITHUB_TOKEN"],
+            "lists of both layers are joined"
+        );
+        assert_eq!(
+            cfg.provider().unwrap().api_key.0,
+            "sk-custom-key-0123456789"
+        );
+        let text = "sk-custom-key-0123456789 sk-ant-other-0123456789 correct-horse \
+                    ghp_0123456789 http://127.0.0.1:9 x";
+        assert_eq!(
+            cfg.redactor.redact(text),
+            "[REDACTED:MY_LLM_TOKEN] [REDACTED:ANTHROPIC_API_KEY] [REDACTED:DB_PASSWORD] \
+             [REDACTED:GITHUB_TOKEN] http://127.0.0.1:9 x"
+        );
+        let mut scrub = cfg.secret_env.clone();
+        scrub.sort();
+        assert_eq!(
+            scrub,
+            [
+                "ANTHROPIC_API_KEY",
+                "ANTHROPIC_BASE_URL",
+                "MY_LLM_TOKEN",
+                "SHORT_API_KEY"
+            ]
+        );
+    }
+
+    #[test]
+    fn redact_env_names_must_be_variable_names() {
+        let ws = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(ws.path().join(".ahelper")).unwrap();
+        std::fs::write(
+            ws.path().join(".ahelper/config.toml"),
+            "[secrets]\nredact_env = [\"$HOME\"]\n",
+        )
+        .unwrap();
+        let err = Config::load(ws.path(), &env(&[]), &CliOverrides::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("secrets.redact_env") && err.contains("$HOME"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -993,7 +1206,7 @@ mod tests {
         std::fs::create_dir_all(ws.path().join(".ahelper")).unwrap();
         std::fs::write(
             ws.path().join(".ahelper/config.toml"),
-            "[sandbox]\nnetwork = false\nwritable = [\"../shared-target\"]\n",
+            "[sandbox]\nnetwork = false\nwritable = [\"../common-target\"]\n",
         )
         .unwrap();
         let h = home.path().to_str().unwrap();
@@ -1004,7 +1217,7 @@ mod tests {
         assert!(!cfg.sandbox.network);
         assert_eq!(
             cfg.sandbox.writable,
-            vec![home.path().join(".cargo"), root.join("../shared-target")]
+            vec![home.path().join(".cargo"), root.join("../common-target")]
         );
         assert!(cfg.sandbox.deny_read.contains(&home.path().join(".ssh")));
         assert!(cfg.sandbox.deny_read.contains(&home.path().join(".kube")));

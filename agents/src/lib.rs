@@ -6,7 +6,8 @@
 //! may run, [`agent`] is the agent loop (built with [`agent::AgentBuilder`]), [`session`] is a
 //! single-agent session, [`transcript`] writes append-only JSONL transcripts, [`config`]
 //! resolves layered configuration, [`text`] shortens text, and [`swarm`] runs many agents in
-//! parallel.
+//! parallel. [`hardening`] keeps provider keys out of reach of the commands the model runs, and
+//! [`redact`] scrubs known secret values from everything ahelper outputs.
 //!
 //! This crate has no terminal code and prints nothing: user interaction goes through the
 //! [`permissions::Prompter`] trait, the [`agent::AgentEvent`] channel and the swarm's events;
@@ -15,11 +16,15 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod agent;
+pub mod atomic_write;
 pub mod command_temp;
 pub mod config;
+pub mod config_ranges;
+pub mod hardening;
 pub mod model;
 pub mod permissions;
 pub mod process_sweep;
+pub mod redact;
 pub mod sandbox;
 pub mod sandbox_os;
 pub mod session;

@@ -633,6 +633,25 @@ pub fn open_write(
     open_beneath(workspace_root, &resolved.relative, flags, 0o666)
 }
 
+/// Opens the directory that holds a resolved path (read-only, for `openat`/`renameat` calls
+/// such as [`crate::atomic_write::replace_in_dir`]), beneath the workspace root with no
+/// symlink on the way.
+///
+/// # Errors
+/// As [`open_read`]; also when the parent is not a directory.
+pub fn open_parent_dir(
+    workspace_root: &Path,
+    resolved: &ResolvedPath,
+) -> Result<File, SandboxError> {
+    let parent = resolved.relative.parent().unwrap_or(Path::new(""));
+    open_beneath(
+        workspace_root,
+        parent,
+        libc::O_RDONLY | libc::O_DIRECTORY,
+        0,
+    )
+}
+
 /// Creates the missing parent directories of a resolved path, one at a time beneath the
 /// workspace root, each created inside a directory opened without following symlinks.
 ///

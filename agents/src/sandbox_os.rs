@@ -451,59 +451,46 @@ pub struct PreparedSandbox {
 
 /// How a command with `network = false` gets a network namespace of its own (only a loopback
 /// interface, down): no TCP, UDP, raw or abstract UNIX socket reaches anything outside it.
+///
+/// First `unshare(CLONE_NEWNET)` (needs `CAP_SYS_ADMIN`, which ahelper's hardening drops even
+/// for root); else `unshare(CLONE_NEWUSER | CLONE_NEWNET)` with a user namespace that maps the
+/// user's own uid and gid to themselves (files keep their owner). Where user namespaces are
+/// disabled too (`kernel.unprivileged_userns_clone = 0`, AppArmor restrictions) the command
+/// runs in ahelper's network namespace: landlock still denies TCP, UDP is not stopped.
 #[derive(Debug)]
-pub enum NetNamespace {
-    /// ahelper runs as root: `unshare(CLONE_NEWNET)`; a failure stops the command.
-    Root,
-    /// Unprivileged: `unshare(CLONE_NEWUSER | CLONE_NEWNET)` and a user namespace mapping the
-    /// user's own uid and gid to themselves (files keep their owner). Where user namespaces are
-    /// disabled (`kernel.unprivileged_userns_clone = 0`, AppArmor restrictions) the command
-    /// runs in ahelper's network namespace: landlock still denies TCP, UDP is not stopped.
-    User {
-        /// `"<uid> <uid> 1"`, NUL-terminated text for `/proc/self/uid_map`.
-        uid_map: Vec<u8>,
-        /// `"<gid> <gid> 1"` for `/proc/self/gid_map`.
-        gid_map: Vec<u8>,
-    },
+pub struct NetNamespace {
+    /// `"<uid> <uid> 1"` for `/proc/self/uid_map`.
+    uid_map: Vec<u8>,
+    /// `"<gid> <gid> 1"` for `/proc/self/gid_map`.
+    gid_map: Vec<u8>,
 }
 
 impl NetNamespace {
-    /// The way open to this process's effective user.
+    /// The maps for this process's effective user.
     fn for_this_user() -> Self {
         // SAFETY: geteuid/getegid cannot fail.
         let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
-        if uid == 0 {
-            NetNamespace::Root
-        } else {
-            NetNamespace::User {
-                uid_map: format!("{uid} {uid} 1").into_bytes(),
-                gid_map: format!("{gid} {gid} 1").into_bytes(),
-            }
+        NetNamespace {
+            uid_map: format!("{uid} {uid} 1").into_bytes(),
+            gid_map: format!("{gid} {gid} 1").into_bytes(),
         }
     }
 
     /// Enters the new namespace (in the child, before `exec`): system calls only, no
-    /// allocation.
+    /// allocation. An error only when the user namespace was made but its maps could not be
+    /// written (the command would run as an unmapped user).
     fn enter(&self) -> std::io::Result<()> {
-        let last = std::io::Error::last_os_error;
-        match self {
-            NetNamespace::Root => {
-                // SAFETY: unshare(2) with a flag constant.
-                if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
-                    return Err(last());
-                }
-                Ok(())
-            }
-            NetNamespace::User { uid_map, gid_map } => {
-                // SAFETY: unshare(2) with flag constants.
-                if unsafe { libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET) } != 0 {
-                    return Ok(());
-                }
-                write_proc_file(c"/proc/self/setgroups", b"deny")?;
-                write_proc_file(c"/proc/self/uid_map", uid_map)?;
-                write_proc_file(c"/proc/self/gid_map", gid_map)
-            }
+        // SAFETY: unshare(2) with flag constants.
+        if unsafe { libc::unshare(libc::CLONE_NEWNET) } == 0 {
+            return Ok(());
         }
+        // SAFETY: as above.
+        if unsafe { libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET) } != 0 {
+            return Ok(());
+        }
+        write_proc_file(c"/proc/self/setgroups", b"deny")?;
+        write_proc_file(c"/proc/self/uid_map", &self.uid_map)?;
+        write_proc_file(c"/proc/self/gid_map", &self.gid_map)
     }
 }
 

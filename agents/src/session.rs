@@ -58,6 +58,8 @@ pub struct SessionOptions {
     pub continue_latest: bool,
     /// Client to use instead of the configured provider (tests, benchmarks).
     pub client_override: Option<Arc<dyn ModelClient>>,
+    /// Text appended to the end of the system prompt (`--append-system-prompt`).
+    pub append_system_prompt: Option<String>,
 }
 
 impl Session {
@@ -95,7 +97,11 @@ impl Session {
             (id, path, Vec::new())
         };
         exclude_ahelper_dir(&root);
-        let agent = Agent::builder(client, model, tool_context, gate)
+        let mut builder = Agent::builder(client, model, tool_context, gate);
+        if let Some(text) = options.append_system_prompt {
+            builder = builder.append_system_prompt(text);
+        }
+        let agent = builder
             .tools(tools)
             .settings(AgentSettings::new(&config.agent, provider.as_ref()))
             .history(history)
@@ -119,6 +125,9 @@ fn session_tool_context(config: &Config) -> Result<ToolContext, SessionError> {
         &config.sandbox,
         &tool_context.workspace_root,
     )));
+    // Secret values are redacted from tool results, events and the transcript (the builder
+    // gives the transcript the same redactor).
+    tool_context.redactor = config.redactor.clone();
     Ok(tool_context)
 }
 

@@ -7,9 +7,12 @@
 //! `<workspace>/.ahelper/sessions/<session-id>.jsonl`, swarm workers in
 //! `.ahelper/runs/<run>/workers/<worker>.jsonl`.
 //!
-//! API keys never reach a transcript: entries hold messages, tool calls and results only.
+//! API keys never reach a transcript: entries hold messages, tool calls and results only, and a
+//! writer given a [`Redactor`] ([`TranscriptWriter::with_redactor`]) replaces every known secret
+//! value in every string of a line before writing it.
 
 use crate::model::{ContentBlock, Message, Role, Usage};
+use crate::redact::Redactor;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::io::Write;
@@ -114,8 +117,9 @@ pub enum TranscriptEntry {
 /// Errors of transcript I/O.
 #[derive(Debug, thiserror::Error)]
 pub enum TranscriptError {
-    /// The file could not be opened, written or read.
-    #[error("transcript {path}: {source}")]
+    /// The file could not be opened, written or read ("No space left on device" in the
+    /// user's words when the disk is full).
+    #[error("{}", io_message(path, source))]
     Io {
         /// File.
         path: PathBuf,
@@ -127,11 +131,25 @@ pub enum TranscriptError {
     NotFound(String),
 }
 
+/// The text of [`TranscriptError::Io`].
+fn io_message(path: &std::path::Path, source: &std::io::Error) -> String {
+    if crate::atomic_write::is_disk_full(source) {
+        format!(
+            "No space left on device: the transcript {} cannot be written. Free some disk space \
+             (`df -h` shows what is left) and try again",
+            path.display()
+        )
+    } else {
+        format!("transcript {}: {source}", path.display())
+    }
+}
+
 /// Appends lines to one transcript file, flushing each.
 #[derive(Debug)]
 pub struct TranscriptWriter {
     path: PathBuf,
     file: std::fs::File,
+    redactor: Redactor,
 }
 
 impl TranscriptWriter {
@@ -155,7 +173,14 @@ impl TranscriptWriter {
         Ok(TranscriptWriter {
             path: path.to_path_buf(),
             file,
+            redactor: Redactor::default(),
         })
+    }
+
+    /// Redacts the values `redactor` knows from every line written from now on.
+    pub fn with_redactor(mut self, redactor: Redactor) -> Self {
+        self.redactor = redactor;
+        self
     }
 
     /// The file path.
@@ -172,7 +197,10 @@ impl TranscriptWriter {
             ts: now_rfc3339(),
             entry,
         };
-        let mut text = serde_json::to_string(&line).expect("transcript entries serialise");
+        let mut text = self
+            .redactor
+            .to_json_line(&line)
+            .expect("transcript entries serialise");
         text.push('\n');
         self.file
             .write_all(text.as_bytes())
@@ -320,6 +348,33 @@ pub fn find_session(workspace_root: &Path, id: Option<&str>) -> Result<PathBuf, 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_writer_with_a_redactor_never_writes_the_value() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.jsonl");
+        let key = "sk-ant-transcript-0123456789";
+        let redactor = Redactor::new([("ANTHROPIC_API_KEY", key)]).unwrap();
+        let mut w = TranscriptWriter::open(&path)
+            .unwrap()
+            .with_redactor(redactor);
+        w.append(TranscriptEntry::ToolCall {
+            id: "c1".into(),
+            name: "run_command".into(),
+            input: serde_json::json!({"command": format!("echo {key}")}),
+        })
+        .unwrap();
+        w.append(TranscriptEntry::Error {
+            message: format!("HTTP 401: bad key {key}"),
+        })
+        .unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(!text.contains(key), "{text}");
+        let lines = read_transcript(&path).unwrap();
+        assert_eq!(lines.len(), 2);
+        assert!(text.starts_with("{\"ts\":"), "{text}");
+        assert!(text.contains("echo [REDACTED:ANTHROPIC_API_KEY]"), "{text}");
+    }
 
     #[test]
     fn round_trip_and_history() {

@@ -81,7 +81,9 @@
 //! | `http_429` | status 429, `retry-after: N` (`retry_after`, default 1 s), `rate_limit_error` body |
 //! | `http_500` | status 500, `api_error` / `server_error` body |
 //! | `http_529` | status 529, Anthropic `{"type":"error","error":{"type":"overloaded_error",…}}` (both routes) |
-//! | `http_400`, `http_401` | status 400 `invalid_request_error`, 401 `authentication_error` / `invalid_api_key` |
+//! | `http_400`, `http_401`, `http_403` | status 400 `invalid_request_error`, 401 `authentication_error` / `invalid_api_key`, 403 `permission_error` |
+//! | `html_page` | status 200, `content-type: text/html`, a small sign-in page (`message` is its heading) |
+//! | `foreign_json` | status 200, `content-type: application/json`, `{"hello":"world"}` (`message` replaces `world`) |
 //! | `drop_mid_stream` | 200, `after_chunks` chunks (default half), then the connection is aborted without the last chunk: a body error, not a clean EOF |
 //! | `malformed_line` | a `data:` line of cut-off JSON after `after_chunks` (default 1) chunks, then the rest of the stream; non-streaming: half the JSON body |
 //! | `stall` | 200, `after_chunks` (default 1) chunks, then nothing for `stall_ms` (default 600 000 ms), then the connection is aborted |

@@ -220,6 +220,17 @@ pub enum FaultKind {
     /// (`http_401`) Status 401, `authentication_error` / `invalid_api_key`.
     #[serde(rename = "http_401")]
     Http401,
+    /// (`http_403`) Status 403, `permission_error` / `invalid_request_error`.
+    #[serde(rename = "http_403")]
+    Http403,
+    /// (`html_page`) Status 200 with `content-type: text/html` and a small HTML page, as a
+    /// proxy's or router's login page answers: not a model API.
+    #[serde(rename = "html_page")]
+    HtmlPage,
+    /// (`foreign_json`) Status 200 with `content-type: application/json` and the body
+    /// `{"hello":"world"}` (or `message` as the value of `hello`): JSON, but no model reply.
+    #[serde(rename = "foreign_json")]
+    ForeignJson,
     /// (`drop_mid_stream`) Some chunks, then the connection is aborted without the final
     /// chunk of the chunked encoding: the client sees a body error, not a clean EOF.
     #[serde(rename = "drop_mid_stream")]
@@ -248,6 +259,9 @@ impl FaultKind {
             FaultKind::Http529 => "http_529",
             FaultKind::Http400 => "http_400",
             FaultKind::Http401 => "http_401",
+            FaultKind::Http403 => "http_403",
+            FaultKind::HtmlPage => "html_page",
+            FaultKind::ForeignJson => "foreign_json",
             FaultKind::DropMidStream => "drop_mid_stream",
             FaultKind::MalformedLine => "malformed_line",
             FaultKind::Stall => "stall",

@@ -622,6 +622,13 @@ fn http_fault(
             Some("invalid_api_key"),
             "invalid x-api-key",
         ),
+        FaultKind::Http403 => (
+            403,
+            "permission_error",
+            "invalid_request_error",
+            None,
+            "Your API key does not have permission to use the specified resource",
+        ),
         _ => return None,
     })
 }
@@ -636,6 +643,9 @@ async fn respond_turn(
 ) -> Response<Body> {
     let turn = &selection.turn;
     let serial = reply.serial;
+    if let Some(response) = fault.and_then(foreign_page) {
+        return response;
+    }
     if let Some((fault, (status, anthropic_type, openai_type, code, default))) =
         fault.and_then(|f| http_fault(f.kind).map(|h| (f, h)))
     {
@@ -729,6 +739,30 @@ async fn respond_turn(
         headers.insert("x-request-id", id);
     }
     response
+}
+
+/// The 200 answer of a fault that plays a server which is no model API (`html_page`,
+/// `foreign_json`); `None` for other faults.
+fn foreign_page(fault: &Fault) -> Option<Response<Body>> {
+    let (content_type, body) = match fault.kind {
+        FaultKind::HtmlPage => (
+            "text/html; charset=utf-8",
+            format!(
+                "<!DOCTYPE html>\n<html><head><title>Sign in</title></head><body><h1>{}</h1></body></html>\n",
+                error_message(fault, "Sign in to continue")
+            ),
+        ),
+        FaultKind::ForeignJson => (
+            "application/json",
+            json!({ "hello": error_message(fault, "world") }).to_string(),
+        ),
+        _ => return None,
+    };
+    let mut response = Response::new(full_body(body));
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    Some(response)
 }
 
 fn error_message(fault: &Fault, default: &str) -> String {

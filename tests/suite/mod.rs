@@ -1,4 +1,12 @@
+mod closed_stdout;
+mod config_ranges;
+mod disk_full;
+mod flags;
+mod key_protection;
 mod print_mode;
 mod processes;
+mod refusals;
+mod server_errors;
 mod support;
 mod swarm;
+mod terminal;

@@ -48,10 +48,21 @@ pub(crate) fn run(mut cmd: Command) -> Result<String, GitError> {
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     } else {
+        let stderr = String::from_utf8_lossy(&out.stderr).trim().to_owned();
+        if crate::error::says_disk_full(&stderr) {
+            return Err(GitError::DiskFull {
+                action: format!("running `{line}` in"),
+                path: cmd
+                    .get_current_dir()
+                    .map(Path::to_path_buf)
+                    .unwrap_or_default(),
+                detail: stderr,
+            });
+        }
         Err(GitError::GitCommand {
             command: line,
             status: out.status.to_string(),
-            stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+            stderr,
         })
     }
 }

@@ -339,6 +339,21 @@ pub enum GitError {
         source: std::io::Error,
     },
 
+    /// The disk (or the user's quota) is full: a filesystem operation, `git` or libgit2 failed
+    /// with "No space left on device" (`ENOSPC`/`EDQUOT`).
+    #[error(
+        "No space left on device while {action}{}. Free some disk space (`df -h` shows what is left) and try again ({detail})",
+        if path.as_os_str().is_empty() { String::new() } else { format!(" {}", path.display()) }
+    )]
+    DiskFull {
+        /// What was being done, e.g. "writing" or "running `git worktree add …` in".
+        action: String,
+        /// The file or directory involved.
+        path: PathBuf,
+        /// The underlying error text.
+        detail: String,
+    },
+
     /// A filesystem operation failed.
     #[error("{action} {path}: {source}")]
     Io {
@@ -367,22 +382,48 @@ pub(crate) trait Context<T> {
 
 impl<T> Context<T> for Result<T, git2::Error> {
     fn ctx(self, context: impl FnOnce() -> String) -> Result<T, GitError> {
-        self.map_err(|source| GitError::Libgit2 {
-            context: context(),
-            source,
+        self.map_err(|source| {
+            let context = context();
+            if says_disk_full(source.message()) {
+                GitError::DiskFull {
+                    action: context,
+                    path: PathBuf::new(),
+                    detail: source.message().to_string(),
+                }
+            } else {
+                GitError::Libgit2 { context, source }
+            }
         })
     }
 }
 
-/// Builds an [`GitError::Io`].
+/// Whether an error text (git's stderr, a libgit2 message) says the disk or quota is full.
+pub(crate) fn says_disk_full(text: &str) -> bool {
+    text.contains("No space left on device") || text.contains("Disk quota exceeded")
+}
+
+/// Builds a [`GitError::Io`], or [`GitError::DiskFull`] when the disk or quota is full.
 pub(crate) fn io_err(
     action: &'static str,
     path: impl Into<PathBuf>,
 ) -> impl FnOnce(std::io::Error) -> GitError {
     let path = path.into();
-    move |source| GitError::Io {
-        action,
-        path,
-        source,
+    move |source| {
+        if matches!(
+            source.kind(),
+            std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+        ) {
+            GitError::DiskFull {
+                action: action.to_string(),
+                path,
+                detail: source.to_string(),
+            }
+        } else {
+            GitError::Io {
+                action,
+                path,
+                source,
+            }
+        }
     }
 }

@@ -889,8 +889,20 @@ fn write_marker(common: &Path, marker: &WorktreeMarker) -> Result<(), GitError> 
     let file = marker_file(common, &marker.path);
     let tmp = file.with_extension("json.tmp");
     let json = serde_json::to_vec_pretty(marker).unwrap_or_default();
-    fs::write(&tmp, json).map_err(io_err("writing", &tmp))?;
+    write_synced(&tmp, &json).map_err(|e| {
+        let _ = fs::remove_file(&tmp);
+        io_err("writing", &tmp)(e)
+    })?;
     fs::rename(&tmp, &file).map_err(io_err("renaming", &file))
+}
+
+/// Writes `bytes` to a new `path` and flushes them to disk, so the rename that follows never
+/// publishes an empty or partial marker.
+fn write_synced(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut file = fs::File::create(path)?;
+    file.write_all(bytes)?;
+    file.sync_all()
 }
 
 fn remove_marker(common: &Path, path: &Path) {

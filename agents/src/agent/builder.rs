@@ -3,7 +3,9 @@
 //! A REPL session ([`crate::session`]), the swarm coordinator and every swarm worker build their
 //! agent here: the tools, the permission gate, the system prompt (from the tool context, the
 //! tools and the role instructions), the limits, an optional resumed history, and the
-//! transcript with its `session_start` line.
+//! transcript with its `session_start` line. Known secret values are redacted by the redactor
+//! the tool context carries ([`ToolContext::redactor`]): from tool results, events, the outcome
+//! and every transcript line.
 
 use super::gate::PermissionGate;
 use super::prompt::{SystemPromptParams, build_system_prompt};
@@ -37,6 +39,7 @@ pub struct AgentBuilder {
     tools: ToolRegistry,
     role_instructions: Option<String>,
     system_prompt: Option<String>,
+    appended_system_prompt: Option<String>,
     settings: AgentSettings,
     history: Vec<Message>,
     transcript: Option<(PathBuf, String)>,
@@ -60,6 +63,7 @@ impl AgentBuilder {
             tools: ToolRegistry::new(),
             role_instructions: None,
             system_prompt: None,
+            appended_system_prompt: None,
             settings: AgentSettings::default(),
             history: Vec::new(),
             transcript: None,
@@ -84,6 +88,13 @@ impl AgentBuilder {
         self
     }
 
+    /// Text appended to the end of the system prompt, after a blank line
+    /// (`--append-system-prompt`).
+    pub fn append_system_prompt(mut self, text: impl Into<String>) -> Self {
+        self.appended_system_prompt = Some(text.into());
+        self
+    }
+
     /// The limits.
     pub fn settings(mut self, settings: AgentSettings) -> Self {
         self.settings = settings;
@@ -97,7 +108,8 @@ impl AgentBuilder {
     }
 
     /// Appends the conversation to the JSONL transcript at `path` (created with its parent
-    /// directories), which starts with a `session_start` line naming `session_id`.
+    /// directories), which starts with a `session_start` line naming `session_id`. Every line
+    /// is written through the tool context's redactor ([`ToolContext::redactor`]).
     pub fn transcript(mut self, path: PathBuf, session_id: String) -> Self {
         self.transcript = Some((path, session_id));
         self
@@ -108,7 +120,7 @@ impl AgentBuilder {
     /// # Errors
     /// [`TranscriptError`] when the transcript cannot be opened or its first line written.
     pub fn build(self) -> Result<Agent, TranscriptError> {
-        let system_prompt = match self.system_prompt {
+        let mut system_prompt = match self.system_prompt {
             Some(prompt) => prompt,
             None => build_system_prompt(&SystemPromptParams {
                 workspace_root: &self.tool_context.workspace_root,
@@ -118,9 +130,13 @@ impl AgentBuilder {
                 tools: &self.tools,
             }),
         };
+        if let Some(text) = &self.appended_system_prompt {
+            system_prompt = format!("{}\n\n{}\n", system_prompt.trim_end(), text.trim());
+        }
         let transcript = match self.transcript {
             Some((path, session_id)) => {
-                let mut writer = TranscriptWriter::open(&path)?;
+                let mut writer = TranscriptWriter::open(&path)?
+                    .with_redactor(self.tool_context.redactor.clone());
                 writer.append(TranscriptEntry::SessionStart {
                     session_id,
                     workspace: self.tool_context.workspace_root.display().to_string(),

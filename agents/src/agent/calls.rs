@@ -112,7 +112,11 @@ impl Agent {
             if result.fatal && fatal.is_none() {
                 fatal = Some(format!("{}: {}", result.name, result.content));
             }
-            result.content = truncate_middle(&result.content, self.settings.max_tool_output_chars);
+            // Redacted before the cut, so that no cut leaves part of a secret value behind.
+            result.content = truncate_middle(
+                &self.tool_context.redactor.redact(&result.content),
+                self.settings.max_tool_output_chars,
+            );
             blocks.push(self.deliver(&call.id, result));
         }
         for call in invalid {

@@ -17,7 +17,9 @@ mod turn;
 pub use builder::AgentBuilder;
 
 use crate::config::AgentLimits;
-use crate::model::{ContentBlock, Message, ModelClient, ProviderSettings, Role, StopReason, Usage};
+use crate::model::{
+    ContentBlock, Message, ModelClient, ModelError, ProviderSettings, Role, StopReason, Usage,
+};
 use crate::tools::{ToolContext, ToolRegistry, truncate_middle};
 use crate::transcript::{TranscriptEntry, TranscriptWriter};
 use calls::TurnResults;
@@ -129,6 +131,10 @@ pub struct AgentOutcome {
     pub tool_calls: u32,
     /// Error message when `stop_reason` is `error` (or a limit explanation).
     pub error: Option<String>,
+    /// The model error that stopped the loop, when one did (typed, so callers can tell a
+    /// refused key from an outage). Not serialised: `error` holds its text.
+    #[serde(skip)]
+    pub model_error: Option<ModelError>,
 }
 
 /// Progress of an agent, for whoever renders it. Serialisable for `--output-format stream-json`
@@ -247,11 +253,18 @@ pub struct Agent {
 struct LoopStop {
     reason: AgentStopReason,
     error: Option<String>,
+    /// The model error that stopped the loop, kept typed for callers (see
+    /// [`AgentOutcome::model_error`]).
+    model_error: Option<ModelError>,
 }
 
 impl LoopStop {
     fn new(reason: AgentStopReason, error: Option<String>) -> Self {
-        LoopStop { reason, error }
+        LoopStop {
+            reason,
+            error,
+            model_error: None,
+        }
     }
 
     fn time_limit() -> Self {
@@ -379,9 +392,17 @@ impl Agent {
         self.events = None;
     }
 
+    /// Sends `event` with known secret values redacted ([`crate::redact`]).
     fn emit(&self, event: AgentEvent) {
         if let Some(tx) = &self.events {
-            let _ = tx.send(event);
+            let _ = tx.send(self.tool_context.redactor.redact_serde(event));
+        }
+    }
+
+    /// Emits streamed text that the turn's stream redactor has settled (nothing when empty).
+    fn emit_text(&self, text: String) {
+        if !text.is_empty() {
+            self.emit(AgentEvent::TextDelta { text });
         }
     }
 
@@ -473,7 +494,10 @@ impl Agent {
                 self.record(TranscriptEntry::Error {
                     message: message.clone(),
                 });
-                LoopStop::new(AgentStopReason::Error, Some(message))
+                LoopStop {
+                    model_error: Some(e),
+                    ..LoopStop::new(AgentStopReason::Error, Some(message))
+                }
             }
         }
     }
@@ -602,14 +626,18 @@ impl Agent {
             reason: stop.reason.as_str().into(),
             turns: progress.turns,
         });
-        let outcome = AgentOutcome {
+        // The typed model error is not serialised, so it is put back after the redaction
+        // round trip (its text was scrubbed of the key where it was made).
+        let mut outcome = self.tool_context.redactor.redact_serde(AgentOutcome {
             stop_reason: stop.reason,
             final_text,
             turns: progress.turns,
             usage: progress.usage,
             tool_calls: progress.tool_calls,
             error: stop.error,
-        };
+            model_error: None,
+        });
+        outcome.model_error = stop.model_error;
         self.emit(AgentEvent::Finished {
             outcome: outcome.clone(),
         });

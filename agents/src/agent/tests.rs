@@ -690,3 +690,107 @@ async fn fatal_tool_error_stops_the_loop_and_keeps_history_valid() {
         ContentBlock::ToolResult { is_error: true, content, .. } if content.contains("sandbox")
     ));
 }
+
+#[tokio::test]
+async fn known_secrets_are_redacted_from_results_events_and_streamed_text() {
+    const KEY: &str = "sk-ant-agent-0123456789abcdef";
+    let script = Script::new(vec![
+        vec![
+            call("a", "echo", json!({"value": format!("the key is {KEY}")})),
+            stop(StopReason::ToolUse),
+        ],
+        // The model repeats it, split across deltas.
+        vec![
+            text("you said sk-ant-agent-01234"),
+            text("56789abcdef, right?"),
+            stop(StopReason::EndTurn),
+        ],
+    ]);
+    // The redactor travels in the tool context; the builder gives it to the transcript too.
+    let dir = tempfile::tempdir().unwrap();
+    let mut ctx = ToolContext::new(dir.path()).unwrap();
+    ctx.redactor = crate::redact::Redactor::new([("ANTHROPIC_API_KEY", KEY)]).unwrap();
+    let mut tools = ToolRegistry::new();
+    tools.register(Arc::new(Echo {
+        log: Arc::new(Mutex::new(vec![])),
+    }));
+    let gate = PermissionGate::new(
+        Arc::new(RwLock::new(PermissionPolicy::default())),
+        Arc::new(DenyPrompter),
+        RulePersistence::InMemory,
+    );
+    let transcript = dir.path().join("t.jsonl");
+    let mut agent = Agent::builder(script.clone(), "m", ctx, gate)
+        .tools(tools)
+        .system_prompt("sys")
+        .transcript(transcript.clone(), "t".into())
+        .build()
+        .unwrap();
+    let mut rx = agent.subscribe();
+    let out = agent.run("go", &CancellationToken::new()).await;
+    agent.unsubscribe();
+    assert_eq!(
+        out.final_text,
+        "you said [REDACTED:ANTHROPIC_API_KEY], right?"
+    );
+    let reqs = script.requests.lock().unwrap();
+    assert_eq!(
+        reqs[1].messages[2].content,
+        vec![ContentBlock::ToolResult {
+            tool_use_id: "a".into(),
+            content: "the key is [REDACTED:ANTHROPIC_API_KEY]".into(),
+            is_error: false
+        }]
+    );
+    let mut events = vec![];
+    while let Ok(e) = rx.try_recv() {
+        events.push(e);
+    }
+    let all = serde_json::to_string(&events).unwrap();
+    assert!(!all.contains("0123456789abcdef"), "{all}");
+    let streamed: String = events
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::TextDelta { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(streamed, "you said [REDACTED:ANTHROPIC_API_KEY], right?");
+    let written = std::fs::read_to_string(&transcript).unwrap();
+    assert!(!written.contains("0123456789abcdef"), "{written}");
+    assert!(
+        written.contains("echo") && written.contains("[REDACTED:ANTHROPIC_API_KEY]"),
+        "{written}"
+    );
+}
+
+#[tokio::test]
+async fn invalid_call_arguments_are_redacted_before_the_cut() {
+    const KEY: &str = "sk-ant-invalid-0123456789abcdef";
+    // The key sits where a 500-character cut of the raw arguments would split it.
+    let raw = format!("{}{KEY}{}", "x".repeat(290), "y".repeat(600));
+    let script = Script::new(vec![
+        vec![
+            Ok(ModelEvent::InvalidToolCall {
+                id: "bad".into(),
+                name: "echo".into(),
+                raw_arguments: raw,
+                error: format!("cannot parse the arguments near {KEY}"),
+            }),
+            stop(StopReason::ToolUse),
+        ],
+        vec![text("ok"), stop(StopReason::EndTurn)],
+    ]);
+    let mut f = fixture(
+        script.clone(),
+        Arc::new(DenyPrompter),
+        PermissionMode::Default,
+    );
+    f.agent.tool_context.redactor =
+        crate::redact::Redactor::new([("ANTHROPIC_API_KEY", KEY)]).unwrap();
+    f.agent.run("go", &CancellationToken::new()).await;
+    let reqs = script.requests.lock().unwrap();
+    let sent = serde_json::to_string(&reqs[1].messages).unwrap();
+    assert!(!sent.contains("sk-ant-inv"), "{sent}");
+    assert!(sent.contains("near [REDACTED:ANTHROPIC_API_KEY]"), "{sent}");
+}

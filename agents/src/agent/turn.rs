@@ -5,6 +5,7 @@ use super::{Agent, AgentEvent, context};
 use crate::model::{
     ContentBlock, ModelError, ModelEvent, ModelRequest, StopReason, ToolCall, Usage,
 };
+use crate::redact::StreamRedactor;
 use crate::tools::truncate_middle;
 use crate::transcript::TranscriptEntry;
 use futures::StreamExt;
@@ -58,12 +59,15 @@ pub(super) enum TurnFailure {
 
 impl Agent {
     /// Streams one reply. A retry announced by the client voids what streamed before it.
+    /// Streamed text reaches the subscriber redacted as it goes ([`crate::redact`]): a secret
+    /// value split across deltas is held back until it is settled.
     pub(super) async fn stream_turn(
         &mut self,
         cancel: &CancellationToken,
     ) -> Result<TurnReply, TurnFailure> {
         let mut stream = self.client.stream(self.next_request());
         let mut reply = TurnReply::default();
+        let mut shown = self.tool_context.redactor.stream();
         let deadline = self.settings.deadline;
         loop {
             let next = tokio::select! {
@@ -73,14 +77,17 @@ impl Agent {
                 item = stream.next() => item,
             };
             match next {
-                None if reply.stop.is_some() => return Ok(reply),
+                None if reply.stop.is_some() => {
+                    self.emit_text(shown.finish_str());
+                    return Ok(reply);
+                }
                 None => {
                     return Err(TurnFailure::Model(ModelError::Incomplete(
                         "the stream ended without a stop event".into(),
                     )));
                 }
                 Some(Err(e)) => return Err(TurnFailure::Model(e)),
-                Some(Ok(event)) => self.take_event(&mut reply, event),
+                Some(Ok(event)) => self.take_event(&mut reply, &mut shown, event),
             }
         }
     }
@@ -109,13 +116,14 @@ impl Agent {
         }
     }
 
-    /// Adds one stream event to the reply.
-    fn take_event(&mut self, reply: &mut TurnReply, event: ModelEvent) {
+    /// Adds one stream event to the reply; `shown` is the turn's stream redactor for the text
+    /// the subscriber sees.
+    fn take_event(&mut self, reply: &mut TurnReply, shown: &mut StreamRedactor, event: ModelEvent) {
         match event {
             ModelEvent::TextDelta { text } => {
                 if !text.is_empty() {
                     reply.text.push_str(&text);
-                    self.emit(AgentEvent::TextDelta { text });
+                    self.emit_text(shown.push_str(&text));
                 }
             }
             ModelEvent::ToolCall(mut call) => {
@@ -135,12 +143,15 @@ impl Agent {
                 } else {
                     id
                 };
-                let raw = truncate_middle(&raw_arguments, 500);
+                // Redacted before the cut, so that no cut leaves part of a secret value behind.
+                let redactor = &self.tool_context.redactor;
+                let raw = truncate_middle(&redactor.redact(&raw_arguments), 500);
                 reply.invalid.push(InvalidCall {
                     id,
                     name,
                     message: format!(
-                        "{error}\nThe call was not executed. Raw arguments received: {raw}"
+                        "{}\nThe call was not executed. Raw arguments received: {raw}",
+                        redactor.redact(&error)
                     ),
                 });
             }
@@ -152,6 +163,7 @@ impl Agent {
                 reason,
             } => {
                 *reply = TurnReply::default();
+                *shown = self.tool_context.redactor.stream();
                 self.record(TranscriptEntry::Retry {
                     attempt,
                     max_attempts,

@@ -38,11 +38,7 @@ impl AnthropicClient {
     /// A client for `settings` (`kind` is not checked). No network traffic happens until
     /// [`ModelClient::stream`].
     pub fn new(settings: ProviderSettings) -> Self {
-        let transport = HttpTransport::new(
-            settings.idle_timeout_ms,
-            settings.api_key.clone(),
-            &settings.base_url,
-        );
+        let transport = HttpTransport::new(&settings);
         AnthropicClient {
             settings,
             transport,
@@ -200,8 +196,9 @@ fn stop_reason(reason: Option<&str>, any_call: bool) -> StopReason {
 /// Converts a whole non-streaming Messages API reply (`{content, stop_reason, usage}`, or
 /// `{type: "error", error: {type, message}}`) into the events a stream of it would give.
 ///
-/// Errors (as the last item): [`ModelError::Decode`] for a body that is not such JSON,
-/// [`ModelError::Api`] for an error object.
+/// Errors (as the last item): [`ModelError::Decode`] for a body that is not JSON,
+/// [`ModelError::NotAnEndpoint`] for JSON that is neither a reply nor an error (e.g.
+/// `{"hello":"world"}`), [`ModelError::Api`] for an error object.
 pub fn parse_anthropic_response(body: &[u8]) -> Vec<Result<ModelEvent, ModelError>> {
     let reply: Value = match serde_json::from_slice(body) {
         Ok(v) => v,
@@ -212,6 +209,12 @@ pub fn parse_anthropic_response(body: &[u8]) -> Vec<Result<ModelEvent, ModelErro
             )))];
         }
     };
+    if reply.get("content").is_none() && reply.get("error").is_none() && reply["type"] != "error" {
+        return vec![Err(ModelError::not_an_endpoint(format!(
+            "a JSON reply without \"content\": {}",
+            super::sse::truncate_bytes(&reply.to_string(), 200)
+        )))];
+    }
     if reply["type"] == "error" || reply.get("content").is_none() {
         let error = &reply["error"];
         return vec![Err(ModelError::Api {
@@ -603,6 +606,7 @@ mod tests {
             retry_base_delay_ms: 1,
             retry_max_delay_ms: 1,
             idle_timeout_ms: 1000,
+            origin: Default::default(),
         }
     }
 

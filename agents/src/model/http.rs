@@ -2,7 +2,7 @@
 
 use super::retry::retry_after_from_headers;
 use super::sse::{ByteStream, error_chain, truncate_bytes, with_idle_timeout};
-use super::types::{ApiKey, ModelError, ModelEvent, ModelStream};
+use super::types::{ApiKey, ModelError, ModelEvent, ModelStream, ProviderSettings, SettingsOrigin};
 use bytes::Bytes;
 use futures::StreamExt;
 use reqwest::header::{HeaderMap, HeaderValue};
@@ -94,17 +94,23 @@ pub(crate) struct HttpTransport {
     idle_timeout: Duration,
     /// Only used to scrub the key from error text a server might echo back.
     api_key: ApiKey,
+    /// The configured base URL, named in endpoint errors.
+    base_url: String,
+    /// Where the key and base URL came from, named in errors.
+    origin: SettingsOrigin,
 }
 
 impl HttpTransport {
-    /// A transport for `base_url` with `idle_timeout` (no byte for that long → connection
-    /// error; also bounds connecting and waiting for the response headers).
+    /// A transport for `settings.base_url` with `settings.idle_timeout_ms` (no byte for that
+    /// long → connection error; also bounds connecting and waiting for the response headers).
+    /// The key and [`SettingsOrigin`] are kept for scrubbing and for errors.
     ///
     /// For a plain `http://` base URL (a local server: Ollama, llama.cpp, the fake model) the
     /// system's root certificates are not loaded: reading every file of `/etc/ssl/certs` was
     /// most of ahelper's start-up time, and no TLS connection is ever made to such a server.
-    pub(crate) fn new(idle_timeout_ms: u64, api_key: ApiKey, base_url: &str) -> Self {
-        let idle_timeout = Duration::from_millis(idle_timeout_ms.max(1));
+    pub(crate) fn new(settings: &ProviderSettings) -> Self {
+        let base_url = settings.base_url.as_str();
+        let idle_timeout = Duration::from_millis(settings.idle_timeout_ms.max(1));
         let mut builder = reqwest::Client::builder()
             .connect_timeout(idle_timeout)
             .user_agent(concat!("ahelper/", env!("CARGO_PKG_VERSION")));
@@ -118,7 +124,9 @@ impl HttpTransport {
         HttpTransport {
             client,
             idle_timeout,
-            api_key,
+            api_key: settings.api_key.clone(),
+            base_url: base_url.to_string(),
+            origin: settings.origin.clone(),
         }
     }
 
@@ -162,21 +170,52 @@ impl HttpTransport {
         if !status.is_success() {
             let retry_after_ms = retry_after_from_headers(response.headers(), chrono::Utc::now());
             let body = self.read_error_body(response).await;
-            return Err(ModelError::Http {
-                status: status.as_u16(),
-                body,
-                retry_after_ms,
-            });
+            return Err(self.status_error(url, status.as_u16(), body, retry_after_ms));
         }
-        let is_json = response
-            .headers()
-            .get(reqwest::header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.trim_start().starts_with("application/json"));
+        let is_json = match body_kind(response.headers()) {
+            BodyKind::Sse => false,
+            BodyKind::Json => true,
+            BodyKind::Other(content_type) => {
+                return Err(
+                    ModelError::not_an_endpoint(format!("content-type {content_type}"))
+                        .with_endpoint(url, &self.base_url, &self.origin),
+                );
+            }
+        };
         Ok(ResponseBody {
             is_json,
             bytes: with_idle_timeout(response.bytes_stream(), self.idle_timeout),
         })
+    }
+
+    /// The error for a non-2xx `status` from `url`: [`ModelError::Auth`] for 401/403 (naming
+    /// the key's environment variable), [`ModelError::NotFound`] for 404 (naming `base_url` and
+    /// where it was set), else [`ModelError::Http`].
+    fn status_error(
+        &self,
+        url: &str,
+        status: u16,
+        body: String,
+        retry_after_ms: Option<u64>,
+    ) -> ModelError {
+        match status {
+            401 | 403 => ModelError::Auth {
+                status,
+                api_key_env: self.origin.api_key_env.clone(),
+                body,
+            },
+            404 => ModelError::NotFound {
+                url: url.to_string(),
+                base_url: self.base_url.clone(),
+                base_url_origin: self.origin.base_url.clone(),
+                body,
+            },
+            _ => ModelError::Http {
+                status,
+                body,
+                retry_after_ms,
+            },
+        }
     }
 
     /// Reads at most [`MAX_ERROR_BODY_BYTES`] (plus one chunk) of an error body, within the idle
@@ -194,9 +233,6 @@ impl HttpTransport {
         truncate_bytes(&self.scrub(text.trim()), MAX_ERROR_BODY_BYTES)
     }
 
-    /// `stream` with the API key replaced by `<redacted>` in every error it yields, so a key a
-    /// server echoes back inside a 200 stream (an `error` event, a malformed line quoted in a
-    /// decode error) reaches neither the error nor the [`ModelEvent::Retry`] reason built from it.
     /// One model request with retries: POSTs `body` to `url` with `headers` (or fails with the
     /// header error), turns each reply into events with `parse_sse` (streaming reply) or
     /// `parse_json` (an `application/json` reply), scrubs the key from every error, and retries
@@ -228,13 +264,27 @@ impl HttpTransport {
                     Err(e) => Err(e),
                 };
                 match sent {
-                    Ok(reply) => transport.scrub_errors(reply_stream(reply, parse_sse, parse_json)),
+                    Ok(reply) => transport.scrub_errors(
+                        transport.locate_errors(reply_stream(reply, parse_sse, parse_json), &url),
+                    ),
                     Err(e) => error_stream(e),
                 }
             }
         })
     }
 
+    /// `stream` with the URL `url` and this transport's `base_url` filled into every
+    /// [`ModelError::NotAnEndpoint`] a reply parser yields (parsers do not know them).
+    fn locate_errors(&self, stream: ModelStream, url: &str) -> ModelStream {
+        let (url, base_url, origin) = (url.to_string(), self.base_url.clone(), self.origin.clone());
+        Box::pin(
+            stream.map(move |item| item.map_err(|e| e.with_endpoint(&url, &base_url, &origin))),
+        )
+    }
+
+    /// `stream` with the API key replaced by `<redacted>` in every error it yields, so a key a
+    /// server echoes back inside a 200 stream (an `error` event, a malformed line quoted in a
+    /// decode error) reaches neither the error nor the [`ModelEvent::Retry`] reason built from it.
     pub(crate) fn scrub_errors(&self, stream: ModelStream) -> ModelStream {
         let transport = self.clone();
         Box::pin(stream.map(move |item| item.map_err(|e| transport.scrub_error(e))))
@@ -256,6 +306,37 @@ impl HttpTransport {
                 kind: self.scrub(&kind),
                 message: self.scrub(&message),
             },
+            ModelError::Auth {
+                status,
+                api_key_env,
+                body,
+            } => ModelError::Auth {
+                status,
+                api_key_env,
+                body: self.scrub(&body),
+            },
+            ModelError::NotFound {
+                url,
+                base_url,
+                base_url_origin,
+                body,
+            } => ModelError::NotFound {
+                url,
+                base_url,
+                base_url_origin,
+                body: self.scrub(&body),
+            },
+            ModelError::NotAnEndpoint {
+                what,
+                url,
+                base_url,
+                base_url_origin,
+            } => ModelError::NotAnEndpoint {
+                what: self.scrub(&what),
+                url,
+                base_url,
+                base_url_origin,
+            },
             ModelError::Incomplete(m) => ModelError::Incomplete(self.scrub(&m)),
             ModelError::Connection(m) => ModelError::Connection(self.scrub(&m)),
             ModelError::Decode(m) => ModelError::Decode(self.scrub(&m)),
@@ -270,6 +351,38 @@ impl HttpTransport {
             return text.to_string();
         }
         text.replace(key, "<redacted>")
+    }
+}
+
+/// How a 2xx body is read, by its `content-type`.
+#[derive(Debug, PartialEq, Eq)]
+enum BodyKind {
+    /// `text/event-stream`, or no content type at all (lenient for minimal local servers).
+    Sse,
+    /// `application/json` or another `…+json` / `…/json` type: a non-streaming reply.
+    Json,
+    /// Anything else (`text/html`, `text/plain`, …): not a model API; the type as sent.
+    Other(String),
+}
+
+/// The [`BodyKind`] of a response by its `content-type` header.
+fn body_kind(headers: &HeaderMap) -> BodyKind {
+    let Some(value) = headers.get(reqwest::header::CONTENT_TYPE) else {
+        return BodyKind::Sse;
+    };
+    let raw = String::from_utf8_lossy(value.as_bytes()).trim().to_string();
+    let essence = raw
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    if essence.is_empty() || essence == "text/event-stream" {
+        BodyKind::Sse
+    } else if essence.ends_with("/json") || essence.ends_with("+json") {
+        BodyKind::Json
+    } else {
+        BodyKind::Other(essence)
     }
 }
 
@@ -294,6 +407,100 @@ pub(crate) fn secret_header(value: &str) -> Result<HeaderValue, ModelError> {
 mod tests {
     use super::*;
 
+    fn transport_for_tests(key: &str) -> HttpTransport {
+        HttpTransport::new(&ProviderSettings {
+            kind: super::super::types::ProviderKind::Anthropic,
+            model: "m".into(),
+            base_url: "http://127.0.0.1:1".into(),
+            api_key: ApiKey(key.into()),
+            max_output_tokens: 100,
+            context_window: 1000,
+            tool_protocol: super::super::types::ToolProtocol::Native,
+            max_attempts: 1,
+            retry_base_delay_ms: 1,
+            retry_max_delay_ms: 1,
+            idle_timeout_ms: 1000,
+            origin: SettingsOrigin {
+                api_key_env: "MY_KEY".into(),
+                base_url: "--base-url".into(),
+            },
+        })
+    }
+
+    #[test]
+    fn statuses_401_403_404_become_typed_errors_naming_the_settings() {
+        let t = transport_for_tests("sk-secret-123");
+        let url = "http://127.0.0.1:1/v1/messages";
+        let e = t.status_error(url, 401, "invalid x-api-key".into(), None);
+        assert_eq!(
+            e.to_string(),
+            "the API key in MY_KEY was refused (HTTP 401): check it (the server said: invalid x-api-key)"
+        );
+        assert!(!e.is_retryable() && e.is_settings_error());
+        let e = t.status_error(url, 403, String::new(), None);
+        assert!(
+            e.to_string().contains("MY_KEY was refused (HTTP 403)"),
+            "{e}"
+        );
+        let e = t.status_error(url, 404, "no route".into(), Some(5));
+        let text = e.to_string();
+        assert!(text.contains(url), "{text}");
+        assert!(
+            text.contains("check base_url http://127.0.0.1:1 (set by --base-url)"),
+            "{text}"
+        );
+        assert!(!e.is_retryable());
+        assert!(matches!(
+            t.status_error(url, 500, String::new(), None),
+            ModelError::Http { status: 500, .. }
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_foreign_reply_echoing_the_key_is_scrubbed() {
+        let t = transport_for_tests("sk-secret-123");
+        let stream: ModelStream = Box::pin(futures::stream::iter(vec![Err(
+            ModelError::not_an_endpoint(
+                r#"a JSON reply without "content": {"x-api-key":"sk-secret-123"}"#,
+            ),
+        )]));
+        let got: Vec<_> = t
+            .scrub_errors(t.locate_errors(stream, "http://127.0.0.1:1/v1/messages"))
+            .collect()
+            .await;
+        let text = got[0].as_ref().unwrap_err().to_string();
+        assert!(!text.contains("sk-secret-123"), "{text}");
+        assert!(
+            text.contains("<redacted>") && text.contains("from http://127.0.0.1:1/v1/messages"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn content_types_decide_how_a_body_is_read() {
+        let kind = |ct: Option<&str>| {
+            let mut h = HeaderMap::new();
+            if let Some(ct) = ct {
+                h.insert(
+                    reqwest::header::CONTENT_TYPE,
+                    HeaderValue::from_str(ct).unwrap(),
+                );
+            }
+            body_kind(&h)
+        };
+        assert_eq!(kind(None), BodyKind::Sse);
+        assert_eq!(
+            kind(Some("text/event-stream; charset=utf-8")),
+            BodyKind::Sse
+        );
+        assert_eq!(kind(Some("application/json")), BodyKind::Json);
+        assert_eq!(kind(Some("application/problem+json")), BodyKind::Json);
+        assert_eq!(
+            kind(Some("text/html; charset=UTF-8")),
+            BodyKind::Other("text/html".into())
+        );
+    }
+
     #[test]
     fn join_url_handles_trailing_slashes() {
         assert_eq!(
@@ -308,7 +515,7 @@ mod tests {
 
     #[test]
     fn scrub_removes_the_key() {
-        let t = HttpTransport::new(1000, ApiKey("sk-secret-123".into()), "http://127.0.0.1:1");
+        let t = transport_for_tests("sk-secret-123");
         assert_eq!(
             t.scrub("bad key sk-secret-123 given"),
             "bad key <redacted> given"
@@ -317,7 +524,7 @@ mod tests {
 
     #[tokio::test]
     async fn errors_inside_a_stream_are_scrubbed() {
-        let t = HttpTransport::new(1000, ApiKey("sk-secret-123".into()), "http://127.0.0.1:1");
+        let t = transport_for_tests("sk-secret-123");
         let stream: ModelStream = Box::pin(futures::stream::iter(vec![
             Ok(ModelEvent::TextDelta { text: "ok".into() }),
             Err(ModelError::Api {

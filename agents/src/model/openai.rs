@@ -38,11 +38,7 @@ impl OpenAiClient {
     /// A client for `settings` (`kind` is not checked; `base_url` already includes `/v1` when the
     /// server needs it). No network traffic happens until [`ModelClient::stream`].
     pub fn new(settings: ProviderSettings) -> Self {
-        let transport = HttpTransport::new(
-            settings.idle_timeout_ms,
-            settings.api_key.clone(),
-            &settings.base_url,
-        );
+        let transport = HttpTransport::new(&settings);
         OpenAiClient {
             settings,
             transport,
@@ -229,7 +225,10 @@ pub fn parse_openai_response(body: &[u8]) -> Vec<Result<ModelEvent, ModelError>>
     let mut decoder = OpenAiDecoder::new(LocalIds::default());
     let mut out = Vec::new();
     let Some(choice) = first_choice(&reply) else {
-        return vec![Err(decode_error("the JSON reply has no choices"))];
+        return vec![Err(ModelError::not_an_endpoint(format!(
+            "a JSON reply without \"choices\": {}",
+            truncate_bytes(&reply.to_string(), 200)
+        )))];
     };
     let message = &choice["message"];
     if let Some(text) = message["content"].as_str().filter(|t| !t.is_empty()) {
@@ -657,6 +656,7 @@ mod tests {
             retry_base_delay_ms: 1,
             retry_max_delay_ms: 1,
             idle_timeout_ms: 1000,
+            origin: Default::default(),
         }
     }
 

@@ -230,6 +230,51 @@ pub enum ModelError {
         /// Message from the provider.
         message: String,
     },
+    /// The server refused the API key: HTTP 401 (unknown key) or 403 (no permission). Never
+    /// retried; the message names the environment variable the key came from.
+    #[error("{}", auth_message(*status, api_key_env, body))]
+    Auth {
+        /// 401 or 403.
+        status: u16,
+        /// The variable named by `api_key_env`, e.g. `ANTHROPIC_API_KEY`; empty when unknown.
+        api_key_env: String,
+        /// Response body (truncated to 2,000 bytes).
+        body: String,
+    },
+    /// HTTP 404: nothing answers at the URL called (a wrong `base_url`), or the provider does
+    /// not know the model. Never retried.
+    #[error(
+        "HTTP 404 Not Found from {url}: {body}; check {}, and the model name if the server \
+         says the model does not exist",
+        endpoint_note(base_url, base_url_origin)
+    )]
+    NotFound {
+        /// The URL that was called.
+        url: String,
+        /// The configured `base_url` it was built from.
+        base_url: String,
+        /// Where `base_url` was set (see [`SettingsOrigin::base_url`]); empty when unknown.
+        base_url_origin: String,
+        /// Response body (truncated to 2,000 bytes).
+        body: String,
+    },
+    /// A 2xx answer that is no model reply: an HTML page, plain text, JSON of another shape.
+    /// Never retried: the same URL gives the same page.
+    #[error(
+        "this does not look like an Anthropic/OpenAI-compatible endpoint ({what} from {url}): \
+         check {}",
+        endpoint_note(base_url, base_url_origin)
+    )]
+    NotAnEndpoint {
+        /// What came back, e.g. `content-type text/html` or `a JSON reply without "content"`.
+        what: String,
+        /// The URL that was called; empty until the transport fills it in.
+        url: String,
+        /// The configured `base_url`; empty when unknown.
+        base_url: String,
+        /// Where `base_url` was set; empty when unknown.
+        base_url_origin: String,
+    },
     /// The stream ended before its terminal event (`message_stop`, `[DONE]`/finish).
     #[error("the model's reply stream ended before it was complete: {0}")]
     Incomplete(String),
@@ -261,8 +306,91 @@ impl ModelError {
                     | "request_too_large"
             ),
             ModelError::Incomplete(_) | ModelError::Connection(_) => true,
-            ModelError::Decode(_) | ModelError::Cancelled => false,
+            ModelError::Auth { .. }
+            | ModelError::NotFound { .. }
+            | ModelError::NotAnEndpoint { .. }
+            | ModelError::Decode(_)
+            | ModelError::Cancelled => false,
         }
+    }
+
+    /// Whether the error is about the settings (key, `base_url`) rather than this request:
+    /// retrying or resuming the conversation gives the same error until the user fixes them.
+    pub fn is_settings_error(&self) -> bool {
+        matches!(
+            self,
+            ModelError::Auth { .. }
+                | ModelError::NotFound { .. }
+                | ModelError::NotAnEndpoint { .. }
+        )
+    }
+
+    /// A reply that is no model reply (`what`, e.g. `a JSON reply without "content"`), with the
+    /// URL and `base_url` left empty for [`ModelError::with_endpoint`] to fill in.
+    pub fn not_an_endpoint(what: impl Into<String>) -> Self {
+        ModelError::NotAnEndpoint {
+            what: what.into(),
+            url: String::new(),
+            base_url: String::new(),
+            base_url_origin: String::new(),
+        }
+    }
+
+    /// `self` with an empty URL / `base_url` of a [`ModelError::NotAnEndpoint`] filled in.
+    /// Other errors are returned unchanged.
+    pub fn with_endpoint(self, url: &str, base_url: &str, origin: &SettingsOrigin) -> Self {
+        match self {
+            ModelError::NotAnEndpoint { what, url: u, .. } if u.is_empty() => {
+                ModelError::NotAnEndpoint {
+                    what,
+                    url: url.to_string(),
+                    base_url: base_url.to_string(),
+                    base_url_origin: origin.base_url.clone(),
+                }
+            }
+            other => other,
+        }
+    }
+}
+
+/// The text of [`ModelError::Auth`].
+fn auth_message(status: u16, api_key_env: &str, body: &str) -> String {
+    let key = if api_key_env.is_empty() {
+        "the API key".to_string()
+    } else {
+        format!("the API key in {api_key_env}")
+    };
+    let check = if status == 403 {
+        "check it and its permissions"
+    } else {
+        "check it"
+    };
+    let said = server_message(body);
+    let said = if said.is_empty() {
+        String::new()
+    } else {
+        format!(" (the server said: {said})")
+    };
+    format!("{key} was refused (HTTP {status}): {check}{said}")
+}
+
+/// The message of an error body: `error.message` or `message` of a JSON body (both providers'
+/// error shapes), else the body as sent.
+fn server_message(body: &str) -> String {
+    let parsed: Option<serde_json::Value> = serde_json::from_str(body).ok();
+    parsed
+        .as_ref()
+        .and_then(|v| v["error"]["message"].as_str().or(v["message"].as_str()))
+        .unwrap_or(body)
+        .to_string()
+}
+
+/// `base_url X (set by ORIGIN)` for endpoint errors; plain `base_url` when it is unknown.
+fn endpoint_note(base_url: &str, origin: &str) -> String {
+    match (base_url.is_empty(), origin.is_empty()) {
+        (true, _) => "base_url".to_string(),
+        (false, true) => format!("base_url {base_url}"),
+        (false, false) => format!("base_url {base_url} (set by {origin})"),
     }
 }
 
@@ -344,4 +472,18 @@ pub struct ProviderSettings {
     pub retry_max_delay_ms: u64,
     /// Time allowed without any byte from the provider before the attempt fails, in milliseconds.
     pub idle_timeout_ms: u64,
+    /// Where the key and `base_url` came from, for errors that say what to check.
+    pub origin: SettingsOrigin,
+}
+
+/// Where a provider's key and `base_url` came from. Only used in error messages
+/// ([`ModelError::Auth`], [`ModelError::NotFound`], [`ModelError::NotAnEndpoint`]).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SettingsOrigin {
+    /// The environment variable holding the key (`api_key_env`), e.g. `ANTHROPIC_API_KEY`;
+    /// empty when unknown.
+    pub api_key_env: String,
+    /// Where `base_url` was set: `--base-url`, `environment variable ANTHROPIC_BASE_URL`, a
+    /// config file path, or `the default`; empty when unknown.
+    pub base_url: String,
 }

@@ -30,6 +30,10 @@ pub enum PlanFailure {
     /// The model request failed (after its retries) or the loop hit an error.
     #[error("{0}")]
     Model(String),
+    /// The model settings are wrong (refused key, wrong `base_url`, not a model API): no plan
+    /// can be made until the user fixes them.
+    #[error("{0}")]
+    ModelSettings(crate::model::ModelError),
     /// The answer stopped at the output-token limit before the plan was complete, twice.
     #[error(
         "the plan was cut off by the output-token limit ({max_output_tokens} tokens); raise \
@@ -72,7 +76,10 @@ pub async fn plan_run(
     match asked {
         Ok(plan) => save_plan(&mut prepared.record, plan, config, io),
         Err(failure) => {
-            let error = SwarmError::Plan(failure);
+            let error = match failure {
+                PlanFailure::ModelSettings(e) => SwarmError::ModelSettings(e),
+                other => SwarmError::Plan(other),
+            };
             prepared.record.status = RunStatus::Failed;
             prepared.record.error = Some(error.to_string());
             let _ = prepared.record.save();
@@ -92,7 +99,8 @@ fn coordinator_agent(
 ) -> Result<Agent, SwarmError> {
     let root = &record.repo_root;
     let role = load_role(root, "coordinator")?;
-    let tool_context = ToolContext::new(root)?;
+    let mut tool_context = ToolContext::new(root)?;
+    tool_context.redactor = config.redactor.clone();
     let instructions = format!(
         "{}\n\nLimits: at most {} subtasks; {} workers run at once.",
         role.instructions, config.swarm.max_subtasks, config.swarm.max_workers
@@ -201,6 +209,13 @@ fn read_plan(
     match outcome.stop_reason {
         AgentStopReason::Cancelled => return Err(PlanAnswer::Failed(PlanFailure::Cancelled)),
         AgentStopReason::Error => {
+            if let Some(e) = outcome
+                .model_error
+                .as_ref()
+                .filter(|e| e.is_settings_error())
+            {
+                return Err(PlanAnswer::Failed(PlanFailure::ModelSettings(e.clone())));
+            }
             let message = outcome
                 .error
                 .clone()

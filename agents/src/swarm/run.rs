@@ -16,6 +16,7 @@ use crate::agent::AgentSettings;
 use crate::config::{Config, EnvSnapshot};
 use crate::model::{ModelClient, Usage};
 use crate::permissions::{PermissionPolicy, Prompter};
+use crate::redact::Redactor;
 use crate::sandbox_os::CommandSandbox;
 use crate::transcript::TranscriptError;
 use ahelper_worktrees as git;
@@ -71,6 +72,10 @@ pub enum SwarmError {
         /// The run.
         run_id: String,
     },
+    /// The model settings are wrong (refused key, wrong `base_url`, not a model API): the
+    /// coordinator's first request failed and no plan can be made until they are fixed.
+    #[error("{0}")]
+    ModelSettings(crate::model::ModelError),
     /// Role definitions.
     #[error(transparent)]
     Role(#[from] super::roles::RoleError),
@@ -132,11 +137,16 @@ pub struct RunContext {
     /// (and in the temp dir and the user's listed paths), never in the main checkout or another
     /// worker's worktree.
     pub command_sandbox: Option<Arc<CommandSandbox>>,
+    /// Secret values redacted from every worker's tool results, transcript and events, and
+    /// from the run's events ([`RunContext::publish`]).
+    pub redactor: Redactor,
 }
 
 impl RunContext {
-    /// Sends an event to the UI and appends it to `runs/<run>/events.jsonl`.
+    /// Sends an event to the UI and appends it to `runs/<run>/events.jsonl`, with known secret
+    /// values redacted.
     pub fn publish(&self, event: SwarmEvent) {
+        let event = self.redactor.redact_serde(event);
         if let Ok(mut guard) = self.events_log.lock()
             && let Some(file) = guard.as_mut()
         {
@@ -466,6 +476,7 @@ fn run_context(
         snapshots,
         events_log: std::sync::Mutex::new(events_log),
         command_sandbox: Some(Arc::new(CommandSandbox::new(&config.sandbox, &root))),
+        redactor: config.redactor.clone(),
         repo_root: root,
     })
 }

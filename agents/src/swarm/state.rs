@@ -291,8 +291,8 @@ pub struct RunRecord {
 /// Errors reading or writing run records.
 #[derive(Debug, thiserror::Error)]
 pub enum RunStoreError {
-    /// I/O.
-    #[error("{path}: {source}")]
+    /// I/O ("No space left on device" in the user's words when the disk is full).
+    #[error("{}", io_message(path, source))]
     Io {
         /// File.
         path: PathBuf,
@@ -315,6 +315,15 @@ pub enum RunStoreError {
     Ambiguous(String),
 }
 
+/// The text of [`RunStoreError::Io`]: a full disk in the user's words, else `path: error`.
+fn io_message(path: &Path, source: &std::io::Error) -> String {
+    if crate::atomic_write::is_disk_full(source) {
+        crate::atomic_write::describe_write_error(&path.display().to_string(), source)
+    } else {
+        format!("{}: {source}", path.display())
+    }
+}
+
 /// `<repo>/.ahelper/runs`.
 pub fn runs_dir(repo_root: &Path) -> PathBuf {
     repo_root.join(".ahelper").join("runs")
@@ -326,7 +335,8 @@ pub fn run_dir(repo_root: &Path, run_id: &str) -> PathBuf {
 }
 
 impl RunRecord {
-    /// Writes `run.json` atomically (temporary file + rename).
+    /// Writes `run.json` atomically (temporary file, fsync, rename: the previous record stays
+    /// whole when the disk is full).
     ///
     /// # Errors
     /// [`RunStoreError::Io`].
@@ -338,11 +348,9 @@ impl RunRecord {
             move |source| RunStoreError::Io { path, source }
         };
         std::fs::create_dir_all(&dir).map_err(io(&dir))?;
-        let tmp = dir.join(format!("run.json.tmp-{}", std::process::id()));
         let target = dir.join("run.json");
         let text = serde_json::to_string_pretty(self).expect("run records serialise");
-        std::fs::write(&tmp, text).map_err(io(&tmp))?;
-        std::fs::rename(&tmp, &target).map_err(io(&target))
+        crate::atomic_write::write_path(&target, text.as_bytes()).map_err(io(&target))
     }
 
     /// Reads one run's record.

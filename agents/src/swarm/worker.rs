@@ -257,6 +257,7 @@ fn bind_tool_context(
         owner: spec.id.clone(),
     });
     tool_context.max_output_chars = run.worker_settings.max_tool_output_chars;
+    tool_context.redactor = run.redactor.clone();
     if let Some(sandbox) = &run.command_sandbox {
         let sandbox = worker_sandbox(sandbox, run, spec, &mut tool_context);
         tool_context.command_sandbox = Some(Arc::new(sandbox));

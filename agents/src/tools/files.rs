@@ -4,11 +4,12 @@
 //! sandbox openers, so the bytes read or written are those of the checked physical path.
 
 use super::*;
+use crate::atomic_write;
 use crate::sandbox::{self, Access, ResolvedPath, SandboxError};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Read};
 
 /// Default number of lines `read_file` returns.
 pub const DEFAULT_READ_LIMIT: usize = 2000;
@@ -105,8 +106,11 @@ fn read_bytes(
     Ok(bytes)
 }
 
-/// Replaces the content of a resolved path (creating it when `create`), writing through a
-/// verified handle.
+/// Replaces the content of a resolved path (creating it when `create`) atomically: a
+/// temporary file in the same verified directory is written, synced and renamed over it
+/// ([`atomic_write::replace_in_dir`]), so a failure (a full disk) leaves the old bytes, or no
+/// file, never a partial one. An existing file keeps its mode; it is first opened for writing
+/// through the sandbox, so a symlink or a read-only file is refused as before.
 fn write_bytes(
     ctx: &ToolContext,
     requested: &str,
@@ -114,18 +118,29 @@ fn write_bytes(
     bytes: &[u8],
     create: bool,
 ) -> Result<(), ToolError> {
-    let mut file = sandbox::open_write(&ctx.workspace_root, resolved, create)
+    let io = |e: std::io::Error| ToolError::new(atomic_write::describe_write_error(requested, &e));
+    let keep = match sandbox::open_write(&ctx.workspace_root, resolved, false) {
+        Ok(existing) => {
+            let meta = existing.metadata().map_err(io)?;
+            if meta.is_dir() {
+                return Err(ToolError::new(format!(
+                    "`{requested}` is a directory, not a file"
+                )));
+            }
+            Some(atomic_write::Keep::of(&meta))
+        }
+        Err(SandboxError::Io { kind, .. }) if create && kind == std::io::ErrorKind::NotFound => {
+            None
+        }
+        Err(e) => return Err(open_error(requested, e)),
+    };
+    let dir = sandbox::open_parent_dir(&ctx.workspace_root, resolved)
         .map_err(|e| open_error(requested, e))?;
-    let io = |e: std::io::Error| ToolError::new(format!("cannot write `{requested}`: {e}"));
-    if file.metadata().map_err(io)?.is_dir() {
-        return Err(ToolError::new(format!(
-            "`{requested}` is a directory, not a file"
-        )));
-    }
-    file.set_len(0).map_err(io)?;
-    file.write_all(bytes).map_err(io)?;
-    file.flush().map_err(io)?;
-    Ok(())
+    let name = resolved
+        .relative
+        .file_name()
+        .ok_or_else(|| ToolError::new(format!("`{requested}` is not a file path")))?;
+    atomic_write::replace_in_dir(&dir, name, bytes, keep).map_err(io)
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -75,6 +75,10 @@ pub struct ToolContext {
     /// OS sandbox (landlock) for `run_command` children; `None` = commands run unconfined
     /// (the permission rule checks still apply). See [`crate::sandbox_os`].
     pub command_sandbox: Option<Arc<crate::sandbox_os::CommandSandbox>>,
+    /// Secret values scrubbed from command output as it streams (see [`crate::redact`]); the
+    /// agent loop applies it to every tool result, event, streamed text and outcome, and
+    /// [`crate::agent::AgentBuilder`] gives it to the agent's transcript writer.
+    pub redactor: crate::redact::Redactor,
 }
 
 impl ToolContext {
@@ -95,6 +99,7 @@ impl ToolContext {
             claims: None,
             max_output_chars: DEFAULT_MAX_OUTPUT_CHARS,
             command_sandbox: None,
+            redactor: crate::redact::Redactor::default(),
         })
     }
 }

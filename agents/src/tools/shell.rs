@@ -28,6 +28,7 @@ use super::files::{parse_args, schema_of};
 use super::*;
 use crate::command_temp::CommandTemp;
 use crate::process_sweep;
+use crate::redact::StreamRedactor;
 use crate::sandbox::{self, Access};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -272,25 +273,33 @@ fn die_with_parent(cmd: &mut tokio::process::Command) {
     }
 }
 
-/// Output kept within a bound: the first and the last `half` bytes.
+/// Output kept within a bound: the first and the last `half` bytes, after secret values were
+/// redacted (before the cut, so that no cut leaves part of a value behind).
 struct Capture {
     head: Vec<u8>,
     tail: VecDeque<u8>,
     total: usize,
     half: usize,
+    redact: StreamRedactor,
 }
 
 impl Capture {
-    fn new(half: usize) -> Self {
+    fn new(half: usize, redact: StreamRedactor) -> Self {
         Capture {
             head: Vec::new(),
             tail: VecDeque::new(),
             total: 0,
             half,
+            redact,
         }
     }
 
-    fn push(&mut self, mut bytes: &[u8]) {
+    fn push(&mut self, bytes: &[u8]) {
+        let clean = self.redact.push(bytes);
+        self.keep(&clean);
+    }
+
+    fn keep(&mut self, mut bytes: &[u8]) {
         self.total += bytes.len();
         if self.head.len() < self.half {
             let take = (self.half - self.head.len()).min(bytes.len());
@@ -304,7 +313,9 @@ impl Capture {
     }
 
     /// The output as text of at most about `max_chars` characters.
-    fn finish(self, max_chars: usize) -> String {
+    fn finish(mut self, max_chars: usize) -> String {
+        let rest = self.redact.finish();
+        self.keep(&rest);
         let kept = self.head.len() + self.tail.len();
         if kept == self.total {
             let mut all = self.head;
@@ -362,7 +373,7 @@ async fn run_command(args: &RunCommandArgs, ctx: &ToolContext) -> Result<ToolOut
         )));
     }
     let mut running = RunningCommand::spawn(&args.command, &cwd.physical, ctx)?;
-    let mut capture = Capture::new(ctx.max_output_chars.max(1000) * 2);
+    let mut capture = Capture::new(ctx.max_output_chars.max(1000) * 2, ctx.redactor.stream());
     let deadline = Instant::now() + Duration::from_millis(timeout_ms);
     let outcome = running.wait(&mut capture, &ctx.cancel, deadline).await?;
     let (footer, is_error) = running.finish(&outcome, &mut capture, timeout_ms).await;
@@ -637,8 +648,27 @@ mod tests {
     }
 
     #[test]
+    fn capture_redacts_a_key_split_across_reads_and_at_the_cut() {
+        let key = "sk-ant-0123456789abcdef";
+        let redactor = crate::redact::Redactor::new([("ANTHROPIC_API_KEY", key)]).unwrap();
+        let mut c = Capture::new(1000, redactor.stream());
+        c.push(b"key: sk-ant-0123");
+        c.push(b"456789abcdef\n");
+        // A key straddling the point where the middle is cut.
+        c.push(&vec![b'.'; 990]);
+        c.push(key.as_bytes());
+        c.push(&vec![b'.'; 3000]);
+        let text = c.finish(600);
+        assert!(
+            text.starts_with("key: [REDACTED:ANTHROPIC_API_KEY]\n"),
+            "{text}"
+        );
+        assert!(!text.contains("sk-ant-0"), "{text}");
+    }
+
+    #[test]
     fn capture_keeps_head_and_tail() {
-        let mut c = Capture::new(1000);
+        let mut c = Capture::new(1000, crate::redact::Redactor::default().stream());
         for i in 0..10_000u32 {
             c.push(format!("{i:05}\n").as_bytes());
         }

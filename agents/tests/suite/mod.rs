@@ -1,3 +1,4 @@
+mod disk_full;
 mod landlock_sandbox;
 mod model_http;
 mod model_sse_cases;

@@ -397,7 +397,7 @@ async fn error_bodies_are_truncated_and_never_contain_the_key() {
     let items = run(&client).await;
     assert_eq!(items.len(), 1, "401 is not retried");
     let Some(Err(
-        e @ ModelError::Http {
+        e @ ModelError::Auth {
             status: 401, body, ..
         },
     )) = items.last()

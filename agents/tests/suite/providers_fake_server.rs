@@ -765,6 +765,9 @@ async fn http_400_and_401_are_not_retried() {
             match &got[0] {
                 Err(ModelError::Http {
                     status: s, body, ..
+                })
+                | Err(ModelError::Auth {
+                    status: s, body, ..
                 }) => {
                     assert_eq!(*s, status);
                     assert!(body.contains("fault injected"), "{body}");

@@ -1,2 +1,3 @@
 mod binary;
+mod foreign_answers;
 mod server;

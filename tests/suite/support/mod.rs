@@ -6,11 +6,11 @@ pub mod git;
 use ahelper_fake_llm::{FakeLlm, Script};
 use assert_cmd::Command;
 use git::{GIT_ENV, git, init_repo, write_file};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// A temporary directory holding a git repository (`repo/`) and isolated XDG dirs (`home/`).
 pub struct TestRepo {
-    dir: tempfile::TempDir,
+    pub dir: tempfile::TempDir,
 }
 
 impl TestRepo {
@@ -24,6 +24,11 @@ impl TestRepo {
         repo
     }
 
+    /// The temporary directory that holds `repo/` and `home/` (and whatever else a test
+    /// puts beside them, e.g. a private `tmp/`).
+    pub fn root(&self) -> &Path {
+        self.dir.path()
+    }
     pub fn path(&self) -> PathBuf {
         self.dir.path().join("repo")
     }

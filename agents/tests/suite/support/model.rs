@@ -32,6 +32,7 @@ pub fn provider_settings(
         retry_base_delay_ms: 4,
         retry_max_delay_ms: 16,
         idle_timeout_ms: 5_000,
+        origin: Default::default(),
     }
 }
 

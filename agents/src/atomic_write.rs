@@ -1,0 +1,301 @@
+//! Atomic file replacement: a temporary file in the same directory is written, flushed to disk
+//! (`fsync`) and renamed over the target, so a reader (or `git add`) sees the old bytes or the
+//! new bytes, never a half-written or empty file. A failure (a full disk, a quota, an I/O
+//! error) removes the temporary file and leaves the target as it was.
+//!
+//! Two entry points: [`replace_in_dir`] for the file tools (the directory is an open handle the
+//! sandbox verified, so the rename cannot be redirected out of the workspace) and
+//! [`write_path`] for ahelper's own state files (`run.json`, `.ahelper/config.toml`).
+//! [`describe_write_error`] words a failure for the user, naming "No space left on device"
+//! and what to do.
+
+use std::ffi::{CString, OsStr, OsString};
+use std::fs::File;
+use std::io::{self, Write};
+use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::Path;
+
+/// What the replacement keeps of the file it replaces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Keep {
+    /// Permission bits (`st_mode & 0o7777`).
+    pub mode: u32,
+    /// Owner and group.
+    pub owner: (u32, u32),
+}
+
+impl Keep {
+    /// The mode and owner of `meta` (the file being replaced).
+    pub fn of(meta: &std::fs::Metadata) -> Self {
+        Keep {
+            mode: meta.mode() & 0o7777,
+            owner: (meta.uid(), meta.gid()),
+        }
+    }
+}
+
+/// Replaces the entry `name` of the open directory `dir` with a regular file holding `bytes`.
+///
+/// `keep`: the mode and owner of the file being replaced (`None` for a new file: mode `0o666`
+/// minus the umask, owned by this process). The temporary file is
+/// `.<name>.ahelper-<uuid>.tmp` in the same directory (same filesystem, so the rename is
+/// atomic); the directory is `fsync`ed after the rename (best effort).
+///
+/// # Errors
+/// The I/O error of creating, writing, syncing or renaming; the target is then unchanged and
+/// the temporary file removed. Word it with [`describe_write_error`].
+pub fn replace_in_dir(
+    dir: &File,
+    name: &OsStr,
+    bytes: &[u8],
+    keep: Option<Keep>,
+) -> io::Result<()> {
+    replace_through(dir, name, bytes, keep, &mut |file| Box::new(file))
+}
+
+/// [`replace_in_dir`] writing the content through the writer `sink` makes of the temporary
+/// file (unit tests inject a writer that fails part-way).
+fn replace_through(
+    dir: &File,
+    name: &OsStr,
+    bytes: &[u8],
+    keep: Option<Keep>,
+    sink: &mut dyn for<'f> FnMut(&'f mut File) -> Box<dyn Write + 'f>,
+) -> io::Result<()> {
+    let tmp_name = temp_name(name);
+    let mut file = create_temp(dir, &tmp_name)?;
+    let written = fill(&mut file, bytes, keep, sink)
+        .and_then(|()| rename_in(dir, &tmp_name, name))
+        .inspect_err(|_| {
+            let _ = unlink_in(dir, &tmp_name);
+        });
+    written?;
+    // The rename is durable once the directory entry is; some filesystems refuse a directory
+    // fsync, which does not undo the replacement.
+    let _ = dir.sync_all();
+    Ok(())
+}
+
+/// Writes `bytes` through `sink`, restores `keep`'s mode and owner, and `fsync`s the file.
+fn fill(
+    file: &mut File,
+    bytes: &[u8],
+    keep: Option<Keep>,
+    sink: &mut dyn for<'f> FnMut(&'f mut File) -> Box<dyn Write + 'f>,
+) -> io::Result<()> {
+    {
+        let mut writer = sink(file);
+        writer.write_all(bytes)?;
+        writer.flush()?;
+    }
+    if let Some(keep) = keep {
+        let meta = file.metadata()?;
+        if (meta.uid(), meta.gid()) != keep.owner {
+            // Only root may give a file away; for others the new file stays theirs.
+            let _ = std::os::unix::fs::fchown(&*file, Some(keep.owner.0), Some(keep.owner.1));
+        }
+        file.set_permissions(std::fs::Permissions::from_mode(keep.mode))?;
+    }
+    file.sync_all()
+}
+
+/// `.<name>.ahelper-<uuid>.tmp`, with `name` cut to 64 bytes so the result stays a valid name.
+fn temp_name(name: &OsStr) -> OsString {
+    let bytes = name.as_bytes();
+    let mut out = b".".to_vec();
+    out.extend_from_slice(&bytes[..bytes.len().min(64)]);
+    out.extend_from_slice(format!(".ahelper-{}.tmp", uuid::Uuid::now_v7().simple()).as_bytes());
+    OsString::from_vec(out)
+}
+
+fn c_name(name: &OsStr) -> io::Result<CString> {
+    CString::new(name.as_bytes()).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))
+}
+
+/// Creates `name` in `dir` exclusively (never following a symlink), mode `0o666` minus umask.
+fn create_temp(dir: &File, name: &OsStr) -> io::Result<File> {
+    let c = c_name(name)?;
+    // SAFETY: `dir` is an open directory fd and `c` a NUL-terminated single file name.
+    let fd = unsafe {
+        libc::openat(
+            dir.as_raw_fd(),
+            c.as_ptr(),
+            libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            0o666 as libc::c_uint,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a fresh descriptor returned by the kernel and owned by nobody else.
+    Ok(unsafe { File::from_raw_fd(fd) })
+}
+
+fn rename_in(dir: &File, from: &OsStr, to: &OsStr) -> io::Result<()> {
+    let (from, to) = (c_name(from)?, c_name(to)?);
+    // SAFETY: both names are NUL-terminated single names inside the open directory `dir`.
+    let rc =
+        unsafe { libc::renameat(dir.as_raw_fd(), from.as_ptr(), dir.as_raw_fd(), to.as_ptr()) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+fn unlink_in(dir: &File, name: &OsStr) -> io::Result<()> {
+    let c = c_name(name)?;
+    // SAFETY: `c` is a NUL-terminated single name inside the open directory `dir`.
+    let rc = unsafe { libc::unlinkat(dir.as_raw_fd(), c.as_ptr(), 0) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Atomically replaces (or creates) the file at `path` with `bytes`, keeping the mode and
+/// owner of an existing file. For ahelper's own state files; the parent directory must exist.
+///
+/// # Errors
+/// As [`replace_in_dir`]; also when `path` has no parent or file name.
+pub fn write_path(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{} is not a file path", path.display()),
+        ));
+    };
+    let parent = if parent.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        parent
+    };
+    let dir = File::open(parent)?;
+    let keep = match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.is_file() => Some(Keep::of(&meta)),
+        _ => None,
+    };
+    replace_in_dir(&dir, name, bytes, keep)
+}
+
+/// Whether `e` means the disk (or the user's quota) is full.
+pub fn is_disk_full(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EDQUOT))
+        || matches!(
+            e.kind(),
+            io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded
+        )
+}
+
+/// A failed write of `what` (a path as the user knows it) in the user's words. A full disk
+/// says "No space left on device", that the file was left as it was, and what to do.
+pub fn describe_write_error(what: &str, e: &io::Error) -> String {
+    if is_disk_full(e) {
+        format!(
+            "No space left on device: `{what}` could not be written and was left as it was \
+             (nothing half-written was kept). Free some disk space (`df -h` shows what is left) \
+             and try again"
+        )
+    } else {
+        format!("cannot write `{what}`: {e}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Passes `limit` bytes to the file, then fails with ENOSPC, like a disk that fills up.
+    struct FailsAfter<'f> {
+        file: &'f mut File,
+        limit: usize,
+    }
+
+    impl Write for FailsAfter<'_> {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            if self.limit == 0 {
+                return Err(io::Error::from_raw_os_error(libc::ENOSPC));
+            }
+            let n = buf.len().min(self.limit);
+            self.limit -= n;
+            self.file.write(&buf[..n])
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            self.file.flush()
+        }
+    }
+
+    fn entries(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn a_write_failing_midway_keeps_the_original_bytes_and_leaves_no_temp_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let target = tmp.path().join("notes.txt");
+        std::fs::write(&target, "original bytes\n").unwrap();
+        let dir = File::open(tmp.path()).unwrap();
+        let keep = Some(Keep::of(&std::fs::metadata(&target).unwrap()));
+        let err = replace_through(
+            &dir,
+            OsStr::new("notes.txt"),
+            &[b'x'; 10_000],
+            keep,
+            &mut |file| Box::new(FailsAfter { file, limit: 4096 }),
+        )
+        .unwrap_err();
+        assert!(is_disk_full(&err), "{err}");
+        assert_eq!(
+            std::fs::read_to_string(&target).unwrap(),
+            "original bytes\n"
+        );
+        assert_eq!(entries(tmp.path()), vec!["notes.txt"], "temp file removed");
+        let text = describe_write_error("notes.txt", &err);
+        assert!(
+            text.starts_with("No space left on device: `notes.txt`"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_new_file_failing_midway_is_not_created() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = File::open(tmp.path()).unwrap();
+        replace_through(&dir, OsStr::new("new.txt"), b"abc", None, &mut |file| {
+            Box::new(FailsAfter { file, limit: 0 })
+        })
+        .unwrap_err();
+        assert!(entries(tmp.path()).is_empty(), "no 0-byte file left");
+    }
+
+    #[test]
+    fn replacing_keeps_the_mode_and_replaces_the_content() {
+        let tmp = tempfile::tempdir().unwrap();
+        let target = tmp.path().join("run.sh");
+        std::fs::write(&target, "old").unwrap();
+        std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o750)).unwrap();
+        write_path(&target, b"#!/bin/sh\necho new\n").unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&target).unwrap(),
+            "#!/bin/sh\necho new\n"
+        );
+        let mode = std::fs::metadata(&target).unwrap().mode() & 0o7777;
+        assert_eq!(mode, 0o750);
+        assert_eq!(entries(tmp.path()), vec!["run.sh"]);
+    }
+
+    #[test]
+    fn other_errors_keep_their_own_words() {
+        let e = io::Error::from(io::ErrorKind::PermissionDenied);
+        assert!(describe_write_error("a", &e).starts_with("cannot write `a`: "));
+        assert!(is_disk_full(&io::Error::from_raw_os_error(libc::EDQUOT)));
+    }
+}

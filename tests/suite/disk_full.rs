@@ -1,0 +1,185 @@
+//! End-to-end on a full disk (a real tmpfs, filled up): the built binary says "No space left
+//! on device" in the user's words at swarm set-up and at session start, and a `write_file`
+//! that hits the full disk leaves the original file intact and tells the model why.
+//!
+//! Mounting needs root (CAP_SYS_ADMIN); without it each test prints why it is skipped.
+
+use super::support::*;
+use ahelper_fake_llm::{Conversation, Script, Turn};
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// A tmpfs mounted on a temporary directory; unmounted on drop.
+struct Tmpfs {
+    dir: tempfile::TempDir,
+}
+
+impl Tmpfs {
+    /// Mounts a tmpfs of `size` (e.g. `1m`), or says why it cannot and returns `None`.
+    fn mount(size: &str) -> Option<Tmpfs> {
+        let dir = tempfile::tempdir().ok()?;
+        let out = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir.path())
+            .output();
+        match out {
+            Ok(o) if o.status.success() => Some(Tmpfs { dir }),
+            Ok(o) => {
+                eprintln!(
+                    "skipped: cannot mount a tmpfs ({}); run the tests as root to cover a full disk",
+                    String::from_utf8_lossy(&o.stderr).trim()
+                );
+                None
+            }
+            Err(e) => {
+                eprintln!("skipped: cannot run mount ({e})");
+                None
+            }
+        }
+    }
+
+    fn path(&self) -> PathBuf {
+        std::fs::canonicalize(self.dir.path()).unwrap()
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.dir.path()).status();
+    }
+}
+
+/// Fills the filesystem of `dir` with `dir/filler`.
+fn fill(dir: &Path) {
+    use std::io::Write;
+    let mut filler = std::fs::File::create(dir.join("filler")).unwrap();
+    let chunk = [0u8; 4096];
+    while filler
+        .write_all(&chunk)
+        .and_then(|()| filler.sync_all())
+        .is_ok()
+    {}
+}
+
+/// A git repository with `a.txt` committed, on a fresh tmpfs of 1 MiB.
+fn repo_on_tmpfs() -> Option<(Tmpfs, TestRepo)> {
+    let fs = Tmpfs::mount("1m")?;
+    let home = tempfile::tempdir().unwrap();
+    let repo = TestRepo { dir: home };
+    std::fs::create_dir_all(repo.home()).unwrap();
+    let root = fs.path();
+    git::git(&root, &["init", "-q", "-b", "main"]);
+    git::git(&root, &["config", "user.email", "test@example.com"]);
+    git::git(&root, &["config", "user.name", "Test"]);
+    std::fs::write(root.join("a.txt"), "keep me\n").unwrap();
+    git::git(&root, &["add", "-A"]);
+    git::git(&root, &["commit", "-q", "-m", "initial"]);
+    Some((fs, repo))
+}
+
+#[test]
+fn swarm_set_up_on_a_full_disk_says_no_space_left_in_the_users_words() {
+    let Some((fs, repo)) = repo_on_tmpfs() else {
+        return;
+    };
+    let root = fs.path();
+    fill(&root);
+    let server = start(Script::new());
+    let out = ahelper(&repo, &server, Wire::Anthropic)
+        .current_dir(&root)
+        .args(["swarm", "do it", "--yes"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("No space left on device") && stderr.contains("Free some disk space"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("os error 28"), "no raw OS error: {stderr}");
+    assert!(server.model_requests().is_empty(), "nothing planned");
+    // No temporary or empty record is left behind.
+    for run in std::fs::read_dir(root.join(".ahelper/runs"))
+        .map(|d| d.flatten().collect::<Vec<_>>())
+        .unwrap_or_default()
+    {
+        for f in std::fs::read_dir(run.path()).unwrap().flatten() {
+            let name = f.file_name().to_string_lossy().into_owned();
+            assert!(!name.contains(".tmp"), "temp file left: {name}");
+            assert!(f.metadata().unwrap().len() > 0, "empty file left: {name}");
+        }
+    }
+}
+
+#[test]
+fn a_session_cannot_start_on_a_full_disk_and_says_why() {
+    let Some((fs, repo)) = repo_on_tmpfs() else {
+        return;
+    };
+    let root = fs.path();
+    fill(&root);
+    let server = start(Script::new());
+    let out = ahelper(&repo, &server, Wire::Anthropic)
+        .current_dir(&root)
+        .args(["-p", "hi"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("No space left on device: the transcript"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn write_file_hitting_a_full_disk_keeps_the_file_and_the_model_is_told() {
+    let Some((fs, repo)) = repo_on_tmpfs() else {
+        return;
+    };
+    let root = fs.path();
+    let big = "y".repeat(64 * 1024);
+    let server = start(
+        Script::new().with_conversation(
+            Conversation::new()
+                .turn(Turn::tool_call(
+                    "run_command",
+                    json!({"command": "head -c 4000000 /dev/zero > filler; true"}),
+                ))
+                .turn(Turn::tool_call(
+                    "write_file",
+                    json!({"path": "a.txt", "content": big}),
+                ))
+                .turn(Turn::text("The disk is full; nothing was changed.")),
+        ),
+    );
+    let out = ahelper(&repo, &server, Wire::Anthropic)
+        .current_dir(&root)
+        .args(["-p", "rewrite a.txt", "--permission-mode", "bypass"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(
+        std::fs::read_to_string(root.join("a.txt")).unwrap(),
+        "keep me\n",
+        "the original bytes are intact"
+    );
+    let requests = server.model_requests();
+    assert_eq!(requests.len(), 3, "{stderr}");
+    let told = requests[2].body.to_string();
+    assert!(
+        told.contains(
+            "No space left on device: `a.txt` could not be written and was left as it was"
+        ),
+        "{told}"
+    );
+    let leftovers: Vec<String> = std::fs::read_dir(&root)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}

@@ -1,0 +1,165 @@
+//! Flags where users put them: common flags before or after `swarm`, `ahelper "<prompt>"`, and
+//! Claude Code's names (`--dangerously-skip-permissions`, `--allowedTools`, `--disallowedTools`,
+//! `--append-system-prompt`).
+
+use super::support::*;
+use ahelper_fake_llm::{Conversation, Script, Turn};
+use predicates::prelude::*;
+use serde_json::json;
+
+/// A model that writes `notes.txt`, then says so.
+fn writes_notes() -> Script {
+    Script::new().with_conversation(
+        Conversation::new()
+            .turn(Turn::tool_call(
+                "write_file",
+                json!({"path": "notes.txt", "content": "notes\n"}),
+            ))
+            .turn(Turn::text("Wrote notes.txt.")),
+    )
+}
+
+/// A coordinator that plans one subtask.
+fn one_subtask_plan() -> Script {
+    let plan = json!({"summary": "one file", "subtasks": [
+        {"id": "s1", "title": "Work on a", "instructions": "Do it.", "scope": ["a.txt"]}
+    ]});
+    Script::new().with_conversation(
+        Conversation::new()
+            .matching("You are the coordinator of a swarm")
+            .turn(Turn::text(plan.to_string())),
+    )
+}
+
+#[test]
+fn common_flags_work_before_the_subcommand() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let server = start(one_subtask_plan());
+    let dir = repo.path().display().to_string();
+    // run from elsewhere: -C names the repository
+    ahelper(&repo, &server, Wire::Anthropic)
+        .current_dir(repo.home())
+        .args([
+            "--model",
+            "model-before",
+            "-C",
+            &dir,
+            "swarm",
+            "x",
+            "--plan-only",
+        ])
+        .assert()
+        .success()
+        .stderr(predicate::str::contains("w1 [s1] Work on a"));
+    assert_eq!(server.model_requests()[0].body["model"], "model-before");
+    ahelper(&repo, &server, Wire::Anthropic)
+        .current_dir(repo.home())
+        .args(["-C", &dir, "swarm", "ls"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("planned"));
+    ahelper(&repo, &server, Wire::Anthropic)
+        .current_dir(repo.home())
+        .args(["swarm", "ls", "-C", &dir])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("planned"));
+    // flags of -p are refused with swarm, with the reason
+    ahelper(&repo, &server, Wire::Anthropic)
+        .args(["-p", "x", "swarm", "ls"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "-p/--print belongs to `ahelper -p`",
+        ));
+}
+
+#[test]
+fn a_bare_prompt_without_a_terminal_is_answered_once() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let server = start(
+        Script::new().with_conversation(Conversation::new().turn(Turn::text("x is a letter."))),
+    );
+    ahelper(&repo, &server, Wire::Anthropic)
+        .arg("explain x")
+        .assert()
+        .success()
+        .stdout("x is a letter.\n")
+        .stderr(predicate::str::contains(
+            "no terminal for the REPL; answering the prompt once, as `ahelper -p` does",
+        ));
+    assert!(
+        server.model_requests()[0]
+            .body
+            .to_string()
+            .contains("explain x")
+    );
+}
+
+#[test]
+fn dangerously_skip_permissions_is_bypass() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let server = start(writes_notes());
+    ahelper(&repo, &server, Wire::Anthropic)
+        .args(["-p", "notes", "--dangerously-skip-permissions"])
+        .assert()
+        .success()
+        .stderr(predicate::str::contains("refused").not());
+    assert_eq!(repo.file("notes.txt"), "notes\n");
+    ahelper(&repo, &server, Wire::Anthropic)
+        .args(["-p", "notes", "--dangerously-skip-permissions"])
+        .args(["--permission-mode", "plan"])
+        .assert()
+        .code(2);
+}
+
+#[test]
+fn allowed_and_disallowed_tools_add_session_rules() {
+    let server = start(writes_notes());
+    // the flag the refusal line suggests, in ahelper's and Claude Code's spelling
+    for flag in [
+        ["--allowedTools", "write_file(notes.txt)"],
+        ["--allowed-tools", "Read,Write(notes.txt)"],
+    ] {
+        let repo = repo_with(&[("a.txt", "a\n")]);
+        ahelper(&repo, &server, Wire::Anthropic)
+            .args(["-p", "notes"])
+            .args(flag)
+            .assert()
+            .success()
+            .stderr(predicate::str::contains("refused").not());
+        assert_eq!(repo.file("notes.txt"), "notes\n", "{flag:?}");
+        assert!(
+            !repo.file(".ahelper/config.toml").contains("notes.txt"),
+            "session rules are not saved"
+        );
+    }
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    ahelper(&repo, &server, Wire::Anthropic)
+        .args(["-p", "notes", "--permission-mode", "bypass"])
+        .args(["--disallowedTools", "Write"])
+        .assert()
+        .success()
+        .stderr(predicate::str::contains(
+            "ahelper: refused write_file(notes.txt): ",
+        ));
+    assert!(!repo.path().join("notes.txt").exists());
+    ahelper(&repo, &server, Wire::Anthropic)
+        .args(["-p", "notes", "--allowedTools", "Bash("])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("invalid permission rule `Bash(`"));
+}
+
+#[test]
+fn append_system_prompt_reaches_the_model() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let server = start(Script::new().with_conversation(Conversation::new().turn(Turn::text("ok"))));
+    ahelper(&repo, &server, Wire::Anthropic)
+        .args(["-p", "hi", "--append-system-prompt", "Answer in French."])
+        .assert()
+        .success();
+    let system = server.model_requests()[0].body["system"].to_string();
+    assert!(system.contains("Answer in French."), "{system}");
+    assert!(system.contains("You are ahelper"), "{system}");
+}

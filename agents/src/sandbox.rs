@@ -13,7 +13,8 @@
 //!   components are appended (a `..` among them can only cancel a missing component);
 //! - the workspace root is canonicalised too, and containment is compared by path components,
 //!   never by string prefix;
-//! - writes to protected paths ([`is_protected`]) are refused whatever their spelling.
+//! - writes to protected paths ([`protected`], the list the permission decision uses too) are
+//!   refused whatever their spelling.
 //!
 //! Opening uses Linux `openat2(2)` with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS` relative to an
 //! fd of the workspace root, so a directory swapped for a symlink between the check and the
@@ -30,7 +31,8 @@ use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Component, Path, PathBuf};
-use unicode_normalization::UnicodeNormalization;
+
+pub mod protected;
 
 /// Why a path was refused. Every message says what happened and what to do instead.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -223,81 +225,13 @@ pub fn resolve(
 /// True when file tools must never write `relative` (a path relative to the workspace root):
 /// see [`protection_reason`].
 pub fn is_protected(relative: &Path) -> bool {
-    protection_reason(relative).is_some()
+    protected::protection(relative).is_some()
 }
 
 /// Why file tools must never write `relative` (a path relative to the workspace root), or
-/// `None` when it may be written.
-///
-/// Protected (at any depth, compared after Unicode NFKC normalisation, lower-casing and
-/// dropping trailing dots/spaces, so `.GIT`, `．git` and `.git.` all count as `.git`):
-/// - `.git` (the directory or a worktree's `.git` file) and everything under it — hooks and
-///   config run code;
-/// - `.ahelper` itself and `.ahelper/config*`, `.ahelper/settings*`, `.ahelper/permissions*` —
-///   ahelper's own configuration and permission rules;
-/// - shell start-up files (`.bashrc`, `.profile`, `.zshrc`, `.envrc`, `fish/config.fish`, …),
-///   `.gitconfig` and anything under `.ssh`.
-///
-/// The normalisation is used for this check only; it never changes which file is opened.
+/// `None` when it may be written. The list and how paths are compared: [`protected`].
 pub fn protection_reason(relative: &Path) -> Option<&'static str> {
-    let text = relative.to_string_lossy();
-    let folded: String = text.nfkc().collect::<String>().to_lowercase();
-    let folded: String = folded.nfkc().collect();
-    let parts: Vec<&str> = folded
-        .split(['/', '\\'])
-        .map(|c| c.trim_end_matches(['.', ' ']))
-        .filter(|c| !c.is_empty())
-        .collect();
-    for (i, part) in parts.iter().enumerate() {
-        match *part {
-            ".git" => {
-                return Some(
-                    "`.git` holds the repository's configuration and hooks, which run code",
-                );
-            }
-            ".ssh" => return Some("`.ssh` holds SSH keys and authorized_keys"),
-            ".ahelper" => match parts.get(i + 1) {
-                None => return Some("`.ahelper` is ahelper's own directory"),
-                Some(next)
-                    if next.starts_with("config")
-                        || next.starts_with("settings")
-                        || next.starts_with("permissions") =>
-                {
-                    return Some("ahelper's own configuration and permission rules");
-                }
-                Some(_) => {}
-            },
-            _ => {}
-        }
-    }
-    let name = *parts.last()?;
-    const STARTUP: &[&str] = &[
-        ".bashrc",
-        ".bash_profile",
-        ".bash_login",
-        ".bash_logout",
-        ".bash_aliases",
-        ".profile",
-        ".zshrc",
-        ".zshenv",
-        ".zprofile",
-        ".zlogin",
-        ".zlogout",
-        ".cshrc",
-        ".tcshrc",
-        ".login",
-        ".logout",
-        ".kshrc",
-        ".mkshrc",
-        ".envrc",
-        ".gitconfig",
-    ];
-    if STARTUP.contains(&name)
-        || (name == "config.fish" && parts.len() >= 2 && parts[parts.len() - 2] == "fish")
-    {
-        return Some("shell start-up and git configuration files run code in every new shell");
-    }
-    None
+    protected::protection(relative).map(protected::Protection::reason)
 }
 
 /// Refuses empty paths, NUL bytes, control characters and invisible characters.
@@ -330,10 +264,11 @@ fn check_characters(requested: &str) -> Result<(), SandboxError> {
 }
 
 /// Format characters (Unicode general category `Cf`, from `DerivedGeneralCategory.txt` of
-/// Unicode 15.1: zero-width space/joiners, bidi controls, BOM, tags…), line/paragraph
-/// separators, and characters that render as nothing (variation selectors, fillers,
-/// combining grapheme joiner).
-fn is_invisible(c: char) -> bool {
+/// Unicode 15.1: zero-width space/joiners, bidi controls, BOM, tags…; the unassigned U+2065
+/// and tag-block code points included), line/paragraph separators, and characters that
+/// render as nothing (variation selectors, fillers, combining grapheme joiner). Used for
+/// paths (refused), protected-path folding (dropped) and command lines (a warning).
+pub(crate) fn is_invisible(c: char) -> bool {
     const RANGES: &[(u32, u32)] = &[
         // Cf
         (0x00AD, 0x00AD),
@@ -346,8 +281,7 @@ fn is_invisible(c: char) -> bool {
         (0x180E, 0x180E),
         (0x200B, 0x200F),
         (0x202A, 0x202E),
-        (0x2060, 0x2064),
-        (0x2066, 0x206F),
+        (0x2060, 0x206F),
         (0xFEFF, 0xFEFF),
         (0xFFF9, 0xFFFB),
         (0x110BD, 0x110BD),
@@ -355,8 +289,7 @@ fn is_invisible(c: char) -> bool {
         (0x13430, 0x1343F),
         (0x1BCA0, 0x1BCA3),
         (0x1D173, 0x1D17A),
-        (0xE0001, 0xE0001),
-        (0xE0020, 0xE007F),
+        (0xE0000, 0xE007F),
         // Zl, Zp
         (0x2028, 0x2029),
         // invisible letters and marks

@@ -20,6 +20,7 @@
 //! The analysis is syntactic: it does not read files or the environment. The decision built on it
 //! lives in [`super::rules`].
 
+use crate::sandbox::is_invisible;
 use serde::Serialize;
 use std::path::{Component, Path, PathBuf};
 use tree_sitter::{Node, Parser, TreeCursor};
@@ -278,10 +279,10 @@ fn suspicious_characters(command: &str) -> Vec<String> {
             Some("a raw carriage return (bash keeps it inside the word; displays hide it)")
         } else if c.is_control() && c != '\n' && c != '\t' {
             Some("a control character")
-        } else if is_invisible(c) {
-            Some("an invisible or bidirectional formatting character")
         } else if c.is_whitespace() && !c.is_ascii() {
             Some("a non-ASCII space (bash does not split words on it)")
+        } else if is_invisible(c) {
+            Some("an invisible or bidirectional formatting character")
         } else {
             None
         };
@@ -293,16 +294,6 @@ fn suspicious_characters(command: &str) -> Vec<String> {
         }
     }
     warnings
-}
-
-/// Zero-width, bidirectional-override and other format characters that render as nothing.
-pub(crate) fn is_invisible(c: char) -> bool {
-    matches!(c,
-        '\u{00AD}' | '\u{034F}' | '\u{061C}' | '\u{115F}' | '\u{1160}' | '\u{17B4}' | '\u{17B5}'
-        | '\u{180B}'..='\u{180F}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}'
-        | '\u{2060}'..='\u{206F}' | '\u{3164}' | '\u{FE00}'..='\u{FE0F}' | '\u{FEFF}'
-        | '\u{FFA0}' | '\u{FFF9}'..='\u{FFFB}' | '\u{1D173}'..='\u{1D17A}'
-        | '\u{E0000}'..='\u{E007F}' | '\u{E0100}'..='\u{E01EF}')
 }
 
 /// Removes backslash-newline line continuations outside single quotes, as the shell does before

@@ -21,13 +21,13 @@
 use super::command::classify::{ConcernKind, Facts, classify};
 use super::command::{
     CommandAnalysis, CommandKind, Cwd, SimpleCommand, Word, analyze_command, basename,
-    is_invisible, normalize_path,
+    normalize_path,
 };
 use super::*;
+use crate::sandbox::protection_reason;
 use globset::{GlobBuilder, GlobMatcher};
 use std::fmt;
 use std::path::PathBuf;
-use unicode_normalization::UnicodeNormalization;
 
 /// Why a rule's text could not be parsed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -508,62 +508,6 @@ fn home_dir() -> Option<PathBuf> {
         .map(PathBuf::from)
 }
 
-/// Names of shell start-up files: writing one runs code in the user's next shell.
-const STARTUP_FILES: &[&str] = &[
-    ".bashrc",
-    ".bash_profile",
-    ".bash_login",
-    ".bash_logout",
-    ".profile",
-    ".zshrc",
-    ".zshenv",
-    ".zprofile",
-    ".zlogin",
-    ".zlogout",
-    ".cshrc",
-    ".tcshrc",
-    ".kshrc",
-    ".mkshrc",
-    ".inputrc",
-    "config.fish",
-];
-
-/// Folds a path component for protected-path comparison: NFKC, lower case, invisible
-/// characters removed (so `.GIT`, `.gi\u{200b}t` and fullwidth look-alikes all compare as `.git`).
-fn fold_component(s: &str) -> String {
-    s.nfkc()
-        .filter(|c| !is_invisible(*c))
-        .collect::<String>()
-        .to_lowercase()
-}
-
-/// Why writing `path` needs an explicit decision, if it does: `.git` internals (hooks and config
-/// run code), `.ahelper` (ahelper's own configuration and permission rules), shell start-up
-/// files. Compared case-insensitively after Unicode (NFKC) normalisation; `path` is relative to
-/// the workspace root or absolute.
-pub fn protected_reason(path: &Path) -> Option<&'static str> {
-    let folded: Vec<String> = path
-        .components()
-        .filter_map(|c| match c {
-            std::path::Component::Normal(s) => Some(fold_component(&s.to_string_lossy())),
-            _ => None,
-        })
-        .collect();
-    if folded.iter().any(|c| c == ".git") {
-        return Some("it is inside .git (hooks and config there run code)");
-    }
-    if folded.iter().any(|c| c == ".ahelper") {
-        return Some("it is ahelper's own configuration and permission directory (.ahelper)");
-    }
-    if folded
-        .last()
-        .is_some_and(|last| STARTUP_FILES.contains(&last.as_str()))
-    {
-        return Some("it is a shell start-up file");
-    }
-    None
-}
-
 /// Where a path lies relative to the workspace.
 #[derive(Debug, Clone)]
 struct Placed {
@@ -677,8 +621,8 @@ fn decide_tool(policy: &PermissionPolicy, request: &PermissionRequest<'_>) -> De
             }
             let protected = placed
                 .as_ref()
-                .and_then(|p| protected_reason(p.rel.as_deref().unwrap_or(&p.abs)));
-            // The file tools refuse protected paths outright (sandbox::is_protected), so asking
+                .and_then(|p| protection_reason(p.rel.as_deref().unwrap_or(&p.abs)));
+            // The file tools refuse protected paths outright (the same list), so asking
             // would only lead to a refusal after a "yes": deny at once, saying why.
             if let Some(why) = protected {
                 return Decision::Deny {
@@ -1024,7 +968,7 @@ fn place_write(ctx: &Ctx<'_>, cmd: &SimpleCommand, target: &Word) -> WritePlace 
         if is_harmless_device(&p.abs) {
             continue;
         }
-        if let Some(why) = protected_reason(p.rel.as_deref().unwrap_or(&p.abs)) {
+        if let Some(why) = protection_reason(p.rel.as_deref().unwrap_or(&p.abs)) {
             return WritePlace::Deny(format!("writes to {}: {why}", p.abs.display()));
         }
         if p.rel.is_none() && !in_temp_dir(&p.abs) {

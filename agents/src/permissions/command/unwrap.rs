@@ -163,7 +163,9 @@ fn strip_wrapper(cmd: &mut SimpleCommand, base: &str, strip: Strip) -> Next {
         cmd.dynamic_tail = true;
         cmd.via = Some(base.to_string());
     }
-    let rest: Vec<Word> = cmd.argv.drain(1 + strip.skip..).collect();
+    // An option missing its value (`nice -n`, `sudo -u`) reads past the end.
+    let start = (1 + strip.skip).min(cmd.argv.len());
+    let rest: Vec<Word> = cmd.argv.drain(start..).collect();
     if !rest.is_empty() {
         cmd.argv = rest;
         return Next::Again;
@@ -344,4 +346,20 @@ fn split_git_globals(cmd: &mut SimpleCommand) {
     rest.extend(cmd.argv[i..].iter().cloned());
     cmd.argv = rest;
     cmd.global_options = globals;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::analyze_command;
+
+    /// A wrapper option whose value is missing ends the command; it used to panic.
+    #[test]
+    fn wrapper_option_without_its_value_keeps_the_wrapper() {
+        for (command, program) in [("nice -n", "nice"), ("sudo -u", "sudo"), ("env -u", "env")] {
+            let analysis = analyze_command(command);
+            assert_eq!(analysis.commands.len(), 1, "{command}");
+            assert_eq!(analysis.commands[0].argv[0].text, program, "{command}");
+            assert!(analysis.commands[0].wrappers.is_empty(), "{command}");
+        }
+    }
 }

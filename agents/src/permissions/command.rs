@@ -18,7 +18,7 @@
 //! [`CommandAnalysis::warnings`].
 //!
 //! The analysis is syntactic: it does not read files or the environment. The decision built on it
-//! lives in [`super::rules`].
+//! lives in `super::decide`.
 
 use serde::Serialize;
 use std::path::PathBuf;

@@ -565,6 +565,51 @@ mod tests {
         );
     }
 
+    /// Every protocol error of the block events ends the stream with a message naming it.
+    #[tokio::test]
+    async fn block_protocol_errors_name_the_problem() {
+        let start_text =
+            r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#;
+        let start_tool = r#"{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"t1","name":"f","input":{}}}"#;
+        let stop = r#"{"type":"content_block_stop","index":0}"#;
+        let json_delta = r#"{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{}"}}"#;
+        let cases: [(&[&str], &str); 6] = [
+            (&[start_text, start_text], "which was already started"),
+            (&[start_text, json_delta], "which is a text block"),
+            (
+                &[start_tool, stop, json_delta],
+                "after its content_block_stop",
+            ),
+            (
+                &[stop],
+                "content_block_stop for block 0, which was never started",
+            ),
+            (
+                &[r#"{"type":"content_block_stop"}"#],
+                "content_block_stop without an index",
+            ),
+            (
+                &[r#"{"type":"content_block_delta"}"#],
+                "content_block_delta without an index",
+            ),
+        ];
+        for (events, message) in cases {
+            let got = parse(&sse(events)).await;
+            assert!(
+                matches!(got.last(), Some(Err(ModelError::Decode(m))) if m.contains(message)),
+                "{message}: {got:?}"
+            );
+        }
+        let got = parse(&sse(&[
+            r#"{"type":"error","error":{"type":"overloaded_error","message":"busy"}}"#,
+        ]))
+        .await;
+        assert!(
+            matches!(got.last(), Some(Err(ModelError::Api { kind, message })) if kind == "overloaded_error" && message == "busy"),
+            "{got:?}"
+        );
+    }
+
     #[tokio::test]
     async fn delta_for_unknown_block_is_a_decode_error() {
         let got = parse(&sse(&[

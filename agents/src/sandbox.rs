@@ -159,67 +159,93 @@ pub fn resolve(
     access: Access,
 ) -> Result<ResolvedPath, SandboxError> {
     check_characters(requested)?;
-    let root = std::fs::canonicalize(workspace_root).map_err(|e| SandboxError::Io {
-        requested: workspace_root.display().to_string(),
-        message: format!("the workspace root cannot be resolved: {e}"),
-        kind: e.kind(),
-    })?;
+    let root = canonical_root(workspace_root)?;
     let requested_path = Path::new(requested);
     let absolute = if requested_path.is_absolute() {
         requested_path.to_path_buf()
+    } else if cwd.is_absolute() {
+        cwd.join(requested_path)
     } else {
-        let base = if cwd.is_absolute() {
-            cwd.to_path_buf()
-        } else {
-            root.join(cwd)
-        };
-        base.join(requested_path)
+        root.join(cwd).join(requested_path)
     };
     let physical = physical_path(&absolute).map_err(|e| SandboxError::Io {
         requested: requested.to_string(),
         message: e.to_string(),
         kind: e.kind(),
     })?;
-    let relative = match physical.strip_prefix(&root) {
-        Ok(r) => r.to_path_buf(),
-        Err(_) => {
-            let lexical = lexical_normalize(&absolute);
-            let spelled_inside = lexical.starts_with(&root)
-                || lexical.starts_with(lexical_normalize(workspace_root));
-            return Err(if spelled_inside {
-                SandboxError::SymlinkOutside {
-                    requested: requested.to_string(),
-                    root,
-                    physical,
-                }
-            } else {
-                SandboxError::Outside {
-                    requested: requested.to_string(),
-                    root,
-                }
-            });
-        }
+    let Ok(relative) = physical.strip_prefix(&root).map(Path::to_path_buf) else {
+        return Err(outside(
+            workspace_root,
+            root,
+            requested,
+            &absolute,
+            physical,
+        ));
     };
     if access == Access::Write {
-        // Both the physical path and the path as spelled (e.g. `.git/config` where `.git` is
-        // a symlink to another directory of the workspace) must be unprotected.
-        let lexical = lexical_normalize(&absolute);
-        let spelled = lexical
-            .strip_prefix(&root)
-            .or_else(|_| lexical.strip_prefix(lexical_normalize(workspace_root)))
-            .ok();
-        let reason = protection_reason(&relative)
-            .map(|r| (r, relative.clone()))
-            .or_else(|| spelled.and_then(|s| protection_reason(s).map(|r| (r, s.to_path_buf()))));
-        if let Some((reason, relative)) = reason {
-            return Err(SandboxError::Protected {
-                requested: requested.to_string(),
-                relative,
-                reason,
-            });
-        }
+        check_unprotected(workspace_root, &root, requested, &absolute, &relative)?;
     }
     Ok(ResolvedPath { physical, relative })
+}
+
+/// The canonical workspace root.
+fn canonical_root(workspace_root: &Path) -> Result<PathBuf, SandboxError> {
+    std::fs::canonicalize(workspace_root).map_err(|e| SandboxError::Io {
+        requested: workspace_root.display().to_string(),
+        message: format!("the workspace root cannot be resolved: {e}"),
+        kind: e.kind(),
+    })
+}
+
+/// The error for a physical path outside the root: a symlink led out when the path is spelled
+/// inside.
+fn outside(
+    workspace_root: &Path,
+    root: PathBuf,
+    requested: &str,
+    absolute: &Path,
+    physical: PathBuf,
+) -> SandboxError {
+    let lexical = lexical_normalize(absolute);
+    let spelled_inside =
+        lexical.starts_with(&root) || lexical.starts_with(lexical_normalize(workspace_root));
+    let requested = requested.to_string();
+    if spelled_inside {
+        SandboxError::SymlinkOutside {
+            requested,
+            root,
+            physical,
+        }
+    } else {
+        SandboxError::Outside { requested, root }
+    }
+}
+
+/// Both the physical path (`relative`) and the path as spelled (e.g. `.git/config` where `.git`
+/// is a symlink to another directory of the workspace) must be unprotected.
+fn check_unprotected(
+    workspace_root: &Path,
+    root: &Path,
+    requested: &str,
+    absolute: &Path,
+    relative: &Path,
+) -> Result<(), SandboxError> {
+    let lexical = lexical_normalize(absolute);
+    let spelled = lexical
+        .strip_prefix(root)
+        .or_else(|_| lexical.strip_prefix(lexical_normalize(workspace_root)))
+        .ok();
+    let protected = protection_reason(relative)
+        .map(|r| (r, relative))
+        .or_else(|| spelled.and_then(|s| protection_reason(s).map(|r| (r, s))));
+    match protected {
+        Some((reason, relative)) => Err(SandboxError::Protected {
+            requested: requested.to_string(),
+            relative: relative.to_path_buf(),
+            reason,
+        }),
+        None => Ok(()),
+    }
 }
 
 /// True when file tools must never write `relative` (a path relative to the workspace root):
@@ -515,11 +541,7 @@ fn open_beneath(
     mode: u32,
 ) -> Result<File, SandboxError> {
     let shown = relative.display().to_string();
-    let root = std::fs::canonicalize(workspace_root).map_err(|e| SandboxError::Io {
-        requested: workspace_root.display().to_string(),
-        message: format!("the workspace root cannot be resolved: {e}"),
-        kind: e.kind(),
-    })?;
+    let root = canonical_root(workspace_root)?;
     let io_err = |e: io::Error| SandboxError::Io {
         requested: shown.clone(),
         message: e.to_string(),

@@ -2,7 +2,9 @@
 //! ANSI-C quoting and lexical path normalisation.
 
 use crate::sandbox::is_invisible;
+use std::iter::Peekable;
 use std::path::{Component, Path, PathBuf};
+use std::str::Chars;
 
 /// Lists invisible, bidirectional and control characters (other than tab and newline) and
 /// non-ASCII spaces in `command`.
@@ -30,86 +32,104 @@ pub(super) fn suspicious_characters(command: &str) -> Vec<String> {
     warnings
 }
 
+/// Where [`join_continuations`] is in the shell's quoting.
+#[derive(Clone, Copy, PartialEq)]
+enum Quoting {
+    Normal,
+    Single,
+    AnsiC,
+    Double,
+    Comment,
+}
+
+impl Quoting {
+    /// The quoting after the character `c` (not an escape), which follows `prev`.
+    fn after(self, c: char, prev: Option<char>) -> Quoting {
+        match (self, c) {
+            (Quoting::Normal, '\'') if prev == Some('$') => Quoting::AnsiC,
+            (Quoting::Normal, '\'') => Quoting::Single,
+            (Quoting::Normal, '"') => Quoting::Double,
+            (Quoting::Normal, '#') if prev.is_none_or(|p| p.is_whitespace() || p == ';') => {
+                Quoting::Comment
+            }
+            (Quoting::Double, '"') | (Quoting::Single | Quoting::AnsiC, '\'') => Quoting::Normal,
+            (Quoting::Comment, '\n') => Quoting::Normal,
+            (state, _) => state,
+        }
+    }
+}
+
 /// Removes backslash-newline line continuations outside single quotes, as the shell does before
 /// splitting words (tree-sitter-bash would otherwise split `r\⏎m` into two words).
 pub(super) fn join_continuations(src: &str) -> std::borrow::Cow<'_, str> {
     if !src.contains("\\\n") {
         return std::borrow::Cow::Borrowed(src);
     }
-    #[derive(PartialEq)]
-    enum State {
-        Normal,
-        Single,
-        AnsiC,
-        Double,
-        Comment,
-    }
     let mut out = String::with_capacity(src.len());
-    let mut state = State::Normal;
-    let mut chars = src.chars().peekable();
+    let mut state = Quoting::Normal;
+    let mut chars = src.chars();
     let mut prev: Option<char> = None;
     while let Some(c) = chars.next() {
-        match state {
-            State::Normal | State::Double => {
-                if c == '\\' {
-                    match chars.peek() {
-                        Some('\n') => {
-                            chars.next();
-                            continue;
-                        }
-                        Some(&next) => {
-                            out.push(c);
-                            out.push(next);
-                            chars.next();
-                            prev = Some(next);
-                            continue;
-                        }
-                        None => {}
-                    }
-                } else if state == State::Normal {
-                    if c == '\'' {
-                        state = if prev == Some('$') {
-                            State::AnsiC
-                        } else {
-                            State::Single
-                        };
-                    } else if c == '"' {
-                        state = State::Double;
-                    } else if c == '#' && prev.is_none_or(|p| p.is_whitespace() || p == ';') {
-                        state = State::Comment;
-                    }
-                } else if c == '"' {
-                    state = State::Normal;
-                }
-            }
-            State::Single => {
-                if c == '\'' {
-                    state = State::Normal;
-                }
-            }
-            State::AnsiC => {
-                if c == '\\' {
+        if c == '\\' && matches!(state, Quoting::Normal | Quoting::Double) {
+            match chars.next() {
+                Some('\n') => continue,
+                Some(next) => {
                     out.push(c);
-                    if let Some(next) = chars.next() {
-                        out.push(next);
-                    }
-                    prev = None;
+                    out.push(next);
+                    prev = Some(next);
                     continue;
                 }
-                if c == '\'' {
-                    state = State::Normal;
-                }
+                None => {}
             }
-            State::Comment => {
-                if c == '\n' {
-                    state = State::Normal;
-                }
-            }
+        } else if c == '\\' && state == Quoting::AnsiC {
+            // `\'` does not end `$'…'`.
+            out.push(c);
+            out.extend(chars.next());
+            prev = None;
+            continue;
+        } else {
+            state = state.after(c, prev);
         }
         out.push(c);
         prev = Some(c);
     }
     std::borrow::Cow::Owned(out)
+}
+
+/// The character of a one-letter ANSI-C escape (`\n`, `\t`, `\\`, …).
+fn simple_escape(e: char) -> Option<char> {
+    Some(match e {
+        'a' => '\u{7}',
+        'b' => '\u{8}',
+        'e' | 'E' => '\u{1b}',
+        'f' => '\u{c}',
+        'n' => '\n',
+        'r' => '\r',
+        't' => '\t',
+        'v' => '\u{b}',
+        '\\' | '\'' | '"' | '?' => e,
+        _ => return None,
+    })
+}
+
+/// Reads up to `max` more digits of `radix` onto `value`: the value and how many were read.
+fn read_digits(
+    chars: &mut Peekable<Chars<'_>>,
+    radix: u32,
+    max: usize,
+    value: u32,
+) -> (u32, usize) {
+    let mut value = value;
+    let mut n = 0;
+    while n < max {
+        let Some(d) = chars.peek().and_then(|d| d.to_digit(radix)) else {
+            break;
+        };
+        value = value.wrapping_mul(radix).wrapping_add(d);
+        chars.next();
+        n += 1;
+    }
+    (value, n)
 }
 
 /// Decodes the body of an ANSI-C quoted string (`$'…'` without the quotes), per the bash manual
@@ -126,27 +146,13 @@ pub(crate) fn decode_ansi_c(body: &str) -> String {
             out.push('\\');
             break;
         };
+        if let Some(decoded) = simple_escape(e) {
+            out.push(decoded);
+            continue;
+        }
         match e {
-            'a' => out.push('\u{7}'),
-            'b' => out.push('\u{8}'),
-            'e' | 'E' => out.push('\u{1b}'),
-            'f' => out.push('\u{c}'),
-            'n' => out.push('\n'),
-            'r' => out.push('\r'),
-            't' => out.push('\t'),
-            'v' => out.push('\u{b}'),
-            '\\' | '\'' | '"' | '?' => out.push(e),
             '0'..='7' => {
-                let mut value = e.to_digit(8).unwrap_or(0);
-                for _ in 0..2 {
-                    match chars.peek().and_then(|d| d.to_digit(8)) {
-                        Some(d) => {
-                            value = value * 8 + d;
-                            chars.next();
-                        }
-                        None => break,
-                    }
-                }
+                let (value, _) = read_digits(&mut chars, 8, 2, e.to_digit(8).unwrap_or(0));
                 out.push(char::from_u32(value & 0xff).unwrap_or('\u{fffd}'));
             }
             'x' | 'u' | 'U' => {
@@ -155,23 +161,12 @@ pub(crate) fn decode_ansi_c(body: &str) -> String {
                     'u' => 4,
                     _ => 8,
                 };
-                let mut value = 0u32;
-                let mut n = 0;
-                while n < max {
-                    match chars.peek().and_then(|d| d.to_digit(16)) {
-                        Some(d) => {
-                            value = value.wrapping_mul(16).wrapping_add(d);
-                            chars.next();
-                            n += 1;
-                        }
-                        None => break,
+                match read_digits(&mut chars, 16, max, 0) {
+                    (_, 0) => {
+                        out.push('\\');
+                        out.push(e);
                     }
-                }
-                if n == 0 {
-                    out.push('\\');
-                    out.push(e);
-                } else {
-                    out.push(char::from_u32(value).unwrap_or('\u{fffd}'));
+                    (value, _) => out.push(char::from_u32(value).unwrap_or('\u{fffd}')),
                 }
             }
             'c' => {

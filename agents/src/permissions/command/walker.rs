@@ -131,14 +131,6 @@ impl<'p> Walker<'p> {
     }
 }
 
-/// Node kinds that are words (outside a command only their substitutions run).
-#[rustfmt::skip]
-const WORD_KINDS: &[&str] = &[
-    "word", "string", "raw_string", "ansi_c_string", "translated_string", "concatenation",
-    "simple_expansion", "expansion", "arithmetic_expansion", "number", "brace_expression",
-    "array",
-];
-
 impl Walker<'_> {
     /// Records a part that cannot be analysed (once per text and reason).
     pub(super) fn opaque(&mut self, text: &str, reason: impl Into<String>) {
@@ -270,7 +262,18 @@ impl Walker<'_> {
             "file_redirect" | "herestring_redirect" | "heredoc_redirect" => {
                 self.stray_redirection(node, src)
             }
-            kind if WORD_KINDS.contains(&kind) => {
+            "word"
+            | "string"
+            | "raw_string"
+            | "ansi_c_string"
+            | "translated_string"
+            | "concatenation"
+            | "simple_expansion"
+            | "expansion"
+            | "arithmetic_expansion"
+            | "number"
+            | "brace_expression"
+            | "array" => {
                 // A word outside a command (for-list, case value, test operand): only its
                 // substitutions run.
                 let mut buf = WordBuf::default();

@@ -1,6 +1,6 @@
 //! Permission rules (`allow` / `ask` / `deny`): their syntax, parsing and display, the rule set
 //! of all config layers, and the rule an `a`/`d` answer adds. The decision built on them lives
-//! in [`super::decide`].
+//! in `super::decide`.
 //!
 //! Syntax: `tool` (every call of that tool) or `tool(pattern)`:
 //! - `run_command(cargo test:*)` — command prefix, word by word: matches `cargo test` and

@@ -202,7 +202,10 @@ mod tests {
                     .call(input, &ctx)
                     .await
                     .unwrap_err();
-                assert!(refusal.0.contains("protected"), "{tool} {path}: {refusal}");
+                assert!(
+                    refusal.message().contains("protected"),
+                    "{tool} {path}: {refusal}"
+                );
             }
             assert_eq!(std::fs::read_to_string(&file).unwrap(), "old\n", "{path}");
             for command in [format!("echo x > {path}"), format!("cp a {path}")] {

@@ -150,6 +150,19 @@ async fn run_prompt(session: &mut Session, prompt: &str, color: bool) {
     let _ = printer.await;
 }
 
+/// Says which project instructions file the system prompt includes (`AGENTS.md`, else
+/// `CLAUDE.md`, at the workspace root only).
+pub fn instructions_line(workspace_root: &std::path::Path) -> String {
+    match ahelper_agents::agent::prompt::find_project_instructions(workspace_root) {
+        Some(found) => format!(
+            "Project instructions: {} loaded from the workspace root.",
+            found.file_name
+        ),
+        None => "Project instructions: none (add AGENTS.md or CLAUDE.md at the workspace root)."
+            .to_string(),
+    }
+}
+
 /// Executes a slash command.
 pub fn slash_command(line: &str, config: &Config, session: &mut Session) -> SlashOutcome {
     let mut words = line.split_whitespace();
@@ -157,7 +170,13 @@ pub fn slash_command(line: &str, config: &Config, session: &mut Session) -> Slas
     let arg = words.next();
     match command {
         "/exit" | "/quit" => return SlashOutcome::Exit,
-        "/help" => println!("{HELP}"),
+        "/help" => {
+            println!("{HELP}");
+            println!(
+                "{}",
+                instructions_line(&session.agent.tool_context().workspace_root)
+            );
+        }
         "/clear" => {
             session.agent.clear_history();
             println!(
@@ -226,4 +245,19 @@ pub fn slash_command(line: &str, config: &Config, session: &mut Session) -> Slas
         other => println!("Unknown command {other}. Type /help for the list."),
     }
     SlashOutcome::Continue
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn help_names_the_instructions_file_loaded() {
+        let ws = tempfile::tempdir().unwrap();
+        assert!(instructions_line(ws.path()).contains("none"));
+        std::fs::write(ws.path().join("CLAUDE.md"), "x").unwrap();
+        assert!(instructions_line(ws.path()).contains("CLAUDE.md loaded"));
+        std::fs::write(ws.path().join("AGENTS.md"), "x").unwrap();
+        assert!(instructions_line(ws.path()).contains("AGENTS.md loaded"));
+    }
 }

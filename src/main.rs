@@ -111,6 +111,9 @@ fn load_config(cli: &Cli, env: &EnvSnapshot) -> Result<Config, String> {
     let workspace = workspace_dir(&cli.common)?;
     let mut config =
         Config::load(&workspace, env, &overrides(&cli.common)).map_err(|e| e.to_string())?;
+    for warning in &config.warnings {
+        eprintln!("ahelper: warning: {warning}");
+    }
     let allow = cli::permission_rules(&cli.common.allowed_tools)?;
     let deny = cli::permission_rules(&cli.common.disallowed_tools)?;
     config.permissions.rules.allow.extend(allow);

@@ -34,6 +34,7 @@ pub async fn run(mut session: Session, prompt: &str, format: OutputFormat, verbo
     let explainer = RefusalExplainer::new(&session.agent);
     let printer_task = tokio::spawn(print_events(rx, format, verbose, explainer));
     let outcome = session.agent.run(prompt, &cancel).await;
+    session.agent.end_session("other").await;
     session.agent.unsubscribe();
     watcher.abort();
     let refusals = printer_task.await.unwrap_or_default();
@@ -92,8 +93,11 @@ async fn print_events(
             // the refusal line above already says what this result would
             AgentEvent::ToolCallFinished { id, .. } if refused(id) => {}
             _ if verbose => printer.print(&mut stderr, &event),
-            // Retries are always shown: the user should know why an answer is slow.
-            AgentEvent::Retry { .. } => printer.print(&mut stderr, &event),
+            // Retries and hook failures are always shown: the user should know why an answer
+            // is slow, and that a hook of theirs is broken.
+            AgentEvent::Retry { .. } | AgentEvent::HookMessage { .. } => {
+                printer.print(&mut stderr, &event)
+            }
             _ => {}
         }
     }

@@ -42,6 +42,18 @@ pub fn run(
     mut session: Session,
     first_prompt: Option<String>,
 ) -> i32 {
+    let code = read_eval_loop(rt, config, &mut session, first_prompt);
+    rt.block_on(session.agent.end_session("prompt_input_exit"));
+    code
+}
+
+/// Reads and runs lines until the user exits; returns the exit code.
+fn read_eval_loop(
+    rt: &tokio::runtime::Runtime,
+    config: &Config,
+    session: &mut Session,
+    first_prompt: Option<String>,
+) -> i32 {
     let history_path = ahelper_agents::config::EnvSnapshot::capture()
         .state_dir()
         .map(|d| d.join("history.txt"));
@@ -66,7 +78,7 @@ pub fn run(
     );
     if let Some(prompt) = first_prompt {
         println!("> {}", for_terminal(&prompt));
-        rt.block_on(run_prompt(&mut session, &prompt, color));
+        rt.block_on(run_prompt(session, &prompt, color));
     }
     let mut ctrl_c_once = false;
     loop {
@@ -94,12 +106,12 @@ pub fn run(
             continue;
         }
         if line.starts_with('/') {
-            match slash_command(line, config, &mut session) {
+            match slash_command(line, config, session) {
                 SlashOutcome::Continue => continue,
                 SlashOutcome::Exit => return 0,
             }
         }
-        rt.block_on(run_prompt(&mut session, line, color));
+        rt.block_on(run_prompt(session, line, color));
     }
 }
 

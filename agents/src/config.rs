@@ -222,6 +222,9 @@ pub struct ConfigFile {
     /// Secret redaction settings.
     #[serde(default)]
     pub secrets: SecretsFile,
+    /// Hooks per event (read from the user config only; see [`crate::hooks`]).
+    #[serde(default)]
+    pub hooks: crate::hooks::HooksFile,
 }
 
 impl ConfigFile {
@@ -248,6 +251,13 @@ impl ConfigFile {
                 let file = Self::parse(&text, path)?;
                 crate::config_ranges::check_ranges(&file, &text, path)?;
                 resolve_permissions(&file.permissions, &path.display().to_string())?;
+                crate::hooks::validate(&file.hooks).map_err(|(key, message)| {
+                    ConfigError::Invalid {
+                        key,
+                        origin: path.display().to_string(),
+                        message,
+                    }
+                })?;
                 Ok(file)
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
@@ -297,6 +307,9 @@ impl ConfigFile {
         self.permissions.allow.extend(higher.permissions.allow);
         self.permissions.ask.extend(higher.permissions.ask);
         self.permissions.deny.extend(higher.permissions.deny);
+        for (event, groups) in higher.hooks {
+            self.hooks.entry(event).or_default().extend(groups);
+        }
         self
     }
 }
@@ -327,6 +340,8 @@ pub struct AgentLimits {
     pub repeat_limit: u32,
     /// Tool output cap in characters.
     pub max_tool_output_chars: usize,
+    /// Hooks of the user config (project hooks are never here).
+    pub hooks: crate::hooks::HooksFile,
 }
 
 /// Swarm limits after resolution.
@@ -428,6 +443,9 @@ pub struct Config {
     /// get ([`crate::tools::shell::is_secret_env`]) plus the configured `api_key_env`. The
     /// binary removes them from its own environment after loading the configuration.
     pub secret_env: Vec<String>,
+    /// What the user should know about the configuration (e.g. project hooks that were
+    /// ignored), one sentence each.
+    pub warnings: Vec<String>,
     /// The provider, or the reason none is usable (reported only when a model is needed, so
     /// `ahelper swarm ls` works without a key).
     provider: Result<ProviderSettings, NoModelReason>,
@@ -472,7 +490,11 @@ impl Config {
         if project.exists() {
             files_read.push(project.clone());
         }
-        let file = ConfigFile::load(&project)?;
+        let mut file = ConfigFile::load(&project)?;
+        let mut warnings = Vec::new();
+        if let Some(warning) = ignore_project_hooks(&mut file, &project) {
+            warnings.push(warning);
+        }
         if file.base_url.is_some() {
             base_url_origin = Some(project.display().to_string());
         }
@@ -504,6 +526,7 @@ impl Config {
                 .max_tool_output_chars
                 .unwrap_or(30_000)
                 .max(1_000),
+            hooks: merged.hooks.clone(),
         };
         let swarm = SwarmLimits {
             max_workers: merged.swarm.max_workers.unwrap_or(4).max(1),
@@ -533,6 +556,7 @@ impl Config {
             files_read,
             redactor,
             secret_env,
+            warnings,
             provider,
         })
     }
@@ -548,6 +572,30 @@ impl Config {
                 reason: reason.clone(),
             })
     }
+}
+
+/// Takes the hooks out of the project config: a repository must not run commands on the user's
+/// machine by being opened. Returns the warning naming them, when there were any.
+fn ignore_project_hooks(file: &mut ConfigFile, path: &Path) -> Option<String> {
+    let hooks = std::mem::take(&mut file.hooks);
+    let commands: Vec<String> = hooks
+        .iter()
+        .flat_map(|(event, groups)| {
+            groups.iter().flat_map(move |g| {
+                g.hooks
+                    .iter()
+                    .map(move |h| format!("{} `{}`", event.as_str(), h.command))
+            })
+        })
+        .collect();
+    (!commands.is_empty()).then(|| {
+        format!(
+            "ignored the hooks in the project config {} ({}): hooks run only from your user config \
+             (~/.config/ahelper/config.toml); copy them there to enable them",
+            path.display(),
+            commands.join(", ")
+        )
+    })
 }
 
 fn resolve_sandbox(

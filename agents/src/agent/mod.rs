@@ -11,12 +11,14 @@ mod builder;
 mod calls;
 pub mod context;
 pub mod gate;
+mod hooked;
 pub mod prompt;
 mod turn;
 
 pub use builder::AgentBuilder;
 
 use crate::config::AgentLimits;
+use crate::hooks::{HookEvent, Hooks};
 use crate::model::{
     ContentBlock, Message, ModelClient, ModelError, ProviderSettings, Role, StopReason, Usage,
 };
@@ -49,6 +51,8 @@ pub struct AgentSettings {
     pub token_budget: Option<u64>,
     /// Stop with [`AgentStopReason::TimeLimit`] at this instant.
     pub deadline: Option<tokio::time::Instant>,
+    /// The user's hooks ([`crate::hooks`]).
+    pub hooks: Hooks,
 }
 
 impl Default for AgentSettings {
@@ -61,6 +65,7 @@ impl Default for AgentSettings {
             context_window: crate::config::ANTHROPIC_DEFAULT_CONTEXT_WINDOW,
             token_budget: None,
             deadline: None,
+            hooks: Hooks::default(),
         }
     }
 }
@@ -76,6 +81,7 @@ impl AgentSettings {
             max_tool_output_chars: limits.max_tool_output_chars,
             max_output_tokens: provider.map_or(defaults.max_output_tokens, |p| p.max_output_tokens),
             context_window: provider.map_or(defaults.context_window, |p| p.context_window),
+            hooks: Hooks::new(limits.hooks.clone()),
             ..defaults
         }
     }
@@ -203,6 +209,16 @@ pub enum AgentEvent {
         /// Total so far.
         total: Usage,
     },
+    /// A hook failed without blocking (exit code other than 0 and 2, timeout), or blocked a
+    /// prompt: shown to the user.
+    HookMessage {
+        /// The event (`PreToolUse`, …).
+        event: String,
+        /// The hook's command line.
+        command: String,
+        /// What happened.
+        message: String,
+    },
     /// The loop stopped.
     Finished {
         /// The outcome.
@@ -247,6 +263,12 @@ pub struct Agent {
     history: Vec<Message>,
     total_usage: Usage,
     local_ids: u64,
+    /// The session's hooks, with its id and transcript path.
+    hooks: Hooks,
+    /// `Stop` for a session or coordinator, `SubagentStop` for a swarm worker.
+    stop_event: HookEvent,
+    /// `SessionStart` hooks have run.
+    session_started: bool,
 }
 
 /// Why the loop stopped, and the explanation that goes into [`AgentOutcome::error`].
@@ -282,6 +304,8 @@ struct PromptProgress {
     turns: u32,
     tool_calls: u32,
     repeats: RepeatTracker,
+    /// A `Stop` hook already made the agent go on during this prompt.
+    stop_hook_active: bool,
 }
 
 /// Detects the same call (same tool, same arguments) made again and again, across turns.
@@ -418,7 +442,22 @@ impl Agent {
     /// `cancel` fires. The history keeps everything (also after a cancel), so a later prompt
     /// continues the conversation.
     pub async fn run(&mut self, prompt: &str, cancel: &CancellationToken) -> AgentOutcome {
-        let user = Message::user_text(prompt);
+        let mut context: Vec<String> = self.start_session().await.into_iter().collect();
+        let submitted = self.prompt_hooks(prompt).await;
+        if let Some(reason) = submitted.block_reason() {
+            let stop = LoopStop::new(
+                AgentStopReason::Error,
+                Some(format!(
+                    "prompt blocked by a UserPromptSubmit hook: {reason}"
+                )),
+            );
+            return self.finish(PromptProgress::default(), stop);
+        }
+        context.extend(submitted.additional_context(true));
+        let mut user = Message::user_text(prompt);
+        for text in context {
+            user.content.push(ContentBlock::Text { text });
+        }
         self.record(TranscriptEntry::UserMessage {
             message: user.clone(),
         });
@@ -448,7 +487,14 @@ impl Agent {
             self.account_usage(&mut progress, reply.usage);
             self.record_assistant_message(&reply);
             if reply.calls.is_empty() && reply.invalid.is_empty() {
-                break completed(reply.stop);
+                match self.stop_hooks(progress.stop_hook_active).await {
+                    Some(reason) => {
+                        progress.stop_hook_active = true;
+                        self.history.push(Message::user_text(&reason));
+                        continue;
+                    }
+                    None => break completed(reply.stop),
+                }
             }
             let repeats = self.find_repeats(&mut progress.repeats, &reply);
             progress.tool_calls += (reply.calls.len() + reply.invalid.len()) as u32;

@@ -44,6 +44,16 @@ impl EventPrinter {
                 );
                 let _ = writeln!(out, "{}", self.dim(&line));
             }
+            AgentEvent::Compacted {
+                summarised_messages,
+                kept_messages,
+            } => {
+                self.newline(out);
+                let line = format!(
+                    "⋯ compacted {summarised_messages} earlier messages into a summary ({kept_messages} kept)"
+                );
+                let _ = writeln!(out, "{}", self.dim(&line));
+            }
             AgentEvent::HookMessage {
                 event: hook_event,
                 command,

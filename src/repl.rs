@@ -32,6 +32,7 @@ Slash commands:
   /model [NAME]         show the model, or switch to another model of the same provider
   /permissions [MODE]   show the permission mode and rules, or set the mode
                         (default, accept-edits, plan, bypass)
+  /compact [TEXT]       replace the older turns by a summary (TEXT: what it should focus on)
 Anything else is sent to the model. Ctrl-C while it works cancels the turn.";
 
 /// Runs the REPL until the user exits, starting with `first_prompt` when given
@@ -105,6 +106,12 @@ fn read_eval_loop(
         if line.is_empty() {
             continue;
         }
+        if let Some(rest) = line.strip_prefix("/compact")
+            && (rest.is_empty() || rest.starts_with(' '))
+        {
+            rt.block_on(compact(session, rest.trim()));
+            continue;
+        }
         if line.starts_with('/') {
             match slash_command(line, config, session) {
                 SlashOutcome::Continue => continue,
@@ -160,6 +167,24 @@ async fn run_prompt(session: &mut Session, prompt: &str, color: bool) {
     session.agent.unsubscribe();
     watcher.abort();
     let _ = printer.await;
+}
+
+/// `/compact [instructions]`: summarises the older turns now; Ctrl-C cancels.
+async fn compact(session: &mut Session, instructions: &str) {
+    let cancel = CancellationToken::new();
+    let watcher = crate::spawn_ctrl_c_watcher(cancel.clone());
+    let instructions = (!instructions.is_empty()).then_some(instructions);
+    match session.agent.compact(instructions, &cancel).await {
+        Ok(report) => println!(
+            "Compacted {} earlier messages into a summary of {} characters ({} in / {} out tokens).",
+            report.summarised_messages,
+            report.summary.chars().count(),
+            report.usage.input_tokens,
+            report.usage.output_tokens
+        ),
+        Err(e) => println!("{e}"),
+    }
+    watcher.abort();
 }
 
 /// Says which project instructions file the system prompt includes (`AGENTS.md`, else

@@ -118,6 +118,9 @@ pub struct AgentFile {
     pub repeat_limit: Option<u32>,
     /// Tool output cap in characters. Default 30,000.
     pub max_tool_output_chars: Option<usize>,
+    /// Fraction of `context_window` (0 < x ≤ 1) at which older turns are compacted into a
+    /// summary. Default 0.8.
+    pub compact_threshold: Option<f64>,
 }
 
 /// `[permissions]` table.
@@ -292,6 +295,7 @@ impl ConfigFile {
         over!(agent.max_turns);
         over!(agent.repeat_limit);
         over!(agent.max_tool_output_chars);
+        over!(agent.compact_threshold);
         over!(permissions.mode);
         over!(swarm.max_workers);
         over!(swarm.max_subtasks);
@@ -342,7 +346,12 @@ pub struct AgentLimits {
     pub max_tool_output_chars: usize,
     /// Hooks of the user config (project hooks are never here).
     pub hooks: crate::hooks::HooksFile,
+    /// Fraction of the context window at which the history is compacted.
+    pub compact_threshold: f64,
 }
+
+/// Default `[agent] compact_threshold`: compact at 80% of the context window.
+pub const DEFAULT_COMPACT_THRESHOLD: f64 = 0.8;
 
 /// Swarm limits after resolution.
 #[derive(Debug, Clone, PartialEq)]
@@ -527,6 +536,7 @@ impl Config {
                 .unwrap_or(30_000)
                 .max(1_000),
             hooks: merged.hooks.clone(),
+            compact_threshold: compact_threshold(merged.agent.compact_threshold)?,
         };
         let swarm = SwarmLimits {
             max_workers: merged.swarm.max_workers.unwrap_or(4).max(1),
@@ -571,6 +581,21 @@ impl Config {
             .map_err(|reason| ConfigError::NoModel {
                 reason: reason.clone(),
             })
+    }
+}
+
+/// `[agent] compact_threshold`, checked: 0 < x ≤ 1.
+fn compact_threshold(value: Option<f64>) -> Result<f64, ConfigError> {
+    match value {
+        None => Ok(DEFAULT_COMPACT_THRESHOLD),
+        Some(x) if x > 0.0 && x <= 1.0 => Ok(x),
+        Some(x) => Err(ConfigError::Invalid {
+            key: "agent.compact_threshold".into(),
+            origin: "configuration".into(),
+            message: format!(
+                "{x} is not a fraction of the context window: use a value in (0, 1], e.g. 0.8"
+            ),
+        }),
     }
 }
 

@@ -1,4 +1,5 @@
 mod closed_stdout;
+mod compaction;
 mod config_ranges;
 mod disk_full;
 mod flags;

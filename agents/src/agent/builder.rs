@@ -183,6 +183,7 @@ impl AgentBuilder {
             hooks,
             stop_event: self.stop_event,
             session_started: false,
+            last_reported_tokens: None,
         })
     }
 }

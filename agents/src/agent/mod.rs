@@ -1,7 +1,7 @@
 //! The agent loop.
 //!
-//! An [`Agent`] is made with [`AgentBuilder`]. Each turn: build the request within the
-//! context-window budget ([`context::fit_history`]), stream the reply (`turn.rs`), run the tool
+//! An [`Agent`] is made with [`AgentBuilder`]. Each turn: compact the history into a summary
+//! when it nears the context window (`compact.rs`), stream the reply (`turn.rs`), run the tool
 //! calls through the permission gate ([`gate`]), consecutive read-only calls concurrently
 //! (`calls.rs`), feed the results back (failures as `is_error` results the model can act on),
 //! repeat until the model stops calling tools or a limit is hit. Stop reasons:
@@ -9,6 +9,7 @@
 
 mod builder;
 mod calls;
+mod compact;
 pub mod context;
 pub mod gate;
 mod hooked;
@@ -16,6 +17,7 @@ pub mod prompt;
 mod turn;
 
 pub use builder::AgentBuilder;
+pub use compact::{COMPACTION_SYSTEM_PROMPT, CompactionError, CompactionReport};
 
 use crate::config::AgentLimits;
 use crate::hooks::{HookEvent, Hooks};
@@ -53,6 +55,8 @@ pub struct AgentSettings {
     pub deadline: Option<tokio::time::Instant>,
     /// The user's hooks ([`crate::hooks`]).
     pub hooks: Hooks,
+    /// Fraction of the context window at which the history is compacted (default 0.8).
+    pub compact_threshold: f64,
 }
 
 impl Default for AgentSettings {
@@ -66,6 +70,7 @@ impl Default for AgentSettings {
             token_budget: None,
             deadline: None,
             hooks: Hooks::default(),
+            compact_threshold: crate::config::DEFAULT_COMPACT_THRESHOLD,
         }
     }
 }
@@ -82,6 +87,7 @@ impl AgentSettings {
             max_output_tokens: provider.map_or(defaults.max_output_tokens, |p| p.max_output_tokens),
             context_window: provider.map_or(defaults.context_window, |p| p.context_window),
             hooks: Hooks::new(limits.hooks.clone()),
+            compact_threshold: limits.compact_threshold,
             ..defaults
         }
     }
@@ -219,6 +225,13 @@ pub enum AgentEvent {
         /// What happened.
         message: String,
     },
+    /// Older turns were replaced by a summary ([`Agent::compact`]).
+    Compacted {
+        /// Messages replaced.
+        summarised_messages: usize,
+        /// Messages kept after the summary.
+        kept_messages: usize,
+    },
     /// The loop stopped.
     Finished {
         /// The outcome.
@@ -269,6 +282,8 @@ pub struct Agent {
     stop_event: HookEvent,
     /// `SessionStart` hooks have run.
     session_started: bool,
+    /// Input + output tokens the provider reported for the last turn (reset by a compaction).
+    last_reported_tokens: Option<u64>,
 }
 
 /// Why the loop stopped, and the explanation that goes into [`AgentOutcome::error`].
@@ -476,6 +491,9 @@ impl Agent {
             if let Some(stop) = self.limit_before_turn(progress.turns, cancel) {
                 break stop;
             }
+            if let Some(stop) = self.compact_if_needed(&mut progress, cancel).await {
+                break stop;
+            }
             progress.turns += 1;
             self.emit(AgentEvent::TurnStarted {
                 turn: progress.turns,
@@ -485,6 +503,7 @@ impl Agent {
                 Err(failure) => break self.turn_failed(failure),
             };
             self.account_usage(&mut progress, reply.usage);
+            self.last_reported_tokens = Some(reply.usage.input_tokens + reply.usage.output_tokens);
             self.record_assistant_message(&reply);
             if reply.calls.is_empty() && reply.invalid.is_empty() {
                 match self.stop_hooks(progress.stop_hook_active).await {
@@ -510,6 +529,36 @@ impl Agent {
             }
         };
         self.finish(progress, stop)
+    }
+
+    /// Compacts the history when it reached the threshold. A failed compaction is recorded and
+    /// the turn goes on with the whole history (the provider says if it no longer fits); a
+    /// cancelled one stops the loop.
+    async fn compact_if_needed(
+        &mut self,
+        progress: &mut PromptProgress,
+        cancel: &CancellationToken,
+    ) -> Option<LoopStop> {
+        if !self.should_compact() {
+            return None;
+        }
+        match self.compact(None, cancel).await {
+            Ok(report) => {
+                progress.usage.add(report.usage);
+                None
+            }
+            Err(CompactionError::Cancelled) => {
+                Some(LoopStop::new(AgentStopReason::Cancelled, None))
+            }
+            Err(CompactionError::NothingToCompact) => None,
+            Err(e) => {
+                tracing::warn!(error = %e, "compaction failed");
+                self.record(TranscriptEntry::Error {
+                    message: format!("compaction: {e}"),
+                });
+                None
+            }
+        }
     }
 
     /// Cancel, time limit and turn cap, checked before a turn starts.

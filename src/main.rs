@@ -174,14 +174,26 @@ fn run_session(rt: &tokio::runtime::Runtime, cli: Cli, config: &Config) -> i32 {
             EXIT_USAGE
         }
         (Some(prompt), None) => match read_prompt(prompt) {
-            Ok(prompt) => rt.block_on(oneshot::run(session, &prompt, format, verbose)),
+            Ok(prompt) => rt.block_on(oneshot::run(
+                session,
+                &prompt,
+                format,
+                verbose,
+                &config.pricing,
+            )),
             Err(code) => code,
         },
         (None, Some(first)) if !stdin_is_terminal => {
             eprintln!(
                 "ahelper: no terminal for the REPL; answering the prompt once, as `ahelper -p` does"
             );
-            rt.block_on(oneshot::run(session, &first, format, verbose))
+            rt.block_on(oneshot::run(
+                session,
+                &first,
+                format,
+                verbose,
+                &config.pricing,
+            ))
         }
         (None, first) => {
             if !stdin_is_terminal {

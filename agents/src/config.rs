@@ -228,6 +228,11 @@ pub struct ConfigFile {
     /// Hooks per event (read from the user config only; see [`crate::hooks`]).
     #[serde(default)]
     pub hooks: crate::hooks::HooksFile,
+    /// Prices of models without a built-in one (or overriding it), by exact model name:
+    /// `[pricing."model"] input_per_mtok = …, output_per_mtok = …` (US dollars per million
+    /// tokens; see [`crate::pricing`]).
+    #[serde(default)]
+    pub pricing: BTreeMap<String, crate::pricing::Price>,
 }
 
 impl ConfigFile {
@@ -254,6 +259,7 @@ impl ConfigFile {
                 let file = Self::parse(&text, path)?;
                 crate::config_ranges::check_ranges(&file, &text, path)?;
                 resolve_permissions(&file.permissions, &path.display().to_string())?;
+                check_prices(&file.pricing, path)?;
                 crate::hooks::validate(&file.hooks).map_err(|(key, message)| {
                     ConfigError::Invalid {
                         key,
@@ -311,6 +317,7 @@ impl ConfigFile {
         self.permissions.allow.extend(higher.permissions.allow);
         self.permissions.ask.extend(higher.permissions.ask);
         self.permissions.deny.extend(higher.permissions.deny);
+        self.pricing.extend(higher.pricing);
         for (event, groups) in higher.hooks {
             self.hooks.entry(event).or_default().extend(groups);
         }
@@ -452,6 +459,8 @@ pub struct Config {
     /// get ([`crate::tools::shell::is_secret_env`]) plus the configured `api_key_env`. The
     /// binary removes them from its own environment after loading the configuration.
     pub secret_env: Vec<String>,
+    /// Model prices (configured over built-in).
+    pub pricing: crate::pricing::PriceTable,
     /// What the user should know about the configuration (e.g. project hooks that were
     /// ignored), one sentence each.
     pub warnings: Vec<String>,
@@ -558,6 +567,7 @@ impl Config {
         let (redactor, secret_env) = resolve_secrets(&merged, env, &provider)?;
         Ok(Config {
             workspace_root,
+            pricing: crate::pricing::PriceTable::new(merged.pricing.clone()),
             merged,
             permissions,
             agent,
@@ -582,6 +592,30 @@ impl Config {
                 reason: reason.clone(),
             })
     }
+}
+
+/// Checks the `[pricing]` table of the file at `path`: prices are finite and not negative.
+fn check_prices(
+    prices: &BTreeMap<String, crate::pricing::Price>,
+    path: &Path,
+) -> Result<(), ConfigError> {
+    for (model, price) in prices {
+        for (name, value) in [
+            ("input_per_mtok", price.input_per_mtok),
+            ("output_per_mtok", price.output_per_mtok),
+        ] {
+            if !value.is_finite() || value < 0.0 {
+                return Err(ConfigError::Invalid {
+                    key: format!("pricing.\"{model}\".{name}"),
+                    origin: path.display().to_string(),
+                    message: format!(
+                        "{value} is not a price: use US dollars per million tokens, e.g. 3.0"
+                    ),
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 /// `[agent] compact_threshold`, checked: 0 < x ≤ 1.

@@ -23,6 +23,7 @@ pub mod hardening;
 pub mod hooks;
 pub mod model;
 pub mod permissions;
+pub mod pricing;
 pub mod redact;
 pub mod sandbox;
 pub mod sandbox_os;

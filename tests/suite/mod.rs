@@ -1,6 +1,7 @@
 mod closed_stdout;
 mod compaction;
 mod config_ranges;
+mod cost;
 mod disk_full;
 mod flags;
 mod hooks;

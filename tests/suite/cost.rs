@@ -1,0 +1,59 @@
+//! Cost in `--output-format json`: `total_cost_usd` from the built-in price table or the
+//! configuration's `[pricing]`, null when the model's price is unknown.
+
+use super::support::*;
+use ahelper_fake_llm::{Conversation, Script, Turn};
+use serde_json::Value;
+
+fn cost_of(repo: &TestRepo, model: &str) -> Value {
+    let server = start(Script::new().with_conversation(
+        Conversation::new().turn(Turn::text("ok").with_usage(1_000_000, 100_000)),
+    ));
+    let out = ahelper(repo, &server, Wire::Anthropic)
+        .args(["-p", "hi", "--output-format", "json", "--model", model])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let result: Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(result["usage"]["input_tokens"], 1_000_000);
+    result["total_cost_usd"].clone()
+}
+
+#[test]
+fn a_known_model_has_its_list_price() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    // claude-sonnet-4-5: $3 / $15 per million tokens
+    let cost = cost_of(&repo, "claude-sonnet-4-5-20250929")
+        .as_f64()
+        .unwrap();
+    assert!((cost - 4.5).abs() < 1e-9, "{cost}");
+}
+
+#[test]
+fn an_unknown_model_has_no_cost_and_a_configured_one_has_its_price() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    assert_eq!(cost_of(&repo, "my-local-model"), Value::Null);
+    repo.write(
+        ".ahelper/config.toml",
+        "[pricing.\"my-local-model\"]\ninput_per_mtok = 0.5\noutput_per_mtok = 2.0\n",
+    );
+    let cost = cost_of(&repo, "my-local-model").as_f64().unwrap();
+    assert!((cost - 0.7).abs() < 1e-9, "{cost}");
+}
+
+#[test]
+fn a_negative_price_is_refused() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    repo.write(
+        ".ahelper/config.toml",
+        "[pricing.\"m\"]\ninput_per_mtok = -1.0\noutput_per_mtok = 2.0\n",
+    );
+    let server = start(Script::new().with_conversation(Conversation::new().turn(Turn::text("ok"))));
+    ahelper(&repo, &server, Wire::Anthropic)
+        .args(["-p", "hi"])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("input_per_mtok"));
+}

@@ -57,3 +57,52 @@ fn a_negative_price_is_refused() {
         .code(2)
         .stderr(predicates::str::contains("input_per_mtok"));
 }
+
+#[test]
+fn the_swarm_totals_line_shows_the_cost_of_a_priced_model() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let plan = serde_json::json!({"summary": "one file", "subtasks": [
+        {"id": "s1", "title": "Work on s1", "instructions": "Do s1.", "scope": ["a.txt"]}
+    ]});
+    let script = Script::new()
+        .with_conversation(
+            Conversation::new()
+                .matching("You are the coordinator of a swarm")
+                .turn(Turn::text(plan.to_string()).with_usage(1_000_000, 0)),
+        )
+        .with_conversation(
+            Conversation::new()
+                .matching("Your subtask `s1`")
+                .turn(
+                    Turn::tool_call(
+                        "write_file",
+                        serde_json::json!({"path": "a.txt", "content": "A\n"}),
+                    )
+                    .with_usage(1_000_000, 0),
+                )
+                .turn(Turn::text("done").with_usage(1_000_000, 0)),
+        );
+    let server = start(script);
+    let out = ahelper(&repo, &server, Wire::Anthropic)
+        .args([
+            "swarm",
+            "do it",
+            "--yes",
+            "--permission-mode",
+            "bypass",
+            "--model",
+            "claude-haiku-4-5",
+        ])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let out = String::from_utf8_lossy(&out);
+    let totals = out
+        .lines()
+        .find(|l| l.starts_with("run ") && l.contains("workers done"))
+        .unwrap_or_else(|| panic!("a totals line: {out}"));
+    // 3,000,000 input tokens (plan and both worker turns) at $1 per million
+    assert!(totals.contains(" · cost $3.00 · "), "{totals}");
+}

@@ -256,3 +256,75 @@ fn project_config_hooks_are_ignored_with_a_warning() {
         .stderr(predicates::str::contains("project-hook-ran"));
     assert!(!marks.join("project-hook-ran").exists());
 }
+
+#[test]
+fn a_stop_hook_that_blocks_makes_the_model_go_on() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let m = marks(&repo).display().to_string();
+    // blocks the first stop only: the second time the marker exists
+    user_config(
+        &repo,
+        &format!(
+            r#"
+[[hooks.Stop]]
+hooks = [{{ type = "command", command = "if [ -e {m}/once ]; then exit 0; fi; touch {m}/once; echo 'run the tests first' >&2; exit 2" }}]
+"#
+        ),
+    );
+    let server =
+        start(Script::new().with_conversation(Conversation::new().turn(Turn::text("finished"))));
+    ahelper(&repo, &server, Wire::Anthropic)
+        .args(["-p", "do it"])
+        .assert()
+        .success();
+    let requests = server.model_requests();
+    assert_eq!(requests.len(), 2, "the model was asked to go on once");
+    assert!(requests[1].body.to_string().contains("run the tests first"));
+}
+
+#[test]
+fn a_swarm_worker_runs_subagent_stop_hooks_in_its_worktree() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let m = marks(&repo).display().to_string();
+    user_config(
+        &repo,
+        &format!(
+            r#"
+[[hooks.SubagentStop]]
+hooks = [{{ type = "command", command = "cat > {m}/subagent.json" }}]
+"#
+        ),
+    );
+    let plan = json!({"summary": "one file", "subtasks": [
+        {"id": "s1", "title": "Work on s1", "instructions": "Do s1.", "scope": ["a.txt"]}
+    ]});
+    let script = Script::new()
+        .with_conversation(
+            Conversation::new()
+                .matching("You are the coordinator of a swarm")
+                .turn(Turn::text(plan.to_string())),
+        )
+        .with_conversation(
+            Conversation::new()
+                .matching("Your subtask `s1`")
+                .turn(Turn::tool_call(
+                    "write_file",
+                    json!({"path": "a.txt", "content": "A\n"}),
+                ))
+                .turn(Turn::text("done")),
+        );
+    let server = start(script);
+    ahelper(&repo, &server, Wire::Anthropic)
+        .args(["swarm", "do it", "--yes", "--permission-mode", "bypass"])
+        .assert()
+        .success();
+    let input = read_json(&marks(&repo).join("subagent.json"));
+    assert_eq!(input["hook_event_name"], "SubagentStop");
+    let cwd = input["cwd"].as_str().unwrap();
+    let repo_dir = std::fs::canonicalize(repo.path()).unwrap();
+    assert_ne!(
+        cwd,
+        repo_dir.display().to_string(),
+        "the worker's hook runs in its worktree"
+    );
+}

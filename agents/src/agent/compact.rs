@@ -40,7 +40,7 @@ pub struct CompactionReport {
 #[derive(Debug, thiserror::Error)]
 pub enum CompactionError {
     /// There is no older turn to summarise.
-    #[error("nothing to compact yet: the conversation has no turn before the last one")]
+    #[error("nothing to compact yet: there is no turn before the last one to summarise")]
     NothingToCompact,
     /// Cancelled while the summary streamed.
     #[error("compaction cancelled; the conversation is unchanged")]

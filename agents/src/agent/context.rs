@@ -44,16 +44,16 @@ pub fn needs_compaction(
     size as f64 >= threshold * f64::from(context_window)
 }
 
-/// Where to cut the history for a compaction: the index of the last assistant message (after
-/// the first message). Messages before it are summarised; it and everything after it — the last
-/// turn, its tool calls with their tool results, and a prompt waiting for an answer — are kept,
-/// so a tool result is never separated from its call. `None` when there is nothing older to
-/// summarise.
+/// Where to cut the history for a compaction: the index of the last assistant message.
+/// Messages before it are summarised; it and everything after it — the last turn, its tool
+/// calls with their tool results, and a prompt waiting for an answer — are kept, so a tool
+/// result is never separated from its call. `None` when fewer than two messages precede it
+/// (summarising the task or an earlier summary alone gains nothing).
 pub fn compaction_cut(history: &[Message]) -> Option<usize> {
     history
         .iter()
         .rposition(|m| m.role == Role::Assistant)
-        .filter(|&i| i >= 1)
+        .filter(|&i| i >= 2)
 }
 
 #[cfg(test)]
@@ -96,6 +96,7 @@ mod tests {
             ContentBlock::ToolResult { .. }
         ));
         assert_eq!(compaction_cut(&h[..1]), None);
+        assert_eq!(compaction_cut(&h[..3]), None, "only the task before the last turn");
         h.push(Message::user_text("next prompt"));
         assert_eq!(compaction_cut(&h), Some(5));
     }

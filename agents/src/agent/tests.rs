@@ -865,3 +865,44 @@ async fn a_pre_tool_use_ask_asks_even_in_bypass_mode_and_notification_hooks_run(
     assert_eq!(input["hook_event_name"], "Notification");
     assert!(input["message"].as_str().unwrap().contains("touch"));
 }
+
+#[tokio::test]
+async fn compact_on_demand_follows_the_instructions_and_keeps_the_last_turn() {
+    let script = Script::new(vec![
+        vec![
+            call("e1", "echo", json!({"value": "OLD-RESULT"})),
+            stop(StopReason::ToolUse),
+        ],
+        vec![text("first answer"), stop(StopReason::EndTurn)],
+        vec![text("THE SUMMARY"), stop(StopReason::EndTurn)],
+    ]);
+    let mut f = fixture(
+        script.clone(),
+        Arc::new(DenyPrompter),
+        PermissionMode::Bypass,
+    );
+    let cancel = CancellationToken::new();
+    f.agent.run("task", &cancel).await;
+    let report = f
+        .agent
+        .compact(Some("focus on the echo"), &cancel)
+        .await
+        .unwrap();
+    assert_eq!(report.summary, "THE SUMMARY");
+    assert_eq!(report.summarised_messages, 3);
+    let requests = script.requests.lock().unwrap().clone();
+    let summary_request = requests.last().unwrap();
+    assert!(summary_request.tools.is_empty());
+    assert_eq!(summary_request.system, COMPACTION_SYSTEM_PROMPT);
+    let asked = format!("{:?}", summary_request.messages);
+    assert!(asked.contains("focus on the echo") && asked.contains("OLD-RESULT"));
+    let history = f.agent.history();
+    assert_eq!(history.len(), 2, "the summary, then the last answer");
+    assert!(history[0].text().contains("THE SUMMARY"));
+    assert_eq!(history[1].text(), "first answer");
+    // nothing older than the last turn: a second compaction has nothing to do
+    assert!(matches!(
+        f.agent.compact(None, &cancel).await,
+        Err(CompactionError::NothingToCompact)
+    ));
+}

@@ -96,7 +96,11 @@ mod tests {
             ContentBlock::ToolResult { .. }
         ));
         assert_eq!(compaction_cut(&h[..1]), None);
-        assert_eq!(compaction_cut(&h[..3]), None, "only the task before the last turn");
+        assert_eq!(
+            compaction_cut(&h[..3]),
+            None,
+            "only the task before the last turn"
+        );
         h.push(Message::user_text("next prompt"));
         assert_eq!(compaction_cut(&h), Some(5));
     }

@@ -113,6 +113,9 @@ fn load_config(cli: &Cli, env: &EnvSnapshot) -> Result<Config, String> {
     let workspace = workspace_dir(&cli.common)?;
     let mut config =
         Config::load(&workspace, env, &overrides(&cli.common)).map_err(|e| e.to_string())?;
+    for warning in &config.warnings {
+        eprintln!("ahelper: warning: {warning}");
+    }
     let allow = cli::permission_rules(&cli.common.allowed_tools)?;
     let deny = cli::permission_rules(&cli.common.disallowed_tools)?;
     config.permissions.rules.allow.extend(allow);
@@ -173,14 +176,26 @@ fn run_session(rt: &tokio::runtime::Runtime, cli: Cli, config: &Config) -> i32 {
             EXIT_USAGE
         }
         (Some(prompt), None) => match read_prompt(prompt) {
-            Ok(prompt) => rt.block_on(oneshot::run(session, &prompt, format, verbose)),
+            Ok(prompt) => rt.block_on(oneshot::run(
+                session,
+                &prompt,
+                format,
+                verbose,
+                &config.pricing,
+            )),
             Err(code) => code,
         },
         (None, Some(first)) if !stdin_is_terminal => {
             eprintln!(
                 "ahelper: no terminal for the REPL; answering the prompt once, as `ahelper -p` does"
             );
-            rt.block_on(oneshot::run(session, &first, format, verbose))
+            rt.block_on(oneshot::run(
+                session,
+                &first,
+                format,
+                verbose,
+                &config.pricing,
+            ))
         }
         (None, first) => {
             if !stdin_is_terminal {

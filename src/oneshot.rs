@@ -4,6 +4,7 @@ use crate::cli::OutputFormat;
 use crate::refusals::{self, Refusal, RefusalExplainer};
 use crate::render::EventPrinter;
 use ahelper_agents::agent::{AgentEvent, AgentOutcome, AgentStopReason};
+use ahelper_agents::pricing::PriceTable;
 use ahelper_agents::session::Session;
 use ahelper_agents::text::for_terminal;
 use serde_json::json;
@@ -13,7 +14,15 @@ use tokio_util::sync::CancellationToken;
 /// Runs `prompt` in `session` and prints the result; returns the process exit code
 /// (0 completed, 1 stopped for another reason, 130 cancelled). Refused tool calls do not change
 /// it (as in Claude Code); they are listed on stderr and in the JSON result (`permission_denials`).
-pub async fn run(mut session: Session, prompt: &str, format: OutputFormat, verbose: bool) -> i32 {
+///
+/// `prices` give the JSON result's `total_cost_usd` (null when the model has no known price).
+pub async fn run(
+    mut session: Session,
+    prompt: &str,
+    format: OutputFormat,
+    verbose: bool,
+    prices: &PriceTable,
+) -> i32 {
     let started = std::time::Instant::now();
     let rx = session.agent.subscribe();
     let cancel = CancellationToken::new();
@@ -34,12 +43,15 @@ pub async fn run(mut session: Session, prompt: &str, format: OutputFormat, verbo
     let explainer = RefusalExplainer::new(&session.agent);
     let printer_task = tokio::spawn(print_events(rx, format, verbose, explainer));
     let outcome = session.agent.run(prompt, &cancel).await;
+    session.agent.end_session("other").await;
     session.agent.unsubscribe();
     watcher.abort();
     let refusals = printer_task.await.unwrap_or_default();
+    let cost_usd = prices.cost_usd(session.agent.model(), outcome.usage);
     print_outcome(
         &session,
         &outcome,
+        cost_usd,
         &refusals,
         format,
         started.elapsed().as_millis() as u64,
@@ -92,8 +104,11 @@ async fn print_events(
             // the refusal line above already says what this result would
             AgentEvent::ToolCallFinished { id, .. } if refused(id) => {}
             _ if verbose => printer.print(&mut stderr, &event),
-            // Retries are always shown: the user should know why an answer is slow.
-            AgentEvent::Retry { .. } => printer.print(&mut stderr, &event),
+            // Retries and hook failures are always shown: the user should know why an answer
+            // is slow, and that a hook of theirs is broken.
+            AgentEvent::Retry { .. } | AgentEvent::HookMessage { .. } => {
+                printer.print(&mut stderr, &event)
+            }
             _ => {}
         }
     }
@@ -103,6 +118,7 @@ async fn print_events(
 fn print_outcome(
     session: &Session,
     outcome: &AgentOutcome,
+    cost_usd: Option<f64>,
     refusals: &[Refusal],
     format: OutputFormat,
     duration_ms: u64,
@@ -149,6 +165,8 @@ fn print_outcome(
                 "tool_calls": outcome.tool_calls,
                 "permission_denials": refusals.iter().map(Refusal::to_json).collect::<Vec<_>>(),
                 "duration_ms": duration_ms,
+                // Claude Code's name; null when the model has no known price (never guessed).
+                "total_cost_usd": cost_usd,
                 "usage": {
                     "input_tokens": outcome.usage.input_tokens,
                     "output_tokens": outcome.usage.output_tokens,

@@ -44,6 +44,29 @@ impl EventPrinter {
                 );
                 let _ = writeln!(out, "{}", self.dim(&line));
             }
+            AgentEvent::Compacted {
+                summarised_messages,
+                kept_messages,
+            } => {
+                self.newline(out);
+                let line = format!(
+                    "⋯ compacted {summarised_messages} earlier messages into a summary ({kept_messages} kept)"
+                );
+                let _ = writeln!(out, "{}", self.dim(&line));
+            }
+            AgentEvent::HookMessage {
+                event: hook_event,
+                command,
+                message,
+            } => {
+                self.newline(out);
+                let line = format!(
+                    "! {hook_event} hook `{}`: {}",
+                    for_terminal(command),
+                    for_terminal(message)
+                );
+                let _ = writeln!(out, "{}", self.dim(&line));
+            }
             AgentEvent::ToolCallStarted { name, input, .. } => {
                 self.newline(out);
                 let line = format!(

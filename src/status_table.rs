@@ -2,6 +2,7 @@
 //! calls, files claimed, elapsed, last action) and a totals line. Rendered live with ratatui in
 //! an inline viewport, or as plain text for `swarm status` and the end of a run.
 
+use ahelper_agents::pricing::{Price, format_usd};
 use ahelper_agents::swarm::state::{RunRecord, WorkerRecord, WorkerStatus};
 use ahelper_agents::text::for_terminal;
 use ratatui::layout::Constraint;
@@ -83,15 +84,18 @@ pub fn row_cells(w: &WorkerRecord, claims: usize, live_elapsed_ms: Option<u64>) 
     ]
 }
 
-/// The totals line.
-pub fn totals_line(record: &RunRecord, elapsed_ms: u64) -> String {
+/// The totals line; with the cost of the run's tokens when the model's `price` is known.
+pub fn totals_line(record: &RunRecord, elapsed_ms: u64, price: Option<Price>) -> String {
     let done = record
         .workers
         .iter()
         .filter(|w| w.status.is_terminal() || w.status == WorkerStatus::Cancelled)
         .count();
+    let cost = price
+        .map(|p| format!(" · cost {}", format_usd(p.cost_usd(record.usage))))
+        .unwrap_or_default();
     format!(
-        "run {} · {} · tokens {} in / {} out · elapsed {} · workers done {}/{}",
+        "run {} · {} · tokens {} in / {} out{cost} · elapsed {} · workers done {}/{}",
         &record.run_id[..record.run_id.len().min(13)],
         record.status.as_str(),
         format_tokens(record.usage.input_tokens),
@@ -151,7 +155,7 @@ pub fn table_widget<'a>(
 }
 
 /// The table as plain text (for `swarm status` and non-terminal output).
-pub fn render_text(record: &RunRecord, elapsed_ms: u64) -> String {
+pub fn render_text(record: &RunRecord, elapsed_ms: u64, price: Option<Price>) -> String {
     let rows: Vec<[String; 9]> = record
         .workers
         .iter()
@@ -180,7 +184,7 @@ pub fn render_text(record: &RunRecord, elapsed_ms: u64) -> String {
         out.push_str(&line(r.to_vec()));
         out.push('\n');
     }
-    out.push_str(&totals_line(record, elapsed_ms));
+    out.push_str(&totals_line(record, elapsed_ms, price));
     out.push('\n');
     out
 }

@@ -319,6 +319,7 @@ async fn execute_run(
             prompt_rx,
             cancel.clone(),
             done_rx,
+            config.pricing.price(model),
         )),
         other => {
             drop(done_rx);
@@ -351,7 +352,11 @@ async fn execute_run(
         let elapsed = started.elapsed().as_millis() as u64;
         println!(
             "{}",
-            for_terminal(&status_table::render_text(&record, elapsed))
+            for_terminal(&status_table::render_text(
+                &record,
+                elapsed,
+                config.pricing.price(model)
+            ))
         );
     }
     if mode != EventOutput::Json
@@ -508,7 +513,11 @@ fn status(config: &Config, run: &str) -> i32 {
         (Ok(a), Ok(b)) => (b - a).num_milliseconds().max(0) as u64,
         _ => 0,
     };
-    print!("{}", for_terminal(&status_table::render_text(&r, elapsed)));
+    // The record does not name its model: no price is assumed.
+    print!(
+        "{}",
+        for_terminal(&status_table::render_text(&r, elapsed, None))
+    );
     if let Some(s) = &r.summary {
         println!("\n{}", for_terminal(s));
     }

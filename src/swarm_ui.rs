@@ -4,6 +4,7 @@
 
 use crate::status_table;
 use ahelper_agents::permissions::{PromptAnswer, PromptRequest, Prompter};
+use ahelper_agents::pricing::Price;
 use ahelper_agents::swarm::events::SwarmEvent;
 use ahelper_agents::swarm::process::kill_descendants;
 use ahelper_agents::swarm::state::{RunRecord, WorkerRecord, WorkerStatus};
@@ -114,6 +115,7 @@ pub async fn run_live(
     mut prompts: mpsc::UnboundedReceiver<PromptJob>,
     cancel: CancellationToken,
     mut done: oneshot::Receiver<()>,
+    price: Option<Price>,
 ) {
     let workers = snapshots.borrow().workers.len() as u16;
     let Some(mut terminal) = open_inline_terminal(workers) else {
@@ -122,6 +124,7 @@ pub async fn run_live(
     };
     let mut keys = KeyReader::spawn();
     let mut view = LiveView::new(cancel);
+    view.price = price;
     let mut tick = tokio::time::interval(std::time::Duration::from_millis(200));
     loop {
         tokio::select! {
@@ -218,6 +221,8 @@ struct LiveView {
     notes: Vec<String>,
     ctrl_c_count: u32,
     started: std::time::Instant,
+    /// The model's price, for the cost on the totals line.
+    price: Option<Price>,
 }
 
 impl LiveView {
@@ -228,6 +233,7 @@ impl LiveView {
             notes: Vec::new(),
             ctrl_c_count: 0,
             started: std::time::Instant::now(),
+            price: None,
         }
     }
 
@@ -309,7 +315,8 @@ impl LiveView {
             )
         });
         let elapsed = self.started.elapsed().as_millis() as u64;
-        let _ = terminal.draw(|frame| render_frame(frame, &record, elapsed, prompt_line));
+        let price = self.price;
+        let _ = terminal.draw(|frame| render_frame(frame, &record, elapsed, prompt_line, price));
     }
 }
 
@@ -338,6 +345,7 @@ fn render_frame(
     record: &RunRecord,
     elapsed: u64,
     prompt_line: Option<String>,
+    price: Option<Price>,
 ) {
     let areas = Layout::vertical([
         Constraint::Min(2),
@@ -357,7 +365,7 @@ fn render_frame(
     let live = |i: usize| live_elapsed(&record.workers[i], now);
     frame.render_widget(status_table::table_widget(record, &claims, &live), areas[0]);
     frame.render_widget(
-        Paragraph::new(status_table::totals_line(record, elapsed)),
+        Paragraph::new(status_table::totals_line(record, elapsed, price)),
         areas[1],
     );
     if let Some(p) = prompt_line {

@@ -118,6 +118,9 @@ pub struct AgentFile {
     pub repeat_limit: Option<u32>,
     /// Tool output cap in characters. Default 30,000.
     pub max_tool_output_chars: Option<usize>,
+    /// Fraction of `context_window` (0 < x ≤ 1) at which older turns are compacted into a
+    /// summary. Default 0.8.
+    pub compact_threshold: Option<f64>,
 }
 
 /// `[permissions]` table.
@@ -222,6 +225,14 @@ pub struct ConfigFile {
     /// Secret redaction settings.
     #[serde(default)]
     pub secrets: SecretsFile,
+    /// Hooks per event (read from the user config only; see [`crate::hooks`]).
+    #[serde(default)]
+    pub hooks: crate::hooks::HooksFile,
+    /// Prices of models without a built-in one (or overriding it), by exact model name:
+    /// `[pricing."model"] input_per_mtok = …, output_per_mtok = …` (US dollars per million
+    /// tokens; see [`crate::pricing`]).
+    #[serde(default)]
+    pub pricing: BTreeMap<String, crate::pricing::Price>,
 }
 
 impl ConfigFile {
@@ -248,6 +259,14 @@ impl ConfigFile {
                 let file = Self::parse(&text, path)?;
                 crate::config_ranges::check_ranges(&file, &text, path)?;
                 resolve_permissions(&file.permissions, &path.display().to_string())?;
+                check_prices(&file.pricing, path)?;
+                crate::hooks::validate(&file.hooks).map_err(|(key, message)| {
+                    ConfigError::Invalid {
+                        key,
+                        origin: path.display().to_string(),
+                        message,
+                    }
+                })?;
                 Ok(file)
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
@@ -282,6 +301,7 @@ impl ConfigFile {
         over!(agent.max_turns);
         over!(agent.repeat_limit);
         over!(agent.max_tool_output_chars);
+        over!(agent.compact_threshold);
         over!(permissions.mode);
         over!(swarm.max_workers);
         over!(swarm.max_subtasks);
@@ -297,6 +317,10 @@ impl ConfigFile {
         self.permissions.allow.extend(higher.permissions.allow);
         self.permissions.ask.extend(higher.permissions.ask);
         self.permissions.deny.extend(higher.permissions.deny);
+        self.pricing.extend(higher.pricing);
+        for (event, groups) in higher.hooks {
+            self.hooks.entry(event).or_default().extend(groups);
+        }
         self
     }
 }
@@ -327,7 +351,14 @@ pub struct AgentLimits {
     pub repeat_limit: u32,
     /// Tool output cap in characters.
     pub max_tool_output_chars: usize,
+    /// Hooks of the user config (project hooks are never here).
+    pub hooks: crate::hooks::HooksFile,
+    /// Fraction of the context window at which the history is compacted.
+    pub compact_threshold: f64,
 }
+
+/// Default `[agent] compact_threshold`: compact at 80% of the context window.
+pub const DEFAULT_COMPACT_THRESHOLD: f64 = 0.8;
 
 /// Swarm limits after resolution.
 #[derive(Debug, Clone, PartialEq)]
@@ -428,6 +459,11 @@ pub struct Config {
     /// get ([`crate::tools::shell::is_secret_env`]) plus the configured `api_key_env`. The
     /// binary removes them from its own environment after loading the configuration.
     pub secret_env: Vec<String>,
+    /// Model prices (configured over built-in).
+    pub pricing: crate::pricing::PriceTable,
+    /// What the user should know about the configuration (e.g. project hooks that were
+    /// ignored), one sentence each.
+    pub warnings: Vec<String>,
     /// The provider, or the reason none is usable (reported only when a model is needed, so
     /// `ahelper swarm ls` works without a key).
     provider: Result<ProviderSettings, NoModelReason>,
@@ -472,7 +508,11 @@ impl Config {
         if project.exists() {
             files_read.push(project.clone());
         }
-        let file = ConfigFile::load(&project)?;
+        let mut file = ConfigFile::load(&project)?;
+        let mut warnings = Vec::new();
+        if let Some(warning) = ignore_project_hooks(&mut file, &project) {
+            warnings.push(warning);
+        }
         if file.base_url.is_some() {
             base_url_origin = Some(project.display().to_string());
         }
@@ -504,6 +544,8 @@ impl Config {
                 .max_tool_output_chars
                 .unwrap_or(30_000)
                 .max(1_000),
+            hooks: merged.hooks.clone(),
+            compact_threshold: compact_threshold(merged.agent.compact_threshold)?,
         };
         let swarm = SwarmLimits {
             max_workers: merged.swarm.max_workers.unwrap_or(4).max(1),
@@ -525,6 +567,7 @@ impl Config {
         let (redactor, secret_env) = resolve_secrets(&merged, env, &provider)?;
         Ok(Config {
             workspace_root,
+            pricing: crate::pricing::PriceTable::new(merged.pricing.clone()),
             merged,
             permissions,
             agent,
@@ -533,6 +576,7 @@ impl Config {
             files_read,
             redactor,
             secret_env,
+            warnings,
             provider,
         })
     }
@@ -548,6 +592,69 @@ impl Config {
                 reason: reason.clone(),
             })
     }
+}
+
+/// Checks the `[pricing]` table of the file at `path`: prices are finite and not negative.
+fn check_prices(
+    prices: &BTreeMap<String, crate::pricing::Price>,
+    path: &Path,
+) -> Result<(), ConfigError> {
+    for (model, price) in prices {
+        for (name, value) in [
+            ("input_per_mtok", price.input_per_mtok),
+            ("output_per_mtok", price.output_per_mtok),
+        ] {
+            if !value.is_finite() || value < 0.0 {
+                return Err(ConfigError::Invalid {
+                    key: format!("pricing.\"{model}\".{name}"),
+                    origin: path.display().to_string(),
+                    message: format!(
+                        "{value} is not a price: use US dollars per million tokens, e.g. 3.0"
+                    ),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `[agent] compact_threshold`, checked: 0 < x ≤ 1.
+fn compact_threshold(value: Option<f64>) -> Result<f64, ConfigError> {
+    match value {
+        None => Ok(DEFAULT_COMPACT_THRESHOLD),
+        Some(x) if x > 0.0 && x <= 1.0 => Ok(x),
+        Some(x) => Err(ConfigError::Invalid {
+            key: "agent.compact_threshold".into(),
+            origin: "configuration".into(),
+            message: format!(
+                "{x} is not a fraction of the context window: use a value in (0, 1], e.g. 0.8"
+            ),
+        }),
+    }
+}
+
+/// Takes the hooks out of the project config: a repository must not run commands on the user's
+/// machine by being opened. Returns the warning naming them, when there were any.
+fn ignore_project_hooks(file: &mut ConfigFile, path: &Path) -> Option<String> {
+    let hooks = std::mem::take(&mut file.hooks);
+    let commands: Vec<String> = hooks
+        .iter()
+        .flat_map(|(event, groups)| {
+            groups.iter().flat_map(move |g| {
+                g.hooks
+                    .iter()
+                    .map(move |h| format!("{} `{}`", event.as_str(), h.command))
+            })
+        })
+        .collect();
+    (!commands.is_empty()).then(|| {
+        format!(
+            "ignored the hooks in the project config {} ({}): hooks run only from your user config \
+             (~/.config/ahelper/config.toml); copy them there to enable them",
+            path.display(),
+            commands.join(", ")
+        )
+    })
 }
 
 fn resolve_sandbox(

@@ -105,6 +105,16 @@ pub enum TranscriptEntry {
         /// Message.
         message: String,
     },
+    /// Older turns were replaced by a summary; `history` is the whole history from here on
+    /// (the summary message, then the kept last turn), which a resumed session starts from.
+    Compaction {
+        /// Messages replaced by the summary.
+        summarised_messages: usize,
+        /// The summary the model wrote.
+        summary: String,
+        /// The history after the compaction.
+        history: Vec<Message>,
+    },
     /// The agent loop stopped.
     Stop {
         /// Stop reason (`completed`, `max_turns`, …).
@@ -286,6 +296,10 @@ pub fn history_from_transcript(lines: &[TranscriptLine]) -> Vec<Message> {
             TranscriptEntry::AssistantMessage { message } => {
                 flush(&mut history, &mut pending_results);
                 history.push(message.clone());
+            }
+            TranscriptEntry::Compaction { history: after, .. } => {
+                pending_results.clear();
+                history = after.clone();
             }
             TranscriptEntry::ToolResult {
                 tool_use_id,

@@ -1,7 +1,11 @@
 mod closed_stdout;
+mod compaction;
 mod config_ranges;
+mod cost;
 mod disk_full;
 mod flags;
+mod hooks;
+mod instructions;
 mod key_protection;
 mod print_mode;
 mod processes;

@@ -10,6 +10,7 @@
 use super::gate::PermissionGate;
 use super::prompt::{SystemPromptParams, build_system_prompt};
 use super::{Agent, AgentSettings};
+use crate::hooks::HookEvent;
 use crate::model::{Message, ModelClient, Usage};
 use crate::tools::{ToolContext, ToolRegistry};
 use crate::transcript::{TranscriptEntry, TranscriptError, TranscriptWriter};
@@ -43,6 +44,7 @@ pub struct AgentBuilder {
     settings: AgentSettings,
     history: Vec<Message>,
     transcript: Option<(PathBuf, String)>,
+    stop_event: HookEvent,
 }
 
 impl AgentBuilder {
@@ -67,6 +69,7 @@ impl AgentBuilder {
             settings: AgentSettings::default(),
             history: Vec::new(),
             transcript: None,
+            stop_event: HookEvent::Stop,
         }
     }
 
@@ -115,6 +118,13 @@ impl AgentBuilder {
         self
     }
 
+    /// Marks the agent as a subagent (a swarm worker): its end runs the `SubagentStop` hooks
+    /// instead of `Stop`.
+    pub fn subagent(mut self) -> Self {
+        self.stop_event = HookEvent::SubagentStop;
+        self
+    }
+
     /// Builds the agent.
     ///
     /// # Errors
@@ -133,6 +143,17 @@ impl AgentBuilder {
         if let Some(text) = &self.appended_system_prompt {
             system_prompt = format!("{}\n\n{}\n", system_prompt.trim_end(), text.trim());
         }
+        let (session_id, transcript_path) = match &self.transcript {
+            Some((path, id)) => (id.clone(), Some(path.clone())),
+            None => (String::new(), None),
+        };
+        let hooks = self.settings.hooks.clone().for_session(
+            session_id,
+            transcript_path,
+            self.tool_context.workspace_root.clone(),
+        );
+        let mut gate = self.gate;
+        gate.notifier = Some(hooks.clone());
         let transcript = match self.transcript {
             Some((path, session_id)) => {
                 let mut writer = TranscriptWriter::open(&path)?
@@ -150,7 +171,7 @@ impl AgentBuilder {
             client: self.client,
             model: self.model,
             tools: self.tools,
-            gate: self.gate,
+            gate,
             tool_context: self.tool_context,
             system_prompt,
             settings: self.settings,
@@ -159,6 +180,10 @@ impl AgentBuilder {
             history: self.history,
             total_usage: Usage::default(),
             local_ids: 0,
+            hooks,
+            stop_event: self.stop_event,
+            session_started: false,
+            last_reported_tokens: None,
         })
     }
 }

@@ -2,6 +2,7 @@
 //! concurrently, results recorded and fed back in call order.
 
 use super::gate::GateOutcome;
+use super::hooked::PreToolDecision;
 use super::turn::InvalidCall;
 use super::{Agent, AgentEvent};
 use crate::model::{ContentBlock, ToolCall};
@@ -25,6 +26,8 @@ pub(super) struct CallResult {
     duration_ms: u64,
     /// The tool reported a [`crate::tools::ToolError::Fatal`] error: the loop stops.
     fatal: bool,
+    /// The tool ran (`PostToolUse` hooks run only then).
+    ran: bool,
 }
 
 impl CallResult {
@@ -36,6 +39,7 @@ impl CallResult {
             is_error: true,
             duration_ms: 0,
             fatal: false,
+            ran: false,
         }
     }
 }
@@ -112,6 +116,13 @@ impl Agent {
             if result.fatal && fatal.is_none() {
                 fatal = Some(format!("{}: {}", result.name, result.content));
             }
+            if result.ran
+                && let Some(note) = self
+                    .post_tool_hooks(call, &result.content, result.is_error)
+                    .await
+            {
+                result.content = format!("{}\n\n{note}", result.content);
+            }
             // Redacted before the cut, so that no cut leaves part of a secret value behind.
             result.content = truncate_middle(
                 &self.tool_context.redactor.redact(&result.content),
@@ -153,25 +164,27 @@ impl Agent {
                 ),
             ));
         };
+        let hook_permission = match self.pre_tool_hooks(call).await {
+            PreToolDecision::Block(reason) => {
+                return Admission::Settled(self.refuse(call, reason, "deny (PreToolUse hook)"));
+            }
+            PreToolDecision::Proceed(permission) => permission,
+        };
         match self
             .gate
-            .check(tool.as_ref(), &call.input, &self.tool_context)
+            .check_with_hook(
+                tool.as_ref(),
+                &call.input,
+                &self.tool_context,
+                hook_permission,
+            )
             .await
         {
-            GateOutcome::Denied { reason, answer } => {
-                self.record(TranscriptEntry::Permission {
-                    tool_use_id: call.id.clone(),
-                    decision: answer.map(answer_name).unwrap_or("deny").into(),
-                    reason: reason.clone(),
-                });
-                self.emit(AgentEvent::PermissionDenied {
-                    id: call.id.clone(),
-                    name: call.name.clone(),
-                    input: call.input.clone(),
-                    reason: reason.clone(),
-                });
-                Admission::Settled(CallResult::not_run(&call.name, reason))
-            }
+            GateOutcome::Denied { reason, answer } => Admission::Settled(self.refuse(
+                call,
+                reason,
+                answer.map(answer_name).unwrap_or("deny"),
+            )),
             GateOutcome::Allowed { answer } => {
                 if let Some(answer) = answer {
                     self.record(TranscriptEntry::Permission {
@@ -183,6 +196,22 @@ impl Agent {
                 Admission::Run(tool.kind())
             }
         }
+    }
+
+    /// Records and announces a refused call; returns its result (`reason` for the model).
+    fn refuse(&mut self, call: &ToolCall, reason: String, decision: &str) -> CallResult {
+        self.record(TranscriptEntry::Permission {
+            tool_use_id: call.id.clone(),
+            decision: decision.into(),
+            reason: reason.clone(),
+        });
+        self.emit(AgentEvent::PermissionDenied {
+            id: call.id.clone(),
+            name: call.name.clone(),
+            input: call.input.clone(),
+            reason: reason.clone(),
+        });
+        CallResult::not_run(&call.name, reason)
     }
 
     /// Records and announces one result; returns its tool-result block.
@@ -257,6 +286,7 @@ impl Agent {
                     is_error,
                     duration_ms,
                     fatal,
+                    ran: true,
                 }
             }
         });

@@ -1,4 +1,4 @@
-//! Context-window budget: which messages of the history are sent with the next request.
+//! Context-window budget: when the history must be compacted, and where it is cut.
 //!
 //! Token counts are estimated at 4 characters per token (plus a small per-block overhead), the
 //! usual rule of thumb for English and code with BPE tokenizers; the estimate only has to keep
@@ -28,52 +28,32 @@ pub fn estimate_message_tokens(message: &Message) -> usize {
         .sum()
 }
 
-/// Marker text inserted where older messages were dropped.
-pub const DROPPED_MARKER: &str = "[Earlier turns of this conversation were dropped to fit the context window. \
-The task is above; continue from the newest messages below. Re-read files if you need their content.]";
+/// Whether the history must be compacted before the next request: its size — the larger of
+/// the provider's reported tokens of the last turn (`reported`, input + output) and the estimate
+/// of `history` plus `overhead` (system prompt and tool specs) — reached `threshold` (a fraction,
+/// e.g. 0.8) of `context_window` tokens.
+pub fn needs_compaction(
+    history: &[Message],
+    overhead: usize,
+    reported: Option<u64>,
+    context_window: u32,
+    threshold: f64,
+) -> bool {
+    let estimate = overhead + history.iter().map(estimate_message_tokens).sum::<usize>();
+    let size = (reported.unwrap_or(0) as usize).max(estimate);
+    size as f64 >= threshold * f64::from(context_window)
+}
 
-/// Chooses the messages to send so that their estimated size is at most `budget_tokens`.
-///
-/// The newest messages are kept, the oldest turns dropped first. The first user message (the
-/// task) is always kept; when anything after it is dropped, a user-side marker
-/// ([`DROPPED_MARKER`]) is appended to it. The kept tail always starts at an assistant message,
-/// so a tool result is never separated from its tool call. If even the newest turn does not fit,
-/// it is sent anyway (the provider will then report the overflow).
-pub fn fit_history(history: &[Message], budget_tokens: usize) -> Vec<Message> {
-    let total: usize = history.iter().map(estimate_message_tokens).sum();
-    if total <= budget_tokens || history.len() <= 2 {
-        return history.to_vec();
-    }
-    let first = &history[0];
-    let first_tokens = estimate_message_tokens(first) + estimate_text_tokens(DROPPED_MARKER) + 4;
-    let mut start = history.len();
-    let mut used = first_tokens;
-    // Candidate cut points: indices of assistant messages after the first message.
-    let mut best: Option<usize> = None;
-    while start > 1 {
-        start -= 1;
-        used += estimate_message_tokens(&history[start]);
-        if history[start].role == Role::Assistant {
-            if used <= budget_tokens || best.is_none() {
-                best = Some(start);
-            }
-            if used > budget_tokens {
-                break;
-            }
-        }
-    }
-    let Some(cut) = best else {
-        return history.to_vec();
-    };
-    if cut <= 1 {
-        return history.to_vec();
-    }
-    let mut kept = Vec::with_capacity(history.len() - cut + 1);
-    let mut head = first.clone();
-    head.content.push(ContentBlock::text(DROPPED_MARKER));
-    kept.push(head);
-    kept.extend_from_slice(&history[cut..]);
-    kept
+/// Where to cut the history for a compaction: the index of the last assistant message.
+/// Messages before it are summarised; it and everything after it — the last turn, its tool
+/// calls with their tool results, and a prompt waiting for an answer — are kept, so a tool
+/// result is never separated from its call. `None` when fewer than two messages precede it
+/// (summarising the task or an earlier summary alone gains nothing).
+pub fn compaction_cut(history: &[Message]) -> Option<usize> {
+    history
+        .iter()
+        .rposition(|m| m.role == Role::Assistant)
+        .filter(|&i| i >= 2)
 }
 
 #[cfg(test)]
@@ -103,43 +83,33 @@ mod tests {
     }
 
     #[test]
-    fn keeps_everything_within_budget() {
+    fn cut_keeps_the_last_turn_with_its_results() {
         let mut h = vec![Message::user_text("task")];
-        h.extend(turn(0, 100));
-        assert_eq!(fit_history(&h, 10_000), h);
+        for i in 0..3 {
+            h.extend(turn(i, 100));
+        }
+        let cut = compaction_cut(&h).unwrap();
+        assert_eq!(cut, 5);
+        assert_eq!(h[cut].role, Role::Assistant);
+        assert!(matches!(
+            h[cut + 1].content[0],
+            ContentBlock::ToolResult { .. }
+        ));
+        assert_eq!(compaction_cut(&h[..1]), None);
+        assert_eq!(
+            compaction_cut(&h[..3]),
+            None,
+            "only the task before the last turn"
+        );
+        h.push(Message::user_text("next prompt"));
+        assert_eq!(compaction_cut(&h), Some(5));
     }
 
     #[test]
-    fn drops_oldest_turns_and_keeps_pairs() {
-        let mut h = vec![Message::user_text("task")];
-        for i in 0..10 {
-            h.extend(turn(i, 4_000));
-        }
-        let kept = fit_history(&h, 3_500);
-        assert!(kept.len() < h.len());
-        assert_eq!(kept[0].content[0], ContentBlock::text("task"));
-        assert_eq!(kept[0].content[1], ContentBlock::text(DROPPED_MARKER));
-        assert_eq!(kept[1].role, Role::Assistant);
-        // every tool result follows its call
-        for w in kept.windows(2) {
-            if let Some(ContentBlock::ToolResult { tool_use_id, .. }) = w[1].content.first() {
-                assert!(
-                    matches!(&w[0].content[0], ContentBlock::ToolUse { id, .. } if id == tool_use_id)
-                );
-            }
-        }
-        assert_eq!(kept.last(), h.last());
-        let size: usize = kept.iter().map(estimate_message_tokens).sum();
-        assert!(size <= 3_500, "{size}");
-    }
-
-    #[test]
-    fn newest_turn_always_sent() {
-        let mut h = vec![Message::user_text("task")];
-        h.extend(turn(0, 40_000));
-        h.extend(turn(1, 40_000));
-        let kept = fit_history(&h, 100);
-        assert_eq!(kept.len(), 3);
-        assert_eq!(kept.last(), h.last());
+    fn compaction_is_needed_at_the_threshold() {
+        let h = vec![Message::user_text("task")];
+        assert!(!needs_compaction(&h, 100, Some(700), 1_000, 0.8));
+        assert!(needs_compaction(&h, 100, Some(800), 1_000, 0.8));
+        assert!(needs_compaction(&h, 900, None, 1_000, 0.8));
     }
 }

@@ -2,6 +2,7 @@
 //! "ask", asks through the [`Prompter`] — or denies at once when nobody can answer.
 
 use crate::config::{RuleList, append_project_rule};
+use crate::hooks::{HookEvent, HookPermission};
 use crate::permissions::{
     Decision, PermissionPolicy, PermissionRequest, PermissionRule, PromptAnswer, PromptRequest,
     Prompter,
@@ -49,6 +50,8 @@ pub struct PermissionGate {
     pub persistence: RulePersistence,
     /// Label shown in prompts (worker id and subtask in a swarm).
     pub requester: Option<String>,
+    /// `Notification` hooks, run when a question is about to be asked.
+    pub notifier: Option<crate::hooks::Hooks>,
 }
 
 impl PermissionGate {
@@ -63,11 +66,24 @@ impl PermissionGate {
             prompter,
             persistence,
             requester: None,
+            notifier: None,
         }
     }
 
     /// Settles one call of `tool` with `input` in `ctx`.
     pub async fn check(&self, tool: &dyn Tool, input: &Value, ctx: &ToolContext) -> GateOutcome {
+        self.check_with_hook(tool, input, ctx, None).await
+    }
+
+    /// Settles one call, with the `permissionDecision` of its `PreToolUse` hooks: `allow` skips
+    /// the question but never overrides a deny rule; `ask` asks even when a rule allows.
+    pub async fn check_with_hook(
+        &self,
+        tool: &dyn Tool,
+        input: &Value,
+        ctx: &ToolContext,
+        hook: Option<HookPermission>,
+    ) -> GateOutcome {
         let subject = tool.permission_subject(input);
         let decision = {
             let policy = self.policy.read().unwrap_or_else(|e| e.into_inner());
@@ -78,6 +94,13 @@ impl PermissionGate {
                 workspace_root: &ctx.workspace_root,
                 cwd: &ctx.cwd,
             })
+        };
+        let decision = match (decision, hook) {
+            (Decision::Allow, Some(HookPermission::Ask)) => Decision::Ask {
+                reason: "a PreToolUse hook asks for the user's approval".into(),
+            },
+            (Decision::Ask { .. }, Some(HookPermission::Allow)) => Decision::Allow,
+            (decision, _) => decision,
         };
         let reason = match decision {
             Decision::Allow => return GateOutcome::Allowed { answer: None },
@@ -111,6 +134,7 @@ impl PermissionGate {
             reason: reason.clone(),
             suggested_rule: suggested_rule.clone(),
         };
+        self.notify(&request, ctx);
         let answer = self.prompter.ask(&request).await;
         match answer {
             PromptAnswer::AllowOnce => GateOutcome::Allowed {
@@ -158,5 +182,27 @@ impl PermissionGate {
         {
             tracing::warn!(error = %e, "could not save permission rule");
         }
+    }
+}
+
+impl PermissionGate {
+    /// Starts the `Notification` hooks for a waiting question, without waiting for them.
+    fn notify(&self, request: &PromptRequest, ctx: &ToolContext) {
+        let Some(hooks) = self.notifier.clone() else {
+            return;
+        };
+        if hooks.none_for(HookEvent::Notification) {
+            return;
+        }
+        let mut fields = serde_json::Map::new();
+        fields.insert(
+            "message".into(),
+            Value::String(format!(
+                "ahelper needs your permission to use {}",
+                request.tool
+            )),
+        );
+        let cwd = ctx.cwd.clone();
+        tokio::spawn(async move { hooks.run(HookEvent::Notification, None, &cwd, fields).await });
     }
 }

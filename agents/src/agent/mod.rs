@@ -1,7 +1,7 @@
 //! The agent loop.
 //!
-//! An [`Agent`] is made with [`AgentBuilder`]. Each turn: build the request within the
-//! context-window budget ([`context::fit_history`]), stream the reply (`turn.rs`), run the tool
+//! An [`Agent`] is made with [`AgentBuilder`]. Each turn: compact the history into a summary
+//! when it nears the context window (`compact.rs`), stream the reply (`turn.rs`), run the tool
 //! calls through the permission gate ([`gate`]), consecutive read-only calls concurrently
 //! (`calls.rs`), feed the results back (failures as `is_error` results the model can act on),
 //! repeat until the model stops calling tools or a limit is hit. Stop reasons:
@@ -9,14 +9,18 @@
 
 mod builder;
 mod calls;
+mod compact;
 pub mod context;
 pub mod gate;
+mod hooked;
 pub mod prompt;
 mod turn;
 
 pub use builder::AgentBuilder;
+pub use compact::{COMPACTION_SYSTEM_PROMPT, CompactionError, CompactionReport};
 
 use crate::config::AgentLimits;
+use crate::hooks::{HookEvent, Hooks};
 use crate::model::{
     ContentBlock, Message, ModelClient, ModelError, ProviderSettings, Role, StopReason, Usage,
 };
@@ -49,6 +53,10 @@ pub struct AgentSettings {
     pub token_budget: Option<u64>,
     /// Stop with [`AgentStopReason::TimeLimit`] at this instant.
     pub deadline: Option<tokio::time::Instant>,
+    /// The user's hooks ([`crate::hooks`]).
+    pub hooks: Hooks,
+    /// Fraction of the context window at which the history is compacted (default 0.8).
+    pub compact_threshold: f64,
 }
 
 impl Default for AgentSettings {
@@ -61,6 +69,8 @@ impl Default for AgentSettings {
             context_window: crate::config::ANTHROPIC_DEFAULT_CONTEXT_WINDOW,
             token_budget: None,
             deadline: None,
+            hooks: Hooks::default(),
+            compact_threshold: crate::config::DEFAULT_COMPACT_THRESHOLD,
         }
     }
 }
@@ -76,6 +86,8 @@ impl AgentSettings {
             max_tool_output_chars: limits.max_tool_output_chars,
             max_output_tokens: provider.map_or(defaults.max_output_tokens, |p| p.max_output_tokens),
             context_window: provider.map_or(defaults.context_window, |p| p.context_window),
+            hooks: Hooks::new(limits.hooks.clone()),
+            compact_threshold: limits.compact_threshold,
             ..defaults
         }
     }
@@ -203,6 +215,23 @@ pub enum AgentEvent {
         /// Total so far.
         total: Usage,
     },
+    /// A hook failed without blocking (exit code other than 0 and 2, timeout), or blocked a
+    /// prompt: shown to the user.
+    HookMessage {
+        /// The event (`PreToolUse`, …).
+        event: String,
+        /// The hook's command line.
+        command: String,
+        /// What happened.
+        message: String,
+    },
+    /// Older turns were replaced by a summary ([`Agent::compact`]).
+    Compacted {
+        /// Messages replaced.
+        summarised_messages: usize,
+        /// Messages kept after the summary.
+        kept_messages: usize,
+    },
     /// The loop stopped.
     Finished {
         /// The outcome.
@@ -247,6 +276,14 @@ pub struct Agent {
     history: Vec<Message>,
     total_usage: Usage,
     local_ids: u64,
+    /// The session's hooks, with its id and transcript path.
+    hooks: Hooks,
+    /// `Stop` for a session or coordinator, `SubagentStop` for a swarm worker.
+    stop_event: HookEvent,
+    /// `SessionStart` hooks have run.
+    session_started: bool,
+    /// Input + output tokens the provider reported for the last turn (reset by a compaction).
+    last_reported_tokens: Option<u64>,
 }
 
 /// Why the loop stopped, and the explanation that goes into [`AgentOutcome::error`].
@@ -282,6 +319,8 @@ struct PromptProgress {
     turns: u32,
     tool_calls: u32,
     repeats: RepeatTracker,
+    /// A `Stop` hook already made the agent go on during this prompt.
+    stop_hook_active: bool,
 }
 
 /// Detects the same call (same tool, same arguments) made again and again, across turns.
@@ -418,7 +457,22 @@ impl Agent {
     /// `cancel` fires. The history keeps everything (also after a cancel), so a later prompt
     /// continues the conversation.
     pub async fn run(&mut self, prompt: &str, cancel: &CancellationToken) -> AgentOutcome {
-        let user = Message::user_text(prompt);
+        let mut context: Vec<String> = self.start_session().await.into_iter().collect();
+        let submitted = self.prompt_hooks(prompt).await;
+        if let Some(reason) = submitted.block_reason() {
+            let stop = LoopStop::new(
+                AgentStopReason::Error,
+                Some(format!(
+                    "prompt blocked by a UserPromptSubmit hook: {reason}"
+                )),
+            );
+            return self.finish(PromptProgress::default(), stop);
+        }
+        context.extend(submitted.additional_context(true));
+        let mut user = Message::user_text(prompt);
+        for text in context {
+            user.content.push(ContentBlock::Text { text });
+        }
         self.record(TranscriptEntry::UserMessage {
             message: user.clone(),
         });
@@ -437,6 +491,9 @@ impl Agent {
             if let Some(stop) = self.limit_before_turn(progress.turns, cancel) {
                 break stop;
             }
+            if let Some(stop) = self.compact_if_needed(&mut progress, cancel).await {
+                break stop;
+            }
             progress.turns += 1;
             self.emit(AgentEvent::TurnStarted {
                 turn: progress.turns,
@@ -446,9 +503,17 @@ impl Agent {
                 Err(failure) => break self.turn_failed(failure),
             };
             self.account_usage(&mut progress, reply.usage);
+            self.last_reported_tokens = Some(reply.usage.input_tokens + reply.usage.output_tokens);
             self.record_assistant_message(&reply);
             if reply.calls.is_empty() && reply.invalid.is_empty() {
-                break completed(reply.stop);
+                match self.stop_hooks(progress.stop_hook_active).await {
+                    Some(reason) => {
+                        progress.stop_hook_active = true;
+                        self.history.push(Message::user_text(&reason));
+                        continue;
+                    }
+                    None => break completed(reply.stop),
+                }
             }
             let repeats = self.find_repeats(&mut progress.repeats, &reply);
             progress.tool_calls += (reply.calls.len() + reply.invalid.len()) as u32;
@@ -464,6 +529,36 @@ impl Agent {
             }
         };
         self.finish(progress, stop)
+    }
+
+    /// Compacts the history when it reached the threshold. A failed compaction is recorded and
+    /// the turn goes on with the whole history (the provider says if it no longer fits); a
+    /// cancelled one stops the loop.
+    async fn compact_if_needed(
+        &mut self,
+        progress: &mut PromptProgress,
+        cancel: &CancellationToken,
+    ) -> Option<LoopStop> {
+        if !self.should_compact() {
+            return None;
+        }
+        match self.compact(None, cancel).await {
+            Ok(report) => {
+                progress.usage.add(report.usage);
+                None
+            }
+            Err(CompactionError::Cancelled) => {
+                Some(LoopStop::new(AgentStopReason::Cancelled, None))
+            }
+            Err(CompactionError::NothingToCompact) => None,
+            Err(e) => {
+                tracing::warn!(error = %e, "compaction failed");
+                self.record(TranscriptEntry::Error {
+                    message: format!("compaction: {e}"),
+                });
+                None
+            }
+        }
     }
 
     /// Cancel, time limit and turn cap, checked before a turn starts.

@@ -21,26 +21,55 @@ pub struct SystemPromptParams<'a> {
     pub tools: &'a ToolRegistry,
 }
 
-/// Reads `AGENTS.md` at the workspace root — never from a parent directory, and never through a
-/// symlink that leads outside the workspace. Returns `None` when absent or unreadable.
-pub fn read_project_instructions(workspace_root: &Path) -> Option<String> {
-    let path = workspace_root.join("AGENTS.md");
-    let real = std::fs::canonicalize(&path).ok()?;
+/// File names of project instructions, in order of preference: `AGENTS.md` (the open convention
+/// Codex reads), then `CLAUDE.md` (Claude Code's). Only the first that exists is read.
+pub const INSTRUCTIONS_FILES: [&str; 2] = ["AGENTS.md", "CLAUDE.md"];
+
+/// Project instructions read from the workspace root.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProjectInstructions {
+    /// The file name it came from (`AGENTS.md` or `CLAUDE.md`).
+    pub file_name: &'static str,
+    /// Its text, cut at [`MAX_INSTRUCTIONS_BYTES`] with a note.
+    pub text: String,
+}
+
+/// Finds the project instructions file at the workspace root: `AGENTS.md`, or `CLAUDE.md` when
+/// there is no `AGENTS.md` — never from a parent directory, and never through a symlink that
+/// leads outside the workspace. Returns `None` when neither is present and readable.
+pub fn find_project_instructions(workspace_root: &Path) -> Option<ProjectInstructions> {
     let root = std::fs::canonicalize(workspace_root).ok()?;
-    if !real.starts_with(&root) || !real.is_file() {
+    INSTRUCTIONS_FILES.iter().find_map(|name| {
+        let text = read_instructions_file(&root, name)?;
+        Some(ProjectInstructions {
+            file_name: name,
+            text,
+        })
+    })
+}
+
+/// Reads one instructions file inside `root` (canonical), cut at 32 KiB.
+fn read_instructions_file(root: &Path, name: &str) -> Option<String> {
+    let real = std::fs::canonicalize(root.join(name)).ok()?;
+    if !real.starts_with(root) || !real.is_file() {
         return None;
     }
     let bytes = std::fs::read(&real).ok()?;
     let mut text =
         String::from_utf8_lossy(&bytes[..bytes.len().min(MAX_INSTRUCTIONS_BYTES)]).into_owned();
     if bytes.len() > MAX_INSTRUCTIONS_BYTES {
-        text.push_str("\n[AGENTS.md was cut at 32 KiB]");
+        text.push_str(&format!("\n[{name} was cut at 32 KiB]"));
     }
     Some(text)
 }
 
+/// Reads the project instructions text (see [`find_project_instructions`]).
+pub fn read_project_instructions(workspace_root: &Path) -> Option<String> {
+    find_project_instructions(workspace_root).map(|i| i.text)
+}
+
 /// Builds the system prompt: who the agent is, the workspace, date and platform, the tools,
-/// working rules, the role instructions and the project's `AGENTS.md`.
+/// working rules, the role instructions and the project's `AGENTS.md` (or `CLAUDE.md`).
 pub fn build_system_prompt(params: &SystemPromptParams<'_>) -> String {
     let mut s = String::new();
     s.push_str(
@@ -75,9 +104,12 @@ pub fn build_system_prompt(params: &SystemPromptParams<'_>) -> String {
         s.push_str(role.trim());
         s.push('\n');
     }
-    if let Some(instructions) = read_project_instructions(params.workspace_root) {
-        s.push_str("\n# Project instructions (AGENTS.md)\n");
-        s.push_str(instructions.trim());
+    if let Some(instructions) = find_project_instructions(params.workspace_root) {
+        s.push_str(&format!(
+            "\n# Project instructions ({})\n",
+            instructions.file_name
+        ));
+        s.push_str(instructions.text.trim());
         s.push('\n');
     }
     s
@@ -116,5 +148,19 @@ mod tests {
         std::os::unix::fs::symlink(outside.path().join("evil.md"), ws.path().join("AGENTS.md"))
             .unwrap();
         assert_eq!(read_project_instructions(ws.path()), None);
+    }
+
+    #[test]
+    fn claude_md_is_read_only_without_agents_md() {
+        let ws = tempfile::tempdir().unwrap();
+        assert_eq!(find_project_instructions(ws.path()), None);
+        std::fs::write(ws.path().join("CLAUDE.md"), "Claude rules").unwrap();
+        let found = find_project_instructions(ws.path()).unwrap();
+        assert_eq!(found.file_name, "CLAUDE.md");
+        assert_eq!(found.text, "Claude rules");
+        std::fs::write(ws.path().join("AGENTS.md"), "Agents rules").unwrap();
+        let found = find_project_instructions(ws.path()).unwrap();
+        assert_eq!(found.file_name, "AGENTS.md");
+        assert_eq!(found.text, "Agents rules");
     }
 }

@@ -11,7 +11,7 @@ use gate::RulePersistence;
 use serde_json::json;
 use std::sync::Mutex;
 use std::sync::RwLock;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 type Turn = Vec<Result<ModelEvent, ModelError>>;
 
@@ -793,4 +793,116 @@ async fn invalid_call_arguments_are_redacted_before_the_cut() {
     let sent = serde_json::to_string(&reqs[1].messages).unwrap();
     assert!(!sent.contains("sk-ant-inv"), "{sent}");
     assert!(sent.contains("near [REDACTED:ANTHROPIC_API_KEY]"), "{sent}");
+}
+
+/// A fixture whose agent has the hooks of `hooks_toml` (a `[hooks]` table).
+fn fixture_with_hooks(
+    client: Arc<dyn ModelClient>,
+    prompter: Arc<dyn Prompter>,
+    mode: PermissionMode,
+    hooks_toml: &str,
+) -> Fixture {
+    #[derive(serde::Deserialize)]
+    struct File {
+        hooks: crate::hooks::HooksFile,
+    }
+    let file: File = toml::from_str(hooks_toml).unwrap();
+    let mut f = fixture(client.clone(), prompter.clone(), mode);
+    let policy = Arc::new(RwLock::new(PermissionPolicy {
+        mode,
+        ..Default::default()
+    }));
+    let gate = PermissionGate::new(policy, prompter, RulePersistence::InMemory);
+    let mut tools = ToolRegistry::new();
+    tools.register(Arc::new(Touch));
+    f.agent = Agent::builder(client, "m", ToolContext::new(f.dir.path()).unwrap(), gate)
+        .tools(tools)
+        .system_prompt("sys")
+        .settings(AgentSettings {
+            hooks: crate::hooks::Hooks::new(file.hooks),
+            ..AgentSettings::default()
+        })
+        .build()
+        .unwrap();
+    f
+}
+
+#[tokio::test]
+async fn a_pre_tool_use_ask_asks_even_in_bypass_mode_and_notification_hooks_run() {
+    let script = Script::new(vec![
+        vec![
+            call("t1", "touch", json!({"path": "a.txt"})),
+            stop(StopReason::ToolUse),
+        ],
+        vec![text("done"), stop(StopReason::EndTurn)],
+    ]);
+    let prompter = Arc::new(Answer(PromptAnswer::Deny, Mutex::new(vec![])));
+    let marks = tempfile::tempdir().unwrap();
+    let marker = marks.path().join("notified.json");
+    let hooks = format!(
+        r#"
+        [[hooks.PreToolUse]]
+        hooks = [{{ type = "command", command = "echo '{{\"hookSpecificOutput\": {{\"permissionDecision\": \"ask\"}}}}'" }}]
+        [[hooks.Notification]]
+        hooks = [{{ type = "command", command = "cat > {}" }}]
+        "#,
+        marker.display()
+    );
+    let mut f = fixture_with_hooks(script, prompter.clone(), PermissionMode::Bypass, &hooks);
+    f.agent.run("go", &CancellationToken::new()).await;
+    assert_eq!(prompter.1.lock().unwrap().len(), 1, "the hook made it ask");
+    assert!(!f.dir.path().join("a.txt").exists(), "the user said no");
+    // Notification hooks run in the background: wait for the marker (at most 20 s)
+    let mut text = String::new();
+    for _ in 0..200 {
+        text = std::fs::read_to_string(&marker).unwrap_or_default();
+        if text.ends_with('}') {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let input: Value = serde_json::from_str(&text).expect("the Notification hook got its input");
+    assert_eq!(input["hook_event_name"], "Notification");
+    assert!(input["message"].as_str().unwrap().contains("touch"));
+}
+
+#[tokio::test]
+async fn compact_on_demand_follows_the_instructions_and_keeps_the_last_turn() {
+    let script = Script::new(vec![
+        vec![
+            call("e1", "echo", json!({"value": "OLD-RESULT"})),
+            stop(StopReason::ToolUse),
+        ],
+        vec![text("first answer"), stop(StopReason::EndTurn)],
+        vec![text("THE SUMMARY"), stop(StopReason::EndTurn)],
+    ]);
+    let mut f = fixture(
+        script.clone(),
+        Arc::new(DenyPrompter),
+        PermissionMode::Bypass,
+    );
+    let cancel = CancellationToken::new();
+    f.agent.run("task", &cancel).await;
+    let report = f
+        .agent
+        .compact(Some("focus on the echo"), &cancel)
+        .await
+        .unwrap();
+    assert_eq!(report.summary, "THE SUMMARY");
+    assert_eq!(report.summarised_messages, 3);
+    let requests = script.requests.lock().unwrap().clone();
+    let summary_request = requests.last().unwrap();
+    assert!(summary_request.tools.is_empty());
+    assert_eq!(summary_request.system, COMPACTION_SYSTEM_PROMPT);
+    let asked = format!("{:?}", summary_request.messages);
+    assert!(asked.contains("focus on the echo") && asked.contains("OLD-RESULT"));
+    let history = f.agent.history();
+    assert_eq!(history.len(), 2, "the summary, then the last answer");
+    assert!(history[0].text().contains("THE SUMMARY"));
+    assert_eq!(history[1].text(), "first answer");
+    // nothing older than the last turn: a second compaction has nothing to do
+    assert!(matches!(
+        f.agent.compact(None, &cancel).await,
+        Err(CompactionError::NothingToCompact)
+    ));
 }

@@ -95,25 +95,29 @@ impl Agent {
     /// The request for the next turn: the newest history that fits the context window after
     /// the output reserve and the system prompt and tool specs.
     fn next_request(&self) -> ModelRequest {
-        let tool_specs = self.tools.specs();
-        let overhead = context::estimate_text_tokens(&self.system_prompt)
-            + tool_specs
+        ModelRequest {
+            model: self.model.clone(),
+            system: self.system_prompt.clone(),
+            messages: self.history.clone(),
+            tools: self.tools.specs(),
+            max_output_tokens: self.settings.max_output_tokens,
+        }
+    }
+
+    /// Estimated tokens of what every request carries besides the history: the system prompt,
+    /// the tool specs and the output reserve.
+    pub(super) fn request_overhead(&self) -> usize {
+        context::estimate_text_tokens(&self.system_prompt)
+            + self
+                .tools
+                .specs()
                 .iter()
                 .map(|t| {
                     context::estimate_text_tokens(&t.description)
                         + context::estimate_text_tokens(&t.input_schema.to_string())
                 })
-                .sum::<usize>();
-        let budget = (self.settings.context_window as usize)
-            .saturating_sub(self.settings.max_output_tokens as usize)
-            .saturating_sub(overhead);
-        ModelRequest {
-            model: self.model.clone(),
-            system: self.system_prompt.clone(),
-            messages: context::fit_history(&self.history, budget),
-            tools: tool_specs,
-            max_output_tokens: self.settings.max_output_tokens,
-        }
+                .sum::<usize>()
+            + self.settings.max_output_tokens as usize
     }
 
     /// Adds one stream event to the reply; `shown` is the turn's stream redactor for the text

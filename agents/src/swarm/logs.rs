@@ -152,6 +152,14 @@ pub fn format_transcript_line(entry: &TranscriptEntry, ts: &str) -> Option<Strin
             decision, reason, ..
         } => format!("{time}   permission {decision}: {reason}"),
         TranscriptEntry::Error { message } => format!("{time} ERROR: {message}"),
+        TranscriptEntry::Compaction {
+            summarised_messages,
+            summary,
+            ..
+        } => format!(
+            "{time} ── compacted {summarised_messages} messages into a summary: {}",
+            clip_counted(summary, 1_000)
+        ),
         TranscriptEntry::Stop { reason, turns } => {
             format!("{time} ── stopped: {reason} after {turns} turns")
         }

@@ -328,6 +328,7 @@ fn build_agent(
     Agent::builder(run.client.clone(), run.model.clone(), tool_context, gate)
         .tools(ToolRegistry::standard().select(&spec.role.tools))
         .role_instructions(spec.role.instructions.clone())
+        .subagent()
         .settings(settings)
         .history(history)
         .transcript(

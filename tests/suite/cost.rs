@@ -1,0 +1,108 @@
+//! Cost in `--output-format json`: `total_cost_usd` from the built-in price table or the
+//! configuration's `[pricing]`, null when the model's price is unknown.
+
+use super::support::*;
+use ahelper_fake_llm::{Conversation, Script, Turn};
+use serde_json::Value;
+
+fn cost_of(repo: &TestRepo, model: &str) -> Value {
+    let server = start(Script::new().with_conversation(
+        Conversation::new().turn(Turn::text("ok").with_usage(1_000_000, 100_000)),
+    ));
+    let out = ahelper(repo, &server, Wire::Anthropic)
+        .args(["-p", "hi", "--output-format", "json", "--model", model])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let result: Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(result["usage"]["input_tokens"], 1_000_000);
+    result["total_cost_usd"].clone()
+}
+
+#[test]
+fn a_known_model_has_its_list_price() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    // claude-sonnet-4-5: $3 / $15 per million tokens
+    let cost = cost_of(&repo, "claude-sonnet-4-5-20250929")
+        .as_f64()
+        .unwrap();
+    assert!((cost - 4.5).abs() < 1e-9, "{cost}");
+}
+
+#[test]
+fn an_unknown_model_has_no_cost_and_a_configured_one_has_its_price() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    assert_eq!(cost_of(&repo, "my-local-model"), Value::Null);
+    repo.write(
+        ".ahelper/config.toml",
+        "[pricing.\"my-local-model\"]\ninput_per_mtok = 0.5\noutput_per_mtok = 2.0\n",
+    );
+    let cost = cost_of(&repo, "my-local-model").as_f64().unwrap();
+    assert!((cost - 0.7).abs() < 1e-9, "{cost}");
+}
+
+#[test]
+fn a_negative_price_is_refused() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    repo.write(
+        ".ahelper/config.toml",
+        "[pricing.\"m\"]\ninput_per_mtok = -1.0\noutput_per_mtok = 2.0\n",
+    );
+    let server = start(Script::new().with_conversation(Conversation::new().turn(Turn::text("ok"))));
+    ahelper(&repo, &server, Wire::Anthropic)
+        .args(["-p", "hi"])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("input_per_mtok"));
+}
+
+#[test]
+fn the_swarm_totals_line_shows_the_cost_of_a_priced_model() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let plan = serde_json::json!({"summary": "one file", "subtasks": [
+        {"id": "s1", "title": "Work on s1", "instructions": "Do s1.", "scope": ["a.txt"]}
+    ]});
+    let script = Script::new()
+        .with_conversation(
+            Conversation::new()
+                .matching("You are the coordinator of a swarm")
+                .turn(Turn::text(plan.to_string()).with_usage(1_000_000, 0)),
+        )
+        .with_conversation(
+            Conversation::new()
+                .matching("Your subtask `s1`")
+                .turn(
+                    Turn::tool_call(
+                        "write_file",
+                        serde_json::json!({"path": "a.txt", "content": "A\n"}),
+                    )
+                    .with_usage(1_000_000, 0),
+                )
+                .turn(Turn::text("done").with_usage(1_000_000, 0)),
+        );
+    let server = start(script);
+    let out = ahelper(&repo, &server, Wire::Anthropic)
+        .args([
+            "swarm",
+            "do it",
+            "--yes",
+            "--permission-mode",
+            "bypass",
+            "--model",
+            "claude-haiku-4-5",
+        ])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let out = String::from_utf8_lossy(&out);
+    let totals = out
+        .lines()
+        .find(|l| l.starts_with("run ") && l.contains("workers done"))
+        .unwrap_or_else(|| panic!("a totals line: {out}"));
+    // 3,000,000 input tokens (plan and both worker turns) at $1 per million
+    assert!(totals.contains(" · cost $3.00 · "), "{totals}");
+}

@@ -1,0 +1,330 @@
+//! Hooks through the binary: Claude Code's events, input on stdin, exit codes and JSON
+//! decisions, timeouts, and project-config hooks ignored.
+
+use super::support::*;
+use ahelper_fake_llm::{Conversation, Script, Turn};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+
+/// Writes the user config (`$XDG_CONFIG_HOME/ahelper/config.toml`).
+fn user_config(repo: &TestRepo, text: &str) {
+    let dir = repo.home().join("config/ahelper");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("config.toml"), text).unwrap();
+}
+
+/// A directory outside the repository where hooks leave their marker files.
+fn marks(repo: &TestRepo) -> PathBuf {
+    let dir = repo.root().join("marks");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn read_json(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("{} was written by the hook: {e}", path.display()));
+    serde_json::from_str(&text).expect("hook input is JSON")
+}
+
+fn command_then_answer(command: &str) -> Script {
+    Script::new().with_conversation(
+        Conversation::new()
+            .turn(Turn::tool_call("run_command", json!({"command": command})))
+            .turn(Turn::text("done")),
+    )
+}
+
+#[test]
+fn pre_tool_use_exit_2_blocks_the_call_and_the_model_reads_stderr() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let marks = marks(&repo);
+    user_config(
+        &repo,
+        &format!(
+            r#"
+[[hooks.PreToolUse]]
+matcher = "run_command|edit_file"
+hooks = [{{ type = "command", command = "cat > {}/pre.json; echo 'no commands today' >&2; exit 2" }}]
+"#,
+            marks.display()
+        ),
+    );
+    let server = start(command_then_answer("touch ran.txt"));
+    ahelper(&repo, &server, Wire::Anthropic)
+        .args(["-p", "make a file", "--permission-mode", "bypass"])
+        .assert()
+        .success();
+    assert!(
+        !repo.path().join("ran.txt").exists(),
+        "the command never ran"
+    );
+    let second = server.model_requests()[1].body.to_string();
+    assert!(second.contains("no commands today"), "{second}");
+    let input = read_json(&marks.join("pre.json"));
+    assert_eq!(input["hook_event_name"], "PreToolUse");
+    assert_eq!(input["tool_name"], "run_command");
+    assert_eq!(input["tool_input"]["command"], "touch ran.txt");
+    assert!(input["session_id"].as_str().is_some_and(|s| !s.is_empty()));
+    assert!(input["transcript_path"].as_str().is_some());
+    let cwd = std::fs::canonicalize(repo.path()).unwrap();
+    assert_eq!(input["cwd"], cwd.display().to_string());
+}
+
+#[test]
+fn json_permission_deny_overrides_an_allow_rule() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    repo.write(
+        ".ahelper/config.toml",
+        "[permissions]\nallow = [\"run_command(touch:*)\"]\n",
+    );
+    user_config(
+        &repo,
+        r#"
+[[hooks.PreToolUse]]
+matcher = "run_command"
+hooks = [{ type = "command", command = "echo '{\"hookSpecificOutput\": {\"hookEventName\": \"PreToolUse\", \"permissionDecision\": \"deny\", \"permissionDecisionReason\": \"touching is forbidden\"}}'" }]
+"#,
+    );
+    let server = start(command_then_answer("touch ran.txt"));
+    ahelper(&repo, &server, Wire::Anthropic)
+        .args(["-p", "make a file"])
+        .assert()
+        .success();
+    assert!(!repo.path().join("ran.txt").exists());
+    let second = server.model_requests()[1].body.to_string();
+    assert!(second.contains("touching is forbidden"), "{second}");
+    let lines = session_lines(&repo);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["type"] == "permission" && l["reason"] == "touching is forbidden"),
+        "the refusal is in the transcript"
+    );
+}
+
+#[test]
+fn json_permission_allow_cannot_override_a_deny_rule() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    repo.write(
+        ".ahelper/config.toml",
+        "[permissions]\nmode = \"bypass\"\ndeny = [\"run_command(touch:*)\"]\n",
+    );
+    user_config(
+        &repo,
+        r#"
+[[hooks.PreToolUse]]
+hooks = [{ type = "command", command = "echo '{\"hookSpecificOutput\": {\"permissionDecision\": \"allow\"}}'" }]
+"#,
+    );
+    let server = start(command_then_answer("touch ran.txt"));
+    ahelper(&repo, &server, Wire::Anthropic)
+        .args(["-p", "make a file"])
+        .assert()
+        .success();
+    assert!(!repo.path().join("ran.txt").exists());
+}
+
+#[test]
+fn post_tool_use_receives_the_tool_response() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let marks = marks(&repo);
+    user_config(
+        &repo,
+        &format!(
+            r#"
+[[hooks.PostToolUse]]
+matcher = "run_command"
+hooks = [{{ type = "command", command = "cat > {}/post.json" }}]
+"#,
+            marks.display()
+        ),
+    );
+    let server = start(command_then_answer("echo hello-from-the-tool"));
+    ahelper(&repo, &server, Wire::Anthropic)
+        .args(["-p", "say hello", "--permission-mode", "bypass"])
+        .assert()
+        .success();
+    let input = read_json(&marks.join("post.json"));
+    assert_eq!(input["hook_event_name"], "PostToolUse");
+    assert_eq!(input["tool_name"], "run_command");
+    assert!(
+        input["tool_response"]["content"]
+            .as_str()
+            .unwrap()
+            .contains("hello-from-the-tool"),
+        "{input}"
+    );
+}
+
+#[test]
+fn session_prompt_and_stop_hooks_run() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let m = marks(&repo).display().to_string();
+    user_config(
+        &repo,
+        &format!(
+            r#"
+[[hooks.SessionStart]]
+hooks = [{{ type = "command", command = "cat > {m}/start.json" }}]
+[[hooks.UserPromptSubmit]]
+hooks = [{{ type = "command", command = "cat > {m}/prompt.json; echo 'The build uses make.'" }}]
+[[hooks.Stop]]
+hooks = [{{ type = "command", command = "cat > {m}/stop.json" }}]
+[[hooks.SessionEnd]]
+hooks = [{{ type = "command", command = "cat > {m}/end.json" }}]
+"#
+        ),
+    );
+    let server = start(Script::new().with_conversation(Conversation::new().turn(Turn::text("hi"))));
+    ahelper(&repo, &server, Wire::Anthropic)
+        .args(["-p", "hello there"])
+        .assert()
+        .success();
+    let marks = marks(&repo);
+    assert_eq!(read_json(&marks.join("start.json"))["source"], "startup");
+    assert_eq!(
+        read_json(&marks.join("prompt.json"))["prompt"],
+        "hello there"
+    );
+    assert_eq!(
+        read_json(&marks.join("stop.json"))["stop_hook_active"],
+        false
+    );
+    assert_eq!(
+        read_json(&marks.join("end.json"))["hook_event_name"],
+        "SessionEnd"
+    );
+    let first = server.model_requests()[0].body.to_string();
+    assert!(
+        first.contains("The build uses make."),
+        "UserPromptSubmit stdout is added to the context: {first}"
+    );
+}
+
+#[test]
+fn a_hanging_hook_is_killed_at_its_timeout_and_does_not_block() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let marks = marks(&repo);
+    user_config(
+        &repo,
+        &format!(
+            r#"
+[[hooks.PreToolUse]]
+hooks = [{{ type = "command", command = "echo $$ > {}/hook.pid; sleep 300; true", timeout = 1 }}]
+"#,
+            marks.display()
+        ),
+    );
+    let server = start(command_then_answer("touch ran.txt"));
+    ahelper(&repo, &server, Wire::Anthropic)
+        .args(["-p", "make a file", "--permission-mode", "bypass"])
+        .assert()
+        .success()
+        .stderr(predicates::str::contains("killed after its timeout of 1 s"));
+    assert!(
+        repo.path().join("ran.txt").exists(),
+        "a timeout does not block"
+    );
+    let pid = std::fs::read_to_string(marks.join("hook.pid")).unwrap();
+    let stat = format!("/proc/{}/stat", pid.trim());
+    let alive = std::fs::read_to_string(&stat)
+        .map(|s| !s.contains(") Z "))
+        .unwrap_or(false);
+    assert!(!alive, "the hook's process group was killed");
+}
+
+#[test]
+fn project_config_hooks_are_ignored_with_a_warning() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let marks = marks(&repo);
+    repo.write(
+        ".ahelper/config.toml",
+        &format!(
+            "[[hooks.SessionStart]]\nhooks = [{{ type = \"command\", command = \"touch {}/project-hook-ran\" }}]\n",
+            marks.display()
+        ),
+    );
+    let server = start(Script::new().with_conversation(Conversation::new().turn(Turn::text("hi"))));
+    ahelper(&repo, &server, Wire::Anthropic)
+        .args(["-p", "hello"])
+        .assert()
+        .success()
+        .stderr(predicates::str::contains(
+            "ignored the hooks in the project config",
+        ))
+        .stderr(predicates::str::contains("copy them there to enable them"))
+        .stderr(predicates::str::contains("project-hook-ran"));
+    assert!(!marks.join("project-hook-ran").exists());
+}
+
+#[test]
+fn a_stop_hook_that_blocks_makes_the_model_go_on() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let m = marks(&repo).display().to_string();
+    // blocks the first stop only: the second time the marker exists
+    user_config(
+        &repo,
+        &format!(
+            r#"
+[[hooks.Stop]]
+hooks = [{{ type = "command", command = "if [ -e {m}/once ]; then exit 0; fi; touch {m}/once; echo 'run the tests first' >&2; exit 2" }}]
+"#
+        ),
+    );
+    let server =
+        start(Script::new().with_conversation(Conversation::new().turn(Turn::text("finished"))));
+    ahelper(&repo, &server, Wire::Anthropic)
+        .args(["-p", "do it"])
+        .assert()
+        .success();
+    let requests = server.model_requests();
+    assert_eq!(requests.len(), 2, "the model was asked to go on once");
+    assert!(requests[1].body.to_string().contains("run the tests first"));
+}
+
+#[test]
+fn a_swarm_worker_runs_subagent_stop_hooks_in_its_worktree() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let m = marks(&repo).display().to_string();
+    user_config(
+        &repo,
+        &format!(
+            r#"
+[[hooks.SubagentStop]]
+hooks = [{{ type = "command", command = "cat > {m}/subagent.json" }}]
+"#
+        ),
+    );
+    let plan = json!({"summary": "one file", "subtasks": [
+        {"id": "s1", "title": "Work on s1", "instructions": "Do s1.", "scope": ["a.txt"]}
+    ]});
+    let script = Script::new()
+        .with_conversation(
+            Conversation::new()
+                .matching("You are the coordinator of a swarm")
+                .turn(Turn::text(plan.to_string())),
+        )
+        .with_conversation(
+            Conversation::new()
+                .matching("Your subtask `s1`")
+                .turn(Turn::tool_call(
+                    "write_file",
+                    json!({"path": "a.txt", "content": "A\n"}),
+                ))
+                .turn(Turn::text("done")),
+        );
+    let server = start(script);
+    ahelper(&repo, &server, Wire::Anthropic)
+        .args(["swarm", "do it", "--yes", "--permission-mode", "bypass"])
+        .assert()
+        .success();
+    let input = read_json(&marks(&repo).join("subagent.json"));
+    assert_eq!(input["hook_event_name"], "SubagentStop");
+    let cwd = input["cwd"].as_str().unwrap();
+    let repo_dir = std::fs::canonicalize(repo.path()).unwrap();
+    assert_ne!(
+        cwd,
+        repo_dir.display().to_string(),
+        "the worker's hook runs in its worktree"
+    );
+}

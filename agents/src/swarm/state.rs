@@ -80,6 +80,10 @@ pub enum WorkerStatus {
     Cancelled,
     /// Not run because a dependency did not merge.
     Skipped,
+    /// Was in flight when the process running the run died (`kill -9`, a crash); shown
+    /// instead of its last recorded state by [`RunRecord::observed`]. `swarm resume` starts it
+    /// again from its branch and transcript.
+    Interrupted,
 }
 
 impl WorkerStatus {
@@ -98,6 +102,7 @@ impl WorkerStatus {
             WorkerStatus::Failed => "failed",
             WorkerStatus::Cancelled => "cancelled",
             WorkerStatus::Skipped => "skipped",
+            WorkerStatus::Interrupted => "interrupted",
         }
     }
 
@@ -272,6 +277,15 @@ pub struct RunRecord {
     pub updated_at: String,
     /// Process id of the ahelper running it (to detect an active run).
     pub pid: u32,
+    /// Start time of process `pid`, in clock ticks since boot (field 22 of `/proc/<pid>/stat`),
+    /// so a recycled pid is not taken for the run's process. `None` in records written before
+    /// it was recorded, or where `/proc` is unavailable.
+    #[serde(default)]
+    pub pid_start_time: Option<u64>,
+    /// When `swarm clean` removed every worktree and branch of the run, RFC 3339; `swarm ls`
+    /// hides such runs unless given `--all`.
+    #[serde(default)]
+    pub cleaned_at: Option<String>,
     /// The plan once made.
     pub plan: Option<Plan>,
     /// Workers in plan order.
@@ -442,22 +456,68 @@ impl RunRecord {
         run_dir(&self.repo_root, &self.run_id).join("coordinator.jsonl")
     }
 
-    /// The state `swarm ls` shows: the status, or `stopped` for a run left `planning` or
-    /// `running` by a process that is gone (resume it or clean it).
+    /// The state `swarm ls` and `swarm status` show: the status, or `interrupted` for a run left
+    /// `planning` or `running` by a process that is gone or is not the one that ran it (resume it
+    /// or clean it).
     pub fn state_label(&self) -> &'static str {
-        if matches!(self.status, RunStatus::Running | RunStatus::Planning) && !self.is_active() {
-            "stopped"
+        if self.is_interrupted() {
+            "interrupted"
         } else {
             self.status.as_str()
         }
     }
 
-    /// Whether the process recorded in `pid` is still alive and the run is not over.
+    /// Whether the run was left `planning` or `running` by a process that no longer runs it
+    /// (killed, crashed, or its pid now belongs to another process).
+    pub fn is_interrupted(&self) -> bool {
+        matches!(self.status, RunStatus::Running | RunStatus::Planning) && !self.is_active()
+    }
+
+    /// Whether the process recorded in `pid` is still alive, is the same process (its start
+    /// time matches `pid_start_time` when recorded), and the run is not over.
     pub fn is_active(&self) -> bool {
         matches!(self.status, RunStatus::Planning | RunStatus::Running)
             && self.pid != 0
             && process_alive(self.pid)
+            && match (self.pid_start_time, process_start_time(self.pid)) {
+                (Some(recorded), Some(now)) => recorded == now,
+                _ => true,
+            }
     }
+
+    /// Records the current process as the one running the run (`pid`, `pid_start_time`).
+    pub fn claim_for_this_process(&mut self) {
+        self.pid = std::process::id();
+        self.pid_start_time = process_start_time(self.pid);
+    }
+
+    /// The record as it should be shown: for an interrupted run ([`Self::is_interrupted`]),
+    /// every worker that was in flight is [`WorkerStatus::Interrupted`]. Not saved.
+    pub fn observed(mut self) -> RunRecord {
+        if self.is_interrupted() {
+            for w in &mut self.workers {
+                if matches!(
+                    w.status,
+                    WorkerStatus::Starting
+                        | WorkerStatus::Running
+                        | WorkerStatus::WaitingForPermission
+                        | WorkerStatus::Committing
+                ) {
+                    w.status = WorkerStatus::Interrupted;
+                }
+            }
+        }
+        self
+    }
+}
+
+/// Start time of process `pid` in clock ticks since boot: field 22 of `/proc/<pid>/stat`
+/// (proc(5)); `None` when the process is gone or `/proc` is unavailable.
+pub fn process_start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) is in parentheses and may contain spaces: count from the last `)`.
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    after_name.split_whitespace().nth(19)?.parse().ok()
 }
 
 /// Whether a process with this pid exists (signal 0).
@@ -565,6 +625,8 @@ mod tests {
             created_at: String::new(),
             updated_at: String::new(),
             pid: 0,
+            pid_start_time: None,
+            cleaned_at: None,
             plan: None,
             workers,
             usage: Usage::default(),
@@ -612,6 +674,8 @@ mod tests {
             created_at: String::new(),
             updated_at: String::new(),
             pid: std::process::id(),
+            pid_start_time: None,
+            cleaned_at: None,
             plan: None,
             workers: vec![],
             usage: Usage::default(),

@@ -197,6 +197,10 @@ fn a_run_whose_pid_is_another_process_is_interrupted_and_resumes() {
     run["status"] = json!("running");
     run["pid"] = json!(std::process::id());
     run["pid_start_time"] = json!(1);
+    // What the earlier process had done (issue 9.9: resume counts the whole run).
+    run["workers"][0]["turns"] = json!(3);
+    run["workers"][0]["tool_calls"] = json!(2);
+    run["workers"][0]["usage"] = json!({"input_tokens": 1000, "output_tokens": 500});
     std::fs::write(runs_dir(&repo).join(&id).join("run.json"), run.to_string()).unwrap();
     let ls = stdout_of(&mut swarm(&repo, &server, &["ls"]));
     assert!(ls.contains("interrupted"), "{ls}");
@@ -212,7 +216,11 @@ fn a_run_whose_pid_is_another_process_is_interrupted_and_resumes() {
     )));
     let run = last_run(&repo);
     assert_eq!(run["status"], "finished");
-    assert_eq!(run["workers"][0]["status"], "merged");
+    let w1 = &run["workers"][0];
+    assert_eq!(w1["status"], "merged");
+    assert_eq!(w1["turns"], 5, "3 earlier turns and 2 resumed: {w1}");
+    assert_eq!(w1["tool_calls"], 3, "{w1}");
+    assert!(w1["usage"]["input_tokens"].as_u64().unwrap() > 1000, "{w1}");
 }
 
 /// issue 10.7: `status` and `logs` default to the latest run (`logs w1` is its worker);

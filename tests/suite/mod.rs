@@ -5,6 +5,7 @@ mod flags;
 mod key_protection;
 mod print_mode;
 mod refusals;
+mod repl;
 mod run_lifecycle;
 mod server_errors;
 mod support;

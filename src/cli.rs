@@ -100,7 +100,11 @@ pub struct CommonArgs {
     #[arg(long, global = true, value_name = "MODE", value_parser = ["enforce", "off"])]
     pub sandbox: Option<String>,
 
-    /// Show tool calls on stderr in `-p` mode; log at info level.
+    /// Verbose. `-p`: also print each tool call and its result on stderr (refused calls and
+    /// retries are printed with or without it). REPL and `swarm`: no change on screen (tool calls
+    /// and the status table are always shown). Every mode: the log file
+    /// `$XDG_STATE_HOME/ahelper/logs/ahelper.log` records at `info` instead of `warn` level
+    /// (`AHELPER_LOG` overrides both).
     #[arg(short, long, global = true)]
     pub verbose: bool,
 }

@@ -189,4 +189,47 @@ mod tests {
         assert_eq!(parse_answer("no"), Some(PromptAnswer::Deny));
         assert_eq!(parse_answer("maybe"), None);
     }
+
+    fn request(tool: &str, input: serde_json::Value) -> PromptRequest {
+        PromptRequest {
+            requester: None,
+            tool: tool.into(),
+            subject: None,
+            input,
+            reason: String::new(),
+            suggested_rule: String::new(),
+        }
+    }
+
+    #[test]
+    fn edit_and_write_questions_preview_the_change() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.txt"), "one\ntwo\n").unwrap();
+        let edit = request(
+            "edit_file",
+            serde_json::json!({"path": "a.txt", "old_string": "two\n", "new_string": "2\n"}),
+        );
+        let preview = diff_preview(&edit, dir.path()).unwrap();
+        assert!(
+            preview.contains("-two") && preview.contains("+2"),
+            "{preview}"
+        );
+        let write = request(
+            "write_file",
+            serde_json::json!({"path": "a.txt", "content": "one\nthree\n"}),
+        );
+        let preview = diff_preview(&write, dir.path()).unwrap();
+        assert!(
+            preview.contains(" one") && preview.contains("+three"),
+            "{preview}"
+        );
+        let long = "x\n".repeat(100);
+        let new_file = request(
+            "write_file",
+            serde_json::json!({"path": "new.txt", "content": long}),
+        );
+        let preview = diff_preview(&new_file, dir.path()).unwrap();
+        assert!(preview.contains("more lines"), "{preview}");
+        assert!(diff_preview(&request("run_command", serde_json::json!({})), dir.path()).is_none());
+    }
 }

@@ -661,6 +661,27 @@ mod tests {
     }
 
     #[test]
+    fn a_recycled_pid_is_not_the_runs_process() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut r: RunRecord = serde_json::from_value(serde_json::json!({
+            "run_id": "r", "task": "t", "repo_root": dir.path(), "base_commit": "c",
+            "base_ref": "HEAD", "integration_branch": "i", "status": "running",
+            "created_at": "", "updated_at": "", "pid": 0, "plan": null, "workers": [],
+            "usage": {"input_tokens": 0, "output_tokens": 0}, "summary": null, "error": null
+        }))
+        .unwrap();
+        r.claim_for_this_process();
+        assert!(r.pid_start_time.is_some());
+        assert!(r.is_active() && !r.is_interrupted());
+        r.pid_start_time = r.pid_start_time.map(|t| t + 1);
+        assert!(!r.is_active() && r.is_interrupted());
+        assert_eq!(r.state_label(), "interrupted");
+        // records written before the start time was recorded: the pid alone decides
+        r.pid_start_time = None;
+        assert!(r.is_active());
+    }
+
+    #[test]
     fn save_load_find() {
         let dir = tempfile::tempdir().unwrap();
         let mut r = RunRecord {

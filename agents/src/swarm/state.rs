@@ -514,14 +514,23 @@ impl RunRecord {
 /// Start time of process `pid` in clock ticks since boot: field 22 of `/proc/<pid>/stat`
 /// (proc(5)); `None` when the process is gone or `/proc` is unavailable.
 pub fn process_start_time(pid: u32) -> Option<u64> {
+    stat_fields(pid)?.get(19)?.parse().ok()
+}
+
+/// The fields of `/proc/<pid>/stat` after the command name (field 3, the state, first).
+fn stat_fields(pid: u32) -> Option<Vec<String>> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name (field 2) is in parentheses and may contain spaces: count from the last `)`.
     let after_name = &stat[stat.rfind(')')? + 1..];
-    after_name.split_whitespace().nth(19)?.parse().ok()
+    Some(after_name.split_whitespace().map(str::to_string).collect())
 }
 
-/// Whether a process with this pid exists (signal 0).
+/// Whether a process with this pid exists (signal 0) and has not exited (a zombie, state `Z`
+/// or `X` in `/proc/<pid>/stat`, killed but not yet reaped by its parent, is not alive).
 pub fn process_alive(pid: u32) -> bool {
+    if stat_fields(pid).is_some_and(|f| matches!(f.first().map(String::as_str), Some("Z" | "X"))) {
+        return false;
+    }
     let Ok(pid) = libc::pid_t::try_from(pid) else {
         return false;
     };
@@ -658,6 +667,21 @@ mod tests {
             RunOutcome::Cancelled
         );
         assert_eq!(run(RunStatus::Failed, vec![]).outcome(), RunOutcome::Failed);
+    }
+
+    #[test]
+    fn a_killed_process_not_yet_reaped_is_not_alive() {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        // `true` exits at once; until we wait for it, it is a zombie.
+        while process_alive(pid) && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let alive = process_alive(pid);
+        child.wait().unwrap();
+        assert!(!alive, "a zombie counts as alive");
+        assert!(process_alive(std::process::id()));
     }
 
     #[test]

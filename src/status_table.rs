@@ -93,7 +93,7 @@ pub fn totals_line(record: &RunRecord, elapsed_ms: u64) -> String {
     format!(
         "run {} · {} · tokens {} in / {} out · elapsed {} · workers done {}/{}",
         &record.run_id[..record.run_id.len().min(13)],
-        record.status.as_str(),
+        record.state_label(),
         format_tokens(record.usage.input_tokens),
         format_tokens(record.usage.output_tokens),
         format_elapsed(elapsed_ms),

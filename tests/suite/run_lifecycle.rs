@@ -113,7 +113,7 @@ fn a_killed_swarm_is_interrupted_in_ls_status_and_the_next_run() {
     let repo = repo_with(&[("a.txt", "a\n")]);
     // The worker's model answers slowly: the run is killed while it waits.
     let mut turns = writes_a();
-    turns[0] = turns[0].clone().with_delay_ms(30_000);
+    turns[0] = turns[0].clone().with_delay_ms(10_000);
     let server = start(one_subtask(turns));
     let mut child = spawn_until_worker_runs(&repo, &server);
     child.kill().unwrap(); // SIGKILL
@@ -136,6 +136,10 @@ fn a_killed_swarm_is_interrupted_in_ls_status_and_the_next_run() {
     let w1 = status.lines().find(|l| l.starts_with("w1")).unwrap();
     assert!(w1.contains("interrupted"), "{status}");
     assert!(!status.contains("starting"), "{status}");
+    assert!(
+        status.contains(" · interrupted · "),
+        "the totals line: {status}"
+    );
 
     swarm(&repo, &server, &["another task", "--plan-only"])
         .assert()

@@ -166,8 +166,9 @@ impl Repl<'_> {
     async fn run_prompt(&mut self, prompt: &str, color: bool) {
         let rx = self.session.agent.subscribe();
         let cancel = CancellationToken::new();
-        let watcher = crate::spawn_ctrl_c_watcher(cancel.clone());
         let saved = typeahead::quiet_terminal();
+        let watcher = spawn_turn_watcher(cancel.clone(), saved);
+        let restore = typeahead::TerminalRestore(saved);
         let printer = tokio::spawn(print_events(rx, color));
         self.session.agent.run(prompt, &cancel).await;
         self.session.agent.unsubscribe();
@@ -176,9 +177,7 @@ impl Repl<'_> {
             self.written.extend(written);
         }
         self.setup.typeahead.collect_pending();
-        if let Some(saved) = saved {
-            typeahead::set_terminal(&saved);
-        }
+        drop(restore);
     }
 
     /// The REPL's own commands (`/clear`, `/resume`, `/status`, `/diff`), then the others.
@@ -337,6 +336,26 @@ impl Repl<'_> {
             (None, _) => println!("git could not be run in {}.", root.display()),
         }
     }
+}
+
+/// Ctrl-C during a turn: the first cancels it, the second gives the terminal its settings
+/// back (`saved`, from before the turn made it quiet) and exits with 130.
+fn spawn_turn_watcher(
+    cancel: CancellationToken,
+    saved: Option<libc::termios>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            cancel.cancel();
+            eprintln!("\n(cancelling… press Ctrl-C again to quit)");
+            if tokio::signal::ctrl_c().await.is_ok() {
+                if let Some(saved) = saved {
+                    typeahead::set_terminal(&saved);
+                }
+                std::process::exit(130);
+            }
+        }
+    })
 }
 
 /// Prints the agent's events until the turn ends; returns the paths it wrote to.

@@ -112,6 +112,17 @@ pub fn quiet_terminal() -> Option<libc::termios> {
     Some(saved)
 }
 
+/// Gives the terminal the settings it holds back when dropped (also when a panic unwinds).
+pub struct TerminalRestore(pub Option<libc::termios>);
+
+impl Drop for TerminalRestore {
+    fn drop(&mut self) {
+        if let Some(saved) = &self.0 {
+            set_terminal(saved);
+        }
+    }
+}
+
 /// For a question during a turn: echo and line editing on, as a normal terminal line. Returns
 /// the settings to restore afterwards.
 pub fn line_terminal() -> Option<libc::termios> {

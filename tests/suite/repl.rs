@@ -20,9 +20,15 @@ impl Tmux {
     /// Starts `ahelper <args>` in `repo` on a 120×40 terminal, with the environment the other
     /// end-to-end tests use.
     fn start(repo: &TestRepo, server: &FakeLlm, args: &[&str]) -> Tmux {
+        Tmux::start_then(repo, server, args, None)
+    }
+
+    /// As [`Tmux::start`], then runs the shell command `after` in the same terminal once
+    /// `ahelper` exited.
+    fn start_then(repo: &TestRepo, server: &FakeLlm, args: &[&str], after: Option<&str>) -> Tmux {
         let dir = tempfile::tempdir().unwrap();
         let base = ahelper(repo, server, Wire::Anthropic);
-        let mut script = String::from("#!/bin/sh\n");
+        let mut script = String::from("#!/bin/bash\n");
         for (k, v) in base.get_envs() {
             if let Some(v) = v {
                 script.push_str(&format!(
@@ -33,14 +39,19 @@ impl Tmux {
             }
         }
         script.push_str(&format!(
-            "cd '{}' && exec '{}'",
+            "cd '{}' && {}'{}'",
             repo.path().display(),
+            if after.is_some() { "" } else { "exec " },
             base.get_program().to_string_lossy()
         ));
         for a in args {
             script.push_str(&format!(" '{a}'"));
         }
         script.push('\n');
+        if let Some(after) = after {
+            script.push_str(after);
+            script.push('\n');
+        }
         let script_path = dir.path().join("run.sh");
         std::fs::write(&script_path, script).unwrap();
         let tmux = Tmux {
@@ -57,7 +68,8 @@ impl Tmux {
             "-y",
             "40",
         ])
-        .arg("sh")
+        // bash, not sh: it carries on after a child that handled Ctrl-C itself
+        .arg("bash")
         .arg(&script_path)
         .status()
         .unwrap();
@@ -83,8 +95,29 @@ impl Tmux {
         self.run(&["send-keys", key]).status().unwrap();
     }
 
-    /// Types `line` and presses Enter.
+    /// Waits until the REPL shows an empty prompt (its last line is `ahelper〉`): keys typed
+    /// before that belong to the running turn (kept as type-ahead, Enter included).
+    #[track_caller]
+    fn wait_ready(&self) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let screen = self.screen();
+            let last = screen.lines().rev().find(|l| !l.trim().is_empty());
+            if last.is_some_and(|l| l.trim_end() == "ahelper〉") {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the REPL never showed an empty prompt:\n{screen}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Waits for an empty prompt, types `line` and presses Enter.
+    #[track_caller]
     fn line(&self, line: &str) {
+        self.wait_ready();
         self.type_text(line);
         self.press("Enter");
     }
@@ -278,5 +311,30 @@ fn tools_and_diff_commands() {
     assert!(
         screen.contains("Files written in this session:") && screen.contains("-a"),
         "{screen}"
+    );
+}
+
+/// Ctrl-C during a turn cancels it; after `/exit` the terminal echoes as before (the turn's
+/// quiet mode is undone).
+#[test]
+fn ctrl_c_cancels_a_turn_and_the_terminal_is_restored_on_exit() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let server = start(Script::new().with_conversation(
+        Conversation::new().turn(Turn::text("never seen").with_delay_ms(20_000)),
+    ));
+    let after = "echo \"exit=$?\"; stty -a | tr ' ;' '\\n\\n' | grep -x -- '-\\{0,1\\}echo' | sed 's/^/mode:/'";
+    let tmux = Tmux::start_then(&repo, &server, &[], Some(after));
+    tmux.wait_for("Type /help");
+    tmux.line("slow question");
+    wait_for_requests(&server, 1);
+    tmux.press("C-c");
+    tmux.wait_for("[cancelled");
+    tmux.line("/exit");
+    let screen = tmux.wait_for("mode:");
+    assert!(!screen.contains("never seen"), "{screen}");
+    assert!(screen.contains("exit=0"), "{screen}");
+    assert!(
+        screen.contains("mode:echo"),
+        "the terminal no longer echoes:\n{screen}"
     );
 }

@@ -49,3 +49,6 @@ echo
 echo "Your checkout is untouched (git status --short):"
 git status --short
 echo "Inspect: cd $repo && ahelper swarm logs $run w1"
+echo
+echo "Everything the demo made is in $work (the project, the model's state and the worktrees)."
+echo "Remove it when you are done: rm -rf '$work'"

@@ -32,7 +32,7 @@ pub struct Cli {
     #[arg(long, value_name = "TEXT")]
     pub append_system_prompt: Option<String>,
 
-    /// Resume the session with this id (from `.ahelper/sessions/`).
+    /// Resume the session with this id or unique id prefix (from `.ahelper/sessions/`).
     #[arg(long, value_name = "SESSION_ID", conflicts_with = "continue_latest")]
     pub resume: Option<String>,
 
@@ -100,7 +100,11 @@ pub struct CommonArgs {
     #[arg(long, global = true, value_name = "MODE", value_parser = ["enforce", "off"])]
     pub sandbox: Option<String>,
 
-    /// Show tool calls on stderr in `-p` mode; log at info level.
+    /// Verbose. `-p`: also print each tool call and its result on stderr (refused calls and
+    /// retries are printed with or without it). REPL and `swarm`: no change on screen (tool calls
+    /// and the status table are always shown). Every mode: the log file
+    /// `$XDG_STATE_HOME/ahelper/logs/ahelper.log` records at `info` instead of `warn` level
+    /// (`AHELPER_LOG` overrides both).
     #[arg(short, long, global = true)]
     pub verbose: bool,
 }
@@ -166,25 +170,41 @@ pub struct SwarmRunArgs {
     #[arg(long)]
     pub apply: bool,
 
-    /// Output: `text` (live table on a terminal, one line per event otherwise) or `stream-json`.
-    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
-    pub output_format: OutputFormat,
+    /// Output: `text` (live table on a terminal, one line per event otherwise) or `stream-json`
+    /// (one JSON event per line, each with a `type` key as in `-p`).
+    #[arg(long, value_enum, default_value_t = SwarmOutputFormat::Text)]
+    pub output_format: SwarmOutputFormat,
+}
+
+/// Output formats of `swarm` and `swarm resume`: a run is a stream of events, so there is no
+/// single-object `json` (as `-p` has).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum SwarmOutputFormat {
+    /// Live table on a terminal, one line per event otherwise.
+    #[default]
+    Text,
+    /// One JSON object per event (JSON Lines), each with a `type` key.
+    StreamJson,
 }
 
 /// `ahelper swarm <subcommand>`.
 #[derive(Debug, Subcommand)]
 pub enum SwarmCommand {
-    /// List runs of this repository.
-    Ls,
+    /// List runs of this repository (cleaned runs only with --all).
+    Ls {
+        /// Also list runs whose worktrees and branches `swarm clean` removed.
+        #[arg(long)]
+        all: bool,
+    },
     /// Show a run's status table once.
     Status {
-        /// Run id (a unique prefix is enough).
-        run: String,
+        /// Run id (a unique prefix is enough); default: the latest run.
+        run: Option<String>,
     },
     /// Show a run's transcripts: the coordinator's, or one worker's.
     Logs {
-        /// Run id (prefix).
-        run: String,
+        /// Run id (prefix); default: the latest run (`swarm logs w1` shows worker w1 of it).
+        run: Option<String>,
         /// Worker id (e.g. `w1`); default: the coordinator.
         worker: Option<String>,
         /// Keep printing new lines as they are written.
@@ -201,9 +221,9 @@ pub enum SwarmCommand {
         /// Workers running at once.
         #[arg(long, value_name = "N", value_parser = parse_positive)]
         max_workers: Option<usize>,
-        /// `text` or `stream-json`.
-        #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
-        output_format: OutputFormat,
+        /// `text` (live table on a terminal, one line per event otherwise) or `stream-json`.
+        #[arg(long, value_enum, default_value_t = SwarmOutputFormat::Text)]
+        output_format: SwarmOutputFormat,
     },
     /// Remove a run's worktrees and merged branches.
     Clean {
@@ -215,6 +235,10 @@ pub enum SwarmCommand {
         /// Also delete branches with commits that are not in the integration branch.
         #[arg(long)]
         force: bool,
+        /// Also remove the run's record and transcripts (`.ahelper/runs/<run>/`) once its
+        /// worktrees and branches are gone.
+        #[arg(long)]
+        purge: bool,
     },
 }
 

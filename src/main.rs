@@ -31,6 +31,7 @@ mod repl;
 mod status_table;
 mod swarm_cmd;
 mod swarm_ui;
+mod typeahead;
 
 use ahelper_agents::config::{CliOverrides, Config, ConfigError, EnvSnapshot};
 use ahelper_agents::hardening::{self, HardeningReport};
@@ -142,15 +143,19 @@ fn session_only_flag(cli: &Cli) -> Option<&'static str> {
 /// `-p`, `ahelper "<prompt>"` or the REPL.
 fn run_session(rt: &tokio::runtime::Runtime, cli: Cli, config: &Config) -> i32 {
     let interactive = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
+    let typeahead = typeahead::TypeAhead::default();
     let prompter: Arc<dyn Prompter> = if interactive {
-        Arc::new(prompter::TerminalPrompter::default())
+        Arc::new(prompter::TerminalPrompter::new(
+            config.workspace_root.clone(),
+            typeahead.clone(),
+        ))
     } else {
         Arc::new(DenyPrompter)
     };
     let session = match Session::start(
         config,
         SessionOptions {
-            prompter,
+            prompter: prompter.clone(),
             resume: cli.resume.clone(),
             continue_latest: cli.continue_latest,
             client_override: None,
@@ -204,7 +209,13 @@ fn run_session(rt: &tokio::runtime::Runtime, cli: Cli, config: &Config) -> i32 {
                 );
                 return EXIT_USAGE;
             }
-            repl::run(rt, config, session, first)
+            let setup = repl::ReplSetup {
+                prompter,
+                append_system_prompt: cli.append_system_prompt.clone(),
+                typeahead,
+                resumed: cli.resume.is_some() || cli.continue_latest,
+            };
+            repl::run(rt, config, session, first, setup)
         }
     }
 }

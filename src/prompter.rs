@@ -1,14 +1,36 @@
 //! Permission prompts on the terminal.
 
+use crate::typeahead::{self, TypeAhead};
 use ahelper_agents::permissions::{PromptAnswer, PromptRequest, Prompter};
 use ahelper_agents::text::for_terminal;
 use crossterm::style::Stylize;
-use std::io::{BufRead, Write};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
-/// Asks on stderr and reads the answer from stdin, one prompt at a time.
-#[derive(Default)]
+/// Lines of a diff preview shown at most; the rest is counted.
+const MAX_PREVIEW_LINES: usize = 40;
+
+/// Asks on stderr and reads the answer from stdin, one prompt at a time. Edits and writes
+/// show a diff preview of the change (files read relative to `root`). Keys typed during the
+/// turn before the question go to the [`TypeAhead`], never into the answer; Ctrl-C at the
+/// question cancels it (answered "no" — the REPL's Ctrl-C watcher cancels the turn).
 pub struct TerminalPrompter {
     lock: tokio::sync::Mutex<()>,
+    root: PathBuf,
+    typeahead: TypeAhead,
+}
+
+impl TerminalPrompter {
+    /// A prompter for the workspace at `root`, collecting early keys into `typeahead`.
+    pub fn new(root: PathBuf, typeahead: TypeAhead) -> Self {
+        TerminalPrompter {
+            lock: tokio::sync::Mutex::new(()),
+            root,
+            typeahead,
+        }
+    }
 }
 
 /// Parses an answer: `y`/`yes`, `n`/`no`, `a`/`always`, `d`/`never`/`deny`.
@@ -39,35 +61,115 @@ pub fn format_prompt(request: &PromptRequest, always_target: &str) -> String {
     )
 }
 
+/// A unified diff (the `similar` crate) of what an `edit_file` or `write_file` call would
+/// change, at most [`MAX_PREVIEW_LINES`] lines; `None` for other tools or unreadable input.
+/// `write_file` is compared with the file's current text under `root` (empty when new).
+pub fn diff_preview(request: &PromptRequest, root: &Path) -> Option<String> {
+    let input = &request.input;
+    let path = input.get("path")?.as_str()?;
+    let (old, new) = match request.tool.as_str() {
+        "write_file" => {
+            let current = std::fs::read_to_string(root.join(path)).unwrap_or_default();
+            (current, input.get("content")?.as_str()?.to_string())
+        }
+        "edit_file" => (
+            input.get("old_string")?.as_str()?.to_string(),
+            input.get("new_string")?.as_str()?.to_string(),
+        ),
+        _ => return None,
+    };
+    let diff = similar::TextDiff::from_lines(&old, &new);
+    let text = diff
+        .unified_diff()
+        .context_radius(3)
+        .header(&format!("a/{path}"), &format!("b/{path}"))
+        .to_string();
+    let lines: Vec<&str> = text.lines().collect();
+    let mut preview: Vec<String> = lines
+        .iter()
+        .take(MAX_PREVIEW_LINES)
+        .map(|l| format!("  {l}"))
+        .collect();
+    if lines.len() > MAX_PREVIEW_LINES {
+        preview.push(format!(
+            "  … {} more lines",
+            lines.len() - MAX_PREVIEW_LINES
+        ));
+    }
+    Some(preview.join("\n"))
+}
+
+/// Reads one line from stdin, giving up when `stop` is set (checked every 100 ms). `None`:
+/// stopped; `Some("")`: end of input.
+fn read_line_until(stop: &AtomicBool) -> Option<String> {
+    let mut line = Vec::new();
+    loop {
+        if stop.load(Ordering::SeqCst) {
+            return None;
+        }
+        if !typeahead::stdin_readable(100) {
+            continue;
+        }
+        let mut byte = [0u8; 1];
+        // SAFETY: reads one byte into a local buffer.
+        let n = unsafe { libc::read(0, byte.as_mut_ptr().cast(), 1) };
+        if n <= 0 || byte[0] == b'\n' {
+            return Some(String::from_utf8_lossy(&line).into_owned());
+        }
+        line.push(byte[0]);
+    }
+}
+
+/// The question on the terminal: what was typed before it goes to the type-ahead, then up to
+/// five tries for a valid answer in a normal (echoing) terminal line.
+fn ask_on_terminal(text: String, typeahead: TypeAhead, stop: Arc<AtomicBool>) -> PromptAnswer {
+    typeahead.collect_pending();
+    let saved = typeahead::line_terminal();
+    let mut answer = PromptAnswer::Deny;
+    for _ in 0..5 {
+        eprint!("\n{}", text.clone().yellow());
+        let _ = std::io::stderr().flush();
+        let Some(line) = read_line_until(&stop) else {
+            break;
+        };
+        if line.is_empty() {
+            break;
+        }
+        if let Some(a) = parse_answer(&line) {
+            answer = a;
+            break;
+        }
+        eprintln!("Please answer y, n, a or d (Ctrl-C cancels the turn).");
+    }
+    if let Some(saved) = saved {
+        typeahead::set_terminal(&saved);
+    }
+    answer
+}
+
 #[async_trait::async_trait]
 impl Prompter for TerminalPrompter {
     async fn ask(&self, request: &PromptRequest) -> PromptAnswer {
         let _guard = self.lock.lock().await;
-        let text = for_terminal(&format_prompt(request, ".ahelper/config.toml")).into_owned();
-        tokio::task::spawn_blocking(move || {
-            // Keys typed while the model was working must not answer this question.
-            // SAFETY: tcflush on fd 0 only discards pending terminal input.
-            unsafe {
-                libc::tcflush(0, libc::TCIFLUSH);
+        let mut text = format_prompt(request, ".ahelper/config.toml");
+        if let Some(diff) = diff_preview(request, &self.root) {
+            text = format!("{diff}\n{text}");
+        }
+        let text = for_terminal(&text).into_owned();
+        let stop = Arc::new(AtomicBool::new(false));
+        let (typeahead, reader_stop) = (self.typeahead.clone(), stop.clone());
+        let mut reader =
+            tokio::task::spawn_blocking(move || ask_on_terminal(text, typeahead, reader_stop));
+        tokio::select! {
+            answer = &mut reader => answer.unwrap_or(PromptAnswer::Deny),
+            _ = tokio::signal::ctrl_c() => {
+                stop.store(true, Ordering::SeqCst);
+                // Wait for the reader to give the terminal back.
+                let _ = reader.await;
+                eprintln!("\n(permission prompt cancelled)");
+                PromptAnswer::Deny
             }
-            let stdin = std::io::stdin();
-            for _ in 0..5 {
-                eprint!("\n{}", text.clone().yellow());
-                let _ = std::io::stderr().flush();
-                let mut line = String::new();
-                match stdin.lock().read_line(&mut line) {
-                    Ok(0) | Err(_) => return PromptAnswer::Deny,
-                    Ok(_) => {}
-                }
-                if let Some(a) = parse_answer(&line) {
-                    return a;
-                }
-                eprintln!("Please answer y, n, a or d.");
-            }
-            PromptAnswer::Deny
-        })
-        .await
-        .unwrap_or(PromptAnswer::Deny)
+        }
     }
 
     fn is_interactive(&self) -> bool {
@@ -86,5 +188,48 @@ mod tests {
         assert_eq!(parse_answer("d"), Some(PromptAnswer::DenyAlways));
         assert_eq!(parse_answer("no"), Some(PromptAnswer::Deny));
         assert_eq!(parse_answer("maybe"), None);
+    }
+
+    fn request(tool: &str, input: serde_json::Value) -> PromptRequest {
+        PromptRequest {
+            requester: None,
+            tool: tool.into(),
+            subject: None,
+            input,
+            reason: String::new(),
+            suggested_rule: String::new(),
+        }
+    }
+
+    #[test]
+    fn edit_and_write_questions_preview_the_change() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.txt"), "one\ntwo\n").unwrap();
+        let edit = request(
+            "edit_file",
+            serde_json::json!({"path": "a.txt", "old_string": "two\n", "new_string": "2\n"}),
+        );
+        let preview = diff_preview(&edit, dir.path()).unwrap();
+        assert!(
+            preview.contains("-two") && preview.contains("+2"),
+            "{preview}"
+        );
+        let write = request(
+            "write_file",
+            serde_json::json!({"path": "a.txt", "content": "one\nthree\n"}),
+        );
+        let preview = diff_preview(&write, dir.path()).unwrap();
+        assert!(
+            preview.contains(" one") && preview.contains("+three"),
+            "{preview}"
+        );
+        let long = "x\n".repeat(100);
+        let new_file = request(
+            "write_file",
+            serde_json::json!({"path": "new.txt", "content": long}),
+        );
+        let preview = diff_preview(&new_file, dir.path()).unwrap();
+        assert!(preview.contains("more lines"), "{preview}");
+        assert!(diff_preview(&request("run_command", serde_json::json!({})), dir.path()).is_none());
     }
 }

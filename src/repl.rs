@@ -3,17 +3,51 @@
 //! twice at an empty prompt, or Ctrl-D, exits.
 
 use crate::render::EventPrinter;
+use crate::typeahead::{self, TypeAhead};
 use ahelper_agents::agent::AgentEvent;
 use ahelper_agents::config::Config;
-use ahelper_agents::model::Usage;
-use ahelper_agents::permissions::PermissionMode;
+use ahelper_agents::model::{ContentBlock, Message, Role, Usage};
+use ahelper_agents::permissions::{PermissionMode, Prompter};
 use ahelper_agents::pricing::{Price, format_usd};
-use ahelper_agents::session::Session;
+use ahelper_agents::session::{Session, SessionError, SessionOptions};
 use ahelper_agents::text::for_terminal;
 use crossterm::style::Stylize;
-use reedline::{DefaultPrompt, DefaultPromptSegment, FileBackedHistory, Reedline, Signal};
+use reedline::{
+    DefaultPrompt, DefaultPromptSegment, EditCommand, FileBackedHistory, Reedline, Signal,
+};
+use std::collections::BTreeSet;
 use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
+
+/// What the REPL needs besides the first session: how to start another one (`/clear`,
+/// `/resume`) and where keys typed during a turn are kept.
+pub struct ReplSetup {
+    /// The permission prompter of every session of this REPL.
+    pub prompter: Arc<dyn Prompter>,
+    /// `--append-system-prompt`, for every session of this REPL.
+    pub append_system_prompt: Option<String>,
+    /// Keys typed during a turn (shared with the prompter).
+    pub typeahead: TypeAhead,
+    /// Whether the first session was resumed (`--continue`, `--resume`): its last exchange is
+    /// shown.
+    pub resumed: bool,
+}
+
+/// The REPL's state: the current session and what it needs to replace it.
+struct Repl<'a> {
+    config: &'a Config,
+    setup: ReplSetup,
+    session: Session,
+    /// Paths passed to `write_file`/`edit_file` in this session, for `/diff`.
+    written: BTreeSet<String>,
+    /// Tokens and cost of the prompts of this REPL.
+    meter: CostMeter,
+}
+
+/// Sessions `/resume` lists.
+const RECENT_SESSIONS: usize = 10;
 
 /// What a slash command asks the REPL to do.
 #[derive(Debug, PartialEq, Eq)]
@@ -29,51 +63,34 @@ pub const HELP: &str = "\
 Slash commands:
   /help                 this help
   /exit, /quit          leave ahelper (also Ctrl-D, or Ctrl-C twice at an empty prompt)
-  /clear                start a new conversation (new session transcript)
+  /clear                start a new session (new transcript; the old one stays resumable)
+  /resume [N|ID]        list recent sessions, or switch to one by number or id prefix
+  /status               model, provider, permission mode, workspace, session, tokens
+  /diff                 this session's changes: files written, and `git diff` of the workspace
   /tools                list the tools the model can call
   /model [NAME]         show the model, or switch to another model of the same provider
   /permissions [MODE]   show the permission mode and rules, or set the mode
                         (default, accept-edits, plan, bypass)
   /compact [TEXT]       replace the older turns by a summary (TEXT: what it should focus on)
   /cost                 tokens and cost of this session (cost when the model's price is known)
-Anything else is sent to the model. Ctrl-C while it works cancels the turn.";
+Anything else is sent to the model. Ctrl-C while it works (or at a permission question)
+cancels the turn; what you type while it works is kept for the next prompt.";
 
 /// Runs the REPL until the user exits, starting with `first_prompt` when given
 /// (`ahelper "<prompt>"`).
 pub fn run(
     rt: &tokio::runtime::Runtime,
     config: &Config,
-    mut session: Session,
+    session: Session,
     first_prompt: Option<String>,
+    setup: ReplSetup,
 ) -> i32 {
-    let code = read_eval_loop(rt, config, &mut session, first_prompt);
-    rt.block_on(session.agent.end_session("prompt_input_exit"));
-    code
-}
-
-/// Reads and runs lines until the user exits; returns the exit code.
-fn read_eval_loop(
-    rt: &tokio::runtime::Runtime,
-    config: &Config,
-    session: &mut Session,
-    first_prompt: Option<String>,
-) -> i32 {
-    let history_path = ahelper_agents::config::EnvSnapshot::capture()
-        .state_dir()
-        .map(|d| d.join("history.txt"));
-    let mut editor = Reedline::create();
-    if let Some(path) = history_path {
-        let _ = std::fs::create_dir_all(path.parent().unwrap_or(&path));
-        if let Ok(h) = FileBackedHistory::with_file(1_000, path) {
-            editor = editor.with_history(Box::new(h));
-        }
-    }
+    let mut editor = line_editor();
     let prompt = DefaultPrompt::new(
         DefaultPromptSegment::Basic("ahelper".into()),
         DefaultPromptSegment::Empty,
     );
     let color = std::io::stdout().is_terminal();
-    let mut meter = CostMeter::default();
     println!(
         "ahelper {} — {} in {}\nType /help for commands. Session {}",
         env!("CARGO_PKG_VERSION"),
@@ -81,15 +98,41 @@ fn read_eval_loop(
         session.agent.tool_context().workspace_root.display(),
         session.id
     );
+    if setup.resumed {
+        show_last_exchange(session.agent.history());
+    }
+    let mut repl = Repl {
+        config,
+        setup,
+        session,
+        written: BTreeSet::new(),
+        meter: CostMeter::default(),
+    };
+    let code = read_eval_loop(rt, &mut repl, first_prompt, color, &mut editor, &prompt);
+    rt.block_on(repl.session.agent.end_session("prompt_input_exit"));
+    code
+}
+
+/// Runs `first_prompt`, then reads and runs lines until the user exits; returns the exit code.
+fn read_eval_loop(
+    rt: &tokio::runtime::Runtime,
+    repl: &mut Repl<'_>,
+    first_prompt: Option<String>,
+    color: bool,
+    editor: &mut Reedline,
+    prompt: &DefaultPrompt,
+) -> i32 {
     if let Some(prompt) = first_prompt {
         println!("> {}", for_terminal(&prompt));
-        let price = config.pricing.price(session.agent.model());
-        let usage = rt.block_on(run_prompt(session, &prompt, color, price));
-        meter.add(usage, price);
+        rt.block_on(repl.run_prompt(&prompt, color));
     }
     let mut ctrl_c_once = false;
     loop {
-        let line = match editor.read_line(&prompt) {
+        let typed = repl.setup.typeahead.take_text();
+        if !typed.is_empty() {
+            editor.run_edit_commands(&[EditCommand::InsertString(typed)]);
+        }
+        let line = match editor.read_line(prompt) {
             Ok(Signal::Success(line)) => {
                 ctrl_c_once = false;
                 line
@@ -115,25 +158,23 @@ fn read_eval_loop(
         if let Some(rest) = line.strip_prefix("/compact")
             && (rest.is_empty() || rest.starts_with(' '))
         {
-            let price = config.pricing.price(session.agent.model());
-            if let Some(usage) = rt.block_on(compact(session, rest.trim())) {
-                meter.add(usage, price);
+            let price = repl.price();
+            if let Some(usage) = rt.block_on(compact(&mut repl.session, rest.trim())) {
+                repl.meter.add(usage, price);
             }
             continue;
         }
         if line == "/cost" {
-            println!("{}", meter.describe(session.agent.model()));
+            println!("{}", repl.meter.describe(repl.session.agent.model()));
             continue;
         }
         if line.starts_with('/') {
-            match slash_command(line, config, session) {
+            match repl.command(line) {
                 SlashOutcome::Continue => continue,
                 SlashOutcome::Exit => return 0,
             }
         }
-        let price = config.pricing.price(session.agent.model());
-        let usage = rt.block_on(run_prompt(session, line, color, price));
-        meter.add(usage, price);
+        rt.block_on(repl.run_prompt(line, color));
     }
 }
 
@@ -178,62 +219,6 @@ impl CostMeter {
     }
 }
 
-async fn run_prompt(
-    session: &mut Session,
-    prompt: &str,
-    color: bool,
-    price: Option<Price>,
-) -> Usage {
-    let mut rx = session.agent.subscribe();
-    let cancel = CancellationToken::new();
-    let watcher = crate::spawn_ctrl_c_watcher(cancel.clone());
-    let printer = tokio::spawn(async move {
-        let mut printer = EventPrinter::new(color, true);
-        let mut out = std::io::stdout();
-        while let Some(event) = rx.recv().await {
-            printer.print(&mut out, &event);
-            if let AgentEvent::Finished { outcome } = &event {
-                printer.newline(&mut out);
-                let cost = price
-                    .map(|p| format!(" · {}", format_usd(p.cost_usd(outcome.usage))))
-                    .unwrap_or_default();
-                let usage = format!(
-                    "[{} · {} turns · {} in / {} out tokens{cost}]",
-                    outcome.stop_reason.as_str(),
-                    outcome.turns,
-                    outcome.usage.input_tokens,
-                    outcome.usage.output_tokens
-                );
-                let _ = writeln!(
-                    out,
-                    "{}",
-                    if color {
-                        usage.dark_grey().to_string()
-                    } else {
-                        usage
-                    }
-                );
-                if let Some(e) = &outcome.error {
-                    let _ = writeln!(
-                        out,
-                        "{}",
-                        if color {
-                            for_terminal(e).red().to_string()
-                        } else {
-                            for_terminal(e).into_owned()
-                        }
-                    );
-                }
-            }
-        }
-    });
-    let outcome = session.agent.run(prompt, &cancel).await;
-    session.agent.unsubscribe();
-    watcher.abort();
-    let _ = printer.await;
-    outcome.usage
-}
-
 /// `/compact [instructions]`: summarises the older turns now; Ctrl-C cancels. Returns the
 /// tokens of the summary request when it ran.
 async fn compact(session: &mut Session, instructions: &str) -> Option<Usage> {
@@ -258,6 +243,395 @@ async fn compact(session: &mut Session, instructions: &str) -> Option<Usage> {
             None
         }
     }
+}
+
+/// Reedline with the file-backed history in the state directory.
+fn line_editor() -> Reedline {
+    let history_path = ahelper_agents::config::EnvSnapshot::capture()
+        .state_dir()
+        .map(|d| d.join("history.txt"));
+    let mut editor = Reedline::create();
+    if let Some(path) = history_path {
+        let _ = std::fs::create_dir_all(path.parent().unwrap_or(&path));
+        if let Ok(h) = FileBackedHistory::with_file(1_000, path) {
+            editor = editor.with_history(Box::new(h));
+        }
+    }
+    editor
+}
+
+impl Repl<'_> {
+    /// One prompt: the terminal is quiet while the turn runs (keys typed meanwhile are kept
+    /// for the next prompt), events are printed as they come, Ctrl-C cancels.
+    async fn run_prompt(&mut self, prompt: &str, color: bool) {
+        let rx = self.session.agent.subscribe();
+        let cancel = CancellationToken::new();
+        let saved = typeahead::quiet_terminal();
+        let watcher = spawn_turn_watcher(cancel.clone(), saved);
+        let restore = typeahead::TerminalRestore(saved);
+        let price = self.price();
+        let printer = tokio::spawn(print_events(rx, color, price));
+        let outcome = self.session.agent.run(prompt, &cancel).await;
+        self.meter.add(outcome.usage, price);
+        self.session.agent.unsubscribe();
+        watcher.abort();
+        if let Ok(written) = printer.await {
+            self.written.extend(written);
+        }
+        self.setup.typeahead.collect_pending();
+        drop(restore);
+    }
+
+    /// The price of the session's current model, when known.
+    fn price(&self) -> Option<Price> {
+        self.config.pricing.price(self.session.agent.model())
+    }
+
+    /// The REPL's own commands (`/clear`, `/resume`, `/status`, `/diff`), then the others.
+    fn command(&mut self, line: &str) -> SlashOutcome {
+        let mut words = line.split_whitespace();
+        let command = words.next().unwrap_or("");
+        let arg = words.next();
+        match command {
+            "/clear" => self.clear(),
+            "/resume" => self.resume(arg),
+            "/status" => self.status(),
+            "/diff" => self.diff(),
+            _ => return slash_command(line, self.config, &mut self.session),
+        }
+        SlashOutcome::Continue
+    }
+
+    /// A new session with the same model and permission policy.
+    fn start_session(&mut self, resume: Option<String>) -> Result<(), SessionError> {
+        let mut next = Session::start(
+            self.config,
+            SessionOptions {
+                prompter: self.setup.prompter.clone(),
+                resume,
+                continue_latest: false,
+                client_override: None,
+                append_system_prompt: self.setup.append_system_prompt.clone(),
+            },
+        )?;
+        next.agent.set_model(self.session.agent.model().to_string());
+        let policy = self
+            .session
+            .agent
+            .gate()
+            .policy
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        *next
+            .agent
+            .gate()
+            .policy
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = policy;
+        self.session = next;
+        self.written.clear();
+        Ok(())
+    }
+
+    /// `/clear`: a new session and transcript; the old one can be resumed.
+    fn clear(&mut self) {
+        let old = self.session.id.clone();
+        match self.start_session(None) {
+            Ok(()) => println!(
+                "New session {} (transcript {}). The previous session {old} is kept: /resume {}",
+                self.session.id,
+                self.session.transcript_path.display(),
+                &old[..old.len().min(13)]
+            ),
+            Err(e) => println!("ahelper: could not start a new session: {e}"),
+        }
+    }
+
+    /// `/resume`: lists recent sessions; `/resume N` or `/resume ID-PREFIX` switches to one.
+    fn resume(&mut self, arg: Option<&str>) {
+        let root = self.session.agent.tool_context().workspace_root.clone();
+        let mut sessions = ahelper_agents::transcript::list_sessions(&root);
+        sessions.reverse();
+        sessions.truncate(RECENT_SESSIONS);
+        let Some(choice) = arg else {
+            list_sessions(&sessions, &self.session.id);
+            return;
+        };
+        let id = match choice.parse::<usize>() {
+            Ok(n) if (1..=sessions.len()).contains(&n) => session_id(&sessions[n - 1]),
+            Ok(_) if choice.len() < 4 => {
+                println!("No session number {choice}; /resume lists them.");
+                return;
+            }
+            _ => choice.to_string(),
+        };
+        match self.start_session(Some(id)) {
+            Ok(()) => {
+                println!("Resumed session {}.", self.session.id);
+                show_last_exchange(self.session.agent.history());
+            }
+            Err(e) => println!("{e}"),
+        }
+    }
+
+    /// `/status`.
+    fn status(&self) {
+        let agent = &self.session.agent;
+        let mode = agent
+            .gate()
+            .policy
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .mode;
+        let usage = agent.total_usage();
+        println!("Model:      {}", agent.model());
+        println!("Provider:   {}", agent.client().describe());
+        let mode = serde_json::to_value(mode)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_else(|| format!("{mode:?}"));
+        println!("Mode:       {mode}");
+        println!(
+            "Workspace:  {}",
+            agent.tool_context().workspace_root.display()
+        );
+        println!(
+            "Session:    {} ({})",
+            self.session.id,
+            self.session.transcript_path.display()
+        );
+        println!(
+            "Tokens:     {} in / {} out",
+            usage.input_tokens, usage.output_tokens
+        );
+    }
+
+    /// `/diff`: the files written in this session, then `git diff` of the workspace against
+    /// `HEAD` and its untracked files.
+    fn diff(&self) {
+        let root = self.session.agent.tool_context().workspace_root.clone();
+        if self.written.is_empty() {
+            println!("No file written in this session.");
+        } else {
+            println!("Files written in this session:");
+            for path in &self.written {
+                println!("  {}", for_terminal(path));
+            }
+        }
+        if ahelper_worktrees::RepoInfo::discover(&root).is_err() {
+            println!(
+                "({} is not a git repository: no diff to show.)",
+                root.display()
+            );
+            return;
+        }
+        let status = git_output(&root, &["status", "--short", "--untracked-files=all"]);
+        let diff = git_output(&root, &["diff", "HEAD"])
+            .filter(|d| !d.is_empty())
+            .or_else(|| git_output(&root, &["diff"]));
+        match (status, diff) {
+            (Some(status), _) if status.trim().is_empty() => {
+                println!("The workspace has no changes (git status is clean).")
+            }
+            (Some(status), diff) => {
+                println!("git status:\n{}", for_terminal(status.trim_end()));
+                if let Some(diff) = diff.filter(|d| !d.is_empty()) {
+                    println!("{}", for_terminal(diff.trim_end()));
+                }
+            }
+            (None, _) => println!("git could not be run in {}.", root.display()),
+        }
+    }
+}
+
+/// Ctrl-C during a turn: the first cancels it, the second gives the terminal its settings
+/// back (`saved`, from before the turn made it quiet) and exits with 130.
+fn spawn_turn_watcher(
+    cancel: CancellationToken,
+    saved: Option<libc::termios>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            cancel.cancel();
+            eprintln!("\n(cancelling… press Ctrl-C again to quit)");
+            if tokio::signal::ctrl_c().await.is_ok() {
+                if let Some(saved) = saved {
+                    typeahead::set_terminal(&saved);
+                }
+                std::process::exit(130);
+            }
+        }
+    })
+}
+
+/// Prints the agent's events until the turn ends; returns the paths it wrote to.
+async fn print_events(
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<AgentEvent>,
+    color: bool,
+    price: Option<Price>,
+) -> BTreeSet<String> {
+    let mut written = BTreeSet::new();
+    let mut printer = EventPrinter::new(color, true);
+    let mut out = std::io::stdout();
+    while let Some(event) = rx.recv().await {
+        printer.print(&mut out, &event);
+        match &event {
+            AgentEvent::ToolCallStarted { name, input, .. }
+                if name == "write_file" || name == "edit_file" =>
+            {
+                if let Some(path) = input.get("path").and_then(|p| p.as_str()) {
+                    written.insert(path.to_string());
+                }
+            }
+            AgentEvent::Finished { outcome } => {
+                printer.newline(&mut out);
+                print_outcome(&mut out, outcome, color, price);
+            }
+            _ => {}
+        }
+    }
+    written
+}
+
+/// The line after an answer: stop reason, turns, tokens, and the error if any.
+fn print_outcome(
+    out: &mut impl Write,
+    outcome: &ahelper_agents::agent::AgentOutcome,
+    color: bool,
+    price: Option<Price>,
+) {
+    let cost = price
+        .map(|p| format!(" · {}", format_usd(p.cost_usd(outcome.usage))))
+        .unwrap_or_default();
+    let usage = format!(
+        "[{} · {} turns · {} in / {} out tokens{cost}]",
+        outcome.stop_reason.as_str(),
+        outcome.turns,
+        outcome.usage.input_tokens,
+        outcome.usage.output_tokens
+    );
+    let _ = writeln!(
+        out,
+        "{}",
+        if color {
+            usage.dark_grey().to_string()
+        } else {
+            usage
+        }
+    );
+    if let Some(e) = &outcome.error {
+        let _ = writeln!(
+            out,
+            "{}",
+            if color {
+                for_terminal(e).red().to_string()
+            } else {
+                for_terminal(e).into_owned()
+            }
+        );
+    }
+}
+
+/// `git <args>` in `root`; its stdout, or `None` when it could not run or failed.
+fn git_output(root: &std::path::Path, args: &[&str]) -> Option<String> {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(root)
+        .args(args)
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The id of a session transcript: its file stem.
+fn session_id(path: &std::path::Path) -> String {
+    path.file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// `/resume` without an argument: numbered recent sessions, newest first, with their first
+/// prompt.
+fn list_sessions(sessions: &[PathBuf], current: &str) {
+    if sessions.is_empty() {
+        println!("No sessions in .ahelper/sessions/ yet.");
+        return;
+    }
+    println!("Recent sessions (newest first); /resume N or /resume ID-PREFIX:");
+    for (i, path) in sessions.iter().enumerate() {
+        let id = session_id(path);
+        let first = ahelper_agents::transcript::read_transcript(path)
+            .map(|lines| ahelper_agents::transcript::history_from_transcript(&lines))
+            .ok()
+            .and_then(|history| history.iter().find_map(user_text))
+            .unwrap_or_default();
+        let marker = if id == current { " (current)" } else { "" };
+        println!(
+            "  {:>2}. {id}{marker}  {}",
+            i + 1,
+            for_terminal(&one_line(&first, 60))
+        );
+    }
+}
+
+/// The text the user typed in `message` (not a tool result), if any.
+fn user_text(message: &Message) -> Option<String> {
+    if message.role != Role::User {
+        return None;
+    }
+    let text: Vec<&str> = message
+        .content
+        .iter()
+        .filter_map(|b| match b {
+            ContentBlock::Text { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    (!text.is_empty()).then(|| text.join("\n"))
+}
+
+/// The model's text in `message`, if any.
+fn assistant_text(message: &Message) -> Option<String> {
+    if message.role != Role::Assistant {
+        return None;
+    }
+    let text: Vec<&str> = message
+        .content
+        .iter()
+        .filter_map(|b| match b {
+            ContentBlock::Text { text } if !text.trim().is_empty() => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    (!text.is_empty()).then(|| text.join("\n"))
+}
+
+/// `text` on one line, cut to `max` characters.
+fn one_line(text: &str, max: usize) -> String {
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.chars().count() > max {
+        format!("{}…", flat.chars().take(max).collect::<String>())
+    } else {
+        flat
+    }
+}
+
+/// For a resumed session: the last prompt and the model's last answer to it.
+fn show_last_exchange(history: &[Message]) {
+    let Some(last_user) = history.iter().rposition(|m| user_text(m).is_some()) else {
+        return;
+    };
+    let prompt = user_text(&history[last_user]).unwrap_or_default();
+    let answer = history[last_user..]
+        .iter()
+        .rev()
+        .find_map(assistant_text)
+        .unwrap_or_else(|| "(no answer)".into());
+    println!("Last exchange:\n> {}", for_terminal(&prompt));
+    println!("{}", for_terminal(&answer));
 }
 
 /// Says which project instructions file the system prompt includes (`AGENTS.md`, else
@@ -287,17 +661,10 @@ pub fn slash_command(line: &str, config: &Config, session: &mut Session) -> Slas
                 instructions_line(&session.agent.tool_context().workspace_root)
             );
         }
-        "/clear" => {
-            session.agent.clear_history();
-            println!(
-                "Conversation cleared (the transcript {} is kept).",
-                session.transcript_path.display()
-            );
-        }
         "/tools" => {
             for spec in session.agent.tools().specs() {
-                let first = spec.description.lines().next().unwrap_or("");
-                println!("  {:<12} {first}", spec.name);
+                let first = spec.description.split(". ").next().unwrap_or("");
+                println!("  {:<12} {}", spec.name, one_line(first, 90));
             }
         }
         "/model" => match arg {

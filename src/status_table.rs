@@ -97,7 +97,7 @@ pub fn totals_line(record: &RunRecord, elapsed_ms: u64, price: Option<Price>) ->
     format!(
         "run {} · {} · tokens {} in / {} out{cost} · elapsed {} · workers done {}/{}",
         &record.run_id[..record.run_id.len().min(13)],
-        record.status.as_str(),
+        record.state_label(),
         format_tokens(record.usage.input_tokens),
         format_tokens(record.usage.output_tokens),
         format_elapsed(elapsed_ms),

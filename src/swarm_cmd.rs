@@ -2,7 +2,7 @@
 //! `ahelper_agents::swarm` and renders what it returns; the rules (clean-up, exit status,
 //! resume preconditions, transcript formatting) live there.
 
-use crate::cli::{OutputFormat, SwarmArgs, SwarmCommand, SwarmRunArgs};
+use crate::cli::{SwarmArgs, SwarmCommand, SwarmOutputFormat, SwarmRunArgs};
 use crate::status_table;
 use crate::swarm_ui::{self, ChannelPrompter, EventOutput, PromptJob};
 use ahelper_agents::config::{Config, EnvSnapshot};
@@ -37,17 +37,34 @@ pub fn run(
     mode_given: bool,
 ) -> i32 {
     match args.command {
-        Some(SwarmCommand::Ls) => ls(&config),
-        Some(SwarmCommand::Status { run }) => status(&config, &run),
+        Some(SwarmCommand::Ls { all }) => ls(&config, all),
+        Some(SwarmCommand::Status { run }) => status(&config, run.as_deref()),
         Some(SwarmCommand::Logs {
             run,
             worker,
             follow,
             json,
-        }) => rt.block_on(show_logs(&config, &run, worker.as_deref(), follow, json)),
-        Some(SwarmCommand::Clean { run, all, force }) => {
-            clean(&config, env, run.as_deref(), all, force)
+        }) => {
+            let (run, worker) = logs_target(run, worker);
+            rt.block_on(show_logs(
+                &config,
+                run.as_deref(),
+                worker.as_deref(),
+                follow,
+                json,
+            ))
         }
+        Some(SwarmCommand::Clean {
+            run,
+            all,
+            force,
+            purge,
+        }) => clean(
+            &config,
+            env,
+            run.as_deref(),
+            CleanFlags { all, force, purge },
+        ),
         Some(SwarmCommand::Resume {
             run,
             max_workers,
@@ -99,13 +116,46 @@ fn find_run(config: &Config, run: &str) -> Result<(PathBuf, RunRecord), i32> {
     Ok((root, record))
 }
 
-fn output_mode(format: OutputFormat) -> EventOutput {
+/// The run `run`, or the latest run of the repository when `None`.
+fn find_run_or_latest(config: &Config, run: Option<&str>) -> Result<(PathBuf, RunRecord), i32> {
+    if let Some(run) = run {
+        return find_run(config, run);
+    }
+    let root = repo_root(config)?;
+    match RunRecord::list(&root).pop() {
+        Some(record) => Ok((root, record)),
+        None => {
+            eprintln!(
+                "ahelper: no swarm runs in {} yet; start one with `ahelper swarm \"<task>\"`",
+                root.display()
+            );
+            Err(EXIT_USAGE)
+        }
+    }
+}
+
+/// `swarm logs [RUN] [WORKER]`: a lone argument that is a worker id (`w1`; run ids are hex)
+/// names a worker of the latest run.
+fn logs_target(run: Option<String>, worker: Option<String>) -> (Option<String>, Option<String>) {
+    let is_worker_id = |s: &str| {
+        s.strip_prefix('w')
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    };
+    match (run, worker) {
+        (Some(r), None) if is_worker_id(&r) => (None, Some(r)),
+        other => other,
+    }
+}
+
+fn output_mode(format: SwarmOutputFormat) -> EventOutput {
     match format {
-        OutputFormat::StreamJson | OutputFormat::Json => EventOutput::Json,
-        OutputFormat::Text if std::io::stdout().is_terminal() && std::io::stdin().is_terminal() => {
+        SwarmOutputFormat::StreamJson => EventOutput::Json,
+        SwarmOutputFormat::Text
+            if std::io::stdout().is_terminal() && std::io::stdin().is_terminal() =>
+        {
             EventOutput::Live
         }
-        OutputFormat::Text => EventOutput::Lines,
+        SwarmOutputFormat::Text => EventOutput::Lines,
     }
 }
 
@@ -150,6 +200,7 @@ async fn start(config: &Config, task: &str, run_args: &SwarmRunArgs) -> i32 {
         Err(e) => return usage_error(&e),
     };
     let mode = output_mode(run_args.output_format);
+    tell_interrupted_runs(&prepared.record, mode);
     announce(&prepared, &options, &config, mode);
     let client = model_client(&provider);
     let planned = match plan(
@@ -180,6 +231,32 @@ async fn start(config: &Config, task: &str, run_args: &SwarmRunArgs) -> i32 {
         return apply(&config, &run_id);
     }
     code
+}
+
+/// Names the runs of the repository that a dead process left `planning` or `running`, and how
+/// to resume or clean each.
+fn tell_interrupted_runs(current: &RunRecord, mode: EventOutput) {
+    for r in RunRecord::list(&current.repo_root) {
+        if r.run_id != current.run_id && r.is_interrupted() {
+            say(
+                mode,
+                format!(
+                    "Run {} was interrupted (its process {} is gone). {}",
+                    r.run_id,
+                    r.pid,
+                    interrupted_advice(&r)
+                ),
+            );
+        }
+    }
+}
+
+/// How to go on with an interrupted run.
+fn interrupted_advice(r: &RunRecord) -> String {
+    format!(
+        "Resume it with `ahelper swarm resume {id}`, or remove it with `ahelper swarm clean {id}`.",
+        id = r.run_id
+    )
 }
 
 fn announce(prepared: &PreparedRun, options: &RunOptions, config: &Config, mode: EventOutput) {
@@ -247,7 +324,9 @@ fn confirm(
         print_plan(plan);
     }
     if run_args.plan_only {
-        eprintln!("Plan only: nothing was started. The plan is saved in run {run_id}.");
+        eprintln!(
+            "Plan only: nothing was started. The plan is saved in run {run_id}; start it with `ahelper swarm resume {run_id}`."
+        );
         return Some(0);
     }
     if run_args.yes {
@@ -255,7 +334,7 @@ fn confirm(
     }
     if mode != EventOutput::Live {
         eprintln!(
-            "ahelper: not starting workers without confirmation; pass --yes to start them (run {run_id} keeps the plan)"
+            "ahelper: not starting workers without confirmation; pass --yes to start them (run {run_id} keeps the plan: start it with `ahelper swarm resume {run_id}`)"
         );
         return Some(EXIT_USAGE);
     }
@@ -270,7 +349,9 @@ fn confirm(
     if matches!(answer.trim(), "y" | "Y" | "yes") {
         return None;
     }
-    eprintln!("Not started. The plan is saved in run {run_id}.");
+    eprintln!(
+        "Not started. The plan is saved in run {run_id}; start it with `ahelper swarm resume {run_id}`."
+    );
     Some(0)
 }
 
@@ -458,7 +539,12 @@ async fn resume(config: &Config, run: &str, run_args: &SwarmRunArgs, mode_given:
         Err(code) => return code,
     };
     eprintln!(
-        "Resuming run {}: {unfinished} unfinished workers.",
+        "Resuming {}run {}: {unfinished} unfinished workers.",
+        if run.record().is_interrupted() {
+            "interrupted "
+        } else {
+            ""
+        },
         run.record().run_id
     );
     let client = model_client(&provider);
@@ -466,18 +552,22 @@ async fn resume(config: &Config, run: &str, run_args: &SwarmRunArgs, mode_given:
     execute_run(run, &config, client, &provider.model, mode).await
 }
 
-/// `swarm ls`.
-fn ls(config: &Config) -> i32 {
+/// `swarm ls [--all]`: runs of the repository, oldest first; runs `swarm clean` emptied only
+/// with `--all`; an integration branch that no longer exists shows as `(deleted)`.
+fn ls(config: &Config, all: bool) -> i32 {
     let Ok(root) = repo_root(config) else {
         return EXIT_USAGE;
     };
-    let runs = RunRecord::list(&root);
+    let runs: Vec<RunRecord> = RunRecord::list(&root)
+        .into_iter()
+        .filter(|r| all || r.cleaned_at.is_none())
+        .collect();
     if runs.is_empty() {
         println!("No swarm runs in {}.", root.display());
         return 0;
     }
     println!(
-        "{:<38} {:<10} {:<20} {:<13} {:<8} integration branch",
+        "{:<38} {:<11} {:<20} {:<13} {:<8} integration branch",
         "run", "state", "created", "base", "merged"
     );
     for r in runs {
@@ -486,26 +576,40 @@ fn ls(config: &Config) -> i32 {
             .iter()
             .filter(|w| w.status == WorkerStatus::Merged)
             .count();
+        let branch = if git::branch_tip(&root, &r.integration_branch).is_ok() {
+            r.integration_branch.clone()
+        } else {
+            "(deleted)".to_string()
+        };
+        let state = if r.cleaned_at.is_some() {
+            "cleaned"
+        } else {
+            r.state_label()
+        };
         println!(
-            "{:<38} {:<10} {:<20} {:<13} {:<8} {}",
+            "{:<38} {:<11} {:<20} {:<13} {:<8} {branch}",
             r.run_id,
-            r.state_label(),
+            state,
             r.created_at.get(..19).unwrap_or(&r.created_at),
             short_commit(&r.base_commit),
             format!("{merged}/{}", r.workers.len()),
-            r.integration_branch
         );
     }
     0
 }
 
-/// `swarm status <run>`.
-fn status(config: &Config, run: &str) -> i32 {
-    let r = match find_run(config, run) {
-        Ok((_, record)) => record,
+/// `swarm status [<run>]` (default: the latest run). An interrupted run says so and how to
+/// go on; its in-flight workers show as `interrupted`.
+fn status(config: &Config, run: Option<&str>) -> i32 {
+    let r = match find_run_or_latest(config, run) {
+        Ok((_, record)) => record.observed(),
         Err(code) => return code,
     };
+    println!("Run: {} ({})", r.run_id, r.state_label());
     println!("Task: {}", for_terminal(&r.task));
+    if r.is_interrupted() {
+        println!("{}", interrupted_advice(&r));
+    }
     let elapsed = match (
         chrono::DateTime::parse_from_rfc3339(&r.created_at),
         chrono::DateTime::parse_from_rfc3339(&r.updated_at),
@@ -524,15 +628,15 @@ fn status(config: &Config, run: &str) -> i32 {
     0
 }
 
-/// `swarm logs <run> [worker] [--follow] [--json]`.
+/// `swarm logs [<run>] [worker] [--follow] [--json]` (default: the latest run).
 async fn show_logs(
     config: &Config,
-    run: &str,
+    run: Option<&str>,
     worker: Option<&str>,
     follow: bool,
     json: bool,
 ) -> i32 {
-    let (root, record) = match find_run(config, run) {
+    let (root, record) = match find_run_or_latest(config, run) {
         Ok(found) => found,
         Err(code) => return code,
     };
@@ -568,12 +672,22 @@ fn run_is_active(root: &Path, run_id: &str) -> bool {
     RunRecord::find(root, run_id).is_ok_and(|r| r.is_active())
 }
 
-/// `swarm clean [<run>|--all] [--force]`.
-fn clean(config: &Config, env: &EnvSnapshot, run: Option<&str>, all: bool, force: bool) -> i32 {
+/// The flags of `swarm clean`.
+struct CleanFlags {
+    /// Every run.
+    all: bool,
+    /// Delete unmerged branches and dirty worktrees too.
+    force: bool,
+    /// Remove the run's record and transcripts once nothing else is left.
+    purge: bool,
+}
+
+/// `swarm clean [<run>|--all] [--force] [--purge]`.
+fn clean(config: &Config, env: &EnvSnapshot, run: Option<&str>, flags: CleanFlags) -> i32 {
     let Ok(root) = repo_root(config) else {
         return EXIT_USAGE;
     };
-    let runs: Vec<RunRecord> = match (run, all) {
+    let runs: Vec<RunRecord> = match (run, flags.all) {
         (Some(r), _) => match RunRecord::find(&root, r) {
             Ok(r) => vec![r],
             Err(e) => return usage_error(&e),
@@ -592,17 +706,17 @@ fn clean(config: &Config, env: &EnvSnapshot, run: Option<&str>, all: bool, force
         }
     };
     let mut refused = 0;
-    for r in runs {
+    for mut r in runs {
         let base = swarm::run::worktree_base(config, env, &root, &r.run_id);
-        match cleanup::clean_run(&lock, &root, &r, &base, force) {
+        match cleanup::clean_run(&lock, &root, &r, &base, flags.force) {
             Ok(cleaned) => {
                 println!("run {}:", r.run_id);
                 for step in &cleaned.steps {
                     print_clean_step(step, &r);
                 }
                 println!("  {}", integration_line(&cleaned.integration, &r));
-                println!("  kept the transcripts (ahelper swarm logs {})", r.run_id);
                 refused += cleaned.refusals();
+                finish_clean(&mut r, &cleaned, flags.purge);
             }
             Err(e) => {
                 eprintln!("skip {}: {e}", r.run_id);
@@ -613,6 +727,43 @@ fn clean(config: &Config, env: &EnvSnapshot, run: Option<&str>, all: bool, force
     if refused > 0 { 1 } else { 0 }
 }
 
+/// After a clean-up: a run with nothing left in git is marked cleaned (`swarm ls` hides it), and
+/// with `purge` its directory (record and transcripts) is removed; otherwise the transcripts
+/// are kept and the user is told where.
+fn finish_clean(r: &mut RunRecord, cleaned: &cleanup::RunCleanup, purge: bool) {
+    let nothing_left = cleaned.refusals() == 0
+        && matches!(
+            cleaned.integration,
+            IntegrationCleanup::Missing | IntegrationCleanup::Deleted(_)
+        );
+    if !nothing_left {
+        if purge {
+            println!("  kept the run's record: its branches or worktrees are still there");
+        }
+        println!("  kept the transcripts (ahelper swarm logs {})", r.run_id);
+        return;
+    }
+    if purge {
+        let dir = swarm::state::run_dir(&r.repo_root, &r.run_id);
+        match std::fs::remove_dir_all(&dir) {
+            Ok(()) => println!(
+                "  removed the run's record and transcripts ({})",
+                dir.display()
+            ),
+            Err(e) => println!("  could not remove {}: {e}", dir.display()),
+        }
+        return;
+    }
+    r.cleaned_at = Some(ahelper_agents::transcript::now_rfc3339());
+    if let Err(e) = r.save() {
+        println!("  could not mark the run cleaned: {e}");
+    }
+    println!(
+        "  kept the transcripts (ahelper swarm logs {}; remove them with ahelper swarm clean {} --purge)",
+        r.run_id, r.run_id
+    );
+}
+
 fn print_clean_step(step: &CleanStep, run: &RunRecord) {
     match step {
         CleanStep::WorktreeRemoved { path } => println!("  removed worktree {}", path.display()),
@@ -621,6 +772,10 @@ fn print_clean_step(step: &CleanStep, run: &RunRecord) {
         }
         CleanStep::BranchDeleted { branch } => println!("  deleted branch {branch}"),
         CleanStep::BranchKept { branch, error } => println!("  kept branch {branch}: {error}"),
+        CleanStep::BranchWithoutIntegration { branch } => println!(
+            "  kept branch {branch}: the integration branch {} no longer exists, so its commits cannot be checked; delete it anyway with: ahelper swarm clean {} --force",
+            run.integration_branch, run.run_id
+        ),
         CleanStep::BranchUnmerged {
             branch,
             status,

@@ -139,6 +139,9 @@ pub enum TranscriptError {
     /// No transcript with that id.
     #[error("no session `{0}` found in .ahelper/sessions/")]
     NotFound(String),
+    /// Several sessions start with the prefix given.
+    #[error("`{0}` matches several sessions in .ahelper/sessions/; give more characters of the id")]
+    Ambiguous(String),
 }
 
 /// The text of [`TranscriptError::Io`].
@@ -325,37 +328,51 @@ pub fn sessions_dir(workspace_root: &Path) -> PathBuf {
     workspace_root.join(".ahelper").join("sessions")
 }
 
-/// Path of the transcript of session `id`, or the most recent session when `id` is `None`.
+/// Transcripts of the workspace's sessions, oldest first (session ids are UUID v7, which sort
+/// by creation time).
+pub fn list_sessions(workspace_root: &Path) -> Vec<PathBuf> {
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(sessions_dir(workspace_root))
+        .map(|rd| {
+            rd.filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
+                .collect()
+        })
+        .unwrap_or_default();
+    paths.sort();
+    paths
+}
+
+/// Path of the transcript of session `id` (the full id or a unique prefix, as run ids), or the
+/// most recent session when `id` is `None`.
 ///
 /// # Errors
-/// [`TranscriptError::NotFound`] when there is no such session.
+/// [`TranscriptError::NotFound`] when there is no such session, [`TranscriptError::Ambiguous`]
+/// when a prefix matches several.
 pub fn find_session(workspace_root: &Path, id: Option<&str>) -> Result<PathBuf, TranscriptError> {
-    let dir = sessions_dir(workspace_root);
-    match id {
-        Some(id) => {
-            let safe = !id.is_empty() && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
-            let path = dir.join(format!("{id}.jsonl"));
-            if safe && path.is_file() {
-                Ok(path)
-            } else {
-                Err(TranscriptError::NotFound(id.into()))
-            }
-        }
-        None => {
-            // Session ids are UUID v7, which sort by creation time.
-            let mut names: Vec<PathBuf> = std::fs::read_dir(&dir)
-                .map(|rd| {
-                    rd.filter_map(Result::ok)
-                        .map(|e| e.path())
-                        .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
-                        .collect()
-                })
-                .unwrap_or_default();
-            names.sort();
-            names
-                .pop()
-                .ok_or_else(|| TranscriptError::NotFound("(most recent)".into()))
-        }
+    let sessions = list_sessions(workspace_root);
+    let Some(id) = id else {
+        return sessions
+            .last()
+            .cloned()
+            .ok_or_else(|| TranscriptError::NotFound("(most recent)".into()));
+    };
+    let stem = |p: &PathBuf| {
+        p.file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    };
+    let matches: Vec<&PathBuf> = sessions
+        .iter()
+        .filter(|p| !id.is_empty() && stem(p).starts_with(id))
+        .collect();
+    if let Some(exact) = matches.iter().find(|p| stem(p) == id) {
+        return Ok((*exact).clone());
+    }
+    match matches.as_slice() {
+        [] => Err(TranscriptError::NotFound(id.into())),
+        [one] => Ok((*one).clone()),
+        _ => Err(TranscriptError::Ambiguous(id.into())),
     }
 }
 

@@ -71,6 +71,12 @@ pub enum CleanStep {
         /// Its commits not in the integration branch, newest first.
         commits: Vec<CommitSummary>,
     },
+    /// A worker branch kept because the run's integration branch no longer exists, so whether
+    /// its commits are merged cannot be checked (deleted with `force`).
+    BranchWithoutIntegration {
+        /// The branch.
+        branch: String,
+    },
     /// Deleting a worker branch failed.
     BranchKept {
         /// The branch.
@@ -195,6 +201,17 @@ fn clean_worker_branch(
     force: bool,
 ) -> CleanStep {
     let branch = worker.branch.clone();
+    if git::branch_tip(root, &run.integration_branch).is_err() {
+        // Nothing to compare with: keep the work unless forced (the branch itself as `into`
+        // makes `delete_branch` check nothing).
+        if !force {
+            return CleanStep::BranchWithoutIntegration { branch };
+        }
+        return match git::delete_branch(lock, root, &branch, &branch, true) {
+            Ok(_) => CleanStep::BranchDeleted { branch },
+            Err(error) => CleanStep::BranchKept { branch, error },
+        };
+    }
     match git::unmerged_commits(root, &branch, &run.integration_branch) {
         Ok(commits) if !commits.is_empty() && !force => CleanStep::BranchUnmerged {
             branch,

@@ -115,6 +115,18 @@ pub struct CoordinatorActor {
     cleanups: Vec<tokio::task::JoinHandle<()>>,
     /// Worker usage already counted in `record.usage`, per worker.
     counted_usage: BTreeMap<usize, Usage>,
+    /// What each worker had done before its current attempt (a resumed run's earlier
+    /// process), added to the current attempt's figures so counts cover the whole run.
+    earlier: BTreeMap<usize, EarlierAttempts>,
+}
+
+/// A worker's figures from before its current attempt.
+#[derive(Debug, Clone, Copy, Default)]
+struct EarlierAttempts {
+    turns: u32,
+    tool_calls: u32,
+    usage: Usage,
+    elapsed_ms: u64,
 }
 
 /// Arguments of [`CoordinatorActor`].
@@ -154,6 +166,7 @@ impl Actor for CoordinatorActor {
             done: Some(args.done),
             last_save: Instant::now(),
             counted_usage: BTreeMap::new(),
+            earlier: BTreeMap::new(),
             cleanups: Vec::new(),
         };
         coordinator.record.status = RunStatus::Running;
@@ -238,7 +251,8 @@ impl CoordinatorActor {
             if self.workers.contains_key(&i)
                 && let Some(start) = self.started.get(&i)
             {
-                w.elapsed_ms = start.elapsed().as_millis() as u64;
+                let earlier = self.earlier.get(&i).map_or(0, |e| e.elapsed_ms);
+                w.elapsed_ms = earlier + start.elapsed().as_millis() as u64;
             }
         }
         if save || now.duration_since(self.last_save).as_millis() >= 1_000 {
@@ -323,6 +337,15 @@ impl CoordinatorActor {
             .record
             .worker_transcript(&self.record.workers[index].id);
         let record = &mut self.record.workers[index];
+        self.earlier.insert(
+            index,
+            EarlierAttempts {
+                turns: record.turns,
+                tool_calls: record.tool_calls,
+                usage: record.usage,
+                elapsed_ms: record.elapsed_ms,
+            },
+        );
         record.start_commit = Some(start_commit.to_string());
         record.started_at = Some(crate::transcript::now_rfc3339());
         let spec = WorkerSpec {
@@ -389,10 +412,11 @@ impl CoordinatorActor {
 
     fn record_report(&mut self, index: usize, status: WorkerStatus, report: WorkerReport) {
         self.account_usage(index, report.usage);
+        let earlier = self.earlier.get(&index).copied().unwrap_or_default();
         let worker = &mut self.record.workers[index];
-        worker.turns = report.turns;
-        worker.tool_calls = report.tool_calls;
-        worker.elapsed_ms = report.duration_ms;
+        worker.turns = earlier.turns + report.turns;
+        worker.tool_calls = earlier.tool_calls + report.tool_calls;
+        worker.elapsed_ms = earlier.elapsed_ms + report.duration_ms;
         worker.report = Some(report.clone());
         let worker = worker.id.clone();
         self.emit(SwarmEvent::WorkerReported { worker, report });
@@ -403,7 +427,13 @@ impl CoordinatorActor {
         let before = self.counted_usage.insert(index, total).unwrap_or_default();
         self.record.usage.input_tokens += total.input_tokens.saturating_sub(before.input_tokens);
         self.record.usage.output_tokens += total.output_tokens.saturating_sub(before.output_tokens);
-        self.record.workers[index].usage = total;
+        let mut whole_run = self
+            .earlier
+            .get(&index)
+            .map(|e| e.usage)
+            .unwrap_or_default();
+        whole_run.add(total);
+        self.record.workers[index].usage = whole_run;
     }
 
     fn check_budget(&mut self) {
@@ -546,8 +576,9 @@ impl CoordinatorActor {
                 });
             }
             Progress::Turn { index, turn } => {
+                let earlier = self.earlier.get(&index).map_or(0, |e| e.turns);
                 let w = &mut self.record.workers[index];
-                w.turns = turn;
+                w.turns = earlier + turn;
                 w.last_action = format!("waiting for the model (turn {turn})");
                 let worker = w.id.clone();
                 self.emit(SwarmEvent::WorkerTurn { worker, turn });

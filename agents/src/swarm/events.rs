@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 /// One run event.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "event", rename_all = "snake_case")]
+#[serde(tag = "type", rename_all = "snake_case")]
 pub enum SwarmEvent {
     /// The run exists on disk.
     RunStarted {

@@ -372,6 +372,8 @@ fn new_record(
         created_at: now.clone(),
         updated_at: now,
         pid: std::process::id(),
+        pid_start_time: super::state::process_start_time(std::process::id()),
+        cleaned_at: None,
         plan: None,
         workers: vec![],
         usage: Usage::default(),
@@ -400,6 +402,8 @@ pub async fn execute(
     snapshots: tokio::sync::watch::Sender<RunRecord>,
 ) -> Result<RunRecord, SwarmError> {
     let (mut record, plan) = run.into_parts();
+    // A resumed run is this process's now: `swarm ls` must see it running, not interrupted.
+    record.claim_for_this_process();
     ensure_integration_branch(&record)?;
     let context = Arc::new(run_context(&record, config, client, model, &io, snapshots)?);
     // Workers that were mid-way when the run stopped start again from their branches.

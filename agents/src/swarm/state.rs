@@ -80,6 +80,10 @@ pub enum WorkerStatus {
     Cancelled,
     /// Not run because a dependency did not merge.
     Skipped,
+    /// Was in flight when the process running the run died (`kill -9`, a crash); shown
+    /// instead of its last recorded state by [`RunRecord::observed`]. `swarm resume` starts it
+    /// again from its branch and transcript.
+    Interrupted,
 }
 
 impl WorkerStatus {
@@ -98,6 +102,7 @@ impl WorkerStatus {
             WorkerStatus::Failed => "failed",
             WorkerStatus::Cancelled => "cancelled",
             WorkerStatus::Skipped => "skipped",
+            WorkerStatus::Interrupted => "interrupted",
         }
     }
 
@@ -272,6 +277,15 @@ pub struct RunRecord {
     pub updated_at: String,
     /// Process id of the ahelper running it (to detect an active run).
     pub pid: u32,
+    /// Start time of process `pid`, in clock ticks since boot (field 22 of `/proc/<pid>/stat`),
+    /// so a recycled pid is not taken for the run's process. `None` in records written before
+    /// it was recorded, or where `/proc` is unavailable.
+    #[serde(default)]
+    pub pid_start_time: Option<u64>,
+    /// When `swarm clean` removed every worktree and branch of the run, RFC 3339; `swarm ls`
+    /// hides such runs unless given `--all`.
+    #[serde(default)]
+    pub cleaned_at: Option<String>,
     /// The plan once made.
     pub plan: Option<Plan>,
     /// Workers in plan order.
@@ -442,26 +456,81 @@ impl RunRecord {
         run_dir(&self.repo_root, &self.run_id).join("coordinator.jsonl")
     }
 
-    /// The state `swarm ls` shows: the status, or `stopped` for a run left `planning` or
-    /// `running` by a process that is gone (resume it or clean it).
+    /// The state `swarm ls` and `swarm status` show: the status, or `interrupted` for a run left
+    /// `planning` or `running` by a process that is gone or is not the one that ran it (resume it
+    /// or clean it).
     pub fn state_label(&self) -> &'static str {
-        if matches!(self.status, RunStatus::Running | RunStatus::Planning) && !self.is_active() {
-            "stopped"
+        if self.is_interrupted() {
+            "interrupted"
         } else {
             self.status.as_str()
         }
     }
 
-    /// Whether the process recorded in `pid` is still alive and the run is not over.
+    /// Whether the run was left `planning` or `running` by a process that no longer runs it
+    /// (killed, crashed, or its pid now belongs to another process).
+    pub fn is_interrupted(&self) -> bool {
+        matches!(self.status, RunStatus::Running | RunStatus::Planning) && !self.is_active()
+    }
+
+    /// Whether the process recorded in `pid` is still alive, is the same process (its start
+    /// time matches `pid_start_time` when recorded), and the run is not over.
     pub fn is_active(&self) -> bool {
         matches!(self.status, RunStatus::Planning | RunStatus::Running)
             && self.pid != 0
             && process_alive(self.pid)
+            && match (self.pid_start_time, process_start_time(self.pid)) {
+                (Some(recorded), Some(now)) => recorded == now,
+                _ => true,
+            }
+    }
+
+    /// Records the current process as the one running the run (`pid`, `pid_start_time`).
+    pub fn claim_for_this_process(&mut self) {
+        self.pid = std::process::id();
+        self.pid_start_time = process_start_time(self.pid);
+    }
+
+    /// The record as it should be shown: for an interrupted run ([`Self::is_interrupted`]),
+    /// every worker that was in flight is [`WorkerStatus::Interrupted`]. Not saved.
+    pub fn observed(mut self) -> RunRecord {
+        if self.is_interrupted() {
+            for w in &mut self.workers {
+                if matches!(
+                    w.status,
+                    WorkerStatus::Starting
+                        | WorkerStatus::Running
+                        | WorkerStatus::WaitingForPermission
+                        | WorkerStatus::Committing
+                ) {
+                    w.status = WorkerStatus::Interrupted;
+                }
+            }
+        }
+        self
     }
 }
 
-/// Whether a process with this pid exists (signal 0).
+/// Start time of process `pid` in clock ticks since boot: field 22 of `/proc/<pid>/stat`
+/// (proc(5)); `None` when the process is gone or `/proc` is unavailable.
+pub fn process_start_time(pid: u32) -> Option<u64> {
+    stat_fields(pid)?.get(19)?.parse().ok()
+}
+
+/// The fields of `/proc/<pid>/stat` after the command name (field 3, the state, first).
+fn stat_fields(pid: u32) -> Option<Vec<String>> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) is in parentheses and may contain spaces: count from the last `)`.
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    Some(after_name.split_whitespace().map(str::to_string).collect())
+}
+
+/// Whether a process with this pid exists (signal 0) and has not exited (a zombie, state `Z`
+/// or `X` in `/proc/<pid>/stat`, killed but not yet reaped by its parent, is not alive).
 pub fn process_alive(pid: u32) -> bool {
+    if stat_fields(pid).is_some_and(|f| matches!(f.first().map(String::as_str), Some("Z" | "X"))) {
+        return false;
+    }
     let Ok(pid) = libc::pid_t::try_from(pid) else {
         return false;
     };
@@ -565,6 +634,8 @@ mod tests {
             created_at: String::new(),
             updated_at: String::new(),
             pid: 0,
+            pid_start_time: None,
+            cleaned_at: None,
             plan: None,
             workers,
             usage: Usage::default(),
@@ -599,6 +670,42 @@ mod tests {
     }
 
     #[test]
+    fn a_killed_process_not_yet_reaped_is_not_alive() {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        // `true` exits at once; until we wait for it, it is a zombie.
+        while process_alive(pid) && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let alive = process_alive(pid);
+        child.wait().unwrap();
+        assert!(!alive, "a zombie counts as alive");
+        assert!(process_alive(std::process::id()));
+    }
+
+    #[test]
+    fn a_recycled_pid_is_not_the_runs_process() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut r: RunRecord = serde_json::from_value(serde_json::json!({
+            "run_id": "r", "task": "t", "repo_root": dir.path(), "base_commit": "c",
+            "base_ref": "HEAD", "integration_branch": "i", "status": "running",
+            "created_at": "", "updated_at": "", "pid": 0, "plan": null, "workers": [],
+            "usage": {"input_tokens": 0, "output_tokens": 0}, "summary": null, "error": null
+        }))
+        .unwrap();
+        r.claim_for_this_process();
+        assert!(r.pid_start_time.is_some());
+        assert!(r.is_active() && !r.is_interrupted());
+        r.pid_start_time = r.pid_start_time.map(|t| t + 1);
+        assert!(!r.is_active() && r.is_interrupted());
+        assert_eq!(r.state_label(), "interrupted");
+        // records written before the start time was recorded: the pid alone decides
+        r.pid_start_time = None;
+        assert!(r.is_active());
+    }
+
+    #[test]
     fn save_load_find() {
         let dir = tempfile::tempdir().unwrap();
         let mut r = RunRecord {
@@ -612,6 +719,8 @@ mod tests {
             created_at: String::new(),
             updated_at: String::new(),
             pid: std::process::id(),
+            pid_start_time: None,
+            cleaned_at: None,
             plan: None,
             workers: vec![],
             usage: Usage::default(),

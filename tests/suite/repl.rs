@@ -1,0 +1,340 @@
+//! The REPL through a real pseudo-terminal (tmux, driven from the test; `.ci/run` installs it):
+//! Ctrl-C at a permission question, keys typed during a turn, `/clear`, `/resume`,
+//! `--continue`, `/status`, `/diff`, `/tools` and the diff preview of write permission
+//! questions (issue 10 item 5).
+
+use super::support::*;
+use ahelper_fake_llm::{Conversation, FakeLlm, Script, Turn};
+use serde_json::json;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// One tmux server on a private socket with one window running `ahelper`.
+struct Tmux {
+    socket: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Tmux {
+    /// Starts `ahelper <args>` in `repo` on a 120×40 terminal, with the environment the other
+    /// end-to-end tests use.
+    fn start(repo: &TestRepo, server: &FakeLlm, args: &[&str]) -> Tmux {
+        Tmux::start_then(repo, server, args, None)
+    }
+
+    /// As [`Tmux::start`], then runs the shell command `after` in the same terminal once
+    /// `ahelper` exited.
+    fn start_then(repo: &TestRepo, server: &FakeLlm, args: &[&str], after: Option<&str>) -> Tmux {
+        let dir = tempfile::tempdir().unwrap();
+        let base = ahelper(repo, server, Wire::Anthropic);
+        let mut script = String::from("#!/bin/bash\n");
+        for (k, v) in base.get_envs() {
+            if let Some(v) = v {
+                script.push_str(&format!(
+                    "export {}='{}'\n",
+                    k.to_string_lossy(),
+                    v.to_string_lossy()
+                ));
+            }
+        }
+        script.push_str(&format!(
+            "cd '{}' && {}'{}'",
+            repo.path().display(),
+            if after.is_some() { "" } else { "exec " },
+            base.get_program().to_string_lossy()
+        ));
+        for a in args {
+            script.push_str(&format!(" '{a}'"));
+        }
+        script.push('\n');
+        if let Some(after) = after {
+            script.push_str(after);
+            script.push('\n');
+        }
+        let script_path = dir.path().join("run.sh");
+        std::fs::write(&script_path, script).unwrap();
+        let tmux = Tmux {
+            socket: dir.path().join("tmux.sock"),
+            _dir: dir,
+        };
+        tmux.run(&[
+            "-f",
+            "/dev/null",
+            "new-session",
+            "-d",
+            "-x",
+            "120",
+            "-y",
+            "40",
+        ])
+        // bash, not sh: it carries on after a child that handled Ctrl-C itself
+        .arg("bash")
+        .arg(&script_path)
+        .status()
+        .unwrap();
+        tmux.run(&["set-option", "-g", "remain-on-exit", "on"])
+            .status()
+            .unwrap();
+        tmux
+    }
+
+    fn run(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new("tmux");
+        cmd.arg("-S").arg(&self.socket).args(args);
+        cmd
+    }
+
+    /// Types `text` literally.
+    fn type_text(&self, text: &str) {
+        self.run(&["send-keys", "-l", text]).status().unwrap();
+    }
+
+    /// Presses keys by tmux name (`Enter`, `C-c`).
+    fn press(&self, key: &str) {
+        self.run(&["send-keys", key]).status().unwrap();
+    }
+
+    /// Waits until the REPL shows an empty prompt (its last line is `ahelper〉`): keys typed
+    /// before that belong to the running turn (kept as type-ahead, Enter included).
+    #[track_caller]
+    fn wait_ready(&self) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let screen = self.screen();
+            let last = screen.lines().rev().find(|l| !l.trim().is_empty());
+            if last.is_some_and(|l| l.trim_end() == "ahelper〉") {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the REPL never showed an empty prompt:\n{screen}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Waits for an empty prompt, types `line` and presses Enter.
+    #[track_caller]
+    fn line(&self, line: &str) {
+        self.wait_ready();
+        self.type_text(line);
+        self.press("Enter");
+    }
+
+    /// The whole pane with its scroll-back.
+    fn screen(&self) -> String {
+        let out = self
+            .run(&["capture-pane", "-p", "-J", "-S", "-1000"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Waits until the pane shows `text` `times` times; fails with the screen after 60 s.
+    #[track_caller]
+    fn wait_for_count(&self, text: &str, times: usize) -> String {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let screen = self.screen();
+            if screen.matches(text).count() >= times {
+                return screen;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the terminal never showed {text:?} {times} times:\n{screen}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    #[track_caller]
+    fn wait_for(&self, text: &str) -> String {
+        self.wait_for_count(text, 1)
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.run(&["kill-server"]).status();
+    }
+}
+
+/// Waits until the fake model has received `n` requests.
+#[track_caller]
+fn wait_for_requests(server: &FakeLlm, n: usize) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while server.model_requests().len() < n {
+        assert!(Instant::now() < deadline, "the model never got request {n}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Ctrl-C at a permission question cancels the turn (no y/n/a/d insisted on); the question
+/// shows a diff of the write.
+#[test]
+fn ctrl_c_at_a_permission_question_cancels_the_turn() {
+    let repo = repo_with(&[("a.txt", "old line\n")]);
+    let server = start(
+        Script::new()
+            .with_conversation(Conversation::new().turn(Turn::tool_call(
+                "write_file",
+                json!({"path": "a.txt", "content": "new line\n"}),
+            )))
+            .with_fallback_text("after"),
+    );
+    let tmux = Tmux::start(&repo, &server, &[]);
+    tmux.wait_for("Type /help");
+    tmux.line("change a.txt");
+    let screen = tmux.wait_for("Allow write_file");
+    assert!(
+        screen.contains("-old line") && screen.contains("+new line"),
+        "{screen}"
+    );
+    tmux.press("C-c");
+    let screen = tmux.wait_for("[cancelled");
+    assert!(!screen.contains("Please answer"), "{screen}");
+    assert_eq!(repo.file("a.txt"), "old line\n");
+    tmux.line("/status");
+    let screen = tmux.wait_for("Tokens:");
+    assert!(screen.contains("Mode:       default"), "{screen}");
+}
+
+/// Keys typed while the model works are not echoed into the answer and are waiting in the
+/// next prompt.
+#[test]
+fn input_typed_during_a_turn_is_kept_for_the_next_prompt() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    // Every request of the session is the conversation's first turn (no tool results).
+    let server = start(Script::new().with_conversation(
+        Conversation::new().turn(Turn::text("slow answer").with_delay_ms(3_000)),
+    ));
+    let tmux = Tmux::start(&repo, &server, &[]);
+    tmux.wait_for("Type /help");
+    tmux.line("first question");
+    wait_for_requests(&server, 1);
+    tmux.type_text("typed early");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        !tmux.screen().contains("typed early"),
+        "echoed during the turn:\n{}",
+        tmux.screen()
+    );
+    let screen = tmux.wait_for("[completed");
+    let screen = if screen.contains("typed early") {
+        screen
+    } else {
+        tmux.wait_for("typed early")
+    };
+    let answer_at = screen.find("slow answer").unwrap();
+    let typed_at = screen.find("typed early").unwrap();
+    assert!(typed_at > answer_at, "{screen}");
+    tmux.press("Enter");
+    wait_for_requests(&server, 2);
+    let second = server.model_requests()[1].body.to_string();
+    assert!(second.contains("typed early"), "{second}");
+}
+
+/// `/clear` starts a new session (the model no longer sees the old conversation); `--continue`
+/// shows the last exchange; `/resume` lists sessions and switches by number.
+#[test]
+fn clear_starts_a_new_session_and_resume_picks_one() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let server =
+        start(Script::new().with_conversation(Conversation::new().turn(Turn::text("noted"))));
+    let tmux = Tmux::start(&repo, &server, &[]);
+    tmux.wait_for("Type /help");
+    tmux.line("remember banana");
+    tmux.wait_for("[completed");
+    tmux.line("/clear");
+    tmux.wait_for("New session");
+    tmux.line("what word?");
+    tmux.wait_for_count("[completed", 2);
+    wait_for_requests(&server, 2);
+    let second = server.model_requests()[1].body.to_string();
+    assert!(!second.contains("banana"), "{second}");
+    tmux.line("/exit");
+    drop(tmux);
+    let sessions = std::fs::read_dir(repo.path().join(".ahelper/sessions"))
+        .unwrap()
+        .count();
+    assert_eq!(sessions, 2, "/clear wrote a new transcript");
+
+    let tmux = Tmux::start(&repo, &server, &["--continue"]);
+    let screen = tmux.wait_for("Last exchange:");
+    assert!(screen.contains("> what word?"), "{screen}");
+    tmux.line("/resume");
+    let screen = tmux.wait_for(" 2. ");
+    assert!(screen.contains("remember banana"), "{screen}");
+    tmux.line("/resume 2");
+    let screen = tmux.wait_for("Resumed session");
+    assert!(screen.contains("> remember banana"), "{screen}");
+    tmux.line("and now?");
+    wait_for_requests(&server, 3);
+    let third = server.model_requests()[2].body.to_string();
+    assert!(third.contains("banana"), "{third}");
+}
+
+/// `/tools` prints one line per tool; `/diff` lists the files written in the session and the
+/// workspace's `git diff`.
+#[test]
+fn tools_and_diff_commands() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let server = start(
+        Script::new()
+            .with_conversation(
+                Conversation::new()
+                    .turn(Turn::tool_call(
+                        "write_file",
+                        json!({"path": "a.txt", "content": "changed\n"}),
+                    ))
+                    .turn(Turn::text("done")),
+            )
+            .with_fallback_text("ok"),
+    );
+    let tmux = Tmux::start(&repo, &server, &["--permission-mode", "bypass"]);
+    tmux.wait_for("Type /help");
+    tmux.line("/tools");
+    let screen = tmux.wait_for("write_file");
+    let tool_lines: Vec<&str> = screen
+        .lines()
+        .skip_while(|l| !l.contains("/tools"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .collect();
+    assert!(tool_lines.len() >= 5, "{screen}");
+    assert!(tool_lines.iter().all(|l| l.len() <= 110), "{screen}");
+    tmux.line("change a.txt");
+    tmux.wait_for("[completed");
+    tmux.line("/diff");
+    let screen = tmux.wait_for("+changed");
+    assert!(
+        screen.contains("Files written in this session:") && screen.contains("-a"),
+        "{screen}"
+    );
+}
+
+/// Ctrl-C during a turn cancels it; after `/exit` the terminal echoes as before (the turn's
+/// quiet mode is undone).
+#[test]
+fn ctrl_c_cancels_a_turn_and_the_terminal_is_restored_on_exit() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let server = start(Script::new().with_conversation(
+        Conversation::new().turn(Turn::text("never seen").with_delay_ms(20_000)),
+    ));
+    let after = "echo \"exit=$?\"; stty -a | tr ' ;' '\\n\\n' | grep -x -- '-\\{0,1\\}echo' | sed 's/^/mode:/'";
+    let tmux = Tmux::start_then(&repo, &server, &[], Some(after));
+    tmux.wait_for("Type /help");
+    tmux.line("slow question");
+    wait_for_requests(&server, 1);
+    tmux.press("C-c");
+    tmux.wait_for("[cancelled");
+    tmux.line("/exit");
+    let screen = tmux.wait_for("mode:");
+    assert!(!screen.contains("never seen"), "{screen}");
+    assert!(screen.contains("exit=0"), "{screen}");
+    assert!(
+        screen.contains("mode:echo"),
+        "the terminal no longer echoes:\n{screen}"
+    );
+}

@@ -1,0 +1,350 @@
+//! The life of a swarm run after it started (issue 10 item 7, issue 9 items 3 and 9): which run
+//! `status` and `logs` show, what `ls` lists, what `clean` removes, a run killed with `kill -9`
+//! (interrupted everywhere), and the output formats of `swarm` and `-p --resume`.
+
+use super::support::*;
+use ahelper_fake_llm::{Conversation, FakeLlm, Script, Turn};
+use predicates::prelude::*;
+use serde_json::{Value, json};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+const COORDINATOR: &str = "You are the coordinator of a swarm";
+
+/// A plan of one subtask `s1` on `a.txt` whose worker plays `turns`.
+fn one_subtask(turns: Vec<Turn>) -> Script {
+    let plan = json!({"summary": "one file", "subtasks": [
+        {"id": "s1", "title": "Write a", "instructions": "Write a.txt.", "scope": ["a.txt"]}
+    ]});
+    let worker = turns.into_iter().fold(
+        Conversation::new()
+            .named("s1")
+            .matching("Your subtask `s1`"),
+        Conversation::turn,
+    );
+    Script::new()
+        .with_conversation(
+            Conversation::new()
+                .matching(COORDINATOR)
+                .turn(Turn::text(plan.to_string())),
+        )
+        .with_conversation(worker)
+}
+
+fn writes_a() -> Vec<Turn> {
+    vec![
+        Turn::tool_call("write_file", json!({"path": "a.txt", "content": "A\n"})),
+        Turn::text("done"),
+    ]
+}
+
+fn runs_dir(repo: &TestRepo) -> PathBuf {
+    repo.path().join(".ahelper/runs")
+}
+
+/// The newest run record.
+fn last_run(repo: &TestRepo) -> Value {
+    let mut runs: Vec<_> = std::fs::read_dir(runs_dir(repo))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    runs.sort();
+    serde_json::from_str(&std::fs::read_to_string(runs.last().unwrap().join("run.json")).unwrap())
+        .unwrap()
+}
+
+fn stdout_of(cmd: &mut assert_cmd::Command) -> String {
+    let out = cmd.assert().success().get_output().stdout.clone();
+    String::from_utf8(out).unwrap()
+}
+
+fn swarm(repo: &TestRepo, server: &FakeLlm, args: &[&str]) -> assert_cmd::Command {
+    let mut cmd = ahelper(repo, server, Wire::Anthropic);
+    cmd.arg("swarm").args(args);
+    cmd
+}
+
+/// Starts `ahelper swarm "do it" --yes --permission-mode bypass` as a plain child process (so the
+/// test can signal it) and waits until worker w1 is `running`.
+fn spawn_until_worker_runs(repo: &TestRepo, server: &FakeLlm) -> std::process::Child {
+    let base = ahelper(repo, server, Wire::Anthropic);
+    let mut cmd = std::process::Command::new(base.get_program());
+    cmd.args(["swarm", "do it", "--yes", "--permission-mode", "bypass"])
+        .current_dir(repo.path())
+        .env_clear()
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    for (k, v) in base.get_envs() {
+        if let Some(v) = v {
+            cmd.env(k, v);
+        }
+    }
+    let mut child = cmd.spawn().unwrap();
+    if !worker_runs_within(repo, Duration::from_secs(90)) {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("the worker never started");
+    }
+    child
+}
+
+/// Whether worker w1 of the newest run is `running` before `limit` passes.
+fn worker_runs_within(repo: &TestRepo, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        let running = std::fs::read_dir(runs_dir(repo)).is_ok_and(|mut d| d.next().is_some())
+            && std::panic::catch_unwind(|| last_run(repo))
+                .is_ok_and(|r| r["workers"][0]["status"] == "running");
+        if running {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
+}
+
+/// issue 9.3: after `kill -9` the run is `interrupted` in `ls` and `status` (every in-flight
+/// worker too), the next `swarm` names it with the commands to resume or clean it; issue 9.9:
+/// `ls` never shows an integration branch that is gone, and `clean` says why it keeps a branch
+/// without git's hint; `clean --purge` removes the record.
+#[test]
+fn a_killed_swarm_is_interrupted_in_ls_status_and_the_next_run() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    // The worker's model answers slowly: the run is killed while it waits.
+    let mut turns = writes_a();
+    turns[0] = turns[0].clone().with_delay_ms(10_000);
+    let server = start(one_subtask(turns));
+    let mut child = spawn_until_worker_runs(&repo, &server);
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let run = last_run(&repo);
+    let id = run["run_id"].as_str().unwrap().to_string();
+    assert_eq!(run["status"], "running", "the record still says running");
+
+    let ls = stdout_of(&mut swarm(&repo, &server, &["ls"]));
+    assert!(ls.contains(&id) && ls.contains("interrupted"), "{ls}");
+    let status = stdout_of(&mut swarm(&repo, &server, &["status"]));
+    assert!(
+        status.contains(&format!("Run: {id} (interrupted)")),
+        "{status}"
+    );
+    assert!(
+        status.contains(&format!("ahelper swarm resume {id}")),
+        "{status}"
+    );
+    let w1 = status.lines().find(|l| l.starts_with("w1")).unwrap();
+    assert!(w1.contains("interrupted"), "{status}");
+    assert!(!status.contains("starting"), "{status}");
+    assert!(
+        status.contains(" · interrupted · "),
+        "the totals line: {status}"
+    );
+
+    swarm(&repo, &server, &["another task", "--plan-only"])
+        .assert()
+        .success()
+        .stderr(predicate::str::contains(format!(
+            "Run {id} was interrupted"
+        )))
+        .stderr(predicate::str::contains(format!(
+            "`ahelper swarm resume {id}`, or remove it with `ahelper swarm clean {id}`"
+        )));
+
+    // The integration branch deleted by hand: `ls` does not list it, `clean` keeps the
+    // worker's branch and says why.
+    let integration = run["integration_branch"].as_str().unwrap();
+    repo.git(&["branch", "-D", integration]);
+    let ls = stdout_of(&mut swarm(&repo, &server, &["ls"]));
+    let line = ls.lines().find(|l| l.starts_with(&id)).unwrap();
+    assert!(
+        line.contains("(deleted)") && !line.contains(integration),
+        "{ls}"
+    );
+    let clean = swarm(&repo, &server, &["clean", &id])
+        .assert()
+        .code(1)
+        .get_output()
+        .stdout
+        .clone();
+    let clean = String::from_utf8(clean).unwrap();
+    assert!(
+        clean.contains(&format!(
+            "the integration branch {integration} no longer exists"
+        )),
+        "{clean}"
+    );
+    assert!(!clean.contains("git branch --list"), "{clean}");
+    swarm(&repo, &server, &["clean", &id, "--force", "--purge"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("removed the run's record"));
+    assert!(!runs_dir(&repo).join(&id).exists());
+}
+
+/// issue 9.3: a record whose pid is alive but belongs to another process (its start time
+/// differs) is interrupted, not active: a new run is not refused and `resume` continues it.
+/// issue 10.7: `--plan-only` says how to start the saved plan, and that command works.
+#[test]
+fn a_run_whose_pid_is_another_process_is_interrupted_and_resumes() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let server = start(one_subtask(writes_a()));
+    swarm(&repo, &server, &["do it", "--plan-only"])
+        .assert()
+        .success()
+        .stderr(predicate::str::contains(
+            "start it with `ahelper swarm resume ",
+        ));
+    let mut run = last_run(&repo);
+    let id = run["run_id"].as_str().unwrap().to_string();
+    // This test process is alive, but it is not the one that ran the swarm.
+    run["status"] = json!("running");
+    run["pid"] = json!(std::process::id());
+    run["pid_start_time"] = json!(1);
+    // What the earlier process had done (issue 9.9: resume counts the whole run).
+    run["workers"][0]["turns"] = json!(3);
+    run["workers"][0]["tool_calls"] = json!(2);
+    run["workers"][0]["usage"] = json!({"input_tokens": 1000, "output_tokens": 500});
+    std::fs::write(runs_dir(&repo).join(&id).join("run.json"), run.to_string()).unwrap();
+    let ls = stdout_of(&mut swarm(&repo, &server, &["ls"]));
+    assert!(ls.contains("interrupted"), "{ls}");
+    swarm(
+        &repo,
+        &server,
+        &["resume", &id[..8], "--permission-mode", "bypass"],
+    )
+    .assert()
+    .success()
+    .stderr(predicate::str::contains(format!(
+        "Resuming interrupted run {id}"
+    )));
+    let run = last_run(&repo);
+    assert_eq!(run["status"], "finished");
+    let w1 = &run["workers"][0];
+    assert_eq!(w1["status"], "merged");
+    assert_eq!(w1["turns"], 5, "3 earlier turns and 2 resumed: {w1}");
+    assert_eq!(w1["tool_calls"], 3, "{w1}");
+    assert!(w1["usage"]["input_tokens"].as_u64().unwrap() > 1000, "{w1}");
+}
+
+/// issue 10.7: `status` and `logs` default to the latest run (`logs w1` is its worker);
+/// `ls` hides cleaned runs and `--all` shows them.
+#[test]
+fn status_and_logs_default_to_the_latest_run_and_ls_hides_cleaned_runs() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let server = start(one_subtask(writes_a()));
+    swarm(&repo, &server, &["status"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("no swarm runs"));
+    swarm(
+        &repo,
+        &server,
+        &["do it", "--yes", "--permission-mode", "bypass"],
+    )
+    .assert()
+    .success();
+    let id = last_run(&repo)["run_id"].as_str().unwrap().to_string();
+    let status = stdout_of(&mut swarm(&repo, &server, &["status"]));
+    assert!(
+        status.contains(&format!("Run: {id} (finished)")),
+        "{status}"
+    );
+    let logs = stdout_of(&mut swarm(&repo, &server, &["logs"]));
+    assert!(logs.contains("one file"), "the coordinator's plan: {logs}");
+    let worker_logs = stdout_of(&mut swarm(&repo, &server, &["logs", "w1"]));
+    assert!(worker_logs.contains("write_file"), "{worker_logs}");
+
+    swarm(&repo, &server, &["clean", &id, "--force"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("--purge"));
+    let ls = stdout_of(&mut swarm(&repo, &server, &["ls"]));
+    assert!(!ls.contains(&id), "{ls}");
+    let all = stdout_of(&mut swarm(&repo, &server, &["ls", "--all"]));
+    let line = all.lines().find(|l| l.starts_with(&id)).unwrap();
+    assert!(
+        line.contains("cleaned") && line.contains("(deleted)"),
+        "{all}"
+    );
+    swarm(&repo, &server, &["clean", &id, "--purge"])
+        .assert()
+        .success();
+    assert!(!runs_dir(&repo).join(&id).exists());
+}
+
+/// issue 10.7/10.8: `swarm --output-format json` is refused with the formats it accepts, and
+/// `stream-json` events carry the same `type` key as `-p`'s.
+#[test]
+fn swarm_output_formats_match_their_help_and_share_the_envelope_key() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let server = start(one_subtask(writes_a()));
+    swarm(&repo, &server, &["do it", "--output-format", "json"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "possible values: text, stream-json",
+        ));
+    let help = stdout_of(&mut swarm(&repo, &server, &["--help"]));
+    assert!(
+        help.contains("- text:") && help.contains("- stream-json:") && !help.contains("- json:"),
+        "{help}"
+    );
+    let out = stdout_of(&mut swarm(
+        &repo,
+        &server,
+        &[
+            "do it",
+            "--yes",
+            "--permission-mode",
+            "bypass",
+            "--output-format",
+            "stream-json",
+        ],
+    ));
+    let events: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(events.iter().all(|e| e["type"].is_string()), "{out}");
+    assert!(events.iter().any(|e| e["type"] == "run_finished"), "{out}");
+}
+
+/// issue 10.7: `-p --resume` takes a unique prefix of the session id, like run ids.
+#[test]
+fn print_resume_accepts_a_unique_session_id_prefix() {
+    let repo = repo_with(&[("a.txt", "x\n")]);
+    let server = start(
+        Script::new()
+            .with_conversation(Conversation::new().turn(Turn::text("first answer")))
+            .with_fallback_text("second answer"),
+    );
+    let out = stdout_of(ahelper(&repo, &server, Wire::Anthropic).args([
+        "-p",
+        "remember the word banana",
+        "--output-format",
+        "json",
+    ]));
+    let id = serde_json::from_str::<Value>(&out).unwrap()["session_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let out = stdout_of(ahelper(&repo, &server, Wire::Anthropic).args([
+        "-p",
+        "what word?",
+        "--resume",
+        &id[..13],
+        "--output-format",
+        "json",
+    ]));
+    assert_eq!(
+        serde_json::from_str::<Value>(&out).unwrap()["session_id"],
+        id
+    );
+    assert!(
+        server.model_requests()[1]
+            .body
+            .to_string()
+            .contains("banana")
+    );
+}

@@ -218,6 +218,16 @@ impl Capture {
         }
     }
 
+    /// True when [`Capture::finish`] with `max_chars` will leave part of the output out.
+    fn cuts(&self, max_chars: usize) -> bool {
+        if self.head.len() + self.tail.len() < self.total {
+            return true;
+        }
+        let mut all = self.head.clone();
+        all.extend(self.tail.iter());
+        String::from_utf8_lossy(&all).chars().count() > max_chars
+    }
+
     /// The output as text of at most about `max_chars` characters.
     fn finish(self, max_chars: usize) -> String {
         let kept = self.head.len() + self.tail.len();
@@ -242,9 +252,13 @@ impl Capture {
     }
 }
 
-enum Outcome {
+/// How a command run by [`run_in_group`] ended.
+pub(crate) enum Outcome {
+    /// It exited (or was killed by a signal it did not get from us).
     Exited(ExitStatus),
+    /// The time limit passed; the whole process group was stopped.
     TimedOut,
+    /// The cancellation token fired; the whole process group was stopped.
     Cancelled,
 }
 
@@ -288,6 +302,95 @@ async fn run_command(args: &RunCommandArgs, ctx: &ToolContext) -> Result<ToolOut
         )));
     }
 
+    let run = run_in_group(&GroupCommand {
+        command: &args.command,
+        cwd: &cwd.physical,
+        env: &ctx.env,
+        sandbox: ctx.command_sandbox.as_deref(),
+        timeout: Duration::from_millis(timeout_ms),
+        max_output_chars: ctx.max_output_chars,
+        cancel: &ctx.cancel,
+    })
+    .await?;
+    let (outcome, sandboxed) = (run.outcome, run.sandboxed);
+    let (footer, is_error) = match &outcome {
+        Outcome::Exited(s) => describe_status(s),
+        Outcome::TimedOut => (
+            format!(
+                "[timed out after {timeout_ms} ms: the command and every process it started \
+                 were killed; output so far is shown above]"
+            ),
+            true,
+        ),
+        Outcome::Cancelled => (
+            "[cancelled: the command and every process it started were killed]".to_string(),
+            true,
+        ),
+    };
+    let mut text = run.output;
+    if text.is_empty() {
+        text.push_str("(no output)");
+    }
+    if !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text.push_str(&footer);
+    if sandboxed && is_error && text.contains("Permission denied") {
+        text.push_str(SANDBOX_HINT);
+    }
+    if requested_ms > MAX_TIMEOUT_MS {
+        text.push_str(&format!(
+            "\n[note: timeout_ms {requested_ms} was lowered to the maximum {MAX_TIMEOUT_MS}]"
+        ));
+    }
+    Ok(ToolOutput {
+        content: text,
+        is_error,
+    })
+}
+
+/// A command line for [`run_in_group`].
+pub(crate) struct GroupCommand<'a> {
+    /// Shell command line, run with `bash -c` (or `sh -c`).
+    pub command: &'a str,
+    /// Existing directory it runs in.
+    pub cwd: &'a Path,
+    /// Variables added to the environment (ahelper's minus secrets, see [`command_env`]).
+    pub env: &'a BTreeMap<String, String>,
+    /// Landlock policy; applied when enforced.
+    pub sandbox: Option<&'a crate::sandbox_os::CommandSandbox>,
+    /// Time limit; then the whole process group is stopped (`SIGTERM`, `SIGKILL` after
+    /// [`TERM_GRACE`]).
+    pub timeout: Duration,
+    /// Output cap in characters (head and tail kept, see [`Capture`]).
+    pub max_output_chars: usize,
+    /// Cancelling it stops the whole process group.
+    pub cancel: &'a tokio_util::sync::CancellationToken,
+}
+
+/// What [`run_in_group`] observed.
+pub(crate) struct GroupRun {
+    /// How the command ended.
+    pub outcome: Outcome,
+    /// stdout and stderr interleaved, at most about `max_output_chars` characters (head and tail
+    /// kept, with a marker where the middle was cut); no footer.
+    pub output: String,
+    /// Bytes the command wrote in all.
+    pub output_bytes: usize,
+    /// True when part of the output was cut to respect the cap.
+    pub truncated: bool,
+    /// True when the landlock sandbox confined the command.
+    pub sandboxed: bool,
+}
+
+/// Runs `spec.command` with `bash -c` in its own process group, stdin `/dev/null`, stdout and
+/// stderr on one pipe, the environment without secrets, the landlock sandbox when enforced;
+/// stops the whole group on timeout or cancellation. Shared by `run_command` and the
+/// verification runner ([`crate::verify`]).
+///
+/// # Errors
+/// [`ToolError`] when the pipe, the sandbox or the shell cannot be set up.
+pub(crate) async fn run_in_group(spec: &GroupCommand<'_>) -> Result<GroupRun, ToolError> {
     let io = |what: &str, e: std::io::Error| ToolError::new(format!("cannot {what}: {e}"));
     let (reader, writer) = std::io::pipe().map_err(|e| io("create an output pipe", e))?;
     let writer2 = writer
@@ -295,16 +398,16 @@ async fn run_command(args: &RunCommandArgs, ctx: &ToolContext) -> Result<ToolOut
         .map_err(|e| io("create an output pipe", e))?;
     let mut cmd = tokio::process::Command::new(shell_program());
     cmd.arg("-c")
-        .arg(&args.command)
-        .current_dir(&cwd.physical)
+        .arg(spec.command)
+        .current_dir(spec.cwd)
         .env_clear()
-        .envs(command_env(std::env::vars_os(), &ctx.env))
+        .envs(command_env(std::env::vars_os(), spec.env))
         .stdin(Stdio::null())
         .stdout(Stdio::from(OwnedFd::from(writer)))
         .stderr(Stdio::from(OwnedFd::from(writer2)))
         .process_group(0)
         .kill_on_drop(true);
-    let sandboxed = match &ctx.command_sandbox {
+    let sandboxed = match spec.sandbox {
         Some(policy) if policy.is_enforced() => {
             policy
                 .prepare()
@@ -326,9 +429,9 @@ async fn run_command(args: &RunCommandArgs, ctx: &ToolContext) -> Result<ToolOut
     let mut output = tokio::net::unix::pipe::Receiver::from_owned_fd(OwnedFd::from(reader))
         .map_err(|e| io("read the command's output", e))?;
 
-    let mut capture = Capture::new(ctx.max_output_chars.max(1000) * 2);
+    let mut capture = Capture::new(spec.max_output_chars.max(1000) * 2);
     let mut buf = vec![0u8; 64 * 1024];
-    let deadline = Instant::now() + Duration::from_millis(timeout_ms);
+    let deadline = Instant::now() + spec.timeout;
     let mut status: Option<ExitStatus> = None;
     let mut eof = false;
     let mut drain_until: Option<Instant> = None;
@@ -339,7 +442,7 @@ async fn run_command(args: &RunCommandArgs, ctx: &ToolContext) -> Result<ToolOut
             break Outcome::Exited(s);
         }
         tokio::select! {
-            _ = ctx.cancel.cancelled(), if status.is_none() => break Outcome::Cancelled,
+            _ = spec.cancel.cancelled(), if status.is_none() => break Outcome::Cancelled,
             _ = tokio::time::sleep_until(deadline), if status.is_none() => break Outcome::TimedOut,
             _ = tokio::time::sleep_until(drain_until.unwrap_or(deadline)), if drain_until.is_some() => {
                 if let Some(s) = status { break Outcome::Exited(s); }
@@ -356,44 +459,22 @@ async fn run_command(args: &RunCommandArgs, ctx: &ToolContext) -> Result<ToolOut
         }
     };
 
-    let (footer, is_error) = match &outcome {
-        Outcome::Exited(s) => {
-            guard.armed = false;
-            describe_status(s)
-        }
+    match &outcome {
+        Outcome::Exited(_) => guard.armed = false,
         Outcome::TimedOut | Outcome::Cancelled => {
             terminate_group(pgid, &mut child, &mut output, &mut capture, &mut buf).await;
             guard.armed = false;
-            let what = if matches!(outcome, Outcome::TimedOut) {
-                format!(
-                    "[timed out after {timeout_ms} ms: the command and every process it started \
-                     were killed; output so far is shown above]"
-                )
-            } else {
-                "[cancelled: the command and every process it started were killed]".to_string()
-            };
-            (what, true)
         }
-    };
-    let mut text = capture.finish(ctx.max_output_chars);
-    if text.is_empty() {
-        text.push_str("(no output)");
     }
-    if !text.ends_with('\n') {
-        text.push('\n');
-    }
-    text.push_str(&footer);
-    if sandboxed && is_error && text.contains("Permission denied") {
-        text.push_str(SANDBOX_HINT);
-    }
-    if requested_ms > MAX_TIMEOUT_MS {
-        text.push_str(&format!(
-            "\n[note: timeout_ms {requested_ms} was lowered to the maximum {MAX_TIMEOUT_MS}]"
-        ));
-    }
-    Ok(ToolOutput {
-        content: text,
-        is_error,
+    let output_bytes = capture.total;
+    let truncated = capture.cuts(spec.max_output_chars);
+    let output = capture.finish(spec.max_output_chars);
+    Ok(GroupRun {
+        outcome,
+        output,
+        output_bytes,
+        truncated,
+        sandboxed,
     })
 }
 

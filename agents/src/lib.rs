@@ -18,3 +18,4 @@ pub mod session;
 pub mod swarm;
 pub mod tools;
 pub mod transcript;
+pub mod verify;

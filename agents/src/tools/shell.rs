@@ -310,6 +310,7 @@ async fn run_command(args: &RunCommandArgs, ctx: &ToolContext) -> Result<ToolOut
         timeout: Duration::from_millis(timeout_ms),
         max_output_chars: ctx.max_output_chars,
         cancel: &ctx.cancel,
+        kill_leftovers: false,
     })
     .await?;
     let (outcome, sandboxed) = (run.outcome, run.sandboxed);
@@ -366,6 +367,9 @@ pub(crate) struct GroupCommand<'a> {
     pub max_output_chars: usize,
     /// Cancelling it stops the whole process group.
     pub cancel: &'a tokio_util::sync::CancellationToken,
+    /// Kill what is left of the process group after the shell exits (`run_command` leaves
+    /// background processes running on purpose; a verification run must not).
+    pub kill_leftovers: bool,
 }
 
 /// What [`run_in_group`] observed.
@@ -375,8 +379,6 @@ pub(crate) struct GroupRun {
     /// stdout and stderr interleaved, at most about `max_output_chars` characters (head and tail
     /// kept, with a marker where the middle was cut); no footer.
     pub output: String,
-    /// Bytes the command wrote in all.
-    pub output_bytes: usize,
     /// True when part of the output was cut to respect the cap.
     pub truncated: bool,
     /// True when the landlock sandbox confined the command.
@@ -460,19 +462,22 @@ pub(crate) async fn run_in_group(spec: &GroupCommand<'_>) -> Result<GroupRun, To
     };
 
     match &outcome {
-        Outcome::Exited(_) => guard.armed = false,
+        Outcome::Exited(_) => {
+            if spec.kill_leftovers {
+                signal_group(pgid, libc::SIGKILL);
+            }
+            guard.armed = false;
+        }
         Outcome::TimedOut | Outcome::Cancelled => {
             terminate_group(pgid, &mut child, &mut output, &mut capture, &mut buf).await;
             guard.armed = false;
         }
     }
-    let output_bytes = capture.total;
     let truncated = capture.cuts(spec.max_output_chars);
     let output = capture.finish(spec.max_output_chars);
     Ok(GroupRun {
         outcome,
         output,
-        output_bytes,
         truncated,
         sandboxed,
     })

@@ -119,13 +119,16 @@ struct RunnerReading {
     stopped_early: bool,
 }
 
+/// A runner's reader: its reading of the output's lines, `None` when its output is absent.
+type Reader = fn(&[&str]) -> Option<RunnerReading>;
+
 /// Reads failure names from `output` (stdout and stderr interleaved). `None` when no known
 /// runner's closing lines are in it, or when a runner says tests failed but names none: then
 /// only the exit status can be compared.
 pub fn parse_failures(output: &str) -> Option<FailureReport> {
     let clean = strip_ansi(output);
     let lines: Vec<&str> = clean.lines().map(|l| l.trim_end_matches('\r')).collect();
-    let readers: [(TestRunner, fn(&[&str]) -> Option<RunnerReading>); 6] = [
+    let readers: [(TestRunner, Reader); 6] = [
         (TestRunner::Libtest, libtest),
         (TestRunner::Pytest, pytest),
         (TestRunner::Unittest, unittest),

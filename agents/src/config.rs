@@ -553,27 +553,7 @@ impl Config {
                 .unwrap_or(30_000)
                 .max(1_000),
         };
-        let swarm = SwarmLimits {
-            max_workers: merged.swarm.max_workers.unwrap_or(4).max(1),
-            max_subtasks: merged.swarm.max_subtasks.unwrap_or(12).max(1),
-            worker_max_turns: merged.swarm.worker_max_turns.unwrap_or(30).max(1),
-            token_budget: merged.swarm.token_budget.unwrap_or(4_000_000),
-            time_limit_s: merged.swarm.time_limit_s.unwrap_or(3_600),
-            worktree_root: merged.swarm.worktree_root.clone(),
-            verify: merged.swarm.verify.clone(),
-            verify_timeout_s: merged
-                .swarm
-                .verify_timeout_s
-                .unwrap_or(DEFAULT_VERIFY_TIMEOUT_S),
-            worker_fix_rounds: merged
-                .swarm
-                .worker_fix_rounds
-                .unwrap_or(DEFAULT_WORKER_FIX_ROUNDS),
-            merge_fix_attempts: merged
-                .swarm
-                .merge_fix_attempts
-                .unwrap_or(DEFAULT_MERGE_FIX_ATTEMPTS),
-        };
+        let swarm = resolve_swarm(&merged.swarm);
         let sandbox = resolve_sandbox(&merged.sandbox, &workspace_root, env)?;
         let provider = resolve_provider(&merged, env)?;
         Ok(Config {
@@ -598,6 +578,24 @@ impl Config {
             .map_err(|reason| ConfigError::NoModel {
                 reason: reason.clone(),
             })
+    }
+}
+
+/// The `[swarm]` limits with their defaults (ranges were checked when the files were parsed).
+fn resolve_swarm(file: &SwarmFile) -> SwarmLimits {
+    SwarmLimits {
+        max_workers: file.max_workers.unwrap_or(4).max(1),
+        max_subtasks: file.max_subtasks.unwrap_or(12).max(1),
+        worker_max_turns: file.worker_max_turns.unwrap_or(30).max(1),
+        token_budget: file.token_budget.unwrap_or(4_000_000),
+        time_limit_s: file.time_limit_s.unwrap_or(3_600),
+        worktree_root: file.worktree_root.clone(),
+        verify: file.verify.clone(),
+        verify_timeout_s: file.verify_timeout_s.unwrap_or(DEFAULT_VERIFY_TIMEOUT_S),
+        worker_fix_rounds: file.worker_fix_rounds.unwrap_or(DEFAULT_WORKER_FIX_ROUNDS),
+        merge_fix_attempts: file
+            .merge_fix_attempts
+            .unwrap_or(DEFAULT_MERGE_FIX_ATTEMPTS),
     }
 }
 

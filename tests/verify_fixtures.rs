@@ -124,6 +124,8 @@ fn merge(dir: &Path, branch: &str) -> bool {
         .args(["merge", "-q", "--no-edit", branch])
         .current_dir(dir)
         .env("GIT_CONFIG_NOSYSTEM", "1")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
         .status()
         .unwrap()
         .success()

@@ -207,7 +207,7 @@ fn by_exit_status(base: BaseState, candidate: ExitReason) -> Verdict {
 /// Longest list of names in a one-line rendering, in characters (then `…`).
 const NAMES_LINE_CHARS: usize = 120;
 
-/// `a, b, c` within [`NAMES_LINE_CHARS`], then `, …`.
+/// `a, b, c` within 120 characters, then `, …`.
 pub fn list_names(names: &[FailedTest]) -> String {
     let mut out = String::new();
     for (i, name) in names.iter().enumerate() {

@@ -3,7 +3,8 @@
 //! Layout (see `DESIGN.md` §2): [`model`] talks to LLM providers, [`tools`] are what the model may
 //! call, [`sandbox`] keeps file tools inside the workspace, [`sandbox_os`] confines commands with
 //! landlock, [`permissions`] decides whether a tool call may run, [`agent`] is the agent loop, [`transcript`] writes append-only JSONL transcripts,
-//! [`config`] resolves layered configuration and [`swarm`] runs many agents in parallel.
+//! [`config`] resolves layered configuration, [`swarm`] runs many agents in parallel and
+//! [`verify`] runs the project's tests on a worktree and compares the result with the base.
 //!
 //! This crate has no terminal code: user interaction goes through the [`permissions::Prompter`]
 //! trait and the [`agent::AgentEvent`] channel.

@@ -5,8 +5,9 @@
 //! [`sandbox_os`] confines commands with landlock, [`permissions`] decides whether a tool call
 //! may run, [`agent`] is the agent loop (built with [`agent::AgentBuilder`]), [`session`] is a
 //! single-agent session, [`transcript`] writes append-only JSONL transcripts, [`config`]
-//! resolves layered configuration, [`text`] shortens text, and [`swarm`] runs many agents in
-//! parallel.
+//! resolves layered configuration, [`text`] shortens text, [`swarm`] runs many agents in
+//! parallel and [`verify`] runs the project's tests on a worktree and compares the result with
+//! the base.
 //!
 //! This crate has no terminal code and prints nothing: user interaction goes through the
 //! [`permissions::Prompter`] trait, the [`agent::AgentEvent`] channel and the swarm's events;
@@ -25,3 +26,4 @@ pub mod swarm;
 pub mod text;
 pub mod tools;
 pub mod transcript;
+pub mod verify;

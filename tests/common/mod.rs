@@ -2,6 +2,8 @@
 //! an `ahelper` command with an isolated environment.
 #![allow(dead_code)]
 
+pub mod pyproject;
+
 use ahelper_fake_llm::{FakeLlm, Script};
 use assert_cmd::Command;
 use std::path::{Path, PathBuf};

@@ -218,6 +218,16 @@ impl Capture {
         }
     }
 
+    /// True when [`Capture::finish`] with `max_chars` will leave part of the output out.
+    fn cuts(&self, max_chars: usize) -> bool {
+        if self.head.len() + self.tail.len() < self.total {
+            return true;
+        }
+        let mut all = self.head.clone();
+        all.extend(self.tail.iter());
+        String::from_utf8_lossy(&all).chars().count() > max_chars
+    }
+
     /// The output as text of at most about `max_chars` characters.
     fn finish(self, max_chars: usize) -> String {
         let kept = self.head.len() + self.tail.len();
@@ -238,9 +248,13 @@ impl Capture {
     }
 }
 
-enum Outcome {
+/// How a command run by [`run_in_group`] ended.
+pub(crate) enum Outcome {
+    /// It exited (or was killed by a signal it did not get from us).
     Exited(ExitStatus),
+    /// The time limit passed; the whole process group was stopped.
     TimedOut,
+    /// The cancellation token fired; the whole process group was stopped.
     Cancelled,
 }
 
@@ -276,11 +290,13 @@ async fn run_command(args: &RunCommandArgs, ctx: &ToolContext) -> Result<ToolOut
             cwd.physical.display()
         )));
     }
-    let mut running = RunningCommand::spawn(&args.command, &cwd.physical, ctx)?;
+    let sandbox = ctx.command_sandbox.as_deref();
+    let mut running = RunningCommand::spawn(&args.command, &cwd.physical, &ctx.env, sandbox)?;
     let mut capture = Capture::new(ctx.max_output_chars.max(1000) * 2);
     let deadline = Instant::now() + Duration::from_millis(timeout_ms);
     let outcome = running.wait(&mut capture, &ctx.cancel, deadline).await?;
-    let (footer, is_error) = running.finish(&outcome, &mut capture, timeout_ms).await;
+    running.stop(&outcome, &mut capture).await;
+    let (footer, is_error) = footer(&outcome, timeout_ms);
     let mut text = capture.finish(ctx.max_output_chars);
     if text.is_empty() {
         text.push_str("(no output)");
@@ -300,6 +316,64 @@ async fn run_command(args: &RunCommandArgs, ctx: &ToolContext) -> Result<ToolOut
     Ok(ToolOutput {
         content: text,
         is_error,
+    })
+}
+
+/// A command line for [`run_in_group`].
+pub(crate) struct GroupCommand<'a> {
+    /// Shell command line, run with `bash -c` (or `sh -c`).
+    pub command: &'a str,
+    /// Existing directory it runs in.
+    pub cwd: &'a Path,
+    /// Variables added to the environment (ahelper's minus secrets, see [`command_env`]).
+    pub env: &'a BTreeMap<String, String>,
+    /// Landlock policy; applied when enforced.
+    pub sandbox: Option<&'a crate::sandbox_os::CommandSandbox>,
+    /// Time limit; then the whole process group is stopped (`SIGTERM`, `SIGKILL` after
+    /// [`TERM_GRACE`]).
+    pub timeout: Duration,
+    /// Output cap in characters (head and tail kept, see [`Capture`]).
+    pub max_output_chars: usize,
+    /// Cancelling it stops the whole process group.
+    pub cancel: &'a tokio_util::sync::CancellationToken,
+    /// Kill what is left of the process group after the shell exits (`run_command` leaves
+    /// background processes running on purpose; a verification run must not).
+    pub kill_leftovers: bool,
+}
+
+/// What [`run_in_group`] observed.
+pub(crate) struct GroupRun {
+    /// How the command ended.
+    pub outcome: Outcome,
+    /// stdout and stderr interleaved, at most about `max_output_chars` characters (head and tail
+    /// kept, with a marker where the middle was cut); no footer.
+    pub output: String,
+    /// True when part of the output was cut to respect the cap.
+    pub truncated: bool,
+}
+
+/// Runs `spec.command` with `bash -c` in its own process group, stdin `/dev/null`, stdout and
+/// stderr on one pipe, the environment without secrets, the landlock sandbox when enforced;
+/// stops the whole group on timeout or cancellation. The verification runner's entry
+/// ([`crate::verify`]); `run_command` goes through the same [`RunningCommand`] steps.
+///
+/// # Errors
+/// [`ToolError`] when the pipe, the sandbox or the shell cannot be set up.
+pub(crate) async fn run_in_group(spec: &GroupCommand<'_>) -> Result<GroupRun, ToolError> {
+    let mut running = RunningCommand::spawn(spec.command, spec.cwd, spec.env, spec.sandbox)?;
+    let mut capture = Capture::new(spec.max_output_chars.max(1000) * 2);
+    let deadline = Instant::now() + spec.timeout;
+    let outcome = running.wait(&mut capture, spec.cancel, deadline).await?;
+    if spec.kill_leftovers && matches!(outcome, Outcome::Exited(_)) {
+        signal_group(running.pgid, libc::SIGKILL);
+    }
+    running.stop(&outcome, &mut capture).await;
+    let truncated = capture.cuts(spec.max_output_chars);
+    let output = capture.finish(spec.max_output_chars);
+    Ok(GroupRun {
+        outcome,
+        output,
+        truncated,
     })
 }
 
@@ -335,9 +409,15 @@ struct RunningCommand {
 }
 
 impl RunningCommand {
-    /// Starts `bash -c <command>` in `cwd` with the command environment, stdin from
-    /// `/dev/null`, stdout and stderr into one pipe, in a new process group.
-    fn spawn(command: &str, cwd: &Path, ctx: &ToolContext) -> Result<Self, ToolError> {
+    /// Starts `bash -c <command>` in `cwd` with the command environment (ahelper's minus
+    /// secrets, plus `env`), stdin from `/dev/null`, stdout and stderr into one pipe, in a new
+    /// process group, confined by `sandbox` when it is enforced.
+    fn spawn(
+        command: &str,
+        cwd: &Path,
+        env: &BTreeMap<String, String>,
+        sandbox: Option<&crate::sandbox_os::CommandSandbox>,
+    ) -> Result<Self, ToolError> {
         let (reader, writer) = std::io::pipe().map_err(|e| io_error("create an output pipe", e))?;
         let writer2 = writer
             .try_clone()
@@ -347,13 +427,13 @@ impl RunningCommand {
             .arg(command)
             .current_dir(cwd)
             .env_clear()
-            .envs(command_env(std::env::vars_os(), &ctx.env))
+            .envs(command_env(std::env::vars_os(), env))
             .stdin(Stdio::null())
             .stdout(Stdio::from(OwnedFd::from(writer)))
             .stderr(Stdio::from(OwnedFd::from(writer2)))
             .process_group(0)
             .kill_on_drop(true);
-        let sandboxed = match &ctx.command_sandbox {
+        let sandboxed = match sandbox {
             Some(policy) if policy.is_enforced() => {
                 // Without its sandbox no command may run, and the model cannot change that.
                 policy
@@ -422,38 +502,39 @@ impl RunningCommand {
         }
     }
 
-    /// Stops the group after a timeout or cancel (reading what it still writes) and returns
-    /// the footer line and whether the call failed.
-    async fn finish(
-        &mut self,
-        outcome: &Outcome,
-        capture: &mut Capture,
-        timeout_ms: u64,
-    ) -> (String, bool) {
-        let status = match outcome {
-            Outcome::Exited(s) => {
-                self.guard.armed = false;
-                return describe_status(s);
-            }
-            Outcome::TimedOut => format!(
+    /// Stops the group after a timeout or cancel (reading what it still writes); after a
+    /// normal exit only disarms the guard (background processes keep running).
+    async fn stop(&mut self, outcome: &Outcome, capture: &mut Capture) {
+        if !matches!(outcome, Outcome::Exited(_)) {
+            let mut buf = vec![0u8; 64 * 1024];
+            terminate_group(
+                self.pgid,
+                &mut self.child,
+                &mut self.output,
+                capture,
+                &mut buf,
+            )
+            .await;
+        }
+        self.guard.armed = false;
+    }
+}
+
+/// The footer line saying how a `run_command` call ended, and whether the call failed.
+fn footer(outcome: &Outcome, timeout_ms: u64) -> (String, bool) {
+    match outcome {
+        Outcome::Exited(s) => describe_status(s),
+        Outcome::TimedOut => (
+            format!(
                 "[timed out after {timeout_ms} ms: the command and every process it started \
                  were killed; output so far is shown above]"
             ),
-            Outcome::Cancelled => {
-                "[cancelled: the command and every process it started were killed]".to_string()
-            }
-        };
-        let mut buf = vec![0u8; 64 * 1024];
-        terminate_group(
-            self.pgid,
-            &mut self.child,
-            &mut self.output,
-            capture,
-            &mut buf,
-        )
-        .await;
-        self.guard.armed = false;
-        (status, true)
+            true,
+        ),
+        Outcome::Cancelled => (
+            "[cancelled: the command and every process it started were killed]".to_string(),
+            true,
+        ),
     }
 }
 

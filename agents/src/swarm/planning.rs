@@ -266,6 +266,9 @@ fn worker_records(record: &RunRecord, plan: &Plan, config: &Config) -> Vec<Worke
                 conflicts: vec![],
                 claims: 0,
                 denied: vec![],
+                fix_round: None,
+                verification: None,
+                verify_output: None,
             }
         })
         .collect()

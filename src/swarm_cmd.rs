@@ -163,6 +163,9 @@ async fn start(config: &Config, task: &str, run_args: &SwarmRunArgs) -> i32 {
         Err(e) => return usage_error(&e),
     };
     prepared.record.verify = Some(choice.clone());
+    prepared.record.verify_worktree = choice
+        .command()
+        .map(|command| RunVerifier::new(&prepared.record, &config, command).worktree);
     let mode = output_mode(run_args.output_format);
     announce(&prepared, &options, &config, mode);
     let mut baseline = Baseline::start(&prepared.record, &config, &choice);

@@ -169,6 +169,24 @@ fn a_semantic_conflict_between_green_branches_is_caught_and_fixed() {
             .assert()
             .success();
     }
+    // swarm status keeps the synthesis; clean removes the verification and fixer worktrees
+    let status = ahelper(&repo, &server, Wire::Anthropic)
+        .args(["swarm", "status", run_id])
+        .output()
+        .unwrap();
+    let status = String::from_utf8_lossy(&status.stdout);
+    assert!(status.contains("fixer adapted"), "{status}");
+    assert!(status.contains("verification worktree"), "{status}");
+    ahelper(&repo, &server, Wire::Anthropic)
+        .args(["swarm", "clean", run_id])
+        .assert()
+        .success();
+    let worktrees = repo.git(&["worktree", "list"]);
+    assert!(!worktrees.contains("ahelper/worktrees"), "{worktrees}");
+    assert!(!branch_exists(
+        &repo,
+        helpers[0]["branch"].as_str().unwrap()
+    ));
 }
 
 #[test]

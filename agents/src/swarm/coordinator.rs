@@ -525,6 +525,7 @@ impl CoordinatorActor {
     /// budget), the step is recorded, the queue goes on.
     async fn on_merge_done(&mut self, me: &ActorRef<Self>, index: usize, result: GatedMerge) {
         self.merging = None;
+        self.record.verify_activity = None;
         for helper in result.helpers {
             self.record.usage.input_tokens += helper.usage.input_tokens;
             self.record.usage.output_tokens += helper.usage.output_tokens;
@@ -551,6 +552,8 @@ impl CoordinatorActor {
                 self.scheduler.finish(index, false);
             }
             MergeStep::Merged { commit, verdict } => {
+                self.record.workers[index].last_action =
+                    format!("merged as {}", &commit.to_string()[..12]);
                 if let (Some(verdict), Some(command)) = (verdict, &command) {
                     self.record.workers[index].verification = Some(verdict.render(command));
                     self.record.final_verdict = Some(verdict);
@@ -725,11 +728,18 @@ impl CoordinatorActor {
                 status,
                 fix_round,
             } => {
-                self.record.workers[index].fix_round = fix_round;
-                self.record.workers[index].last_action = match fix_round {
-                    Some(r) => format!("{} {}/{}", status.label(), r.attempt, r.of),
-                    None => status.label().to_string(),
+                let merging = self.merging == Some(index);
+                let w = &mut self.record.workers[index];
+                w.fix_round = fix_round;
+                w.last_action = match (status, merging) {
+                    (WorkerStatus::Verifying, true) => "verifying its merge candidate".into(),
+                    (WorkerStatus::Verifying, false) => "verifying its worktree".into(),
+                    (WorkerStatus::Fixing, true) => "a fixer works on its merge".into(),
+                    (WorkerStatus::Fixing, false) => "fixing new failures".into(),
+                    _ => status.label().to_string(),
                 };
+                self.record.verify_activity = (merging && status == WorkerStatus::Verifying)
+                    .then(|| format!("verifying {}'s merge candidate", w.id));
                 self.set_status(index, status);
             }
         }

@@ -403,6 +403,7 @@ fn new_record(
         final_verdict: None,
         helpers: Vec::new(),
         synthesis: None,
+        verify_activity: None,
     }
 }
 

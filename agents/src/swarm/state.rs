@@ -284,6 +284,17 @@ pub struct WorkerRecord {
     pub verify_output: Option<String>,
 }
 
+impl WorkerRecord {
+    /// The state as the status table shows it: the status label, with the attempt while
+    /// fixing (`fixing 1/2`).
+    pub fn state_label(&self) -> String {
+        match (self.status, self.fix_round) {
+            (WorkerStatus::Fixing, Some(r)) => format!("fixing {}/{}", r.attempt, r.of),
+            (status, _) => status.label().to_string(),
+        }
+    }
+}
+
 /// Attempt `attempt` of at most `of`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FixRound {
@@ -382,6 +393,10 @@ pub struct RunRecord {
     /// The coordinator's summary of the run (its synthesis turn).
     #[serde(default)]
     pub synthesis: Option<String>,
+    /// What the verification worktree is doing, e.g. `verifying w2's merge candidate`
+    /// (`None`: idle).
+    #[serde(default)]
+    pub verify_activity: Option<String>,
 }
 
 /// Errors reading or writing run records.
@@ -699,6 +714,7 @@ mod tests {
             final_verdict: None,
             helpers: Vec::new(),
             synthesis: None,
+            verify_activity: None,
         };
         use WorkerStatus::*;
         let finished = |w| run(RunStatus::Finished, w);
@@ -752,6 +768,7 @@ mod tests {
             final_verdict: None,
             helpers: Vec::new(),
             synthesis: None,
+            verify_activity: None,
         };
         r.save().unwrap();
         assert!(r.is_active());

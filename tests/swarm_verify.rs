@@ -400,3 +400,57 @@ fn without_a_test_suite_verification_is_off_and_says_so() {
         "{stdout}"
     );
 }
+
+#[test]
+fn a_plan_that_stays_a_chain_over_the_same_files_runs_as_one_worker() {
+    let repo = calc_repo();
+    let chain = r#"{\"summary\": \"Add mul, then test it.\", \"subtasks\": [{\"id\": \"mul\", \"title\": \"Add calc.mul\", \"instructions\": \"Add mul(a, b) to calc.py.\", \"scope\": [\"calc.py\"]}, {\"id\": \"mul-test\", \"title\": \"Add a test of calc.mul\", \"instructions\": \"Add test_mul to test_calc.py.\", \"scope\": [\"calc.py\", \"test_calc.py\"], \"depends_on\": [\"mul\"]}]}"#;
+    let server = start(
+        ahelper_fake_llm::Script::from_json_str(&format!(
+            r##"{{"conversations": [
+            {{"match": "# Swarm run finished", "turns": [{{"text": "Added calc.mul."}}]}},
+            {{"match": "You are the coordinator of a swarm", "turn_index": "assistant_messages", "turns": [{{"text": "{chain}"}}, {{"text": "{chain}"}}]}},
+            {{"match": "Your subtask `mul`", "turns": [
+                {{"tool_calls": [{{"name": "run_command", "arguments": {{"command": "printf '\\n\\ndef mul(a, b):\\n    return a * b\\n' >> calc.py"}}}}]}},
+                {{"text": "Added calc.mul."}}]}}
+        ]}}"##
+        ))
+        .unwrap(),
+    );
+    let out = ahelper(&repo, &server, Wire::Anthropic)
+        .args([
+            "swarm",
+            "add mul",
+            "--yes",
+            "--permission-mode",
+            "bypass",
+            "--verify",
+            UNITTEST,
+        ])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("running it as one worker"),
+        "{stdout}\n{stderr}"
+    );
+    let run = last_run(&repo);
+    let subtasks = run["plan"]["subtasks"].as_array().unwrap();
+    assert_eq!(subtasks.len(), 1, "{subtasks:#?}");
+    assert_eq!(
+        subtasks[0]["scope"],
+        serde_json::json!(["calc.py", "test_calc.py"])
+    );
+    // the re-ask told the coordinator what was wrong
+    let reasked = server.model_requests().iter().any(|r| {
+        r.body
+            .to_string()
+            .contains("chain of steps over the same files")
+    });
+    assert!(reasked);
+    assert_eq!(worker(&run, "w1")["status"], "merged");
+}

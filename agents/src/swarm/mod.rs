@@ -21,6 +21,7 @@ pub mod helpers;
 pub mod logs;
 pub mod merge_queue;
 pub mod plan;
+pub mod plan_review;
 pub mod planning;
 pub mod process;
 pub mod resume;

@@ -740,6 +740,43 @@ mod tests {
             RunOutcome::Cancelled
         );
         assert_eq!(run(RunStatus::Failed, vec![]).outcome(), RunOutcome::Failed);
+        // nothing changed: not a success
+        let nothing = finished(vec![worker(NoChanges, &[])]);
+        assert_eq!(nothing.outcome(), RunOutcome::Failed);
+        assert!(
+            nothing
+                .failure_reason()
+                .unwrap()
+                .contains("no subtask changed")
+        );
+        // verification on: the final verdict decides
+        let verified = |verdict: Option<crate::verify::Verdict>| {
+            let mut r = finished(vec![worker(Merged, &[])]);
+            r.verify = Some(crate::verify::VerifyChoice::On {
+                command: "make test".into(),
+                source: crate::verify::CommandSource::Config,
+            });
+            r.final_verdict = verdict;
+            r
+        };
+        assert_eq!(
+            verified(Some(crate::verify::Verdict::Green)).outcome(),
+            RunOutcome::Succeeded
+        );
+        let red = verified(Some(crate::verify::Verdict::Inconclusive {
+            reason: "x".into(),
+        }));
+        assert_eq!(red.outcome(), RunOutcome::Failed);
+        assert!(red.failure_reason().unwrap().contains("fails verification"));
+        assert_eq!(verified(None).outcome(), RunOutcome::Failed);
+        // a subtask left unmerged is named
+        let failed = finished(vec![worker(Merged, &[]), worker(VerifyFailed, &[])]);
+        assert!(
+            failed
+                .failure_reason()
+                .unwrap()
+                .contains("w1 verify failed")
+        );
     }
 
     #[test]

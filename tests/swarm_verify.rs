@@ -454,3 +454,45 @@ fn a_plan_that_stays_a_chain_over_the_same_files_runs_as_one_worker() {
     assert!(reasked);
     assert_eq!(worker(&run, "w1")["status"], "merged");
 }
+
+#[test]
+fn resume_keeps_the_runs_verification_and_runs_its_baseline() {
+    let repo = calc_repo();
+    let server = start(script("swarm-semantic-conflict"));
+    // planned with --verify, nothing started
+    ahelper(&repo, &server, Wire::Anthropic)
+        .args([
+            "swarm",
+            "do the task",
+            "--plan-only",
+            "--permission-mode",
+            "bypass",
+            "--verify",
+            UNITTEST,
+        ])
+        .assert()
+        .success();
+    let planned = last_run(&repo);
+    assert_eq!(planned["verify"]["command"], UNITTEST, "{planned:#}");
+    assert!(planned["baseline"].is_null());
+    // resumed without the flag (and no [swarm] verify): the run's own choice is kept
+    let run_id = planned["run_id"].as_str().unwrap();
+    let out = ahelper(&repo, &server, Wire::Anthropic)
+        .args(["swarm", "resume", run_id])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let run = last_run(&repo);
+    assert_eq!(run["baseline"]["outcome"]["outcome"], "passed", "{run:#}");
+    assert_eq!(run["helpers"][0]["id"], "fix-1");
+    assert!(
+        stdout.contains("integration branch verified: python3 -m unittest passed"),
+        "{stdout}"
+    );
+}

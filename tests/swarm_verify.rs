@@ -215,6 +215,9 @@ fn a_fixer_that_fails_leaves_the_branch_unmerged_and_the_run_fails() {
     // two fixer attempts (merge_fix_attempts defaults to 2)
     assert_eq!(run["helpers"].as_array().unwrap().len(), 2);
     assert!(stdout.contains("verify failed"), "{stdout}");
+    // the status lines say which attempt is under way
+    assert!(stdout.contains("[w2] fixing 1/2"), "{stdout}");
+    assert!(stdout.contains("[w2] fixing 2/2"), "{stdout}");
     let last = last_line(&stdout);
     assert!(last.starts_with("Result: FAILED"), "{stdout}");
     assert!(last.contains("w2 verify failed"), "{last}");

@@ -242,13 +242,19 @@ impl CoordinatorActor {
     }
 
     fn set_status(&mut self, index: usize, status: WorkerStatus) {
-        if self.record.workers[index].status == status {
+        if self.record.workers[index].status == status && status != WorkerStatus::Fixing {
             // Both the coordinator and the worker report `starting`: one event is enough.
+            // (Each fix attempt is news.)
             return;
         }
         self.record.workers[index].status = status;
         let worker = self.record.workers[index].id.clone();
-        self.emit(SwarmEvent::WorkerStatus { worker, status });
+        let fix_round = self.record.workers[index].fix_round;
+        self.emit(SwarmEvent::WorkerStatus {
+            worker,
+            status,
+            fix_round,
+        });
     }
 
     /// Refreshes the claims and elapsed columns, saves `run.json` when asked (or at most once a

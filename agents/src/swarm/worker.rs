@@ -254,8 +254,11 @@ impl SelfCheck<'_> {
                 .await;
             let verdict = compare(self.run.baseline.as_ref(), &checked);
             report.verification = Some(verdict.render(&self.verifier.command));
+            // Fix rounds stay inside the worker's caps: its turns so far count.
+            let caps_left = report.turns < agent.settings().max_turns;
             if !verdict.blocks_merge()
                 || report.fix_rounds >= max_rounds
+                || !caps_left
                 || self.cancel.is_cancelled()
             {
                 return (WorkerStatus::Finished, report);

@@ -141,6 +141,12 @@ fn a_semantic_conflict_between_green_branches_is_caught_and_fixed() {
     assert_eq!(helpers[0]["worker"], "w2");
     assert_eq!(helpers[0]["merged"], true);
     assert!(transcript(&repo, &run, "fix-1").contains("run_command"));
+    // merged with its worker: its worktree and branch went with the worker's
+    assert!(!Path::new(helpers[0]["worktree"].as_str().unwrap()).exists());
+    assert!(!branch_exists(
+        &repo,
+        helpers[0]["branch"].as_str().unwrap()
+    ));
     // the synthesis and every worker's own summary are printed; the last lines state verification
     assert!(
         stdout.contains("Renamed calc.add to calc.plus and added report.total"),

@@ -21,7 +21,28 @@ pub fn private_tmp_dir(worktree_base: &Path, worker: &str) -> PathBuf {
     worktree_base.join(format!(".tmp-{worker}"))
 }
 
-/// Removes a merged worker's worktree, private temp dir and branch (its commits are in
+/// A worktree and branch to remove once merged: a worker's, a fixer's or a merger's.
+#[derive(Debug, Clone)]
+pub struct MergedWork {
+    /// `w1`, `fix-1`, … (names its private temp dir).
+    pub id: String,
+    /// Its worktree.
+    pub worktree: PathBuf,
+    /// Its branch.
+    pub branch: String,
+}
+
+impl From<&WorkerRecord> for MergedWork {
+    fn from(w: &WorkerRecord) -> Self {
+        MergedWork {
+            id: w.id.clone(),
+            worktree: w.worktree.clone(),
+            branch: w.branch.clone(),
+        }
+    }
+}
+
+/// Removes merged work's worktree, private temp dir and branch (its commits are in
 /// `integration_branch`).
 ///
 /// # Errors
@@ -30,15 +51,15 @@ pub fn private_tmp_dir(worktree_base: &Path, worker: &str) -> PathBuf {
 pub fn remove_merged_worker(
     lock: &RepoLock,
     repo: &Path,
-    worker: &WorkerRecord,
+    work: &MergedWork,
     integration_branch: &str,
 ) -> Result<(), GitError> {
-    let base = worktree_base_of(&worker.worktree);
-    if worker.worktree.exists() {
-        git::remove_worktree(lock, repo, &base, &worker.worktree, false)?;
+    let base = worktree_base_of(&work.worktree);
+    if work.worktree.exists() {
+        git::remove_worktree(lock, repo, &base, &work.worktree, false)?;
     }
-    let _ = std::fs::remove_dir_all(private_tmp_dir(&base, &worker.id));
-    git::delete_branch(lock, repo, &worker.branch, integration_branch, false)?;
+    let _ = std::fs::remove_dir_all(private_tmp_dir(&base, &work.id));
+    git::delete_branch(lock, repo, &work.branch, integration_branch, false)?;
     Ok(())
 }
 

@@ -11,7 +11,7 @@
 //! a local [`WorkerActor`] linked to the coordinator); everything else sees a worker only
 //! through [`Progress`] and [`WorkerDone`] messages and [`CancelWorker`].
 
-use super::cleanup::remove_merged_worker;
+use super::cleanup::{MergedWork, remove_merged_worker};
 use super::events::SwarmEvent;
 use super::merge_queue::{Gate, GatedMerge, MergeQueue, MergeStep};
 use super::plan::Plan;
@@ -612,19 +612,36 @@ impl CoordinatorActor {
     /// transcript stays. Anything unexpected (dirty files, unmerged commits) keeps them and is
     /// reported.
     fn remove_merged_worktree(&mut self, index: usize) {
-        let worker = self.record.workers[index].clone();
+        let worker = &self.record.workers[index];
+        // Its fixers' and merger's worktrees and branches go with it (their commits are merged
+        // too; a branch with unmerged commits is kept and reported).
+        let work: Vec<MergedWork> = std::iter::once(MergedWork::from(worker))
+            .chain(
+                self.record
+                    .helpers
+                    .iter()
+                    .filter(|h| h.worker == worker.id)
+                    .map(|h| MergedWork {
+                        id: h.id.clone(),
+                        worktree: h.worktree.clone(),
+                        branch: h.branch.clone(),
+                    }),
+            )
+            .collect();
         let integration = self.record.integration_branch.clone();
         let run = self.run.clone();
         self.cleanups.push(tokio::task::spawn_blocking(move || {
-            if let Err(e) =
-                remove_merged_worker(&run.git_lock, &run.repo_root, &worker, &integration)
-            {
-                run.publish(SwarmEvent::Notice {
-                    message: format!(
-                        "[{}] merged, but its worktree/branch were kept: {e}",
-                        worker.id
-                    ),
-                });
+            for work in work {
+                if let Err(e) =
+                    remove_merged_worker(&run.git_lock, &run.repo_root, &work, &integration)
+                {
+                    run.publish(SwarmEvent::Notice {
+                        message: format!(
+                            "[{}] merged, but its worktree/branch were kept: {e}",
+                            work.id
+                        ),
+                    });
+                }
             }
         }));
     }

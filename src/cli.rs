@@ -166,6 +166,15 @@ pub struct SwarmRunArgs {
     #[arg(long)]
     pub apply: bool,
 
+    /// Verification command run on the base, on each worker's worktree and on each merge
+    /// candidate (config `swarm.verify`; default: detected from the repository).
+    #[arg(long, value_name = "CMD", conflicts_with = "no_verify")]
+    pub verify: Option<String>,
+
+    /// Run without verification.
+    #[arg(long)]
+    pub no_verify: bool,
+
     /// Output: `text` (live table on a terminal, one line per event otherwise) or `stream-json`.
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     pub output_format: OutputFormat,
@@ -185,7 +194,8 @@ pub enum SwarmCommand {
     Logs {
         /// Run id (prefix).
         run: String,
-        /// Worker id (e.g. `w1`); default: the coordinator.
+        /// Worker id (e.g. `w1`), fixer or merger id (`fix-1`, `merge-1`) or `coordinator`
+        /// (the default).
         worker: Option<String>,
         /// Keep printing new lines as they are written.
         #[arg(short, long)]

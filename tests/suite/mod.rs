@@ -9,4 +9,6 @@ mod refusals;
 mod server_errors;
 mod support;
 mod swarm;
+mod swarm_verify;
 mod terminal;
+mod verify_fixtures;

@@ -108,6 +108,7 @@ fn helper_agent(
         .env
         .insert("AHELPER_WORKER_ID".into(), helper.id.clone());
     tool_context.max_output_chars = run.worker_settings.max_tool_output_chars;
+    tool_context.redactor = run.redactor.clone();
     if let Some(sandbox) = &run.command_sandbox {
         let sandbox = worker_sandbox(sandbox, run, worktree, &helper.id, &mut tool_context);
         tool_context.command_sandbox = Some(Arc::new(sandbox));

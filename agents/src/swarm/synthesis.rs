@@ -108,7 +108,8 @@ fn worker_account(
 fn synthesis_agent(run: &RunContext, record: &RunRecord) -> Result<Agent, SynthesisError> {
     let setup = |e: &dyn std::fmt::Display| SynthesisError::Setup(e.to_string());
     let role = load_role(&run.repo_root, "coordinator").map_err(|e| setup(&e))?;
-    let tool_context = ToolContext::new(&run.repo_root).map_err(|e| setup(&e))?;
+    let mut tool_context = ToolContext::new(&run.repo_root).map_err(|e| setup(&e))?;
+    tool_context.redactor = run.redactor.clone();
     let gate = PermissionGate::new(
         run.policy.clone(),
         run.prompter.clone(),

@@ -10,6 +10,15 @@
 //!    that `wait4` reports for the `ahelper` process alone (its `git` children are its own
 //!    children, not ours, and `wait4` on one pid never mixes in other processes). Target ≤ 2 MB.
 //!
+//! 3. A verified run: 4 workers × 5 turns with `verify = "sleep 0.5"` (a 0.5 s test suite): the
+//!    whole process against the ideal — planning and the baseline in parallel
+//!    (max(200 ms, 500 ms)), the worker turns, the workers' self-checks in parallel (500 ms), the
+//!    merge queue's verifications one after another (4 × 500 ms, inherent: each candidate
+//!    contains the previous merges) and the coordinator's closing turn (200 ms) — and how much
+//!    of the baseline is hidden behind planning: `1 − (first worker request − coordinator reply
+//!    sent) / baseline duration` (fan-out waits for the baseline; what it waited after planning
+//!    is the part not hidden).
+//!
 //! Each configuration runs a few times, alone, and the median is printed; the machine's load
 //! average is printed with them. Then divan times one 16-worker swarm.
 //!
@@ -31,6 +40,11 @@ const LATENCY_MS: u64 = 200;
 const WORKER_TURNS: u64 = 5;
 /// Runs per configuration (median reported).
 const ROUNDS: usize = 3;
+/// The verification command of the verified run and its duration, ms.
+const VERIFY: &str = "sleep 0.5";
+const VERIFY_MS: u64 = 500;
+/// Workers of the verified run.
+const VERIFIED_WORKERS: usize = 4;
 
 const COORDINATOR: &str = "You are the coordinator of a swarm";
 
@@ -111,6 +125,17 @@ fn script(workers: usize) -> Script {
     script
 }
 
+/// One measured verified run (config 3).
+struct VerifiedSample {
+    /// Spawn → exit.
+    process: Duration,
+    /// The baseline's duration, from run.json.
+    baseline: Duration,
+    /// Coordinator reply sent → first worker request: how long fan-out waited for the baseline
+    /// after planning.
+    exposed: Duration,
+}
+
 /// One measured swarm run.
 struct Sample {
     /// Spawn → exit of the `ahelper` process.
@@ -126,6 +151,53 @@ struct Sample {
 /// Runs `ahelper swarm` with `workers` subtasks, alone, and waits for it with `wait4`.
 fn run_swarm(workers: usize) -> Sample {
     let fixture = Fixture::new(workers);
+    run_in(&fixture, workers).0
+}
+
+/// Config 3: a run verified with [`VERIFY`].
+fn run_verified() -> VerifiedSample {
+    let fixture = Fixture::new(VERIFIED_WORKERS);
+    let config = fixture.repo().join(".ahelper/config.toml");
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str(&format!("verify = \"{VERIFY}\"\n"));
+    std::fs::write(&config, text).unwrap();
+    let (sample, requests) = run_in(&fixture, VERIFIED_WORKERS);
+    let run_dir = std::fs::read_dir(fixture.repo().join(".ahelper/runs"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let record: Value =
+        serde_json::from_str(&std::fs::read_to_string(run_dir.join("run.json")).unwrap()).unwrap();
+    assert!(
+        record["final_verdict"]["verdict"] == "green",
+        "the verified run verified its integration branch: {record:#}"
+    );
+    let baseline = Duration::from_millis(record["baseline"]["duration_ms"].as_u64().unwrap());
+    let plan_sent = requests
+        .iter()
+        .filter(|r| r.conversation == Some(0))
+        .map(|r| r.received)
+        .min()
+        .unwrap()
+        + Duration::from_millis(LATENCY_MS);
+    let first_worker = requests
+        .iter()
+        .filter(|r| r.conversation.is_some_and(|c| c > 0))
+        .map(|r| r.received)
+        .min()
+        .unwrap();
+    VerifiedSample {
+        process: sample.process,
+        baseline,
+        exposed: first_worker.saturating_duration_since(plan_sent),
+    }
+}
+
+/// Runs `ahelper swarm` in `fixture` with `workers` subtasks, alone, waits for it with `wait4`;
+/// the sample and the model requests.
+fn run_in(fixture: &Fixture, workers: usize) -> (Sample, Vec<ahelper_fake_llm::RecordedRequest>) {
     let server = FakeLlm::start_blocking(script(workers)).expect("fake LLM server starts");
     let home = fixture.home();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_ahelper"));
@@ -182,13 +254,14 @@ fn run_swarm(workers: usize) -> Sample {
     let first = worker_requests.iter().map(|r| r.received).min().unwrap();
     let last = worker_requests.iter().map(|r| r.received).max().unwrap();
     let worker_phase = last.duration_since(first) + Duration::from_millis(LATENCY_MS);
-    Sample {
+    let sample = Sample {
         process,
         worker_phase,
         // Linux reports ru_maxrss in KiB.
         max_rss: rusage.ru_maxrss as u64 * 1024,
         log: std::fs::read_to_string(fixture.log_file()).unwrap_or_default(),
-    }
+    };
+    (sample, requests)
 }
 
 /// Waits for `pid` and returns its wait status and resource usage (its own, children excluded).
@@ -227,6 +300,41 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
+/// Config 3: wall vs ideal of a verified run, and the baseline hidden behind planning.
+fn verified_figures() {
+    let samples: Vec<VerifiedSample> = (0..ROUNDS).map(|_| run_verified()).collect();
+    let n = VERIFIED_WORKERS as u64;
+    let ideal = Duration::from_millis(
+        LATENCY_MS.max(VERIFY_MS)
+            + WORKER_TURNS * LATENCY_MS
+            + VERIFY_MS
+            + n * VERIFY_MS
+            + LATENCY_MS,
+    );
+    let mut process: Vec<Duration> = samples.iter().map(|s| s.process).collect();
+    process.sort();
+    let median = process[process.len() / 2];
+    println!(
+        "\n3. verified run, {VERIFIED_WORKERS} workers x {WORKER_TURNS} turns, verify `{VERIFY}` (median of {ROUNDS}):"
+    );
+    println!(
+        "  whole process {:.1} ms = {:.2}x ideal {:.0} ms (baseline || planning, turns, self-checks, {n} serial merge verifications, synthesis)",
+        ms(median),
+        median.as_secs_f64() / ideal.as_secs_f64(),
+        ms(ideal)
+    );
+    for s in &samples {
+        let hidden = 1.0 - s.exposed.as_secs_f64() / s.baseline.as_secs_f64().max(1e-9);
+        println!(
+            "  baseline {:.0} ms, fan-out waited {:.0} ms after planning: {:.0}% of the baseline hidden behind planning (at most {:.0}% with a {LATENCY_MS} ms plan)",
+            ms(s.baseline),
+            ms(s.exposed),
+            hidden.clamp(0.0, 1.0) * 100.0,
+            (LATENCY_MS as f64 / s.baseline.as_secs_f64().max(1e-9) / 1000.0).min(1.0) * 100.0
+        );
+    }
+}
+
 fn main() {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     println!(
@@ -241,7 +349,8 @@ fn main() {
     }
 
     let ideal_workers = Duration::from_millis(WORKER_TURNS * LATENCY_MS);
-    let ideal_process = Duration::from_millis((WORKER_TURNS + 1) * LATENCY_MS);
+    // planning, the worker turns and the coordinator's closing turn
+    let ideal_process = Duration::from_millis((WORKER_TURNS + 2) * LATENCY_MS);
     println!(
         "\n1. time, 16 workers x {WORKER_TURNS} turns, max_workers = 16 (median of {ROUNDS}):"
     );
@@ -281,6 +390,7 @@ fn main() {
         let _ = std::fs::write(&path, &sixteen[sixteen.len() - 1].log);
         println!("  log of the last 16-worker run: {}", path.display());
     }
+    verified_figures();
     println!("\nload average after: {}\n", load_average());
     divan::main();
 }

@@ -170,6 +170,15 @@ pub struct SwarmRunArgs {
     #[arg(long)]
     pub apply: bool,
 
+    /// Verification command run on the base, on each worker's worktree and on each merge
+    /// candidate (config `swarm.verify`; default: detected from the repository).
+    #[arg(long, value_name = "CMD", conflicts_with = "no_verify")]
+    pub verify: Option<String>,
+
+    /// Run without verification.
+    #[arg(long)]
+    pub no_verify: bool,
+
     /// Output: `text` (live table on a terminal, one line per event otherwise) or `stream-json`
     /// (one JSON event per line, each with a `type` key as in `-p`).
     #[arg(long, value_enum, default_value_t = SwarmOutputFormat::Text)]
@@ -205,7 +214,8 @@ pub enum SwarmCommand {
     Logs {
         /// Run id (prefix); default: the latest run (`swarm logs w1` shows worker w1 of it).
         run: Option<String>,
-        /// Worker id (e.g. `w1`); default: the coordinator.
+        /// Worker id (e.g. `w1`), fixer or merger id (`fix-1`, `merge-1`) or `coordinator`
+        /// (the default).
         worker: Option<String>,
         /// Keep printing new lines as they are written.
         #[arg(short, long)]

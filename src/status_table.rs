@@ -66,7 +66,7 @@ pub fn row_cells(w: &WorkerRecord, claims: usize, live_elapsed_ms: Option<u64>) 
     [
         w.id.clone(),
         clip(&w.title, 36),
-        w.status.label().to_string(),
+        w.state_label(),
         if w.turns > 0 {
             w.turns.to_string()
         } else {
@@ -82,6 +82,35 @@ pub fn row_cells(w: &WorkerRecord, claims: usize, live_elapsed_ms: Option<u64>) 
         format_elapsed(live_elapsed_ms.unwrap_or(w.elapsed_ms)),
         clip(&w.last_action, 48),
     ]
+}
+
+/// The row of the run's verification worktree, when verification is on: its state (`idle`,
+/// `verifying w2's merge candidate`) and the baseline.
+pub fn verify_row_cells(record: &RunRecord) -> Option<[String; 9]> {
+    record.verify_worktree.as_ref()?;
+    let state = record
+        .verify_activity
+        .clone()
+        .unwrap_or_else(|| match &record.baseline {
+            None => "baseline".into(),
+            Some(_) => "idle".into(),
+        });
+    let baseline = record.baseline.as_ref().map_or_else(
+        || "running the baseline".to_string(),
+        ahelper_agents::swarm::summary::baseline_line,
+    );
+    let dash = || "-".to_string();
+    Some([
+        "verify".into(),
+        "verification worktree".into(),
+        clip(&state, 22),
+        dash(),
+        dash(),
+        dash(),
+        dash(),
+        dash(),
+        clip(&baseline, 48),
+    ])
 }
 
 /// The totals line; with the cost of the run's tokens when the model's `price` is known.
@@ -109,7 +138,10 @@ pub fn totals_line(record: &RunRecord, elapsed_ms: u64, price: Option<Price>) ->
 fn status_color(status: WorkerStatus) -> Color {
     match status {
         WorkerStatus::Merged => Color::Green,
-        WorkerStatus::Conflict | WorkerStatus::Failed => Color::Red,
+        WorkerStatus::Conflict | WorkerStatus::Failed | WorkerStatus::VerifyFailed => Color::Red,
+        WorkerStatus::Verifying | WorkerStatus::Fixing | WorkerStatus::ResolvingConflict => {
+            Color::Yellow
+        }
         WorkerStatus::WaitingForPermission => Color::Yellow,
         WorkerStatus::Running | WorkerStatus::Starting | WorkerStatus::Committing => Color::Cyan,
         WorkerStatus::Cancelled | WorkerStatus::Skipped => Color::Magenta,
@@ -125,9 +157,7 @@ pub fn table_widget<'a>(
 ) -> Table<'a> {
     let header = Row::new(HEADERS.iter().map(|h| Cell::from(*h)))
         .style(Style::default().add_modifier(Modifier::BOLD));
-    let rows = record.workers.iter().enumerate().map(|(i, w)| {
-        let cells = row_cells(w, claims(&w.id), live(i));
-        let color = status_color(w.status);
+    let row = |cells: [String; 9], color: Color| {
         Row::new(cells.into_iter().enumerate().map(move |(c, text)| {
             let cell = Cell::from(Line::from(for_terminal(&text).into_owned()));
             if c == 2 {
@@ -136,7 +166,14 @@ pub fn table_widget<'a>(
                 cell
             }
         }))
-    });
+    };
+    let rows: Vec<Row> = record
+        .workers
+        .iter()
+        .enumerate()
+        .map(|(i, w)| row(row_cells(w, claims(&w.id), live(i)), status_color(w.status)))
+        .chain(verify_row_cells(record).map(|cells| row(cells, Color::Gray)))
+        .collect();
     Table::new(
         rows,
         [
@@ -160,6 +197,7 @@ pub fn render_text(record: &RunRecord, elapsed_ms: u64, price: Option<Price>) ->
         .workers
         .iter()
         .map(|w| row_cells(w, w.claims, None))
+        .chain(verify_row_cells(record))
         .collect();
     let mut widths: Vec<usize> = HEADERS.iter().map(|h| h.chars().count()).collect();
     for r in &rows {

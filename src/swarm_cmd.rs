@@ -16,8 +16,10 @@ use ahelper_agents::swarm::plan::Plan;
 use ahelper_agents::swarm::resume::{self, Resumable};
 use ahelper_agents::swarm::state::{RunOutcome, RunRecord, WorkerStatus};
 use ahelper_agents::swarm::summary::short_commit;
+use ahelper_agents::swarm::verification::{RunVerifier, run_baseline};
 use ahelper_agents::swarm::{self, PlannedRun, PreparedRun, RunIo, RunOptions};
 use ahelper_agents::text::for_terminal;
+use ahelper_agents::verify::{CommandSource, VerifyChoice, VerifyFlag, VerifyRun, choose_command};
 use ahelper_worktrees as git;
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -182,13 +184,26 @@ fn say(mode: EventOutput, line: String) {
     }
 }
 
-/// `ahelper swarm "<task>"`: prepare → plan → confirm → execute → apply.
+/// `ahelper swarm "<task>"`: choose and precheck the verification → prepare → plan (the
+/// baseline runs meanwhile) → confirm → execute → apply.
 async fn start(config: &Config, task: &str, run_args: &SwarmRunArgs) -> i32 {
     let config = with_max_workers(config, run_args);
     let provider = match provider(&config) {
         Ok(p) => p,
         Err(code) => return code,
     };
+    let root = match repo_root(&config) {
+        Ok(root) => root,
+        Err(code) => return code,
+    };
+    let choice = choose_command(
+        &verify_flag(run_args),
+        config.swarm.verify.as_deref(),
+        &root,
+    );
+    if let Err(code) = precheck(&choice, &root).await {
+        return code;
+    }
     let options = RunOptions {
         base: run_args.base.clone(),
         include_uncommitted: run_args.include_uncommitted,
@@ -199,21 +214,27 @@ async fn start(config: &Config, task: &str, run_args: &SwarmRunArgs) -> i32 {
         Ok(p) => p,
         Err(e) => return usage_error(&e),
     };
+    prepared.record.verify = Some(choice.clone());
+    prepared.record.verify_worktree = choice
+        .command()
+        .map(|command| RunVerifier::new(&prepared.record, &config, command).worktree);
     let mode = output_mode(run_args.output_format);
     tell_interrupted_runs(&prepared.record, mode);
     announce(&prepared, &options, &config, mode);
+    let mut baseline = Baseline::start(&prepared.record, &config, &choice);
     let client = model_client(&provider);
-    let planned = match plan(
+    let planned = plan(
         &mut prepared,
         &config,
         client.clone(),
         &provider.model,
         mode,
     )
-    .await
-    {
+    .await;
+    let mut planned = match planned {
         Ok(planned) => planned,
         Err(e) => {
+            baseline.stop().await;
             eprintln!("ahelper: {e}");
             eprintln!(
                 "The coordinator's conversation is in {}",
@@ -222,8 +243,35 @@ async fn start(config: &Config, task: &str, run_args: &SwarmRunArgs) -> i32 {
             return 1;
         }
     };
-    if let Some(code) = confirm(&planned, &config, run_args, mode) {
-        return code;
+    match confirm(&planned, &config, run_args, mode, &choice) {
+        Confirmed::Stop(code) => {
+            baseline.stop().await;
+            return code;
+        }
+        Confirmed::Start => {}
+        Confirmed::StartWith(changed) => {
+            baseline.stop().await;
+            if let Err(code) = precheck(&changed, &root).await {
+                return code;
+            }
+            if let Err(e) = planned.set_verify(changed.clone()) {
+                return usage_error(&e);
+            }
+            baseline = Baseline::start(planned.record(), &config, &changed);
+        }
+    }
+    let Some(baseline) = baseline.finish_unless_ctrl_c().await else {
+        eprintln!(
+            "Not started (Ctrl-C while the baseline ran). The plan is saved in run {}.",
+            planned.record().run_id
+        );
+        return 130;
+    };
+    if let Some(run) = baseline {
+        say(mode, swarm::summary::baseline_line(&run));
+        if let Err(e) = planned.set_baseline(run) {
+            return usage_error(&e);
+        }
     }
     let run_id = planned.record().run_id.clone();
     let code = execute_run(planned, &config, client, &provider.model, mode).await;
@@ -251,6 +299,79 @@ fn tell_interrupted_runs(current: &RunRecord, mode: EventOutput) {
     }
 }
 
+fn verify_flag(run_args: &SwarmRunArgs) -> VerifyFlag {
+    match (&run_args.verify, run_args.no_verify) {
+        (_, true) => VerifyFlag::Off,
+        (Some(command), false) => VerifyFlag::Command(command.clone()),
+        (None, false) => VerifyFlag::Unset,
+    }
+}
+
+/// Fails (exit 2) when the verification command cannot start, before anything is created.
+async fn precheck(choice: &VerifyChoice, root: &Path) -> Result<(), i32> {
+    let Some(command) = choice.command() else {
+        return Ok(());
+    };
+    let env = std::collections::BTreeMap::new();
+    ahelper_agents::verify::precheck(command, root, &env)
+        .await
+        .map_err(|e| usage_error(&e))
+}
+
+/// The baseline: the verification command on the base commit in the run's verification
+/// worktree, running in the background while the coordinator plans.
+struct Baseline {
+    task: Option<tokio::task::JoinHandle<VerifyRun>>,
+    cancel: CancellationToken,
+}
+
+impl Baseline {
+    fn start(record: &RunRecord, config: &Config, choice: &VerifyChoice) -> Baseline {
+        let cancel = CancellationToken::new();
+        let task = choice.command().and_then(|command| {
+            let verifier = RunVerifier::new(record, config, command);
+            let root = record.repo_root.clone();
+            let base = git::Oid::from_str(&record.base_commit).ok()?;
+            let lock = Arc::new(git::RepoLock::new(&root).ok()?);
+            let cancel = cancel.clone();
+            Some(tokio::spawn(async move {
+                run_baseline(&verifier, lock, &root, base, &cancel).await
+            }))
+        });
+        Baseline { task, cancel }
+    }
+
+    /// Waits for the baseline: `Some(None)` when verification is off, `None` when Ctrl-C
+    /// came first (the baseline is then stopped). Like planning and confirmation, this step
+    /// leaves `SIGTERM` and `SIGHUP` their default action (see `interrupts`).
+    async fn finish_unless_ctrl_c(mut self) -> Option<Option<VerifyRun>> {
+        let Some(mut task) = self.task.take() else {
+            return Some(None);
+        };
+        let ctrl_c = async {
+            if tokio::signal::ctrl_c().await.is_err() {
+                // No Ctrl-C handler: only the baseline can end this wait.
+                std::future::pending::<()>().await;
+            }
+        };
+        tokio::select! {
+            run = &mut task => return Some(run.ok()),
+            () = ctrl_c => {}
+        }
+        self.cancel.cancel();
+        let _ = task.await;
+        None
+    }
+
+    /// Stops it (the run does not start, or with another command).
+    async fn stop(self) {
+        self.cancel.cancel();
+        if let Some(task) = self.task {
+            let _ = task.await;
+        }
+    }
+}
+
 /// How to go on with an interrupted run.
 fn interrupted_advice(r: &RunRecord) -> String {
     format!(
@@ -273,6 +394,9 @@ fn announce(prepared: &PreparedRun, options: &RunOptions, config: &Config, mode:
     );
     for notice in prepared.notices(options, config, mode == EventOutput::Live) {
         say(mode, notice);
+    }
+    if let Some(choice) = &record.verify {
+        say(mode, choice.describe());
     }
 }
 
@@ -310,49 +434,86 @@ async fn plan(
     planned
 }
 
-/// Shows the plan and asks whether to start (unless `--yes`). `Some(exit code)` when the run
-/// stops here.
+/// What the user said to the plan.
+enum Confirmed {
+    /// Start with the verification shown.
+    Start,
+    /// Start with another verification setting (edited command, or none).
+    StartWith(VerifyChoice),
+    /// Do not start; exit with this status.
+    Stop(i32),
+}
+
+/// Shows the plan and the verification command and asks whether to start (unless `--yes`,
+/// which accepts both). In a terminal the answer may also edit the verification command or
+/// turn verification off.
 fn confirm(
     planned: &PlannedRun,
     config: &Config,
     run_args: &SwarmRunArgs,
     mode: EventOutput,
-) -> Option<i32> {
+    choice: &VerifyChoice,
+) -> Confirmed {
     let plan = planned.plan();
     let run_id = &planned.record().run_id;
     if mode != EventOutput::Json {
         print_plan(plan);
+        eprintln!("{}\n", for_terminal(&choice.describe()));
     }
     if run_args.plan_only {
         eprintln!(
             "Plan only: nothing was started. The plan is saved in run {run_id}; start it with `ahelper swarm resume {run_id}`."
         );
-        return Some(0);
+        return Confirmed::Stop(0);
     }
     if run_args.yes {
-        return None;
+        return Confirmed::Start;
     }
     if mode != EventOutput::Live {
         eprintln!(
             "ahelper: not starting workers without confirmation; pass --yes to start them (run {run_id} keeps the plan: start it with `ahelper swarm resume {run_id}`)"
         );
-        return Some(EXIT_USAGE);
+        return Confirmed::Stop(EXIT_USAGE);
     }
     eprint!(
-        "Start {} workers ({} at once)? [y/N] ",
+        "Start {} workers ({} at once)? [y]es, [e]dit the verify command, yes [w]ithout verification, [N]o: ",
         plan.subtasks.len(),
         config.swarm.max_workers.min(plan.subtasks.len())
     );
+    match read_answer().as_str() {
+        "y" | "Y" | "yes" => Confirmed::Start,
+        "w" | "W" => Confirmed::StartWith(VerifyChoice::Off {
+            reason: ahelper_agents::verify::OffReason::NoVerifyFlag,
+        }),
+        "e" | "E" => {
+            eprint!("Verify command: ");
+            match read_answer() {
+                command if command.is_empty() => {
+                    eprintln!(
+                        "Not started (no command given). The plan is saved in run {run_id}; start it with `ahelper swarm resume {run_id}`."
+                    );
+                    Confirmed::Stop(0)
+                }
+                command => Confirmed::StartWith(VerifyChoice::On {
+                    command,
+                    source: CommandSource::Flag,
+                }),
+            }
+        }
+        _ => {
+            eprintln!(
+                "Not started. The plan is saved in run {run_id}; start it with `ahelper swarm resume {run_id}`."
+            );
+            Confirmed::Stop(0)
+        }
+    }
+}
+
+fn read_answer() -> String {
     let _ = std::io::stderr().flush();
     let mut answer = String::new();
     let _ = std::io::stdin().lock().read_line(&mut answer);
-    if matches!(answer.trim(), "y" | "Y" | "yes") {
-        return None;
-    }
-    eprintln!(
-        "Not started. The plan is saved in run {run_id}; start it with `ahelper swarm resume {run_id}`."
-    );
-    Some(0)
+    answer.trim().to_string()
 }
 
 fn print_plan(plan: &Plan) {

@@ -117,7 +117,11 @@ pub async fn run_live(
     mut done: oneshot::Receiver<()>,
     price: Option<Price>,
 ) {
-    let workers = snapshots.borrow().workers.len() as u16;
+    let workers = {
+        let record = snapshots.borrow();
+        // one more row for the verification worktree
+        (record.workers.len() + usize::from(record.verify_worktree.is_some())) as u16
+    };
     let Some(mut terminal) = open_inline_terminal(workers) else {
         print_events(events, EventOutput::Lines).await;
         return;

@@ -157,6 +157,63 @@ pub struct SwarmFile {
     /// Where worker worktrees are created. Default
     /// `$XDG_STATE_HOME/ahelper/worktrees/<repo-id>/<run>/<worker>`.
     pub worktree_root: Option<PathBuf>,
+    /// Verification command (a shell command line run with `bash -c` in a worktree), e.g.
+    /// `cargo test`. Unset: one is detected from the repository
+    /// ([`crate::verify::detect_command`]). Must not be empty.
+    #[serde(default, deserialize_with = "verify_command")]
+    pub verify: Option<String>,
+    /// Time limit of one verification run, in seconds (1 to 86,400). Default 600.
+    #[serde(default, deserialize_with = "verify_timeout_s")]
+    pub verify_timeout_s: Option<u64>,
+    /// Extra rounds a worker gets to fix new verification failures in its worktree (0 to 10).
+    /// Default 2.
+    #[serde(default, deserialize_with = "worker_fix_rounds")]
+    pub worker_fix_rounds: Option<u32>,
+    /// Fixer agents tried on a merge candidate that fails verification (0 to 10). Default 2.
+    #[serde(default, deserialize_with = "merge_fix_attempts")]
+    pub merge_fix_attempts: Option<u32>,
+}
+
+/// Deserialises an integer and checks `min ..= max`; the error names `key` and goes through the
+/// TOML parser, which adds the file's line and column.
+fn in_range<'de, D, T>(d: D, key: &str, min: u64, max: u64) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de> + Copy + Into<u64>,
+{
+    let value = T::deserialize(d)?;
+    let v: u64 = value.into();
+    if (min..=max).contains(&v) {
+        Ok(Some(value))
+    } else {
+        Err(serde::de::Error::custom(format!(
+            "`{key} = {v}` is out of range: expected {min} to {max}"
+        )))
+    }
+}
+
+fn verify_timeout_s<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    in_range(d, "swarm.verify_timeout_s", 1, 86_400)
+}
+
+fn worker_fix_rounds<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+    in_range(d, "swarm.worker_fix_rounds", 0, 10)
+}
+
+fn merge_fix_attempts<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+    in_range(d, "swarm.merge_fix_attempts", 0, 10)
+}
+
+/// Deserialises `swarm.verify`: a command line that is not blank.
+fn verify_command<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    let command = String::deserialize(d)?;
+    if command.trim().is_empty() {
+        return Err(serde::de::Error::custom(
+            "`swarm.verify` is empty: give a command such as \"cargo test\", or \
+             remove the key to let ahelper detect one (--no-verify turns verification off)",
+        ));
+    }
+    Ok(Some(command))
 }
 
 /// `[sandbox]` table: the OS sandbox of `run_command` children (see [`crate::sandbox_os`]).
@@ -309,6 +366,10 @@ impl ConfigFile {
         over!(swarm.token_budget);
         over!(swarm.time_limit_s);
         over!(swarm.worktree_root);
+        over!(swarm.verify);
+        over!(swarm.verify_timeout_s);
+        over!(swarm.worker_fix_rounds);
+        over!(swarm.merge_fix_attempts);
         over!(sandbox.mode);
         over!(sandbox.network);
         self.sandbox.writable.extend(higher.sandbox.writable);
@@ -375,7 +436,23 @@ pub struct SwarmLimits {
     pub time_limit_s: u64,
     /// Worktree root override.
     pub worktree_root: Option<PathBuf>,
+    /// `swarm.verify`: the configured verification command; `None` = detect one.
+    pub verify: Option<String>,
+    /// `swarm.verify_timeout_s`: time limit of one verification run, in seconds.
+    pub verify_timeout_s: u64,
+    /// `swarm.worker_fix_rounds`: extra rounds for a worker whose verification shows new
+    /// failures.
+    pub worker_fix_rounds: u32,
+    /// `swarm.merge_fix_attempts`: fixer agents tried on a red merge candidate.
+    pub merge_fix_attempts: u32,
 }
+
+/// Default of `swarm.verify_timeout_s`, in seconds.
+pub const DEFAULT_VERIFY_TIMEOUT_S: u64 = 600;
+/// Default of `swarm.worker_fix_rounds`.
+pub const DEFAULT_WORKER_FIX_ROUNDS: u32 = 2;
+/// Default of `swarm.merge_fix_attempts`.
+pub const DEFAULT_MERGE_FIX_ATTEMPTS: u32 = 2;
 
 /// The environment as seen by configuration: a snapshot passed in explicitly so that tests (and
 /// parallel sessions) never depend on the process environment.
@@ -547,14 +624,7 @@ impl Config {
             hooks: merged.hooks.clone(),
             compact_threshold: compact_threshold(merged.agent.compact_threshold)?,
         };
-        let swarm = SwarmLimits {
-            max_workers: merged.swarm.max_workers.unwrap_or(4).max(1),
-            max_subtasks: merged.swarm.max_subtasks.unwrap_or(12).max(1),
-            worker_max_turns: merged.swarm.worker_max_turns.unwrap_or(30).max(1),
-            token_budget: merged.swarm.token_budget.unwrap_or(4_000_000),
-            time_limit_s: merged.swarm.time_limit_s.unwrap_or(3_600),
-            worktree_root: merged.swarm.worktree_root.clone(),
-        };
+        let swarm = resolve_swarm(&merged.swarm);
         let sandbox = resolve_sandbox(&merged.sandbox, &workspace_root, env)?;
         let mut provider = match resolve_provider(&merged, env) {
             Ok(p) => Ok(p),
@@ -655,6 +725,24 @@ fn ignore_project_hooks(file: &mut ConfigFile, path: &Path) -> Option<String> {
             commands.join(", ")
         )
     })
+}
+
+/// The `[swarm]` limits with their defaults (ranges were checked when the files were parsed).
+fn resolve_swarm(file: &SwarmFile) -> SwarmLimits {
+    SwarmLimits {
+        max_workers: file.max_workers.unwrap_or(4).max(1),
+        max_subtasks: file.max_subtasks.unwrap_or(12).max(1),
+        worker_max_turns: file.worker_max_turns.unwrap_or(30).max(1),
+        token_budget: file.token_budget.unwrap_or(4_000_000),
+        time_limit_s: file.time_limit_s.unwrap_or(3_600),
+        worktree_root: file.worktree_root.clone(),
+        verify: file.verify.clone(),
+        verify_timeout_s: file.verify_timeout_s.unwrap_or(DEFAULT_VERIFY_TIMEOUT_S),
+        worker_fix_rounds: file.worker_fix_rounds.unwrap_or(DEFAULT_WORKER_FIX_ROUNDS),
+        merge_fix_attempts: file
+            .merge_fix_attempts
+            .unwrap_or(DEFAULT_MERGE_FIX_ATTEMPTS),
+    }
 }
 
 fn resolve_sandbox(
@@ -1393,5 +1481,78 @@ mod tests {
             parsed.permissions.deny,
             vec!["run_command(rm:*)".to_string()]
         );
+    }
+
+    #[test]
+    fn verify_settings_default_layer_and_check_ranges() {
+        let ws = tempfile::tempdir().unwrap();
+        let cfg = Config::load(ws.path(), &env(&[]), &CliOverrides::default()).unwrap();
+        assert_eq!(cfg.swarm.verify, None);
+        assert_eq!(cfg.swarm.verify_timeout_s, 600);
+        assert_eq!(cfg.swarm.worker_fix_rounds, 2);
+        assert_eq!(cfg.swarm.merge_fix_attempts, 2);
+
+        let home = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(home.path().join("ahelper")).unwrap();
+        std::fs::write(
+            home.path().join("ahelper/config.toml"),
+            "[swarm]\nverify = \"make check\"\nverify_timeout_s = 30\n",
+        )
+        .unwrap();
+        std::fs::create_dir_all(ws.path().join(".ahelper")).unwrap();
+        std::fs::write(
+            ws.path().join(".ahelper/config.toml"),
+            "[swarm]\nverify = \"cargo test --offline\"\nworker_fix_rounds = 0\nmerge_fix_attempts = 5\n",
+        )
+        .unwrap();
+        let e = env(&[("XDG_CONFIG_HOME", home.path().to_str().unwrap())]);
+        let cfg = Config::load(ws.path(), &e, &CliOverrides::default()).unwrap();
+        assert_eq!(cfg.swarm.verify.as_deref(), Some("cargo test --offline"));
+        assert_eq!(cfg.swarm.verify_timeout_s, 30);
+        assert_eq!(cfg.swarm.worker_fix_rounds, 0);
+        assert_eq!(cfg.swarm.merge_fix_attempts, 5);
+    }
+
+    #[test]
+    fn verify_settings_out_of_range_name_file_line_and_key() {
+        let path = Path::new("/p/.ahelper/config.toml");
+        for (text, key, line, expected) in [
+            (
+                "[swarm]\nverify_timeout_s = 0\n",
+                "verify_timeout_s",
+                "line 2",
+                "1 to 86400",
+            ),
+            (
+                "[swarm]\nmax_workers = 2\nworker_fix_rounds = 11\n",
+                "worker_fix_rounds",
+                "line 3",
+                "0 to 10",
+            ),
+            (
+                "[swarm]\nmerge_fix_attempts = 99\n",
+                "merge_fix_attempts",
+                "line 2",
+                "0 to 10",
+            ),
+            (
+                "[swarm]\nverify = \"  \"\n",
+                "verify",
+                "line 2",
+                "--no-verify",
+            ),
+            (
+                "[swarm]\nverify_timeout_s = -5\n",
+                "verify_timeout_s",
+                "line 2",
+                "u64",
+            ),
+        ] {
+            let err = ConfigFile::parse(text, path).unwrap_err().to_string();
+            assert!(err.contains("/p/.ahelper/config.toml"), "{err}");
+            assert!(err.contains(key), "{key}: {err}");
+            assert!(err.contains(line), "{key}: {err}");
+            assert!(err.contains(expected), "{key}: {err}");
+        }
     }
 }

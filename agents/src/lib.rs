@@ -5,8 +5,9 @@
 //! [`sandbox_os`] confines commands with landlock, [`permissions`] decides whether a tool call
 //! may run, [`agent`] is the agent loop (built with [`agent::AgentBuilder`]), [`session`] is a
 //! single-agent session, [`transcript`] writes append-only JSONL transcripts, [`config`]
-//! resolves layered configuration, [`text`] shortens text, and [`swarm`] runs many agents in
-//! parallel. [`hardening`] keeps provider keys out of reach of the commands the model runs, and
+//! resolves layered configuration, [`text`] shortens text, [`swarm`] runs many agents in
+//! parallel and [`verify`] runs the project's tests on a worktree and compares the result with
+//! the base. [`hardening`] keeps provider keys out of reach of the commands the model runs, and
 //! [`redact`] scrubs known secret values from everything ahelper outputs.
 //!
 //! This crate has no terminal code and prints nothing: user interaction goes through the
@@ -34,3 +35,4 @@ pub mod swarm;
 pub mod text;
 pub mod tools;
 pub mod transcript;
+pub mod verify;

@@ -30,10 +30,15 @@ pub(crate) fn inspect(body: &Value) -> Inspection {
         .flatten()
         .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_result"))
         .count();
+    let assistant_messages = messages
+        .iter()
+        .filter(|m| m.get("role").and_then(Value::as_str) == Some("assistant"))
+        .count();
     Inspection {
         system: body.get("system").map(content_text).unwrap_or_default(),
         first_user,
         tool_results,
+        assistant_messages,
         stream: body.get("stream").and_then(Value::as_bool) == Some(true),
         include_usage: false,
         model: body.get("model").and_then(Value::as_str).map(str::to_owned),

@@ -11,7 +11,8 @@
 //! | `GET /health` | `{"status":"ok"}` |
 //!
 //! Every request is recorded ([`FakeLlm::requests`]) with its method, path, headers, parsed
-//! JSON body and arrival time, and with the conversation and turn that answered it.
+//! JSON body and arrival time, the agent's working directory, and the conversation and turn
+//! that answered it.
 //!
 //! # Script format
 //!
@@ -27,9 +28,13 @@
 //!     {
 //!       "name": "fix-bug",           // optional, for logs
 //!       "match": "fix the bug",      // optional substring of system prompt or first user message
+//!       "when": {"file_contains": {"path": "calc.py", "text": "def plus"}},  // optional, on disk
+//!       "turn_index": "tool_results", // or "assistant_messages"
 //!       "fallback_text": "Done.",    // optional, overrides the script's
 //!       "turns": [
 //!         {
+//!           "when": {"file_exists": "report.py"},   // optional; then "otherwise" is required
+//!           "otherwise": {"text": "No report yet."}, // a whole turn, played when `when` fails
 //!           "text": "Let me read it.",
 //!           "tool_calls": [{"id": "call_1", "name": "read_file", "arguments": {"path": "src/lib.rs"}}],
 //!           "stop_reason": "tool_use",          // optional override, either vocabulary
@@ -49,16 +54,42 @@
 //! (Comments are for this page only; JSON has none. Use `"description"` keys on the script
 //! or a conversation for notes.)
 //!
+//! **Deciding by disk.** A scripted swarm must act on what is in the agent's working directory,
+//! not on how a prompt is worded. The server reads the agent's working directory from the
+//! request — the path after `Working directory: ` (else `Workspace root: `) on a line of the
+//! system prompt (else the first user message), as ahelper's system prompt writes it — and
+//! evaluates [`Condition`]s there (same machine; paths relative to that directory, `..` and
+//! absolute paths rejected at load time; with no directory in the request every condition is
+//! false):
+//!
+//! | condition | true when |
+//! |---|---|
+//! | `{"file_exists": "report.py"}` | the path exists |
+//! | `{"file_missing": "report.py"}` | the path does not exist |
+//! | `{"file_contains": {"path": "calc.py", "text": "def plus"}}` | the file contains the text |
+//! | `{"file_lacks": {"path": "calc.py", "text": "def add"}}` | the file is missing or lacks the text |
+//! | `{"has_conflict_markers": true}` | a file (outside `.git`, `node_modules`, `target`, `__pycache__`) has `<<<<<<<` and `>>>>>>>` lines (`false`: none has) |
+//! | `{"all": [c, …]}`, `{"any": [c, …]}`, `{"not": c}` | combinations |
+//!
+//! A conversation's `when` must hold for it to be chosen; a turn's `when` picks between the
+//! turn and its `otherwise` turn (which may have its own `when`) each time it is played.
+//!
 //! **Conversation choice.** The first conversation whose `match` occurs (case-sensitive) in
-//! the request's system prompt or its first user message wins; a conversation without
-//! `match` matches everything, so put the default last. No match: HTTP 400
-//! `invalid_request_error` saying so.
+//! the request's system prompt or its first user message and whose `when` holds wins; a
+//! conversation without either matches everything, so put the default last. The choice is
+//! made at an agent's first request and **kept** for every later request with the same
+//! system prompt and first user message (the same agent conversation), so an agent whose own
+//! edits make its `when` false goes on with its conversation. No match: HTTP 400
+//! `invalid_request_error` naming the working directory.
 //!
 //! **Turn choice.** The turn played is `turns[n]` where `n` is the number of tool results in
 //! the request (Anthropic `tool_result` blocks, OpenAI `role: "tool"` messages). A turn with
-//! two tool calls is therefore answered by `turns[n + 2]`. Past the last turn, the
-//! conversation's (or script's) `fallback_text` plays as a text-only turn if set, else the
-//! last turn plays again.
+//! two tool calls is therefore answered by `turns[n + 2]`. With `"turn_index":
+//! "assistant_messages"`, `n` is the number of assistant messages instead (one turn per model
+//! response), so a new user message after a text-only turn — ahelper sending a worker back
+//! with failing tests — plays the next turn rather than the last one again. Past the last
+//! turn, the conversation's (or script's) `fallback_text` plays as a text-only turn if set,
+//! else the last turn plays again.
 //!
 //! **Streaming.** Text is streamed word by word (`text_delta` / `delta.content`); tool call
 //! arguments are serialised compactly and streamed in pieces of 7 characters, cut mid-key and
@@ -116,12 +147,15 @@
 //! it plays the demo script.
 
 mod anthropic;
+pub mod condition;
 mod openai;
 mod reply;
 pub mod script;
 mod server;
 
+pub use condition::{Condition, FileText};
 pub use script::{
-    Conversation, Fault, FaultKind, Script, ScriptError, Selection, ToolCall, Turn, Usage,
+    Conversation, Fault, FaultKind, RequestFacts, Script, ScriptError, Selection, ToolCall, Turn,
+    TurnIndex, Usage,
 };
 pub use server::{FakeLlm, RecordedRequest, ServerError, ServerOptions, WireFormat};

@@ -42,6 +42,7 @@ pub(crate) fn inspect(body: &Value) -> Inspection {
         system,
         first_user,
         tool_results: messages.iter().filter(|m| role(m) == "tool").count(),
+        assistant_messages: messages.iter().filter(|m| role(m) == "assistant").count(),
         stream: body.get("stream").and_then(Value::as_bool) == Some(true),
         include_usage: body
             .pointer("/stream_options/include_usage")

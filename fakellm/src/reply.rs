@@ -14,6 +14,8 @@ pub(crate) struct Inspection {
     pub first_user: String,
     /// Anthropic `tool_result` blocks / OpenAI `role: tool` messages.
     pub tool_results: usize,
+    /// Messages with `role: assistant`.
+    pub assistant_messages: usize,
     /// `"stream": true`.
     pub stream: bool,
     /// OpenAI `stream_options.include_usage`.

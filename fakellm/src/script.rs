@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::condition::Condition;
+
 /// The example script shipped in `fakellm/examples/demo.json`; played by the binary when no
 /// `--script` is given.
 pub const DEMO_SCRIPT_JSON: &str = include_str!("../examples/demo.json");
@@ -89,7 +91,17 @@ pub struct Conversation {
     /// user message. `None` matches every request (a default conversation).
     #[serde(rename = "match", default, skip_serializing_if = "Option::is_none")]
     pub match_text: Option<String>,
-    /// The turns; turn `n` answers a request that carries `n` tool results.
+    /// A condition on the requesting agent's working directory that must hold too (see
+    /// [`Condition`]); checked when a conversation is chosen, which happens once per agent
+    /// conversation (the choice is kept for later requests with the same system prompt and
+    /// first user message).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when: Option<Condition>,
+    /// What the turn index counts; default [`TurnIndex::ToolResults`].
+    #[serde(default, skip_serializing_if = "TurnIndex::is_default")]
+    pub turn_index: TurnIndex,
+    /// The turns; turn `n` answers a request that carries `n` tool results (or `n` assistant
+    /// messages, see [`Conversation::turn_index`]).
     #[serde(default)]
     pub turns: Vec<Turn>,
     /// Overrides [`Script::fallback_text`] for this conversation.
@@ -101,6 +113,13 @@ pub struct Conversation {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Turn {
+    /// A condition on the requesting agent's working directory: when it does not hold,
+    /// [`Turn::otherwise`] plays instead. Requires `otherwise`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when: Option<Condition>,
+    /// The turn played when [`Turn::when`] does not hold (it may have its own `when`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub otherwise: Option<Box<Turn>>,
     /// Assistant text, streamed word by word.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text: Option<String>,
@@ -270,6 +289,39 @@ impl FaultKind {
     }
 }
 
+/// What a conversation's turn index counts in a request.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnIndex {
+    /// Tool results (Anthropic `tool_result` blocks, OpenAI `role: "tool"` messages): a turn
+    /// with two tool calls is answered by `turns[n + 2]`.
+    #[default]
+    ToolResults,
+    /// Assistant messages: one turn per model response, so a new user message after a
+    /// text-only turn (e.g. ahelper sending a worker back with failing tests) moves on to the
+    /// next turn instead of replaying the last one.
+    AssistantMessages,
+}
+
+impl TurnIndex {
+    fn is_default(&self) -> bool {
+        *self == TurnIndex::ToolResults
+    }
+}
+
+/// What [`Script::select`] looks at in a request.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RequestFacts<'a> {
+    /// The system prompt and the first user message.
+    pub texts: [&'a str; 2],
+    /// Tool results in the request.
+    pub tool_results: usize,
+    /// Assistant messages in the request.
+    pub assistant_messages: usize,
+    /// The agent's working directory (see [`crate::condition::workdir_of`]).
+    pub workdir: Option<&'a Path>,
+}
+
 /// The turn chosen for one request by [`Script::select`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct Selection {
@@ -368,7 +420,9 @@ impl Script {
     }
 
     /// Checks that every conversation can play: it has a turn or a fallback text, tool call
-    /// arguments are objects, a turn has at most one raw body, `times` is at least 1.
+    /// arguments are objects, a turn has at most one raw body, `times` is at least 1, a turn's
+    /// `when` comes with an `otherwise` (and `otherwise` with a `when`), condition paths stay
+    /// inside the working directory.
     ///
     /// Errors: [`ScriptError::Invalid`] naming the conversation and turn.
     pub fn validate(&self) -> Result<(), ScriptError> {
@@ -379,27 +433,18 @@ impl Script {
                     "{name} has no turns; give it at least one turn or a fallback_text"
                 )));
             }
+            if let Some(when) = &conv.when {
+                when.validate()
+                    .map_err(|e| ScriptError::Invalid(format!("{name} `when`: {e}")))?;
+            }
             for (t, turn) in conv.turns.iter().enumerate() {
-                if turn.raw_sse.is_some() && turn.raw_sse_inline.is_some() {
-                    return Err(ScriptError::Invalid(format!(
-                        "{name} turn {t} sets both raw_sse and raw_sse_inline; keep one"
-                    )));
-                }
-                if turn.raw_chunk_bytes == Some(0) {
-                    return Err(ScriptError::Invalid(format!(
-                        "{name} turn {t}: raw_chunk_bytes must be at least 1"
-                    )));
-                }
-                if let Some(call) = turn.tool_calls.iter().find(|c| !c.arguments.is_object()) {
-                    return Err(ScriptError::Invalid(format!(
-                        "{name} turn {t}: arguments of tool call `{}` must be a JSON object",
-                        call.name
-                    )));
-                }
-                if turn.fault.as_ref().is_some_and(|f| f.times == 0) {
-                    return Err(ScriptError::Invalid(format!(
-                        "{name} turn {t}: fault.times must be at least 1 (remove the fault instead)"
-                    )));
+                for (depth, turn) in turn.alternatives().enumerate() {
+                    let at = if depth == 0 {
+                        format!("{name} turn {t}")
+                    } else {
+                        format!("{name} turn {t} (otherwise #{depth})")
+                    };
+                    validate_turn(turn).map_err(|e| ScriptError::Invalid(format!("{at}: {e}")))?;
                 }
             }
         }
@@ -412,7 +457,7 @@ impl Script {
     pub fn check_raw_files(&self) -> Result<(), ScriptError> {
         for (c, conv) in self.conversations.iter().enumerate() {
             for (t, turn) in conv.turns.iter().enumerate() {
-                if let Some(raw) = &turn.raw_sse {
+                for raw in turn.alternatives().filter_map(|a| a.raw_sse.as_ref()) {
                     let path = self.resolve(raw);
                     if !path.is_file() {
                         return Err(ScriptError::Invalid(format!(
@@ -427,37 +472,80 @@ impl Script {
         Ok(())
     }
 
-    /// Chooses the turn for a request.
+    /// Chooses the conversation and turn for a request.
     ///
-    /// `texts` are the request's system prompt and first user message; the first
-    /// conversation whose `match` occurs in one of them (or that has no `match`) wins.
-    /// The turn is `turns[tool_results]`; past the end, the fallback text if one is set,
-    /// else the last turn. `None` when no conversation matches.
-    pub fn select(&self, texts: &[&str], tool_results: usize) -> Option<Selection> {
-        let (conversation, conv) = self.conversations.iter().enumerate().find(|(_, c)| {
+    /// The conversation is `pinned` when given (the one chosen at the agent's first request),
+    /// else the first whose `match` occurs in one of `facts.texts` (or that has no `match`)
+    /// and whose `when` holds in `facts.workdir`. The turn is `turns[n]`, `n` counted as the
+    /// conversation's [`TurnIndex`] says, with [`Turn::when`]/[`Turn::otherwise`] resolved;
+    /// past the end, the fallback text if one is set, else the last turn. `None` when no
+    /// conversation fits.
+    pub fn select(&self, facts: &RequestFacts<'_>, pinned: Option<usize>) -> Option<Selection> {
+        let conversation = pinned
+            .filter(|c| *c < self.conversations.len())
+            .or_else(|| self.choose_conversation(facts))?;
+        Some(self.choose_turn(conversation, facts))
+    }
+
+    /// The index of the first conversation whose `match` and `when` fit the request.
+    pub fn choose_conversation(&self, facts: &RequestFacts<'_>) -> Option<usize> {
+        self.conversations.iter().position(|c| {
             c.match_text
                 .as_deref()
-                .is_none_or(|m| texts.iter().any(|t| t.contains(m)))
-        })?;
-        if let Some(turn) = conv.turns.get(tool_results) {
-            return Some(Selection {
-                conversation,
-                turn_index: tool_results,
-                turn: turn.clone(),
-            });
+                .is_none_or(|m| facts.texts.iter().any(|t| t.contains(m)))
+                && c.when.as_ref().is_none_or(|w| w.holds(facts.workdir))
+        })
+    }
+
+    fn choose_turn(&self, conversation: usize, facts: &RequestFacts<'_>) -> Selection {
+        let conv = &self.conversations[conversation];
+        let n = match conv.turn_index {
+            TurnIndex::ToolResults => facts.tool_results,
+            TurnIndex::AssistantMessages => facts.assistant_messages,
+        };
+        let (turn_index, turn) = match (
+            conv.turns.get(n),
+            conv.fallback_text.as_ref().or(self.fallback_text.as_ref()),
+        ) {
+            (Some(turn), _) => (n, turn.resolve(facts.workdir)),
+            (None, Some(text)) => (conv.turns.len(), Turn::text(text.clone())),
+            (None, None) => {
+                let last = conv.turns.len() - 1;
+                (last, conv.turns[last].resolve(facts.workdir))
+            }
+        };
+        Selection {
+            conversation,
+            turn_index,
+            turn,
         }
-        match conv.fallback_text.as_ref().or(self.fallback_text.as_ref()) {
-            Some(text) => Some(Selection {
-                conversation,
-                turn_index: conv.turns.len(),
-                turn: Turn::text(text.clone()),
-            }),
-            None => conv.turns.last().map(|turn| Selection {
-                conversation,
-                turn_index: conv.turns.len() - 1,
-                turn: turn.clone(),
-            }),
+    }
+}
+
+/// The checks of [`Script::validate`] for one turn (not its `otherwise`).
+fn validate_turn(turn: &Turn) -> Result<(), String> {
+    if turn.raw_sse.is_some() && turn.raw_sse_inline.is_some() {
+        return Err("sets both raw_sse and raw_sse_inline; keep one".into());
+    }
+    if turn.raw_chunk_bytes == Some(0) {
+        return Err("raw_chunk_bytes must be at least 1".into());
+    }
+    if let Some(call) = turn.tool_calls.iter().find(|c| !c.arguments.is_object()) {
+        return Err(format!(
+            "arguments of tool call `{}` must be a JSON object",
+            call.name
+        ));
+    }
+    if turn.fault.as_ref().is_some_and(|f| f.times == 0) {
+        return Err("fault.times must be at least 1 (remove the fault instead)".into());
+    }
+    match (&turn.when, &turn.otherwise) {
+        (Some(when), Some(_)) => when.validate(),
+        (Some(_), None) => {
+            Err("`when` needs an `otherwise` turn to play when it does not hold".into())
         }
+        (None, Some(_)) => Err("`otherwise` needs a `when`".into()),
+        (None, None) => Ok(()),
     }
 }
 
@@ -476,6 +564,18 @@ impl Conversation {
     /// Sets the `match` substring.
     pub fn matching(mut self, text: impl Into<String>) -> Self {
         self.match_text = Some(text.into());
+        self
+    }
+
+    /// Sets [`Conversation::when`].
+    pub fn when(mut self, condition: Condition) -> Self {
+        self.when = Some(condition);
+        self
+    }
+
+    /// Sets [`Conversation::turn_index`].
+    pub fn with_turn_index(mut self, turn_index: TurnIndex) -> Self {
+        self.turn_index = turn_index;
         self
     }
 
@@ -500,6 +600,35 @@ impl Conversation {
 }
 
 impl Turn {
+    /// The turn to play in `workdir`: this one (without its condition) when its `when` holds
+    /// or it has none, else its `otherwise`, resolved the same way.
+    pub fn resolve(&self, workdir: Option<&Path>) -> Turn {
+        let mut turn = self;
+        while let (Some(when), Some(otherwise)) = (&turn.when, &turn.otherwise) {
+            if when.holds(workdir) {
+                break;
+            }
+            turn = otherwise;
+        }
+        Turn {
+            when: None,
+            otherwise: None,
+            ..turn.clone()
+        }
+    }
+
+    /// This turn and its chain of `otherwise` turns.
+    fn alternatives(&self) -> impl Iterator<Item = &Turn> {
+        std::iter::successors(Some(self), |t| t.otherwise.as_deref())
+    }
+
+    /// Sets the condition and the turn played when it does not hold.
+    pub fn when(mut self, condition: Condition, otherwise: Turn) -> Self {
+        self.when = Some(condition);
+        self.otherwise = Some(Box::new(otherwise));
+        self
+    }
+
     /// An empty turn (no text, no tool calls).
     pub fn new() -> Self {
         Self::default()
@@ -655,6 +784,15 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn facts<'a>(system: &'a str, user: &'a str, tool_results: usize) -> RequestFacts<'a> {
+        RequestFacts {
+            texts: [system, user],
+            tool_results,
+            assistant_messages: tool_results,
+            workdir: None,
+        }
+    }
+
     fn script() -> Script {
         Script::new()
             .with_conversation(
@@ -670,25 +808,28 @@ mod tests {
     fn first_matching_conversation_wins_and_default_catches_the_rest() {
         let s = script();
         assert_eq!(
-            s.select(&["", "please fix the bug"], 0)
+            s.select(&facts("", "please fix the bug", 0), None)
                 .unwrap()
                 .conversation,
             0
         );
         assert_eq!(
-            s.select(&["fix the bug", ""], 1).unwrap().turn,
+            s.select(&facts("fix the bug", "", 1), None).unwrap().turn,
             Turn::text("fixed")
         );
-        assert_eq!(s.select(&["", "hello"], 0).unwrap().conversation, 1);
+        assert_eq!(
+            s.select(&facts("", "hello", 0), None).unwrap().conversation,
+            1
+        );
     }
 
     #[test]
     fn past_the_last_turn_plays_last_turn_or_fallback() {
         let s = script();
-        let sel = s.select(&["fix the bug"], 5).unwrap();
+        let sel = s.select(&facts("fix the bug", "", 5), None).unwrap();
         assert_eq!((sel.turn_index, sel.turn), (1, Turn::text("fixed")));
         let s = s.with_fallback_text("done");
-        let sel = s.select(&["fix the bug"], 5).unwrap();
+        let sel = s.select(&facts("fix the bug", "", 5), None).unwrap();
         assert_eq!((sel.turn_index, sel.turn), (2, Turn::text("done")));
     }
 
@@ -696,7 +837,7 @@ mod tests {
     fn no_match_and_no_default_selects_nothing() {
         let s = Script::new()
             .with_conversation(Conversation::new().matching("x").turn(Turn::text("y")));
-        assert!(s.select(&["abc"], 0).is_none());
+        assert!(s.select(&facts("abc", "", 0), None).is_none());
     }
 
     #[test]
@@ -722,6 +863,110 @@ mod tests {
                 .contains("must be a JSON object")
         );
         assert!(Script::from_json_str(r#"{"conversations":[{"turns":[]}]}"#).is_err());
+    }
+
+    #[test]
+    fn conversations_and_turns_are_chosen_by_disk() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Script::from_json_str(
+            r#"{"conversations": [
+                {"name": "merger", "when": {"has_conflict_markers": true},
+                 "turns": [{"text": "resolving"}]},
+                {"name": "fixer", "match": "fixer",
+                 "when": {"all": [{"file_contains": {"path": "calc.py", "text": "def plus"}},
+                                  {"file_contains": {"path": "report.py", "text": "calc.add"}}]},
+                 "turns": [{"when": {"file_exists": "notes.txt"}, "text": "with notes",
+                            "otherwise": {"text": "without notes"}}]},
+                {"name": "default", "turns": [{"text": "nothing to do"}]}
+            ]}"#,
+        )
+        .unwrap();
+        let d = dir.path();
+        let at = |user: &'static str| RequestFacts {
+            texts: ["", user],
+            workdir: Some(d),
+            ..RequestFacts::default()
+        };
+        let play = |user: &'static str| {
+            let sel = s.select(&at(user), None).unwrap();
+            (sel.conversation, sel.turn.text.unwrap())
+        };
+        std::fs::write(d.join("calc.py"), "def plus(a, b): ...\n").unwrap();
+        assert_eq!(play("you are the fixer"), (2, "nothing to do".into()));
+        std::fs::write(d.join("report.py"), "import calc\ncalc.add(1, 2)\n").unwrap();
+        assert_eq!(play("you are the fixer"), (1, "without notes".into()));
+        assert_eq!(play("someone else"), (2, "nothing to do".into()));
+        std::fs::write(d.join("notes.txt"), "").unwrap();
+        assert_eq!(play("you are the fixer"), (1, "with notes".into()));
+        std::fs::write(d.join("m.py"), "<<<<<<< HEAD\n=======\n>>>>>>> b\n").unwrap();
+        assert_eq!(play("you are the fixer"), (0, "resolving".into()));
+        // A pinned conversation stays chosen whatever the disk says now.
+        let sel = s.select(&at("you are the fixer"), Some(1)).unwrap();
+        assert_eq!(sel.conversation, 1);
+        assert!(sel.turn.when.is_none() && sel.turn.otherwise.is_none());
+        // No working directory: no condition holds.
+        let none = RequestFacts {
+            texts: ["", "you are the fixer"],
+            ..RequestFacts::default()
+        };
+        assert_eq!(s.select(&none, None).unwrap().conversation, 2);
+    }
+
+    #[test]
+    fn assistant_messages_turn_index_moves_on_after_a_user_message() {
+        let s = Script::new().with_conversation(
+            Conversation::new()
+                .with_turn_index(TurnIndex::AssistantMessages)
+                .turn(
+                    Turn::tool_call("a", serde_json::json!({}))
+                        .with_tool_call("b", serde_json::json!({})),
+                )
+                .turn(Turn::text("first answer"))
+                .turn(Turn::text("second answer")),
+        );
+        let at = |tool_results, assistant_messages| {
+            let facts = RequestFacts {
+                tool_results,
+                assistant_messages,
+                ..RequestFacts::default()
+            };
+            s.select(&facts, None).unwrap().turn.text
+        };
+        assert_eq!(at(2, 1), Some("first answer".into()));
+        assert_eq!(at(2, 2), Some("second answer".into()));
+    }
+
+    #[test]
+    fn condition_rules_are_checked_when_loading() {
+        for (json, needle) in [
+            (
+                r#"{"conversations":[{"turns":[{"when":{"file_exists":"a"},"text":"x"}]}]}"#,
+                "needs an `otherwise`",
+            ),
+            (
+                r#"{"conversations":[{"turns":[{"otherwise":{"text":"y"},"text":"x"}]}]}"#,
+                "`otherwise` needs a `when`",
+            ),
+            (
+                r#"{"conversations":[{"when":{"file_exists":"../a"},"turns":[{"text":"x"}]}]}"#,
+                "must be relative",
+            ),
+            (
+                r#"{"conversations":[{"turns":[{"when":{"file_exists":"a"},"text":"x","otherwise":{"when":{"file_missing":"/b"},"text":"y","otherwise":{"text":"z"}}}]}]}"#,
+                "otherwise #1",
+            ),
+            (
+                r#"{"conversations":[{"when":{"file_exsts":"a"},"turns":[{"text":"x"}]}]}"#,
+                "unknown variant",
+            ),
+            (
+                r#"{"conversations":[{"turn_index":"responses","turns":[{"text":"x"}]}]}"#,
+                "unknown variant",
+            ),
+        ] {
+            let err = Script::from_json_str(json).unwrap_err().to_string();
+            assert!(err.contains(needle), "{json}: {err}");
+        }
     }
 
     #[test]

@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -16,9 +17,11 @@ use serde_json::{Value, json};
 use tokio::sync::oneshot;
 use tokio::task::{JoinHandle, JoinSet};
 
+use crate::condition::workdir_of;
 use crate::reply::{Inspection, Reply, split_random, split_sse_events};
 use crate::script::{
-    DEFAULT_RETRY_AFTER_SECS, DEFAULT_STALL_MS, Fault, FaultKind, Script, Selection,
+    DEFAULT_RETRY_AFTER_SECS, DEFAULT_STALL_MS, Fault, FaultKind, RequestFacts, Script, Selection,
+    Turn,
 };
 use crate::{anthropic, openai};
 
@@ -90,6 +93,10 @@ pub struct RecordedRequest {
     pub stream: bool,
     /// Tool results counted in the request.
     pub tool_results: usize,
+    /// Assistant messages counted in the request.
+    pub assistant_messages: usize,
+    /// The agent's working directory named in the request (see [`crate::condition`]).
+    pub workdir: Option<PathBuf>,
     /// Index of the conversation that answered, if one matched.
     pub conversation: Option<usize>,
     /// Index of the turn played (the number of turns for the fallback text).
@@ -119,6 +126,8 @@ struct Inner {
     requests: Vec<RecordedRequest>,
     served: HashMap<(usize, usize), u32>,
     conversation_counts: Vec<usize>,
+    /// Conversation chosen for each (system prompt, first user message).
+    pinned: HashMap<String, usize>,
     next_serial: u64,
 }
 
@@ -348,7 +357,40 @@ fn route(method: &Method, path: &str) -> Route {
     }
 }
 
+/// A request as read off the connection, with what the server made of it.
+struct Arrival {
+    received_at: SystemTime,
+    received: Instant,
+    method: Method,
+    path: String,
+    query: Option<String>,
+    headers: Vec<(String, String)>,
+    body_bytes: Bytes,
+    json: Value,
+    route: Route,
+    format: Option<WireFormat>,
+    inspection: Inspection,
+    workdir: Option<PathBuf>,
+}
+
 async fn handle(state: Arc<State>, req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
+    let arrival = read_request(req).await;
+    let selection = select_turn(&state, &arrival);
+    let (serial, fault) = record(&state, &arrival, selection.as_ref());
+    if state.log_requests {
+        log_request(
+            &state.script,
+            serial,
+            &arrival,
+            selection.as_ref(),
+            fault.as_ref(),
+        );
+    }
+    Ok(respond(&state, &arrival, selection, serial, fault.as_ref()).await)
+}
+
+/// Reads the body and works out the route, the wire format and the agent's working directory.
+async fn read_request(req: Request<Incoming>) -> Arrival {
     let received_at = SystemTime::now();
     let received = Instant::now();
     let (parts, body) = req.into_parts();
@@ -367,77 +409,113 @@ async fn handle(state: Arc<State>, req: Request<Incoming>) -> Result<Response<Bo
         Route::Model(WireFormat::OpenAi) => (Some(WireFormat::OpenAi), openai::inspect(&json)),
         _ => (None, Inspection::default()),
     };
-    let selection = format.and_then(|_| {
-        state.script.select(
-            &[&inspection.system, &inspection.first_user],
-            inspection.tool_results,
-        )
-    });
-    let (serial, fault) = {
-        let mut inner = state.lock();
-        inner.next_serial += 1;
-        let serial = inner.next_serial;
-        let mut fault = None;
-        if let Some(sel) = &selection {
-            inner.conversation_counts[sel.conversation] += 1;
-            let served = inner
-                .served
-                .entry((sel.conversation, sel.turn_index))
-                .or_insert(0);
-            fault = sel.turn.fault.clone().filter(|f| *served < f.times);
-            *served += 1;
-        }
-        inner.requests.push(RecordedRequest {
-            serial,
-            method: parts.method.to_string(),
-            path: path.clone(),
-            query: parts.uri.query().map(str::to_owned),
-            headers: parts
-                .headers
-                .iter()
-                .map(|(n, v)| {
-                    (
-                        n.as_str().to_owned(),
-                        String::from_utf8_lossy(v.as_bytes()).into_owned(),
-                    )
-                })
-                .collect(),
-            body: json.clone(),
-            body_bytes: body_bytes.clone(),
-            received_at,
-            received,
-            format,
-            stream: inspection.stream,
-            tool_results: inspection.tool_results,
-            conversation: selection.as_ref().map(|s| s.conversation),
-            turn: selection.as_ref().map(|s| s.turn_index),
-            fault: fault.as_ref().map(|f| f.kind),
-        });
-        (serial, fault)
-    };
-    if state.log_requests {
-        log_request(
-            &state.script,
-            serial,
-            &parts.method,
-            &path,
-            &inspection,
-            selection.as_ref(),
-            fault.as_ref(),
-        );
+    let workdir = format.and_then(|_| workdir_of(&[&inspection.system, &inspection.first_user]));
+    let headers = parts
+        .headers
+        .iter()
+        .map(|(n, v)| {
+            (
+                n.as_str().to_owned(),
+                String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            )
+        })
+        .collect();
+    Arrival {
+        received_at,
+        received,
+        query: parts.uri.query().map(str::to_owned),
+        method: parts.method,
+        path,
+        headers,
+        body_bytes,
+        json,
+        route,
+        format,
+        inspection,
+        workdir,
     }
+}
+
+/// Chooses the turn of a model request. The conversation chosen for an agent's first request
+/// is kept for later requests with the same system prompt and first user message, so that
+/// disk conditions decide once per conversation.
+fn select_turn(state: &State, arrival: &Arrival) -> Option<Selection> {
+    arrival.format?;
+    let inspection = &arrival.inspection;
+    let facts = RequestFacts {
+        texts: [&inspection.system, &inspection.first_user],
+        tool_results: inspection.tool_results,
+        assistant_messages: inspection.assistant_messages,
+        workdir: arrival.workdir.as_deref(),
+    };
+    let key = format!("{}\u{0}{}", inspection.system, inspection.first_user);
+    let pinned = state.lock().pinned.get(&key).copied();
+    let selection = state.script.select(&facts, pinned)?;
+    state
+        .lock()
+        .pinned
+        .entry(key)
+        .or_insert(selection.conversation);
+    Some(selection)
+}
+
+/// Records the request and decides whether this serving of the turn gets its fault.
+fn record(state: &State, arrival: &Arrival, selection: Option<&Selection>) -> (u64, Option<Fault>) {
+    let mut inner = state.lock();
+    inner.next_serial += 1;
+    let serial = inner.next_serial;
+    let mut fault = None;
+    if let Some(sel) = selection {
+        inner.conversation_counts[sel.conversation] += 1;
+        let served = inner
+            .served
+            .entry((sel.conversation, sel.turn_index))
+            .or_insert(0);
+        fault = sel.turn.fault.clone().filter(|f| *served < f.times);
+        *served += 1;
+    }
+    inner.requests.push(RecordedRequest {
+        serial,
+        method: arrival.method.to_string(),
+        path: arrival.path.clone(),
+        query: arrival.query.clone(),
+        headers: arrival.headers.clone(),
+        body: arrival.json.clone(),
+        body_bytes: arrival.body_bytes.clone(),
+        received_at: arrival.received_at,
+        received: arrival.received,
+        format: arrival.format,
+        stream: arrival.inspection.stream,
+        tool_results: arrival.inspection.tool_results,
+        assistant_messages: arrival.inspection.assistant_messages,
+        workdir: arrival.workdir.clone(),
+        conversation: selection.map(|s| s.conversation),
+        turn: selection.map(|s| s.turn_index),
+        fault: fault.as_ref().map(|f| f.kind),
+    });
+    (serial, fault)
+}
+
+/// The response for a routed request.
+async fn respond(
+    state: &State,
+    arrival: &Arrival,
+    selection: Option<Selection>,
+    serial: u64,
+    fault: Option<&Fault>,
+) -> Response<Body> {
     let latency = Duration::from_millis(state.script.latency_ms);
-    let response = match route {
+    match arrival.route {
         Route::Health => json_response(StatusCode::OK, &json!({"status": "ok"})),
         Route::NotFound | Route::WrongMethod => {
-            let status = if route == Route::NotFound {
+            let status = if arrival.route == Route::NotFound {
                 StatusCode::NOT_FOUND
             } else {
                 StatusCode::METHOD_NOT_ALLOWED
             };
             let message = format!(
-                "ahelper-fake-llm serves POST /v1/messages, POST /v1/chat/completions, POST /chat/completions, GET /v1/models and GET /health, not {} {path}",
-                parts.method
+                "ahelper-fake-llm serves POST /v1/messages, POST /v1/chat/completions, POST /chat/completions, GET /v1/models and GET /health, not {} {}",
+                arrival.method, arrival.path
             );
             json_response(
                 status,
@@ -451,45 +529,53 @@ async fn handle(state: Arc<State>, req: Request<Incoming>) -> Result<Response<Bo
         Route::Model(format) => {
             let delay = selection.as_ref().map_or(0, |s| s.turn.delay_ms);
             tokio::time::sleep(latency + Duration::from_millis(delay)).await;
-            if !json.is_object() {
-                invalid_request(format, serial, "the request body is not a JSON object")
-            } else if let Some(sel) = selection {
-                let model = inspection
-                    .model
-                    .clone()
-                    .unwrap_or_else(|| state.script.model_name().to_owned());
-                let reply = Reply::new(serial, model, &sel.turn, body_bytes.len());
-                respond_turn(
-                    &state.script,
-                    format,
-                    &inspection,
-                    &sel,
-                    fault.as_ref(),
-                    &reply,
-                )
-                .await
-            } else {
-                let message = format!(
-                    "no conversation of the ahelper-fake-llm script matches this request: add a conversation without `match`, or one whose `match` occurs in the system prompt or the first user message (which starts {:?})",
-                    inspection.first_user.chars().take(80).collect::<String>()
-                );
-                invalid_request(format, serial, &message)
-            }
+            respond_model(state, arrival, format, selection, serial, fault).await
         }
+    }
+}
+
+/// The response of a model endpoint: the selected turn, or a 400 explaining what is wrong.
+async fn respond_model(
+    state: &State,
+    arrival: &Arrival,
+    format: WireFormat,
+    selection: Option<Selection>,
+    serial: u64,
+    fault: Option<&Fault>,
+) -> Response<Body> {
+    let inspection = &arrival.inspection;
+    if !arrival.json.is_object() {
+        return invalid_request(format, serial, "the request body is not a JSON object");
+    }
+    let Some(sel) = selection else {
+        let message = format!(
+            "no conversation of the ahelper-fake-llm script matches this request: add a conversation without `match` and `when`, or one whose `match` occurs in the system prompt or the first user message (which starts {:?}) and whose `when` holds in the working directory ({})",
+            inspection.first_user.chars().take(80).collect::<String>(),
+            arrival
+                .workdir
+                .as_ref()
+                .map_or("none named in the request".to_string(), |d| d
+                    .display()
+                    .to_string())
+        );
+        return invalid_request(format, serial, &message);
     };
-    Ok(response)
+    let model = inspection
+        .model
+        .clone()
+        .unwrap_or_else(|| state.script.model_name().to_owned());
+    let reply = Reply::new(serial, model, &sel.turn, arrival.body_bytes.len());
+    respond_turn(&state.script, format, inspection, &sel, fault, &reply).await
 }
 
 fn log_request(
     script: &Script,
     serial: u64,
-    method: &Method,
-    path: &str,
-    inspection: &Inspection,
+    arrival: &Arrival,
     selection: Option<&Selection>,
     fault: Option<&Fault>,
 ) {
-    let mut line = format!("fake-llm: #{serial} {method} {path}");
+    let mut line = format!("fake-llm: #{serial} {} {}", arrival.method, arrival.path);
     if let Some(sel) = selection {
         let name = script.conversations[sel.conversation]
             .name
@@ -497,8 +583,11 @@ fn log_request(
             .unwrap_or("");
         line.push_str(&format!(
             " tool_results={} -> conversation {} {name} turn {}",
-            inspection.tool_results, sel.conversation, sel.turn_index
+            arrival.inspection.tool_results, sel.conversation, sel.turn_index
         ));
+    }
+    if let Some(dir) = &arrival.workdir {
+        line.push_str(&format!(" workdir={}", dir.display()));
     }
     if let Some(fault) = fault {
         line.push_str(&format!(" fault={}", fault.kind.as_str()));
@@ -646,54 +735,91 @@ async fn respond_turn(
     if let Some(response) = fault.and_then(foreign_page) {
         return response;
     }
-    if let Some((fault, (status, anthropic_type, openai_type, code, default))) =
-        fault.and_then(|f| http_fault(f.kind).map(|h| (f, h)))
-    {
-        let message = fault
-            .message
-            .clone()
-            .unwrap_or_else(|| format!("{default} (fault injected by ahelper-fake-llm)"));
-        // 529 carries Anthropic's overloaded_error body on both routes; it also has error.message.
-        let body = if format == WireFormat::Anthropic || fault.kind == FaultKind::Http529 {
-            anthropic::error_body(anthropic_type, &message, serial)
-        } else {
-            openai::error_body(openai_type, &message, code)
-        };
-        let mut response = json_response(
-            StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
-            &body,
-        );
-        let retry_after = fault
-            .retry_after
-            .or((fault.kind == FaultKind::Http429).then_some(DEFAULT_RETRY_AFTER_SECS));
-        if let Some(secs) = retry_after {
-            response
-                .headers_mut()
-                .insert(RETRY_AFTER, HeaderValue::from(secs));
-        }
+    if let Some(response) = fault.and_then(|f| http_fault_response(format, f, serial)) {
         return response;
     }
-
-    let raw = if let Some(path) = &turn.raw_sse {
-        let path = script.resolve(path);
-        match tokio::fs::read(&path).await {
-            Ok(bytes) => Some(bytes),
-            Err(err) => {
-                let message = format!(
-                    "ahelper-fake-llm cannot read raw_sse file {}: {err}",
-                    path.display()
-                );
-                return json_response(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    &anthropic::error_body("api_error", &message, serial),
-                );
-            }
+    let raw = match raw_body(script, turn).await {
+        Ok(raw) => raw,
+        Err(message) => {
+            return json_response(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                &anthropic::error_body("api_error", &message, serial),
+            );
         }
-    } else {
-        turn.raw_sse_inline.clone().map(String::into_bytes)
     };
     let streaming = raw.is_some() || inspection.stream;
-    let chunks: Vec<Bytes> = match raw {
+    let chunks = body_chunks(format, inspection, turn, reply, raw, streaming);
+    let chunk_delay = Duration::from_millis(turn.chunk_delay_ms);
+    let body = match fault {
+        None if !streaming => full_body(chunks.concat()),
+        None => planned_body(chunks.into_iter().map(Step::Chunk).collect(), chunk_delay),
+        Some(fault) if streaming => planned_body(
+            stream_fault_steps(format, fault, chunks, serial),
+            chunk_delay,
+        ),
+        Some(fault) => planned_body(
+            json_fault_steps(format, fault, chunks.concat().into(), serial),
+            chunk_delay,
+        ),
+    };
+    with_turn_headers(Response::new(body), streaming, serial)
+}
+
+/// The error response of an HTTP-status fault; `None` for body faults.
+fn http_fault_response(format: WireFormat, fault: &Fault, serial: u64) -> Option<Response<Body>> {
+    let (status, anthropic_type, openai_type, code, default) = http_fault(fault.kind)?;
+    let message = fault
+        .message
+        .clone()
+        .unwrap_or_else(|| format!("{default} (fault injected by ahelper-fake-llm)"));
+    // 529 carries Anthropic's overloaded_error body on both routes; it also has error.message.
+    let body = if format == WireFormat::Anthropic || fault.kind == FaultKind::Http529 {
+        anthropic::error_body(anthropic_type, &message, serial)
+    } else {
+        openai::error_body(openai_type, &message, code)
+    };
+    let mut response = json_response(
+        StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        &body,
+    );
+    let retry_after = fault
+        .retry_after
+        .or((fault.kind == FaultKind::Http429).then_some(DEFAULT_RETRY_AFTER_SECS));
+    if let Some(secs) = retry_after {
+        response
+            .headers_mut()
+            .insert(RETRY_AFTER, HeaderValue::from(secs));
+    }
+    Some(response)
+}
+
+/// The turn's raw SSE body (`raw_sse` file or `raw_sse_inline`), if it has one.
+///
+/// Errors: the message for a 500 when the file cannot be read.
+async fn raw_body(script: &Script, turn: &Turn) -> Result<Option<Vec<u8>>, String> {
+    if let Some(path) = &turn.raw_sse {
+        let path = script.resolve(path);
+        return tokio::fs::read(&path).await.map(Some).map_err(|err| {
+            format!(
+                "ahelper-fake-llm cannot read raw_sse file {}: {err}",
+                path.display()
+            )
+        });
+    }
+    Ok(turn.raw_sse_inline.clone().map(String::into_bytes))
+}
+
+/// The body in the chunks it is released in: raw bytes cut as the turn says, SSE events, or
+/// one JSON body.
+fn body_chunks(
+    format: WireFormat,
+    inspection: &Inspection,
+    turn: &Turn,
+    reply: &Reply,
+    raw: Option<Vec<u8>>,
+    streaming: bool,
+) -> Vec<Bytes> {
+    match raw {
         Some(bytes) => match (turn.raw_chunk_seed, turn.raw_chunk_bytes) {
             (Some(seed), max) => split_random(&bytes, seed, max.unwrap_or(16)),
             (None, Some(n)) => bytes.chunks(n).map(Bytes::copy_from_slice).collect(),
@@ -710,22 +836,11 @@ async fn respond_turn(
             };
             vec![Bytes::from(body.to_string())]
         }
-    };
+    }
+}
 
-    let chunk_delay = Duration::from_millis(turn.chunk_delay_ms);
-    let body = match fault {
-        None if !streaming => full_body(chunks.concat()),
-        None => planned_body(chunks.into_iter().map(Step::Chunk).collect(), chunk_delay),
-        Some(fault) if streaming => planned_body(
-            stream_fault_steps(format, fault, chunks, serial),
-            chunk_delay,
-        ),
-        Some(fault) => planned_body(
-            json_fault_steps(format, fault, chunks.concat().into(), serial),
-            chunk_delay,
-        ),
-    };
-    let mut response = Response::new(body);
+/// Content type, cache control and request-id headers of a turn's response.
+fn with_turn_headers(mut response: Response<Body>, streaming: bool, serial: u64) -> Response<Body> {
     let content_type = if streaming {
         "text/event-stream; charset=utf-8"
     } else {

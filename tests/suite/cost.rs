@@ -103,6 +103,7 @@ fn the_swarm_totals_line_shows_the_cost_of_a_priced_model() {
         .lines()
         .find(|l| l.starts_with("run ") && l.contains("workers done"))
         .unwrap_or_else(|| panic!("a totals line: {out}"));
-    // 3,000,000 input tokens (plan and both worker turns) at $1 per million
-    assert!(totals.contains(" · cost $3.00 · "), "{totals}");
+    // 4,000,000 input tokens (plan, both worker turns and the coordinator's synthesis turn,
+    // which replays the last scripted turn) at $1 per million
+    assert!(totals.contains(" · cost $4.00 · "), "{totals}");
 }

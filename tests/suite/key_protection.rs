@@ -635,7 +635,7 @@ fn swarm_worker_commands_cannot_read_the_key() {
     ]});
     let probe = "cat /proc/$PPID/environ | tr '\\0' '\\n' | grep -i api_key | rev; \
                  for p in $(pgrep -x ahelper); do tr '\\0' '\\n' < /proc/$p/environ | rev; done; \
-                 cat .env";
+                 cat .env; echo probed >> a.txt";
     let script = Script::new()
         .with_conversation(
             Conversation::new()

@@ -16,4 +16,6 @@ mod run_lifecycle;
 mod server_errors;
 mod support;
 mod swarm;
+mod swarm_verify;
 mod terminal;
+mod verify_fixtures;

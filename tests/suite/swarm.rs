@@ -722,9 +722,14 @@ fn worktree_creation_failure_fails_the_worker_without_fallback() {
             .contains("worktree")
     );
     assert_eq!(repo.file("a.txt"), "a\n");
-    assert_eq!(
-        swarm.server.model_requests().len(),
-        1,
+    // planning and the coordinator's closing summary; the worker's model was never called
+    assert_eq!(swarm.server.model_requests().len(), 2);
+    assert!(
+        swarm
+            .server
+            .model_requests()
+            .iter()
+            .all(|r| !r.body.to_string().contains("Your subtask `s1`")),
         "the worker's model was never called"
     );
 }

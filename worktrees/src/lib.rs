@@ -53,7 +53,10 @@ pub use error::GitError;
 pub use git2::Oid;
 pub use index_lock::{StaleLockOutcome, remove_stale_index_lock};
 pub use lock::{GitOwner, RepoLock};
-pub use merge::{ApplyOutcome, ConflictFile, MergeOutcome, apply_to_current, merge_into};
+pub use merge::{
+    ApplyOutcome, Candidate, ConflictFile, MergeOutcome, advance_branch, apply_to_current,
+    checkout_detached, clean_untracked, conclude_merge, merge_candidate, merge_into, start_merge,
+};
 pub use repo::{
     AHELPER_DIR, Head, Identity, RepoInfo, dirty_paths, ensure_excluded, snapshot_uncommitted,
 };

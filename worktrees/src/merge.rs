@@ -167,6 +167,188 @@ pub fn merge_into(
     }
 }
 
+/// A merge computed but not yet applied to its target branch ([`merge_candidate`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Candidate {
+    /// The target already contains the source: nothing to verify, nothing to move.
+    UpToDate {
+        /// The target's tip.
+        commit: Oid,
+    },
+    /// The target would become `commit` (the source's tip when a fast-forward, else a new
+    /// merge commit with parents target, source that no ref points at yet); move it with
+    /// [`advance_branch`] from `target`.
+    Ready {
+        /// The target's tip the candidate was made from (the compare-and-swap's expected value).
+        target: Oid,
+        /// The candidate commit.
+        commit: Oid,
+    },
+    /// The branches conflict; nothing was written.
+    Conflict {
+        /// The conflicting files, sorted by path.
+        files: Vec<ConflictFile>,
+    },
+}
+
+/// Like [`merge_into`], but leaves every ref where it is: merges `source_branch` into the tip of
+/// `target_branch` in memory and returns the candidate commit (written to the object database,
+/// unreferenced) for the caller to check before it calls [`advance_branch`].
+///
+/// # Errors
+/// [`GitError::BranchNotFound`]; [`GitError::Libgit2`].
+pub fn merge_candidate(
+    repo: &Path,
+    target_branch: &str,
+    source_branch: &str,
+    message: &str,
+    identity: Option<&Identity>,
+) -> Result<Candidate, GitError> {
+    let repo = open_repo(repo)?;
+    let ours = tip(&repo, target_branch)?;
+    let theirs = tip(&repo, source_branch)?;
+    if ours == theirs || is_ancestor(&repo, theirs, ours)? {
+        return Ok(Candidate::UpToDate { commit: ours });
+    }
+    if is_ancestor(&repo, ours, theirs)? {
+        return Ok(Candidate::Ready {
+            target: ours,
+            commit: theirs,
+        });
+    }
+    match merge_trees(&repo, ours, theirs)? {
+        Err(files) => Ok(Candidate::Conflict { files }),
+        Ok(tree_id) => {
+            let tree = repo
+                .find_tree(tree_id)
+                .ctx(|| "reading the merged tree".to_owned())?;
+            let sig = signature(&repo, identity)?;
+            let (a, b) = (
+                repo.find_commit(ours).ctx(|| format!("reading {ours}"))?,
+                repo.find_commit(theirs)
+                    .ctx(|| format!("reading {theirs}"))?,
+            );
+            let commit = repo
+                .commit(None, &sig, &sig, message, &tree, &[&a, &b])
+                .ctx(|| "writing the merge commit".to_owned())?;
+            Ok(Candidate::Ready {
+                target: ours,
+                commit,
+            })
+        }
+    }
+}
+
+/// Moves `branch` from `expected` to `new` with compare-and-swap, refusing when a worktree has
+/// it checked out.
+///
+/// # Errors
+/// [`GitError::MergeTargetCheckedOut`]; [`GitError::ConcurrentRefUpdate`] when the branch is no
+/// longer at `expected`; [`GitError::Libgit2`].
+pub fn advance_branch(repo: &Path, branch: &str, expected: Oid, new: Oid) -> Result<(), GitError> {
+    let repo = open_repo(repo)?;
+    if let Some(owner) = list(&repo)?
+        .into_iter()
+        .find(|w| w.branch.as_deref() == Some(branch))
+    {
+        return Err(GitError::MergeTargetCheckedOut {
+            branch: branch.to_owned(),
+            path: owner.path,
+        });
+    }
+    move_ref(
+        &repo,
+        &format!("refs/heads/{branch}"),
+        expected,
+        new,
+        &format!("ahelper: advance to {new}"),
+    )
+}
+
+/// Starts `git merge --no-commit --no-ff <source_branch>` in the worktree `worktree` (checked
+/// out on the branch that receives it), leaving a conflicted merge in progress: conflict markers
+/// in the files, `MERGE_HEAD` set. Returns the conflicted paths (empty when the merge applied
+/// cleanly; it is still uncommitted).
+///
+/// # Errors
+/// [`GitError::GitCommand`] when git fails for another reason than conflicts;
+/// [`GitError::GitNotFound`].
+pub fn start_merge(
+    worktree: &Path,
+    source_branch: &str,
+    identity: Option<&Identity>,
+) -> Result<Vec<String>, GitError> {
+    let mut cmd = cli::command(
+        worktree,
+        ["merge", "-q", "--no-commit", "--no-ff", source_branch],
+    );
+    with_identity(&mut cmd, worktree, identity);
+    let merged = cli::run(cmd);
+    let conflicted = cli::git(worktree, ["diff", "--name-only", "--diff-filter=U"])?;
+    let files: Vec<String> = conflicted.lines().map(str::to_owned).collect();
+    match merged {
+        Err(e) if files.is_empty() => Err(e),
+        _ => Ok(files),
+    }
+}
+
+/// Concludes the merge in progress in `worktree` with everything in it staged (`git add -A`,
+/// `git commit --no-verify -m <message>`); returns the new commit.
+///
+/// # Errors
+/// [`GitError::GitCommand`] (e.g. nothing to commit, no merge in progress);
+/// [`GitError::GitNotFound`].
+pub fn conclude_merge(
+    worktree: &Path,
+    message: &str,
+    identity: Option<&Identity>,
+) -> Result<Oid, GitError> {
+    cli::git(worktree, ["add", "-A"])?;
+    let mut cmd = cli::command(worktree, ["commit", "-q", "--no-verify", "-m", message]);
+    with_identity(&mut cmd, worktree, identity);
+    cli::run(cmd)?;
+    let head = cli::git(worktree, ["rev-parse", "HEAD"])?;
+    Oid::from_str(head.trim()).ctx(|| format!("reading HEAD of {}", worktree.display()))
+}
+
+/// `identity`, or the fallback when the repository has none configured, as git's environment.
+fn with_identity(cmd: &mut std::process::Command, worktree: &Path, identity: Option<&Identity>) {
+    let fallback = Identity::fallback();
+    let configured = Repository::open(worktree).is_ok_and(|r| has_configured_identity(&r));
+    let id = identity.or((!configured).then_some(&fallback));
+    if let Some(id) = id {
+        cmd.env("GIT_AUTHOR_NAME", &id.name)
+            .env("GIT_AUTHOR_EMAIL", &id.email)
+            .env("GIT_COMMITTER_NAME", &id.name)
+            .env("GIT_COMMITTER_EMAIL", &id.email);
+    }
+}
+
+/// Checks out `commit` detached in the worktree `worktree`, discarding its local changes and
+/// untracked files (ignored files such as build caches stay): `git checkout --detach --force`,
+/// `git clean -fdq`.
+///
+/// # Errors
+/// [`GitError::GitCommand`]; [`GitError::GitNotFound`].
+pub fn checkout_detached(worktree: &Path, commit: Oid) -> Result<(), GitError> {
+    let hex = commit.to_string();
+    cli::git(
+        worktree,
+        ["checkout", "-q", "--detach", "--force", hex.as_str()],
+    )?;
+    clean_untracked(worktree)
+}
+
+/// Removes the untracked files and directories of `worktree` (`git clean -fdq`; ignored files
+/// such as build caches stay).
+///
+/// # Errors
+/// [`GitError::GitCommand`]; [`GitError::GitNotFound`].
+pub fn clean_untracked(worktree: &Path) -> Result<(), GitError> {
+    cli::git(worktree, ["clean", "-fdq"])?;
+    Ok(())
+}
+
 /// Merges the local branch `source_branch` (normally the run's integration branch) into the branch
 /// the user's checkout at `repo` has checked out — the one operation in this crate that changes the
 /// user's checkout, and only when it is safe:

@@ -21,7 +21,28 @@ pub fn private_tmp_dir(worktree_base: &Path, worker: &str) -> PathBuf {
     worktree_base.join(format!(".tmp-{worker}"))
 }
 
-/// Removes a merged worker's worktree, private temp dir and branch (its commits are in
+/// A worktree and branch to remove once merged: a worker's, a fixer's or a merger's.
+#[derive(Debug, Clone)]
+pub struct MergedWork {
+    /// `w1`, `fix-1`, … (names its private temp dir).
+    pub id: String,
+    /// Its worktree.
+    pub worktree: PathBuf,
+    /// Its branch.
+    pub branch: String,
+}
+
+impl From<&WorkerRecord> for MergedWork {
+    fn from(w: &WorkerRecord) -> Self {
+        MergedWork {
+            id: w.id.clone(),
+            worktree: w.worktree.clone(),
+            branch: w.branch.clone(),
+        }
+    }
+}
+
+/// Removes merged work's worktree, private temp dir and branch (its commits are in
 /// `integration_branch`).
 ///
 /// # Errors
@@ -30,15 +51,15 @@ pub fn private_tmp_dir(worktree_base: &Path, worker: &str) -> PathBuf {
 pub fn remove_merged_worker(
     lock: &RepoLock,
     repo: &Path,
-    worker: &WorkerRecord,
+    work: &MergedWork,
     integration_branch: &str,
 ) -> Result<(), GitError> {
-    let base = worktree_base_of(&worker.worktree);
-    if worker.worktree.exists() {
-        git::remove_worktree(lock, repo, &base, &worker.worktree, false)?;
+    let base = worktree_base_of(&work.worktree);
+    if work.worktree.exists() {
+        git::remove_worktree(lock, repo, &base, &work.worktree, false)?;
     }
-    let _ = std::fs::remove_dir_all(private_tmp_dir(&base, &worker.id));
-    git::delete_branch(lock, repo, &worker.branch, integration_branch, false)?;
+    let _ = std::fs::remove_dir_all(private_tmp_dir(&base, &work.id));
+    git::delete_branch(lock, repo, &work.branch, integration_branch, false)?;
     Ok(())
 }
 
@@ -165,26 +186,24 @@ pub fn clean_run(
         return Err(CleanError::Active { pid: run.pid });
     }
     let mut steps = Vec::new();
-    for w in &run.workers {
-        if w.worktree.exists() {
+    for owned in owned_worktrees(run) {
+        if owned.worktree.exists() {
             steps.push(
-                match git::remove_worktree(lock, root, worktree_base, &w.worktree, force) {
+                match git::remove_worktree(lock, root, worktree_base, &owned.worktree, force) {
                     Ok(_) => CleanStep::WorktreeRemoved {
-                        path: w.worktree.clone(),
+                        path: owned.worktree.clone(),
                     },
                     Err(error) => CleanStep::WorktreeKept {
-                        path: w.worktree.clone(),
+                        path: owned.worktree.clone(),
                         error,
                     },
                 },
             );
         }
-        if git::branch_tip(root, &w.branch).is_ok() {
-            steps.push(clean_worker_branch(lock, root, run, w, force));
+        if git::branch_tip(root, &owned.branch).is_ok() {
+            steps.push(clean_worker_branch(lock, root, run, &owned, force));
         }
-    }
-    for w in &run.workers {
-        let _ = std::fs::remove_dir_all(private_tmp_dir(worktree_base, &w.id));
+        let _ = std::fs::remove_dir_all(private_tmp_dir(worktree_base, &owned.id));
     }
     let _ = std::fs::remove_dir(worktree_base);
     Ok(RunCleanup {
@@ -193,11 +212,43 @@ pub fn clean_run(
     })
 }
 
+/// A worktree and branch of a run: a worker's, a fixer's or merger's (with the status of the
+/// worker it worked for), or the verification worktree's.
+struct Owned {
+    id: String,
+    worktree: PathBuf,
+    branch: String,
+    status: WorkerStatus,
+}
+
+fn owned_worktrees(run: &RunRecord) -> Vec<Owned> {
+    let status_of = |id: &str| run.worker(id).map_or(WorkerStatus::Failed, |w| w.status);
+    let workers = run.workers.iter().map(|w| Owned {
+        id: w.id.clone(),
+        worktree: w.worktree.clone(),
+        branch: w.branch.clone(),
+        status: w.status,
+    });
+    let helpers = run.helpers.iter().map(|h| Owned {
+        id: h.id.clone(),
+        worktree: h.worktree.clone(),
+        branch: h.branch.clone(),
+        status: status_of(&h.worker),
+    });
+    let verify = run.verify_worktree.iter().map(|path| Owned {
+        id: super::verification::VERIFY_ID.to_string(),
+        worktree: path.clone(),
+        branch: git::worker_branch(&run.run_id, super::verification::VERIFY_ID),
+        status: WorkerStatus::Merged,
+    });
+    workers.chain(helpers).chain(verify).collect()
+}
+
 fn clean_worker_branch(
     lock: &RepoLock,
     root: &Path,
     run: &RunRecord,
-    worker: &WorkerRecord,
+    worker: &Owned,
     force: bool,
 ) -> CleanStep {
     let branch = worker.branch.clone();

@@ -11,13 +11,13 @@
 //! a local [`WorkerActor`] linked to the coordinator); everything else sees a worker only
 //! through [`Progress`] and [`WorkerDone`] messages and [`CancelWorker`].
 
-use super::cleanup::remove_merged_worker;
+use super::cleanup::{MergedWork, remove_merged_worker};
 use super::events::SwarmEvent;
-use super::merge_queue::{MergeQueue, MergeStep};
+use super::merge_queue::{Gate, GatedMerge, MergeQueue, MergeStep};
 use super::plan::Plan;
 use super::run::RunContext;
 use super::scheduler::{Scheduler, SlotState};
-use super::state::{RunRecord, RunStatus, WorkerRecord, WorkerReport, WorkerStatus};
+use super::state::{FixRound, RunRecord, RunStatus, WorkerRecord, WorkerReport, WorkerStatus};
 use super::worker::{CancelWorker, WorkerActor, WorkerArgs, WorkerSpec};
 use super::{GitTaskError, git_task};
 use crate::model::Usage;
@@ -76,6 +76,24 @@ pub enum Progress {
         /// Text.
         message: String,
     },
+    /// A phase after the worker's loop: its self-check (`verifying`, `fixing`) or its merge
+    /// (`verifying`, `fixing`, `resolving conflict`).
+    Phase {
+        /// Plan index.
+        index: usize,
+        /// New state.
+        status: WorkerStatus,
+        /// The fix attempt, while `fixing`.
+        fix_round: Option<FixRound>,
+    },
+}
+
+/// The gated merge of one worker ended.
+pub struct MergeDone {
+    /// Plan index.
+    pub index: usize,
+    /// What it did.
+    pub result: GatedMerge,
 }
 
 /// A worker stopped.
@@ -118,6 +136,8 @@ pub struct CoordinatorActor {
     /// What each worker had done before its current attempt (a resumed run's earlier
     /// process), added to the current attempt's figures so counts cover the whole run.
     earlier: BTreeMap<usize, EarlierAttempts>,
+    /// The worker whose gated merge is under way (one at a time).
+    merging: Option<usize>,
 }
 
 /// A worker's figures from before its current attempt.
@@ -168,11 +188,15 @@ impl Actor for CoordinatorActor {
             counted_usage: BTreeMap::new(),
             earlier: BTreeMap::new(),
             cleanups: Vec::new(),
+            merging: None,
         };
         coordinator.record.status = RunStatus::Running;
         coordinator.record.pid = std::process::id();
         coordinator.schedule(&actor_ref).await;
+        // A resumed run's committed branches go back to the merge queue.
+        coordinator.start_next_merge(&actor_ref, false);
         coordinator.publish_snapshot(true);
+        coordinator.maybe_finish(&actor_ref).await;
         Ok(coordinator)
     }
 
@@ -212,9 +236,11 @@ fn restored_scheduler(plan: &Plan, workers: &[WorkerRecord], max_workers: usize)
             {
                 SlotState::Merged
             }
-            WorkerStatus::Conflict | WorkerStatus::NoChanges | WorkerStatus::Failed => {
-                SlotState::Ended
-            }
+            WorkerStatus::Conflict
+            | WorkerStatus::NoChanges
+            | WorkerStatus::Failed
+            | WorkerStatus::VerifyFailed => SlotState::Ended,
+            WorkerStatus::Finished => SlotState::Finished,
             WorkerStatus::Skipped => SlotState::Skipped,
             _ => continue,
         };
@@ -229,13 +255,19 @@ impl CoordinatorActor {
     }
 
     fn set_status(&mut self, index: usize, status: WorkerStatus) {
-        if self.record.workers[index].status == status {
+        if self.record.workers[index].status == status && status != WorkerStatus::Fixing {
             // Both the coordinator and the worker report `starting`: one event is enough.
+            // (Each fix attempt is news.)
             return;
         }
         self.record.workers[index].status = status;
         let worker = self.record.workers[index].id.clone();
-        self.emit(SwarmEvent::WorkerStatus { worker, status });
+        let fix_round = self.record.workers[index].fix_round;
+        self.emit(SwarmEvent::WorkerStatus {
+            worker,
+            status,
+            fix_round,
+        });
     }
 
     /// Refreshes the claims and elapsed columns, saves `run.json` when asked (or at most once a
@@ -403,11 +435,11 @@ impl CoordinatorActor {
             // Its branch is still at its start commit: nothing to keep.
             self.remove_merged_worktree(index);
         }
-        self.merge_ready(false).await;
+        self.start_next_merge(me, false);
         self.check_budget();
         self.schedule(me).await;
         self.publish_snapshot(true);
-        self.maybe_finish().await;
+        self.maybe_finish(me).await;
     }
 
     fn record_report(&mut self, index: usize, status: WorkerStatus, report: WorkerReport) {
@@ -417,6 +449,7 @@ impl CoordinatorActor {
         worker.turns = earlier.turns + report.turns;
         worker.tool_calls = earlier.tool_calls + report.tool_calls;
         worker.elapsed_ms = earlier.elapsed_ms + report.duration_ms;
+        worker.verification = report.verification.clone();
         worker.report = Some(report.clone());
         let worker = worker.id.clone();
         self.emit(SwarmEvent::WorkerReported { worker, report });
@@ -458,19 +491,95 @@ impl CoordinatorActor {
         self.run.cancel.cancel();
     }
 
-    /// Runs the merge queue over the workers that are ready ([`MergeQueue::ready`]); with
-    /// `drain` (the run is stopping), over every finished worker.
-    async fn merge_ready(&mut self, drain: bool) {
-        for index in MergeQueue::ready(&self.record.workers, drain) {
-            let worker = self.record.workers[index].clone();
-            let step = self.merge_queue.merge_one(&worker).await;
-            self.record_merge(index, step);
+    /// Starts the gated merge of the next worker that is ready ([`MergeQueue::ready`]; with
+    /// `drain`, any finished worker) in a task of its own, unless one is under way. Returns
+    /// whether a merge is under way.
+    fn start_next_merge(&mut self, me: &ActorRef<Self>, drain: bool) -> bool {
+        if self.merging.is_some() {
+            return true;
         }
+        let Some(index) = MergeQueue::ready(&self.record.workers, drain)
+            .first()
+            .copied()
+        else {
+            return false;
+        };
+        self.merging = Some(index);
+        let (queue, run) = (self.merge_queue.clone(), self.run.clone());
+        let worker = self.record.workers[index].clone();
+        let baseline = self.record.baseline.clone();
+        let helpers = self.record.helpers.clone();
+        let summary = self.integration_summary();
+        let coordinator = me.clone();
+        tokio::spawn(async move {
+            let merging = tokio::spawn({
+                let coordinator = coordinator.clone();
+                async move {
+                    let gate = Gate {
+                        run: &run,
+                        verifier: run.verifier.as_deref(),
+                        baseline: baseline.as_ref(),
+                        merge_fix_attempts: run.merge_fix_attempts,
+                        integration_summary: &summary,
+                        helpers_before: &helpers,
+                        index,
+                        coordinator,
+                    };
+                    queue.merge_gated(&worker, &gate).await
+                }
+            });
+            let result = merging.await.unwrap_or_else(|e| GatedMerge {
+                step: MergeStep::Failed(e.into()),
+                helpers: Vec::new(),
+            });
+            let _ = coordinator.tell(MergeDone { index, result }).await;
+        });
+        true
+    }
+
+    /// What the integration branch holds so far, for fixers and mergers: each merged worker's
+    /// summary.
+    fn integration_summary(&self) -> String {
+        let merged: Vec<String> = self
+            .record
+            .workers
+            .iter()
+            .filter(|w| w.status == WorkerStatus::Merged)
+            .map(|w| {
+                let summary = w.report.as_ref().map_or("", |r| r.summary.as_str());
+                format!("{} ({}): {}", w.id, w.title, summary.trim())
+            })
+            .collect();
+        if merged.is_empty() {
+            "(nothing merged yet: the base commit)".into()
+        } else {
+            merged.join("\n")
+        }
+    }
+
+    /// A gated merge ended: its helpers join the record (their tokens count against the
+    /// budget), the step is recorded, the queue goes on.
+    async fn on_merge_done(&mut self, me: &ActorRef<Self>, index: usize, result: GatedMerge) {
+        self.merging = None;
+        self.record.verify_activity = None;
+        for helper in result.helpers {
+            self.record.usage.input_tokens += helper.usage.input_tokens;
+            self.record.usage.output_tokens += helper.usage.output_tokens;
+            self.record.helpers.push(helper);
+        }
+        self.record.workers[index].fix_round = None;
+        self.record_merge(index, result.step);
+        self.check_budget();
+        self.start_next_merge(me, self.cancelled.is_some() && self.run.verifier.is_none());
+        self.schedule(me).await;
+        self.publish_snapshot(true);
+        self.maybe_finish(me).await;
     }
 
     /// Records what merging worker `index` did; a merged worker's worktree and branch go.
     fn record_merge(&mut self, index: usize, step: MergeStep) {
         let worker = self.record.workers[index].id.clone();
+        let command = self.run.verifier.as_ref().map(|v| v.command.clone());
         match step {
             MergeStep::Conflict { files } => {
                 self.record.workers[index].conflicts = files.clone();
@@ -478,7 +587,13 @@ impl CoordinatorActor {
                 self.set_status(index, WorkerStatus::Conflict);
                 self.scheduler.finish(index, false);
             }
-            MergeStep::Merged { commit } => {
+            MergeStep::Merged { commit, verdict } => {
+                self.record.workers[index].last_action =
+                    format!("merged as {}", &commit.to_string()[..12]);
+                if let (Some(verdict), Some(command)) = (verdict, &command) {
+                    self.record.workers[index].verification = Some(verdict.render(command));
+                    self.record.final_verdict = Some(verdict);
+                }
                 self.emit(SwarmEvent::Merged {
                     worker,
                     commit: commit.to_string(),
@@ -486,6 +601,26 @@ impl CoordinatorActor {
                 self.set_status(index, WorkerStatus::Merged);
                 self.scheduler.finish(index, true);
                 self.remove_merged_worktree(index);
+            }
+            MergeStep::VerifyFailed { verdict, output } if self.run.cancel.is_cancelled() => {
+                // Not judged: the run stopped under it. Back to the queue for `swarm resume`.
+                tracing::info!(worker, ?verdict, "merge verification interrupted");
+                drop(output);
+                self.set_status(index, WorkerStatus::Finished);
+            }
+            MergeStep::VerifyFailed { verdict, output } => {
+                let line = command.as_deref().map(|c| verdict.render(c));
+                self.emit(SwarmEvent::Notice {
+                    message: format!(
+                        "[{worker}] not merged: {}",
+                        line.as_deref().unwrap_or("verification failed")
+                    ),
+                });
+                let w = &mut self.record.workers[index];
+                w.verification = line;
+                w.verify_output = Some(output);
+                self.set_status(index, WorkerStatus::VerifyFailed);
+                self.scheduler.finish(index, false);
             }
             MergeStep::Failed(e) => {
                 let report = self.record.workers[index]
@@ -507,37 +642,79 @@ impl CoordinatorActor {
     /// transcript stays. Anything unexpected (dirty files, unmerged commits) keeps them and is
     /// reported.
     fn remove_merged_worktree(&mut self, index: usize) {
-        let worker = self.record.workers[index].clone();
+        let worker = &self.record.workers[index];
+        // Its fixers' and merger's worktrees and branches go with it (their commits are merged
+        // too; a branch with unmerged commits is kept and reported).
+        let work: Vec<MergedWork> = std::iter::once(MergedWork::from(worker))
+            .chain(
+                self.record
+                    .helpers
+                    .iter()
+                    .filter(|h| h.worker == worker.id)
+                    .map(|h| MergedWork {
+                        id: h.id.clone(),
+                        worktree: h.worktree.clone(),
+                        branch: h.branch.clone(),
+                    }),
+            )
+            .collect();
         let integration = self.record.integration_branch.clone();
         let run = self.run.clone();
         self.cleanups.push(tokio::task::spawn_blocking(move || {
-            if let Err(e) =
-                remove_merged_worker(&run.git_lock, &run.repo_root, &worker, &integration)
-            {
-                run.publish(SwarmEvent::Notice {
-                    message: format!(
-                        "[{}] merged, but its worktree/branch were kept: {e}",
-                        worker.id
-                    ),
-                });
+            for work in work {
+                if let Err(e) =
+                    remove_merged_worker(&run.git_lock, &run.repo_root, &work, &integration)
+                {
+                    run.publish(SwarmEvent::Notice {
+                        message: format!(
+                            "[{}] merged, but its worktree/branch were kept: {e}",
+                            work.id
+                        ),
+                    });
+                }
             }
         }));
     }
 
-    async fn maybe_finish(&mut self) {
-        if !self.workers.is_empty() {
+    async fn maybe_finish(&mut self, me: &ActorRef<Self>) {
+        if !self.workers.is_empty() || self.merging.is_some() {
             return;
         }
         if self.cancelled.is_some() {
-            // Work that completed before the stop is still merged.
-            self.merge_ready(true).await;
+            // Work that completed before the stop is still merged when nothing needs verifying
+            // (a verification would be cancelled at once: those branches wait for resume).
+            if self.run.verifier.is_none() && self.start_next_merge(me, true) {
+                return;
+            }
         } else if !self.scheduler.is_finished() {
             return;
         }
         for cleanup in std::mem::take(&mut self.cleanups) {
             let _ = cleanup.await;
         }
+        if self.cancelled.is_none() {
+            self.synthesize().await;
+        }
         self.finish_run();
+    }
+
+    /// The coordinator's closing turn: the run's summary ([`super::synthesis`]); its tokens
+    /// count against the run's.
+    async fn synthesize(&mut self) {
+        self.emit(SwarmEvent::Notice {
+            message: "coordinator: writing the run's summary".into(),
+        });
+        match super::synthesis::synthesize(&self.run, &self.record, &self.plan).await {
+            Ok((text, usage)) => {
+                self.record.usage.add(usage);
+                self.record.synthesis = Some(text);
+            }
+            Err(e) => {
+                self.emit(SwarmEvent::Notice {
+                    message: format!("coordinator: no summary: {e}"),
+                });
+            }
+        }
     }
 
     fn finish_run(&mut self) {
@@ -600,6 +777,25 @@ impl CoordinatorActor {
                 let worker = w.id.clone();
                 self.emit(SwarmEvent::WorkerRetry { worker, message });
             }
+            Progress::Phase {
+                index,
+                status,
+                fix_round,
+            } => {
+                let merging = self.merging == Some(index);
+                let w = &mut self.record.workers[index];
+                w.fix_round = fix_round;
+                w.last_action = match (status, merging) {
+                    (WorkerStatus::Verifying, true) => "verifying its merge candidate".into(),
+                    (WorkerStatus::Verifying, false) => "verifying its worktree".into(),
+                    (WorkerStatus::Fixing, true) => "a fixer works on its merge".into(),
+                    (WorkerStatus::Fixing, false) => "fixing new failures".into(),
+                    _ => status.label().to_string(),
+                };
+                self.record.verify_activity = (merging && status == WorkerStatus::Verifying)
+                    .then(|| format!("verifying {}'s merge candidate", w.id));
+                self.set_status(index, status);
+            }
         }
     }
 }
@@ -607,8 +803,12 @@ impl CoordinatorActor {
 impl Message<Progress> for CoordinatorActor {
     type Reply = ();
     async fn handle(&mut self, msg: Progress, _ctx: &mut Context<Self, Self::Reply>) {
+        // A worker's new state is written to run.json at once (it is rare, and after a crash
+        // `swarm status` must show the state the worker was really in); other progress is
+        // saved at most once a second.
+        let state_changed = matches!(msg, Progress::Status { .. });
         self.record_progress(msg);
-        self.publish_snapshot(false);
+        self.publish_snapshot(state_changed);
     }
 }
 
@@ -621,9 +821,18 @@ impl Message<WorkerDone> for CoordinatorActor {
     }
 }
 
+impl Message<MergeDone> for CoordinatorActor {
+    type Reply = ();
+    async fn handle(&mut self, msg: MergeDone, ctx: &mut Context<Self, Self::Reply>) {
+        let me = ctx.actor_ref().clone();
+        self.on_merge_done(&me, msg.index, msg.result).await;
+    }
+}
+
 impl Message<CancelRun> for CoordinatorActor {
     type Reply = ();
-    async fn handle(&mut self, msg: CancelRun, _ctx: &mut Context<Self, Self::Reply>) {
+    async fn handle(&mut self, msg: CancelRun, ctx: &mut Context<Self, Self::Reply>) {
+        let me = ctx.actor_ref().clone();
         if self.cancelled.is_none() {
             self.emit(SwarmEvent::Notice {
                 message: format!("cancelling: {}", msg.reason),
@@ -635,7 +844,7 @@ impl Message<CancelRun> for CoordinatorActor {
                 }
             }
             self.publish_snapshot(true);
-            self.maybe_finish().await;
+            self.maybe_finish(&me).await;
         }
     }
 }

@@ -41,6 +41,9 @@ pub enum SwarmEvent {
         worker: String,
         /// New state.
         status: WorkerStatus,
+        /// The fix attempt, when the state is `fixing`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        fix_round: Option<super::state::FixRound>,
     },
     /// A worker began a turn.
     WorkerTurn {
@@ -124,7 +127,14 @@ impl SwarmEvent {
                 format!("plan ready: {} subtasks", plan.subtasks.len())
             }
             SwarmEvent::PlanRejected { error } => format!("plan rejected: {error}"),
-            SwarmEvent::WorkerStatus { worker, status } => format!("[{worker}] {}", status.label()),
+            SwarmEvent::WorkerStatus {
+                worker,
+                status,
+                fix_round: Some(r),
+            } => format!("[{worker}] {} {}/{}", status.label(), r.attempt, r.of),
+            SwarmEvent::WorkerStatus { worker, status, .. } => {
+                format!("[{worker}] {}", status.label())
+            }
             SwarmEvent::WorkerTurn { worker, turn } => format!("[{worker}] turn {turn}"),
             SwarmEvent::WorkerToolCall { worker, action } => format!("[{worker}] {action}"),
             SwarmEvent::WorkerRetry { worker, message } => format!("[{worker}] {message}"),

@@ -24,11 +24,18 @@ pub struct UnknownWorker {
 pub fn transcript_path(record: &RunRecord, worker: Option<&str>) -> Result<PathBuf, UnknownWorker> {
     match worker {
         None | Some(super::planning::COORDINATOR_LABEL) => Ok(record.coordinator_transcript()),
-        Some(w) if record.worker(w).is_some() => Ok(record.worker_transcript(w)),
+        Some(w) if record.worker(w).is_some() || record.helpers.iter().any(|h| h.id == w) => {
+            Ok(record.worker_transcript(w))
+        }
         Some(w) => Err(UnknownWorker {
             run_id: record.run_id.clone(),
             worker: w.to_string(),
-            known: record.workers.iter().map(|w| w.id.clone()).collect(),
+            known: record
+                .workers
+                .iter()
+                .map(|w| w.id.clone())
+                .chain(record.helpers.iter().map(|h| h.id.clone()))
+                .collect(),
         }),
     }
 }

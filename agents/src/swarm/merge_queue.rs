@@ -3,13 +3,33 @@
 //! branches are kept and the conflicting files are recorded.
 //!
 //! The coordinator asks [`MergeQueue::ready`] which workers may merge now and calls
-//! [`MergeQueue::merge_one`] for each; the typed [`MergeStep`] says what the coordinator records.
-//! A step that verifies a merge (tests in a verification worktree) before the integration
-//! branch advances belongs in `merge_one`, as further `MergeStep` outcomes.
+//! [`MergeQueue::merge_gated`] for one at a time; the typed [`MergeStep`] says what the
+//! coordinator records.
+//!
+//! The gate, when verification is on: the branch is merged into a *candidate* in memory
+//! ([`git::merge_candidate`]), the candidate is checked out in the run's verification worktree
+//! and verified, and only a candidate without new failures (against the baseline) advances the
+//! integration branch (compare-and-swap, [`git::advance_branch`]). A red candidate goes to up to
+//! `merge_fix_attempts` `fixer` agents, each re-verified; still red, the worker stays unmerged
+//! ([`MergeStep::VerifyFailed`]) with its branch kept. A textual conflict goes to one `merger`
+//! agent with the merge in progress in its own worktree; its result is verified like any merge;
+//! when it fails, both branches are kept ([`MergeStep::Conflict`]).
 
-use super::state::{ConflictRecord, WorkerRecord, WorkerStatus};
+use super::coordinator::{CoordinatorActor, Progress};
+use super::helpers::{HelperFailure, create_helper_worktree, run_helper_agent};
+use super::run::RunContext;
+use super::state::{
+    ConflictRecord, FixRound, HelperRecord, HelperRole, WorkerRecord, WorkerStatus,
+};
+use super::verification::RunVerifier;
 use super::{GitTaskError, git_task};
+use crate::verify::prompts::{
+    FixerInput, MAX_FAILURE_OUTPUT_CHARS, MergerInput, Side, failure_excerpt, fixer_prompt,
+    merger_prompt,
+};
+use crate::verify::{Verdict, VerifyRun, compare};
 use ahelper_worktrees as git;
+use kameo::prelude::ActorRef;
 use std::path::PathBuf;
 
 /// What merging one worker branch did.
@@ -20,6 +40,16 @@ pub enum MergeStep {
     Merged {
         /// The integration branch's new tip.
         commit: git::Oid,
+        /// The verdict on that tip (`None` when verification is off or nothing changed).
+        verdict: Option<Verdict>,
+    },
+    /// The candidate still had new failures after the fixer attempts: nothing changed, the
+    /// worker's branch is kept.
+    VerifyFailed {
+        /// The last verdict.
+        verdict: Verdict,
+        /// Head and tail of the last failing run's output.
+        output: String,
     },
     /// The branches conflict; nothing changed.
     Conflict {
@@ -28,6 +58,62 @@ pub enum MergeStep {
     },
     /// The merge could not be attempted or written (the integration branch is unchanged).
     Failed(GitTaskError),
+}
+
+/// What a gated merge needs besides the queue.
+pub struct Gate<'a> {
+    /// The run.
+    pub run: &'a RunContext,
+    /// The run's verifier (`None`: verification is off).
+    pub verifier: Option<&'a RunVerifier>,
+    /// The baseline run on the base commit.
+    pub baseline: Option<&'a VerifyRun>,
+    /// `[swarm] merge_fix_attempts`: fixers tried on a red candidate (0 also turns the merger
+    /// off).
+    pub merge_fix_attempts: u32,
+    /// What the integration branch holds so far: the merged workers' summaries.
+    pub integration_summary: &'a str,
+    /// Helpers of the run so far (new ids continue their numbering).
+    pub helpers_before: &'a [HelperRecord],
+    /// Plan index of the worker, for progress messages.
+    pub index: usize,
+    /// Where progress goes (the status table shows `verifying`, `fixing 1/2`, …).
+    pub coordinator: ActorRef<CoordinatorActor>,
+}
+
+impl Gate<'_> {
+    async fn status(&self, status: WorkerStatus, fix_round: Option<FixRound>) {
+        let _ = self
+            .coordinator
+            .tell(Progress::Phase {
+                index: self.index,
+                status,
+                fix_round,
+            })
+            .await;
+    }
+
+    /// The next id of `role`: `fix-<n>` / `merge-<n>`, counting `made` in this merge.
+    fn next_id(&self, role: HelperRole, made: &[HelperRecord]) -> String {
+        let count = self
+            .helpers_before
+            .iter()
+            .chain(made)
+            .filter(|h| h.role == role)
+            .count();
+        match role {
+            HelperRole::Fixer => format!("fix-{}", count + 1),
+            HelperRole::Merger => format!("merge-{}", count + 1),
+        }
+    }
+}
+
+/// The result of [`MergeQueue::merge_gated`]: the step and the helper agents it started.
+pub struct GatedMerge {
+    /// What happened.
+    pub step: MergeStep,
+    /// Fixers and mergers started for it, in order.
+    pub helpers: Vec<HelperRecord>,
 }
 
 /// Merges into one run's integration branch.
@@ -61,6 +147,9 @@ impl MergeQueue {
                 | WorkerStatus::Running
                 | WorkerStatus::WaitingForPermission
                 | WorkerStatus::Committing
+                | WorkerStatus::Verifying
+                | WorkerStatus::Fixing
+                | WorkerStatus::ResolvingConflict
                     if !drain =>
                 {
                     break;
@@ -71,28 +160,277 @@ impl MergeQueue {
         ready
     }
 
-    /// Merges `worker`'s branch into the integration branch.
-    pub async fn merge_one(&self, worker: &WorkerRecord) -> MergeStep {
+    /// Merges `worker`'s branch through the gate (see the module docs): candidate → (merger on
+    /// a conflict) → verification → (fixers on new failures) → compare-and-swap.
+    pub async fn merge_gated(&self, worker: &WorkerRecord, gate: &Gate<'_>) -> GatedMerge {
+        let mut helpers = Vec::new();
+        let step = match self.candidate(worker).await {
+            Err(e) => MergeStep::Failed(e),
+            Ok(git::Candidate::UpToDate { commit }) => MergeStep::Merged {
+                commit,
+                verdict: None,
+            },
+            Ok(git::Candidate::Conflict { files }) => {
+                let files: Vec<ConflictRecord> = files.iter().map(conflict_record).collect();
+                match self
+                    .resolve_conflict(worker, &files, gate, &mut helpers)
+                    .await
+                {
+                    Some((target, commit)) => {
+                        self.verify_and_advance(worker, target, commit, gate, &mut helpers)
+                            .await
+                    }
+                    None => MergeStep::Conflict { files },
+                }
+            }
+            Ok(git::Candidate::Ready { target, commit }) => {
+                self.verify_and_advance(worker, target, commit, gate, &mut helpers)
+                    .await
+            }
+        };
+        GatedMerge { step, helpers }
+    }
+
+    async fn candidate(&self, worker: &WorkerRecord) -> Result<git::Candidate, GitTaskError> {
         let repo = self.repo_root.clone();
         let target = self.integration_branch.clone();
         let source = worker.branch.clone();
-        let message = format!(
+        let message = self.merge_message(worker);
+        git_task(move || {
+            Ok(git::merge_candidate(
+                &repo, &target, &source, &message, None,
+            )?)
+        })
+        .await
+    }
+
+    fn merge_message(&self, worker: &WorkerRecord) -> String {
+        format!(
             "Merge {} ({}): {}\n\nahelper run {}",
             worker.id, worker.subtask_id, worker.title, self.run_id
-        );
-        let merged =
-            git_task(move || Ok(git::merge_into(&repo, &target, &source, &message, None)?)).await;
-        match merged {
-            Ok(git::MergeOutcome::Conflict { files }) => MergeStep::Conflict {
-                files: files.iter().map(conflict_record).collect(),
-            },
-            Ok(
-                git::MergeOutcome::Merged { commit }
-                | git::MergeOutcome::FastForward { commit }
-                | git::MergeOutcome::UpToDate { commit },
-            ) => MergeStep::Merged { commit },
+        )
+    }
+
+    async fn advance(&self, target: git::Oid, commit: git::Oid) -> Result<(), GitTaskError> {
+        let repo = self.repo_root.clone();
+        let branch = self.integration_branch.clone();
+        git_task(move || Ok(git::advance_branch(&repo, &branch, target, commit)?)).await
+    }
+
+    /// Verifies `commit` (made from the integration tip `target`), lets fixers work on new
+    /// failures, and advances the integration branch to the first green commit.
+    async fn verify_and_advance(
+        &self,
+        worker: &WorkerRecord,
+        target: git::Oid,
+        commit: git::Oid,
+        gate: &Gate<'_>,
+        helpers: &mut Vec<HelperRecord>,
+    ) -> MergeStep {
+        let Some(verifier) = gate.verifier else {
+            return match self.advance(target, commit).await {
+                Ok(()) => MergeStep::Merged {
+                    commit,
+                    verdict: None,
+                },
+                Err(e) => MergeStep::Failed(e),
+            };
+        };
+        let mut current = commit;
+        let (mut run, mut verdict) = match self.verify(verifier, current, gate).await {
+            Ok(checked) => checked,
+            Err(e) => return MergeStep::Failed(e),
+        };
+        let mut attempt = 0;
+        while verdict.blocks_merge()
+            && attempt < gate.merge_fix_attempts
+            && !gate.run.cancel.is_cancelled()
+        {
+            attempt += 1;
+            let round = FixRound {
+                attempt,
+                of: gate.merge_fix_attempts,
+            };
+            gate.status(WorkerStatus::Fixing, Some(round)).await;
+            let fixed = self
+                .fix(worker, current, (&run, &verdict), round, gate, helpers)
+                .await;
+            let Some(tip) = fixed else { continue };
+            current = tip;
+            (run, verdict) = match self.verify(verifier, current, gate).await {
+                Ok(checked) => checked,
+                Err(e) => return MergeStep::Failed(e),
+            };
+            if let Some(h) = helpers.last_mut() {
+                h.verification = Some(verdict.render(&verifier.command));
+            }
+        }
+        if verdict.blocks_merge() {
+            return MergeStep::VerifyFailed {
+                output: failure_excerpt(&run.output, MAX_FAILURE_OUTPUT_CHARS),
+                verdict,
+            };
+        }
+        match self.advance(target, current).await {
+            Ok(()) => {
+                if let Some(h) = helpers
+                    .iter_mut()
+                    .rev()
+                    .find(|h| h.role == HelperRole::Fixer)
+                {
+                    h.merged = attempt > 0;
+                }
+                MergeStep::Merged {
+                    commit: current,
+                    verdict: Some(verdict),
+                }
+            }
             Err(e) => MergeStep::Failed(e),
         }
+    }
+
+    async fn verify(
+        &self,
+        verifier: &RunVerifier,
+        commit: git::Oid,
+        gate: &Gate<'_>,
+    ) -> Result<(VerifyRun, Verdict), GitTaskError> {
+        gate.status(WorkerStatus::Verifying, None).await;
+        let run = verifier.verify_commit(commit, &gate.run.cancel).await?;
+        let verdict = compare(gate.baseline, &run);
+        Ok((run, verdict))
+    }
+
+    /// One fixer attempt on the red commit `current`: its worktree on `ahelper/<run>/fix-<n>`
+    /// from `current`, the fixer prompt, its work committed. The new tip, or `None` when it
+    /// changed nothing or could not run.
+    async fn fix(
+        &self,
+        worker: &WorkerRecord,
+        current: git::Oid,
+        (run, verdict): (&VerifyRun, &Verdict),
+        round: FixRound,
+        gate: &Gate<'_>,
+        helpers: &mut Vec<HelperRecord>,
+    ) -> Option<git::Oid> {
+        let id = gate.next_id(HelperRole::Fixer, helpers);
+        let mut helper = HelperRecord::new(
+            gate.run,
+            id,
+            HelperRole::Fixer,
+            &worker.id,
+            &worker.worktree,
+        );
+        let summary = worker_summary(worker);
+        let prompt = fixer_prompt(&FixerInput {
+            run,
+            verdict,
+            integration: Side {
+                label: &self.integration_branch,
+                summary: gate.integration_summary,
+            },
+            incoming: Side {
+                label: &worker.branch,
+                summary: &summary,
+            },
+            attempt: round.attempt,
+            max_attempts: round.of,
+        });
+        let tip = self.run_fixer(&mut helper, current, &prompt, gate).await;
+        if let Err(e) = &tip {
+            helper.summary = format!("the fixer could not run: {e}");
+        }
+        helpers.push(helper);
+        tip.ok().flatten()
+    }
+
+    async fn run_fixer(
+        &self,
+        helper: &mut HelperRecord,
+        current: git::Oid,
+        prompt: &str,
+        gate: &Gate<'_>,
+    ) -> Result<Option<git::Oid>, HelperFailure> {
+        let worktree = create_helper_worktree(gate.run, helper, current).await?;
+        run_helper_agent(gate.run, helper, &worktree, prompt).await?;
+        let message = format!(
+            "Fix verification of {} ({})\n\n{}\n\nahelper run {} {}",
+            helper.worker, self.integration_branch, helper.summary, self.run_id, helper.id
+        );
+        let committed = git_task(move || Ok(git::commit_all(&worktree, &message, None)?)).await?;
+        Ok(committed)
+    }
+
+    /// One merger on a textual conflict: its worktree on `ahelper/<run>/merge-<n>` at the
+    /// integration tip with the merge of the worker's branch in progress, the merger prompt,
+    /// then the merge concluded. `(integration tip, merge commit)`, or `None` when there is no
+    /// merger (`merge_fix_attempts` 0), it failed, or markers are left.
+    async fn resolve_conflict(
+        &self,
+        worker: &WorkerRecord,
+        files: &[ConflictRecord],
+        gate: &Gate<'_>,
+        helpers: &mut Vec<HelperRecord>,
+    ) -> Option<(git::Oid, git::Oid)> {
+        if gate.merge_fix_attempts == 0 || gate.run.cancel.is_cancelled() {
+            return None;
+        }
+        gate.status(WorkerStatus::ResolvingConflict, None).await;
+        let id = gate.next_id(HelperRole::Merger, helpers);
+        let mut helper = HelperRecord::new(
+            gate.run,
+            id,
+            HelperRole::Merger,
+            &worker.id,
+            &worker.worktree,
+        );
+        let resolved = self.run_merger(worker, files, &mut helper, gate).await;
+        if let Err(e) = &resolved {
+            if helper.summary.is_empty() {
+                helper.summary = format!("the merger did not resolve the conflict: {e}");
+            } else {
+                helper.verification = Some(format!("not used: {e}"));
+            }
+        }
+        helpers.push(helper);
+        resolved.ok()
+    }
+
+    async fn run_merger(
+        &self,
+        worker: &WorkerRecord,
+        files: &[ConflictRecord],
+        helper: &mut HelperRecord,
+        gate: &Gate<'_>,
+    ) -> Result<(git::Oid, git::Oid), HelperFailure> {
+        let (repo, branch) = (self.repo_root.clone(), self.integration_branch.clone());
+        let target = git_task(move || Ok(git::branch_tip(&repo, &branch)?)).await?;
+        let worktree = create_helper_worktree(gate.run, helper, target).await?;
+        let (wt, source) = (worktree.clone(), worker.branch.clone());
+        git_task(move || Ok(git::start_merge(&wt, &source, None)?)).await?;
+        let summary = worker_summary(worker);
+        let prompt = merger_prompt(&MergerInput {
+            conflicts: files,
+            integration: Side {
+                label: &self.integration_branch,
+                summary: gate.integration_summary,
+            },
+            incoming: Side {
+                label: &worker.branch,
+                summary: &summary,
+            },
+            verify_command: gate.verifier.map(|v| v.command.as_str()),
+        });
+        run_helper_agent(gate.run, helper, &worktree, &prompt).await?;
+        if let Some(path) = files_with_markers(&worktree, files) {
+            return Err(HelperFailure::Setup(format!(
+                "conflict markers are left in {path}"
+            )));
+        }
+        let message = self.merge_message(worker);
+        let wt = worktree.clone();
+        let commit = git_task(move || Ok(git::conclude_merge(&wt, &message, None)?)).await?;
+        Ok((target, commit))
     }
 }
 
@@ -108,4 +446,27 @@ fn conflict_record(file: &git::ConflictFile) -> ConflictRecord {
         path: file.path.clone(),
         sides: sides.into(),
     }
+}
+
+/// The worker's own summary, or a note that it has none.
+fn worker_summary(worker: &WorkerRecord) -> String {
+    worker
+        .report
+        .as_ref()
+        .map(|r| r.summary.clone())
+        .filter(|s| !s.trim().is_empty())
+        .unwrap_or_else(|| format!("({} left no summary)", worker.id))
+}
+
+/// The first of `files` in `worktree` that still has a conflict marker line.
+fn files_with_markers(worktree: &std::path::Path, files: &[ConflictRecord]) -> Option<String> {
+    files
+        .iter()
+        .find(|f| {
+            std::fs::read_to_string(worktree.join(&f.path)).is_ok_and(|text| {
+                text.lines()
+                    .any(|l| l.starts_with("<<<<<<<") || l.starts_with(">>>>>>>"))
+            })
+        })
+        .map(|f| f.path.clone())
 }

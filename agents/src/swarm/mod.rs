@@ -7,7 +7,9 @@
 //!   plan's schema and validation;
 //! - [`coordinator`]: the actor that owns the run record, schedules workers ([`scheduler`]) and
 //!   feeds the [`merge_queue`];
-//! - [`worker`]: one subtask in its own worktree;
+//! - [`worker`]: one subtask in its own worktree (and its self-check);
+//! - [`verification`]: the run's verification worktree, baseline and verifier; [`helpers`]: the
+//!   `fixer` and `merger` agents of the gated merge queue;
 //! - [`state`]: the persistent record (`run.json`), [`events`]: what renderers are told;
 //! - [`summary`], [`logs`], [`resume`], [`cleanup`], [`process`]: what the `swarm` subcommands
 //!   need besides printing.
@@ -15,9 +17,11 @@
 pub mod cleanup;
 pub mod coordinator;
 pub mod events;
+pub mod helpers;
 pub mod logs;
 pub mod merge_queue;
 pub mod plan;
+pub mod plan_review;
 pub mod planning;
 pub mod process;
 pub mod resume;
@@ -26,6 +30,8 @@ pub mod run;
 pub mod scheduler;
 pub mod state;
 pub mod summary;
+pub mod synthesis;
+pub mod verification;
 pub mod worker;
 
 pub use planning::{PlanFailure, plan_run};

@@ -88,6 +88,29 @@ pub enum PlanError {
         /// The limit in tokens.
         max_output_tokens: u32,
     },
+    /// Subtasks that only find, read or check: workers are there to change files.
+    #[error(
+        "subtask(s) {} only find, read or check and change no file; every subtask must change \
+         files (explore the repository yourself before you plan): split the work by files, each \
+         subtask changes files",
+        .ids.iter().map(|i| format!("`{i}`")).collect::<Vec<_>>().join(", ")
+    )]
+    ReadOnly {
+        /// The read-only subtasks.
+        ids: Vec<String>,
+    },
+    /// Every subtask depends on the one before and they touch the same files: the workers
+    /// would only wait for each other.
+    #[error(
+        "the plan is a chain of steps over the same files ({}): its workers would only wait for \
+         each other; split the work by files so that subtasks run in parallel and each changes \
+         its own files, or answer with a single subtask",
+        .ids.join(" → ")
+    )]
+    Chain {
+        /// The chain, in order.
+        ids: Vec<String>,
+    },
     /// More subtasks than allowed.
     #[error(
         "the plan has {count} subtasks but at most {max} are allowed (swarm.max_subtasks); merge related subtasks"

@@ -1,9 +1,11 @@
 //! Planning: the coordinator — an agent with read-only tools rooted at the repository — explores
-//! and answers with a JSON plan ([`super::plan`] validates it); an invalid plan is re-asked once
-//! with the validation error. Its conversation goes to `runs/<run>/coordinator.jsonl`.
+//! and answers with a JSON plan ([`super::plan`] validates it, [`super::plan_review`] refuses
+//! read-only subtasks and chains over the same files); an invalid plan is re-asked once with
+//! the validation error, and a re-asked plan that is still a chain runs as one worker. Its conversation goes to `runs/<run>/coordinator.jsonl`.
 
 use super::events::SwarmEvent;
 use super::plan::{Plan, PlanError, parse_plan};
+use super::plan_review::{collapse_chain, review_plan};
 use super::roles::load_role;
 use super::run::{PlannedRun, PreparedRun, RunIo, SwarmError, worker_branch, worktree_base};
 use super::state::{RunRecord, RunStatus, WorkerRecord, WorkerStatus};
@@ -171,7 +173,20 @@ async fn ask_for_plan(
         let outcome = agent.run(&prompt, &io.cancel).await;
         record.usage.add(outcome.usage);
         let rejected = match read_plan(&outcome, config.swarm.max_subtasks, agent.settings()) {
-            Ok(plan) => return Ok(plan),
+            Ok(plan) => match review_plan(&plan) {
+                Ok(()) => return Ok(plan),
+                // Re-asked and still a chain: one worker does the steps in order.
+                Err(PlanError::Chain { ids }) if attempts_left == 1 => {
+                    let _ = io.events.send(SwarmEvent::Notice {
+                        message: format!(
+                            "the plan is still a chain of steps over the same files ({}): running it as one worker",
+                            ids.join(" → ")
+                        ),
+                    });
+                    return Ok(collapse_chain(&plan));
+                }
+                Err(e) => e,
+            },
             Err(PlanAnswer::Failed(failure)) => return Err(failure),
             Err(PlanAnswer::Rejected(e)) => e,
         };
@@ -281,6 +296,9 @@ fn worker_records(record: &RunRecord, plan: &Plan, config: &Config) -> Vec<Worke
                 conflicts: vec![],
                 claims: 0,
                 denied: vec![],
+                fix_round: None,
+                verification: None,
+                verify_output: None,
             }
         })
         .collect()

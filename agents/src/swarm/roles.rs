@@ -1,4 +1,4 @@
-//! Role definitions (coordinator, worker, merger): Markdown with YAML front matter, built in
+//! Role definitions (coordinator, worker, merger, fixer): Markdown with YAML front matter, built in
 //! (`agents/roles/*.md`) and overridable per project in `.ahelper/agents/<name>.md`.
 //!
 //! Format: a `---` line, YAML keys `name`, `description`, `tools` (list of tool names),
@@ -43,10 +43,11 @@ pub struct RoleError {
     pub message: String,
 }
 
-const BUILT_IN: [(&str, &str); 3] = [
+const BUILT_IN: [(&str, &str); 4] = [
     ("coordinator", include_str!("../../roles/coordinator.md")),
     ("worker", include_str!("../../roles/worker.md")),
     ("merger", include_str!("../../roles/merger.md")),
+    ("fixer", include_str!("../../roles/fixer.md")),
 ];
 
 /// Parses a role file's text.
@@ -107,12 +108,36 @@ mod tests {
     #[test]
     fn built_in_roles_parse() {
         let dir = tempfile::tempdir().unwrap();
-        for name in ["coordinator", "worker", "merger"] {
+        for name in ["coordinator", "worker", "merger", "fixer"] {
             let role = load_role(dir.path(), name).unwrap();
             assert_eq!(role.name, name);
             assert!(!role.instructions.is_empty());
             assert!(!role.tools.is_empty());
         }
+    }
+
+    #[test]
+    fn fixer_and_merger_can_edit_and_run_the_tests() {
+        let dir = tempfile::tempdir().unwrap();
+        for name in ["fixer", "merger"] {
+            let role = load_role(dir.path(), name).unwrap();
+            for tool in [
+                "read_file",
+                "edit_file",
+                "write_file",
+                "grep",
+                "run_command",
+            ] {
+                assert!(role.tools.iter().any(|t| t == tool), "{name} lacks {tool}");
+            }
+            assert!(role.max_turns.is_some(), "{name} is bounded");
+            assert!(
+                role.instructions.contains("Do not commit")
+                    || role.instructions.contains("do not run `git commit`")
+            );
+        }
+        let merger = load_role(dir.path(), "merger").unwrap();
+        assert!(merger.instructions.contains("Remove every marker line"));
     }
 
     #[test]

@@ -132,6 +132,14 @@ pub struct RunContext {
     /// Latest run record for renderers.
     pub snapshots: tokio::sync::watch::Sender<RunRecord>,
     events_log: std::sync::Mutex<Option<std::fs::File>>,
+    /// The run's verifier (`None`: verification is off).
+    pub verifier: Option<Arc<super::verification::RunVerifier>>,
+    /// The verification run on the base commit (what new failures are judged against).
+    pub baseline: Option<crate::verify::VerifyRun>,
+    /// `[swarm] worker_fix_rounds`: rounds a worker gets back to fix new failures.
+    pub worker_fix_rounds: u32,
+    /// `[swarm] merge_fix_attempts`: fixer agents per red merge candidate.
+    pub merge_fix_attempts: u32,
     /// Command sandbox for the repository root; each worker uses
     /// [`CommandSandbox::for_workspace`] with its worktree, so its commands can write only there
     /// (and in the temp dir and the user's listed paths), never in the main checkout or another
@@ -252,6 +260,27 @@ impl PlannedRun {
     /// The record and the plan.
     pub fn into_parts(self) -> (RunRecord, Plan) {
         (self.record, self.plan)
+    }
+
+    /// Records the run's verification setting (`swarm resume` keeps it) and saves the record.
+    ///
+    /// # Errors
+    /// [`RunStoreError`] when `run.json` cannot be written.
+    pub fn set_verify(&mut self, choice: crate::verify::VerifyChoice) -> Result<(), RunStoreError> {
+        self.record.verify = Some(choice);
+        self.record.save()
+    }
+
+    /// Records the baseline (the verification run on the base commit) and saves the record.
+    ///
+    /// # Errors
+    /// [`RunStoreError`] when `run.json` cannot be written.
+    pub fn set_baseline(
+        &mut self,
+        baseline: crate::verify::VerifyRun,
+    ) -> Result<(), RunStoreError> {
+        self.record.baseline = Some(baseline);
+        self.record.save()
     }
 }
 
@@ -380,6 +409,13 @@ fn new_record(
         summary: None,
         error: None,
         permission_mode: Some(config.permissions.mode),
+        verify: None,
+        verify_worktree: None,
+        baseline: None,
+        final_verdict: None,
+        helpers: Vec::new(),
+        synthesis: None,
+        verify_activity: None,
     }
 }
 
@@ -405,13 +441,9 @@ pub async fn execute(
     // A resumed run is this process's now: `swarm ls` must see it running, not interrupted.
     record.claim_for_this_process();
     ensure_integration_branch(&record)?;
+    ensure_baseline(&mut record, config, &io.cancel).await?;
     let context = Arc::new(run_context(&record, config, client, model, &io, snapshots)?);
-    // Workers that were mid-way when the run stopped start again from their branches.
-    for w in &mut record.workers {
-        if !w.status.is_terminal() {
-            w.status = WorkerStatus::Queued;
-        }
-    }
+    requeue_unfinished(&mut record);
     context.publish(SwarmEvent::RunStarted {
         run_id: record.run_id.clone(),
         base_commit: record.base_commit.clone(),
@@ -422,6 +454,52 @@ pub async fn execute(
         record: Box::new(final_record.clone()),
     });
     Ok(final_record)
+}
+
+/// Workers that were mid-way when the run stopped start again from their branches; a worker
+/// whose branch was committed and waited for (or was in) the merge queue goes back to the queue.
+fn requeue_unfinished(record: &mut RunRecord) {
+    for w in &mut record.workers {
+        match w.status {
+            WorkerStatus::Verifying | WorkerStatus::Fixing | WorkerStatus::ResolvingConflict
+                if w.report.as_ref().is_some_and(|r| r.commit.is_some()) =>
+            {
+                w.status = WorkerStatus::Finished;
+                w.fix_round = None;
+            }
+            WorkerStatus::Finished => {}
+            status if !status.is_terminal() => w.status = WorkerStatus::Queued,
+            _ => {}
+        }
+    }
+}
+
+/// With verification on: the verification worktree exists and the record has a baseline (run
+/// now when planning did not leave one, e.g. a resumed run that stopped before it).
+async fn ensure_baseline(
+    record: &mut RunRecord,
+    config: &Config,
+    cancel: &CancellationToken,
+) -> Result<(), SwarmError> {
+    let Some(command) = record.verify.as_ref().and_then(|v| v.command()) else {
+        return Ok(());
+    };
+    let verifier = super::verification::RunVerifier::new(record, config, command);
+    record.verify_worktree = Some(verifier.worktree.clone());
+    if record.baseline.is_none() {
+        let base =
+            git::Oid::from_str(&record.base_commit).map_err(|_| SwarmError::InvalidBase {
+                run_id: record.run_id.clone(),
+                base: record.base_commit.clone(),
+            })?;
+        let lock = Arc::new(git::RepoLock::new(&record.repo_root)?);
+        let baseline =
+            super::verification::run_baseline(&verifier, lock, &record.repo_root, base, cancel)
+                .await;
+        record.baseline = Some(baseline);
+    }
+    record.save()?;
+    Ok(())
 }
 
 /// The integration branch starts at the base commit; a resumed run keeps the one it has.
@@ -461,7 +539,20 @@ fn run_context(
         ..AgentSettings::new(&config.agent, config.provider().ok())
     };
     let already_used = record.usage.input_tokens + record.usage.output_tokens;
+    let verifier = record
+        .verify
+        .as_ref()
+        .and_then(|v| v.command())
+        .map(|command| {
+            Arc::new(super::verification::RunVerifier::new(
+                record, config, command,
+            ))
+        });
     Ok(RunContext {
+        verifier,
+        baseline: record.baseline.clone(),
+        worker_fix_rounds: config.swarm.worker_fix_rounds,
+        merge_fix_attempts: config.swarm.merge_fix_attempts,
         run_id: record.run_id.clone(),
         task: record.task.clone(),
         git_lock: Arc::new(git::RepoLock::new(&root)?),

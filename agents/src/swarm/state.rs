@@ -84,6 +84,16 @@ pub enum WorkerStatus {
     /// instead of its last recorded state by [`RunRecord::observed`]. `swarm resume` starts it
     /// again from its branch and transcript.
     Interrupted,
+    /// Its worktree or its merge candidate is being verified.
+    Verifying,
+    /// A self-fix round (its own agent) or a `fixer` agent works on new failures
+    /// ([`WorkerRecord::fix_round`] says which attempt).
+    Fixing,
+    /// A `merger` agent resolves the textual conflict of its merge.
+    ResolvingConflict,
+    /// Its merge candidate still had new failures after the fixer attempts: not merged, its
+    /// branch is kept; [`WorkerRecord::verify_output`] has the failure output.
+    VerifyFailed,
 }
 
 impl WorkerStatus {
@@ -103,6 +113,10 @@ impl WorkerStatus {
             WorkerStatus::Cancelled => "cancelled",
             WorkerStatus::Skipped => "skipped",
             WorkerStatus::Interrupted => "interrupted",
+            WorkerStatus::Verifying => "verifying",
+            WorkerStatus::Fixing => "fixing",
+            WorkerStatus::ResolvingConflict => "resolving conflict",
+            WorkerStatus::VerifyFailed => "verify failed",
         }
     }
 
@@ -115,6 +129,7 @@ impl WorkerStatus {
                 | WorkerStatus::NoChanges
                 | WorkerStatus::Failed
                 | WorkerStatus::Skipped
+                | WorkerStatus::VerifyFailed
         )
     }
 }
@@ -157,6 +172,14 @@ pub struct WorkerReport {
     pub duration_ms: u64,
     /// Error text for failed workers.
     pub error: Option<String>,
+    /// Its self-check: the verification of its worktree after its loop (and fix rounds), one
+    /// line such as `python3 -m unittest passed`; `None` when verification is off or the worker
+    /// did not finish.
+    #[serde(default)]
+    pub verification: Option<String>,
+    /// Fix rounds it was sent back for.
+    #[serde(default)]
+    pub fix_rounds: u32,
 }
 
 impl Default for WorkerReport {
@@ -174,6 +197,8 @@ impl Default for WorkerReport {
             tool_calls: 0,
             duration_ms: 0,
             error: None,
+            verification: None,
+            fix_rounds: 0,
         }
     }
 }
@@ -252,6 +277,69 @@ pub struct WorkerRecord {
     /// Tool calls refused by the permission rules or the user (`tool main-argument`).
     #[serde(default)]
     pub denied: Vec<String>,
+    /// The fix attempt under way while `status` is `fixing` (shown as `fixing 1/2`).
+    #[serde(default)]
+    pub fix_round: Option<FixRound>,
+    /// The latest verification of its work (its worktree, then its merge candidate), one line
+    /// such as `python3 -m unittest passed`.
+    #[serde(default)]
+    pub verification: Option<String>,
+    /// The failure output (head and tail) when `status` is `verify failed`.
+    #[serde(default)]
+    pub verify_output: Option<String>,
+}
+
+impl WorkerRecord {
+    /// The state as the status table shows it: the status label, with the attempt while
+    /// fixing (`fixing 1/2`).
+    pub fn state_label(&self) -> String {
+        match (self.status, self.fix_round) {
+            (WorkerStatus::Fixing, Some(r)) => format!("fixing {}/{}", r.attempt, r.of),
+            (status, _) => status.label().to_string(),
+        }
+    }
+}
+
+/// Attempt `attempt` of at most `of`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FixRound {
+    /// 1-based attempt.
+    pub attempt: u32,
+    /// The bound (`worker_fix_rounds` or `merge_fix_attempts`).
+    pub of: u32,
+}
+
+/// Which kind of helper agent the coordinator started after the workers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HelperRole {
+    /// Fixes new failures of a merge candidate (`fix-<n>`).
+    Fixer,
+    /// Resolves a textual conflict (`merge-<n>`).
+    Merger,
+}
+
+/// A fixer or merger agent of the run: its transcript is `runs/<run>/workers/<id>.jsonl`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HelperRecord {
+    /// `fix-1`, `merge-1`, …
+    pub id: String,
+    /// Fixer or merger.
+    pub role: HelperRole,
+    /// The worker whose merge it worked on.
+    pub worker: String,
+    /// Its branch `ahelper/<run>/<id>`.
+    pub branch: String,
+    /// Its worktree.
+    pub worktree: PathBuf,
+    /// Its final answer (≤ 2,000 characters).
+    pub summary: String,
+    /// Verification of its result (one line), when it got that far.
+    pub verification: Option<String>,
+    /// Whether its result advanced the integration branch.
+    pub merged: bool,
+    /// Tokens used.
+    pub usage: Usage,
 }
 
 /// The whole run.
@@ -300,6 +388,29 @@ pub struct RunRecord {
     /// otherwise).
     #[serde(default)]
     pub permission_mode: Option<crate::permissions::PermissionMode>,
+    /// The run's verification setting (`swarm resume` keeps it).
+    #[serde(default)]
+    pub verify: Option<crate::verify::VerifyChoice>,
+    /// The run's verification worktree (checked out detached at the base, then at each merge
+    /// candidate).
+    #[serde(default)]
+    pub verify_worktree: Option<PathBuf>,
+    /// The verification run on the base commit.
+    #[serde(default)]
+    pub baseline: Option<crate::verify::VerifyRun>,
+    /// The verdict on the integration branch as it is now (after the last merge).
+    #[serde(default)]
+    pub final_verdict: Option<crate::verify::Verdict>,
+    /// Fixer and merger agents, in the order they started.
+    #[serde(default)]
+    pub helpers: Vec<HelperRecord>,
+    /// The coordinator's summary of the run (its synthesis turn).
+    #[serde(default)]
+    pub synthesis: Option<String>,
+    /// What the verification worktree is doing, e.g. `verifying w2's merge candidate`
+    /// (`None`: idle).
+    #[serde(default)]
+    pub verify_activity: Option<String>,
 }
 
 /// Errors reading or writing run records.
@@ -434,20 +545,51 @@ impl RunRecord {
 
     /// How the run ended, for the exit status: see [`RunOutcome`].
     pub fn outcome(&self) -> RunOutcome {
-        let merged_any = self
-            .workers
-            .iter()
-            .any(|w| w.status == WorkerStatus::Merged);
-        let refused_any = self.workers.iter().any(|w| !w.denied.is_empty());
-        let all_done = self
-            .workers
-            .iter()
-            .all(|w| matches!(w.status, WorkerStatus::Merged | WorkerStatus::NoChanges));
         match self.status {
             RunStatus::Cancelled => RunOutcome::Cancelled,
-            RunStatus::Finished if refused_any && !merged_any => RunOutcome::Failed,
-            RunStatus::Finished if all_done => RunOutcome::Succeeded,
-            _ => RunOutcome::Failed,
+            _ if self.failure_reason().is_some() => RunOutcome::Failed,
+            _ => RunOutcome::Succeeded,
+        }
+    }
+
+    /// Why the run is not a success (one line), or `None` when it is: finished, every subtask
+    /// merged (or done without needing a change), at least one change merged, and the final
+    /// integration branch passes verification (or verification is off).
+    pub fn failure_reason(&self) -> Option<String> {
+        match self.status {
+            RunStatus::Finished => {}
+            RunStatus::Cancelled => {
+                return Some(self.error.clone().unwrap_or_else(|| "cancelled".into()));
+            }
+            other => return Some(format!("the run is {}", other.as_str())),
+        }
+        let not_done: Vec<String> = self
+            .workers
+            .iter()
+            .filter(|w| !matches!(w.status, WorkerStatus::Merged | WorkerStatus::NoChanges))
+            .map(|w| format!("{} {}", w.id, w.status.label()))
+            .collect();
+        if !not_done.is_empty() {
+            return Some(format!("not every subtask merged: {}", not_done.join(", ")));
+        }
+        if !self
+            .workers
+            .iter()
+            .any(|w| w.status == WorkerStatus::Merged)
+        {
+            let refused = self.workers.iter().any(|w| !w.denied.is_empty());
+            return Some(if refused {
+                "nothing was merged: the workers' tool calls were refused by permissions".into()
+            } else {
+                "nothing was merged: no subtask changed anything".into()
+            });
+        }
+        let verify_on = self.verify.as_ref().is_some_and(|v| v.command().is_some());
+        match &self.final_verdict {
+            _ if !verify_on => None,
+            Some(v) if !v.blocks_merge() => None,
+            Some(_) => Some("the integration branch fails verification".into()),
+            None => Some("the integration branch was not verified".into()),
         }
     }
 
@@ -622,6 +764,9 @@ mod tests {
             conflicts: vec![],
             claims: 0,
             denied: denied.iter().map(|d| d.to_string()).collect(),
+            fix_round: None,
+            verification: None,
+            verify_output: None,
         };
         let run = |status: RunStatus, workers: Vec<WorkerRecord>| RunRecord {
             run_id: "r".into(),
@@ -642,6 +787,13 @@ mod tests {
             summary: None,
             error: None,
             permission_mode: None,
+            verify: None,
+            verify_worktree: None,
+            baseline: None,
+            final_verdict: None,
+            helpers: Vec::new(),
+            synthesis: None,
+            verify_activity: None,
         };
         use WorkerStatus::*;
         let finished = |w| run(RunStatus::Finished, w);
@@ -667,6 +819,43 @@ mod tests {
             RunOutcome::Cancelled
         );
         assert_eq!(run(RunStatus::Failed, vec![]).outcome(), RunOutcome::Failed);
+        // nothing changed: not a success
+        let nothing = finished(vec![worker(NoChanges, &[])]);
+        assert_eq!(nothing.outcome(), RunOutcome::Failed);
+        assert!(
+            nothing
+                .failure_reason()
+                .unwrap()
+                .contains("no subtask changed")
+        );
+        // verification on: the final verdict decides
+        let verified = |verdict: Option<crate::verify::Verdict>| {
+            let mut r = finished(vec![worker(Merged, &[])]);
+            r.verify = Some(crate::verify::VerifyChoice::On {
+                command: "make test".into(),
+                source: crate::verify::CommandSource::Config,
+            });
+            r.final_verdict = verdict;
+            r
+        };
+        assert_eq!(
+            verified(Some(crate::verify::Verdict::Green)).outcome(),
+            RunOutcome::Succeeded
+        );
+        let red = verified(Some(crate::verify::Verdict::Inconclusive {
+            reason: "x".into(),
+        }));
+        assert_eq!(red.outcome(), RunOutcome::Failed);
+        assert!(red.failure_reason().unwrap().contains("fails verification"));
+        assert_eq!(verified(None).outcome(), RunOutcome::Failed);
+        // a subtask left unmerged is named
+        let failed = finished(vec![worker(Merged, &[]), worker(VerifyFailed, &[])]);
+        assert!(
+            failed
+                .failure_reason()
+                .unwrap()
+                .contains("w1 verify failed")
+        );
     }
 
     #[test]
@@ -727,6 +916,13 @@ mod tests {
             summary: None,
             error: None,
             permission_mode: None,
+            verify: None,
+            verify_worktree: None,
+            baseline: None,
+            final_verdict: None,
+            helpers: Vec::new(),
+            synthesis: None,
+            verify_activity: None,
         };
         r.save().unwrap();
         assert!(r.is_active());

@@ -1,8 +1,15 @@
-//! The summary printed at the end of a run (and kept in `run.json`): per worker what happened,
-//! the integration branch, and exactly what to run next.
+//! The summary printed at the end of a run (and kept in `run.json`): the coordinator's
+//! synthesis, per worker what happened with its own summary and verification, the fixers and
+//! mergers, what is left undone, exactly what to run next, and — always the last two lines —
+//! the verification of the integration branch and the result with its reason.
 
-use super::state::{RunRecord, WorkerRecord, WorkerStatus};
+use super::state::{HelperRecord, HelperRole, RunRecord, RunStatus, WorkerRecord, WorkerStatus};
+use crate::verify::{OffReason, VerifyChoice};
 use std::fmt::Write;
+
+/// Lines of a failing verification's output shown per worker in the summary (the record keeps
+/// more, `swarm status` shows the same).
+const OUTPUT_LINES_SHOWN: usize = 12;
 
 /// Refused calls listed per worker in the summary.
 const DENIED_SHOWN: usize = 5;
@@ -15,11 +22,160 @@ pub fn final_summary(record: &RunRecord) -> String {
     if let Some(e) = &record.error {
         let _ = writeln!(s, "Stopped: {e}");
     }
+    if let Some(text) = &record.synthesis {
+        let _ = writeln!(
+            s,
+            "\nSummary (coordinator):\n{}\n",
+            indent(text.trim(), "  ")
+        );
+    }
     for w in &record.workers {
         worker_lines(&mut s, w);
     }
+    for h in &record.helpers {
+        helper_lines(&mut s, h);
+    }
+    baseline_lines(&mut s, record);
+    undone_lines(&mut s, record);
     next_steps(&mut s, record);
+    let _ = writeln!(s, "{}", verification_line(record));
+    let _ = write!(s, "{}", result_line(record));
     s
+}
+
+/// The verification of the integration branch, one line: `integration branch verified:
+/// python3 -m unittest passed (1 failure already at the base: test_legacy)`, `integration
+/// branch NOT verified: …`, `verification off (--no-verify)`, ….
+pub fn verification_line(record: &RunRecord) -> String {
+    let command = match &record.verify {
+        None => return "verification off (not configured for this run)".into(),
+        Some(VerifyChoice::Off {
+            reason: OffReason::NoVerifyFlag,
+        }) => return "verification off (--no-verify)".into(),
+        Some(VerifyChoice::Off {
+            reason: OffReason::NothingDetected,
+        }) => {
+            return "verification off: no test command found (pass --verify \"<command>\" or set [swarm] verify)".into();
+        }
+        Some(VerifyChoice::On { command, .. }) => command,
+    };
+    match &record.final_verdict {
+        Some(v) if !v.blocks_merge() => {
+            format!("integration branch verified: {}", v.render(command))
+        }
+        Some(v) => format!("integration branch NOT verified: {}", v.render(command)),
+        None => format!("integration branch not verified with `{command}`: nothing was merged"),
+    }
+}
+
+/// The last line: `Result: success — …` or `Result: FAILED — <reason>` (exit status 1), or the
+/// cancel reason.
+pub fn result_line(record: &RunRecord) -> String {
+    match (record.status, record.failure_reason()) {
+        (_, None) => "Result: success — every subtask merged into the integration branch.".into(),
+        (RunStatus::Cancelled, Some(reason)) => {
+            format!(
+                "Result: cancelled — {reason}; resume with `ahelper swarm resume {}`.",
+                record.run_id
+            )
+        }
+        (_, Some(reason)) => format!("Result: FAILED — {reason}."),
+    }
+}
+
+fn indent(text: &str, prefix: &str) -> String {
+    text.lines()
+        .map(|l| format!("{prefix}{l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn helper_lines(s: &mut String, h: &HelperRecord) {
+    let role = match h.role {
+        HelperRole::Fixer => "fixer",
+        HelperRole::Merger => "merger",
+    };
+    let outcome = if h.merged {
+        "its result merged"
+    } else {
+        "not merged"
+    };
+    let _ = writeln!(
+        s,
+        "  {} {role} for {} — {outcome} (branch {})",
+        h.id, h.worker, h.branch
+    );
+    if !h.summary.trim().is_empty() {
+        let _ = writeln!(s, "{}", indent(h.summary.trim(), "      "));
+    }
+    if let Some(v) = &h.verification {
+        let _ = writeln!(s, "      verification: {v}");
+    }
+}
+
+fn baseline_lines(s: &mut String, record: &RunRecord) {
+    if let Some(base) = record.baseline.as_ref().filter(|b| !b.passed()) {
+        let _ = writeln!(s, "{}", baseline_line(base));
+    }
+}
+
+/// One line on the baseline run: `baseline: `python3 -m unittest` passes at the base commit
+/// (0.4 s)`, `baseline: … fails at the base commit: 1 failure (test_legacy) — pre-existing,
+/// never blamed on a worker`, or why it did not run to the end.
+pub fn baseline_line(base: &crate::verify::VerifyRun) -> String {
+    use crate::verify::VerifyOutcome;
+    let command = &base.command;
+    let secs = base.duration_ms as f64 / 1000.0;
+    match &base.outcome {
+        VerifyOutcome::Passed => {
+            format!("baseline: `{command}` passes at the base commit ({secs:.1} s)")
+        }
+        VerifyOutcome::Failed { exit } => {
+            match base.failures.as_ref().filter(|f| !f.failed.is_empty()) {
+                Some(report) => {
+                    let names: Vec<String> =
+                        report.failed.iter().map(ToString::to_string).collect();
+                    format!(
+                        "baseline: `{command}` fails at the base commit: {} failure(s) ({}) — pre-existing, never blamed on a worker",
+                        names.len(),
+                        crate::verify::baseline::list_names(
+                            &report.failed.iter().cloned().collect::<Vec<_>>()
+                        )
+                    )
+                }
+                None => format!(
+                    "baseline: `{command}` fails at the base commit ({exit}) — merges are judged by their exit status against it"
+                ),
+            }
+        }
+        VerifyOutcome::TimedOut { after_s } => {
+            format!("baseline: `{command}` timed out at the base commit after {after_s} s")
+        }
+        VerifyOutcome::CouldNotStart { reason } => {
+            format!("baseline: `{command}` could not start at the base commit: {reason}")
+        }
+        VerifyOutcome::Cancelled => format!("baseline: `{command}` was cancelled"),
+    }
+}
+
+fn undone_lines(s: &mut String, record: &RunRecord) {
+    let undone: Vec<String> = record
+        .workers
+        .iter()
+        .filter(|w| !matches!(w.status, WorkerStatus::Merged | WorkerStatus::NoChanges))
+        .map(|w| {
+            format!(
+                "{} `{}` ({}, branch {})",
+                w.id,
+                w.title,
+                w.status.label(),
+                w.branch
+            )
+        })
+        .collect();
+    if !undone.is_empty() {
+        let _ = writeln!(s, "Left undone: {}", undone.join("; "));
+    }
 }
 
 /// The first 12 hex digits of a commit id.
@@ -57,6 +213,22 @@ fn worker_lines(s: &mut String, w: &WorkerRecord) {
         w.status.label(),
         w.title
     );
+    if let Some(summary) = report.map(|r| r.summary.trim()).filter(|t| !t.is_empty()) {
+        let _ = writeln!(s, "{}", indent(summary, "      "));
+    }
+    if let Some(v) = &w.verification {
+        let _ = writeln!(s, "      verification: {v}");
+    }
+    if let Some(output) = &w.verify_output {
+        let lines: Vec<&str> = output.lines().collect();
+        let from = lines.len().saturating_sub(OUTPUT_LINES_SHOWN);
+        let _ = writeln!(
+            s,
+            "      failing output (last {} lines; all in run.json):\n{}",
+            lines.len() - from,
+            indent(&lines[from..].join("\n"), "        ")
+        );
+    }
     if let Some(err) = report.and_then(|r| r.error.as_ref()) {
         let _ = writeln!(s, "      error: {err}");
     }

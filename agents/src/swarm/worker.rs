@@ -12,13 +12,16 @@ use super::coordinator::{CoordinatorActor, Progress, WorkerDone};
 use super::plan::Subtask;
 use super::roles::RoleDefinition;
 use super::run::RunContext;
-use super::state::{MAX_REPORT_SUMMARY_CHARS, WorkerReport, WorkerStatus};
+use super::state::{FixRound, MAX_REPORT_SUMMARY_CHARS, WorkerReport, WorkerStatus};
+use super::verification::RunVerifier;
 use super::{GitTaskError, git_task};
 use crate::agent::gate::{PermissionGate, RulePersistence};
 use crate::agent::{Agent, AgentEvent, AgentOutcome, AgentSettings, AgentStopReason};
 use crate::sandbox_os::CommandSandbox;
 use crate::tools::{FileClaims, ToolContext, ToolRegistry, WorkspaceError};
 use crate::transcript::TranscriptError;
+use crate::verify::compare;
+use crate::verify::prompts::{WorkerFixInput, worker_fix_prompt};
 use ahelper_worktrees as git;
 use futures::FutureExt;
 use kameo::prelude::*;
@@ -188,14 +191,124 @@ async fn run_worker(
         }
     };
     let outcome = run_agent(&mut agent, &run, &spec, &coordinator, &cancel).await;
-    drop(agent);
     let _ = coordinator
         .tell(Progress::Status {
             index: spec.index,
             status: WorkerStatus::Committing,
         })
         .await;
-    commit_and_report(&run, &spec, &worktree, outcome, started).await
+    let done = commit_and_report(&run, &spec, &worktree, outcome, started).await;
+    match &run.verifier {
+        Some(verifier) if done.0 == WorkerStatus::Finished => {
+            let checker = SelfCheck {
+                run: &run,
+                spec: &spec,
+                worktree: &worktree,
+                verifier,
+                coordinator: &coordinator,
+                cancel: &cancel,
+                started,
+            };
+            checker.run(&mut agent, done.1).await
+        }
+        _ => done,
+    }
+}
+
+/// The worker's self-check: verify its committed worktree against the baseline; new failures go
+/// back to the same agent (the failure output's head and tail) for at most
+/// `worker_fix_rounds` more rounds, each committed and verified again.
+struct SelfCheck<'a> {
+    run: &'a RunContext,
+    spec: &'a WorkerSpec,
+    worktree: &'a Path,
+    verifier: &'a RunVerifier,
+    coordinator: &'a ActorRef<CoordinatorActor>,
+    cancel: &'a CancellationToken,
+    started: Instant,
+}
+
+impl SelfCheck<'_> {
+    async fn phase(&self, status: WorkerStatus, fix_round: Option<FixRound>) {
+        let _ = self
+            .coordinator
+            .tell(Progress::Phase {
+                index: self.spec.index,
+                status,
+                fix_round,
+            })
+            .await;
+    }
+
+    async fn run(
+        &self,
+        agent: &mut Agent,
+        mut report: WorkerReport,
+    ) -> (WorkerStatus, WorkerReport) {
+        let max_rounds = self.run.worker_fix_rounds;
+        loop {
+            self.phase(WorkerStatus::Verifying, None).await;
+            let checked = self
+                .verifier
+                .verify_worktree(self.worktree, self.cancel)
+                .await;
+            let verdict = compare(self.run.baseline.as_ref(), &checked);
+            report.verification = Some(verdict.render(&self.verifier.command));
+            // Fix rounds stay inside the worker's caps: its turns so far count.
+            let caps_left = report.turns < agent.settings().max_turns;
+            if !verdict.blocks_merge()
+                || report.fix_rounds >= max_rounds
+                || !caps_left
+                || self.cancel.is_cancelled()
+            {
+                return (WorkerStatus::Finished, report);
+            }
+            report.fix_rounds += 1;
+            let round = FixRound {
+                attempt: report.fix_rounds,
+                of: max_rounds,
+            };
+            self.phase(WorkerStatus::Fixing, Some(round)).await;
+            let prompt = worker_fix_prompt(&WorkerFixInput {
+                run: &checked,
+                verdict: &verdict,
+                round: round.attempt,
+                max_rounds,
+            });
+            let outcome = agent.run(&prompt, self.cancel).await;
+            let (status, next) =
+                commit_and_report(self.run, self.spec, self.worktree, outcome, self.started).await;
+            report = merged_report(report, next);
+            if status != WorkerStatus::Finished {
+                return (status, report);
+            }
+        }
+    }
+}
+
+/// The report after a fix round: the round's commit and diff stats, the summaries of both,
+/// usage, turns and tool calls added up.
+fn merged_report(before: WorkerReport, round: WorkerReport) -> WorkerReport {
+    let mut usage = before.usage;
+    usage.add(round.usage);
+    let summary = if round.summary.is_empty() {
+        before.summary.clone()
+    } else {
+        bounded_summary(&format!(
+            "{}\n\nFix round {}: {}",
+            before.summary, before.fix_rounds, round.summary
+        ))
+    };
+    WorkerReport {
+        summary,
+        usage,
+        turns: before.turns + round.turns,
+        tool_calls: before.tool_calls + round.tool_calls,
+        fix_rounds: before.fix_rounds,
+        verification: before.verification,
+        commit: round.commit.or(before.commit),
+        ..round
+    }
 }
 
 fn elapsed_ms(started: Instant) -> u64 {
@@ -259,7 +372,7 @@ fn bind_tool_context(
     tool_context.max_output_chars = run.worker_settings.max_tool_output_chars;
     tool_context.redactor = run.redactor.clone();
     if let Some(sandbox) = &run.command_sandbox {
-        let sandbox = worker_sandbox(sandbox, run, spec, &mut tool_context);
+        let sandbox = worker_sandbox(sandbox, run, &spec.worktree, &spec.id, &mut tool_context);
         tool_context.command_sandbox = Some(Arc::new(sandbox));
     }
     Ok(tool_context)
@@ -269,14 +382,15 @@ fn bind_tool_context(
 /// checkout or the run's worktrees (typically the temp dir, when the repository lives under
 /// /tmp) would let this worker write there: it is dropped and the worker gets a private temp
 /// dir (`TMPDIR`) instead.
-fn worker_sandbox(
+pub(super) fn worker_sandbox(
     run_sandbox: &CommandSandbox,
     run: &RunContext,
-    spec: &WorkerSpec,
+    worktree: &Path,
+    id: &str,
     tool_context: &mut ToolContext,
 ) -> CommandSandbox {
     let mut sandbox = run_sandbox.for_workspace(&tool_context.workspace_root);
-    let base = worktree_base_of(&spec.worktree);
+    let base = worktree_base_of(worktree);
     let protected = [
         std::fs::canonicalize(&run.repo_root).unwrap_or_else(|_| run.repo_root.clone()),
         std::fs::canonicalize(&base).unwrap_or(base.clone()),
@@ -287,7 +401,7 @@ fn worker_sandbox(
         .writable
         .retain(|w| *w == workspace || !protected.iter().any(|p| p.starts_with(w)));
     if sandbox.writable.len() != before {
-        let private_tmp = private_tmp_dir(&base, &spec.id);
+        let private_tmp = private_tmp_dir(&base, id);
         if std::fs::create_dir_all(&private_tmp).is_ok() {
             let private_tmp = std::fs::canonicalize(&private_tmp).unwrap_or(private_tmp);
             tool_context

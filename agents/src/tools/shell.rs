@@ -23,6 +23,9 @@
 //!   user's listed paths, no reads of denied paths, optionally no TCP;
 //! - output is capped: at most about [`ToolContext::max_output_chars`] characters, head and
 //!   tail kept, with a marker saying how much was cut.
+//!
+//! The verification runner ([`crate::verify`]) runs its command through [`run_in_group`], which
+//! takes the same [`RunningCommand`] steps, so a verification command gets all of the above.
 
 use super::files::{parse_args, schema_of};
 use super::*;
@@ -312,10 +315,28 @@ impl Capture {
         }
     }
 
-    /// The output as text of at most about `max_chars` characters.
-    fn finish(mut self, max_chars: usize) -> String {
+    /// Takes in what the redactor still holds back (the end of the output). Call once, when
+    /// no more output comes.
+    fn flush(&mut self) {
         let rest = self.redact.finish();
         self.keep(&rest);
+    }
+
+    /// True when [`Capture::finish`] with `max_chars` will leave part of the output out (call
+    /// after [`Capture::flush`]).
+    fn cuts(&self, max_chars: usize) -> bool {
+        if self.head.len() + self.tail.len() < self.total {
+            return true;
+        }
+        let mut all = self.head.clone();
+        all.extend(self.tail.iter());
+        String::from_utf8_lossy(&all).chars().count() > max_chars
+    }
+
+    /// The output as text of at most about `max_chars` characters (flushed first unless
+    /// [`Capture::flush`] was called).
+    fn finish(mut self, max_chars: usize) -> String {
+        self.flush();
         let kept = self.head.len() + self.tail.len();
         if kept == self.total {
             let mut all = self.head;
@@ -334,9 +355,13 @@ impl Capture {
     }
 }
 
-enum Outcome {
+/// How a command run by [`RunningCommand`] ended.
+pub(crate) enum Outcome {
+    /// It exited (or was killed by a signal it did not get from us).
     Exited(ExitStatus),
+    /// The time limit passed; the whole process group was stopped.
     TimedOut,
+    /// The cancellation token fired; the whole process group was stopped.
     Cancelled,
 }
 
@@ -372,11 +397,13 @@ async fn run_command(args: &RunCommandArgs, ctx: &ToolContext) -> Result<ToolOut
             cwd.physical.display()
         )));
     }
-    let mut running = RunningCommand::spawn(&args.command, &cwd.physical, ctx)?;
+    let sandbox = ctx.command_sandbox.as_deref();
+    let mut running = RunningCommand::spawn(&args.command, &cwd.physical, &ctx.env, sandbox)?;
     let mut capture = Capture::new(ctx.max_output_chars.max(1000) * 2, ctx.redactor.stream());
     let deadline = Instant::now() + Duration::from_millis(timeout_ms);
     let outcome = running.wait(&mut capture, &ctx.cancel, deadline).await?;
-    let (footer, is_error) = running.finish(&outcome, &mut capture, timeout_ms).await;
+    let leftovers = running.stop(&outcome, &mut capture).await;
+    let (footer, is_error) = footer(&outcome, leftovers, timeout_ms);
     let mut text = capture.finish(ctx.max_output_chars);
     if text.is_empty() {
         text.push_str("(no output)");
@@ -396,6 +423,63 @@ async fn run_command(args: &RunCommandArgs, ctx: &ToolContext) -> Result<ToolOut
     Ok(ToolOutput {
         content: text,
         is_error,
+    })
+}
+
+/// A command line for [`run_in_group`].
+pub(crate) struct GroupCommand<'a> {
+    /// Shell command line, run with `bash -c` (or `sh -c`).
+    pub command: &'a str,
+    /// Existing directory it runs in.
+    pub cwd: &'a Path,
+    /// Variables added to the environment (ahelper's minus secrets, see [`command_env`]).
+    pub env: &'a BTreeMap<String, String>,
+    /// Landlock policy; applied when enforced.
+    pub sandbox: Option<&'a crate::sandbox_os::CommandSandbox>,
+    /// Time limit; then the whole process group is stopped (`SIGTERM`, `SIGKILL` after
+    /// [`TERM_GRACE`]).
+    pub timeout: Duration,
+    /// Output cap in characters (head and tail kept, see [`Capture`]).
+    pub max_output_chars: usize,
+    /// Known secret values, replaced in the output before it is kept.
+    pub redactor: &'a crate::redact::Redactor,
+    /// Cancelling it stops the whole process group.
+    pub cancel: &'a CancellationToken,
+}
+
+/// What [`run_in_group`] observed.
+pub(crate) struct GroupRun {
+    /// How the command ended.
+    pub outcome: Outcome,
+    /// stdout and stderr interleaved, secrets redacted, at most about `max_output_chars`
+    /// characters (head and tail kept, with a marker where the middle was cut); no footer.
+    pub output: String,
+    /// True when part of the output was cut to respect the cap.
+    pub truncated: bool,
+}
+
+/// Runs `spec.command` exactly as `run_command` runs a command — the same [`RunningCommand`]
+/// steps: `bash -c` in its own process group from the spawner thread with
+/// `PR_SET_PDEATHSIG`, stdin `/dev/null`, stdout and stderr on one pipe, the environment
+/// without secrets plus the command marker and a private `TMPDIR`, the landlock sandbox when
+/// enforced; stops the whole group on timeout or cancellation, and kills every process still
+/// carrying the marker when it ends. The verification runner's entry ([`crate::verify`]).
+///
+/// # Errors
+/// [`ToolError`] when the temp dir, the pipe, the sandbox or the shell cannot be set up.
+pub(crate) async fn run_in_group(spec: &GroupCommand<'_>) -> Result<GroupRun, ToolError> {
+    let mut running = RunningCommand::spawn(spec.command, spec.cwd, spec.env, spec.sandbox)?;
+    let mut capture = Capture::new(spec.max_output_chars.max(1000) * 2, spec.redactor.stream());
+    let deadline = Instant::now() + spec.timeout;
+    let outcome = running.wait(&mut capture, spec.cancel, deadline).await?;
+    running.stop(&outcome, &mut capture).await;
+    capture.flush();
+    let truncated = capture.cuts(spec.max_output_chars);
+    let output = capture.finish(spec.max_output_chars);
+    Ok(GroupRun {
+        outcome,
+        output,
+        truncated,
     })
 }
 
@@ -434,13 +518,20 @@ struct RunningCommand {
 }
 
 impl RunningCommand {
-    /// Starts `bash -c <command>` in `cwd` with the command environment, stdin from
-    /// `/dev/null`, stdout and stderr into one pipe, in a new process group.
-    fn spawn(command: &str, cwd: &Path, ctx: &ToolContext) -> Result<Self, ToolError> {
+    /// Starts `bash -c <command>` in `cwd` with the command environment (ahelper's minus
+    /// secrets, plus `env`, the command marker and a private `TMPDIR`), stdin from
+    /// `/dev/null`, stdout and stderr into one pipe, in a new process group, dying with
+    /// ahelper, confined by `sandbox` when it is enforced.
+    fn spawn(
+        command: &str,
+        cwd: &Path,
+        env: &BTreeMap<String, String>,
+        sandbox: Option<&crate::sandbox_os::CommandSandbox>,
+    ) -> Result<Self, ToolError> {
         let temp =
             CommandTemp::create().map_err(|e| io_error("create the command's temp dir", e))?;
         let marker = uuid::Uuid::now_v7().to_string();
-        let mut extra = ctx.env.clone();
+        let mut extra = env.clone();
         extra.insert("TMPDIR".into(), temp.path().display().to_string());
         extra.insert(process_sweep::COMMAND_VAR.into(), marker.clone());
         extra.insert(process_sweep::OWNER_VAR.into(), owner_token().to_string());
@@ -460,7 +551,7 @@ impl RunningCommand {
             .process_group(0)
             .kill_on_drop(true);
         die_with_parent(&mut cmd);
-        let sandboxed = match &ctx.command_sandbox {
+        let sandboxed = match sandbox {
             Some(policy) if policy.is_enforced() => {
                 // Without its sandbox no command may run, and the model cannot change that.
                 policy
@@ -533,34 +624,13 @@ impl RunningCommand {
         }
     }
 
-    /// Stops the group after a timeout or cancel (reading what it still writes) and returns
-    /// the footer line and whether the call failed.
-    async fn finish(
-        &mut self,
-        outcome: &Outcome,
-        capture: &mut Capture,
-        timeout_ms: u64,
-    ) -> (String, bool) {
-        let status = match outcome {
-            Outcome::Exited(s) => {
-                let (mut footer, is_error) = describe_status(s);
-                let left = self.end_leftovers();
-                if left > 0 {
-                    footer.push_str(&format!(
-                        "\n[note: {left} background process(es) the command left running were \
-                         killed; commands may not leave processes behind]"
-                    ));
-                }
-                return (footer, is_error);
-            }
-            Outcome::TimedOut => format!(
-                "[timed out after {timeout_ms} ms: the command and every process it started \
-                 were killed; output so far is shown above]"
-            ),
-            Outcome::Cancelled => {
-                "[cancelled: the command and every process it started were killed]".to_string()
-            }
-        };
+    /// Stops the group after a timeout or cancel (reading what it still writes), then kills
+    /// every process still carrying the command's marker. Returns how many such processes a
+    /// command that exited normally had left running.
+    async fn stop(&mut self, outcome: &Outcome, capture: &mut Capture) -> usize {
+        if matches!(outcome, Outcome::Exited(_)) {
+            return self.end_leftovers();
+        }
         let mut buf = vec![0u8; 64 * 1024];
         terminate_group(
             self.pgid,
@@ -571,7 +641,7 @@ impl RunningCommand {
         )
         .await;
         self.end_leftovers();
-        (status, true)
+        0
     }
 
     /// Kills every process still carrying the command's marker (left the group, detached,
@@ -580,6 +650,34 @@ impl RunningCommand {
         let killed = process_sweep::kill_marked(process_sweep::COMMAND_VAR, &self.guard.marker);
         self.guard.armed = false;
         killed
+    }
+}
+
+/// The footer line saying how a `run_command` call ended (and how many processes it left
+/// behind were killed), and whether the call failed.
+fn footer(outcome: &Outcome, leftovers: usize, timeout_ms: u64) -> (String, bool) {
+    match outcome {
+        Outcome::Exited(s) => {
+            let (mut footer, is_error) = describe_status(s);
+            if leftovers > 0 {
+                footer.push_str(&format!(
+                    "\n[note: {leftovers} background process(es) the command left running were \
+                     killed; commands may not leave processes behind]"
+                ));
+            }
+            (footer, is_error)
+        }
+        Outcome::TimedOut => (
+            format!(
+                "[timed out after {timeout_ms} ms: the command and every process it started \
+                 were killed; output so far is shown above]"
+            ),
+            true,
+        ),
+        Outcome::Cancelled => (
+            "[cancelled: the command and every process it started were killed]".to_string(),
+            true,
+        ),
     }
 }
 

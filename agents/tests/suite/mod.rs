@@ -13,3 +13,4 @@ mod text_protocol_cases;
 mod text_protocol_wrapper;
 mod tools_files;
 mod tools_shell;
+mod verify_runner;

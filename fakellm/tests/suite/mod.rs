@@ -1,3 +1,4 @@
 mod binary;
+mod conditions;
 mod foreign_answers;
 mod server;

@@ -3,6 +3,8 @@
 
 pub mod git;
 
+pub mod pyproject;
+
 use ahelper_fake_llm::{FakeLlm, Script};
 use assert_cmd::Command;
 use git::{GIT_ENV, git, init_repo, write_file};

@@ -1,3 +1,4 @@
+mod candidate_merge;
 mod commit_merge;
 mod index_lock;
 mod repo;

@@ -1,0 +1,505 @@
+//! End-to-end tests of a verified swarm run (issue 7): the built binary, the fake model playing
+//! the scenario scripts of `suite/support/pyproject.rs` (it decides by what is on disk in each
+//! agent's working directory), temporary git repositories verified with the real
+//! `python3 -m unittest`.
+
+use super::support::pyproject::*;
+use super::support::*;
+use serde_json::Value;
+use std::path::Path;
+
+/// The newest run's record.
+fn last_run(repo: &TestRepo) -> Value {
+    let dir = repo.path().join(".ahelper/runs");
+    let mut ids: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    ids.sort();
+    serde_json::from_str(&std::fs::read_to_string(ids.last().unwrap().join("run.json")).unwrap())
+        .unwrap()
+}
+
+fn worker<'a>(run: &'a Value, id: &str) -> &'a Value {
+    run["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["id"] == id)
+        .unwrap_or_else(|| panic!("no worker {id} in {run:#}"))
+}
+
+/// Writes the repository's `.ahelper/config.toml`.
+fn config(repo: &TestRepo, command: &str, timeout_s: u64, fix_rounds: u32, fix_attempts: u32) {
+    repo.write(
+        ".ahelper/config.toml",
+        &format!(
+            "[swarm]\nverify = \"{}\"\nverify_timeout_s = {timeout_s}\nworker_fix_rounds = {fix_rounds}\nmerge_fix_attempts = {fix_attempts}\n",
+            command.replace('\\', "\\\\").replace('"', "\\\"")
+        ),
+    );
+}
+
+/// Runs `ahelper swarm <task> --yes --permission-mode bypass` with `script`; (exit code,
+/// stdout, stderr).
+fn run_swarm(repo: &TestRepo, script_name: &str) -> (i32, String, String) {
+    let server = start(script(script_name));
+    let out = ahelper(repo, &server, Wire::Anthropic)
+        .args([
+            "swarm",
+            "do the task",
+            "--yes",
+            "--permission-mode",
+            "bypass",
+        ])
+        .timeout(std::time::Duration::from_secs(300))
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `python3 -m unittest` on `rev` of the repository, in a fresh worktree: (passed, output).
+fn unittest_at(repo: &TestRepo, rev: &str) -> (bool, String) {
+    let dir = repo
+        .dir
+        .path()
+        .join(format!("check-{}", rev.replace('/', "-")));
+    repo.git(&[
+        "worktree",
+        "add",
+        "-q",
+        "--detach",
+        dir.to_str().unwrap(),
+        rev,
+    ]);
+    let out = std::process::Command::new("python3")
+        .args(["-m", "unittest"])
+        .current_dir(&dir)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stderr).into_owned();
+    (out.status.success(), text)
+}
+
+fn last_line(stdout: &str) -> &str {
+    stdout.trim_end().lines().last().unwrap_or("")
+}
+
+fn branch_exists(repo: &TestRepo, branch: &str) -> bool {
+    std::process::Command::new("git")
+        .args([
+            "rev-parse",
+            "--verify",
+            "-q",
+            &format!("refs/heads/{branch}"),
+        ])
+        .current_dir(repo.path())
+        .status()
+        .unwrap()
+        .success()
+}
+
+fn transcript(repo: &TestRepo, run: &Value, id: &str) -> String {
+    let path = repo
+        .path()
+        .join(".ahelper/runs")
+        .join(run["run_id"].as_str().unwrap())
+        .join("workers")
+        .join(format!("{id}.jsonl"));
+    std::fs::read_to_string(path).unwrap_or_default()
+}
+
+#[test]
+fn a_semantic_conflict_between_green_branches_is_caught_and_fixed() {
+    let repo = calc_repo();
+    write_verify_config(&repo, UNITTEST, 120);
+    let (code, stdout, stderr) = run_swarm(&repo, "swarm-semantic-conflict");
+    assert_eq!(code, 0, "stdout:\n{stdout}\nstderr:\n{stderr}");
+    let run = last_run(&repo);
+    let integration = run["integration_branch"].as_str().unwrap();
+    // both merged; the integration branch passes the project's tests
+    assert_eq!(worker(&run, "w1")["status"], "merged");
+    assert_eq!(worker(&run, "w2")["status"], "merged");
+    let (passed, output) = unittest_at(&repo, integration);
+    assert!(passed, "{output}");
+    let report = repo.git(&["show", &format!("{integration}:report.py")]);
+    assert!(
+        report.contains("calc.plus") && !report.contains("calc.add"),
+        "{report}"
+    );
+    // the fixer did it, in its own worktree and branch, with a transcript
+    let helpers = run["helpers"].as_array().unwrap();
+    assert_eq!(helpers.len(), 1, "{helpers:#?}");
+    assert_eq!(helpers[0]["id"], "fix-1");
+    assert_eq!(helpers[0]["worker"], "w2");
+    assert_eq!(helpers[0]["merged"], true);
+    assert!(transcript(&repo, &run, "fix-1").contains("run_command"));
+    // merged with its worker: its worktree and branch went with the worker's
+    assert!(!Path::new(helpers[0]["worktree"].as_str().unwrap()).exists());
+    assert!(!branch_exists(
+        &repo,
+        helpers[0]["branch"].as_str().unwrap()
+    ));
+    // the synthesis and every worker's own summary are printed; the last lines state verification
+    assert!(
+        stdout.contains("Renamed calc.add to calc.plus and added report.total"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("Renamed calc.add to calc.plus in calc.py and test_calc.py."));
+    assert!(stdout.contains("Added report.py (total sums with calc.add) and test_report.py."));
+    assert!(stdout.contains("it now calls calc.plus"), "{stdout}");
+    assert!(
+        stdout.contains("integration branch verified: python3 -m unittest passed"),
+        "{stdout}"
+    );
+    assert!(
+        last_line(&stdout).starts_with("Result: success"),
+        "{stdout}"
+    );
+    assert!(run["synthesis"].as_str().unwrap().contains("fixer adapted"));
+    // the user's checkout is untouched
+    assert_eq!(repo.file("calc.py"), CALC);
+    // swarm logs shows the fixer's and the coordinator's transcripts
+    let server = start(script("swarm-semantic-conflict"));
+    let run_id = run["run_id"].as_str().unwrap();
+    for who in ["fix-1", "coordinator"] {
+        ahelper(&repo, &server, Wire::Anthropic)
+            .args(["swarm", "logs", run_id, who])
+            .assert()
+            .success();
+    }
+    // swarm status keeps the synthesis; clean removes the verification and fixer worktrees
+    let status = ahelper(&repo, &server, Wire::Anthropic)
+        .args(["swarm", "status", run_id])
+        .output()
+        .unwrap();
+    let status = String::from_utf8_lossy(&status.stdout);
+    assert!(status.contains("fixer adapted"), "{status}");
+    assert!(status.contains("verification worktree"), "{status}");
+    ahelper(&repo, &server, Wire::Anthropic)
+        .args(["swarm", "clean", run_id])
+        .assert()
+        .success();
+    let worktrees = repo.git(&["worktree", "list"]);
+    assert!(!worktrees.contains("ahelper/worktrees"), "{worktrees}");
+    assert!(!branch_exists(
+        &repo,
+        helpers[0]["branch"].as_str().unwrap()
+    ));
+}
+
+#[test]
+fn a_fixer_that_fails_leaves_the_branch_unmerged_and_the_run_fails() {
+    let repo = calc_repo();
+    write_verify_config(&repo, UNITTEST, 120);
+    let (code, stdout, stderr) = run_swarm(&repo, "swarm-semantic-conflict-fixer-fails");
+    assert_eq!(code, 1, "stdout:\n{stdout}\nstderr:\n{stderr}");
+    let run = last_run(&repo);
+    let w2 = worker(&run, "w2");
+    assert_eq!(w2["status"], "verify_failed", "{w2:#}");
+    assert!(
+        w2["verify_output"].as_str().unwrap().contains("calc"),
+        "{w2:#}"
+    );
+    assert!(w2["verification"].as_str().unwrap().contains("test_report"));
+    // nothing is lost: its branch is kept; the integration branch has only w1 and is green
+    assert!(branch_exists(&repo, w2["branch"].as_str().unwrap()));
+    let integration = run["integration_branch"].as_str().unwrap();
+    assert!(unittest_at(&repo, integration).0);
+    assert!(
+        repo.git(&["ls-tree", "--name-only", integration])
+            .lines()
+            .all(|f| f != "report.py")
+    );
+    // two fixer attempts (merge_fix_attempts defaults to 2)
+    assert_eq!(run["helpers"].as_array().unwrap().len(), 2);
+    assert!(stdout.contains("verify failed"), "{stdout}");
+    // the status lines say which attempt is under way
+    assert!(stdout.contains("[w2] fixing 1/2"), "{stdout}");
+    assert!(stdout.contains("[w2] fixing 2/2"), "{stdout}");
+    let last = last_line(&stdout);
+    assert!(last.starts_with("Result: FAILED"), "{stdout}");
+    assert!(last.contains("w2 verify failed"), "{last}");
+}
+
+#[test]
+fn a_test_failing_at_the_base_is_named_as_pre_existing_and_blocks_nothing() {
+    let repo = calc_repo_failing_at_base();
+    write_verify_config(&repo, UNITTEST, 120);
+    let (code, stdout, stderr) = run_swarm(&repo, "swarm-failing-at-base");
+    assert_eq!(code, 0, "stdout:\n{stdout}\nstderr:\n{stderr}");
+    let run = last_run(&repo);
+    assert_eq!(worker(&run, "w1")["status"], "merged");
+    assert!(stderr.contains("fails at the base commit"), "{stderr}");
+    assert!(stdout.contains(TEST_LEGACY_NAME), "{stdout}");
+    let lines: Vec<&str> = stdout.trim_end().lines().collect();
+    let verification = lines[lines.len() - 2];
+    assert_eq!(
+        verification,
+        format!(
+            "integration branch verified: python3 -m unittest passed (1 failure already at the base: {TEST_LEGACY_NAME})"
+        )
+    );
+    assert!(run["helpers"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn a_hanging_verification_is_killed_at_its_timeout() {
+    let repo = calc_repo();
+    config(&repo, UNITTEST, 3, 0, 1);
+    let started = std::time::Instant::now();
+    let (code, stdout, stderr) = run_swarm(&repo, "swarm-hanging-test");
+    assert_eq!(code, 1, "stdout:\n{stdout}\nstderr:\n{stderr}");
+    // an hour-long test did not hold the run: every verification stopped at 3 s
+    assert!(started.elapsed().as_secs() < 240, "{:?}", started.elapsed());
+    let run = last_run(&repo);
+    let slow = worker(&run, "w1");
+    assert_eq!(slow["status"], "verify_failed", "{slow:#}");
+    assert!(
+        slow["verification"].as_str().unwrap().contains("timed out"),
+        "{slow:#}"
+    );
+    assert!(
+        slow["report"]["verification"]
+            .as_str()
+            .unwrap()
+            .contains("timed out")
+    );
+    assert_eq!(worker(&run, "w2")["status"], "merged");
+    assert!(last_line(&stdout).contains("w1 verify failed"), "{stdout}");
+}
+
+#[test]
+fn a_missing_verify_program_fails_before_anything_starts() {
+    let repo = calc_repo();
+    write_verify_config(&repo, MISSING_VERIFY, 120);
+    let server = start(script("swarm-semantic-conflict"));
+    let out = ahelper(&repo, &server, Wire::Anthropic)
+        .args(["swarm", "do the task", "--yes"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("no-such-test-runner"), "{stderr}");
+    assert!(stderr.contains("cannot start"), "{stderr}");
+    // nothing was created: no run, no worktree, no branch, no model request
+    assert!(!repo.path().join(".ahelper/runs").exists());
+    assert_eq!(repo.git(&["worktree", "list"]).lines().count(), 1);
+    assert_eq!(repo.git(&["branch", "--list"]).lines().count(), 1);
+    assert!(server.requests().is_empty());
+    assert!(!Path::new(&repo.home().join("state/ahelper/worktrees")).exists());
+}
+
+#[test]
+fn the_worker_self_fix_rounds_stop_at_their_bound() {
+    let repo = calc_repo();
+    config(&repo, UNITTEST, 120, 2, 1);
+    let (code, stdout, stderr) = run_swarm(&repo, "swarm-worker-self-fix-exhausted");
+    assert_eq!(code, 1, "stdout:\n{stdout}\nstderr:\n{stderr}");
+    let run = last_run(&repo);
+    let w1 = worker(&run, "w1");
+    assert_eq!(w1["report"]["fix_rounds"], 2, "{w1:#}");
+    assert!(
+        w1["report"]["verification"]
+            .as_str()
+            .unwrap()
+            .contains("new failure"),
+        "{w1:#}"
+    );
+    let log = transcript(&repo, &run, "w1");
+    assert!(log.contains("fix round 1 of 2"));
+    assert!(log.contains("fix round 2 of 2"));
+    assert!(!log.contains("fix round 3"));
+    assert_eq!(w1["status"], "verify_failed");
+}
+
+#[test]
+fn a_worker_fixes_its_own_tests_in_its_first_fix_round() {
+    let repo = calc_repo();
+    config(&repo, UNITTEST, 120, 2, 1);
+    let (code, stdout, stderr) = run_swarm(&repo, "swarm-worker-self-fix");
+    assert_eq!(code, 0, "stdout:\n{stdout}\nstderr:\n{stderr}");
+    let run = last_run(&repo);
+    let w1 = worker(&run, "w1");
+    assert_eq!(w1["status"], "merged");
+    assert_eq!(w1["report"]["fix_rounds"], 1, "{w1:#}");
+    assert_eq!(
+        w1["report"]["verification"], "python3 -m unittest passed",
+        "{w1:#}"
+    );
+    assert!(unittest_at(&repo, run["integration_branch"].as_str().unwrap()).0);
+}
+
+#[test]
+fn a_textual_conflict_is_resolved_by_the_merger_and_verified() {
+    let repo = calc_repo();
+    write_verify_config(&repo, UNITTEST, 120);
+    let (code, stdout, stderr) = run_swarm(&repo, "swarm-textual-conflict");
+    assert_eq!(code, 0, "stdout:\n{stdout}\nstderr:\n{stderr}");
+    let run = last_run(&repo);
+    assert_eq!(worker(&run, "w1")["status"], "merged");
+    assert_eq!(worker(&run, "w2")["status"], "merged");
+    let helpers = run["helpers"].as_array().unwrap();
+    assert_eq!(helpers[0]["id"], "merge-1", "{helpers:#?}");
+    assert_eq!(helpers[0]["role"], "merger");
+    let integration = run["integration_branch"].as_str().unwrap();
+    let calc = repo.git(&["show", &format!("{integration}:calc.py")]);
+    assert!(
+        calc.contains("def mul") && calc.contains("def sub"),
+        "{calc}"
+    );
+    assert!(!calc.contains("<<<<<<<"), "{calc}");
+    // a real merge: both workers' commits are in the integration branch
+    for w in ["w1", "w2"] {
+        let branch_commit = worker(&run, w)["report"]["commit"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(
+            std::process::Command::new("git")
+                .args(["merge-base", "--is-ancestor", &branch_commit, integration])
+                .current_dir(repo.path())
+                .status()
+                .unwrap()
+                .success()
+        );
+    }
+    let (passed, output) = unittest_at(&repo, integration);
+    assert!(passed, "{output}");
+    assert!(stdout.contains("integration branch verified"), "{stdout}");
+}
+
+#[test]
+fn without_a_test_suite_verification_is_off_and_says_so() {
+    let repo = repo_with(&[("notes.txt", "a\n")]);
+    let server = start(
+        ahelper_fake_llm::Script::from_json_str(
+            r##"{"conversations": [
+            {"match": "# Swarm run finished", "turns": [{"text": "Edited the notes."}]},
+            {"match": "You are the coordinator of a swarm", "turns": [{"text": "{\"summary\": \"s\", \"subtasks\": [{\"id\": \"n\", \"title\": \"Edit notes\", \"instructions\": \"Edit notes.txt.\", \"scope\": [\"notes.txt\"]}]}"}]},
+            {"match": "Your subtask `n`", "turns": [
+                {"tool_calls": [{"name": "write_file", "arguments": {"path": "notes.txt", "content": "b\n"}}]},
+                {"text": "Edited notes.txt."}]}
+        ]}"##,
+        )
+        .unwrap(),
+    );
+    let out = ahelper(&repo, &server, Wire::Anthropic)
+        .args([
+            "swarm",
+            "edit notes",
+            "--yes",
+            "--permission-mode",
+            "bypass",
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    let lines: Vec<&str> = stdout.trim_end().lines().collect();
+    assert!(
+        lines[lines.len() - 2].starts_with("verification off: no test command found"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn a_plan_that_stays_a_chain_over_the_same_files_runs_as_one_worker() {
+    let repo = calc_repo();
+    let chain = r#"{\"summary\": \"Add mul, then test it.\", \"subtasks\": [{\"id\": \"mul\", \"title\": \"Add calc.mul\", \"instructions\": \"Add mul(a, b) to calc.py.\", \"scope\": [\"calc.py\"]}, {\"id\": \"mul-test\", \"title\": \"Add a test of calc.mul\", \"instructions\": \"Add test_mul to test_calc.py.\", \"scope\": [\"calc.py\", \"test_calc.py\"], \"depends_on\": [\"mul\"]}]}"#;
+    let server = start(
+        ahelper_fake_llm::Script::from_json_str(&format!(
+            r##"{{"conversations": [
+            {{"match": "# Swarm run finished", "turns": [{{"text": "Added calc.mul."}}]}},
+            {{"match": "You are the coordinator of a swarm", "turn_index": "assistant_messages", "turns": [{{"text": "{chain}"}}, {{"text": "{chain}"}}]}},
+            {{"match": "Your subtask `mul`", "turns": [
+                {{"tool_calls": [{{"name": "run_command", "arguments": {{"command": "printf '\\n\\ndef mul(a, b):\\n    return a * b\\n' >> calc.py"}}}}]}},
+                {{"text": "Added calc.mul."}}]}}
+        ]}}"##
+        ))
+        .unwrap(),
+    );
+    let out = ahelper(&repo, &server, Wire::Anthropic)
+        .args([
+            "swarm",
+            "add mul",
+            "--yes",
+            "--permission-mode",
+            "bypass",
+            "--verify",
+            UNITTEST,
+        ])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("running it as one worker"),
+        "{stdout}\n{stderr}"
+    );
+    let run = last_run(&repo);
+    let subtasks = run["plan"]["subtasks"].as_array().unwrap();
+    assert_eq!(subtasks.len(), 1, "{subtasks:#?}");
+    assert_eq!(
+        subtasks[0]["scope"],
+        serde_json::json!(["calc.py", "test_calc.py"])
+    );
+    // the re-ask told the coordinator what was wrong
+    let reasked = server.model_requests().iter().any(|r| {
+        r.body
+            .to_string()
+            .contains("chain of steps over the same files")
+    });
+    assert!(reasked);
+    assert_eq!(worker(&run, "w1")["status"], "merged");
+}
+
+#[test]
+fn resume_keeps_the_runs_verification_and_runs_its_baseline() {
+    let repo = calc_repo();
+    let server = start(script("swarm-semantic-conflict"));
+    // planned with --verify, nothing started
+    ahelper(&repo, &server, Wire::Anthropic)
+        .args([
+            "swarm",
+            "do the task",
+            "--plan-only",
+            "--permission-mode",
+            "bypass",
+            "--verify",
+            UNITTEST,
+        ])
+        .assert()
+        .success();
+    let planned = last_run(&repo);
+    assert_eq!(planned["verify"]["command"], UNITTEST, "{planned:#}");
+    assert!(planned["baseline"].is_null());
+    // resumed without the flag (and no [swarm] verify): the run's own choice is kept
+    let run_id = planned["run_id"].as_str().unwrap();
+    let out = ahelper(&repo, &server, Wire::Anthropic)
+        .args(["swarm", "resume", run_id])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let run = last_run(&repo);
+    assert_eq!(run["baseline"]["outcome"]["outcome"], "passed", "{run:#}");
+    assert_eq!(run["helpers"][0]["id"], "fix-1");
+    assert!(
+        stdout.contains("integration branch verified: python3 -m unittest passed"),
+        "{stdout}"
+    );
+}

@@ -505,3 +505,44 @@ fn resume_keeps_the_runs_verification_and_runs_its_baseline() {
         "{stdout}"
     );
 }
+
+#[test]
+fn a_merger_that_leaves_the_markers_keeps_both_branches_and_prints_the_commands() {
+    let repo = calc_repo();
+    write_verify_config(&repo, UNITTEST, 120);
+    // the textual-conflict scenario with a merger that gives up
+    let mut json: Value = serde_json::from_str(
+        &std::fs::read_to_string(script_path("swarm-textual-conflict")).unwrap(),
+    )
+    .unwrap();
+    let merger = json["conversations"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|c| c["name"] == "merger")
+        .unwrap();
+    merger["turns"] = serde_json::json!([{"text": "I could not resolve calc.py."}]);
+    let server = start(ahelper_fake_llm::Script::from_json_str(&json.to_string()).unwrap());
+    let out = ahelper(&repo, &server, Wire::Anthropic)
+        .args([
+            "swarm",
+            "do the task",
+            "--yes",
+            "--permission-mode",
+            "bypass",
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    let run = last_run(&repo);
+    let w2 = worker(&run, "w2");
+    assert_eq!(w2["status"], "conflict", "{w2:#}");
+    assert_eq!(run["helpers"][0]["id"], "merge-1");
+    assert!(branch_exists(&repo, w2["branch"].as_str().unwrap()));
+    assert!(
+        stdout.contains(&format!("git merge {}", w2["branch"].as_str().unwrap())),
+        "{stdout}"
+    );
+    assert!(last_line(&stdout).contains("w2 conflict"), "{stdout}");
+}

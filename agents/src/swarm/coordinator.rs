@@ -572,10 +572,9 @@ impl CoordinatorActor {
                 self.scheduler.finish(index, true);
                 self.remove_merged_worktree(index);
             }
-            MergeStep::VerifyFailed { verdict, output } if self.run.cancel.is_cancelled() => {
+            MergeStep::VerifyFailed { verdict, .. } if self.run.cancel.is_cancelled() => {
                 // Not judged: the run stopped under it. Back to the queue for `swarm resume`.
                 tracing::info!(worker, ?verdict, "merge verification interrupted");
-                drop(output);
                 self.set_status(index, WorkerStatus::Finished);
             }
             MergeStep::VerifyFailed { verdict, output } => {

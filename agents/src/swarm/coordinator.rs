@@ -468,6 +468,11 @@ impl CoordinatorActor {
         if self.merging.is_some() {
             return true;
         }
+        if self.cancelled.is_some() && self.run.verifier.is_some() {
+            // A verification would be cancelled at once: the finished branches wait for
+            // `swarm resume`.
+            return false;
+        }
         let Some(index) = MergeQueue::ready(&self.record.workers, drain)
             .first()
             .copied()

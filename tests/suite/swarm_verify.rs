@@ -503,3 +503,115 @@ fn resume_keeps_the_runs_verification_and_runs_its_baseline() {
         "{stdout}"
     );
 }
+
+#[test]
+fn a_merger_that_leaves_the_markers_keeps_both_branches_and_prints_the_commands() {
+    let repo = calc_repo();
+    write_verify_config(&repo, UNITTEST, 120);
+    // the textual-conflict scenario with a merger that gives up
+    let mut json: Value = serde_json::from_str(
+        &std::fs::read_to_string(script_path("swarm-textual-conflict")).unwrap(),
+    )
+    .unwrap();
+    let merger = json["conversations"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|c| c["name"] == "merger")
+        .unwrap();
+    merger["turns"] = serde_json::json!([{"text": "I could not resolve calc.py."}]);
+    let server = start(ahelper_fake_llm::Script::from_json_str(&json.to_string()).unwrap());
+    let out = ahelper(&repo, &server, Wire::Anthropic)
+        .args([
+            "swarm",
+            "do the task",
+            "--yes",
+            "--permission-mode",
+            "bypass",
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    let run = last_run(&repo);
+    let w2 = worker(&run, "w2");
+    assert_eq!(w2["status"], "conflict", "{w2:#}");
+    assert_eq!(run["helpers"][0]["id"], "merge-1");
+    assert!(branch_exists(&repo, w2["branch"].as_str().unwrap()));
+    assert!(
+        stdout.contains(&format!("git merge {}", w2["branch"].as_str().unwrap())),
+        "{stdout}"
+    );
+    assert!(last_line(&stdout).contains("w2 conflict"), "{stdout}");
+}
+
+#[test]
+fn ctrl_c_during_a_verification_stops_at_once_and_resume_merges_the_finished_branch() {
+    let repo = calc_repo();
+    let mark = repo.dir.path().join("verify-started");
+    // the first verification of a tree with stats.py (the worker's self-check) hangs until
+    // it is stopped; later ones pass
+    let verify = format!(
+        "python3 -c 'import os, time, unittest; m = \"{}\"; (os.path.exists(\"stats.py\") and not os.path.exists(m)) and (open(m, \"w\").close() or time.sleep(120)); unittest.main(module=None, argv=[\"x\", \"discover\"])'",
+        mark.display()
+    );
+    config(&repo, &verify, 300, 2, 1);
+    let server = start(script("swarm-failing-at-base"));
+    let base = ahelper(&repo, &server, Wire::Anthropic);
+    let mut cmd = std::process::Command::new(base.get_program());
+    cmd.args(["swarm", "do it", "--yes", "--permission-mode", "bypass"]);
+    cmd.current_dir(repo.path()).env_clear();
+    for (k, v) in base.get_envs() {
+        if let Some(v) = v {
+            cmd.env(k, v);
+        }
+    }
+    cmd.stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while !mark.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no verification started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let stopped = std::time::Instant::now();
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let output = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(
+        output.status.code(),
+        Some(130),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(stopped.elapsed().as_secs() < 60, "{:?}", stopped.elapsed());
+    let run = last_run(&repo);
+    assert_eq!(worker(&run, "w1")["status"], "finished", "{run:#}");
+    let worker_requests = |server: &ahelper_fake_llm::FakeLlm| {
+        server
+            .model_requests()
+            .iter()
+            .filter(|r| r.body.to_string().contains("Your subtask `stats`"))
+            .count()
+    };
+    let before = worker_requests(&server);
+    // resume merges the committed branch through the gate without running the worker again
+    let out = ahelper(&repo, &server, Wire::Anthropic)
+        .args(["swarm", "resume", run["run_id"].as_str().unwrap()])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert_eq!(worker(&last_run(&repo), "w1")["status"], "merged");
+    assert_eq!(
+        worker_requests(&server),
+        before,
+        "the worker did not run again"
+    );
+    assert!(stdout.contains("integration branch verified"), "{stdout}");
+}

@@ -498,6 +498,11 @@ impl CoordinatorActor {
         if self.merging.is_some() {
             return true;
         }
+        if self.cancelled.is_some() && self.run.verifier.is_some() {
+            // A verification would be cancelled at once: the finished branches wait for
+            // `swarm resume`.
+            return false;
+        }
         let Some(index) = MergeQueue::ready(&self.record.workers, drain)
             .first()
             .copied()
@@ -602,10 +607,9 @@ impl CoordinatorActor {
                 self.scheduler.finish(index, true);
                 self.remove_merged_worktree(index);
             }
-            MergeStep::VerifyFailed { verdict, output } if self.run.cancel.is_cancelled() => {
+            MergeStep::VerifyFailed { verdict, .. } if self.run.cancel.is_cancelled() => {
                 // Not judged: the run stopped under it. Back to the queue for `swarm resume`.
                 tracing::info!(worker, ?verdict, "merge verification interrupted");
-                drop(output);
                 self.set_status(index, WorkerStatus::Finished);
             }
             MergeStep::VerifyFailed { verdict, output } => {

@@ -25,6 +25,9 @@ pub enum HelperFailure {
     /// The role, the workspace or the transcript.
     #[error("could not build the agent: {0}")]
     Setup(String),
+    /// The merger stopped with the conflict unresolved (markers left in a file).
+    #[error("conflict markers are left in {0}")]
+    Unresolved(String),
 }
 
 impl HelperRecord {

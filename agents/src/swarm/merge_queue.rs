@@ -423,9 +423,7 @@ impl MergeQueue {
         });
         run_helper_agent(gate.run, helper, &worktree, &prompt).await?;
         if let Some(path) = files_with_markers(&worktree, files) {
-            return Err(HelperFailure::Setup(format!(
-                "conflict markers are left in {path}"
-            )));
+            return Err(HelperFailure::Unresolved(path));
         }
         let message = self.merge_message(worker);
         let wt = worktree.clone();

@@ -548,7 +548,18 @@ fn a_merger_that_leaves_the_markers_keeps_both_branches_and_prints_the_commands(
 #[test]
 fn ctrl_c_during_a_verification_stops_at_once_and_resume_merges_the_finished_branch() {
     let repo = calc_repo();
-    let mark = repo.dir.path().join("verify-started");
+    // The marker lives outside the worktree, where commands may write only when the user's
+    // config lists the directory (the shared temp dir is not writable for commands).
+    let marks = repo.dir.path().join("marks");
+    std::fs::create_dir_all(&marks).unwrap();
+    let user_config = repo.home().join("config/ahelper/config.toml");
+    std::fs::create_dir_all(user_config.parent().unwrap()).unwrap();
+    std::fs::write(
+        &user_config,
+        format!("[sandbox]\nwritable = [\"{}\"]\n", marks.display()),
+    )
+    .unwrap();
+    let mark = marks.join("verify-started");
     // the first verification of a tree with stats.py (the worker's self-check) hangs until
     // it is stopped; later ones pass
     let verify = format!(

@@ -29,6 +29,7 @@ Slash commands:
   /exit, /quit          leave ahelper (also Ctrl-D, or Ctrl-C twice at an empty prompt)
   /clear                start a new conversation (new session transcript)
   /tools                list the tools the model can call
+  /mcp                  list the MCP servers, their status and tools
   /model [NAME]         show the model, or switch to another model of the same provider
   /permissions [MODE]   show the permission mode and rules, or set the mode
                         (default, accept-edits, plan, bypass)
@@ -223,6 +224,7 @@ pub fn slash_command(line: &str, config: &Config, session: &mut Session) -> Slas
                 );
             }
         }
+        "/mcp" => print!("{}", crate::mcp_setup::describe_servers(&session.mcp)),
         other => println!("Unknown command {other}. Type /help for the list."),
     }
     SlashOutcome::Continue

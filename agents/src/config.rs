@@ -222,6 +222,10 @@ pub struct ConfigFile {
     /// Secret redaction settings.
     #[serde(default)]
     pub secrets: SecretsFile,
+    /// `[mcp_servers.NAME]`: MCP servers (Codex's shape; see [`crate::mcp::config`]). A higher
+    /// layer replaces a server of the same name.
+    #[serde(default)]
+    pub mcp_servers: std::collections::BTreeMap<String, crate::mcp::McpServerFile>,
 }
 
 impl ConfigFile {
@@ -297,6 +301,7 @@ impl ConfigFile {
         self.permissions.allow.extend(higher.permissions.allow);
         self.permissions.ask.extend(higher.permissions.ask);
         self.permissions.deny.extend(higher.permissions.deny);
+        self.mcp_servers.extend(higher.mcp_servers);
         self
     }
 }

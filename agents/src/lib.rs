@@ -20,6 +20,7 @@ pub mod atomic_write;
 pub mod config;
 pub mod config_ranges;
 pub mod hardening;
+pub mod mcp;
 pub mod model;
 pub mod permissions;
 pub mod redact;

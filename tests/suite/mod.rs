@@ -3,6 +3,7 @@ mod config_ranges;
 mod disk_full;
 mod flags;
 mod key_protection;
+mod mcp;
 mod print_mode;
 mod refusals;
 mod server_errors;

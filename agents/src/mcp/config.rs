@@ -1,0 +1,352 @@
+//! Where MCP servers are declared and how their declarations are read.
+//!
+//! Three sources, in this order (a later source replaces an earlier server of the same name):
+//! 1. `[mcp_servers.NAME]` in `config.toml` (user or project layer; Codex's shape):
+//!    `command`, `args`, `env` (stdio) or `url`, `headers` (streamable HTTP), and
+//!    `startup_timeout_s`. Trusted.
+//! 2. `.mcp.json` at the workspace root (Claude Code's format,
+//!    <https://docs.anthropic.com/en/docs/claude-code/mcp>):
+//!    `{"mcpServers": {NAME: {"command", "args", "env"} | {"type": "http", "url", "headers"}}}`.
+//!    Started only once the user approved this file's content ([`super::approval`]).
+//! 3. `--mcp-config FILE` (same JSON format). Trusted: the user named it.
+
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Seconds a server may take to start and answer `initialize` unless `startup_timeout_s` says
+/// otherwise.
+pub const DEFAULT_STARTUP_TIMEOUT_S: u64 = 10;
+
+/// One server entry as written in `config.toml` or a JSON file (both formats share it).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpServerFile {
+    /// `stdio` (default when `command` is set) or `http` (default when `url` is set);
+    /// `streamable-http` is accepted as `http`.
+    #[serde(rename = "type")]
+    pub transport: Option<String>,
+    /// Program to start (stdio).
+    pub command: Option<String>,
+    /// Its arguments.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Extra environment variables of the server process.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Endpoint of a streamable HTTP server.
+    pub url: Option<String>,
+    /// HTTP headers sent with every request (e.g. `Authorization`).
+    #[serde(default, alias = "http_headers")]
+    pub headers: BTreeMap<String, String>,
+    /// Seconds allowed for start and `initialize` (default 10).
+    #[serde(alias = "startup_timeout_sec")]
+    pub startup_timeout_s: Option<u64>,
+}
+
+/// A JSON server file (`.mcp.json`, `--mcp-config`).
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct McpJsonFile {
+    #[serde(default)]
+    mcp_servers: BTreeMap<String, McpServerFile>,
+}
+
+/// How ahelper talks to a server.
+#[derive(Debug, Clone, PartialEq)]
+pub enum McpTransport {
+    /// A child process speaking JSON-RPC on stdin/stdout.
+    Stdio {
+        /// Program.
+        command: String,
+        /// Arguments.
+        args: Vec<String>,
+        /// Extra environment variables.
+        env: BTreeMap<String, String>,
+    },
+    /// MCP's streamable HTTP transport.
+    Http {
+        /// Endpoint URL.
+        url: String,
+        /// Headers sent with every request.
+        headers: BTreeMap<String, String>,
+    },
+}
+
+/// Where a server was declared; decides whether it needs the user's approval.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ServerOrigin {
+    /// `[mcp_servers]` in a config file (trusted).
+    Config,
+    /// The workspace's `.mcp.json` (needs approval).
+    ProjectFile(PathBuf),
+    /// `--mcp-config FILE` (trusted).
+    CommandLine(PathBuf),
+}
+
+/// One server ready to start.
+#[derive(Debug, Clone, PartialEq)]
+pub struct McpServerSpec {
+    /// Name as declared (shown to the user).
+    pub name: String,
+    /// How to reach it.
+    pub transport: McpTransport,
+    /// Time allowed for start and `initialize`.
+    pub startup_timeout: Duration,
+    /// Where it was declared.
+    pub origin: ServerOrigin,
+}
+
+/// A server file or entry that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum McpConfigError {
+    /// The file could not be read.
+    #[error("cannot read MCP server file {path}: {source}; check the path and its permissions")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is not valid JSON of the expected shape.
+    #[error(
+        "invalid MCP server file {path}: {message}; expected {{\"mcpServers\": {{NAME: {{\"command\", \"args\", \"env\"}} | {{\"type\": \"http\", \"url\", \"headers\"}}}}}}"
+    )]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// serde's message (line, column, key).
+        message: String,
+    },
+    /// An entry names no way to reach the server, or two.
+    #[error("MCP server `{name}` in {origin}: {problem}")]
+    Entry {
+        /// Server name.
+        name: String,
+        /// The file (or `config.toml [mcp_servers]`).
+        origin: String,
+        /// What is wrong and what to write instead.
+        problem: String,
+    },
+}
+
+/// The `.mcp.json` of `workspace_root`.
+pub fn project_file(workspace_root: &Path) -> PathBuf {
+    workspace_root.join(".mcp.json")
+}
+
+/// Reads a JSON server file. `Ok(None)` when `missing_ok` and the file does not exist.
+///
+/// # Errors
+/// [`McpConfigError`] naming the file and the key.
+pub fn read_json_file(
+    path: &Path,
+    origin: ServerOrigin,
+    missing_ok: bool,
+) -> Result<Option<Vec<McpServerSpec>>, McpConfigError> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if missing_ok && e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => {
+            return Err(McpConfigError::Read {
+                path: path.to_path_buf(),
+                source,
+            });
+        }
+    };
+    let file: McpJsonFile = serde_json::from_str(&text).map_err(|e| McpConfigError::Parse {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    let where_ = path.display().to_string();
+    file.mcp_servers
+        .into_iter()
+        .map(|(name, entry)| resolve_entry(name, &entry, &where_, origin.clone()))
+        .collect::<Result<Vec<_>, _>>()
+        .map(Some)
+}
+
+/// The servers of `[mcp_servers]` in the merged configuration.
+///
+/// # Errors
+/// [`McpConfigError::Entry`] for an entry without `command` or `url`.
+pub fn from_config(
+    servers: &BTreeMap<String, McpServerFile>,
+) -> Result<Vec<McpServerSpec>, McpConfigError> {
+    servers
+        .iter()
+        .map(|(name, entry)| {
+            resolve_entry(
+                name.clone(),
+                entry,
+                "config.toml [mcp_servers]",
+                ServerOrigin::Config,
+            )
+        })
+        .collect()
+}
+
+/// Checks one entry and turns it into a spec.
+fn resolve_entry(
+    name: String,
+    entry: &McpServerFile,
+    where_: &str,
+    origin: ServerOrigin,
+) -> Result<McpServerSpec, McpConfigError> {
+    let problem = |problem: String| McpConfigError::Entry {
+        name: name.clone(),
+        origin: where_.to_string(),
+        problem,
+    };
+    if name.trim().is_empty() {
+        return Err(problem("the server name is empty".into()));
+    }
+    let transport = match (entry.transport.as_deref(), &entry.command, &entry.url) {
+        (Some("sse"), _, _) => {
+            return Err(problem(
+                "`\"type\": \"sse\"` (the old HTTP+SSE transport) is not supported; use the \
+                 server's streamable HTTP endpoint with `\"type\": \"http\"`"
+                    .into(),
+            ));
+        }
+        (None | Some("stdio"), Some(command), None) if !command.trim().is_empty() => {
+            McpTransport::Stdio {
+                command: command.clone(),
+                args: entry.args.clone(),
+                env: entry.env.clone(),
+            }
+        }
+        (None | Some("http" | "streamable-http" | "streamable_http"), None, Some(url)) => {
+            McpTransport::Http {
+                url: url.clone(),
+                headers: entry.headers.clone(),
+            }
+        }
+        (Some(t), _, _)
+            if !matches!(t, "stdio" | "http" | "streamable-http" | "streamable_http") =>
+        {
+            return Err(problem(format!(
+                "unknown `type` `{t}`; use `stdio` (with `command`) or `http` (with `url`)"
+            )));
+        }
+        (_, Some(_), Some(_)) => {
+            return Err(problem(
+                "has both `command` and `url`; give `command` for a stdio server or `url` for \
+                 an HTTP server"
+                    .into(),
+            ));
+        }
+        _ => {
+            return Err(problem(
+                "needs `command` (a stdio server) or `url` (an HTTP server), matching its `type`"
+                    .into(),
+            ));
+        }
+    };
+    Ok(McpServerSpec {
+        name,
+        transport,
+        startup_timeout: Duration::from_secs(
+            entry
+                .startup_timeout_s
+                .unwrap_or(DEFAULT_STARTUP_TIMEOUT_S)
+                .max(1),
+        ),
+        origin,
+    })
+}
+
+/// Puts `later` over `earlier`: a server of the same name is replaced.
+pub fn merge(earlier: Vec<McpServerSpec>, later: Vec<McpServerSpec>) -> Vec<McpServerSpec> {
+    let mut out: Vec<McpServerSpec> = earlier
+        .into_iter()
+        .filter(|s| !later.iter().any(|l| l.name == s.name))
+        .collect();
+    out.extend(later);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(dir: &Path, text: &str) -> PathBuf {
+        let p = dir.join(".mcp.json");
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    #[test]
+    fn reads_claude_code_format() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = write(
+            dir.path(),
+            r#"{"mcpServers": {
+                "everything": {"command": "node", "args": ["x.js"], "env": {"A": "1"}},
+                "remote": {"type": "http", "url": "http://127.0.0.1:1/mcp", "headers": {"X": "y"}}
+            }}"#,
+        );
+        let specs = read_json_file(&p, ServerOrigin::ProjectFile(p.clone()), false)
+            .unwrap()
+            .unwrap();
+        assert_eq!(specs.len(), 2);
+        assert_eq!(specs[0].name, "everything");
+        assert!(
+            matches!(&specs[0].transport, McpTransport::Stdio { command, args, env }
+            if command == "node" && args == &["x.js"] && env["A"] == "1")
+        );
+        assert!(
+            matches!(&specs[1].transport, McpTransport::Http { url, headers }
+            if url.ends_with("/mcp") && headers["X"] == "y")
+        );
+        assert_eq!(specs[0].startup_timeout, Duration::from_secs(10));
+    }
+
+    #[test]
+    fn bad_files_name_file_and_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = write(dir.path(), r#"{"mcpServers": {"x": {"comand": "node"}}}"#);
+        let e = read_json_file(&p, ServerOrigin::Config, false)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(".mcp.json") && e.contains("comand"), "{e}");
+        let p = write(dir.path(), r#"{"mcpServers": {"x": {"args": []}}}"#);
+        let e = read_json_file(&p, ServerOrigin::Config, false)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("`x`") && e.contains("needs `command`"), "{e}");
+        let p = write(
+            dir.path(),
+            r#"{"mcpServers": {"x": {"type": "sse", "url": "u"}}}"#,
+        );
+        let e = read_json_file(&p, ServerOrigin::Config, false)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not supported"), "{e}");
+        assert!(
+            read_json_file(&dir.path().join("none.json"), ServerOrigin::Config, true)
+                .unwrap()
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn later_source_replaces_same_name() {
+        let spec = |name: &str, command: &str| McpServerSpec {
+            name: name.into(),
+            transport: McpTransport::Stdio {
+                command: command.into(),
+                args: vec![],
+                env: BTreeMap::new(),
+            },
+            startup_timeout: Duration::from_secs(1),
+            origin: ServerOrigin::Config,
+        };
+        let merged = merge(vec![spec("a", "1"), spec("b", "1")], vec![spec("b", "2")]);
+        assert_eq!(merged.len(), 2);
+        assert!(
+            matches!(&merged[1].transport, McpTransport::Stdio { command, .. } if command == "2")
+        );
+    }
+}

@@ -1,0 +1,127 @@
+//! Which MCP servers a session starts: the trusted ones at once, the workspace's `.mcp.json`
+//! after the user approved it (a question before the REPL starts; in `-p` a warning and the
+//! file is ignored). The decisions are `ahelper_agents::mcp`'s; this module asks and prints.
+
+use ahelper_agents::config::{Config, EnvSnapshot};
+use ahelper_agents::mcp::{self, DeclaredServers, McpHub};
+use std::io::{BufRead, Write};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Whether the user can be asked about an unapproved `.mcp.json`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Asking {
+    /// The REPL on a terminal: ask once.
+    Interactive,
+    /// `-p` and other headless runs: never start unapproved servers.
+    Headless,
+}
+
+/// Reads the server declarations, settles the approval of `.mcp.json`, starts the servers
+/// (failures are printed on stderr; the session goes on without them) and returns the hub.
+///
+/// # Errors
+/// A bad server file or entry (message names the file and key).
+pub fn start(
+    rt: &tokio::runtime::Runtime,
+    config: &Config,
+    env: &EnvSnapshot,
+    cli_files: &[PathBuf],
+    asking: Asking,
+) -> Result<Arc<McpHub>, String> {
+    let state_dir = env.state_dir();
+    let declared = mcp::declared_servers(config, cli_files, state_dir.as_deref())
+        .map_err(|e| e.to_string())?;
+    let specs = settle_approval(declared, asking, state_dir);
+    if specs.is_empty() {
+        return Ok(Arc::new(McpHub::default()));
+    }
+    let hub = rt.block_on(McpHub::start(specs, &config.workspace_root));
+    for failure in hub.startup_failures() {
+        eprintln!("ahelper: {failure}; going on without its tools");
+    }
+    Ok(Arc::new(hub))
+}
+
+/// The servers to start once the project file is settled: asked about in the REPL, left out
+/// with a warning otherwise.
+fn settle_approval(
+    declared: DeclaredServers,
+    asking: Asking,
+    state_dir: Option<PathBuf>,
+) -> Vec<mcp::McpServerSpec> {
+    let Some(project) = declared.unapproved.clone() else {
+        return declared.trusted;
+    };
+    let file = project.file.display();
+    let names = project.names();
+    if asking == Asking::Headless {
+        eprintln!(
+            "ahelper: warning: ignoring the MCP servers of {file} ({names}): this file has not been \
+             approved. Approve it once in the REPL (run `ahelper` here), or name it with \
+             `--mcp-config {file}` to start them."
+        );
+        return declared.trusted;
+    }
+    let approved = ask(&format!(
+        "{file} wants to start MCP servers: {names}. They run programs on this machine.\n\
+         Start them and remember this answer for this file's content? [y/N] "
+    ));
+    if !approved {
+        eprintln!("ahelper: not starting the servers of {file}; you will be asked again next time");
+        return declared.trusted;
+    }
+    match state_dir.map(|d| project.approve(&d)) {
+        Some(Ok(_)) => {}
+        Some(Err(e)) => eprintln!("ahelper: could not remember the approval of {file}: {e}"),
+        None => eprintln!(
+            "ahelper: no state directory (set HOME or XDG_STATE_HOME); the approval of {file} is for this session only"
+        ),
+    }
+    declared.with_project_servers()
+}
+
+/// Asks a yes/no question on stderr, reads the answer from stdin.
+fn ask(question: &str) -> bool {
+    eprint!("{question}");
+    let _ = std::io::stderr().flush();
+    let mut line = String::new();
+    if std::io::stdin().lock().read_line(&mut line).is_err() {
+        return false;
+    }
+    matches!(line.trim().to_ascii_lowercase().as_str(), "y" | "yes")
+}
+
+/// What `/mcp` prints: each server with its status and endpoint, then its tools.
+pub fn describe_servers(hub: &McpHub) -> String {
+    use ahelper_agents::mcp::ServerStatus;
+    let report = hub.report();
+    if report.is_empty() {
+        return "No MCP servers. Declare them in .mcp.json, with --mcp-config FILE, or under \
+                [mcp_servers.NAME] in config.toml.\n"
+            .to_string();
+    }
+    let mut out = String::from("MCP servers:\n");
+    for server in report {
+        let status = match &server.status {
+            ServerStatus::Running => format!("running, {} tools", server.tools.len()),
+            ServerStatus::Stopped => "stopped (its tools are withdrawn)".to_string(),
+            ServerStatus::Failed(reason) => format!("failed: {reason}"),
+        };
+        out.push_str(&format!(
+            "  {}  {status}\n    {}\n",
+            server.name, server.endpoint
+        ));
+        if server.status == ServerStatus::Running {
+            for tool in &server.tools {
+                let hint = if tool.read_only_hint {
+                    " (server says read-only)"
+                } else {
+                    ""
+                };
+                out.push_str(&format!("    - {}{hint}\n", tool.name));
+            }
+        }
+    }
+    out
+}

@@ -130,12 +130,20 @@ fn the_model_calls_server_everything_echo_and_get_sum() {
         json!({"everything": stdio(&node, &[&entry, "stdio"])}),
     );
     let server = calling(&[
-        ("mcp__everything__echo", json!({"message": "hello from ahelper"})),
+        (
+            "mcp__everything__echo",
+            json!({"message": "hello from ahelper"}),
+        ),
         ("mcp__everything__get-sum", json!({"a": 2, "b": 40})),
         ("mcp__everything__get-tiny-image", json!({})),
     ]);
     let out = ahelper(&repo, &server, Wire::Anthropic)
-        .args(["-p", "use the tools", "--allowedTools", "mcp__everything__*"])
+        .args([
+            "-p",
+            "use the tools",
+            "--allowedTools",
+            "mcp__everything__*",
+        ])
         .arg("--mcp-config")
         .arg(&file)
         .assert()
@@ -155,7 +163,10 @@ fn the_model_calls_server_everything_echo_and_get_sum() {
         "{results:?}"
     );
     let tools = offered_tools(&server, 0);
-    assert!(tools.contains(&"mcp__everything__echo".to_string()), "{tools:?}");
+    assert!(
+        tools.contains(&"mcp__everything__echo".to_string()),
+        "{tools:?}"
+    );
     assert!(tools.contains(&"read_file".to_string()));
     // The server's JSON Schema is the input schema.
     let echo = server.model_requests()[0].body["tools"]
@@ -165,13 +176,19 @@ fn the_model_calls_server_everything_echo_and_get_sum() {
         .find(|t| t["name"] == "mcp__everything__echo")
         .cloned()
         .unwrap();
-    assert_eq!(echo["input_schema"]["properties"]["message"]["type"], "string");
+    assert_eq!(
+        echo["input_schema"]["properties"]["message"]["type"],
+        "string"
+    );
 }
 
 #[test]
 fn mcp_tools_ask_by_default_so_print_mode_refuses_them() {
     let repo = repo_with(&[("a.txt", "a\n")]);
-    let file = servers_file(&repo, json!({"mini": stdio("python3", &[&mini_server(), "ok"])}));
+    let file = servers_file(
+        &repo,
+        json!({"mini": stdio("python3", &[&mini_server(), "ok"])}),
+    );
     let server = calling(&[("mcp__mini__shout", json!({"text": "hi"}))]);
     let out = ahelper(&repo, &server, Wire::Anthropic)
         .args(["-p", "shout"])
@@ -194,7 +211,10 @@ fn mcp_tools_ask_by_default_so_print_mode_refuses_them() {
 #[test]
 fn results_errors_and_images_of_a_server_go_back_as_tool_results() {
     let repo = repo_with(&[("a.txt", "a\n")]);
-    let file = servers_file(&repo, json!({"mini": stdio("python3", &[&mini_server(), "ok"])}));
+    let file = servers_file(
+        &repo,
+        json!({"mini": stdio("python3", &[&mini_server(), "ok"])}),
+    );
     let server = calling(&[
         ("mcp__mini__shout", json!({"text": "quiet please"})),
         ("mcp__mini__fail", json!({})),
@@ -220,7 +240,10 @@ fn results_errors_and_images_of_a_server_go_back_as_tool_results() {
 #[test]
 fn a_server_that_dies_mid_session_is_withdrawn_and_the_agent_goes_on() {
     let repo = repo_with(&[("a.txt", "a\n")]);
-    let file = servers_file(&repo, json!({"mini": stdio("python3", &[&mini_server(), "ok"])}));
+    let file = servers_file(
+        &repo,
+        json!({"mini": stdio("python3", &[&mini_server(), "ok"])}),
+    );
     let server = calling(&[
         ("mcp__mini__die", json!({})),
         ("mcp__mini__shout", json!({"text": "still there?"})),
@@ -234,17 +257,26 @@ fn a_server_that_dies_mid_session_is_withdrawn_and_the_agent_goes_on() {
         .success();
     let results = tool_results(&server);
     assert_eq!(results.len(), 3, "{results:?}");
-    assert!(results[0].1, "the call that killed the server is an error: {results:?}");
+    assert!(
+        results[0].1,
+        "the call that killed the server is an error: {results:?}"
+    );
     assert!(results[1].1, "{results:?}");
     assert!(
         results[1].0.contains("MCP server `mini` has stopped")
             && results[1].0.contains("dying as asked"),
         "{results:?}"
     );
-    assert!(!results[2].1, "the agent goes on with its own tools: {results:?}");
+    assert!(
+        !results[2].1,
+        "the agent goes on with its own tools: {results:?}"
+    );
     let before = offered_tools(&server, 0);
     let after = offered_tools(&server, 3);
-    assert!(before.contains(&"mcp__mini__shout".to_string()), "{before:?}");
+    assert!(
+        before.contains(&"mcp__mini__shout".to_string()),
+        "{before:?}"
+    );
     assert!(
         !after.iter().any(|t| t.starts_with("mcp__mini")),
         "withdrawn tools are no longer offered: {after:?}"
@@ -286,12 +318,16 @@ fn servers_that_fail_to_start_or_hang_are_reported_and_the_agent_goes_on() {
         "{stderr}"
     );
     assert!(
-        stderr.contains("MCP server `missing` did not start: cannot start `/nonexistent/mcp-server`"),
+        stderr
+            .contains("MCP server `missing` did not start: cannot start `/nonexistent/mcp-server`"),
         "{stderr}"
     );
     assert_eq!(tool_results(&server), vec![("OK".to_string(), false)]);
     let tools = offered_tools(&server, 0);
-    assert!(!tools.iter().any(|t| t.starts_with("mcp__hangs")), "{tools:?}");
+    assert!(
+        !tools.iter().any(|t| t.starts_with("mcp__hangs")),
+        "{tools:?}"
+    );
     assert!(
         started.elapsed() < std::time::Duration::from_secs(60),
         "a hanging server must not hold the session"
@@ -320,7 +356,11 @@ fn a_project_mcp_json_needs_approval_and_print_mode_ignores_it_with_a_warning() 
             && stderr.contains("--mcp-config"),
         "{stderr}"
     );
-    assert!(!offered_tools(&server, 0).iter().any(|t| t.starts_with("mcp__")));
+    assert!(
+        !offered_tools(&server, 0)
+            .iter()
+            .any(|t| t.starts_with("mcp__"))
+    );
 
     // Approved (as the REPL records a "y"): started in -p too.
     let state = repo.home().join("state/ahelper");
@@ -353,7 +393,14 @@ fn a_project_mcp_json_needs_approval_and_print_mode_ignores_it_with_a_warning() 
     // Named on the command line: trusted.
     let server = calling(&[("mcp__mini__shout", json!({"text": "y"}))]);
     ahelper(&repo, &server, Wire::Anthropic)
-        .args(["-p", "go", "--allowedTools", "mcp__mini__*", "--mcp-config", ".mcp.json"])
+        .args([
+            "-p",
+            "go",
+            "--allowedTools",
+            "mcp__mini__*",
+            "--mcp-config",
+            ".mcp.json",
+        ])
         .assert()
         .success()
         .stderr(predicates::str::contains("ignoring the MCP servers").not());
@@ -375,7 +422,10 @@ fn config_toml_servers_are_trusted_and_http_servers_work() {
         if let Ok(p) = std::fs::read_to_string(&port_file) {
             break p;
         }
-        assert!(std::time::Instant::now() < deadline, "the HTTP server did not start");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the HTTP server did not start"
+        );
         std::thread::sleep(std::time::Duration::from_millis(50));
     };
     let config_dir = repo.home().join("config/ahelper");
@@ -399,7 +449,11 @@ fn config_toml_servers_are_trusted_and_http_servers_work() {
         .unwrap();
     let _ = http_server.kill();
     let _ = http_server.wait();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(
         tool_results(&server),
         vec![
@@ -423,10 +477,57 @@ fn bad_server_files_name_the_file_and_the_key() {
         .stderr(predicates::str::contains("bad.json").and(predicates::str::contains("comand")));
     let config_dir = repo.home().join("config/ahelper");
     std::fs::create_dir_all(&config_dir).unwrap();
-    std::fs::write(config_dir.join("config.toml"), "[mcp_servers.y]\nargs = []\n").unwrap();
+    std::fs::write(
+        config_dir.join("config.toml"),
+        "[mcp_servers.y]\nargs = []\n",
+    )
+    .unwrap();
     ahelper(&repo, &server, Wire::Anthropic)
         .args(["-p", "go"])
         .assert()
         .code(2)
-        .stderr(predicates::str::contains("MCP server `y`").and(predicates::str::contains("needs `command`")));
+        .stderr(
+            predicates::str::contains("MCP server `y`")
+                .and(predicates::str::contains("needs `command`")),
+        );
+}
+
+/// Whether process `pid` still runs (a zombie counts as ended).
+fn running(pid: &str) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|stat| {
+            !stat
+                .rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .starts_with('Z')
+        })
+        .unwrap_or(false)
+}
+
+#[test]
+fn a_stdio_server_and_its_children_end_with_the_session() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let pid_file = repo.root().join("pids");
+    let mut entry = stdio("python3", &[&mini_server(), "ok"]);
+    entry["env"] = json!({"MINI_PID_FILE": pid_file.display().to_string()});
+    let file = servers_file(&repo, json!({"mini": entry}));
+    let server = calling(&[]);
+    ahelper(&repo, &server, Wire::Anthropic)
+        .args(["-p", "go", "--mcp-config"])
+        .arg(&file)
+        .assert()
+        .success();
+    let pids = std::fs::read_to_string(&pid_file).expect("the server started");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    for pid in pids.split_whitespace() {
+        while running(pid) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "process {pid} outlived the session"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
 }

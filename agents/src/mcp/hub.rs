@@ -56,6 +56,8 @@ pub struct Connection {
     pub peer: Peer<RoleClient>,
     /// stderr of a stdio server.
     pub stderr: StderrTail,
+    /// Process group of a stdio server (its pid: it leads the group).
+    process_group: Option<u32>,
     service: tokio::sync::Mutex<Option<RunningService<RoleClient, ClientConfig>>>,
 }
 
@@ -197,9 +199,33 @@ impl McpHub {
                         .close_with_timeout(std::time::Duration::from_secs(5))
                         .await;
                 }
+                if let Some(group) = c.process_group {
+                    end_process_group(group).await;
+                }
             });
         futures::future::join_all(closes).await;
     }
+}
+
+/// Ends what is left of a stdio server's process group (children it started, or the server
+/// itself when closing stdin did not end it): SIGTERM, up to 2 s to exit, then SIGKILL.
+async fn end_process_group(group: u32) {
+    let Ok(pgid) = libc::pid_t::try_from(group) else {
+        return;
+    };
+    // SAFETY: killpg only sends a signal; the group is the server's own (it leads it).
+    if unsafe { libc::killpg(pgid, libc::SIGTERM) } != 0 {
+        return; // no process left in the group
+    }
+    for _ in 0..20 {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        // SAFETY: signal 0 only checks that the group still has a member.
+        if unsafe { libc::killpg(pgid, 0) } != 0 {
+            return;
+        }
+    }
+    // SAFETY: as above.
+    unsafe { libc::killpg(pgid, libc::SIGKILL) };
 }
 
 /// `stdio: node x.js` or `http: <url>`.
@@ -225,11 +251,13 @@ type Listed = Vec<rmcp::model::Tool>;
 /// Starts (or reaches) one server, runs `initialize` and `tools/list` within its timeout.
 async fn connect(spec: &McpServerSpec, cwd: &Path) -> Result<(Arc<Connection>, Listed), String> {
     let stderr = StderrTail::default();
+    let mut process_group = None;
     let started = tokio::time::timeout(spec.startup_timeout, async {
         let service = match &spec.transport {
             McpTransport::Stdio { command, args, env } => {
                 let transport = spawn_stdio(command, args, env, cwd, &stderr)
                     .map_err(|e| format!("cannot start `{command}`: {e}"))?;
+                process_group = transport.id();
                 client_config().serve(transport).await
             }
             McpTransport::Http { url, headers } => {
@@ -256,8 +284,16 @@ async fn connect(spec: &McpServerSpec, cwd: &Path) -> Result<(Arc<Connection>, L
     };
     let (service, tools) = match started {
         Ok(Ok(v)) => v,
-        Ok(Err(reason)) => return Err(failure(reason)),
+        Ok(Err(reason)) => {
+            if let Some(group) = process_group {
+                end_process_group(group).await;
+            }
+            return Err(failure(reason));
+        }
         Err(_) => {
+            if let Some(group) = process_group {
+                end_process_group(group).await;
+            }
             return Err(failure(format!(
                 "no answer to initialize within {} s (raise `startup_timeout_s` in its entry if it is slow to start)",
                 spec.startup_timeout.as_secs()
@@ -268,6 +304,7 @@ async fn connect(spec: &McpServerSpec, cwd: &Path) -> Result<(Arc<Connection>, L
         server: spec.name.clone(),
         peer: service.peer().clone(),
         stderr,
+        process_group,
         service: tokio::sync::Mutex::new(Some(service)),
     };
     Ok((Arc::new(connection), tools))

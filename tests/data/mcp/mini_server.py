@@ -2,7 +2,8 @@
 """A small MCP server (raw JSON-RPC 2.0) for ahelper's failure-case tests.
 
 Usage: mini_server.py MODE [PORT_FILE]
-  ok            stdio; tools `shout` (upper-cases `text`), `fail` (an error result),
+  ok            stdio (with MINI_PID_FILE set: starts `sleep 300` and writes
+                "<server pid> <sleep pid>" there); tools `shout` (upper-cases `text`), `fail` (an error result),
                 `picture` (an image), `die` (the process exits mid-call)
   hang          stdio; never answers `initialize`
   crash         writes a message on stderr and exits 3 at once
@@ -10,6 +11,8 @@ Usage: mini_server.py MODE [PORT_FILE]
                 chosen by the OS and written to PORT_FILE
 """
 import json
+import os
+import subprocess
 import sys
 import time
 
@@ -117,7 +120,6 @@ def http(port_file):
     server = HTTPServer(("127.0.0.1", 0), Handler)
     with open(port_file + ".tmp", "w") as f:
         f.write(str(server.server_address[1]))
-    import os
     os.replace(port_file + ".tmp", port_file)
     server.serve_forever()
 
@@ -133,6 +135,12 @@ def main():
     elif mode == "http":
         http(sys.argv[2])
     else:
+        pid_file = os.environ.get("MINI_PID_FILE")
+        if pid_file:
+            # A child in the server's process group, to check that it ends with the server.
+            child = subprocess.Popen(["sleep", "300"])
+            with open(pid_file, "w") as f:
+                f.write(f"{os.getpid()} {child.pid}")
         stdio(hang=False)
 
 

@@ -200,7 +200,8 @@ fn mcp_tools_ask_by_default_so_print_mode_refuses_them() {
         .clone();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("refused mcp__mini__shout"),
+        stderr.contains("refused mcp__mini__shout")
+            && stderr.contains("--allowedTools 'mcp__mini__shout'"),
         "no refusal on stderr:\n{stderr}"
     );
     let results = tool_results(&server);

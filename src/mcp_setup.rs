@@ -125,3 +125,52 @@ pub fn describe_servers(hub: &McpHub) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ahelper_agents::mcp::{McpServerSpec, McpTransport, ServerOrigin};
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    fn stdio(name: &str, command: &str, args: &[&str]) -> McpServerSpec {
+        McpServerSpec {
+            name: name.into(),
+            transport: McpTransport::Stdio {
+                command: command.into(),
+                args: args.iter().map(|a| a.to_string()).collect(),
+                env: BTreeMap::new(),
+            },
+            startup_timeout: Duration::from_secs(30),
+            origin: ServerOrigin::Config,
+        }
+    }
+
+    #[test]
+    fn slash_mcp_lists_servers_status_and_tools() {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/mcp/mini_server.py");
+        let dir = tempfile::tempdir().unwrap();
+        let hub = rt.block_on(McpHub::start(
+            vec![
+                stdio("mini", "python3", &[script, "ok"]),
+                stdio("gone", "/nonexistent/server", &[]),
+            ],
+            dir.path(),
+        ));
+        let text = describe_servers(&hub);
+        rt.block_on(hub.shutdown());
+        assert!(text.starts_with("MCP servers:\n"), "{text}");
+        assert!(text.contains("  mini  running, 4 tools\n"), "{text}");
+        assert!(text.contains("    - mcp__mini__shout\n"), "{text}");
+        assert!(
+            text.contains("    - mcp__mini__picture (server says read-only)\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("  gone  failed: MCP server `gone` did not start: cannot start `/nonexistent/server`"),
+            "{text}"
+        );
+        assert!(describe_servers(&McpHub::default()).starts_with("No MCP servers."));
+    }
+}

@@ -639,12 +639,13 @@ fn resolve_permissions(
                     message: format!("rule `{raw}`: {message}"),
                 };
                 let rule = PermissionRule::parse(raw).map_err(|e| invalid(e.to_string()))?;
-                if !RULE_TOOLS.contains(&rule.tool.as_str()) {
+                // MCP tools (`mcp__<server>__<tool>`) are only known once their servers run.
+                if !RULE_TOOLS.contains(&rule.tool.as_str()) && !rule.tool.starts_with("mcp__") {
                     let hint = rule_tool_hint(&rule.tool)
                         .map(|t| format!(" (did you mean `{t}`?)"))
                         .unwrap_or_default();
                     return Err(invalid(format!(
-                        "unknown tool `{}`{hint}; rules name one of: {}",
+                        "unknown tool `{}`{hint}; rules name one of: {}, or an MCP tool (`mcp__<server>__<tool>`, `mcp__<server>__*`)",
                         rule.tool,
                         RULE_TOOLS.join(", ")
                     )));

@@ -409,7 +409,7 @@ fn a_project_mcp_json_needs_approval_and_print_mode_ignores_it_with_a_warning() 
 }
 
 #[test]
-fn config_toml_servers_are_trusted_and_http_servers_work() {
+fn config_toml_servers_and_rules_are_trusted_and_http_servers_work() {
     let repo = repo_with(&[("a.txt", "a\n")]);
     let port_file = repo.root().join("port");
     let mut http_server = std::process::Command::new("python3")
@@ -435,7 +435,8 @@ fn config_toml_servers_are_trusted_and_http_servers_work() {
         config_dir.join("config.toml"),
         format!(
             "[mcp_servers.web]\nurl = \"http://127.0.0.1:{port}/mcp\"\n\n\
-             [mcp_servers.local]\ncommand = \"python3\"\nargs = [\"{}\", \"ok\"]\n",
+             [mcp_servers.local]\ncommand = \"python3\"\nargs = [\"{}\", \"ok\"]\n\n\
+             [permissions]\nallow = [\"mcp__web\", \"mcp__local__*\"]\n",
             mini_server()
         ),
     )
@@ -445,7 +446,7 @@ fn config_toml_servers_are_trusted_and_http_servers_work() {
         ("mcp__local__shout", json!({"text": "over stdio"})),
     ]);
     let out = ahelper(&repo, &server, Wire::Anthropic)
-        .args(["-p", "go", "--allowedTools", "mcp__web,mcp__local"])
+        .args(["-p", "go"])
         .output()
         .unwrap();
     let _ = http_server.kill();

@@ -30,8 +30,7 @@ pub fn start(
     asking: Asking,
 ) -> Result<Arc<McpHub>, String> {
     let state_dir = env.state_dir();
-    let declared = mcp::declared_servers(config, cli_files, state_dir.as_deref())
-        .map_err(|e| e.to_string())?;
+    let declared = mcp::declared_servers(config, cli_files, env).map_err(|e| e.to_string())?;
     let specs = settle_approval(declared, asking, state_dir);
     if specs.is_empty() {
         return Ok(Arc::new(McpHub::default()));

@@ -509,14 +509,16 @@ fn running(pid: &str) -> bool {
 }
 
 #[test]
-fn a_stdio_server_and_its_children_end_with_the_session() {
+fn a_stdio_server_gets_expanded_variables_and_ends_with_its_children() {
     let repo = repo_with(&[("a.txt", "a\n")]);
     let pid_file = repo.root().join("pids");
     let mut entry = stdio("python3", &[&mini_server(), "ok"]);
-    entry["env"] = json!({"MINI_PID_FILE": pid_file.display().to_string()});
+    // `${VAR}` is read from ahelper's environment, as Claude Code does.
+    entry["env"] = json!({"MINI_PID_FILE": "${MINI_PIDS}"});
     let file = servers_file(&repo, json!({"mini": entry}));
     let server = calling(&[]);
     ahelper(&repo, &server, Wire::Anthropic)
+        .env("MINI_PIDS", &pid_file)
         .args(["-p", "go", "--mcp-config"])
         .arg(&file)
         .assert()

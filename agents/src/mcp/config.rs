@@ -9,6 +9,11 @@
 //!    `{"mcpServers": {NAME: {"command", "args", "env"} | {"type": "http", "url", "headers"}}}`.
 //!    Started only once the user approved this file's content ([`super::approval`]).
 //! 3. `--mcp-config FILE` (same JSON format). Trusted: the user named it.
+//!
+//! As in Claude Code, `${VAR}` and `${VAR:-default}` in `command`, `args`, `env` values, `url`
+//! and header values are replaced by the variable's value from ahelper's environment as it was
+//! at start (before provider keys are removed from it); a variable that is not set and has no
+//! default is an error naming it.
 
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -51,6 +56,42 @@ pub struct McpServerFile {
 struct McpJsonFile {
     #[serde(default)]
     mcp_servers: BTreeMap<String, McpServerFile>,
+}
+
+/// Reads an environment variable (the captured environment of the process).
+pub type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+/// Replaces `${VAR}` and `${VAR:-default}` in `text`.
+///
+/// # Errors
+/// The name of a variable that is not set and has no default, or of an unclosed `${`.
+pub fn expand_vars(text: &str, env: EnvLookup<'_>) -> Result<String, String> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let Some(end) = after.find('}') else {
+            return Err(format!("`${{` without a closing `}}` in `{text}`"));
+        };
+        let inner = &after[..end];
+        let (name, default) = match inner.split_once(":-") {
+            Some((name, default)) => (name, Some(default)),
+            None => (inner, None),
+        };
+        match (env(name), default) {
+            (Some(value), _) => out.push_str(&value),
+            (None, Some(default)) => out.push_str(default),
+            (None, None) => {
+                return Err(format!(
+                    "the environment variable `{name}` is not set (write `${{{name}:-default}}` for a default)"
+                ));
+            }
+        }
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
 }
 
 /// How ahelper talks to a server.
@@ -144,6 +185,7 @@ pub fn read_json_file(
     path: &Path,
     origin: ServerOrigin,
     missing_ok: bool,
+    env: EnvLookup<'_>,
 ) -> Result<Option<Vec<McpServerSpec>>, McpConfigError> {
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
@@ -162,7 +204,7 @@ pub fn read_json_file(
     let where_ = path.display().to_string();
     file.mcp_servers
         .into_iter()
-        .map(|(name, entry)| resolve_entry(name, &entry, &where_, origin.clone()))
+        .map(|(name, entry)| resolve_entry(name, &entry, &where_, origin.clone(), env))
         .collect::<Result<Vec<_>, _>>()
         .map(Some)
 }
@@ -173,6 +215,7 @@ pub fn read_json_file(
 /// [`McpConfigError::Entry`] for an entry without `command` or `url`.
 pub fn from_config(
     servers: &BTreeMap<String, McpServerFile>,
+    env: EnvLookup<'_>,
 ) -> Result<Vec<McpServerSpec>, McpConfigError> {
     servers
         .iter()
@@ -182,6 +225,7 @@ pub fn from_config(
                 entry,
                 "config.toml [mcp_servers]",
                 ServerOrigin::Config,
+                env,
             )
         })
         .collect()
@@ -193,6 +237,7 @@ fn resolve_entry(
     entry: &McpServerFile,
     where_: &str,
     origin: ServerOrigin,
+    env: EnvLookup<'_>,
 ) -> Result<McpServerSpec, McpConfigError> {
     let problem = |problem: String| McpConfigError::Entry {
         name: name.clone(),
@@ -202,6 +247,7 @@ fn resolve_entry(
     if name.trim().is_empty() {
         return Err(problem("the server name is empty".into()));
     }
+    let entry = &expand_entry(entry, env).map_err(problem)?;
     let transport = match (entry.transport.as_deref(), &entry.command, &entry.url) {
         (Some("sse"), _, _) => {
             return Err(problem(
@@ -257,6 +303,24 @@ fn resolve_entry(
     })
 }
 
+/// `entry` with `${VAR}` replaced in its command, arguments, environment values, URL and
+/// header values.
+fn expand_entry(entry: &McpServerFile, env: EnvLookup<'_>) -> Result<McpServerFile, String> {
+    let one = |v: &String| expand_vars(v, env);
+    let map = |m: &BTreeMap<String, String>| -> Result<BTreeMap<String, String>, String> {
+        m.iter().map(|(k, v)| Ok((k.clone(), one(v)?))).collect()
+    };
+    Ok(McpServerFile {
+        transport: entry.transport.clone(),
+        command: entry.command.as_ref().map(one).transpose()?,
+        args: entry.args.iter().map(one).collect::<Result<_, _>>()?,
+        env: map(&entry.env)?,
+        url: entry.url.as_ref().map(one).transpose()?,
+        headers: map(&entry.headers)?,
+        startup_timeout_s: entry.startup_timeout_s,
+    })
+}
+
 /// Puts `later` over `earlier`: a server of the same name is replaced.
 pub fn merge(earlier: Vec<McpServerSpec>, later: Vec<McpServerSpec>) -> Vec<McpServerSpec> {
     let mut out: Vec<McpServerSpec> = earlier
@@ -270,6 +334,35 @@ pub fn merge(earlier: Vec<McpServerSpec>, later: Vec<McpServerSpec>) -> Vec<McpS
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn no_env(_: &str) -> Option<String> {
+        None
+    }
+
+    #[test]
+    fn variables_are_expanded_with_defaults() {
+        let env = |name: &str| (name == "TOKEN").then(|| "s3cret".to_string());
+        assert_eq!(
+            expand_vars("Bearer ${TOKEN}", &env).unwrap(),
+            "Bearer s3cret"
+        );
+        assert_eq!(
+            expand_vars("${HOST:-127.0.0.1}:${PORT:-80}/x", &env).unwrap(),
+            "127.0.0.1:80/x"
+        );
+        let e = expand_vars("${MISSING}", &env).unwrap_err();
+        assert!(e.contains("`MISSING` is not set"), "{e}");
+        assert!(expand_vars("${OPEN", &env).is_err());
+        let entry = McpServerFile {
+            command: Some("srv".into()),
+            env: [("GITHUB_TOKEN".to_string(), "${TOKEN}".to_string())].into(),
+            ..Default::default()
+        };
+        let spec = resolve_entry("gh".into(), &entry, "f", ServerOrigin::Config, &env).unwrap();
+        assert!(
+            matches!(&spec.transport, McpTransport::Stdio { env, .. } if env["GITHUB_TOKEN"] == "s3cret")
+        );
+    }
 
     fn write(dir: &Path, text: &str) -> PathBuf {
         let p = dir.join(".mcp.json");
@@ -287,7 +380,7 @@ mod tests {
                 "remote": {"type": "http", "url": "http://127.0.0.1:1/mcp", "headers": {"X": "y"}}
             }}"#,
         );
-        let specs = read_json_file(&p, ServerOrigin::ProjectFile(p.clone()), false)
+        let specs = read_json_file(&p, ServerOrigin::ProjectFile(p.clone()), false, &no_env)
             .unwrap()
             .unwrap();
         assert_eq!(specs.len(), 2);
@@ -307,12 +400,12 @@ mod tests {
     fn bad_files_name_file_and_key() {
         let dir = tempfile::tempdir().unwrap();
         let p = write(dir.path(), r#"{"mcpServers": {"x": {"comand": "node"}}}"#);
-        let e = read_json_file(&p, ServerOrigin::Config, false)
+        let e = read_json_file(&p, ServerOrigin::Config, false, &no_env)
             .unwrap_err()
             .to_string();
         assert!(e.contains(".mcp.json") && e.contains("comand"), "{e}");
         let p = write(dir.path(), r#"{"mcpServers": {"x": {"args": []}}}"#);
-        let e = read_json_file(&p, ServerOrigin::Config, false)
+        let e = read_json_file(&p, ServerOrigin::Config, false, &no_env)
             .unwrap_err()
             .to_string();
         assert!(e.contains("`x`") && e.contains("needs `command`"), "{e}");
@@ -320,14 +413,19 @@ mod tests {
             dir.path(),
             r#"{"mcpServers": {"x": {"type": "sse", "url": "u"}}}"#,
         );
-        let e = read_json_file(&p, ServerOrigin::Config, false)
+        let e = read_json_file(&p, ServerOrigin::Config, false, &no_env)
             .unwrap_err()
             .to_string();
         assert!(e.contains("not supported"), "{e}");
         assert!(
-            read_json_file(&dir.path().join("none.json"), ServerOrigin::Config, true)
-                .unwrap()
-                .is_none()
+            read_json_file(
+                &dir.path().join("none.json"),
+                ServerOrigin::Config,
+                true,
+                &no_env
+            )
+            .unwrap()
+            .is_none()
         );
     }
 

@@ -73,8 +73,9 @@ impl DeclaredServers {
 }
 
 /// Reads every source of MCP servers for a session in `config.workspace_root`: `[mcp_servers]`
-/// of the configuration, the workspace's `.mcp.json` (trusted when approved in `state_dir` or
-/// named in `cli_files`), and the `--mcp-config` files.
+/// of the configuration, the workspace's `.mcp.json` (trusted when approved in the state
+/// directory of `env` or named in `cli_files`), and the `--mcp-config` files; `${VAR}` is read
+/// from `env`.
 ///
 /// # Errors
 /// [`McpConfigError`] naming the file and key of a bad entry, or an unreadable
@@ -82,15 +83,22 @@ impl DeclaredServers {
 pub fn declared_servers(
     config: &crate::config::Config,
     cli_files: &[PathBuf],
-    state_dir: Option<&Path>,
+    env: &crate::config::EnvSnapshot,
 ) -> Result<DeclaredServers, McpConfigError> {
-    let mut trusted = config::from_config(&config.merged.mcp_servers)?;
+    let state_dir = env.state_dir();
+    let state_dir = state_dir.as_deref();
+    let lookup = |name: &str| env.get(name).map(str::to_string);
+    let mut trusted = config::from_config(&config.merged.mcp_servers, &lookup)?;
     let project = config::project_file(&config.workspace_root);
     let named_on_cli = cli_files.iter().any(|f| same_file(f, &project));
     let mut unapproved = None;
     if !named_on_cli
-        && let Some(servers) =
-            config::read_json_file(&project, ServerOrigin::ProjectFile(project.clone()), true)?
+        && let Some(servers) = config::read_json_file(
+            &project,
+            ServerOrigin::ProjectFile(project.clone()),
+            true,
+            &lookup,
+        )?
         && !servers.is_empty()
     {
         match approval::state(&project, state_dir) {
@@ -111,8 +119,13 @@ pub fn declared_servers(
         }
     }
     for file in cli_files {
-        let servers = config::read_json_file(file, ServerOrigin::CommandLine(file.clone()), false)?
-            .unwrap_or_default();
+        let servers = config::read_json_file(
+            file,
+            ServerOrigin::CommandLine(file.clone()),
+            false,
+            &lookup,
+        )?
+        .unwrap_or_default();
         trusted = config::merge(trusted, servers);
     }
     Ok(DeclaredServers {

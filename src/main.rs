@@ -101,6 +101,9 @@ fn run(cli: Cli, hardening: HardeningReport) -> i32 {
             let mode_given = cli.common.permission_mode.is_some()
                 || cli.common.dangerously_skip_permissions
                 || env.get("AHELPER_PERMISSION_MODE").is_some();
+            if args.command.is_none() {
+                mcp_setup::note_for_swarm(&config, &env);
+            }
             swarm_cmd::run(&rt, args, config, &env, mode_given)
         }
         None => run_session(&rt, cli, &config, &env),

@@ -31,7 +31,7 @@ pub fn start(
 ) -> Result<Arc<McpHub>, String> {
     let state_dir = env.state_dir();
     let declared = mcp::declared_servers(config, cli_files, env).map_err(|e| e.to_string())?;
-    let specs = settle_approval(declared, asking, state_dir);
+    let specs = settle_approval(declared, asking, state_dir, &mut ask);
     if specs.is_empty() {
         return Ok(Arc::new(McpHub::default()));
     }
@@ -48,6 +48,7 @@ fn settle_approval(
     declared: DeclaredServers,
     asking: Asking,
     state_dir: Option<PathBuf>,
+    ask: &mut dyn FnMut(&str) -> bool,
 ) -> Vec<mcp::McpServerSpec> {
     let Some(project) = declared.unapproved.clone() else {
         return declared.trusted;
@@ -89,6 +90,25 @@ fn ask(question: &str) -> bool {
         return false;
     }
     matches!(line.trim().to_ascii_lowercase().as_str(), "y" | "yes")
+}
+
+/// `ahelper swarm` does not give MCP servers to its workers yet: says so when some are declared,
+/// rather than leaving the user to wonder where their tools went.
+pub fn note_for_swarm(config: &Config, env: &EnvSnapshot) {
+    let Ok(declared) = mcp::declared_servers(config, &[], env) else {
+        return;
+    };
+    let names: Vec<String> = declared
+        .with_project_servers()
+        .into_iter()
+        .map(|s| s.name)
+        .collect();
+    if !names.is_empty() {
+        eprintln!(
+            "ahelper: note: swarm workers do not start MCP servers yet; {} will not be available to them",
+            names.join(", ")
+        );
+    }
 }
 
 /// What `/mcp` prints: each server with its status and endpoint, then its tools.
@@ -143,6 +163,58 @@ mod tests {
             startup_timeout: Duration::from_secs(30),
             origin: ServerOrigin::Config,
         }
+    }
+
+    #[test]
+    fn the_repl_question_approves_and_remembers_a_project_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join(".mcp.json");
+        std::fs::write(&file, "{}").unwrap();
+        let state = dir.path().join("state");
+        let declared = || DeclaredServers {
+            trusted: vec![stdio("user", "u", &[])],
+            unapproved: Some(ahelper_agents::mcp::UnapprovedProjectFile {
+                file: file.clone(),
+                hash: ahelper_agents::mcp::approval::content_hash(b"{}"),
+                servers: vec![stdio("project", "p", &[])],
+            }),
+        };
+        let names = |specs: Vec<McpServerSpec>| -> Vec<String> {
+            specs.into_iter().map(|s| s.name).collect()
+        };
+        let mut asked = Vec::new();
+        let mut no = |q: &str| {
+            asked.push(q.to_string());
+            false
+        };
+        let specs = settle_approval(
+            declared(),
+            Asking::Interactive,
+            Some(state.clone()),
+            &mut no,
+        );
+        assert_eq!(names(specs), ["user"]);
+        assert!(asked[0].contains(".mcp.json wants to start MCP servers: project."));
+        let mut never = |_: &str| panic!("-p never asks");
+        let specs = settle_approval(
+            declared(),
+            Asking::Headless,
+            Some(state.clone()),
+            &mut never,
+        );
+        assert_eq!(names(specs), ["user"]);
+        let mut yes = |_: &str| true;
+        let specs = settle_approval(
+            declared(),
+            Asking::Interactive,
+            Some(state.clone()),
+            &mut yes,
+        );
+        assert_eq!(names(specs), ["user", "project"]);
+        assert_eq!(
+            ahelper_agents::mcp::approval::state(&file, Some(&state)).unwrap(),
+            ahelper_agents::mcp::approval::ApprovalState::Approved
+        );
     }
 
     #[test]

@@ -535,3 +535,24 @@ fn a_stdio_server_gets_expanded_variables_and_ends_with_its_children() {
         }
     }
 }
+
+#[test]
+fn swarm_says_its_workers_do_not_start_mcp_servers() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    write_json(
+        &repo.path().join(".mcp.json"),
+        &json!({"mcpServers": {"mini": stdio("python3", &[&mini_server(), "ok"])}}),
+    );
+    let server = calling(&[]);
+    ahelper(&repo, &server, Wire::Anthropic)
+        .args(["swarm", "do it", "--plan-only"])
+        .assert()
+        .stderr(predicates::str::contains(
+            "swarm workers do not start MCP servers yet; mini will not be available to them",
+        ));
+    ahelper(&repo, &server, Wire::Anthropic)
+        .args(["swarm", "--mcp-config", "x.json", "do it"])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("--mcp-config"));
+}

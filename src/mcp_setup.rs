@@ -161,6 +161,7 @@ mod tests {
                 env: BTreeMap::new(),
             },
             startup_timeout: Duration::from_secs(30),
+            tool_timeout: Duration::from_secs(30),
             origin: ServerOrigin::Config,
         }
     }
@@ -232,7 +233,7 @@ mod tests {
         let text = describe_servers(&hub);
         rt.block_on(hub.shutdown());
         assert!(text.starts_with("MCP servers:\n"), "{text}");
-        assert!(text.contains("  mini  running, 4 tools\n"), "{text}");
+        assert!(text.contains("  mini  running, 5 tools\n"), "{text}");
         assert!(text.contains("    - mcp__mini__shout\n"), "{text}");
         assert!(
             text.contains("    - mcp__mini__picture (server says read-only)\n"),

@@ -556,3 +556,34 @@ fn swarm_says_its_workers_do_not_start_mcp_servers() {
         .code(2)
         .stderr(predicates::str::contains("--mcp-config"));
 }
+
+#[test]
+fn a_tool_call_that_hangs_times_out_and_the_agent_goes_on() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let mut entry = stdio("python3", &[&mini_server(), "ok"]);
+    entry["tool_timeout_s"] = json!(1);
+    let file = servers_file(&repo, json!({"mini": entry}));
+    let server = calling(&[
+        ("mcp__mini__stall", json!({})),
+        ("read_file", json!({"path": "a.txt"})),
+    ]);
+    let started = std::time::Instant::now();
+    ahelper(&repo, &server, Wire::Anthropic)
+        .args(["-p", "go", "--allowedTools", "mcp__mini__*", "--mcp-config"])
+        .arg(&file)
+        .assert()
+        .success();
+    let results = tool_results(&server);
+    assert!(results[0].1, "{results:?}");
+    assert!(
+        results[0]
+            .0
+            .contains("MCP server `mini` did not answer the call of `stall` within 1 s"),
+        "{results:?}"
+    );
+    assert!(!results[1].1, "{results:?}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(50),
+        "the stalled server is ended at exit, not waited for"
+    );
+}

@@ -24,6 +24,9 @@ use std::time::Duration;
 /// otherwise.
 pub const DEFAULT_STARTUP_TIMEOUT_S: u64 = 10;
 
+/// Seconds a tool call may take unless `tool_timeout_s` says otherwise.
+pub const DEFAULT_TOOL_TIMEOUT_S: u64 = 300;
+
 /// One server entry as written in `config.toml` or a JSON file (both formats share it).
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
@@ -48,6 +51,9 @@ pub struct McpServerFile {
     /// Seconds allowed for start and `initialize` (default 10).
     #[serde(alias = "startup_timeout_sec")]
     pub startup_timeout_s: Option<u64>,
+    /// Seconds one tool call may take (default 300).
+    #[serde(alias = "tool_timeout_sec")]
+    pub tool_timeout_s: Option<u64>,
 }
 
 /// A JSON server file (`.mcp.json`, `--mcp-config`).
@@ -135,6 +141,8 @@ pub struct McpServerSpec {
     pub transport: McpTransport,
     /// Time allowed for start and `initialize`.
     pub startup_timeout: Duration,
+    /// Time allowed for one tool call.
+    pub tool_timeout: Duration,
     /// Where it was declared.
     pub origin: ServerOrigin,
 }
@@ -299,6 +307,12 @@ fn resolve_entry(
                 .unwrap_or(DEFAULT_STARTUP_TIMEOUT_S)
                 .max(1),
         ),
+        tool_timeout: Duration::from_secs(
+            entry
+                .tool_timeout_s
+                .unwrap_or(DEFAULT_TOOL_TIMEOUT_S)
+                .max(1),
+        ),
         origin,
     })
 }
@@ -318,6 +332,7 @@ fn expand_entry(entry: &McpServerFile, env: EnvLookup<'_>) -> Result<McpServerFi
         url: entry.url.as_ref().map(one).transpose()?,
         headers: map(&entry.headers)?,
         startup_timeout_s: entry.startup_timeout_s,
+        tool_timeout_s: entry.tool_timeout_s,
     })
 }
 
@@ -439,6 +454,7 @@ mod tests {
                 env: BTreeMap::new(),
             },
             startup_timeout: Duration::from_secs(1),
+            tool_timeout: Duration::from_secs(1),
             origin: ServerOrigin::Config,
         };
         let merged = merge(vec![spec("a", "1"), spec("b", "1")], vec![spec("b", "2")]);

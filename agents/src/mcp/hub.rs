@@ -56,6 +56,8 @@ pub struct Connection {
     pub peer: Peer<RoleClient>,
     /// stderr of a stdio server.
     pub stderr: StderrTail,
+    /// Time one tool call may take.
+    pub tool_timeout: std::time::Duration,
     /// Process group of a stdio server (its pid: it leads the group).
     process_group: Option<u32>,
     service: tokio::sync::Mutex<Option<RunningService<RoleClient, ClientConfig>>>,
@@ -304,6 +306,7 @@ async fn connect(spec: &McpServerSpec, cwd: &Path) -> Result<(Arc<Connection>, L
         server: spec.name.clone(),
         peer: service.peer().clone(),
         stderr,
+        tool_timeout: spec.tool_timeout,
         process_group,
         service: tokio::sync::Mutex::new(Some(service)),
     };

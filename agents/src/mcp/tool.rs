@@ -122,8 +122,18 @@ impl Tool for McpTool {
                 )));
             }
         }
+        let call = tokio::time::timeout(
+            self.connection.tool_timeout,
+            self.connection.peer.call_tool(params),
+        );
         let result = tokio::select! {
-            r = self.connection.peer.call_tool(params) => r,
+            r = call => r.map_err(|_| ToolError::new(format!(
+                "MCP server `{}` did not answer the call of `{}` within {} s (its entry's \
+                 `tool_timeout_s`)",
+                self.connection.server,
+                self.server_tool,
+                self.connection.tool_timeout.as_secs()
+            )))?,
             () = ctx.cancel.cancelled() => {
                 return Err(ToolError::new("Cancelled."));
             }

@@ -4,7 +4,8 @@
 Usage: mini_server.py MODE [PORT_FILE]
   ok            stdio (with MINI_PID_FILE set: starts `sleep 300` and writes
                 "<server pid> <sleep pid>" there); tools `shout` (upper-cases `text`), `fail` (an error result),
-                `picture` (an image), `die` (the process exits mid-call)
+                `picture` (an image), `die` (the process exits mid-call), `stall`
+                (answers after 60 s)
   hang          stdio; never answers `initialize`
   crash         writes a message on stderr and exits 3 at once
   http          the `ok` tools over streamable HTTP (JSON responses) on 127.0.0.1, port
@@ -27,6 +28,8 @@ TOOLS = [
      "annotations": {"readOnlyHint": True}},
     {"name": "die", "description": "Ends the server process.",
      "inputSchema": {"type": "object", "properties": {}}},
+    {"name": "stall", "description": "Sleeps 60 s before answering.",
+     "inputSchema": {"type": "object", "properties": {}}},
 ]
 
 
@@ -37,6 +40,9 @@ def call(name, args):
         return {"content": [{"type": "text", "text": "the fail tool failed"}], "isError": True}
     if name == "picture":
         return {"content": [{"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"}]}
+    if name == "stall":
+        time.sleep(60)
+        return {"content": [{"type": "text", "text": "late"}]}
     if name == "die":
         sys.stderr.write("mini_server: dying as asked\n")
         sys.stderr.flush()

@@ -22,6 +22,7 @@ macro_rules! print {
 }
 
 mod cli;
+mod interrupts;
 mod mcp_setup;
 mod oneshot;
 mod prompter;
@@ -59,6 +60,7 @@ fn main() {
         }
     };
     let cli = Cli::parse();
+    start_orphan_watchdog();
     std::process::exit(run(cli, hardening));
 }
 
@@ -334,7 +336,10 @@ fn init_logging(
     Some(guard)
 }
 
-/// Cancels `cancel` on the first Ctrl-C; exits the process on the second.
+/// Cancels `cancel` on the first Ctrl-C; exits the process on the second. For the REPL: it
+/// leaves `SIGTERM` and `SIGHUP` their default action (ahelper ends at once; its watchdog
+/// ends the commands' processes), because a handler, once installed, would also swallow them
+/// while the REPL waits for input.
 pub(crate) fn spawn_ctrl_c_watcher(cancel: CancellationToken) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
@@ -345,4 +350,85 @@ pub(crate) fn spawn_ctrl_c_watcher(cancel: CancellationToken) -> tokio::task::Jo
             }
         }
     })
+}
+
+/// Cancels `cancel` on the first Ctrl-C, `SIGTERM` or `SIGHUP` ([`interrupts`]); exits the
+/// process with 130 on the second. For runs after which ahelper exits (`-p`, a swarm run).
+pub(crate) fn spawn_interrupt_watcher(cancel: CancellationToken) -> tokio::task::JoinHandle<()> {
+    let mut interrupts = interrupts::Interrupts::new();
+    tokio::spawn(async move {
+        let first = interrupts.next().await;
+        cancel.cancel();
+        interrupts::say(&format!(
+            "\n(cancelling after {}… press Ctrl-C again to quit)",
+            first.name()
+        ));
+        interrupts.next().await;
+        std::process::exit(130);
+    })
+}
+
+/// Forks ahelper's watchdog, a process that outlives ahelper by a moment: it waits until
+/// ahelper is gone — however it ended, `kill -9` included (the write end of a pipe only ahelper
+/// holds closes) — then kills every process still carrying this ahelper's
+/// [`ahelper_agents::process_sweep::OWNER_VAR`] marker (commands' leftovers). Called first
+/// thing in `main`, while the process has a single thread, so the forked child may run
+/// ordinary code. Without a watchdog (fork failed) commands still end with their command;
+/// only leftovers of a killed ahelper stay until the next `swarm`/`swarm resume` sweep.
+fn start_orphan_watchdog() {
+    let token = ahelper_agents::process_sweep::owner_token();
+    let mut fds = [0i32; 2];
+    // SAFETY: pipe2 fills `fds`; fork in a single-threaded process; each branch closes the
+    // end it does not use.
+    unsafe {
+        if libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) != 0 {
+            return;
+        }
+        match libc::fork() {
+            -1 => {
+                libc::close(fds[0]);
+                libc::close(fds[1]);
+            }
+            0 => {
+                libc::close(fds[1]);
+                run_orphan_watchdog(fds[0], &token)
+            }
+            // The write end stays open (close-on-exec) for as long as ahelper lives.
+            _ => {
+                libc::close(fds[0]);
+            }
+        }
+    }
+}
+
+/// The watchdog's life: leave the terminal's session (so Ctrl-C and a hang-up do not reach
+/// it), wait for end of file on `parent_gone`, sweep, exit.
+fn run_orphan_watchdog(parent_gone: i32, token: &str) -> ! {
+    // SAFETY: plain system calls on descriptors this process owns.
+    unsafe {
+        libc::setsid();
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
+        if null >= 0 {
+            for fd in 0..3 {
+                libc::dup2(null, fd);
+            }
+            if null > 2 {
+                libc::close(null);
+            }
+        }
+        let _ = libc::chdir(c"/".as_ptr());
+        libc::prctl(libc::PR_SET_NAME, c"ahelper-reaper".as_ptr(), 0, 0, 0);
+        let mut byte = [0u8; 1];
+        loop {
+            let n = libc::read(parent_gone, byte.as_mut_ptr().cast(), 1);
+            if n == 0
+                || (n < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR))
+            {
+                break;
+            }
+        }
+    }
+    ahelper_agents::process_sweep::kill_marked(ahelper_agents::process_sweep::OWNER_VAR, token);
+    // SAFETY: ends this process without running the parent's exit handlers.
+    unsafe { libc::_exit(0) }
 }

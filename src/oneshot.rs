@@ -17,7 +17,7 @@ pub async fn run(mut session: Session, prompt: &str, format: OutputFormat, verbo
     let started = std::time::Instant::now();
     let rx = session.agent.subscribe();
     let cancel = CancellationToken::new();
-    let watcher = crate::spawn_ctrl_c_watcher(cancel.clone());
+    let watcher = crate::spawn_interrupt_watcher(cancel.clone());
 
     if format == OutputFormat::StreamJson {
         let init = json!({

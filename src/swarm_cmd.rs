@@ -144,6 +144,7 @@ async fn start(config: &Config, task: &str, run_args: &SwarmRunArgs) -> i32 {
         include_uncommitted: run_args.include_uncommitted,
         max_workers: run_args.max_workers,
     };
+    stop_leftovers_of_inactive_runs(&config);
     let mut prepared = match swarm::prepare_run(&config, task, &options) {
         Ok(p) => p,
         Err(e) => return usage_error(&e),
@@ -394,6 +395,27 @@ fn apply(config: &Config, run_id: &str) -> i32 {
     }
 }
 
+/// Kills processes that runs of this repository which are no longer active left running
+/// (an ahelper killed with `SIGKILL` whose watchdog could not run), and says so.
+fn stop_leftovers_of_inactive_runs(config: &Config) {
+    let Ok(root) = git::RepoInfo::discover(&config.workspace_root).map(|info| info.workdir) else {
+        return;
+    };
+    let runs: Vec<RunRecord> = RunRecord::list(&root)
+        .into_iter()
+        .filter(|r| !r.is_active())
+        .collect();
+    report_leftovers(swarm::process::kill_run_leftovers(
+        runs.iter().map(|r| r.run_id.as_str()),
+    ));
+}
+
+fn report_leftovers(killed: usize) {
+    if killed > 0 {
+        eprintln!("Stopped {killed} process(es) left running by an earlier, interrupted run.");
+    }
+}
+
 /// `swarm resume <run>`.
 async fn resume(config: &Config, run: &str, run_args: &SwarmRunArgs, mode_given: bool) -> i32 {
     let mut config = with_max_workers(config, run_args);
@@ -409,6 +431,8 @@ async fn resume(config: &Config, run: &str, run_args: &SwarmRunArgs, mode_given:
         Resumable::Unfinished { run, .. } => run.record(),
         Resumable::NothingLeft(record) => record,
     };
+    // Not active (checked above): whatever still runs under its marker is a leftover.
+    report_leftovers(swarm::process::kill_run_leftovers([record.run_id.as_str()]));
     if let Some(mode) = resume::resume_permission_mode(record, config.permissions.mode, mode_given)
     {
         eprintln!(

@@ -86,20 +86,23 @@ pub async fn print_events(mut events: mpsc::UnboundedReceiver<SwarmEvent>, mode:
     }
 }
 
-/// Ctrl-C outside raw mode (line and JSON output): the first cancels the run, the second kills
-/// every child process and exits with 130.
+/// Ctrl-C outside raw mode (line and JSON output), and `SIGTERM`/`SIGHUP` in every mode
+/// ([`crate::interrupts`]): the first cancels the run, the second kills every child process
+/// and exits with 130.
 pub async fn watch_ctrl_c(cancel: CancellationToken, run_id: String) {
-    if tokio::signal::ctrl_c().await.is_ok() {
-        eprintln!(
-            "ahelper: cancelling run {run_id}; workers commit their work as wip. Ctrl-C again to kill everything."
-        );
-        cancel.cancel();
-        if tokio::signal::ctrl_c().await.is_ok() {
-            kill_descendants();
-            eprintln!("ahelper: killed; resume with `ahelper swarm resume {run_id}`");
-            std::process::exit(130);
-        }
-    }
+    let mut interrupts = crate::interrupts::Interrupts::new();
+    let first = interrupts.next().await;
+    crate::interrupts::say(&format!(
+        "ahelper: {} — cancelling run {run_id}; workers commit their work as wip. Ctrl-C again to kill everything.",
+        first.name()
+    ));
+    cancel.cancel();
+    interrupts.next().await;
+    kill_descendants();
+    crate::interrupts::say(&format!(
+        "ahelper: killed; resume with `ahelper swarm resume {run_id}`"
+    ));
+    std::process::exit(130);
 }
 
 /// Runs the live status table until `done` fires. Keys: y/n/a/d answer the shown permission

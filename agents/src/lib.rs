@@ -17,12 +17,14 @@
 
 pub mod agent;
 pub mod atomic_write;
+pub mod command_temp;
 pub mod config;
 pub mod config_ranges;
 pub mod hardening;
 pub mod mcp;
 pub mod model;
 pub mod permissions;
+pub mod process_sweep;
 pub mod redact;
 pub mod sandbox;
 pub mod sandbox_os;

@@ -14,7 +14,8 @@
 //!   components are appended (a `..` among them can only cancel a missing component);
 //! - the workspace root is canonicalised too, and containment is compared by path components,
 //!   never by string prefix;
-//! - writes to protected paths ([`is_protected`]) are refused whatever their spelling.
+//! - writes to protected paths ([`protected`], the list the permission decision uses too) are
+//!   refused whatever their spelling.
 //!
 //! Opening uses Linux `openat2(2)` with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS` relative to an
 //! fd of the workspace root, so a directory swapped for a symlink between the check and the
@@ -31,7 +32,8 @@ use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Component, Path, PathBuf};
-use unicode_normalization::UnicodeNormalization;
+
+pub mod protected;
 
 /// Why a path was refused. Every message says what happened and what to do instead.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -158,147 +160,105 @@ pub fn resolve(
     access: Access,
 ) -> Result<ResolvedPath, SandboxError> {
     check_characters(requested)?;
-    let root = std::fs::canonicalize(workspace_root).map_err(|e| SandboxError::Io {
-        requested: workspace_root.display().to_string(),
-        message: format!("the workspace root cannot be resolved: {e}"),
-        kind: e.kind(),
-    })?;
+    let root = canonical_root(workspace_root)?;
     let requested_path = Path::new(requested);
     let absolute = if requested_path.is_absolute() {
         requested_path.to_path_buf()
+    } else if cwd.is_absolute() {
+        cwd.join(requested_path)
     } else {
-        let base = if cwd.is_absolute() {
-            cwd.to_path_buf()
-        } else {
-            root.join(cwd)
-        };
-        base.join(requested_path)
+        root.join(cwd).join(requested_path)
     };
     let physical = physical_path(&absolute).map_err(|e| SandboxError::Io {
         requested: requested.to_string(),
         message: e.to_string(),
         kind: e.kind(),
     })?;
-    let relative = match physical.strip_prefix(&root) {
-        Ok(r) => r.to_path_buf(),
-        Err(_) => {
-            let lexical = lexical_normalize(&absolute);
-            let spelled_inside = lexical.starts_with(&root)
-                || lexical.starts_with(lexical_normalize(workspace_root));
-            return Err(if spelled_inside {
-                SandboxError::SymlinkOutside {
-                    requested: requested.to_string(),
-                    root,
-                    physical,
-                }
-            } else {
-                SandboxError::Outside {
-                    requested: requested.to_string(),
-                    root,
-                }
-            });
-        }
+    let Ok(relative) = physical.strip_prefix(&root).map(Path::to_path_buf) else {
+        return Err(outside(
+            workspace_root,
+            root,
+            requested,
+            &absolute,
+            physical,
+        ));
     };
     if access == Access::Write {
-        // Both the physical path and the path as spelled (e.g. `.git/config` where `.git` is
-        // a symlink to another directory of the workspace) must be unprotected.
-        let lexical = lexical_normalize(&absolute);
-        let spelled = lexical
-            .strip_prefix(&root)
-            .or_else(|_| lexical.strip_prefix(lexical_normalize(workspace_root)))
-            .ok();
-        let reason = protection_reason(&relative)
-            .map(|r| (r, relative.clone()))
-            .or_else(|| spelled.and_then(|s| protection_reason(s).map(|r| (r, s.to_path_buf()))));
-        if let Some((reason, relative)) = reason {
-            return Err(SandboxError::Protected {
-                requested: requested.to_string(),
-                relative,
-                reason,
-            });
-        }
+        check_unprotected(workspace_root, &root, requested, &absolute, &relative)?;
     }
     Ok(ResolvedPath { physical, relative })
+}
+
+/// The canonical workspace root.
+fn canonical_root(workspace_root: &Path) -> Result<PathBuf, SandboxError> {
+    std::fs::canonicalize(workspace_root).map_err(|e| SandboxError::Io {
+        requested: workspace_root.display().to_string(),
+        message: format!("the workspace root cannot be resolved: {e}"),
+        kind: e.kind(),
+    })
+}
+
+/// The error for a physical path outside the root: a symlink led out when the path is spelled
+/// inside.
+fn outside(
+    workspace_root: &Path,
+    root: PathBuf,
+    requested: &str,
+    absolute: &Path,
+    physical: PathBuf,
+) -> SandboxError {
+    let lexical = lexical_normalize(absolute);
+    let spelled_inside =
+        lexical.starts_with(&root) || lexical.starts_with(lexical_normalize(workspace_root));
+    let requested = requested.to_string();
+    if spelled_inside {
+        SandboxError::SymlinkOutside {
+            requested,
+            root,
+            physical,
+        }
+    } else {
+        SandboxError::Outside { requested, root }
+    }
+}
+
+/// Both the physical path (`relative`) and the path as spelled (e.g. `.git/config` where `.git`
+/// is a symlink to another directory of the workspace) must be unprotected.
+fn check_unprotected(
+    workspace_root: &Path,
+    root: &Path,
+    requested: &str,
+    absolute: &Path,
+    relative: &Path,
+) -> Result<(), SandboxError> {
+    let lexical = lexical_normalize(absolute);
+    let spelled = lexical
+        .strip_prefix(root)
+        .or_else(|_| lexical.strip_prefix(lexical_normalize(workspace_root)))
+        .ok();
+    let protected = protection_reason(relative)
+        .map(|r| (r, relative))
+        .or_else(|| spelled.and_then(|s| protection_reason(s).map(|r| (r, s))));
+    match protected {
+        Some((reason, relative)) => Err(SandboxError::Protected {
+            requested: requested.to_string(),
+            relative: relative.to_path_buf(),
+            reason,
+        }),
+        None => Ok(()),
+    }
 }
 
 /// True when file tools must never write `relative` (a path relative to the workspace root):
 /// see [`protection_reason`].
 pub fn is_protected(relative: &Path) -> bool {
-    protection_reason(relative).is_some()
+    protected::protection(relative).is_some()
 }
 
 /// Why file tools must never write `relative` (a path relative to the workspace root), or
-/// `None` when it may be written.
-///
-/// Protected (at any depth, compared after Unicode NFKC normalisation, lower-casing and
-/// dropping trailing dots/spaces, so `.GIT`, `．git` and `.git.` all count as `.git`):
-/// - `.git` (the directory or a worktree's `.git` file) and everything under it — hooks and
-///   config run code;
-/// - `.ahelper` itself and `.ahelper/config*`, `.ahelper/settings*`, `.ahelper/permissions*` —
-///   ahelper's own configuration and permission rules;
-/// - shell start-up files (`.bashrc`, `.profile`, `.zshrc`, `.envrc`, `fish/config.fish`, …),
-///   `.gitconfig` and anything under `.ssh`.
-///
-/// The normalisation is used for this check only; it never changes which file is opened.
+/// `None` when it may be written. The list and how paths are compared: [`protected`].
 pub fn protection_reason(relative: &Path) -> Option<&'static str> {
-    let text = relative.to_string_lossy();
-    let folded: String = text.nfkc().collect::<String>().to_lowercase();
-    let folded: String = folded.nfkc().collect();
-    let parts: Vec<&str> = folded
-        .split(['/', '\\'])
-        .map(|c| c.trim_end_matches(['.', ' ']))
-        .filter(|c| !c.is_empty())
-        .collect();
-    for (i, part) in parts.iter().enumerate() {
-        match *part {
-            ".git" => {
-                return Some(
-                    "`.git` holds the repository's configuration and hooks, which run code",
-                );
-            }
-            ".ssh" => return Some("`.ssh` holds SSH keys and authorized_keys"),
-            ".ahelper" => match parts.get(i + 1) {
-                None => return Some("`.ahelper` is ahelper's own directory"),
-                Some(next)
-                    if next.starts_with("config")
-                        || next.starts_with("settings")
-                        || next.starts_with("permissions") =>
-                {
-                    return Some("ahelper's own configuration and permission rules");
-                }
-                Some(_) => {}
-            },
-            _ => {}
-        }
-    }
-    let name = *parts.last()?;
-    const STARTUP: &[&str] = &[
-        ".bashrc",
-        ".bash_profile",
-        ".bash_login",
-        ".bash_logout",
-        ".bash_aliases",
-        ".profile",
-        ".zshrc",
-        ".zshenv",
-        ".zprofile",
-        ".zlogin",
-        ".zlogout",
-        ".cshrc",
-        ".tcshrc",
-        ".login",
-        ".logout",
-        ".kshrc",
-        ".mkshrc",
-        ".envrc",
-        ".gitconfig",
-    ];
-    if STARTUP.contains(&name)
-        || (name == "config.fish" && parts.len() >= 2 && parts[parts.len() - 2] == "fish")
-    {
-        return Some("shell start-up and git configuration files run code in every new shell");
-    }
-    None
+    protected::protection(relative).map(protected::Protection::reason)
 }
 
 /// Refuses empty paths, NUL bytes, control characters and invisible characters.
@@ -331,10 +291,11 @@ fn check_characters(requested: &str) -> Result<(), SandboxError> {
 }
 
 /// Format characters (Unicode general category `Cf`, from `DerivedGeneralCategory.txt` of
-/// Unicode 15.1: zero-width space/joiners, bidi controls, BOM, tags…), line/paragraph
-/// separators, and characters that render as nothing (variation selectors, fillers,
-/// combining grapheme joiner).
-fn is_invisible(c: char) -> bool {
+/// Unicode 15.1: zero-width space/joiners, bidi controls, BOM, tags…; the unassigned U+2065
+/// and tag-block code points included), line/paragraph separators, and characters that
+/// render as nothing (variation selectors, fillers, combining grapheme joiner). Used for
+/// paths (refused), protected-path folding (dropped) and command lines (a warning).
+pub(crate) fn is_invisible(c: char) -> bool {
     const RANGES: &[(u32, u32)] = &[
         // Cf
         (0x00AD, 0x00AD),
@@ -347,8 +308,7 @@ fn is_invisible(c: char) -> bool {
         (0x180E, 0x180E),
         (0x200B, 0x200F),
         (0x202A, 0x202E),
-        (0x2060, 0x2064),
-        (0x2066, 0x206F),
+        (0x2060, 0x206F),
         (0xFEFF, 0xFEFF),
         (0xFFF9, 0xFFFB),
         (0x110BD, 0x110BD),
@@ -356,8 +316,7 @@ fn is_invisible(c: char) -> bool {
         (0x13430, 0x1343F),
         (0x1BCA0, 0x1BCA3),
         (0x1D173, 0x1D17A),
-        (0xE0001, 0xE0001),
-        (0xE0020, 0xE007F),
+        (0xE0000, 0xE007F),
         // Zl, Zp
         (0x2028, 0x2029),
         // invisible letters and marks
@@ -583,11 +542,7 @@ fn open_beneath(
     mode: u32,
 ) -> Result<File, SandboxError> {
     let shown = relative.display().to_string();
-    let root = std::fs::canonicalize(workspace_root).map_err(|e| SandboxError::Io {
-        requested: workspace_root.display().to_string(),
-        message: format!("the workspace root cannot be resolved: {e}"),
-        kind: e.kind(),
-    })?;
+    let root = canonical_root(workspace_root)?;
     let io_err = |e: io::Error| SandboxError::Io {
         requested: shown.clone(),
         message: e.to_string(),

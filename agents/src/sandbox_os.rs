@@ -3,17 +3,19 @@
 //! [`landlock`](https://docs.rs/landlock/0.4) crate).
 //!
 //! A [`CommandSandbox`] is the policy of one agent: the paths its commands may **write**
-//! (the workspace — a worker's worktree —, the temp dir, paths the user lists, a few device
-//! files), the paths they may **not read** (default `~/.ssh`, `~/.aws`, `~/.gnupg`,
-//! `~/.config/ahelper`) and whether they may use TCP ([`CommandSandbox::network`]).
+//! (the workspace — a worker's worktree —, each command's private temp dir, paths the user
+//! lists, a few device files), the paths they may **not read** (default `~/.ssh`, `~/.aws`,
+//! `~/.gnupg`, `~/.config/ahelper`) and whether they may use the network
+//! ([`CommandSandbox::network`]: off means TCP denied by landlock and a new network namespace,
+//! [`NetNamespace`]).
 //!
 //! How a command is confined:
 //! 1. In the parent, before spawning, [`CommandSandbox::prepare`] builds the landlock ruleset:
 //!    it opens an `O_PATH` fd for every rule and adds the rules, so every allocation and every
 //!    path lookup happens here ([`PreparedSandbox`]).
 //! 2. Between `fork` and `exec`, in the child, [`PreparedSandbox::restrict_self`] only calls
-//!    `prctl(PR_SET_NO_NEW_PRIVS)` and `landlock_restrict_self(2)` — both async-signal-safe
-//!    system calls. [`PreparedSandbox::install`] wires that into a
+//!    `unshare(2)` (network off), `prctl(PR_SET_NO_NEW_PRIVS)` and `landlock_restrict_self(2)`
+//!    — async-signal-safe system calls. [`PreparedSandbox::install`] wires that into a
 //!    [`tokio::process::Command`] with `pre_exec`.
 //!
 //! Landlock is allow-list based and cannot take a subdirectory out of a directory it allows.
@@ -236,8 +238,8 @@ pub struct CommandSandbox {
 }
 
 impl CommandSandbox {
-    /// The policy for commands run in `workspace_root`: writable = workspace + temp dir
-    /// (`std::env::temp_dir()`) + `settings.writable`; probes [`landlock_status`] and, when the
+    /// The policy for commands run in `workspace_root`: writable = workspace +
+    /// `settings.writable` (+ each command's private temp dir, given to [`Self::prepare_with`]); probes [`landlock_status`] and, when the
     /// sandbox is wanted but unavailable, logs one `tracing::warn` (show [`Self::note`] too).
     /// Paths are made absolute and canonical where they exist.
     ///
@@ -247,8 +249,7 @@ impl CommandSandbox {
     /// re-rooted with [`Self::for_workspace`] (a swarm worker) does not get them.
     pub fn new(settings: &SandboxSettings, workspace_root: &Path) -> Self {
         let status = landlock_status();
-        let mut extra_writable = vec![canonical(&std::env::temp_dir())];
-        extra_writable.extend(settings.writable.iter().map(|p| canonical(p)));
+        let extra_writable = settings.writable.iter().map(|p| canonical(p)).collect();
         let mut sandbox = Self::build(
             settings.mode,
             workspace_root,
@@ -269,7 +270,7 @@ impl CommandSandbox {
     }
 
     /// The same policy for another workspace (a worker's worktree): its writable paths are
-    /// `workspace_root` + the temp dir + the user's paths, not the original workspace. Does not
+    /// `workspace_root` + the user's paths, not the original workspace. Does not
     /// probe or warn again.
     pub fn for_workspace(&self, workspace_root: &Path) -> Self {
         Self::build(
@@ -331,7 +332,7 @@ impl CommandSandbox {
                 format!(
                     "sandbox: {} (writes: workspace, temp{}; {net})",
                     self.status,
-                    if self.writable.len() > 2 {
+                    if self.writable.len() > 1 {
                         " and listed paths"
                     } else {
                         ""
@@ -385,8 +386,21 @@ impl CommandSandbox {
     /// # Errors
     /// [`SandboxOsError::Ruleset`] when the kernel refuses the ruleset or a rule.
     pub fn prepare(&self) -> Result<PreparedSandbox, SandboxOsError> {
+        self.prepare_with(None)
+    }
+
+    /// [`Self::prepare`] for one command whose private temp dir `temp_dir` is writable too.
+    /// With `network = false` the prepared sandbox also moves the command into a new network
+    /// namespace ([`NetNamespace`]), which stops UDP, raw and abstract UNIX sockets as well.
+    ///
+    /// # Errors
+    /// [`SandboxOsError::Ruleset`] when the kernel refuses the ruleset or a rule.
+    pub fn prepare_with(&self, temp_dir: Option<&Path>) -> Result<PreparedSandbox, SandboxOsError> {
         if !self.is_enforced() {
-            return Ok(PreparedSandbox { ruleset: None });
+            return Ok(PreparedSandbox {
+                ruleset: None,
+                net_namespace: None,
+            });
         }
         let err = |e: landlock::RulesetError| SandboxOsError::Ruleset(e.to_string());
         let abi = TARGET_ABI;
@@ -413,11 +427,12 @@ impl CommandSandbox {
         for dev in WRITABLE_DEVICES {
             created = add_path_rule(created, Path::new(dev), all, abi).map_err(err)?;
         }
-        for path in &self.writable {
+        for path in self.writable.iter().map(PathBuf::as_path).chain(temp_dir) {
             created = add_path_rule(created, path, all, abi).map_err(err)?;
         }
         Ok(PreparedSandbox {
             ruleset: Some(created),
+            net_namespace: (!self.network).then(NetNamespace::for_this_user),
         })
     }
 
@@ -431,6 +446,70 @@ impl CommandSandbox {
 #[derive(Debug)]
 pub struct PreparedSandbox {
     ruleset: Option<RulesetCreated>,
+    net_namespace: Option<NetNamespace>,
+}
+
+/// How a command with `network = false` gets a network namespace of its own (only a loopback
+/// interface, down): no TCP, UDP, raw or abstract UNIX socket reaches anything outside it.
+///
+/// First `unshare(CLONE_NEWNET)` (needs `CAP_SYS_ADMIN`, which ahelper's hardening drops even
+/// for root); else `unshare(CLONE_NEWUSER | CLONE_NEWNET)` with a user namespace that maps the
+/// user's own uid and gid to themselves (files keep their owner). Where user namespaces are
+/// disabled too (`kernel.unprivileged_userns_clone = 0`, AppArmor restrictions) the command
+/// runs in ahelper's network namespace: landlock still denies TCP, UDP is not stopped.
+#[derive(Debug)]
+pub struct NetNamespace {
+    /// `"<uid> <uid> 1"` for `/proc/self/uid_map`.
+    uid_map: Vec<u8>,
+    /// `"<gid> <gid> 1"` for `/proc/self/gid_map`.
+    gid_map: Vec<u8>,
+}
+
+impl NetNamespace {
+    /// The maps for this process's effective user.
+    fn for_this_user() -> Self {
+        // SAFETY: geteuid/getegid cannot fail.
+        let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+        NetNamespace {
+            uid_map: format!("{uid} {uid} 1").into_bytes(),
+            gid_map: format!("{gid} {gid} 1").into_bytes(),
+        }
+    }
+
+    /// Enters the new namespace (in the child, before `exec`): system calls only, no
+    /// allocation. An error only when the user namespace was made but its maps could not be
+    /// written (the command would run as an unmapped user).
+    fn enter(&self) -> std::io::Result<()> {
+        // SAFETY: unshare(2) with flag constants.
+        if unsafe { libc::unshare(libc::CLONE_NEWNET) } == 0 {
+            return Ok(());
+        }
+        // SAFETY: as above.
+        if unsafe { libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET) } != 0 {
+            return Ok(());
+        }
+        write_proc_file(c"/proc/self/setgroups", b"deny")?;
+        write_proc_file(c"/proc/self/uid_map", &self.uid_map)?;
+        write_proc_file(c"/proc/self/gid_map", &self.gid_map)
+    }
+}
+
+/// `open(path, O_WRONLY)`, one `write`, `close`: async-signal-safe.
+fn write_proc_file(path: &std::ffi::CStr, bytes: &[u8]) -> std::io::Result<()> {
+    // SAFETY: `path` is NUL-terminated; the descriptor is used and closed here only.
+    unsafe {
+        let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let written = libc::write(fd, bytes.as_ptr().cast(), bytes.len());
+        let error = std::io::Error::last_os_error();
+        libc::close(fd);
+        if written < 0 {
+            return Err(error);
+        }
+    }
+    Ok(())
 }
 
 impl PreparedSandbox {
@@ -439,13 +518,17 @@ impl PreparedSandbox {
         self.ruleset.is_some()
     }
 
-    /// Restricts the **calling** process (thread) with the ruleset: `prctl(PR_SET_NO_NEW_PRIVS)`
-    /// then `landlock_restrict_self(2)`. Meant for the child after `fork`: it allocates nothing
-    /// and makes only those two system calls. A second call does nothing.
+    /// Restricts the **calling** process (thread): enters a new network namespace when the
+    /// policy has `network = false` ([`NetNamespace`]), then applies the ruleset with
+    /// `prctl(PR_SET_NO_NEW_PRIVS)` and `landlock_restrict_self(2)`. Meant for the child after
+    /// `fork`: it allocates nothing and makes only system calls. A second call does nothing.
     ///
     /// # Errors
     /// The errno of the failing system call; the child then exits before `exec`.
     pub fn restrict_self(&mut self) -> std::io::Result<()> {
+        if let Some(namespace) = self.net_namespace.take() {
+            namespace.enter()?;
+        }
         let Some(ruleset) = self.ruleset.take() else {
             return Ok(());
         };

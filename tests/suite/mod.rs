@@ -5,6 +5,7 @@ mod flags;
 mod key_protection;
 mod mcp;
 mod print_mode;
+mod processes;
 mod refusals;
 mod server_errors;
 mod support;

@@ -351,6 +351,147 @@ impl AnthropicDecoder {
             reason: stop_reason(self.stop_reason.as_deref(), any_call),
         });
     }
+
+    /// `message_start`: the prompt's usage.
+    fn message_start(&mut self, data: &Value, out: &mut Vec<ModelEvent>) {
+        let usage = &data["message"]["usage"];
+        self.usage = Usage {
+            input_tokens: Self::input_tokens(usage).unwrap_or(0),
+            output_tokens: u64_field(usage, "output_tokens").unwrap_or(0),
+        };
+        out.push(ModelEvent::Usage(self.usage));
+    }
+
+    /// `content_block_start`: a text block (its first text, if any, is streamed) or a
+    /// `tool_use` block (its input arrives in deltas).
+    fn content_block_start(
+        &mut self,
+        data: &Value,
+        out: &mut Vec<ModelEvent>,
+    ) -> Result<(), ModelError> {
+        let index = block_index(data, "content_block_start")?;
+        let cb = &data["content_block"];
+        let block = match cb.get("type").and_then(Value::as_str) {
+            Some("text") => {
+                if let Some(text) = cb.get("text").and_then(Value::as_str) {
+                    self.text(text, out);
+                }
+                Block::Text
+            }
+            Some("tool_use") => Block::ToolUse {
+                id: cb["id"].as_str().unwrap_or_default().to_string(),
+                name: cb["name"].as_str().unwrap_or_default().to_string(),
+                start_input: cb.get("input").cloned().unwrap_or(json!({})),
+                json: String::new(),
+                stopped: false,
+            },
+            _ => Block::Other,
+        };
+        if self.blocks.insert(index, block).is_some() {
+            return Err(decode_error(format_args!(
+                "content_block_start for block {index}, which was already started"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Streams a piece of text (empty pieces are dropped).
+    fn text(&mut self, text: &str, out: &mut Vec<ModelEvent>) {
+        if !text.is_empty() {
+            self.text_bytes += text.len();
+            out.push(ModelEvent::TextDelta { text: text.into() });
+        }
+    }
+
+    /// `content_block_delta`: text is streamed, tool input JSON collected; a delta of the wrong
+    /// kind for its block is an error.
+    fn content_block_delta(
+        &mut self,
+        data: &Value,
+        out: &mut Vec<ModelEvent>,
+    ) -> Result<(), ModelError> {
+        let index = block_index(data, "content_block_delta")?;
+        let delta = &data["delta"];
+        let delta_type = delta.get("type").and_then(Value::as_str).unwrap_or("");
+        let block = self.blocks.get_mut(&index).ok_or_else(|| {
+            decode_error(format_args!(
+                "content_block_delta for block {index}, which was never started"
+            ))
+        })?;
+        match (block, delta_type) {
+            (Block::Text, "text_delta") => {
+                self.text(delta["text"].as_str().unwrap_or_default(), out)
+            }
+            (Block::ToolUse { json, stopped, .. }, "input_json_delta") => {
+                if *stopped {
+                    return Err(decode_error(format_args!(
+                        "input_json_delta for block {index} after its content_block_stop"
+                    )));
+                }
+                json.push_str(delta["partial_json"].as_str().unwrap_or_default());
+            }
+            (Block::Text, "input_json_delta") | (Block::ToolUse { .. }, "text_delta") => {
+                let block_kind = if delta_type == "text_delta" {
+                    "tool_use"
+                } else {
+                    "text"
+                };
+                return Err(decode_error(format_args!(
+                    "a `{delta_type}` arrived for block {index}, which is a {block_kind} block"
+                )));
+            }
+            // citations_delta, thinking/signature deltas, unknown blocks: not ours.
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// `content_block_stop`: a tool call's input is complete.
+    fn content_block_stop(&mut self, data: &Value) -> Result<(), ModelError> {
+        let index = block_index(data, "content_block_stop")?;
+        match self.blocks.get_mut(&index) {
+            Some(Block::ToolUse { stopped, .. }) => *stopped = true,
+            Some(_) => {}
+            None => {
+                return Err(decode_error(format_args!(
+                    "content_block_stop for block {index}, which was never started"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// `message_delta`: the stop reason and the cumulative usage (replaced, never added).
+    fn message_delta(&mut self, data: &Value, out: &mut Vec<ModelEvent>) {
+        if let Some(reason) = data["delta"].get("stop_reason").and_then(Value::as_str) {
+            self.stop_reason = Some(reason.to_string());
+        }
+        if let Some(usage) = data.get("usage").filter(|u| u.is_object()) {
+            if let Some(input) = Self::input_tokens(usage) {
+                self.usage.input_tokens = input;
+            }
+            if let Some(output) = u64_field(usage, "output_tokens") {
+                self.usage.output_tokens = output;
+            }
+            out.push(ModelEvent::Usage(self.usage));
+        }
+    }
+}
+
+/// The `index` of a content-block event.
+fn block_index(data: &Value, event: &str) -> Result<u64, ModelError> {
+    u64_field(data, "index").ok_or_else(|| decode_error(format_args!("{event} without an index")))
+}
+
+/// The error of an `error` event (`{"type": …, "message": …}`).
+fn api_error(error: &Value) -> ModelError {
+    ModelError::Api {
+        kind: error["type"].as_str().unwrap_or("api_error").to_string(),
+        message: error["message"]
+            .as_str()
+            .map(str::to_string)
+            .unwrap_or_else(|| error.to_string()),
+    }
 }
 
 impl WireDecoder for AnthropicDecoder {
@@ -367,125 +508,16 @@ impl WireDecoder for AnthropicDecoder {
             .and_then(Value::as_str)
             .unwrap_or(event.event.as_str());
         match kind {
-            "message_start" => {
-                let usage = &data["message"]["usage"];
-                self.usage = Usage {
-                    input_tokens: Self::input_tokens(usage).unwrap_or(0),
-                    output_tokens: u64_field(usage, "output_tokens").unwrap_or(0),
-                };
-                out.push(ModelEvent::Usage(self.usage));
-            }
-            "content_block_start" => {
-                let index = u64_field(&data, "index")
-                    .ok_or_else(|| decode_error("content_block_start without an index"))?;
-                let cb = &data["content_block"];
-                let block = match cb.get("type").and_then(Value::as_str) {
-                    Some("text") => {
-                        if let Some(text) = cb.get("text").and_then(Value::as_str)
-                            && !text.is_empty()
-                        {
-                            self.text_bytes += text.len();
-                            out.push(ModelEvent::TextDelta { text: text.into() });
-                        }
-                        Block::Text
-                    }
-                    Some("tool_use") => Block::ToolUse {
-                        id: cb["id"].as_str().unwrap_or_default().to_string(),
-                        name: cb["name"].as_str().unwrap_or_default().to_string(),
-                        start_input: cb.get("input").cloned().unwrap_or(json!({})),
-                        json: String::new(),
-                        stopped: false,
-                    },
-                    _ => Block::Other,
-                };
-                if self.blocks.insert(index, block).is_some() {
-                    return Err(decode_error(format_args!(
-                        "content_block_start for block {index}, which was already started"
-                    )));
-                }
-            }
-            "content_block_delta" => {
-                let index = u64_field(&data, "index")
-                    .ok_or_else(|| decode_error("content_block_delta without an index"))?;
-                let delta = &data["delta"];
-                let delta_type = delta.get("type").and_then(Value::as_str).unwrap_or("");
-                let block = self.blocks.get_mut(&index).ok_or_else(|| {
-                    decode_error(format_args!(
-                        "content_block_delta for block {index}, which was never started"
-                    ))
-                })?;
-                match (block, delta_type) {
-                    (Block::Text, "text_delta") => {
-                        let text = delta["text"].as_str().unwrap_or_default();
-                        if !text.is_empty() {
-                            self.text_bytes += text.len();
-                            out.push(ModelEvent::TextDelta { text: text.into() });
-                        }
-                    }
-                    (Block::ToolUse { json, stopped, .. }, "input_json_delta") => {
-                        if *stopped {
-                            return Err(decode_error(format_args!(
-                                "input_json_delta for block {index} after its content_block_stop"
-                            )));
-                        }
-                        json.push_str(delta["partial_json"].as_str().unwrap_or_default());
-                    }
-                    (Block::Text, "input_json_delta") | (Block::ToolUse { .. }, "text_delta") => {
-                        return Err(decode_error(format_args!(
-                            "a `{delta_type}` arrived for block {index}, which is a {} block",
-                            if delta_type == "text_delta" {
-                                "tool_use"
-                            } else {
-                                "text"
-                            }
-                        )));
-                    }
-                    // citations_delta, thinking/signature deltas, unknown blocks: not ours.
-                    _ => {}
-                }
-            }
-            "content_block_stop" => {
-                let index = u64_field(&data, "index")
-                    .ok_or_else(|| decode_error("content_block_stop without an index"))?;
-                match self.blocks.get_mut(&index) {
-                    Some(Block::ToolUse { stopped, .. }) => *stopped = true,
-                    Some(_) => {}
-                    None => {
-                        return Err(decode_error(format_args!(
-                            "content_block_stop for block {index}, which was never started"
-                        )));
-                    }
-                }
-            }
-            "message_delta" => {
-                if let Some(reason) = data["delta"].get("stop_reason").and_then(Value::as_str) {
-                    self.stop_reason = Some(reason.to_string());
-                }
-                if let Some(usage) = data.get("usage").filter(|u| u.is_object()) {
-                    // Cumulative: replace, never add.
-                    if let Some(input) = Self::input_tokens(usage) {
-                        self.usage.input_tokens = input;
-                    }
-                    if let Some(output) = u64_field(usage, "output_tokens") {
-                        self.usage.output_tokens = output;
-                    }
-                    out.push(ModelEvent::Usage(self.usage));
-                }
-            }
+            "message_start" => self.message_start(&data, out),
+            "content_block_start" => self.content_block_start(&data, out)?,
+            "content_block_delta" => self.content_block_delta(&data, out)?,
+            "content_block_stop" => self.content_block_stop(&data)?,
+            "message_delta" => self.message_delta(&data, out),
             "message_stop" => {
                 self.finish(out);
                 return Ok(Flow::Done);
             }
-            "error" => {
-                let error = &data["error"];
-                return Err(ModelError::Api {
-                    kind: error["type"].as_str().unwrap_or("api_error").to_string(),
-                    message: error["message"]
-                        .as_str()
-                        .map(str::to_string)
-                        .unwrap_or_else(|| error.to_string()),
-                });
-            }
+            "error" => return Err(api_error(&data["error"])),
             // `ping` and event types added to the API later.
             _ => {}
         }
@@ -532,6 +564,51 @@ mod tests {
         .await;
         assert!(
             matches!(got.last(), Some(Err(ModelError::Decode(m))) if m.contains("tool_use")),
+            "{got:?}"
+        );
+    }
+
+    /// Every protocol error of the block events ends the stream with a message naming it.
+    #[tokio::test]
+    async fn block_protocol_errors_name_the_problem() {
+        let start_text =
+            r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#;
+        let start_tool = r#"{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"t1","name":"f","input":{}}}"#;
+        let stop = r#"{"type":"content_block_stop","index":0}"#;
+        let json_delta = r#"{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{}"}}"#;
+        let cases: [(&[&str], &str); 6] = [
+            (&[start_text, start_text], "which was already started"),
+            (&[start_text, json_delta], "which is a text block"),
+            (
+                &[start_tool, stop, json_delta],
+                "after its content_block_stop",
+            ),
+            (
+                &[stop],
+                "content_block_stop for block 0, which was never started",
+            ),
+            (
+                &[r#"{"type":"content_block_stop"}"#],
+                "content_block_stop without an index",
+            ),
+            (
+                &[r#"{"type":"content_block_delta"}"#],
+                "content_block_delta without an index",
+            ),
+        ];
+        for (events, message) in cases {
+            let got = parse(&sse(events)).await;
+            assert!(
+                matches!(got.last(), Some(Err(ModelError::Decode(m))) if m.contains(message)),
+                "{message}: {got:?}"
+            );
+        }
+        let got = parse(&sse(&[
+            r#"{"type":"error","error":{"type":"overloaded_error","message":"busy"}}"#,
+        ]))
+        .await;
+        assert!(
+            matches!(got.last(), Some(Err(ModelError::Api { kind, message })) if kind == "overloaded_error" && message == "busy"),
             "{got:?}"
         );
     }

@@ -1,6 +1,11 @@
 //! Permissions: modes, `allow`/`ask`/`deny` rules, shell-command analysis and the decision for a
 //! tool call.
 //!
+//! - [`rules`]: the rule syntax (`run_command(cargo test:*)`, `edit_file(src/**)`) and rule sets;
+//! - [`command`]: what a shell command line runs, reads and writes (tree-sitter-bash analysis);
+//! - `decide`: the decision for one call, from the mode, the rules, the analysis and the
+//!   protected paths of [`crate::sandbox::protected`].
+//!
 //! Precedence: deny beats ask beats allow, whatever their order in the config. A shell command is
 //! allowed by rules only if every simple command in it is (see [`command`]).
 
@@ -9,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use std::path::Path;
 
 pub mod command;
+mod decide;
 pub mod rules;
 
 pub use rules::{PermissionRule, RuleSet};
@@ -144,6 +150,6 @@ impl PermissionPolicy {
     /// Decides one call: deny rules first (no mode overrides them), then ask rules, then allow
     /// rules and the mode's defaults, then the built-in read-only command list.
     pub fn decide(&self, request: &PermissionRequest<'_>) -> Decision {
-        rules::decide(self, request)
+        decide::decide(self, request)
     }
 }

@@ -2,8 +2,18 @@
 
 /// Kills every descendant process of this process: walks `/proc` for processes whose parent
 /// chain leads to us and sends `SIGKILL` to each one's process group (unless it is ours) and to
-/// the process itself. Linux only (`/proc/<pid>/stat`); elsewhere it finds nothing.
+/// the process itself; then every process carrying this ahelper's
+/// [`crate::process_sweep::OWNER_VAR`] marker (commands' processes that left the tree, e.g.
+/// `setsid … &` whose shell exited). Linux only (`/proc`); elsewhere it finds nothing.
 pub fn kill_descendants() {
+    kill_tree();
+    crate::process_sweep::kill_marked(
+        crate::process_sweep::OWNER_VAR,
+        &crate::process_sweep::owner_token(),
+    );
+}
+
+fn kill_tree() {
     for pid in descendants(std::process::id() as i32, &parent_table()) {
         // SAFETY: plain signal sends to processes we started.
         unsafe {
@@ -47,6 +57,15 @@ fn descendants(root: i32, parents: &[(i32, i32)]) -> Vec<i32> {
         i += 1;
     }
     found.split_off(1)
+}
+
+/// Kills every process still running from a command of the given runs (their
+/// `AHELPER_RUN_ID` marker, [`crate::process_sweep`]: left behind by an ahelper that was
+/// killed with `SIGKILL`). Call it only for runs that are not active — before touching their
+/// worktrees. Returns how many processes were killed.
+pub fn kill_run_leftovers<'a>(run_ids: impl IntoIterator<Item = &'a str>) -> usize {
+    let ids: Vec<&str> = run_ids.into_iter().collect();
+    crate::process_sweep::kill_marked_any(crate::process_sweep::RUN_VAR, &ids)
 }
 
 #[cfg(test)]

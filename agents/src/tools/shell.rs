@@ -7,8 +7,17 @@
 //!   [`ToolContext::env`] (e.g. `AHELPER_RUN_ID`);
 //! - stdin is `/dev/null`; stdout and stderr share one pipe, so the output keeps their order;
 //! - on timeout or cancellation the **whole process group** gets `SIGTERM`, then `SIGKILL`
-//!   after [`TERM_GRACE`]; background processes the command leaves behind after a normal exit
-//!   keep running (a command may start a server on purpose);
+//!   after [`TERM_GRACE`];
+//! - **nothing outlives the command**: every command carries a unique
+//!   [`crate::process_sweep::COMMAND_VAR`] in its environment, and when it ends (exit,
+//!   timeout, cancel, the call's future dropped) every process still holding that marker —
+//!   `nohup … &`, `setsid …`, double forks, whatever left the group — gets `SIGKILL`
+//!   ([`crate::process_sweep::kill_marked`]); the output says when that happened after a
+//!   normal exit;
+//! - the shell gets `PR_SET_PDEATHSIG(SIGKILL)`: it dies with ahelper (it is spawned from one
+//!   long-lived thread, because the signal fires when the spawning *thread* exits);
+//!   [`crate::process_sweep::OWNER_VAR`] lets ahelper's watchdog end the rest;
+//! - `TMPDIR` is a private directory per command ([`crate::command_temp`]), removed after it;
 //! - when [`ToolContext::command_sandbox`] is enforced, the child is confined with landlock
 //!   before `exec` ([`crate::sandbox_os`]): writes only in the workspace, the temp dir and the
 //!   user's listed paths, no reads of denied paths, optionally no TCP;
@@ -17,6 +26,8 @@
 
 use super::files::{parse_args, schema_of};
 use super::*;
+use crate::command_temp::CommandTemp;
+use crate::process_sweep;
 use crate::redact::StreamRedactor;
 use crate::sandbox::{self, Access};
 use schemars::JsonSchema;
@@ -26,6 +37,8 @@ use std::ffi::OsString;
 use std::os::fd::OwnedFd;
 use std::os::unix::process::ExitStatusExt;
 use std::process::{ExitStatus, Stdio};
+use std::sync::OnceLock;
+use std::sync::mpsc;
 use std::time::Duration;
 use tokio::io::AsyncReadExt;
 use tokio::time::Instant;
@@ -174,9 +187,11 @@ fn group_gone(pgid: i32) -> bool {
     true
 }
 
-/// Kills the group with `SIGKILL` when dropped while armed (the call's future was dropped).
+/// Kills the group and every process carrying the command's marker with `SIGKILL` when
+/// dropped while armed (the call's future was dropped).
 struct GroupGuard {
     pgid: i32,
+    marker: String,
     armed: bool,
 }
 
@@ -184,7 +199,77 @@ impl Drop for GroupGuard {
     fn drop(&mut self) {
         if self.armed {
             signal_group(self.pgid, libc::SIGKILL);
+            process_sweep::kill_marked(process_sweep::COMMAND_VAR, &self.marker);
         }
+    }
+}
+
+/// [`process_sweep::owner_token`] of this process, computed once.
+fn owner_token() -> &'static str {
+    static TOKEN: OnceLock<String> = OnceLock::new();
+    TOKEN.get_or_init(process_sweep::owner_token)
+}
+
+type SpawnJob = Box<dyn FnOnce() + Send>;
+
+/// The sender of the one thread that spawns every command. `PR_SET_PDEATHSIG` fires when the
+/// thread that forked the child exits, and tokio's threads may come and go; this one lives as
+/// long as the process. `None` when the thread could not be started (commands are then spawned
+/// from the calling thread).
+fn spawner() -> Option<&'static mpsc::Sender<SpawnJob>> {
+    static SPAWNER: OnceLock<Option<mpsc::Sender<SpawnJob>>> = OnceLock::new();
+    SPAWNER
+        .get_or_init(|| {
+            let (tx, rx) = mpsc::channel::<SpawnJob>();
+            std::thread::Builder::new()
+                .name("ahelper-spawner".into())
+                .spawn(move || {
+                    for job in rx {
+                        job();
+                    }
+                })
+                .ok()
+                .map(|_| tx)
+        })
+        .as_ref()
+}
+
+/// Spawns `cmd` from the [`spawner`] thread (inside the caller's tokio runtime) and drops
+/// `cmd` there, closing the parent's copies of the child's pipe ends.
+fn spawn_from_spawner(mut cmd: tokio::process::Command) -> std::io::Result<tokio::process::Child> {
+    let gone = || std::io::Error::other("the command spawner thread is gone");
+    let Some(spawner) = spawner() else {
+        return cmd.spawn();
+    };
+    let handle = tokio::runtime::Handle::current();
+    let (tx, rx) = mpsc::sync_channel(1);
+    spawner
+        .send(Box::new(move || {
+            let _runtime = handle.enter();
+            let spawned = cmd.spawn();
+            drop(cmd);
+            let _ = tx.send(spawned);
+        }))
+        .map_err(|_| gone())?;
+    rx.recv().map_err(|_| gone())?
+}
+
+/// Makes the shell die with ahelper: `PR_SET_PDEATHSIG(SIGKILL)`, and exit at once if ahelper
+/// already died between `fork` and the `prctl`.
+fn die_with_parent(cmd: &mut tokio::process::Command) {
+    let parent = std::process::id() as i32;
+    // SAFETY: runs in the forked child; prctl(2) and getppid(2) are async-signal-safe and the
+    // closure allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if libc::getppid() != parent {
+                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            Ok(())
+        });
     }
 }
 
@@ -343,12 +428,22 @@ struct RunningCommand {
     output: tokio::net::unix::pipe::Receiver,
     /// Confined by the landlock sandbox.
     sandboxed: bool,
+    /// The command's `TMPDIR`; removed after the sweep (declared after `guard`, so it is
+    /// dropped after it).
+    _temp: CommandTemp,
 }
 
 impl RunningCommand {
     /// Starts `bash -c <command>` in `cwd` with the command environment, stdin from
     /// `/dev/null`, stdout and stderr into one pipe, in a new process group.
     fn spawn(command: &str, cwd: &Path, ctx: &ToolContext) -> Result<Self, ToolError> {
+        let temp =
+            CommandTemp::create().map_err(|e| io_error("create the command's temp dir", e))?;
+        let marker = uuid::Uuid::now_v7().to_string();
+        let mut extra = ctx.env.clone();
+        extra.insert("TMPDIR".into(), temp.path().display().to_string());
+        extra.insert(process_sweep::COMMAND_VAR.into(), marker.clone());
+        extra.insert(process_sweep::OWNER_VAR.into(), owner_token().to_string());
         let (reader, writer) = std::io::pipe().map_err(|e| io_error("create an output pipe", e))?;
         let writer2 = writer
             .try_clone()
@@ -358,32 +453,36 @@ impl RunningCommand {
             .arg(command)
             .current_dir(cwd)
             .env_clear()
-            .envs(command_env(std::env::vars_os(), &ctx.env))
+            .envs(command_env(std::env::vars_os(), &extra))
             .stdin(Stdio::null())
             .stdout(Stdio::from(OwnedFd::from(writer)))
             .stderr(Stdio::from(OwnedFd::from(writer2)))
             .process_group(0)
             .kill_on_drop(true);
+        die_with_parent(&mut cmd);
         let sandboxed = match &ctx.command_sandbox {
             Some(policy) if policy.is_enforced() => {
                 // Without its sandbox no command may run, and the model cannot change that.
                 policy
-                    .prepare()
+                    .prepare_with(Some(temp.path()))
                     .map_err(|e| ToolError::fatal(e.to_string()))?
                     .install(&mut cmd);
                 true
             }
             _ => false,
         };
-        let spawned = cmd.spawn();
-        // The command holds our copies of the pipe's write end: drop them so EOF can arrive.
-        drop(cmd);
-        let child = spawned.map_err(|e| io_error("start the shell", e))?;
+        // The spawner drops `cmd`, and with it our copies of the pipe's write end, so that EOF
+        // can arrive.
+        let child = spawn_from_spawner(cmd).map_err(|e| io_error("start the shell", e))?;
         let pgid = child
             .id()
             .and_then(|id| i32::try_from(id).ok())
             .ok_or_else(|| ToolError::new("the shell exited before it could be tracked"))?;
-        let guard = GroupGuard { pgid, armed: true };
+        let guard = GroupGuard {
+            pgid,
+            marker,
+            armed: true,
+        };
         let output = tokio::net::unix::pipe::Receiver::from_owned_fd(OwnedFd::from(reader))
             .map_err(|e| io_error("read the command's output", e))?;
         Ok(RunningCommand {
@@ -392,6 +491,7 @@ impl RunningCommand {
             guard,
             output,
             sandboxed,
+            _temp: temp,
         })
     }
 
@@ -443,8 +543,15 @@ impl RunningCommand {
     ) -> (String, bool) {
         let status = match outcome {
             Outcome::Exited(s) => {
-                self.guard.armed = false;
-                return describe_status(s);
+                let (mut footer, is_error) = describe_status(s);
+                let left = self.end_leftovers();
+                if left > 0 {
+                    footer.push_str(&format!(
+                        "\n[note: {left} background process(es) the command left running were \
+                         killed; commands may not leave processes behind]"
+                    ));
+                }
+                return (footer, is_error);
             }
             Outcome::TimedOut => format!(
                 "[timed out after {timeout_ms} ms: the command and every process it started \
@@ -463,8 +570,16 @@ impl RunningCommand {
             &mut buf,
         )
         .await;
-        self.guard.armed = false;
+        self.end_leftovers();
         (status, true)
+    }
+
+    /// Kills every process still carrying the command's marker (left the group, detached,
+    /// re-parented) and disarms the guard. Returns how many were killed.
+    fn end_leftovers(&mut self) -> usize {
+        let killed = process_sweep::kill_marked(process_sweep::COMMAND_VAR, &self.guard.marker);
+        self.guard.armed = false;
+        killed
     }
 }
 

@@ -154,27 +154,29 @@ async fn same_command_runs_unconfined_when_mode_is_off() {
     assert!(target.exists());
 }
 
+/// The command's private `TMPDIR` and the device files are writable; the shared temp dir is
+/// not.
 #[tokio::test]
-async fn temp_dir_and_dev_null_are_writable() {
+async fn private_temp_dir_and_dev_null_are_writable_shared_temp_is_not() {
     if !available() {
         return;
     }
     let fx = fixture();
     let ctx = ctx_with(&fx.ws, CommandSandbox::new(&settings(&fx, true), &fx.ws));
-    let tmp = tempfile::tempdir().unwrap();
-    let file = tmp.path().join("scratch.txt");
     let out = run(
         &ctx,
-        &format!(
-            "echo hi > '{}' && cat '{f}' && echo gone > /dev/null && mktemp -d && ls /dev/null",
-            file.display(),
-            f = file.display()
-        ),
+        "echo hi > \"$TMPDIR/scratch.txt\" && cat \"$TMPDIR/scratch.txt\" && echo gone > /dev/null \
+         && mktemp -d && ls /dev/null",
     )
     .await;
     assert!(!out.is_error, "{}", out.content);
     assert!(out.content.contains("hi"));
-    assert_eq!(fs::read_to_string(&file).unwrap(), "hi\n");
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("scratch.txt");
+    let out = run(&ctx, &format!("echo hi > '{}'", file.display())).await;
+    assert!(out.is_error, "{}", out.content);
+    assert!(out.content.contains("Permission denied"), "{}", out.content);
+    assert!(!file.exists());
 }
 
 #[tokio::test]

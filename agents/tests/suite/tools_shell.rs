@@ -191,22 +191,25 @@ async fn cancellation_kills_the_group_promptly() {
     assert!(wait_dead(pid));
 }
 
+/// A background process does not keep the call waiting, and it does not outlive the command
+/// (even detached with `setsid`); the model is told.
 #[tokio::test]
-async fn background_process_left_running_does_not_block_the_call() {
+async fn background_process_left_running_does_not_block_the_call_and_is_killed() {
     let f = fixture();
     let t = Instant::now();
     let out = run_command(
         &f.ctx,
-        json!({"command": "sleep 20 & echo $! > bg.pid; echo launched"}),
+        json!({"command": "sleep 20 & echo $! > bg.pid; setsid sleep 20 & echo launched"}),
     )
     .await;
     assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
-    assert_eq!(out.content, "launched\n[exit code: 0]");
-    let pid = read_pid(f.ws.join("bg.pid"));
-    // SAFETY: plain kill(2) of a process this test started.
-    unsafe {
-        libc::kill(pid, libc::SIGKILL);
-    }
+    assert!(
+        out.content
+            .starts_with("launched\n[exit code: 0]\n[note: 2 background process(es)"),
+        "{}",
+        out.content
+    );
+    assert!(wait_dead(read_pid(f.ws.join("bg.pid"))));
 }
 
 #[tokio::test]

@@ -510,100 +510,131 @@ fn parse_block(text: &str, at: usize, ctx: &Ctx<'_>) -> (usize, Vec<RawCall>) {
         };
         return (end, vec![xml_call(f, block_closed, &text[at..end], ctx)]);
     }
+    let scan = scan_block(text, body);
+    let raw_block = &text[at..scan.end];
+    if scan.candidates.is_empty() {
+        return block_without_json(text, at, body, &scan, ctx);
+    }
+    if !scan.clean && scan.candidates.len() > 1 {
+        let what = format!(
+            "the <tool_call> block holds {} JSON objects mixed with other text, so it is not \
+             clear which one is the call; put exactly one call object in each block",
+            scan.candidates.len()
+        );
+        return (scan.end, vec![RawCall::error(raw_block, None, what, false)]);
+    }
+    (scan.end, block_calls(text, raw_block, scan))
+}
 
+/// What the inside of a `<tool_call>` block holds.
+struct BlockScan {
+    /// The end of the block: after `</tool_call>`, at the next `<tool_call>`, or at the end.
+    end: usize,
+    /// True when `</tool_call>` closes the block.
+    closed: bool,
+    /// True when nothing but white space and commas surrounds the JSON.
+    clean: bool,
+    /// True when a code fence (` ``` `, `~~~`) was skipped.
+    fence: bool,
+    /// True when a special token (`<|…|>`) was skipped.
+    special: bool,
+    /// JSON candidates: start, end and what parsing found.
+    candidates: Vec<(usize, usize, Candidate)>,
+}
+
+/// Scans a block's body from `body` up to its end, collecting JSON candidates.
+fn scan_block(text: &str, body: usize) -> BlockScan {
+    let mut scan = BlockScan {
+        end: text.len(),
+        closed: false,
+        clean: true,
+        fence: false,
+        special: false,
+        candidates: Vec::new(),
+    };
     let mut q = body;
-    let mut clean = true;
-    let mut fence = false;
-    let mut special = false;
-    let mut cands: Vec<(usize, usize, Candidate)> = Vec::new();
-    let (end, closed) = loop {
-        if q >= text.len() {
-            break (text.len(), false);
-        }
+    while q < text.len() {
         let rest = &text[q..];
         if rest.starts_with(BLOCK_CLOSE) {
-            break (q + BLOCK_CLOSE.len(), true);
+            (scan.end, scan.closed) = (q + BLOCK_CLOSE.len(), true);
+            return scan;
         }
         if rest.starts_with(BLOCK_OPEN) {
-            break (q, false);
+            scan.end = q;
+            return scan;
         }
         let c = rest.chars().next().unwrap_or(' ');
         if c == '{' || (c == '[' && rest[1..].trim_start().starts_with('{')) {
             let (cend, cand) = read_candidate(text, q);
-            cands.push((q, cend, cand));
+            scan.candidates.push((q, cend, cand));
             q = cend.max(q + 1);
         } else if rest.starts_with("```") || rest.starts_with("~~~") {
-            fence = true;
+            scan.fence = true;
             q = line_end(text, q);
         } else if let Some(len) = special_token_len(rest) {
-            special = true;
+            scan.special = true;
             q += len;
         } else {
             if !(c.is_whitespace() || c == ',') {
-                clean = false;
+                scan.clean = false;
             }
             q += c.len_utf8();
         }
-    };
+    }
+    scan
+}
+
+/// A block with no JSON object: XML after prose, an empty block cut off, or an error.
+fn block_without_json(
+    text: &str,
+    at: usize,
+    body: usize,
+    scan: &BlockScan,
+    ctx: &Ctx<'_>,
+) -> (usize, Vec<RawCall>) {
+    let (end, closed) = (scan.end, scan.closed);
     let raw_block = &text[at..end];
-    if cands.is_empty() {
-        let empty = text[body..end]
-            .trim_end_matches(BLOCK_CLOSE)
-            .trim()
-            .is_empty();
-        let call = if !closed && empty {
-            RawCall::error(
-                raw_block,
-                None,
-                "the <tool_call> block is empty and has no closing </tool_call>; the reply may \
-                 have been cut off",
-                true,
-            )
-        } else if let Some(f) = text[body..end].find(FUNCTION_OPEN) {
-            // XML after prose inside the block.
-            let f = parse_function(text, body + f);
-            return (end.max(f.end), vec![xml_call(f, closed, raw_block, ctx)]);
-        } else {
-            RawCall::error(
-                raw_block,
-                None,
-                "the <tool_call> block holds no JSON object",
-                !closed,
-            )
-        };
-        return (end, vec![call]);
-    }
-    if !clean && cands.len() > 1 {
-        return (
-            end,
-            vec![RawCall::error(
-                raw_block,
-                None,
-                format!(
-                    "the <tool_call> block holds {} JSON objects mixed with other text, so it is \
-                     not clear which one is the call; put exactly one call object in each block",
-                    cands.len()
-                ),
-                false,
-            )],
-        );
-    }
-    let mut block_repairs = Vec::new();
-    if fence {
-        block_repairs.push(Repair::StrippedCodeFence);
-    }
-    if special {
-        block_repairs.push(Repair::StrippedSpecialToken);
-    }
-    if !clean {
-        block_repairs.push(Repair::ProseAroundJson);
-    }
-    if !closed {
-        block_repairs.push(Repair::MissingClosingTag);
-    }
-    let single = cands.len() == 1;
+    let empty = text[body..end]
+        .trim_end_matches(BLOCK_CLOSE)
+        .trim()
+        .is_empty();
+    let call = if !closed && empty {
+        RawCall::error(
+            raw_block,
+            None,
+            "the <tool_call> block is empty and has no closing </tool_call>; the reply may \
+             have been cut off",
+            true,
+        )
+    } else if let Some(f) = text[body..end].find(FUNCTION_OPEN) {
+        // XML after prose inside the block.
+        let f = parse_function(text, body + f);
+        return (end.max(f.end), vec![xml_call(f, closed, raw_block, ctx)]);
+    } else {
+        RawCall::error(
+            raw_block,
+            None,
+            "the <tool_call> block holds no JSON object",
+            !closed,
+        )
+    };
+    (end, vec![call])
+}
+
+/// The calls of a block's JSON candidates, with the repairs the block needed.
+fn block_calls(text: &str, raw_block: &str, scan: BlockScan) -> Vec<RawCall> {
+    let block_repairs: Vec<Repair> = [
+        (scan.fence, Repair::StrippedCodeFence),
+        (scan.special, Repair::StrippedSpecialToken),
+        (!scan.clean, Repair::ProseAroundJson),
+        (!scan.closed, Repair::MissingClosingTag),
+    ]
+    .into_iter()
+    .filter_map(|(applies, repair)| applies.then_some(repair))
+    .collect();
+    let single = scan.candidates.len() == 1;
     let mut calls = Vec::new();
-    for (cs, ce, cand) in cands {
+    for (cs, ce, cand) in scan.candidates {
         let raw = if single {
             raw_block
         } else {
@@ -614,10 +645,10 @@ fn parse_block(text: &str, at: usize, ctx: &Ctx<'_>) -> (usize, Vec<RawCall>) {
                 reps.extend(block_repairs.iter().copied());
                 candidate_calls(raw, value, reps, &mut calls);
             }
-            Err(e) => calls.push(lenient_error_call(raw, &e, closed)),
+            Err(e) => calls.push(lenient_error_call(raw, &e, scan.closed)),
         }
     }
-    (end, dedupe(calls))
+    dedupe(calls)
 }
 
 /// Length of a special token at the start of `rest` (`<|call|>`, `<|im_end|>`, `</s>`).

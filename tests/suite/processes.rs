@@ -1,0 +1,476 @@
+//! End-to-end tests of what `run_command` leaves behind, through the built binary: no process
+//! outlives its command, its ahelper (even after `kill -9`) or a `SIGTERM`/`SIGHUP`; each
+//! command's private `TMPDIR`; no UDP with `sandbox.network = false`.
+
+use super::support::*;
+use ahelper_fake_llm::{Conversation, FakeLlm, RecordedRequest, Script, Turn};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+/// Digits unique to this test process and moment, to recognise its processes in `/proc`.
+fn unique() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    format!("{}{}", std::process::id(), nanos % 1_000_000)
+}
+
+/// Live (not zombie) processes whose `/proc/<pid>/<file>` holds `needle`; `cmdline` and
+/// `environ` entries are separated by NUL, turned into spaces for `cmdline`.
+fn live_processes_with(file: &str, needle: &str) -> Vec<u32> {
+    let mut found = vec![];
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(bytes) = std::fs::read(entry.path().join(file)) else {
+            continue;
+        };
+        let hit = if file == "environ" {
+            bytes.split(|b| *b == 0).any(|e| e == needle.as_bytes())
+        } else {
+            String::from_utf8_lossy(&bytes)
+                .replace('\0', " ")
+                .contains(needle)
+        };
+        let zombie = std::fs::read_to_string(entry.path().join("stat"))
+            .map(|s| s.rsplit_once(") ").is_some_and(|(_, r)| r.starts_with('Z')))
+            .unwrap_or(true);
+        if hit && !zombie {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// True when commands are confined by landlock on this machine.
+fn landlock_available() -> bool {
+    ahelper_agents::sandbox_os::landlock_status()
+        .abi()
+        .is_some()
+}
+
+fn run_command(command: &str) -> Turn {
+    Turn::tool_call("run_command", json!({"command": command}))
+}
+
+/// The tool results the model received in `request`, as one string.
+fn body(request: &RecordedRequest) -> String {
+    request.body.to_string()
+}
+
+/// `ahelper -p` in `repo` with every tool allowed, playing `turns`; returns the model requests.
+fn print_run(repo: &TestRepo, turns: Vec<Turn>) -> Vec<RecordedRequest> {
+    let script = Script::new().with_conversation(
+        turns
+            .into_iter()
+            .fold(Conversation::new(), Conversation::turn),
+    );
+    let server = start(script);
+    ahelper(repo, &server, Wire::Anthropic)
+        .args(["-p", "go", "--permission-mode", "bypass"])
+        .assert()
+        .success();
+    server.model_requests()
+}
+
+/// 15.7: `nohup … &`, `setsid … &` and a double fork are gone when their command returns; a
+/// timed-out command's `setsid` child is gone; nothing is left after ahelper exits.
+#[test]
+fn no_process_outlives_its_command_or_ahelper() {
+    let x = unique();
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let forms =
+        format!("nohup sleep 300.{x}1 & setsid sleep 300.{x}2 & (sleep 300.{x}3 &) & echo started");
+    let timed_out =
+        json!({"command": format!("setsid sleep 300.{x}4 & sleep 60"), "timeout_ms": 1000});
+    // The pattern is written so that the checking shell's own command line does not match it.
+    let check = format!(
+        "X={x}; for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null \
+         | grep -q \"sleep 300\\.$X\" && echo SURVIVOR $p; done; echo checked"
+    );
+    let requests = print_run(
+        &repo,
+        vec![
+            run_command(&forms),
+            Turn::tool_call("run_command", timed_out),
+            run_command(&check),
+            Turn::text("done"),
+        ],
+    );
+    assert_eq!(requests.len(), 4);
+    assert!(
+        body(&requests[1]).contains("started"),
+        "{}",
+        body(&requests[1])
+    );
+    assert!(
+        body(&requests[1]).contains("left running were killed"),
+        "the model is told about the killed leftovers: {}",
+        body(&requests[1])
+    );
+    assert!(body(&requests[2]).contains("timed out"));
+    let checked = body(&requests[3]);
+    assert!(checked.contains("checked"), "{checked}");
+    assert!(
+        !checked.contains("SURVIVOR /proc"),
+        "a process outlived its command: {checked}"
+    );
+    assert_eq!(
+        live_processes_with("cmdline", &format!("sleep 300.{x}")),
+        Vec::<u32>::new(),
+        "a process outlived ahelper"
+    );
+}
+
+/// The coordinator plans one subtask on `a.txt`; its worker plays `turns`.
+fn one_worker(turns: Vec<Turn>) -> Script {
+    let plan = json!({"summary": "one", "subtasks": [
+        {"id": "s1", "title": "Work on s1", "instructions": "Do s1.", "scope": ["a.txt"]}
+    ]});
+    let worker = turns.into_iter().fold(
+        Conversation::new()
+            .named("s1")
+            .matching("Your subtask `s1`"),
+        Conversation::turn,
+    );
+    Script::new()
+        .with_conversation(
+            Conversation::new()
+                .matching("You are the coordinator of a swarm")
+                .turn(Turn::text(plan.to_string())),
+        )
+        .with_conversation(worker)
+}
+
+/// A worker that writes `partial`, then runs `sleeper.pid`-writing command `command`, then
+/// (when resumed) writes `complete`.
+fn sleeping_worker(command: &str) -> Script {
+    one_worker(vec![
+        Turn::tool_call(
+            "write_file",
+            json!({"path": "a.txt", "content": "partial\n"}),
+        ),
+        run_command(&format!("echo $$ > sleeper.pid; {command}")),
+        Turn::tool_call(
+            "write_file",
+            json!({"path": "a.txt", "content": "complete\n"}),
+        ),
+        Turn::text("s1 done"),
+    ])
+}
+
+/// `ahelper swarm "do it" --yes --permission-mode bypass` started in the background.
+fn spawn_swarm(repo: &TestRepo, server: &FakeLlm) -> Child {
+    let base = ahelper(repo, server, Wire::Anthropic);
+    let mut cmd = std::process::Command::new(base.get_program());
+    cmd.args(["swarm", "do it", "--yes", "--permission-mode", "bypass"])
+        .current_dir(repo.path())
+        .env_clear();
+    for (k, v) in base.get_envs() {
+        if let Some(v) = v {
+            cmd.env(k, v);
+        }
+    }
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// The run record of the only run, once its worker's command wrote `sleeper.pid`.
+fn wait_for_worker_command(repo: &Path) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        assert!(
+            Instant::now() < deadline,
+            "the worker never started its command"
+        );
+        if let Some(run) = only_run(repo) {
+            let worktree = PathBuf::from(run["workers"][0]["worktree"].as_str().unwrap_or(""));
+            if std::fs::read_to_string(worktree.join("sleeper.pid"))
+                .is_ok_and(|s| s.ends_with('\n'))
+            {
+                return run;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn only_run(repo: &Path) -> Option<Value> {
+    let entry = std::fs::read_dir(repo.join(".ahelper/runs"))
+        .ok()?
+        .flatten()
+        .next()?;
+    serde_json::from_str(&std::fs::read_to_string(entry.path().join("run.json")).ok()?).ok()
+}
+
+fn run_marker(run: &Value) -> String {
+    format!("AHELPER_RUN_ID={}", run["run_id"].as_str().unwrap())
+}
+
+/// 9.1: `kill -9` of ahelper while a worker's command runs (a `sleep` in the foreground and a
+/// `nohup` one in the background): every process of the run is gone soon after, without any
+/// resume; then `swarm resume` finishes the run.
+#[test]
+fn kill_9_leaves_no_command_running_and_resume_finishes() {
+    let x = unique();
+    let script = sleeping_worker(&format!(
+        "nohup sleep 300.{x}1 >/dev/null 2>&1 & exec sleep 300.{x}2"
+    ));
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let server = start(script);
+    let mut child = spawn_swarm(&repo, &server);
+    let run = wait_for_worker_command(&repo.path());
+    let marker = run_marker(&run);
+    assert!(!live_processes_with("environ", &marker).is_empty());
+    child.kill().unwrap();
+    let killed_at = Instant::now();
+    child.wait().unwrap();
+    let deadline = killed_at + Duration::from_secs(60);
+    while !live_processes_with("environ", &marker).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "processes of the run survived kill -9: {:?}",
+            live_processes_with("environ", &marker)
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    eprintln!(
+        "last process of the run gone {:?} after kill -9 of ahelper",
+        killed_at.elapsed()
+    );
+    assert_eq!(
+        live_processes_with("cmdline", &format!("sleep 300.{x}")),
+        Vec::<u32>::new()
+    );
+
+    let run_id = run["run_id"].as_str().unwrap();
+    ahelper(&repo, &server, Wire::Anthropic)
+        .args(["swarm", "resume", run_id])
+        .assert()
+        .success();
+    let run = only_run(&repo.path()).unwrap();
+    assert_eq!(run["status"], "finished", "{run}");
+}
+
+/// The watchdog ahelper `parent` forked (`ahelper-reaper`).
+fn watchdog_of(parent: u32) -> u32 {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+                continue;
+            };
+            let Some((head, rest)) = stat.rsplit_once(") ") else {
+                continue;
+            };
+            let ppid = rest.split(' ').nth(1).and_then(|p| p.parse::<u32>().ok());
+            if head.ends_with("(ahelper-reaper") && ppid == Some(parent) {
+                return entry.file_name().to_str().unwrap().parse().unwrap();
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no watchdog for ahelper {parent}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// 9.1, second layer: ahelper and its watchdog both killed with `kill -9`: the worker's shell
+/// dies with ahelper (`PR_SET_PDEATHSIG`), the `nohup` process it left is found and killed by
+/// `swarm resume` (its `AHELPER_RUN_ID`) before the run continues.
+#[test]
+fn resume_kills_leftovers_of_a_run_whose_watchdog_died_too() {
+    let x = unique();
+    let script = sleeping_worker(&format!(
+        "nohup sleep 300.{x}1 >/dev/null 2>&1 & exec sleep 300.{x}2"
+    ));
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let server = start(script);
+    let mut child = spawn_swarm(&repo, &server);
+    let run = wait_for_worker_command(&repo.path());
+    let watchdog = watchdog_of(child.id());
+    // SAFETY: signalling the watchdog of our own child.
+    unsafe { libc::kill(watchdog as i32, libc::SIGKILL) };
+    std::thread::sleep(Duration::from_millis(100));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let shell = format!("sleep 300.{x}2");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !live_processes_with("cmdline", &shell).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the worker's shell outlived ahelper"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let marker = run_marker(&run);
+    assert_eq!(
+        live_processes_with("environ", &marker).len(),
+        1,
+        "the nohup sleep is left"
+    );
+
+    let run_id = run["run_id"].as_str().unwrap();
+    ahelper(&repo, &server, Wire::Anthropic)
+        .args(["swarm", "resume", run_id])
+        .assert()
+        .success()
+        .stderr(predicates::str::contains(
+            "Stopped 1 process(es) left running",
+        ));
+    assert_eq!(live_processes_with("environ", &marker), Vec::<u32>::new());
+    assert_eq!(only_run(&repo.path()).unwrap()["status"], "finished");
+}
+
+/// 9.2: `signal` mid-run is handled like the first Ctrl-C: the worker commits `wip`, the
+/// output says how to resume, exit status 130, and no process of the run survives.
+fn signal_mid_run_commits_wip_and_prints_resume(signal: i32) {
+    let x = unique();
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let server = start(sleeping_worker(&format!(
+        "setsid sleep 300.{x}1 & exec sleep 300.{x}2"
+    )));
+    let child = spawn_swarm(&repo, &server);
+    let run = wait_for_worker_command(&repo.path());
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, signal) };
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(130), "{stderr}");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.contains("Resume with: ahelper swarm resume"),
+        "{stdout}"
+    );
+    assert_eq!(
+        live_processes_with("environ", &run_marker(&run)),
+        Vec::<u32>::new(),
+        "a process of the run survived the signal"
+    );
+    let run = only_run(&repo.path()).unwrap();
+    assert_eq!(run["status"], "cancelled");
+    let branch = run["workers"][0]["branch"].as_str().unwrap();
+    assert!(
+        repo.git(&["log", "-1", "--format=%s", branch])
+            .starts_with("wip:")
+    );
+    assert_eq!(repo.git(&["show", &format!("{branch}:a.txt")]), "partial\n");
+}
+
+#[test]
+fn sigterm_mid_run_commits_wip_and_prints_resume() {
+    signal_mid_run_commits_wip_and_prints_resume(libc::SIGTERM);
+}
+
+#[test]
+fn sighup_mid_run_commits_wip_and_prints_resume() {
+    signal_mid_run_commits_wip_and_prints_resume(libc::SIGHUP);
+}
+
+/// 15.8: each command gets its own 0700 `TMPDIR`, removed afterwards; the shared temp dir is
+/// not writable under the sandbox.
+#[test]
+fn each_command_gets_a_private_temp_dir() {
+    let x = unique();
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let shared = std::env::temp_dir().join(format!("ahelper-shared-{x}"));
+    let probe = format!(
+        "echo TMPDIR=$TMPDIR; stat -c mode=%a $TMPDIR; touch $TMPDIR/f && echo private-ok; \
+         touch {} && echo shared-written || echo shared-denied",
+        shared.display()
+    );
+    let requests = print_run(
+        &repo,
+        vec![run_command(&probe), run_command(&probe), Turn::text("done")],
+    );
+    let first = body(&requests[1]);
+    let second = body(&requests[2]);
+    assert!(
+        first.contains("mode=700") && first.contains("private-ok"),
+        "{first}"
+    );
+    if landlock_available() {
+        assert!(first.contains("shared-denied"), "{first}");
+        assert!(!shared.exists());
+    }
+    let tmpdir = |text: &str| {
+        let start = text.find("TMPDIR=").unwrap() + "TMPDIR=".len();
+        let rest = &text[start..];
+        PathBuf::from(&rest[..rest.find("\\n").unwrap()])
+    };
+    let (a, b) = (tmpdir(&first), tmpdir(&second));
+    assert_ne!(a, b, "each command has its own temp dir");
+    assert!(
+        !a.exists() && !b.exists(),
+        "temp dirs are removed after their command"
+    );
+}
+
+/// 15.6: with `sandbox.network = false` a UDP datagram to a listener on 127.0.0.1 does not
+/// arrive (the command has its own network namespace); with the network on it does.
+#[test]
+fn network_off_stops_udp() {
+    // Unprivileged, the namespace needs user namespaces; `unshare -Urn` says whether they work.
+    // SAFETY: geteuid cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    let namespaces = root
+        || std::process::Command::new("unshare")
+            .args(["-Urn", "true"])
+            .status()
+            .is_ok_and(|s| s.success());
+    if !landlock_available() || !namespaces {
+        return;
+    }
+    let listener = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let send = format!(
+        "perl -e 'use Socket; socket(S, PF_INET, SOCK_DGRAM, 0) or die \"socket: $!\"; \
+         send(S, \"hi\", 0, pack_sockaddr_in({port}, inet_aton(\"127.0.0.1\"))) \
+         or die \"send: $!\"; print \"sent\\n\"'"
+    );
+    let received = |listener: &std::net::UdpSocket| {
+        let mut buf = [0u8; 64];
+        std::thread::sleep(Duration::from_millis(200));
+        listener.recv_from(&mut buf).is_ok()
+    };
+
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    repo.write(".ahelper/config.toml", "[sandbox]\nnetwork = false\n");
+    let requests = print_run(&repo, vec![run_command(&send), Turn::text("done")]);
+    assert!(
+        !body(&requests[1]).contains("sent\\n"),
+        "{}",
+        body(&requests[1])
+    );
+    assert!(
+        body(&requests[1]).contains("send: Network is unreachable"),
+        "{}",
+        body(&requests[1])
+    );
+    assert!(!received(&listener), "a datagram left the sandbox");
+
+    let open = repo_with(&[("a.txt", "a\n")]);
+    let requests = print_run(&open, vec![run_command(&send), Turn::text("done")]);
+    assert!(
+        body(&requests[1]).contains("sent\\n"),
+        "{}",
+        body(&requests[1])
+    );
+    assert!(
+        received(&listener),
+        "with the network on the datagram arrives"
+    );
+}

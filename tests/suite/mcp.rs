@@ -587,3 +587,49 @@ fn a_tool_call_that_hangs_times_out_and_the_agent_goes_on() {
         "the stalled server is ended at exit, not waited for"
     );
 }
+
+#[test]
+fn a_killed_ahelper_leaves_no_mcp_server_behind() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let pid_file = repo.root().join("pids");
+    let mut entry = stdio("python3", &[&mini_server(), "ok"]);
+    entry["env"] = json!({"MINI_PID_FILE": pid_file.display().to_string()});
+    let file = servers_file(&repo, json!({"mini": entry}));
+    // The model takes a minute to answer: ahelper is killed while it waits.
+    let server = start(Script::new().with_conversation(
+        Conversation::new().turn(Turn::text("Done.").with_delay_ms(60_000)),
+    ));
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("ahelper"))
+        .current_dir(repo.path())
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", repo.home())
+        .env("XDG_CONFIG_HOME", repo.home().join("config"))
+        .env("XDG_STATE_HOME", repo.home().join("state"))
+        .env("ANTHROPIC_API_KEY", "sk-test-secret-key-123")
+        .env("ANTHROPIC_BASE_URL", server.base_url())
+        .args(["-p", "go", "--mcp-config"])
+        .arg(&file)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while server.model_requests().is_empty() {
+        assert!(std::time::Instant::now() < deadline, "ahelper never asked the model");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let pids = std::fs::read_to_string(&pid_file).expect("the server started");
+    child.kill().unwrap(); // SIGKILL: no shutdown code runs
+    child.wait().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    for pid in pids.split_whitespace() {
+        while running(pid) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "process {pid} outlived a killed ahelper"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+}

@@ -324,6 +324,12 @@ fn spawn_stdio(
 ) -> std::io::Result<TokioChildProcess> {
     let mut cmd = tokio::process::Command::new(command);
     cmd.args(args).envs(env).current_dir(cwd);
+    // The marker lets ahelper's watchdog end the server (and what it started) when ahelper is
+    // killed without a chance to shut it down (`kill -9`).
+    cmd.env(
+        crate::process_sweep::OWNER_VAR,
+        crate::process_sweep::owner_token(),
+    );
     let mut wrapped = CommandWrap::from(cmd);
     wrapped.wrap(ProcessGroup::leader()).wrap(KillOnDrop);
     let (process, child_stderr) = TokioChildProcess::builder(wrapped)

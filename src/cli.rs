@@ -40,6 +40,11 @@ pub struct Cli {
     #[arg(short = 'c', long = "continue")]
     pub continue_latest: bool,
 
+    /// MCP servers from this JSON file (Claude Code's `.mcp.json` format); trusted, started
+    /// without asking. May be repeated.
+    #[arg(long, value_name = "FILE", visible_alias = "mcpConfig")]
+    pub mcp_config: Vec<PathBuf>,
+
     #[command(flatten)]
     pub common: CommonArgs,
 }

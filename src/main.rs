@@ -23,6 +23,7 @@ macro_rules! print {
 
 mod cli;
 mod interrupts;
+mod mcp_setup;
 mod oneshot;
 mod prompter;
 mod refusals;
@@ -103,9 +104,12 @@ fn run(cli: Cli, hardening: HardeningReport) -> i32 {
             let mode_given = cli.common.permission_mode.is_some()
                 || cli.common.dangerously_skip_permissions
                 || env.get("AHELPER_PERMISSION_MODE").is_some();
+            if args.command.is_none() {
+                mcp_setup::note_for_swarm(&config, &env);
+            }
             swarm_cmd::run(&rt, args, config, &env, mode_given)
         }
-        None => run_session(&rt, cli, &config),
+        None => run_session(&rt, cli, &config, &env),
     }
 }
 
@@ -135,13 +139,14 @@ fn session_only_flag(cli: &Cli) -> Option<&'static str> {
         (cli.resume.is_some(), "--resume"),
         (cli.continue_latest, "--continue"),
         (cli.append_system_prompt.is_some(), "--append-system-prompt"),
+        (!cli.mcp_config.is_empty(), "--mcp-config"),
     ]
     .into_iter()
     .find_map(|(given, flag)| given.then_some(flag))
 }
 
 /// `-p`, `ahelper "<prompt>"` or the REPL.
-fn run_session(rt: &tokio::runtime::Runtime, cli: Cli, config: &Config) -> i32 {
+fn run_session(rt: &tokio::runtime::Runtime, cli: Cli, config: &Config, env: &EnvSnapshot) -> i32 {
     let interactive = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
     let typeahead = typeahead::TypeAhead::default();
     let prompter: Arc<dyn Prompter> = if interactive {
@@ -152,6 +157,32 @@ fn run_session(rt: &tokio::runtime::Runtime, cli: Cli, config: &Config) -> i32 {
     } else {
         Arc::new(DenyPrompter)
     };
+    let asking = if interactive && cli.prompt.is_none() {
+        mcp_setup::Asking::Interactive
+    } else {
+        mcp_setup::Asking::Headless
+    };
+    let mcp = match mcp_setup::start(rt, config, env, &cli.mcp_config, asking) {
+        Ok(hub) => hub,
+        Err(e) => {
+            eprintln!("ahelper: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    let code = run_session_with(rt, cli, config, mcp.clone(), prompter, typeahead);
+    rt.block_on(mcp.shutdown());
+    code
+}
+
+/// `run_session` once the MCP servers are up.
+fn run_session_with(
+    rt: &tokio::runtime::Runtime,
+    cli: Cli,
+    config: &Config,
+    mcp: Arc<ahelper_agents::mcp::McpHub>,
+    prompter: Arc<dyn Prompter>,
+    typeahead: typeahead::TypeAhead,
+) -> i32 {
     let session = match Session::start(
         config,
         SessionOptions {
@@ -160,6 +191,7 @@ fn run_session(rt: &tokio::runtime::Runtime, cli: Cli, config: &Config) -> i32 {
             continue_latest: cli.continue_latest,
             client_override: None,
             append_system_prompt: cli.append_system_prompt.clone(),
+            mcp,
         },
     ) {
         Ok(s) => s,

@@ -68,6 +68,7 @@ Slash commands:
   /status               model, provider, permission mode, workspace, session, tokens
   /diff                 this session's changes: files written, and `git diff` of the workspace
   /tools                list the tools the model can call
+  /mcp                  list the MCP servers, their status and tools
   /model [NAME]         show the model, or switch to another model of the same provider
   /permissions [MODE]   show the permission mode and rules, or set the mode
                         (default, accept-edits, plan, bypass)
@@ -312,6 +313,7 @@ impl Repl<'_> {
                 continue_latest: false,
                 client_override: None,
                 append_system_prompt: self.setup.append_system_prompt.clone(),
+                mcp: self.session.mcp.clone(),
             },
         )?;
         next.agent.set_model(self.session.agent.model().to_string());
@@ -719,6 +721,7 @@ pub fn slash_command(line: &str, config: &Config, session: &mut Session) -> Slas
                 );
             }
         }
+        "/mcp" => print!("{}", crate::mcp_setup::describe_servers(&session.mcp)),
         other => println!("Unknown command {other}. Type /help for the list."),
     }
     SlashOutcome::Continue

@@ -290,6 +290,10 @@ pub struct ConfigFile {
     /// tokens; see [`crate::pricing`]).
     #[serde(default)]
     pub pricing: BTreeMap<String, crate::pricing::Price>,
+    /// `[mcp_servers.NAME]`: MCP servers (Codex's shape; see [`crate::mcp::config`]). A higher
+    /// layer replaces a server of the same name.
+    #[serde(default)]
+    pub mcp_servers: std::collections::BTreeMap<String, crate::mcp::McpServerFile>,
 }
 
 impl ConfigFile {
@@ -382,6 +386,7 @@ impl ConfigFile {
         for (event, groups) in higher.hooks {
             self.hooks.entry(event).or_default().extend(groups);
         }
+        self.mcp_servers.extend(higher.mcp_servers);
         self
     }
 }
@@ -829,12 +834,13 @@ fn resolve_permissions(
                     message: format!("rule `{raw}`: {message}"),
                 };
                 let rule = PermissionRule::parse(raw).map_err(|e| invalid(e.to_string()))?;
-                if !RULE_TOOLS.contains(&rule.tool.as_str()) {
+                // MCP tools (`mcp__<server>__<tool>`) are only known once their servers run.
+                if !RULE_TOOLS.contains(&rule.tool.as_str()) && !rule.tool.starts_with("mcp__") {
                     let hint = rule_tool_hint(&rule.tool)
                         .map(|t| format!(" (did you mean `{t}`?)"))
                         .unwrap_or_default();
                     return Err(invalid(format!(
-                        "unknown tool `{}`{hint}; rules name one of: {}",
+                        "unknown tool `{}`{hint}; rules name one of: {}, or an MCP tool (`mcp__<server>__<tool>`, `mcp__<server>__*`)",
                         rule.tool,
                         RULE_TOOLS.join(", ")
                     )));

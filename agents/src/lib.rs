@@ -23,6 +23,7 @@ pub mod config;
 pub mod config_ranges;
 pub mod hardening;
 pub mod hooks;
+pub mod mcp;
 pub mod model;
 pub mod permissions;
 pub mod pricing;

@@ -5,6 +5,7 @@
 use crate::agent::gate::{PermissionGate, RulePersistence};
 use crate::agent::{Agent, AgentSettings};
 use crate::config::{Config, ConfigError};
+use crate::mcp::McpHub;
 use crate::model::{Message, ModelClient, ProviderSettings, ToolProtocol};
 use crate::permissions::{PermissionMode, Prompter};
 use crate::tools::{ToolContext, ToolRegistry, WorkspaceError};
@@ -45,6 +46,9 @@ pub struct Session {
     pub agent: Agent,
     /// Transcript path.
     pub transcript_path: PathBuf,
+    /// The session's MCP servers (their tools are in the agent's registry); shut it down when
+    /// the session ends ([`McpHub::shutdown`]).
+    pub mcp: Arc<McpHub>,
 }
 
 /// Options of [`Session::start`].
@@ -60,6 +64,9 @@ pub struct SessionOptions {
     pub client_override: Option<Arc<dyn ModelClient>>,
     /// Text appended to the end of the system prompt (`--append-system-prompt`).
     pub append_system_prompt: Option<String>,
+    /// Started MCP servers whose tools the agent gets ([`crate::mcp::McpHub::start`]); an empty
+    /// hub for none.
+    pub mcp: Arc<McpHub>,
 }
 
 impl Session {
@@ -80,6 +87,9 @@ impl Session {
         let root = config.workspace_root.clone();
         let tool_context = session_tool_context(config)?;
         let mut tools = ToolRegistry::standard();
+        for tool in options.mcp.tools() {
+            tools.register(tool);
+        }
         if config.permissions.mode == PermissionMode::Plan {
             tools = tools.read_only();
         }
@@ -111,6 +121,7 @@ impl Session {
             id,
             agent,
             transcript_path,
+            mcp: options.mcp,
         })
     }
 }

@@ -8,6 +8,7 @@ mod help_and_readme;
 mod hooks;
 mod instructions;
 mod key_protection;
+mod mcp;
 mod print_mode;
 mod processes;
 mod refusals;

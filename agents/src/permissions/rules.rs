@@ -125,6 +125,25 @@ impl PartialEq for PermissionRule {
 
 impl Eq for PermissionRule {}
 
+/// MCP rules as Claude Code writes them: `mcp__github` and `mcp__github__*` cover every tool
+/// of the server `github` (`mcp__github__<tool>`); `mcp__git*` every tool whose name starts
+/// with `mcp__git`.
+fn mcp_rule_covers(rule_tool: &str, tool: &str) -> bool {
+    if !rule_tool.starts_with("mcp__") || !tool.starts_with("mcp__") {
+        return false;
+    }
+    match rule_tool.strip_suffix('*') {
+        Some(prefix) => tool.starts_with(prefix),
+        None => {
+            // `mcp__<server>` (no tool part) covers the server's tools.
+            rule_tool.matches("__").count() == 1
+                && tool
+                    .strip_prefix(rule_tool)
+                    .is_some_and(|rest| rest.starts_with("__"))
+        }
+    }
+}
+
 /// Tools whose rule patterns are commands.
 pub(super) fn is_command_tool(tool: &str) -> bool {
     tool == "run_command"
@@ -150,8 +169,13 @@ impl PermissionRule {
                 (rule[..open].trim(), Some(inner.trim()))
             }
         };
-        if tool.is_empty()
-            || !tool
+        // An MCP rule may end in `*` (`mcp__github__*`: every tool of that server).
+        let name_part = match tool.strip_suffix('*') {
+            Some(prefix) if prefix.starts_with("mcp__") => prefix,
+            _ => tool,
+        };
+        if name_part.is_empty()
+            || !name_part
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
         {
@@ -181,6 +205,7 @@ impl PermissionRule {
     /// True when this rule is about calls of `tool` (of kind `kind`); see the module docs.
     pub fn applies_to(&self, tool: &str, kind: ToolKind) -> bool {
         self.tool == tool
+            || mcp_rule_covers(&self.tool, tool)
             || (matches!(self.tool.as_str(), "edit_file" | "write_file") && kind == ToolKind::Edit)
             || (self.tool == "read_file" && kind == ToolKind::Read)
     }

@@ -188,9 +188,9 @@ impl From<crate::sandbox::SandboxError> for ToolError {
 #[async_trait::async_trait]
 pub trait Tool: Send + Sync {
     /// Name the model uses.
-    fn name(&self) -> &'static str;
+    fn name(&self) -> &str;
     /// When to use it and what it returns.
-    fn description(&self) -> &'static str;
+    fn description(&self) -> &str;
     /// JSON Schema of the arguments (from schemars).
     fn input_schema(&self) -> Value;
     /// Read, edit or execute.
@@ -205,6 +205,11 @@ pub trait Tool: Send + Sync {
     /// outside the workspace, file not found, …); [`ToolError::Fatal`] when the tool cannot work
     /// here at all.
     async fn call(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError>;
+    /// Whether the tool is offered to the model now (`false` once the MCP server behind it has
+    /// stopped; a call still gets a message saying why). Built-in tools always are.
+    fn is_available(&self) -> bool {
+        true
+    }
 }
 
 /// The tools of one agent, by name.
@@ -271,10 +276,11 @@ impl ToolRegistry {
         self.tools.keys().map(String::as_str).collect()
     }
 
-    /// Specs to offer the model.
+    /// Specs to offer the model (tools that are not available now are left out).
     pub fn specs(&self) -> Vec<ToolSpec> {
         self.tools
             .values()
+            .filter(|t| t.is_available())
             .map(|t| ToolSpec {
                 name: t.name().to_string(),
                 description: t.description().to_string(),

@@ -1,5 +1,6 @@
 mod disk_full;
 mod landlock_sandbox;
+mod mcp_rules;
 mod model_http;
 mod model_sse_cases;
 mod permissions_bypasses;

@@ -1,0 +1,390 @@
+//! Starting MCP servers, keeping their connections, and stopping them.
+//!
+//! [`McpHub::start`] starts every server at once (each bounded by its `startup_timeout`); a
+//! server that cannot be started, does not answer `initialize` in time, or fails `tools/list`
+//! is [`ServerStatus::Failed`] with the reason and offers no tools. A server that dies later is
+//! seen by its tools ([`super::tool::McpTool`]): they leave the tool list sent to the model and
+//! a call gets a message saying the server stopped. The agent goes on either way.
+//!
+//! Stdio servers are children in their own process group (process-wrap's `ProcessGroup`), so
+//! [`McpHub::shutdown`] (and dropping the hub) ends the server and everything it started.
+
+use super::config::{McpServerSpec, McpTransport};
+use super::tool::{McpTool, qualified_name};
+use crate::tools::Tool;
+use process_wrap::tokio::{CommandWrap, KillOnDrop, ProcessGroup};
+use rmcp::model::{ClientCapabilities, ClientConfig, Implementation};
+use rmcp::service::{Peer, RoleClient, RunningService, ServiceExt};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use std::collections::VecDeque;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use tokio::io::AsyncBufReadExt;
+
+/// Lines of a stdio server's stderr kept for error messages.
+const STDERR_TAIL_LINES: usize = 20;
+
+/// The last lines a stdio server wrote on stderr (shown when it fails or dies).
+#[derive(Debug, Clone, Default)]
+pub struct StderrTail(Arc<Mutex<VecDeque<String>>>);
+
+impl StderrTail {
+    fn push(&self, line: String) {
+        if let Ok(mut lines) = self.0.lock() {
+            if lines.len() == STDERR_TAIL_LINES {
+                lines.pop_front();
+            }
+            lines.push_back(line);
+        }
+    }
+
+    /// The kept lines joined with `; ` (empty when there are none).
+    pub fn summary(&self) -> String {
+        self.0
+            .lock()
+            .map(|l| l.iter().cloned().collect::<Vec<_>>().join("; "))
+            .unwrap_or_default()
+    }
+}
+
+/// A live connection to one server.
+pub struct Connection {
+    /// Server name (for messages).
+    pub server: String,
+    /// Sends requests (cheap to clone).
+    pub peer: Peer<RoleClient>,
+    /// stderr of a stdio server.
+    pub stderr: StderrTail,
+    /// Time one tool call may take.
+    pub tool_timeout: std::time::Duration,
+    /// Process group of a stdio server (its pid: it leads the group).
+    process_group: Option<u32>,
+    service: tokio::sync::Mutex<Option<RunningService<RoleClient, ClientConfig>>>,
+}
+
+impl Connection {
+    /// Whether the server is gone (process exited, connection closed, or shut down).
+    pub fn is_closed(&self) -> bool {
+        self.peer.is_transport_closed()
+    }
+
+    /// Why the server is gone, for the model and the user.
+    pub fn stopped_message(&self) -> String {
+        let tail = self.stderr.summary();
+        let mut m = format!(
+            "MCP server `{}` has stopped; its tools are withdrawn. Go on without them.",
+            self.server
+        );
+        if !tail.is_empty() {
+            m.push_str(&format!(" Its last stderr lines: {tail}"));
+        }
+        m
+    }
+}
+
+/// What `/mcp` shows about a server.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ServerStatus {
+    /// Connected; its tools are offered.
+    Running,
+    /// It did not start (the reason says why and what to do).
+    Failed(String),
+    /// It ran and has stopped since.
+    Stopped,
+}
+
+/// One tool of a server, as listed by `/mcp`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolSummary {
+    /// The name the model uses (`mcp__<server>__<tool>`).
+    pub name: String,
+    /// The server's own name for it.
+    pub server_tool: String,
+    /// Whether the server says it only reads (`readOnlyHint`; shown, not trusted).
+    pub read_only_hint: bool,
+}
+
+/// One server as `/mcp` shows it.
+#[derive(Debug, Clone)]
+pub struct ServerReport {
+    /// Declared name.
+    pub name: String,
+    /// `stdio: <command line>` or `http: <url>`.
+    pub endpoint: String,
+    /// State now.
+    pub status: ServerStatus,
+    /// Its tools (empty unless it started).
+    pub tools: Vec<ToolSummary>,
+}
+
+struct Server {
+    spec: McpServerSpec,
+    connection: Result<Arc<Connection>, String>,
+    tools: Vec<Arc<McpTool>>,
+}
+
+/// The MCP servers of one agent (a session or a swarm worker).
+#[derive(Default)]
+pub struct McpHub {
+    servers: Vec<Server>,
+}
+
+impl McpHub {
+    /// Starts every server of `specs` concurrently, stdio ones with `cwd` as working directory.
+    /// Never fails: a server that does not start is recorded as [`ServerStatus::Failed`].
+    pub async fn start(specs: Vec<McpServerSpec>, cwd: &Path) -> McpHub {
+        let starts = specs.into_iter().map(|spec| async move {
+            let connection = connect(&spec, cwd).await;
+            let tools = match &connection {
+                Ok((conn, listed)) => make_tools(&spec, conn, listed),
+                Err(_) => Vec::new(),
+            };
+            Server {
+                connection: connection.map(|(c, _)| c),
+                spec,
+                tools,
+            }
+        });
+        let servers = futures::future::join_all(starts).await;
+        McpHub { servers }
+    }
+
+    /// Whether no server is configured.
+    pub fn is_empty(&self) -> bool {
+        self.servers.is_empty()
+    }
+
+    /// The tools of every started server, to register in the agent's tool registry.
+    pub fn tools(&self) -> Vec<Arc<dyn Tool>> {
+        self.servers
+            .iter()
+            .flat_map(|s| s.tools.iter().map(|t| t.clone() as Arc<dyn Tool>))
+            .collect()
+    }
+
+    /// One message per server that failed to start (for stderr at start-up).
+    pub fn startup_failures(&self) -> Vec<String> {
+        self.servers
+            .iter()
+            .filter_map(|s| s.connection.as_ref().err().cloned())
+            .collect()
+    }
+
+    /// Every server with its status and tools (`/mcp`).
+    pub fn report(&self) -> Vec<ServerReport> {
+        self.servers
+            .iter()
+            .map(|s| ServerReport {
+                name: s.spec.name.clone(),
+                endpoint: endpoint(&s.spec.transport),
+                status: match &s.connection {
+                    Err(reason) => ServerStatus::Failed(reason.clone()),
+                    Ok(c) if c.is_closed() => ServerStatus::Stopped,
+                    Ok(_) => ServerStatus::Running,
+                },
+                tools: s.tools.iter().map(|t| t.summary()).collect(),
+            })
+            .collect()
+    }
+
+    /// Closes every connection and ends stdio servers (stdin closed, then SIGTERM, then
+    /// SIGKILL to the process group, as the MCP specification's stdio shutdown says).
+    pub async fn shutdown(&self) {
+        let closes = self
+            .servers
+            .iter()
+            .filter_map(|s| s.connection.as_ref().ok())
+            .map(|c| async move {
+                if let Some(mut service) = c.service.lock().await.take() {
+                    let _ = service
+                        .close_with_timeout(std::time::Duration::from_secs(5))
+                        .await;
+                }
+                if let Some(group) = c.process_group {
+                    end_process_group(group).await;
+                }
+            });
+        futures::future::join_all(closes).await;
+    }
+}
+
+/// Ends what is left of a stdio server's process group (children it started, or the server
+/// itself when closing stdin did not end it): SIGTERM, up to 2 s to exit, then SIGKILL.
+async fn end_process_group(group: u32) {
+    let Ok(pgid) = libc::pid_t::try_from(group) else {
+        return;
+    };
+    // SAFETY: killpg only sends a signal; the group is the server's own (it leads it).
+    if unsafe { libc::killpg(pgid, libc::SIGTERM) } != 0 {
+        return; // no process left in the group
+    }
+    for _ in 0..20 {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        // SAFETY: signal 0 only checks that the group still has a member.
+        if unsafe { libc::killpg(pgid, 0) } != 0 {
+            return;
+        }
+    }
+    // SAFETY: as above.
+    unsafe { libc::killpg(pgid, libc::SIGKILL) };
+}
+
+/// `stdio: node x.js` or `http: <url>`.
+fn endpoint(transport: &McpTransport) -> String {
+    match transport {
+        McpTransport::Stdio { command, args, .. } => format!("stdio: {command} {}", args.join(" "))
+            .trim_end()
+            .to_string(),
+        McpTransport::Http { url, .. } => format!("http: {url}"),
+    }
+}
+
+/// What ahelper tells servers about itself.
+fn client_config() -> ClientConfig {
+    ClientConfig::new(
+        ClientCapabilities::default(),
+        Implementation::new("ahelper", env!("CARGO_PKG_VERSION")),
+    )
+}
+
+type Listed = Vec<rmcp::model::Tool>;
+
+/// Starts (or reaches) one server, runs `initialize` and `tools/list` within its timeout.
+async fn connect(spec: &McpServerSpec, cwd: &Path) -> Result<(Arc<Connection>, Listed), String> {
+    let stderr = StderrTail::default();
+    let mut process_group = None;
+    let started = tokio::time::timeout(spec.startup_timeout, async {
+        let service = match &spec.transport {
+            McpTransport::Stdio { command, args, env } => {
+                let transport = spawn_stdio(command, args, env, cwd, &stderr)
+                    .map_err(|e| format!("cannot start `{command}`: {e}"))?;
+                process_group = transport.id();
+                client_config().serve(transport).await
+            }
+            McpTransport::Http { url, headers } => {
+                let transport = http_transport(url, headers)?;
+                client_config().serve(transport).await
+            }
+        }
+        .map_err(|e| format!("initialize failed: {e}"))?;
+        let tools = service
+            .peer()
+            .list_all_tools()
+            .await
+            .map_err(|e| format!("tools/list failed: {e}"))?;
+        Ok::<_, String>((service, tools))
+    })
+    .await;
+    let failure = |reason: String| {
+        let tail = stderr.summary();
+        let mut m = format!("MCP server `{}` did not start: {reason}", spec.name);
+        if !tail.is_empty() {
+            m.push_str(&format!(" (its stderr: {tail})"));
+        }
+        m
+    };
+    let (service, tools) = match started {
+        Ok(Ok(v)) => v,
+        Ok(Err(reason)) => {
+            if let Some(group) = process_group {
+                end_process_group(group).await;
+            }
+            return Err(failure(reason));
+        }
+        Err(_) => {
+            if let Some(group) = process_group {
+                end_process_group(group).await;
+            }
+            return Err(failure(format!(
+                "no answer to initialize within {} s (raise `startup_timeout_s` in its entry if it is slow to start)",
+                spec.startup_timeout.as_secs()
+            )));
+        }
+    };
+    let connection = Connection {
+        server: spec.name.clone(),
+        peer: service.peer().clone(),
+        stderr,
+        tool_timeout: spec.tool_timeout,
+        process_group,
+        service: tokio::sync::Mutex::new(Some(service)),
+    };
+    Ok((Arc::new(connection), tools))
+}
+
+/// The child process of a stdio server: its own process group, killed when dropped, stderr
+/// collected into `tail`.
+fn spawn_stdio(
+    command: &str,
+    args: &[String],
+    env: &std::collections::BTreeMap<String, String>,
+    cwd: &Path,
+    tail: &StderrTail,
+) -> std::io::Result<TokioChildProcess> {
+    let mut cmd = tokio::process::Command::new(command);
+    cmd.args(args).envs(env).current_dir(cwd);
+    // The marker lets ahelper's watchdog end the server (and what it started) when ahelper is
+    // killed without a chance to shut it down (`kill -9`).
+    cmd.env(
+        crate::process_sweep::OWNER_VAR,
+        crate::process_sweep::owner_token(),
+    );
+    let mut wrapped = CommandWrap::from(cmd);
+    wrapped.wrap(ProcessGroup::leader()).wrap(KillOnDrop);
+    let (process, child_stderr) = TokioChildProcess::builder(wrapped)
+        .stderr(std::process::Stdio::piped())
+        .spawn()?;
+    if let Some(child_stderr) = child_stderr {
+        let tail = tail.clone();
+        tokio::spawn(async move {
+            let mut lines = tokio::io::BufReader::new(child_stderr).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                tracing::debug!(target: "mcp", "{line}");
+                tail.push(line);
+            }
+        });
+    }
+    Ok(process)
+}
+
+/// The streamable HTTP transport for `url`; `Authorization: Bearer …` becomes the bearer
+/// token, other headers are sent as they are.
+fn http_transport(
+    url: &str,
+    headers: &std::collections::BTreeMap<String, String>,
+) -> Result<StreamableHttpClientTransport<reqwest::Client>, String> {
+    use reqwest::header::{HeaderName, HeaderValue};
+    let mut config = StreamableHttpClientTransportConfig::with_uri(url.to_string());
+    for (name, value) in headers {
+        if name.eq_ignore_ascii_case("authorization")
+            && let Some(token) = value.strip_prefix("Bearer ")
+        {
+            config.auth_header = Some(token.to_string());
+            continue;
+        }
+        let name_ok =
+            HeaderName::from_bytes(name.as_bytes()).map_err(|e| format!("header `{name}`: {e}"))?;
+        let value_ok =
+            HeaderValue::from_str(value).map_err(|e| format!("header `{name}` value: {e}"))?;
+        config.custom_headers.insert(name_ok, value_ok);
+    }
+    Ok(StreamableHttpClientTransport::from_config(config))
+}
+
+/// One [`McpTool`] per listed tool; a name that collides after sanitising is skipped with a
+/// warning.
+fn make_tools(spec: &McpServerSpec, conn: &Arc<Connection>, listed: &Listed) -> Vec<Arc<McpTool>> {
+    let mut seen = std::collections::BTreeSet::new();
+    listed
+        .iter()
+        .filter_map(|t| {
+            let name = qualified_name(&spec.name, &t.name);
+            if !seen.insert(name.clone()) {
+                tracing::warn!(server = %spec.name, tool = %t.name, "MCP tool name collides after sanitising; skipped");
+                return None;
+            }
+            Some(Arc::new(McpTool::new(name, t, conn.clone())))
+        })
+        .collect()
+}

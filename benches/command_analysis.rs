@@ -63,6 +63,7 @@ fn decide(bencher: divan::Bencher, shape: &str) {
             ],
         )
         .expect("valid rules"),
+        network_off: false,
     };
     bencher.bench(|| {
         policy.decide(&PermissionRequest {

@@ -3,14 +3,18 @@
 //! rules, then the built-in read-only list or an allow rule that covers every concern.
 
 use super::command::{Ctx, Outcome};
+use super::disk::{MAX_RECURSIVE_ENTRIES, expand_glob, real, walk_files};
+use super::git_dir::foreign_repository;
 use super::matching::{Match, allow_match, restrictive_match};
-use super::paths::{Placed, in_temp_dir, is_harmless_device, path_rule_matches, place};
+use super::paths::{
+    Placed, in_temp_dir, is_harmless_device, is_network_device, path_rule_matches, place,
+};
+use super::scan::deny_could_appear;
 use crate::permissions::PermissionMode;
-use crate::permissions::command::SimpleCommand;
-use crate::permissions::command::Word;
 use crate::permissions::command::classify::{
     Concern, ConcernKind, Facts, classify, is_system_program,
 };
+use crate::permissions::command::{RedirectKind, SimpleCommand, Word};
 use crate::permissions::rules::{PermissionRule, RulePattern};
 use crate::sandbox::protection_reason;
 use crate::tools::ToolKind;
@@ -69,8 +73,11 @@ impl SimpleCheck<'_> {
     /// Runs the steps; `Err` is an outcome reached early (a refusal).
     fn run(&mut self) -> Result<Outcome, Outcome> {
         self.deny_rules()?;
+        self.hidden_code()?;
+        self.network()?;
         self.reads()?;
         self.workspace_program();
+        self.foreign_git();
         self.writes()?;
         self.modified()?;
         self.ask_rules();
@@ -97,10 +104,25 @@ impl SimpleCheck<'_> {
         Ok(())
     }
 
-    /// 2. Files it reads: `read_file` deny rules refuse; reads outside the workspace are
-    ///    concerns.
+    /// 2. Files it reads (operands, input redirections, glob expansions, everything beneath a
+    ///    directory read recursively): `read_file` deny rules refuse; reads outside the
+    ///    workspace are concerns.
     fn reads(&mut self) -> Result<(), Outcome> {
-        for (index, word) in self.facts.reads.clone() {
+        let mut reads = self.facts.reads.clone();
+        let redirected = self
+            .cmd
+            .redirections
+            .iter()
+            .filter(|r| r.kind == RedirectKind::Read);
+        reads.extend(
+            redirected
+                .filter_map(|r| r.target.clone())
+                .map(|w| (None, w)),
+        );
+        if self.facts.recursive && !reads.iter().any(|(i, _)| i.is_some()) {
+            reads.push((None, Word::literal(".")));
+        }
+        for (index, word) in reads {
             if word.dynamic {
                 continue;
             }
@@ -113,12 +135,61 @@ impl SimpleCheck<'_> {
                 continue;
             };
             for base in bases {
-                if let Some(p) = place(&word.text, word.tilde, &base, self.ctx.root) {
+                for p in self.expand(&word, &base) {
                     self.read_at(index, &word, &p)?;
                 }
             }
         }
         Ok(())
+    }
+
+    /// The paths `word` names from `base`: a glob's matches on disk (or the word itself when
+    /// nothing matches, as bash passes it on), else the word.
+    fn expand(&mut self, word: &Word, base: &std::path::Path) -> Vec<Placed> {
+        let root = self.ctx.root;
+        if word.glob && !word.tilde {
+            match expand_glob(&word.text, base) {
+                Some(found) if !found.is_empty() => {
+                    return found
+                        .iter()
+                        .filter_map(|f| place(&f.to_string_lossy(), false, base, root))
+                        .collect();
+                }
+                Some(_) => {}
+                None if self.read_denies().next().is_some() => {
+                    self.asks.push(format!(
+                        "`{}` expands to too many files to check against the read deny rules",
+                        word.text
+                    ));
+                }
+                None => {}
+            }
+        }
+        place(&word.text, word.tilde, base, root)
+            .into_iter()
+            .collect()
+    }
+
+    /// The `read_file` deny rules that name paths.
+    fn read_denies(&self) -> impl Iterator<Item = &PermissionRule> {
+        self.ctx
+            .policy
+            .rules
+            .deny
+            .iter()
+            .filter(|r| r.applies_to("read_file", ToolKind::Read))
+            .filter(|r| !matches!(r.pattern, RulePattern::Any))
+    }
+
+    /// The read deny rule matching `p` as written or where its symbolic links lead.
+    fn read_denial(&self, p: &Placed) -> Option<String> {
+        let real = real(p, self.ctx.root);
+        self.read_denies()
+            .find(|r| {
+                path_rule_matches(r, p, true)
+                    || real.as_ref().is_some_and(|q| path_rule_matches(r, q, true))
+            })
+            .map(ToString::to_string)
     }
 
     /// The directories a path word is relative to: the root for absolute and `~` paths (which
@@ -133,19 +204,19 @@ impl SimpleCheck<'_> {
 
     /// One read of `word`, placed at `p`.
     fn read_at(&mut self, index: Option<usize>, word: &Word, p: &Placed) -> Result<(), Outcome> {
-        let denied = self
-            .ctx
-            .policy
-            .rules
-            .deny
-            .iter()
-            .filter(|r| r.applies_to("read_file", ToolKind::Read))
-            .find(|r| !matches!(r.pattern, RulePattern::Any) && path_rule_matches(r, p, true));
-        if let Some(rule) = denied {
+        if let Some(rule) = self.read_denial(p) {
             return Err(Outcome::Deny(format!(
                 "`{}` reads {}, denied by the rule `{rule}`",
-                self.shown, word.text
+                self.shown,
+                if word.glob {
+                    p.abs.display().to_string()
+                } else {
+                    word.text.clone()
+                }
             )));
+        }
+        if self.facts.recursive && p.abs.is_dir() && self.read_denies().next().is_some() {
+            self.recursive_read(p)?;
         }
         if p.rel.is_none() && !is_harmless_device(&p.abs) {
             self.concern(
@@ -153,6 +224,127 @@ impl SimpleCheck<'_> {
                 ConcernKind::OutsideRead,
                 format!("reads {}, which is outside the workspace", p.abs.display()),
             );
+        }
+        Ok(())
+    }
+
+    /// A directory read recursively (`grep -r`, `rg`): refused when a file beneath it is
+    /// covered by a read deny rule; asks when there are too many entries to check.
+    fn recursive_read(&mut self, dir: &Placed) -> Result<(), Outcome> {
+        let root = self.ctx.root.to_path_buf();
+        let mut denied: Option<(std::path::PathBuf, String)> = None;
+        let walked = walk_files(&dir.abs, |file| {
+            let Some(p) = place(&file.to_string_lossy(), false, &root, &root) else {
+                return false;
+            };
+            denied = self.read_denial(&p).map(|rule| (file.to_path_buf(), rule));
+            denied.is_some()
+        });
+        if let Some((file, rule)) = denied {
+            return Err(Outcome::Deny(format!(
+                "`{}` reads everything beneath {}, including {}, denied by the rule `{rule}`; \
+                 search the allowed files by name instead",
+                self.shown,
+                dir.abs.display(),
+                file.display()
+            )));
+        }
+        if walked.is_err() {
+            self.asks.push(format!(
+                "`{}` reads {} recursively, which holds more than {MAX_RECURSIVE_ENTRIES} entries \
+                 to check against the read deny rules",
+                self.shown,
+                dir.abs.display()
+            ));
+        }
+        Ok(())
+    }
+
+    /// Code the analysis cannot see — an option or program that runs commands (`sed e`, `tar
+    /// --to-command`, `vim`, `make`, `hash -p`; see `classify/runners.rs`) or a program given
+    /// by path (a file of the workspace the agent can write, a symbolic link or a copy of any
+    /// program) — is refused when deny rules for commands exist, whatever the mode; otherwise
+    /// it is a hazard. A program given by path is refused, too, when its real target is a
+    /// program a deny rule names.
+    fn hidden_code(&mut self) -> Result<(), Outcome> {
+        let cmd = self.cmd;
+        let program = cmd.argv.first().and_then(Word::as_literal);
+        let by_path = program.filter(|p| p.contains('/'));
+        if let Some(target) = by_path.and_then(|p| self.denied_target(p)) {
+            return Err(Outcome::Deny(target));
+        }
+        let reason = self.facts.runs_code.clone().or_else(|| {
+            by_path.filter(|p| !is_system_program(p)).map(|p| {
+                format!("`{p}` is a file the command runs by path: its contents are not analysed")
+            })
+        });
+        let Some(reason) = reason else {
+            return Ok(());
+        };
+        let policy = self.ctx.policy;
+        if let Some(rule) = self.ctx.command_rules(&policy.rules.deny).next() {
+            return Err(Outcome::Deny(format!(
+                "`{}` cannot be checked against the deny rules ({reason}); it could run what the \
+                 rule `{rule}` denies",
+                self.shown
+            )));
+        }
+        if self.facts.runs_code.is_some() {
+            self.concern(None, ConcernKind::Hazard, reason);
+        }
+        Ok(())
+    }
+
+    /// Why running `program` (a path) is denied: its real target (symbolic links resolved) is a
+    /// program a deny rule names, by file name or by path.
+    fn denied_target(&self, program: &str) -> Option<String> {
+        let policy = self.ctx.policy;
+        self.cwds.as_ref()?.iter().find_map(|base| {
+            let target = std::fs::canonicalize(base.join(program)).ok()?;
+            let name = target.file_name()?.to_string_lossy().into_owned();
+            let rule = deny_could_appear(policy, &name)
+                .or_else(|| deny_could_appear(policy, &target.to_string_lossy()))?;
+            Some(format!(
+                "`{}` runs {}, which the rule `{rule}` denies",
+                self.shown,
+                target.display()
+            ))
+        })
+    }
+
+    /// `/dev/tcp/HOST/PORT` and `/dev/udp/…` (bash opens a socket for them) are network access:
+    /// refused when the sandbox turns the network off, asked outside bypass mode.
+    fn network(&mut self) -> Result<(), Outcome> {
+        let redirected = self
+            .cmd
+            .redirections
+            .iter()
+            .filter_map(|r| r.target.as_ref());
+        let words = self.cmd.argv.iter().skip(1).chain(redirected);
+        let root = self.ctx.root;
+        let bases = self
+            .cwds
+            .clone()
+            .unwrap_or_else(|| vec![root.to_path_buf()]);
+        let socket = words.into_iter().find(|w| {
+            bases.iter().any(|base| {
+                place(&w.text, w.tilde, base, root).is_some_and(|p| is_network_device(&p.abs))
+            })
+        });
+        let Some(word) = socket else {
+            return Ok(());
+        };
+        let reason = format!(
+            "`{}` opens a network connection ({})",
+            self.shown, word.text
+        );
+        if self.ctx.policy.network_off {
+            return Err(Outcome::Deny(format!(
+                "{reason}, and the sandbox's network is off (`[sandbox] network = false`)"
+            )));
+        }
+        if self.ctx.policy.mode != PermissionMode::Bypass {
+            self.asks.push(reason);
         }
         Ok(())
     }
@@ -177,6 +369,46 @@ impl SimpleCheck<'_> {
                 format!(
                     "`{program}` is a program in the workspace: its contents are not analysed \
                      and can be changed by the agent"
+                ),
+            );
+        }
+    }
+
+    /// Git run in a repository other than the workspace's own (a `cd` into a directory holding
+    /// its own git dir, `git -C DIR`, a working directory outside the workspace): that
+    /// repository's configuration can run programs, so the command is not read-only.
+    fn foreign_git(&mut self) {
+        let Some(program) = self.cmd.argv.first().and_then(Word::as_literal) else {
+            return;
+        };
+        if crate::permissions::command::basename(program) != "git" || !is_system_program(program) {
+            return;
+        }
+        let Some(cwds) = self.cwds.clone() else {
+            return; // An unknown working directory is already a concern of the reads.
+        };
+        let globals = &self.cmd.global_options;
+        let mut dirs = cwds.clone();
+        for (i, w) in globals.iter().enumerate() {
+            if w.text == "-C"
+                && let Some(dir) = globals.get(i + 1)
+            {
+                dirs = cwds
+                    .iter()
+                    .filter_map(|base| place(&dir.text, dir.tilde, base, self.ctx.root))
+                    .map(|p| p.abs)
+                    .collect();
+            }
+        }
+        let root = self.ctx.root;
+        if let Some(repo) = dirs.iter().find_map(|d| foreign_repository(d, root)) {
+            self.concern(
+                None,
+                ConcernKind::Hazard,
+                format!(
+                    "git runs in {}, which is not the workspace's own repository: its \
+                     configuration can run programs",
+                    repo.display()
                 ),
             );
         }

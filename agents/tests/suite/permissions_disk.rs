@@ -134,6 +134,10 @@ fn git_outside_the_workspace_repository_is_not_read_only() {
     for c in ["git status", "cd src && git status", "git -C src log"] {
         assert_eq!(command(&p, ws.path(), c), Decision::Allow, "`{c}`");
     }
+    let deny = policy(PermissionMode::Bypass, &["run_command(rm:*)"]);
+    let d = command(&deny, ws.path(), "cd tools/evil && git diff");
+    assert!(matches!(d, Decision::Deny { .. }), "{d:?}");
+    assert_eq!(command(&deny, ws.path(), "git diff"), Decision::Allow);
 }
 
 #[test]

@@ -77,7 +77,7 @@ impl SimpleCheck<'_> {
         self.network()?;
         self.reads()?;
         self.workspace_program();
-        self.foreign_git();
+        self.foreign_git()?;
         self.writes()?;
         self.modified()?;
         self.ask_rules();
@@ -376,16 +376,17 @@ impl SimpleCheck<'_> {
 
     /// Git run in a repository other than the workspace's own (a `cd` into a directory holding
     /// its own git dir, `git -C DIR`, a working directory outside the workspace): that
-    /// repository's configuration can run programs, so the command is not read-only.
-    fn foreign_git(&mut self) {
+    /// repository's configuration can run programs, so the command is not read-only — and it
+    /// is refused, like other hidden code, when deny rules for commands exist.
+    fn foreign_git(&mut self) -> Result<(), Outcome> {
         let Some(program) = self.cmd.argv.first().and_then(Word::as_literal) else {
-            return;
+            return Ok(());
         };
         if crate::permissions::command::basename(program) != "git" || !is_system_program(program) {
-            return;
+            return Ok(());
         }
         let Some(cwds) = self.cwds.clone() else {
-            return; // An unknown working directory is already a concern of the reads.
+            return Ok(()); // An unknown working directory is already a concern of the reads.
         };
         let globals = &self.cmd.global_options;
         let mut dirs = cwds.clone();
@@ -401,17 +402,22 @@ impl SimpleCheck<'_> {
             }
         }
         let root = self.ctx.root;
-        if let Some(repo) = dirs.iter().find_map(|d| foreign_repository(d, root)) {
-            self.concern(
-                None,
-                ConcernKind::Hazard,
-                format!(
-                    "git runs in {}, which is not the workspace's own repository: its \
-                     configuration can run programs",
-                    repo.display()
-                ),
-            );
+        let Some(repo) = dirs.iter().find_map(|d| foreign_repository(d, root)) else {
+            return Ok(());
+        };
+        let reason = format!(
+            "git runs in {}, which is not the workspace's own repository: its configuration \
+             can run programs",
+            repo.display()
+        );
+        let policy = self.ctx.policy;
+        if let Some(rule) = self.ctx.command_rules(&policy.rules.deny).next() {
+            return Err(Outcome::Deny(format!(
+                "{reason} that the rule `{rule}` could deny"
+            )));
         }
+        self.concern(None, ConcernKind::Hazard, reason);
+        Ok(())
     }
 
     /// 3. Writes: redirections and `tee` files, decided like edits.

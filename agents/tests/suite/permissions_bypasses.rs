@@ -231,6 +231,9 @@ fn hidden_code_is_refused_when_command_deny_rules_exist() {
         "shopt -s expand_aliases",
         "alias zz=ls",
         "enable -f ./x.so x",
+        "PATH=.:$PATH xx a",
+        "export PATH=$PWD:$PATH; xx a",
+        "PATH=/ws/bin; xx a",
     ];
     for command in forms {
         assert_deny(&p, command);

@@ -273,11 +273,18 @@ impl SimpleCheck<'_> {
         if let Some(target) = by_path.and_then(|p| self.denied_target(p)) {
             return Err(Outcome::Deny(target));
         }
-        let reason = self.facts.runs_code.clone().or_else(|| {
-            by_path.filter(|p| !is_system_program(p)).map(|p| {
-                format!("`{p}` is a file the command runs by path: its contents are not analysed")
+        let reason = self
+            .facts
+            .runs_code
+            .clone()
+            .or_else(|| {
+                by_path.filter(|p| !is_system_program(p)).map(|p| {
+                    format!(
+                        "`{p}` is a file the command runs by path: its contents are not analysed"
+                    )
+                })
             })
-        });
+            .or_else(|| sets_path(cmd));
         let Some(reason) = reason else {
             return Ok(());
         };
@@ -640,6 +647,16 @@ impl SimpleCheck<'_> {
         }
         Outcome::Ask(format!("the command writes {shown}"))
     }
+}
+
+/// Why `cmd` changes where programs are looked up (`PATH=… cmd`, `PATH=…`, `export PATH=…`):
+/// a bare name may then run a file of the workspace.
+fn sets_path(cmd: &SimpleCommand) -> Option<String> {
+    let assigned = cmd.assignments.iter().any(|a| a.name == "PATH");
+    let declared = cmd.kind == crate::permissions::command::CommandKind::Declaration
+        && cmd.argv.iter().skip(1).any(|w| w.text.starts_with("PATH="));
+    (assigned || declared)
+        .then(|| "setting `PATH` lets a bare name run a file the analysis cannot see".to_string())
 }
 
 /// The reasons of `concerns`, joined.

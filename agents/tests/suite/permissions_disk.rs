@@ -138,6 +138,14 @@ fn git_outside_the_workspace_repository_is_not_read_only() {
     let d = command(&deny, ws.path(), "cd tools/evil && git diff");
     assert!(matches!(d, Decision::Deny { .. }), "{d:?}");
     assert_eq!(command(&deny, ws.path(), "git diff"), Decision::Allow);
+    for c in [
+        "GIT_DIR=tools/evil git diff",
+        "git --git-dir=tools/evil diff",
+        "git --git-dir tools/evil log",
+    ] {
+        let d = command(&deny, ws.path(), c);
+        assert!(matches!(d, Decision::Deny { .. }), "`{c}`: {d:?}");
+    }
 }
 
 #[test]

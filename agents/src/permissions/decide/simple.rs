@@ -409,7 +409,9 @@ impl SimpleCheck<'_> {
             }
         }
         let root = self.ctx.root;
-        let Some(repo) = dirs.iter().find_map(|d| foreign_repository(d, root)) else {
+        let explicit = explicit_git_dir(self.cmd).map(std::path::PathBuf::from);
+        let Some(repo) = explicit.or_else(|| dirs.iter().find_map(|d| foreign_repository(d, root)))
+        else {
             return Ok(());
         };
         let reason = format!(
@@ -647,6 +649,25 @@ impl SimpleCheck<'_> {
         }
         Outcome::Ask(format!("the command writes {shown}"))
     }
+}
+
+/// The git directory `cmd` names explicitly (`GIT_DIR=…`, `GIT_COMMON_DIR=…`, `--git-dir`).
+fn explicit_git_dir(cmd: &SimpleCommand) -> Option<String> {
+    let assigned = cmd
+        .assignments
+        .iter()
+        .find(|a| matches!(a.name.as_str(), "GIT_DIR" | "GIT_COMMON_DIR"))
+        .map(|a| a.value.text.clone());
+    let globals = &cmd.global_options;
+    assigned.or_else(|| {
+        globals.iter().enumerate().find_map(|(i, w)| {
+            if w.text == "--git-dir" {
+                Some(globals.get(i + 1).map_or(String::new(), |v| v.text.clone()))
+            } else {
+                w.text.strip_prefix("--git-dir=").map(str::to_string)
+            }
+        })
+    })
 }
 
 /// Why `cmd` changes where programs are looked up (`PATH=… cmd`, `PATH=…`, `export PATH=…`):

@@ -74,7 +74,18 @@ fn shell_reads_of_a_denied_path_are_refused_however_spelt() {
         "git cat-file -p HEAD:.env",
         "cat docs/config.txt",
         "head -1 docs/c*",
+        "find . -name '.e*' -exec cat {} +",
+        "find docs -type l -exec cat {} ;",
     ] {
+        let d = command(&p, ws.path(), c);
+        assert!(matches!(d, Decision::Deny { .. }), "`{c}`: {d:?}");
+    }
+    let bypass = policy(PermissionMode::Bypass, &["read_file(**/.env)"]);
+    for c in ["cat $(echo .env)", "ls -a | xargs cat", "cat \"$F\""] {
+        let d = command(&bypass, ws.path(), c);
+        assert!(matches!(d, Decision::Ask { .. }), "`{c}`: {d:?}");
+    }
+    for c in ["cat .env"] {
         let d = command(&p, ws.path(), c);
         assert!(matches!(d, Decision::Deny { .. }), "`{c}`: {d:?}");
     }

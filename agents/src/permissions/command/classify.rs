@@ -258,9 +258,8 @@ fn reader(facts: &mut Facts, cmd: &SimpleCommand, with_value: &[&str], pattern_f
                     w.text
                 ),
             );
-        } else {
-            facts.read(Some(i), w);
         }
+        facts.read(Some(i), w);
     }
     // A computed option may be anything too.
     for (i, w) in cmd.argv.iter().enumerate().skip(1) {
@@ -516,6 +515,8 @@ fn find(facts: &mut Facts, cmd: &SimpleCommand) {
             continue;
         }
         match t {
+            // The command it runs reads the files found (`{}`): everything beneath.
+            "-exec" | "-execdir" | "-ok" | "-okdir" => facts.recursive = true,
             "-delete" => facts.hazard(i, "`find -delete` deletes files"),
             "-fprint" | "-fprint0" | "-fprintf" | "-fls" => {
                 facts.hazard(i, format!("`find {t}` writes a file"))

@@ -122,8 +122,23 @@ impl SimpleCheck<'_> {
         if self.facts.recursive && !reads.iter().any(|(i, _)| i.is_some()) {
             reads.push((None, Word::literal(".")));
         }
+        let denies = self.read_denies().next().is_some();
+        if denies && self.cmd.dynamic_tail && self.facts.known {
+            self.asks.push(format!(
+                "`{}` reads files named at run time (xargs), which could be covered by a read \
+                 deny rule",
+                self.shown
+            ));
+        }
         for (index, word) in reads {
             if word.dynamic {
+                if denies {
+                    self.asks.push(format!(
+                        "`{}` reads `{}`, computed at run time, which could be covered by a read \
+                         deny rule",
+                        self.shown, word.text
+                    ));
+                }
                 continue;
             }
             let Some(bases) = self.bases(&word) else {

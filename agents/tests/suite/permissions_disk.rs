@@ -76,11 +76,21 @@ fn shell_reads_of_a_denied_path_are_refused_however_spelt() {
         "head -1 docs/c*",
         "find . -name '.e*' -exec cat {} +",
         "find docs -type l -exec cat {} ;",
+        "base64 .env",
+        "xxd docs/config.txt",
+        "cp .e* leak.txt",
+        "openssl enc -in .env",
+        "some-tool --config=.env",
     ] {
         let d = command(&p, ws.path(), c);
         assert!(matches!(d, Decision::Deny { .. }), "`{c}`: {d:?}");
     }
     let bypass = policy(PermissionMode::Bypass, &["read_file(**/.env)"]);
+    assert!(matches!(
+        command(&bypass, ws.path(), "base64 .env"),
+        Decision::Deny { .. }
+    ));
+    assert_eq!(command(&bypass, ws.path(), "base64 a.txt"), Decision::Allow);
     for c in ["cat $(echo .env)", "ls -a | xargs cat", "cat \"$F\""] {
         let d = command(&bypass, ws.path(), c);
         assert!(matches!(d, Decision::Ask { .. }), "`{c}`: {d:?}");

@@ -14,7 +14,7 @@ use crate::permissions::PermissionMode;
 use crate::permissions::command::classify::{
     Concern, ConcernKind, Facts, classify, is_system_program,
 };
-use crate::permissions::command::{RedirectKind, SimpleCommand, Word};
+use crate::permissions::command::{CommandKind, RedirectKind, SimpleCommand, Word};
 use crate::permissions::rules::{PermissionRule, RulePattern};
 use crate::sandbox::protection_reason;
 use crate::tools::ToolKind;
@@ -76,6 +76,7 @@ impl SimpleCheck<'_> {
         self.hidden_code()?;
         self.network()?;
         self.reads()?;
+        self.unknown_program_reads()?;
         self.workspace_program();
         self.foreign_git()?;
         self.writes()?;
@@ -152,6 +153,45 @@ impl SimpleCheck<'_> {
             for base in bases {
                 for p in self.expand(&word, &base) {
                     self.read_at(index, &word, &p)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A program whose arguments we do not model (`base64`, `xxd`, `less`, `cp`) may read any
+    /// path it is given: when read deny rules exist, an argument (or the value of
+    /// `--option=VALUE`) naming a denied path refuses it.
+    fn unknown_program_reads(&mut self) -> Result<(), Outcome> {
+        let cmd = self.cmd;
+        if self.facts.known
+            || cmd.kind != CommandKind::Program
+            || self.read_denies().next().is_none()
+        {
+            return Ok(());
+        }
+        let words =
+            cmd.argv
+                .iter()
+                .skip(1)
+                .filter(|w| !w.dynamic)
+                .map(|w| match w.text.split_once('=') {
+                    Some((name, value)) if name.starts_with('-') => Word {
+                        text: value.to_string(),
+                        ..w.clone()
+                    },
+                    _ => w.clone(),
+                });
+        for word in words.collect::<Vec<_>>() {
+            for base in self.bases(&word).unwrap_or_default() {
+                for p in self.expand(&word, &base) {
+                    if let Some(rule) = self.read_denial(&p) {
+                        return Err(Outcome::Deny(format!(
+                            "`{}` is given {}, which the rule `{rule}` denies reading",
+                            self.shown,
+                            p.abs.display()
+                        )));
+                    }
                 }
             }
         }
@@ -689,7 +729,7 @@ fn explicit_git_dir(cmd: &SimpleCommand) -> Option<String> {
 /// a bare name may then run a file of the workspace.
 fn sets_path(cmd: &SimpleCommand) -> Option<String> {
     let assigned = cmd.assignments.iter().any(|a| a.name == "PATH");
-    let declared = cmd.kind == crate::permissions::command::CommandKind::Declaration
+    let declared = cmd.kind == CommandKind::Declaration
         && cmd.argv.iter().skip(1).any(|w| w.text.starts_with("PATH="));
     (assigned || declared)
         .then(|| "setting `PATH` lets a bare name run a file the analysis cannot see".to_string())

@@ -63,6 +63,7 @@ fn decide(bencher: divan::Bencher, shape: &str) {
             ],
         )
         .expect("valid rules"),
+        network_off: false,
     };
     bencher.bench(|| {
         policy.decide(&PermissionRequest {
@@ -71,6 +72,37 @@ fn decide(bencher: divan::Bencher, shape: &str) {
             subject: Some(divan::black_box(&cmd)),
             workspace_root: Path::new("/ws"),
             cwd: Path::new("/ws"),
+        })
+    });
+}
+
+/// The whole decision in a real workspace on disk (the decision then resolves links, expands
+/// globs and looks for foreign git dirs): a read deny rule for `.env` and a repository with a
+/// few files.
+#[divan::bench(args = ["cat src/*.rs", "grep -r TODO src", "git status", "cat < a.txt"])]
+fn decide_on_disk(bencher: divan::Bencher, command: &str) {
+    let ws = tempfile::tempdir().expect("temp dir");
+    let root = std::fs::canonicalize(ws.path()).expect("canonical temp dir");
+    std::fs::create_dir_all(root.join(".git/objects")).expect("git dir");
+    std::fs::create_dir_all(root.join("src")).expect("src");
+    for i in 0..20 {
+        std::fs::write(root.join(format!("src/m{i}.rs")), "// TODO\n").expect("file");
+    }
+    std::fs::write(root.join("a.txt"), "a\n").expect("file");
+    std::fs::write(root.join(".env"), "SECRET=1\n").expect("file");
+    let policy = PermissionPolicy {
+        mode: PermissionMode::Default,
+        rules: RuleSet::parse(&[], &[], &["read_file(**/.env)", "run_command(rm:*)"])
+            .expect("valid rules"),
+        network_off: false,
+    };
+    bencher.bench(|| {
+        policy.decide(&PermissionRequest {
+            tool: "run_command",
+            kind: ToolKind::Execute,
+            subject: Some(divan::black_box(command)),
+            workspace_root: &root,
+            cwd: &root,
         })
     });
 }

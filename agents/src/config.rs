@@ -631,6 +631,8 @@ impl Config {
         };
         let swarm = resolve_swarm(&merged.swarm);
         let sandbox = resolve_sandbox(&merged.sandbox, &workspace_root, env)?;
+        let mut permissions = permissions;
+        permissions.network_off = !sandbox.network;
         let mut provider = match resolve_provider(&merged, env) {
             Ok(p) => Ok(p),
             Err(ProviderProblem::Unusable(reason)) => Err(reason),
@@ -855,7 +857,11 @@ fn resolve_permissions(
         deny: parse_list("deny", &file.deny)?,
         builtin_read_only: true,
     };
-    Ok(PermissionPolicy { mode, rules })
+    Ok(PermissionPolicy {
+        mode,
+        rules,
+        network_off: false,
+    })
 }
 
 /// Why no model provider is usable. Reported only when a model is needed.

@@ -6,6 +6,7 @@ mod disk_full;
 mod flags;
 mod help_and_readme;
 mod hooks;
+mod hostile_model;
 mod instructions;
 mod key_protection;
 mod mcp;

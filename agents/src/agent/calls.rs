@@ -258,6 +258,7 @@ impl Agent {
         }
         let indices = std::mem::take(batch);
         let mut ctx = self.tool_context.clone();
+        ctx.read_deny = self.gate.read_deny_rules();
         ctx.cancel = cancel.child_token();
         ctx.max_output_chars = self.settings.max_tool_output_chars;
         let futures = indices.iter().map(|&i| {

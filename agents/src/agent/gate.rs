@@ -70,6 +70,19 @@ impl PermissionGate {
         }
     }
 
+    /// The `read_file` deny rules in force now (for the `grep` and `glob` tools to skip what
+    /// they cover).
+    pub fn read_deny_rules(&self) -> Vec<PermissionRule> {
+        let policy = self.policy.read().unwrap_or_else(|e| e.into_inner());
+        policy
+            .rules
+            .deny
+            .iter()
+            .filter(|r| r.tool == "read_file")
+            .cloned()
+            .collect()
+    }
+
     /// Settles one call of `tool` with `input` in `ctx`.
     pub async fn check(&self, tool: &dyn Tool, input: &Value, ctx: &ToolContext) -> GateOutcome {
         self.check_with_hook(tool, input, ctx, None).await

@@ -19,6 +19,8 @@ use crate::tools::ToolKind;
 use paths::{Placed, path_rule_matches, place};
 
 mod command;
+mod disk;
+mod git_dir;
 mod matching;
 mod paths;
 mod scan;
@@ -37,6 +39,32 @@ pub(crate) fn decide(policy: &PermissionPolicy, request: &PermissionRequest<'_>)
             .and_then(|s| place(s, s.starts_with('~'), request.cwd, request.workspace_root)),
     };
     check.decide()
+}
+
+/// True when a `read_file` deny rule of `rules` covers `path` (absolute), as named or where its
+/// symbolic links lead; `root` is the canonical workspace root relative rules are matched
+/// from. The `grep` and `glob` tools skip such files.
+pub fn read_denied(
+    rules: &[PermissionRule],
+    path: &std::path::Path,
+    root: &std::path::Path,
+) -> bool {
+    let mut denies = rules
+        .iter()
+        .filter(|r| r.applies_to("read_file", ToolKind::Read))
+        .filter(|r| !matches!(r.pattern, RulePattern::Any))
+        .peekable();
+    if denies.peek().is_none() {
+        return false;
+    }
+    let Some(placed) = place(&path.to_string_lossy(), false, root, root) else {
+        return false;
+    };
+    let real = disk::real(&placed, root);
+    denies.any(|r| {
+        path_rule_matches(r, &placed, true)
+            || real.as_ref().is_some_and(|q| path_rule_matches(r, q, true))
+    })
 }
 
 /// A refusal because plan mode is read-only.
@@ -71,6 +99,20 @@ impl ToolCheck<'_> {
             .map(ToString::to_string)
     }
 
+    /// The deny rule matching where the path's symbolic links lead (a link in the workspace to
+    /// a denied file), with that target.
+    fn real_path_denial(&self) -> Option<(String, String)> {
+        let real = disk::real(self.placed.as_ref()?, self.request.workspace_root)?;
+        let rule = self
+            .policy
+            .rules
+            .deny
+            .iter()
+            .filter(|r| r.applies_to(self.request.tool, self.request.kind))
+            .find(|r| path_rule_matches(r, &real, true))?;
+        Some((rule.to_string(), real.abs.display().to_string()))
+    }
+
     /// The path as given, for messages.
     fn subject(&self) -> &str {
         self.request.subject.unwrap_or("(no path)")
@@ -85,6 +127,14 @@ impl ToolCheck<'_> {
         if let Some(rule) = self.matching(&self.policy.rules.deny, true) {
             return Decision::Deny {
                 reason: format!("denied by the rule `{rule}`"),
+            };
+        }
+        if let Some((rule, target)) = self.real_path_denial() {
+            return Decision::Deny {
+                reason: format!(
+                    "{} leads to {target}, denied by the rule `{rule}`",
+                    self.subject()
+                ),
             };
         }
         match self.request.kind {

@@ -17,6 +17,7 @@ pub mod command;
 mod decide;
 pub mod rules;
 
+pub use decide::read_denied;
 pub use rules::{PermissionRule, RuleSet};
 
 /// Permission mode (`--permission-mode`, `permissions.mode`).
@@ -144,6 +145,9 @@ pub struct PermissionPolicy {
     pub mode: PermissionMode,
     /// The rules from all config layers and session answers.
     pub rules: RuleSet,
+    /// True when the command sandbox turns the network off (`[sandbox] network = false`):
+    /// commands that open `/dev/tcp`/`/dev/udp` connections are then refused, not asked about.
+    pub network_off: bool,
 }
 
 impl PermissionPolicy {

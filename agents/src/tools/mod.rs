@@ -79,6 +79,10 @@ pub struct ToolContext {
     /// agent loop applies it to every tool result, event, streamed text and outcome, and
     /// [`crate::agent::AgentBuilder`] gives it to the agent's transcript writer.
     pub redactor: crate::redact::Redactor,
+    /// The `read_file` deny rules in force (set by the agent before each batch of calls): the
+    /// `grep` and `glob` tools skip the files they cover, symbolic links resolved (see
+    /// [`crate::permissions::read_denied`]).
+    pub read_deny: Vec<crate::permissions::PermissionRule>,
 }
 
 impl ToolContext {
@@ -100,6 +104,7 @@ impl ToolContext {
             max_output_chars: DEFAULT_MAX_OUTPUT_CHARS,
             command_sandbox: None,
             redactor: crate::redact::Redactor::default(),
+            read_deny: Vec::new(),
         })
     }
 }

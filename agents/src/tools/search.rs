@@ -7,6 +7,7 @@
 
 use super::files::{parse_args, path_subject, schema_of};
 use super::*;
+use crate::permissions::read_denied;
 use crate::sandbox::{self, Access};
 use grep_regex::RegexMatcherBuilder;
 use grep_searcher::sinks::Lossy;
@@ -138,7 +139,7 @@ fn glob(args: &GlobArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         } else {
             path.strip_prefix(&resolved.physical).unwrap_or(path)
         };
-        if !matcher.is_match(candidate) {
+        if !matcher.is_match(candidate) || read_denied(&ctx.read_deny, path, &root) {
             continue;
         }
         let shown = relative_display(path, &root);
@@ -263,6 +264,9 @@ fn grep(args: &GrepArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
             continue;
         }
         let path = entry.path();
+        if read_denied(&ctx.read_deny, path, &root) {
+            continue;
+        }
         let shown_path = relative_display(path, &root);
         let sink = Lossy(|line_number: u64, line: &str| {
             found.add(&shown_path, line_number, line);

@@ -74,7 +74,26 @@ pub fn is_secret_env(name: &str) -> bool {
             .any(|s| upper.ends_with(s))
 }
 
-/// The environment of a command: `inherited` without secrets ([`is_secret_env`]), then `extra`
+/// Git configuration every command runs with, given to git through `GIT_CONFIG_COUNT`,
+/// `GIT_CONFIG_KEY_<n>` and `GIT_CONFIG_VALUE_<n>` (git-config(1), "ENVIRONMENT"): these
+/// entries take precedence over every configuration file, so a repository's `.git/config` (or a
+/// directory the model made to look like one) cannot make a read-only git command run a program
+/// through the file-system monitor, hooks, a pager or the ssh command, and git does not treat a
+/// bare-looking directory it stumbles on as a repository. `git -c KEY=…` on the command line
+/// still wins; the permission layer treats it as a code runner. Keys that cannot be neutralised
+/// this way (`diff.external`, `filter.<driver>.*`, `diff.<driver>.textconv`: an empty value is
+/// an error, not "unset") are why git in a repository other than the workspace's own asks.
+pub const GIT_HARDENING: &[(&str, &str)] = &[
+    ("core.fsmonitor", "false"),
+    ("core.hooksPath", "/dev/null"),
+    ("core.pager", "cat"),
+    ("core.sshCommand", "ssh"),
+    ("safe.bareRepository", "explicit"),
+    ("protocol.ext.allow", "never"),
+];
+
+/// The environment of a command: `inherited` without secrets ([`is_secret_env`]) and without
+/// inherited `GIT_CONFIG_COUNT`/`GIT_CONFIG_KEY_<n>`/`GIT_CONFIG_VALUE_<n>`, then [`GIT_HARDENING`], then `extra`
 /// (which wins, and is passed even when its names look secret — it was set on purpose).
 pub fn command_env(
     inherited: impl IntoIterator<Item = (OsString, OsString)>,
@@ -82,8 +101,22 @@ pub fn command_env(
 ) -> Vec<(OsString, OsString)> {
     let mut env: BTreeMap<OsString, OsString> = inherited
         .into_iter()
-        .filter(|(k, _)| !is_secret_env(&k.to_string_lossy()))
+        .filter(|(k, _)| {
+            let name = k.to_string_lossy();
+            !is_secret_env(&name)
+                && name != "GIT_CONFIG_COUNT"
+                && !name.starts_with("GIT_CONFIG_KEY_")
+                && !name.starts_with("GIT_CONFIG_VALUE_")
+        })
         .collect();
+    env.insert(
+        "GIT_CONFIG_COUNT".into(),
+        GIT_HARDENING.len().to_string().into(),
+    );
+    for (n, (key, value)) in GIT_HARDENING.iter().enumerate() {
+        env.insert(format!("GIT_CONFIG_KEY_{n}").into(), (*key).into());
+        env.insert(format!("GIT_CONFIG_VALUE_{n}").into(), (*value).into());
+    }
     for (k, v) in extra {
         env.insert(k.into(), v.into());
     }
@@ -741,8 +774,20 @@ mod tests {
         let names: Vec<String> = env
             .iter()
             .map(|(k, _)| k.to_string_lossy().into_owned())
+            .filter(|k| !k.starts_with("GIT_CONFIG_"))
             .collect();
         assert_eq!(names, ["AHELPER_RUN_ID", "HOME", "PATH"]);
+        let value = |name: &str| {
+            env.iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.to_string_lossy().into_owned())
+        };
+        assert_eq!(
+            value("GIT_CONFIG_COUNT"),
+            Some(GIT_HARDENING.len().to_string())
+        );
+        assert_eq!(value("GIT_CONFIG_KEY_0").as_deref(), Some("core.fsmonitor"));
+        assert_eq!(value("GIT_CONFIG_VALUE_0").as_deref(), Some("false"));
     }
 
     #[test]

@@ -5,6 +5,7 @@ mod model_http;
 mod model_sse_cases;
 mod permissions_bypasses;
 mod permissions_cases;
+mod permissions_disk;
 mod permissions_proptest;
 mod permissions_rules;
 mod providers_fake_server;

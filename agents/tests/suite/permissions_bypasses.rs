@@ -199,3 +199,96 @@ fn protected_and_outside_writes_by_commands_are_denied() {
         assert_deny(&p, command);
     }
 }
+
+/// Code the analysis cannot see (issue 15.4): refused in bypass mode when a deny rule for
+/// commands exists, asked without one outside bypass mode.
+#[test]
+fn hidden_code_is_refused_when_command_deny_rules_exist() {
+    let p = bypass_deny_rm();
+    let forms = [
+        "./xx v1",
+        "./s.sh",
+        "tools/run",
+        "/tmp/x/run",
+        "make",
+        "make -C sub all",
+        "just build",
+        "npm run build",
+        "npx something",
+        "sed 's/.*/rm v/e' f",
+        "sed 1e f",
+        "sed -n -f script.sed f",
+        "tar --to-command='rm x' -xf a.tar",
+        "tar -xf a.tar -I ./unpack",
+        "vim -es -c '!rm x'",
+        "ed f",
+        "gdb -batch -ex 'shell rm x'",
+        "script -qc 'rm x' /dev/null",
+        "watch ls",
+        "hash -p /bin/rm zz",
+        "mapfile -C cb arr",
+        "readarray -t -C cb arr",
+        "shopt -s expand_aliases",
+        "alias zz=ls",
+        "enable -f ./x.so x",
+        "PATH=.:$PATH xx a",
+        "export PATH=$PWD:$PATH; xx a",
+        "PATH=/ws/bin; xx a",
+    ];
+    for command in forms {
+        assert_deny(&p, command);
+    }
+    let default = policy(PermissionMode::Default, &[], &[]);
+    for command in ["./s.sh", "make", "sed 1e f", "watch ls", "alias zz=ls"] {
+        assert_ask(&default, command);
+    }
+    let bypass = policy(PermissionMode::Bypass, &[], &[]);
+    for command in ["./s.sh", "make", "sed 1e f", "hash -p /bin/ls zz"] {
+        assert_allow(&bypass, command);
+    }
+    // Ordinary neighbours keep their decisions.
+    for command in [
+        "/usr/bin/ls",
+        "sed 's/a/b/' f",
+        "tar -xf a.tar",
+        "alias",
+        "hash",
+        "shopt -s nullglob",
+    ] {
+        assert_allow(&p, command);
+    }
+}
+
+/// bash's `/dev/tcp` and `/dev/udp` are network access (issue 15.6): asked outside bypass
+/// mode, refused when the sandbox's network is off.
+#[test]
+fn dev_tcp_and_dev_udp_are_network_access() {
+    let default = policy(PermissionMode::Default, &[], &[]);
+    let accept = policy(PermissionMode::AcceptEdits, &[], &[]);
+    let commands = [
+        "cat < /dev/tcp/example.com/80",
+        "exec 3<>/dev/tcp/10.0.0.1/443",
+        "echo hi > /dev/udp/10.0.0.1/53",
+        "cat /dev/tcp/h/1",
+        "cd /dev && cat < tcp/h/80",
+    ];
+    for command in commands {
+        for p in [&default, &accept] {
+            // A write redirection to it is refused as a write outside the workspace.
+            let d = run(p, command);
+            assert!(d != Decision::Allow, "`{command}`: {d:?}");
+        }
+    }
+    assert_ask(&default, "cat < /dev/tcp/example.com/80");
+    let mut off = policy(PermissionMode::Bypass, &[], &[]);
+    assert_allow(&off, "cat < /dev/tcp/example.com/80");
+    off.network_off = true;
+    for command in commands {
+        let d = run(&off, command);
+        assert!(
+            matches!(&d, Decision::Deny { reason } if reason.contains("network")),
+            "`{command}`: {d:?}"
+        );
+    }
+    assert_allow(&off, "cat < /dev/null");
+}

@@ -57,6 +57,7 @@ fn decide_case(c: &Case) -> Decision {
     let policy = PermissionPolicy {
         mode: c.mode,
         rules,
+        network_off: false,
     };
     decide_command(&policy, c.command)
 }

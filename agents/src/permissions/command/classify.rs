@@ -11,6 +11,7 @@ use super::{CommandKind, SimpleCommand, Word, basename};
 
 mod files;
 mod git;
+mod runners;
 mod sed;
 mod shell;
 
@@ -67,6 +68,12 @@ pub(crate) struct Facts {
     /// `git config` sets. The decision denies protected paths, paths outside the workspace and
     /// paths an edit deny rule refuses; the command itself stays decided by command rules.
     pub modified: Vec<Word>,
+    /// Why the command runs code the analysis cannot see (`sed e`, `tar --to-command`, `vim`,
+    /// `make`, `hash -p`, …; see `runners.rs`): refused when deny rules for commands exist.
+    pub runs_code: Option<String>,
+    /// True when the command reads directories among [`Facts::reads`] recursively (`grep -r`,
+    /// `rg`): every file beneath them is read.
+    pub recursive: bool,
 }
 
 /// Environment variables that only change formatting, locale or logging: they may prefix a
@@ -251,9 +258,8 @@ fn reader(facts: &mut Facts, cmd: &SimpleCommand, with_value: &[&str], pattern_f
                     w.text
                 ),
             );
-        } else {
-            facts.read(Some(i), w);
         }
+        facts.read(Some(i), w);
     }
     // A computed option may be anything too.
     for (i, w) in cmd.argv.iter().enumerate().skip(1) {
@@ -303,6 +309,7 @@ pub(crate) fn classify(cmd: &SimpleCommand) -> Facts {
                 && is_system_program(first)
             {
                 let name = basename(first);
+                facts.runs_code = runners::hidden_code(cmd, name);
                 files::modified_files(&mut facts, cmd, name);
                 program_facts(&mut facts, cmd, name);
             }
@@ -364,9 +371,13 @@ fn program_facts(facts: &mut Facts, cmd: &SimpleCommand, name: &str) {
         }
         "head" | "tail" => reader(facts, cmd, HEAD_TAIL_VALUE_OPTIONS, false),
         "date" => date(facts, cmd),
-        "grep" | "egrep" | "fgrep" => grep(facts, cmd, GREP_VALUE_OPTIONS),
+        "grep" | "egrep" | "fgrep" => {
+            grep(facts, cmd, GREP_VALUE_OPTIONS);
+            facts.recursive = grep_recursive(&cmd.argv);
+        }
         "rg" => {
             grep(facts, cmd, RG_VALUE_OPTIONS);
+            facts.recursive = true;
             rg_programs(facts, cmd);
         }
         "find" => find(facts, cmd),
@@ -399,7 +410,33 @@ fn date(facts: &mut Facts, cmd: &SimpleCommand) {
         }
     }
     file_option_values(facts, &cmd.argv, &["--file"]);
+    for (i, w) in cmd.argv.iter().enumerate().skip(1) {
+        let t = w.text.as_str();
+        if t == "-f" {
+            if let Some(file) = cmd.argv.get(i + 1) {
+                facts.read(Some(i + 1), file);
+            }
+        } else if let Some(file) = t.strip_prefix("-f").filter(|f| !f.is_empty()) {
+            facts.read(None, &with_text(w, file));
+        }
+    }
     dynamic_words(facts, cmd);
+}
+
+/// `grep -r`, `-R`, `--recursive`, `--dereference-recursive`, `-d recurse`,
+/// `--directories=recurse`.
+fn grep_recursive(argv: &[Word]) -> bool {
+    argv.iter().enumerate().skip(1).any(|(i, w)| {
+        let t = w.text.as_str();
+        let short =
+            t.starts_with('-') && !t.starts_with("--") && (t.contains('r') || t.contains('R'));
+        short
+            || matches!(
+                t,
+                "--recursive" | "--dereference-recursive" | "--directories=recurse"
+            )
+            || (t == "-d" && argv.get(i + 1).is_some_and(|v| v.text == "recurse"))
+    })
 }
 
 /// `grep`/`rg`: the first operand is the pattern unless an option gives it.
@@ -478,6 +515,8 @@ fn find(facts: &mut Facts, cmd: &SimpleCommand) {
             continue;
         }
         match t {
+            // The command it runs reads the files found (`{}`): everything beneath.
+            "-exec" | "-execdir" | "-ok" | "-okdir" => facts.recursive = true,
             "-delete" => facts.hazard(i, "`find -delete` deletes files"),
             "-fprint" | "-fprint0" | "-fprintf" | "-fls" => {
                 facts.hazard(i, format!("`find {t}` writes a file"))

@@ -69,6 +69,12 @@ pub(super) fn is_harmless_device(path: &Path) -> bool {
         .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
 }
 
+/// True for bash's network pseudo-files `/dev/tcp/HOST/PORT` and `/dev/udp/HOST/PORT`: bash
+/// opens a socket instead of a file for them (bash(1), "REDIRECTION").
+pub(super) fn is_network_device(path: &Path) -> bool {
+    path.starts_with("/dev/tcp") || path.starts_with("/dev/udp")
+}
+
 /// True for paths in the temporary directory (`$TMPDIR`, `/tmp`, `/var/tmp`).
 pub(super) fn in_temp_dir(path: &Path) -> bool {
     let temp = normalize_path(&std::env::temp_dir());

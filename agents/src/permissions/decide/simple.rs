@@ -1,16 +1,19 @@
 //! The decision for one simple command, in the order the steps are taken: deny rules (in every
-//! mode), files it reads, a program from the workspace, files it writes and modifies, ask
-//! rules, then the built-in read-only list or an allow rule that covers every concern.
+//! mode), hidden code and network files (`hidden.rs`), files it reads (`reads.rs`), a program
+//! from the workspace, git in another repository (`hidden.rs`), files it writes and modifies,
+//! ask rules, then the built-in read-only list or an allow rule that covers every concern.
+
+mod hidden;
+mod reads;
 
 use super::command::{Ctx, Outcome};
 use super::matching::{Match, allow_match, restrictive_match};
 use super::paths::{Placed, in_temp_dir, is_harmless_device, path_rule_matches, place};
 use crate::permissions::PermissionMode;
-use crate::permissions::command::SimpleCommand;
-use crate::permissions::command::Word;
 use crate::permissions::command::classify::{
     Concern, ConcernKind, Facts, classify, is_system_program,
 };
+use crate::permissions::command::{SimpleCommand, Word};
 use crate::permissions::rules::{PermissionRule, RulePattern};
 use crate::sandbox::protection_reason;
 use crate::tools::ToolKind;
@@ -69,8 +72,12 @@ impl SimpleCheck<'_> {
     /// Runs the steps; `Err` is an outcome reached early (a refusal).
     fn run(&mut self) -> Result<Outcome, Outcome> {
         self.deny_rules()?;
+        self.hidden_code()?;
+        self.network()?;
         self.reads()?;
+        self.unknown_program_reads()?;
         self.workspace_program();
+        self.foreign_git()?;
         self.writes()?;
         self.modified()?;
         self.ask_rules();
@@ -93,66 +100,6 @@ impl SimpleCheck<'_> {
                 )),
                 Match::No => {}
             }
-        }
-        Ok(())
-    }
-
-    /// 2. Files it reads: `read_file` deny rules refuse; reads outside the workspace are
-    ///    concerns.
-    fn reads(&mut self) -> Result<(), Outcome> {
-        for (index, word) in self.facts.reads.clone() {
-            if word.dynamic {
-                continue;
-            }
-            let Some(bases) = self.bases(&word) else {
-                self.concern(
-                    index,
-                    ConcernKind::OutsideRead,
-                    format!("reads `{}` after a `cd` computed at run time", word.text),
-                );
-                continue;
-            };
-            for base in bases {
-                if let Some(p) = place(&word.text, word.tilde, &base, self.ctx.root) {
-                    self.read_at(index, &word, &p)?;
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// The directories a path word is relative to: the root for absolute and `~` paths (which
-    /// ignore it), the command's working directories otherwise (`None`: unknown).
-    fn bases(&self, word: &Word) -> Option<Vec<PathBuf>> {
-        if word.tilde || word.text.starts_with('/') {
-            Some(vec![self.ctx.root.to_path_buf()])
-        } else {
-            self.cwds.clone()
-        }
-    }
-
-    /// One read of `word`, placed at `p`.
-    fn read_at(&mut self, index: Option<usize>, word: &Word, p: &Placed) -> Result<(), Outcome> {
-        let denied = self
-            .ctx
-            .policy
-            .rules
-            .deny
-            .iter()
-            .filter(|r| r.applies_to("read_file", ToolKind::Read))
-            .find(|r| !matches!(r.pattern, RulePattern::Any) && path_rule_matches(r, p, true));
-        if let Some(rule) = denied {
-            return Err(Outcome::Deny(format!(
-                "`{}` reads {}, denied by the rule `{rule}`",
-                self.shown, word.text
-            )));
-        }
-        if p.rel.is_none() && !is_harmless_device(&p.abs) {
-            self.concern(
-                index,
-                ConcernKind::OutsideRead,
-                format!("reads {}, which is outside the workspace", p.abs.display()),
-            );
         }
         Ok(())
     }

@@ -80,6 +80,35 @@ pub(super) fn git(facts: &mut Facts, cmd: &SimpleCommand) {
             }
         }
     }
+    object_paths(facts, cmd, sub);
+}
+
+/// Subcommands that print the contents of `REV:PATH` objects.
+const OBJECT_READERS: &[&str] = &["show", "cat-file", "grep", "archive", "diff", "log"];
+
+/// `git show REV:PATH`, `git cat-file -p REV:PATH`: the file at PATH (from the repository's
+/// top, or from the working directory when it starts with `./` or `../`) is read.
+fn object_paths(facts: &mut Facts, cmd: &SimpleCommand, sub: &str) {
+    if !OBJECT_READERS.contains(&sub) {
+        return;
+    }
+    for w in cmd.argv.iter().skip(2) {
+        if is_option(w) {
+            continue;
+        }
+        if let Some((_, path)) = w.text.split_once(':')
+            && !path.is_empty()
+        {
+            let path = path.trim_start_matches('/');
+            facts.read(
+                None,
+                &Word {
+                    text: path.to_string(),
+                    ..w.clone()
+                },
+            );
+        }
+    }
 }
 
 /// Global options (already moved out of `argv`): `-C DIR` is read; anything not inert is a

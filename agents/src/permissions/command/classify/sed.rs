@@ -35,6 +35,9 @@ pub(super) fn sed(facts: &mut Facts, cmd: &SimpleCommand) {
     }
     for (i, script) in &args.scripts {
         if let Some(problem) = sed_script_hazard(script_text(script)) {
+            if !problem.contains("`w` command") {
+                facts.runs_code.get_or_insert_with(|| problem.clone());
+            }
             facts.hazard(*i, problem);
         }
     }
@@ -100,6 +103,7 @@ fn long_option<'a>(facts: &mut Facts, args: &mut SedArgs<'a>, argv: &'a [Word], 
         "--file" => {
             args.explicit_script = true;
             facts.hazard(i, "`sed --file` runs a script the analysis cannot see");
+            facts.runs_code = Some("`sed --file` runs a script the analysis cannot see".into());
             separate_value
         }
         "--line-length" => separate_value,
@@ -143,6 +147,7 @@ fn short_options<'a>(
             'f' => {
                 args.explicit_script = true;
                 facts.hazard(i, "`sed -f` runs a script the analysis cannot see");
+                facts.runs_code = Some("`sed -f` runs a script the analysis cannot see".into());
                 return usize::from(last);
             }
             'l' => return usize::from(last),

@@ -261,14 +261,16 @@ fn clear_starts_a_new_session_and_resume_picks_one() {
     assert_eq!(sessions, 2, "/clear wrote a new transcript");
 
     let tmux = Tmux::start(&repo, &server, &["--continue"]);
-    let screen = tmux.wait_for("Last exchange:");
-    assert!(screen.contains("> what word?"), "{screen}");
+    // The exchange is printed right after its heading: wait for it.
+    let screen = tmux.wait_for("> what word?");
+    assert!(screen.contains("Last exchange:"), "{screen}");
     tmux.line("/resume");
     let screen = tmux.wait_for(" 2. ");
     assert!(screen.contains("remember banana"), "{screen}");
     tmux.line("/resume 2");
-    let screen = tmux.wait_for("Resumed session");
-    assert!(screen.contains("> remember banana"), "{screen}");
+    // The last exchange is printed right after the "Resumed session" line: wait for it.
+    let screen = tmux.wait_for("> remember banana");
+    assert!(screen.contains("Resumed session"), "{screen}");
     tmux.line("and now?");
     wait_for_requests(&server, 3);
     let third = server.model_requests()[2].body.to_string();
@@ -295,7 +297,10 @@ fn tools_and_diff_commands() {
     let tmux = Tmux::start(&repo, &server, &["--permission-mode", "bypass"]);
     tmux.wait_for("Type /help");
     tmux.line("/tools");
-    let screen = tmux.wait_for("write_file");
+    tmux.wait_for("write_file");
+    // Every tool line is printed at once; give the terminal a moment to show the last ones.
+    std::thread::sleep(Duration::from_millis(500));
+    let screen = tmux.screen();
     let tool_lines: Vec<&str> = screen
         .lines()
         .skip_while(|l| !l.contains("/tools"))

@@ -6,6 +6,7 @@ mod key_protection;
 mod print_mode;
 mod processes;
 mod refusals;
+mod self_escalation;
 mod server_errors;
 mod support;
 mod swarm;

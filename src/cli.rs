@@ -103,6 +103,12 @@ pub struct CommonArgs {
     /// Show tool calls on stderr in `-p` mode; log at info level.
     #[arg(short, long, global = true)]
     pub verbose: bool,
+
+    /// Trust this project's `.ahelper/config.toml` as it is now (its SHA-256 is recorded in
+    /// `$XDG_STATE_HOME/ahelper/trusted-projects.json`), so settings that widen permissions
+    /// apply; same as `ahelper trust`.
+    #[arg(long, global = true)]
+    pub trust_project: bool,
 }
 
 /// Output formats of `-p`.
@@ -122,6 +128,9 @@ pub enum OutputFormat {
 pub enum Command {
     /// Plan a large change and run parallel workers in isolated git worktrees.
     Swarm(SwarmArgs),
+    /// Trust this project's `.ahelper/config.toml` as it is now: its settings that widen
+    /// permissions (mode, allow rules, a wider sandbox, endpoint) apply until the file changes.
+    Trust,
 }
 
 /// `ahelper swarm`.

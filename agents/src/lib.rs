@@ -24,6 +24,7 @@ pub mod hardening;
 pub mod model;
 pub mod permissions;
 pub mod process_sweep;
+pub mod project_trust;
 pub mod redact;
 pub mod sandbox;
 pub mod sandbox_os;

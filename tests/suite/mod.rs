@@ -5,6 +5,7 @@ mod flags;
 mod key_protection;
 mod print_mode;
 mod processes;
+mod project_trust;
 mod refusals;
 mod self_escalation;
 mod server_errors;

@@ -14,8 +14,14 @@ use std::sync::{Arc, RwLock};
 /// Where rules from `a` (always) and `d` (never) answers are kept.
 #[derive(Debug, Clone)]
 pub enum RulePersistence {
-    /// Appended to `<root>/.ahelper/config.toml` and applied for the rest of the session.
-    ProjectConfig(PathBuf),
+    /// Appended to `<root>/.ahelper/config.toml` and applied for the rest of the session; the
+    /// user's trust in that file (the trust file, [`crate::project_trust`]) is kept.
+    ProjectConfig {
+        /// The workspace root.
+        root: PathBuf,
+        /// The user's trust file, when known.
+        trust_file: Option<PathBuf>,
+    },
     /// Only applied in memory (shared by every holder of the policy, e.g. a whole swarm run).
     InMemory,
 }
@@ -153,8 +159,8 @@ impl PermissionGate {
                 RuleList::Deny => policy.rules.deny.push(rule),
             }
         }
-        if let RulePersistence::ProjectConfig(root) = &self.persistence
-            && let Err(e) = append_project_rule(root, list, rule_text)
+        if let RulePersistence::ProjectConfig { root, trust_file } = &self.persistence
+            && let Err(e) = append_project_rule(root, list, rule_text, trust_file.as_deref())
         {
             tracing::warn!(error = %e, "could not save permission rule");
         }

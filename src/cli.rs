@@ -175,6 +175,12 @@ pub struct SwarmRunArgs {
     #[arg(long)]
     pub apply: bool,
 
+    /// With `--apply`: merge even when workers added hazardous content (symlinks out of the
+    /// repository, git drivers, submodules, large files, control characters in names, auto-run
+    /// files) without asking.
+    #[arg(long, requires = "apply")]
+    pub allow_hazards: bool,
+
     /// Output: `text` (live table on a terminal, one line per event otherwise) or `stream-json`.
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     pub output_format: OutputFormat,

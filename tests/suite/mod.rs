@@ -2,6 +2,7 @@ mod closed_stdout;
 mod config_ranges;
 mod disk_full;
 mod flags;
+mod hazards;
 mod key_protection;
 mod print_mode;
 mod processes;

@@ -152,6 +152,11 @@ pub struct WorkerReport {
     pub duration_ms: u64,
     /// Error text for failed workers.
     pub error: Option<String>,
+    /// Hazardous content the branch adds (symlinks out of the repository, git drivers,
+    /// submodules, large files, control characters in names, auto-run files); `--apply`
+    /// refuses without confirmation while a merged worker has any.
+    #[serde(default)]
+    pub hazards: Vec<ahelper_worktrees::Hazard>,
 }
 
 impl Default for WorkerReport {
@@ -169,6 +174,7 @@ impl Default for WorkerReport {
             tool_calls: 0,
             duration_ms: 0,
             error: None,
+            hazards: Vec::new(),
         }
     }
 }

@@ -430,10 +430,11 @@ async fn commit_and_report(
         ..Default::default()
     };
     match committed {
-        Ok((tip, stats)) => {
+        Ok((tip, stats, hazards)) => {
             if tip != spec.start_commit {
                 report.commit = Some(tip.to_string());
             }
+            report.hazards = hazards;
             report.files_changed = stats.files_changed;
             report.insertions = stats.insertions;
             report.deletions = stats.deletions;
@@ -470,14 +471,14 @@ fn commit_message(spec: &WorkerSpec, run_id: &str, stop: AgentStopReason, summar
     }
 }
 
-/// Commits the worktree and measures the branch against the start commit: the branch tip and
-/// the diff stats.
+/// Commits the worktree and measures the branch against the start commit: the branch tip, the
+/// diff stats and the hazardous content it adds ([`git::scan_hazards`]).
 async fn commit_worktree(
     run: &RunContext,
     spec: &WorkerSpec,
     worktree: &Path,
     message: String,
-) -> Result<(git::Oid, git::DiffStats), GitTaskError> {
+) -> Result<(git::Oid, git::DiffStats, Vec<git::Hazard>), GitTaskError> {
     let worktree = worktree.to_path_buf();
     let repo = run.repo_root.clone();
     let branch = spec.branch.clone();
@@ -486,7 +487,8 @@ async fn commit_worktree(
         git::commit_all(&worktree, &message, None)?;
         let tip = git::branch_tip(&repo, &branch)?;
         let stats = git::diff_stats(&repo, start, tip)?;
-        Ok((tip, stats))
+        let hazards = git::scan_hazards(&repo, start, tip, &git::HazardLimits::default())?;
+        Ok((tip, stats, hazards))
     })
     .await
 }

@@ -41,7 +41,14 @@ fn planting_worker() -> Script {
 fn swarm_apply(repo: &TestRepo, extra: &[&str]) -> (i32, String, String) {
     let server = start(planting_worker());
     let out = ahelper(repo, &server, Wire::Anthropic)
-        .args(["swarm", "x", "--yes", "--apply", "--permission-mode", "bypass"])
+        .args([
+            "swarm",
+            "x",
+            "--yes",
+            "--apply",
+            "--permission-mode",
+            "bypass",
+        ])
         .args(extra)
         .output()
         .unwrap();
@@ -58,8 +65,15 @@ fn hazards_are_listed_per_worker_and_apply_needs_allow_hazards() {
     let head = repo.git(&["rev-parse", "HEAD"]);
     let (code, stdout, stderr) = swarm_apply(&repo, &[]);
     assert_eq!(code, 1, "{stdout}\n{stderr}");
-    assert!(stderr.contains("not applied: workers added hazardous content"), "{stderr}");
-    assert_eq!(repo.git(&["rev-parse", "HEAD"]), head, "the user's branch did not move");
+    assert!(
+        stderr.contains("not applied: workers added hazardous content"),
+        "{stderr}"
+    );
+    assert_eq!(
+        repo.git(&["rev-parse", "HEAD"]),
+        head,
+        "the user's branch did not move"
+    );
     assert_eq!(repo.file("a.txt"), "a\n");
     let hazards: Vec<&str> = stdout.lines().filter(|l| l.contains("hazard: ")).collect();
     for expected in [
@@ -78,11 +92,47 @@ fn hazards_are_listed_per_worker_and_apply_needs_allow_hazards() {
     }
     assert!(!stdout.contains("fine-link"), "{stdout}");
     assert!(!stdout.contains("diff=python"), "{stdout}");
-    assert!(!stdout.contains('\x1b'), "the escape is shown escaped: {stdout}");
+    assert!(
+        !stdout.contains('\x1b'),
+        "the escape is shown escaped: {stdout}"
+    );
 
     let repo = repo_with(&[("a.txt", "a\n")]);
     let (code, stdout, stderr) = swarm_apply(&repo, &["--allow-hazards"]);
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     assert!(stdout.contains("Applied"), "{stdout}");
     assert_eq!(repo.file("a.txt"), "A\n");
+}
+
+/// In `accept-edits` the file tools ask before writing an auto-run file (and, with nobody to
+/// ask in `-p`, refuse), while ordinary files are written.
+#[test]
+fn accept_edits_asks_before_writing_auto_run_files() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let script = Script::new().with_conversation(
+        Conversation::new()
+            .turn(Turn::tool_call(
+                "write_file",
+                json!({"path": ".github/workflows/ci.yml", "content": "on: push\n"}),
+            ))
+            .turn(Turn::tool_call(
+                "write_file",
+                json!({"path": "sub/.envrc", "content": "echo hi\n"}),
+            ))
+            .turn(Turn::tool_call(
+                "write_file",
+                json!({"path": "notes.txt", "content": "notes\n"}),
+            ))
+            .turn(Turn::text("done")),
+    );
+    let server = start(script);
+    let out = ahelper(&repo, &server, Wire::Anthropic)
+        .args(["-p", "go", "--permission-mode", "accept-edits"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!repo.path().join(".github/workflows/ci.yml").exists(), "{stderr}");
+    assert!(!repo.path().join("sub/.envrc").exists(), "{stderr}");
+    assert_eq!(repo.file("notes.txt"), "notes\n", "{stderr}");
+    assert!(stderr.contains("auto-run file"), "{stderr}");
 }

@@ -241,8 +241,9 @@ fn escape_controls(text: &str) -> String {
         .collect()
 }
 
-/// An [`AUTO_RUN_PATHS`] entry at the root, or an [`AUTO_RUN_NAMES`] name anywhere.
-fn is_auto_run(path: &str) -> bool {
+/// True when `path` (relative to the repository root, `/`-separated) is an auto-run file: an
+/// [`AUTO_RUN_PATHS`] entry at the root, or an [`AUTO_RUN_NAMES`] name anywhere.
+pub fn is_auto_run(path: &str) -> bool {
     let name = path.rsplit('/').next().unwrap_or(path);
     AUTO_RUN_NAMES.contains(&name)
         || AUTO_RUN_PATHS

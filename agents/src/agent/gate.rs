@@ -85,6 +85,7 @@ impl PermissionGate {
                 cwd: &ctx.cwd,
             })
         };
+        let decision = self.ask_for_auto_run(decision, tool, subject.as_deref(), ctx);
         let reason = match decision {
             Decision::Allow => return GateOutcome::Allowed { answer: None },
             Decision::Deny { reason } => {
@@ -141,6 +142,40 @@ impl PermissionGate {
                     answer: Some(answer),
                 }
             }
+        }
+    }
+
+    /// In `accept-edits`, an edit of an auto-run file ([`ahelper_worktrees::is_auto_run`]:
+    /// CI workflows, editor tasks, hook managers, `.envrc`) that the mode allowed asks instead:
+    /// such a file runs code when the user merely opens or pushes the repository.
+    fn ask_for_auto_run(
+        &self,
+        decision: Decision,
+        tool: &dyn Tool,
+        subject: Option<&str>,
+        ctx: &ToolContext,
+    ) -> Decision {
+        let mode = self.policy.read().unwrap_or_else(|e| e.into_inner()).mode;
+        let Some(path) = subject else {
+            return decision;
+        };
+        if decision != Decision::Allow
+            || mode != crate::permissions::PermissionMode::AcceptEdits
+            || tool.kind() != crate::tools::ToolKind::Edit
+        {
+            return decision;
+        }
+        let path = std::path::Path::new(path);
+        let relative = path.strip_prefix(&ctx.workspace_root).unwrap_or(path);
+        let relative = relative.to_string_lossy().replace('\\', "/");
+        if !ahelper_worktrees::is_auto_run(relative.trim_start_matches("./")) {
+            return decision;
+        }
+        Decision::Ask {
+            reason: format!(
+                "{relative} is an auto-run file (editor, CI, hooks or direnv run it on their own), \
+                 so accept-edits asks before writing it"
+            ),
         }
     }
 

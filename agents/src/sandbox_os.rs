@@ -229,6 +229,9 @@ pub struct CommandSandbox {
     pub writable: Vec<PathBuf>,
     /// Paths commands may not read (files or whole directories).
     pub read_denied: Vec<PathBuf>,
+    /// Paths commands may read although they lie inside a denied one (a swarm worker reads the
+    /// repository's git directory inside the denied user checkout). Empty unless set.
+    pub readable: Vec<PathBuf>,
     /// When false, TCP bind and connect are denied (needs ABI ≥ 4).
     pub network: bool,
     /// Landlock support, probed once when the sandbox was built.
@@ -305,6 +308,7 @@ impl CommandSandbox {
             mode,
             writable,
             read_denied,
+            readable: Vec::new(),
             network,
             status,
             namespaces: false,
@@ -430,7 +434,7 @@ impl CommandSandbox {
         for dir in &plan.list_only {
             created = add_path_rule(created, dir, AccessFs::ReadDir.into(), abi).map_err(err)?;
         }
-        for path in &plan.readable {
+        for path in plan.readable.iter().chain(&self.readable) {
             created = add_path_rule(created, path, read, abi).map_err(err)?;
         }
         // Terminal and device ioctls (e.g. `isatty`, window size) on device files.

@@ -131,7 +131,10 @@ fn accept_edits_asks_before_writing_auto_run_files() {
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!repo.path().join(".github/workflows/ci.yml").exists(), "{stderr}");
+    assert!(
+        !repo.path().join(".github/workflows/ci.yml").exists(),
+        "{stderr}"
+    );
     assert!(!repo.path().join("sub/.envrc").exists(), "{stderr}");
     assert_eq!(repo.file("notes.txt"), "notes\n", "{stderr}");
     assert!(stderr.contains("auto-run file"), "{stderr}");

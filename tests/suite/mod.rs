@@ -13,3 +13,4 @@ mod server_errors;
 mod support;
 mod swarm;
 mod terminal;
+mod worker_reads;

@@ -268,7 +268,7 @@ fn bind_tool_context(
 /// The run's sandbox re-rooted at the worktree. A writable path that contains the user's
 /// checkout or the run's worktrees (typically the temp dir, when the repository lives under
 /// /tmp) would let this worker write there: it is dropped and the worker gets a private temp
-/// dir (`TMPDIR`) instead.
+/// dir (`TMPDIR`) instead. Reads are confined too ([`confine_reads`]).
 fn worker_sandbox(
     run_sandbox: &CommandSandbox,
     run: &RunContext,
@@ -296,7 +296,26 @@ fn worker_sandbox(
             sandbox.writable.push(private_tmp);
         }
     }
+    confine_reads(&mut sandbox, &protected[0], &base);
     sandbox
+}
+
+/// A worker's commands may not read the user's checkout (`repo_root`: uncommitted files,
+/// other runs' records) nor the worktrees of this repository's runs (the directory above the
+/// run's `base`) — except the worker's own worktree (writable, hence readable) and the
+/// repository's `.git` directory, read-only: git in a linked worktree needs it.
+fn confine_reads(sandbox: &mut CommandSandbox, repo_root: &Path, base: &Path) {
+    let worktrees = base.parent().unwrap_or(base);
+    let worktrees = std::fs::canonicalize(worktrees).unwrap_or(worktrees.to_path_buf());
+    for denied in [repo_root.to_path_buf(), worktrees] {
+        if !sandbox.read_denied.contains(&denied) {
+            sandbox.read_denied.push(denied);
+        }
+    }
+    let git_dir = repo_root.join(".git");
+    sandbox
+        .readable
+        .push(std::fs::canonicalize(&git_dir).unwrap_or(git_dir));
 }
 
 /// Step 3: the agent — the role's tools, the run-wide permission policy (prompts labelled with

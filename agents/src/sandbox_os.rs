@@ -591,9 +591,7 @@ impl Namespaces {
             if unsafe { libc::unshare(libc::CLONE_NEWUSER | flags) } != 0 {
                 return Ok(());
             }
-            write_proc_file(c"/proc/self/setgroups", b"deny")?;
-            write_proc_file(c"/proc/self/uid_map", &self.uid_map)?;
-            write_proc_file(c"/proc/self/gid_map", &self.gid_map)?;
+            self.write_maps()?;
         }
         if self.read_only.is_empty() {
             return Ok(());
@@ -606,6 +604,24 @@ impl Namespaces {
             return Err(std::io::Error::last_os_error());
         }
         self.read_only.iter().try_for_each(ReadOnlyMount::apply)
+    }
+}
+
+impl Namespaces {
+    /// Writes `setgroups`, `uid_map` and `gid_map` of the calling process. ahelper is not
+    /// dumpable (`hardening`), which makes its `/proc/self` files root's: an unprivileged child
+    /// could not open them. So the child is dumpable for these three writes only — landlocked
+    /// commands cannot `ptrace` it anyway (it is outside their domain), and `exec` right after
+    /// replaces its memory.
+    fn write_maps(&self) -> std::io::Result<()> {
+        // SAFETY: prctl with integer arguments.
+        unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) };
+        let written = write_proc_file(c"/proc/self/setgroups", b"deny")
+            .and_then(|()| write_proc_file(c"/proc/self/uid_map", &self.uid_map))
+            .and_then(|()| write_proc_file(c"/proc/self/gid_map", &self.gid_map));
+        // SAFETY: as above.
+        unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
+        written
     }
 }
 

@@ -154,6 +154,9 @@ pub struct SwarmFile {
     /// Where worker worktrees are created. Default
     /// `$XDG_STATE_HOME/ahelper/worktrees/<repo-id>/<run>/<worker>`.
     pub worktree_root: Option<PathBuf>,
+    /// A file a worker's branch adds that is larger than this many megabytes (10⁶ bytes) is
+    /// flagged as a hazard ([`ahelper_worktrees::scan_hazards`]). Default 10.
+    pub max_file_mb: Option<u64>,
 }
 
 /// `[sandbox]` table: the OS sandbox of `run_command` children (see [`crate::sandbox_os`]).
@@ -289,6 +292,7 @@ impl ConfigFile {
         over!(swarm.token_budget);
         over!(swarm.time_limit_s);
         over!(swarm.worktree_root);
+        over!(swarm.max_file_mb);
         over!(sandbox.mode);
         over!(sandbox.network);
         self.sandbox.writable.extend(higher.sandbox.writable);
@@ -347,6 +351,8 @@ pub struct SwarmLimits {
     pub time_limit_s: u64,
     /// Worktree root override.
     pub worktree_root: Option<PathBuf>,
+    /// Files larger than this many bytes in a worker's branch are hazards.
+    pub max_file_bytes: u64,
 }
 
 /// The environment as seen by configuration: a snapshot passed in explicitly so that tests (and
@@ -530,6 +536,11 @@ impl Config {
             token_budget: merged.swarm.token_budget.unwrap_or(4_000_000),
             time_limit_s: merged.swarm.time_limit_s.unwrap_or(3_600),
             worktree_root: merged.swarm.worktree_root.clone(),
+            max_file_bytes: merged
+                .swarm
+                .max_file_mb
+                .unwrap_or(10)
+                .saturating_mul(1_000_000),
         };
         let sandbox = resolve_sandbox(&merged.sandbox, &workspace_root, env)?;
         let mut provider = match resolve_provider(&merged, env) {
@@ -614,7 +625,8 @@ fn trusted_project_layer(
 /// `max_output_tokens`, `context_window`, `tool_protocol`, `[retry]`, `[agent]`,
 /// `permissions.ask`, `permissions.deny`, `permissions.mode` when it is no wider than the mode of
 /// the lower layers (`lower_mode`, default `default`; order `plan` < `default` <
-/// `accept-edits` < `bypass`), `[swarm]` limits, `sandbox.mode = "enforce"`,
+/// `accept-edits` < `bypass`), `[swarm]` limits (`max_file_mb` up to the default 10),
+/// `sandbox.mode = "enforce"`,
 /// `sandbox.deny_read`, `sandbox.network = false`, `[secrets]`.
 ///
 /// Needs trust (widening): `permissions.allow`, a wider `permissions.mode`, `sandbox.mode =
@@ -649,6 +661,7 @@ pub fn split_untrusted(project: ConfigFile, lower_mode: Option<&str>) -> (Config
         },
         swarm: SwarmFile {
             worktree_root: None,
+            max_file_mb: project.swarm.max_file_mb.filter(|mb| *mb <= 10),
             ..project.swarm.clone()
         },
         sandbox: SandboxFile {

@@ -29,14 +29,14 @@ use crate::repo::open_repo;
 /// Limits of [`scan_hazards`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HazardLimits {
-    /// A file (blob) larger than this many bytes is flagged. Default 10 MiB.
+    /// A file (blob) larger than this many bytes is flagged. Default 10 MB (10⁷ bytes).
     pub max_file_bytes: u64,
 }
 
 impl Default for HazardLimits {
     fn default() -> Self {
         HazardLimits {
-            max_file_bytes: 10 * 1024 * 1024,
+            max_file_bytes: 10_000_000,
         }
     }
 }

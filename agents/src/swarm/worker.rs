@@ -502,11 +502,12 @@ async fn commit_worktree(
     let repo = run.repo_root.clone();
     let branch = spec.branch.clone();
     let start = spec.start_commit;
+    let limits = run.hazard_limits;
     git_task(move || {
         git::commit_all(&worktree, &message, None)?;
         let tip = git::branch_tip(&repo, &branch)?;
         let stats = git::diff_stats(&repo, start, tip)?;
-        let hazards = git::scan_hazards(&repo, start, tip, &git::HazardLimits::default())?;
+        let hazards = git::scan_hazards(&repo, start, tip, &limits)?;
         Ok((tip, stats, hazards))
     })
     .await

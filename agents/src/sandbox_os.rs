@@ -266,7 +266,9 @@ impl CommandSandbox {
             settings.network,
             status,
         );
-        sandbox.namespaces = settings.mode == SandboxMode::Enforce && namespaces_available();
+        sandbox.namespaces = settings.mode == SandboxMode::Enforce
+            && owned_by_me(&sandbox.workspace_root)
+            && namespaces_available();
         if let Some(note) = sandbox.note() {
             tracing::warn!("{note}");
         }
@@ -364,9 +366,10 @@ impl CommandSandbox {
             LandlockStatus::Available { .. } => {
                 if !self.namespaces {
                     notes.push(
-                        "commands may write `.git` and `.ahelper`: this system gives them no \
-                         user namespace for read-only binds (unprivileged user namespaces are \
-                         disabled)"
+                        "commands may write `.git` and `.ahelper`: they get no user namespace for \
+                         read-only binds (unprivileged user namespaces are disabled, or the \
+                         workspace belongs to another user, whose files a namespace would make \
+                         unwritable)"
                             .to_string(),
                     );
                 }
@@ -645,6 +648,16 @@ pub fn namespaces_available() -> bool {
             && libc::WIFEXITED(status)
             && libc::WEXITSTATUS(status) == 0
     }
+}
+
+/// True when the effective user owns `path`. In a user namespace that maps only this user,
+/// files of other users cannot be written even by root (its capabilities do not cover
+/// unmapped owners), so a workspace of another user gets no namespace.
+fn owned_by_me(path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: geteuid cannot fail.
+    let me = unsafe { libc::geteuid() };
+    std::fs::metadata(path).is_ok_and(|m| m.uid() == me)
 }
 
 /// The entries at the top level of `workspace_root` that are protected paths

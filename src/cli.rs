@@ -112,6 +112,12 @@ pub struct CommonArgs {
     /// (`AHELPER_LOG` overrides both).
     #[arg(short, long, global = true)]
     pub verbose: bool,
+
+    /// Trust this project's `.ahelper/config.toml` as it is now (its SHA-256 is recorded in
+    /// `$XDG_STATE_HOME/ahelper/trusted-projects.json`), so settings that widen permissions
+    /// apply; same as `ahelper trust`.
+    #[arg(long, global = true)]
+    pub trust_project: bool,
 }
 
 /// Output formats of `-p`.
@@ -131,6 +137,9 @@ pub enum OutputFormat {
 pub enum Command {
     /// Plan a large change and run parallel workers in isolated git worktrees.
     Swarm(SwarmArgs),
+    /// Trust this project's `.ahelper/config.toml` as it is now: its settings that widen
+    /// permissions (mode, allow rules, a wider sandbox, endpoint) apply until the file changes.
+    Trust,
 }
 
 /// `ahelper swarm`.
@@ -174,6 +183,12 @@ pub struct SwarmRunArgs {
     /// After a clean merge, merge the integration branch into the current branch.
     #[arg(long)]
     pub apply: bool,
+
+    /// With `--apply`: merge even when workers added hazardous content (symlinks out of the
+    /// repository, git drivers, submodules, large files, control characters in names, auto-run
+    /// files) without asking.
+    #[arg(long, requires = "apply")]
+    pub allow_hazards: bool,
 
     /// Verification command run on the base, on each worker's worktree and on each merge
     /// candidate (config `swarm.verify`; default: detected from the repository).

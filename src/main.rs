@@ -32,6 +32,7 @@ mod repl;
 mod status_table;
 mod swarm_cmd;
 mod swarm_ui;
+mod trust_cmd;
 mod typeahead;
 
 use ahelper_agents::config::{CliOverrides, Config, ConfigError, EnvSnapshot};
@@ -67,7 +68,20 @@ fn main() {
 
 fn run(cli: Cli, hardening: HardeningReport) -> i32 {
     let env = EnvSnapshot::capture();
-    let config = match load_config(&cli, &env) {
+    let trust_command = matches!(cli.command, Some(cli::Command::Trust));
+    if cli.common.trust_project || trust_command {
+        match workspace_dir(&cli.common).and_then(|w| trust_cmd::record(&w, &env)) {
+            Ok(message) => eprintln!("ahelper: {message}"),
+            Err(message) => {
+                eprintln!("ahelper: {message}");
+                return 1;
+            }
+        }
+        if trust_command {
+            return 0;
+        }
+    }
+    let config = match load_config(&cli, &env).and_then(|c| trust_cmd::settle(c, &cli, &env)) {
         Ok(c) => c,
         Err(message) => {
             eprintln!("ahelper: {message}");
@@ -109,12 +123,13 @@ fn run(cli: Cli, hardening: HardeningReport) -> i32 {
             }
             swarm_cmd::run(&rt, args, config, &env, mode_given)
         }
+        Some(cli::Command::Trust) => 0,
         None => run_session(&rt, cli, &config, &env),
     }
 }
 
 /// The layered configuration with the session rules of `--allowed-tools`/`--disallowed-tools`.
-fn load_config(cli: &Cli, env: &EnvSnapshot) -> Result<Config, String> {
+pub(crate) fn load_config(cli: &Cli, env: &EnvSnapshot) -> Result<Config, String> {
     let workspace = workspace_dir(&cli.common)?;
     let mut config =
         Config::load(&workspace, env, &overrides(&cli.common)).map_err(|e| e.to_string())?;
@@ -331,6 +346,7 @@ fn overrides(common: &CommonArgs) -> CliOverrides {
         },
         max_turns: common.max_turns,
         sandbox: common.sandbox.clone(),
+        trusted_project: false,
     }
 }
 

@@ -276,7 +276,7 @@ async fn start(config: &Config, task: &str, run_args: &SwarmRunArgs) -> i32 {
     let run_id = planned.record().run_id.clone();
     let code = execute_run(planned, &config, client, &provider.model, mode).await;
     if code == 0 && run_args.apply {
-        return apply(&config, &run_id);
+        return apply(&config, &run_id, run_args.allow_hazards);
     }
     code
 }
@@ -609,8 +609,9 @@ async fn execute_run(
     exit_code(record.outcome())
 }
 
-/// `--apply`: merges the integration branch into the user's current branch.
-fn apply(config: &Config, run_id: &str) -> i32 {
+/// `--apply`: merges the integration branch into the user's current branch — after a yes on a
+/// terminal, or with `--allow-hazards`, when merged workers added hazardous content.
+fn apply(config: &Config, run_id: &str, allow_hazards: bool) -> i32 {
     let Ok(root) = repo_root(config) else {
         return EXIT_USAGE;
     };
@@ -618,6 +619,15 @@ fn apply(config: &Config, run_id: &str) -> i32 {
         return 1;
     };
     let branch = &run.integration_branch;
+    if !allow_hazards && !hazards_confirmed(&run) {
+        eprintln!(
+            "ahelper: not applied: workers added hazardous content (listed in the summary). \
+             Review it with `git diff {base}...{branch}`, then merge with `git merge {branch}` \
+             or re-run with --apply --allow-hazards.",
+            base = short_commit(&run.base_commit)
+        );
+        return 1;
+    }
     let message = format!("Merge ahelper run {}", run.run_id);
     match git::apply_to_current(&root, branch, &message, None) {
         Ok(outcome) => {
@@ -640,6 +650,28 @@ fn apply(config: &Config, run_id: &str) -> i32 {
             1
         }
     }
+}
+
+/// True when the merged workers added no hazards, or the user said yes on a terminal after
+/// seeing them.
+fn hazards_confirmed(run: &RunRecord) -> bool {
+    let hazards = ahelper_agents::swarm::summary::merged_hazards(run);
+    if hazards.is_empty() {
+        return true;
+    }
+    if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) {
+        return false;
+    }
+    eprintln!("ahelper: the integration branch brings hazardous content:");
+    for (worker, hazard) in &hazards {
+        eprintln!("  {worker}: {hazard}");
+    }
+    eprint!("Merge it into your current branch anyway? [y/N] ");
+    let mut line = String::new();
+    if std::io::stdin().read_line(&mut line).is_err() {
+        return false;
+    }
+    matches!(line.trim().to_ascii_lowercase().as_str(), "y" | "yes")
 }
 
 /// Kills processes that runs of this repository which are no longer active left running

@@ -1,6 +1,7 @@
 //! Landlock's overhead per command: `run_command` with `true`, N times without a sandbox and
 //! N times with an enforced [`CommandSandbox`] (interleaved), plus the cost of building the ruleset alone
-//! ([`CommandSandbox::prepare`]). Prints medians in µs.
+//! ([`CommandSandbox::prepare`]), and the same sandbox on a workspace with `.git` and `.ahelper`
+//! (bound read-only in a user + mount namespace of the command's own). Prints medians in µs.
 //!
 //! Run: `cargo bench -p ahelper-agents --bench landlock_overhead` (add `--profile dev` to skip
 //! the optimised build; the cost is in system calls either way). `LANDLOCK_BENCH_RUNS` sets N
@@ -44,6 +45,12 @@ fn main() {
     let plain = ToolContext::new(dir.path()).expect("context");
     let mut confined = plain.clone();
     confined.command_sandbox = Some(Arc::new(sandbox.clone()));
+    let repo = tempfile::tempdir().expect("temp dir");
+    for protected in [".git/hooks", ".ahelper"] {
+        std::fs::create_dir_all(repo.path().join(protected)).expect("protected dir");
+    }
+    let mut binds = ToolContext::new(repo.path()).expect("context");
+    binds.command_sandbox = Some(Arc::new(CommandSandbox::new(&settings, repo.path())));
     let tool = ToolRegistry::standard()
         .get("run_command")
         .expect("run_command")
@@ -55,11 +62,16 @@ fn main() {
 
     // Interleaved (one plain run, one sandboxed run, …) so that load drift on a shared machine
     // hits both sides alike; the first 20 pairs warm up.
-    let (off, on) = rt.block_on(async {
+    let (off, on, bound) = rt.block_on(async {
         let mut off = Vec::with_capacity(runs);
         let mut on = Vec::with_capacity(runs);
+        let mut bound = Vec::with_capacity(runs);
         for i in 0..runs + 20 {
-            for (ctx, samples) in [(&plain, &mut off), (&confined, &mut on)] {
+            for (ctx, samples) in [
+                (&plain, &mut off),
+                (&confined, &mut on),
+                (&binds, &mut bound),
+            ] {
                 let start = Instant::now();
                 let out = tool
                     .call(serde_json::json!({"command": "true"}), ctx)
@@ -72,7 +84,7 @@ fn main() {
                 }
             }
         }
-        (off, on)
+        (off, on, bound)
     });
 
     let prepare: Vec<Duration> = (0..runs)
@@ -138,6 +150,12 @@ fn main() {
     println!(
         "  overhead:        median {:.0} µs per command",
         on_us - off_us
+    );
+    let bound_us = median_us(bound);
+    println!(
+        "  with sandbox, `.git` and `.ahelper` bound read-only: median {bound_us:.0} µs \
+         (+{:.0} µs for the namespaces and binds)",
+        bound_us - on_us
     );
     println!(
         "  of which building the ruleset (prepare): median {:.0} µs",

@@ -172,6 +172,9 @@ pub struct SwarmFile {
     /// Fixer agents tried on a merge candidate that fails verification (0 to 10). Default 2.
     #[serde(default, deserialize_with = "merge_fix_attempts")]
     pub merge_fix_attempts: Option<u32>,
+    /// A file a worker's branch adds that is larger than this many megabytes (10⁶ bytes) is
+    /// flagged as a hazard ([`ahelper_worktrees::scan_hazards`]). Default 10.
+    pub max_file_mb: Option<u64>,
 }
 
 /// Deserialises an integer and checks `min ..= max`; the error names `key` and goes through the
@@ -374,6 +377,7 @@ impl ConfigFile {
         over!(swarm.verify_timeout_s);
         over!(swarm.worker_fix_rounds);
         over!(swarm.merge_fix_attempts);
+        over!(swarm.max_file_mb);
         over!(sandbox.mode);
         over!(sandbox.network);
         self.sandbox.writable.extend(higher.sandbox.writable);
@@ -406,6 +410,9 @@ pub struct CliOverrides {
     pub max_turns: Option<u32>,
     /// `--sandbox` (`enforce` or `off`).
     pub sandbox: Option<String>,
+    /// The project config's settings apply whatever its trust
+    /// ([`crate::project_trust`]): set by the binary once the user trusted the file.
+    pub trusted_project: bool,
 }
 
 /// Agent-loop limits after resolution.
@@ -450,6 +457,8 @@ pub struct SwarmLimits {
     pub worker_fix_rounds: u32,
     /// `swarm.merge_fix_attempts`: fixer agents tried on a red merge candidate.
     pub merge_fix_attempts: u32,
+    /// Files larger than this many bytes in a worker's branch are hazards.
+    pub max_file_bytes: u64,
 }
 
 /// Default of `swarm.verify_timeout_s`, in seconds.
@@ -533,6 +542,12 @@ pub struct Config {
     pub sandbox: SandboxSettings,
     /// Files that were read, highest precedence first.
     pub files_read: Vec<PathBuf>,
+    /// The project config's widening settings that were ignored because the user has not
+    /// trusted the file ([`split_untrusted`]); `None` when there were none.
+    pub untrusted: Option<UntrustedSettings>,
+    /// The user's trust file (`$XDG_STATE_HOME/ahelper/trusted-projects.json`), when a state
+    /// directory is known.
+    pub trust_file: Option<PathBuf>,
     /// Replaces the values of the provider key variables (the configured `api_key_env`, and
     /// every variable named like a credential: see [`is_credential_name`]) and of the variables
     /// in `[secrets] redact_env` with `[REDACTED:<NAME>]`.
@@ -595,6 +610,17 @@ impl Config {
         if let Some(warning) = ignore_project_hooks(&mut file, &project) {
             warnings.push(warning);
         }
+        let trust_file = env
+            .state_dir()
+            .map(|d| crate::project_trust::trust_file_path(&d));
+        let (file, untrusted) = trusted_project_layer(
+            file,
+            &project,
+            &workspace_root,
+            trust_file.as_deref(),
+            &merged,
+            cli,
+        );
         if file.base_url.is_some() {
             base_url_origin = Some(project.display().to_string());
         }
@@ -651,6 +677,8 @@ impl Config {
             swarm,
             sandbox,
             files_read,
+            untrusted,
+            trust_file,
             redactor,
             secret_env,
             warnings,
@@ -749,7 +777,136 @@ fn resolve_swarm(file: &SwarmFile) -> SwarmLimits {
         merge_fix_attempts: file
             .merge_fix_attempts
             .unwrap_or(DEFAULT_MERGE_FIX_ATTEMPTS),
+        max_file_bytes: file.max_file_mb.unwrap_or(10).saturating_mul(1_000_000),
     }
+}
+
+/// Settings of the project config that were left out because the user has not trusted it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UntrustedSettings {
+    /// The project config file.
+    pub path: PathBuf,
+    /// The ignored keys, dotted (`permissions.mode`, `permissions.allow`, `sandbox.network`),
+    /// sorted.
+    pub ignored: Vec<String>,
+}
+
+/// The project config layer as it applies: whole when trusted (or `cli.trusted_project`),
+/// else through [`split_untrusted`]; with the keys that were ignored.
+fn trusted_project_layer(
+    file: ConfigFile,
+    project: &Path,
+    workspace_root: &Path,
+    trust_file: Option<&Path>,
+    lower: &ConfigFile,
+    cli: &CliOverrides,
+) -> (ConfigFile, Option<UntrustedSettings>) {
+    let bytes = match std::fs::read(project) {
+        Ok(bytes) => bytes,
+        Err(_) => return (file, None),
+    };
+    let trusted = cli.trusted_project
+        || trust_file.is_some_and(|t| crate::project_trust::is_trusted(t, workspace_root, &bytes));
+    if trusted {
+        return (file, None);
+    }
+    let (kept, ignored) = split_untrusted(file, lower.permissions.mode.as_deref());
+    let untrusted = (!ignored.is_empty()).then(|| UntrustedSettings {
+        path: project.to_path_buf(),
+        ignored,
+    });
+    (kept, untrusted)
+}
+
+/// Splits an untrusted project config into what applies anyway and the dotted keys that need
+/// the user's trust ([`crate::project_trust`]).
+///
+/// Applies without trust (narrowing, or nothing the model can reach): `model`,
+/// `max_output_tokens`, `context_window`, `tool_protocol`, `[retry]`, `[agent]`,
+/// `permissions.ask`, `permissions.deny`, `permissions.mode` when it is no wider than the mode of
+/// the lower layers (`lower_mode`, default `default`; order `plan` < `default` <
+/// `accept-edits` < `bypass`), `[swarm]` limits (`max_file_mb` up to the default 10),
+/// `sandbox.mode = "enforce"`,
+/// `sandbox.deny_read`, `sandbox.network = false`, `[secrets]`, `[pricing]`.
+///
+/// Needs trust (widening): `permissions.allow`, a wider `permissions.mode`, `sandbox.mode =
+/// "off"`, `sandbox.writable`, `sandbox.network = true`, `swarm.worktree_root` (where worker
+/// checkouts and their writable paths go), `swarm.verify` (a command ahelper runs itself),
+/// `[mcp_servers]` (programs ahelper starts), `provider`, `base_url` and `api_key_env` (which
+/// server receives which key) — and **every key not listed above**, so a table added later
+/// needs trust until it is put on the first list. (`[hooks]` never apply from a project
+/// config, trusted or not: they were taken out before.)
+pub fn split_untrusted(project: ConfigFile, lower_mode: Option<&str>) -> (ConfigFile, Vec<String>) {
+    let rank = |mode: Option<&str>| match mode.map(|m| m.parse::<PermissionMode>()) {
+        Some(Ok(PermissionMode::Plan)) => 0,
+        None | Some(Ok(PermissionMode::Default)) => 1,
+        Some(Ok(PermissionMode::AcceptEdits)) => 2,
+        Some(Ok(PermissionMode::Bypass)) | Some(Err(_)) => 3,
+    };
+    let mode = project
+        .permissions
+        .mode
+        .clone()
+        .filter(|m| rank(Some(m)) <= rank(lower_mode));
+    let kept = ConfigFile {
+        model: project.model.clone(),
+        max_output_tokens: project.max_output_tokens,
+        context_window: project.context_window,
+        tool_protocol: project.tool_protocol.clone(),
+        retry: project.retry.clone(),
+        agent: project.agent.clone(),
+        permissions: PermissionsFile {
+            mode,
+            allow: Vec::new(),
+            ask: project.permissions.ask.clone(),
+            deny: project.permissions.deny.clone(),
+        },
+        swarm: SwarmFile {
+            worktree_root: None,
+            verify: None,
+            max_file_mb: project.swarm.max_file_mb.filter(|mb| *mb <= 10),
+            ..project.swarm.clone()
+        },
+        sandbox: SandboxFile {
+            mode: project
+                .sandbox
+                .mode
+                .clone()
+                .filter(|m| m.parse::<SandboxMode>() == Ok(SandboxMode::Enforce)),
+            writable: Vec::new(),
+            deny_read: project.sandbox.deny_read.clone(),
+            network: project.sandbox.network.filter(|n| !n),
+        },
+        secrets: project.secrets.clone(),
+        pricing: project.pricing.clone(),
+        ..ConfigFile::default()
+    };
+    let ignored = changed_keys(&project, &kept);
+    (kept, ignored)
+}
+
+/// The dotted keys whose value in `full` differs from (or is missing in) `kept`.
+fn changed_keys(full: &ConfigFile, kept: &ConfigFile) -> Vec<String> {
+    fn walk(prefix: &str, full: &toml::Table, kept: &toml::Table, out: &mut Vec<String>) {
+        for (key, value) in full {
+            let dotted = if prefix.is_empty() {
+                key.clone()
+            } else {
+                format!("{prefix}.{key}")
+            };
+            match (value, kept.get(key)) {
+                (toml::Value::Table(f), Some(toml::Value::Table(k))) => walk(&dotted, f, k, out),
+                (toml::Value::Table(f), None) => walk(&dotted, f, &toml::Table::new(), out),
+                (toml::Value::Array(a), _) if a.is_empty() => {}
+                (v, Some(k)) if v == k => {}
+                _ => out.push(dotted),
+            }
+        }
+    }
+    let table = |c: &ConfigFile| toml::Table::try_from(c).unwrap_or_default();
+    let mut out = Vec::new();
+    walk("", &table(full), &table(kept), &mut out);
+    out
 }
 
 fn resolve_sandbox(
@@ -1170,7 +1327,9 @@ pub enum RuleList {
 
 /// Appends `rule` to `permissions.allow` or `permissions.deny` of the project config file,
 /// creating the file and table if needed and keeping the rest of the file (comments included)
-/// as it was. A rule already present is not added twice.
+/// as it was. A rule already present is not added twice. When the file was missing or trusted
+/// in `trust_file` ([`crate::project_trust`]), the new content is trusted too: the rule is the
+/// user's own answer.
 ///
 /// # Errors
 /// [`ConfigError::Write`] when the file can't be read, parsed or written.
@@ -1178,6 +1337,7 @@ pub fn append_project_rule(
     workspace_root: &Path,
     list: RuleList,
     rule: &str,
+    trust_file: Option<&Path>,
 ) -> Result<(), ConfigError> {
     let path = Config::project_config_path(workspace_root);
     let write_err = |message: String| ConfigError::Write {
@@ -1189,6 +1349,9 @@ pub fn append_project_rule(
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
         Err(e) => return Err(write_err(e.to_string())),
     };
+    let keep_trust = trust_file.filter(|t| {
+        !path.exists() || crate::project_trust::is_trusted(t, workspace_root, text.as_bytes())
+    });
     let mut doc: toml_edit::DocumentMut = text.parse().map_err(|e| write_err(format!("{e}")))?;
     let table = doc
         .entry("permissions")
@@ -1210,17 +1373,70 @@ pub fn append_project_rule(
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent).map_err(|e| write_err(e.to_string()))?;
     }
-    crate::atomic_write::write_path(&path, doc.to_string().as_bytes()).map_err(|e| {
+    let new_text = doc.to_string();
+    crate::atomic_write::write_path(&path, new_text.as_bytes()).map_err(|e| {
         write_err(crate::atomic_write::describe_write_error(
             &path.display().to_string(),
             &e,
         ))
-    })
+    })?;
+    if let Some(trust_file) = keep_trust {
+        crate::project_trust::trust(trust_file, workspace_root, new_text.as_bytes())
+            .map_err(|e| write_err(e.to_string()))?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Overrides that apply the project config whatever its trust (the layering tests).
+    fn trusted() -> CliOverrides {
+        CliOverrides {
+            trusted_project: true,
+            ..CliOverrides::default()
+        }
+    }
+
+    /// An untrusted project config keeps what narrows and names the rest.
+    #[test]
+    fn split_untrusted_keeps_narrowing_settings_and_names_widening_ones() {
+        let text = "model = \"m\"\nbase_url = \"https://x\"\n[permissions]\nmode = \"bypass\"\n\
+                    allow = [\"run_command(ls)\"]\ndeny = [\"run_command(rm:*)\"]\n\
+                    [sandbox]\nmode = \"off\"\nnetwork = true\nwritable = [\"/x\"]\n\
+                    deny_read = [\"/y\"]\n[swarm]\nmax_workers = 2\nworktree_root = \"/z\"\n";
+        let file = ConfigFile::parse(text, Path::new("c.toml")).unwrap();
+        let (kept, ignored) = split_untrusted(file, None);
+        assert_eq!(
+            ignored,
+            [
+                "base_url",
+                "permissions.allow",
+                "permissions.mode",
+                "sandbox.mode",
+                "sandbox.network",
+                "sandbox.writable",
+                "swarm.worktree_root"
+            ]
+        );
+        assert_eq!(kept.model.as_deref(), Some("m"));
+        assert_eq!(kept.permissions.deny, ["run_command(rm:*)"]);
+        assert_eq!(kept.sandbox.deny_read, [PathBuf::from("/y")]);
+        assert_eq!(kept.swarm.max_workers, Some(2));
+        let narrowing =
+            "[permissions]\nmode = \"plan\"\n[sandbox]\nnetwork = false\nmode = \"enforce\"\n";
+        let file = ConfigFile::parse(narrowing, Path::new("c.toml")).unwrap();
+        let (kept, ignored) = split_untrusted(file.clone(), Some("accept-edits"));
+        assert!(ignored.is_empty(), "{ignored:?}");
+        assert_eq!(kept, file);
+        let default =
+            ConfigFile::parse("[permissions]\nmode = \"default\"\n", Path::new("c")).unwrap();
+        assert_eq!(
+            split_untrusted(default, Some("plan")).1,
+            ["permissions.mode"]
+        );
+    }
 
     fn env(pairs: &[(&str, &str)]) -> EnvSnapshot {
         EnvSnapshot::from_pairs(pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())))
@@ -1265,7 +1481,7 @@ mod tests {
             ("SHORT_API_KEY", "x"),
             ("PATH", "/usr/bin:/bin"),
         ]);
-        let cfg = Config::load(ws.path(), &e, &CliOverrides::default()).unwrap();
+        let cfg = Config::load(ws.path(), &e, &trusted()).unwrap();
         assert_eq!(
             cfg.merged.secrets.redact_env,
             ["DB_PASSWORD", "GITHUB_TOKEN"],
@@ -1304,7 +1520,7 @@ mod tests {
             "[secrets]\nredact_env = [\"$HOME\"]\n",
         )
         .unwrap();
-        let err = Config::load(ws.path(), &env(&[]), &CliOverrides::default())
+        let err = Config::load(ws.path(), &env(&[]), &trusted())
             .unwrap_err()
             .to_string();
         assert!(
@@ -1330,7 +1546,7 @@ mod tests {
         )
         .unwrap();
         let e = env(&[("XDG_CONFIG_HOME", home.path().to_str().unwrap())]);
-        let cfg = Config::load(ws.path(), &e, &CliOverrides::default()).unwrap();
+        let cfg = Config::load(ws.path(), &e, &trusted()).unwrap();
         let p = cfg.provider().unwrap();
         assert_eq!(p.model, "project-model");
         assert_eq!(p.kind, ProviderKind::Openai);
@@ -1338,14 +1554,14 @@ mod tests {
         assert_eq!(cfg.permissions.rules.deny.len(), 1);
         let cli = CliOverrides {
             model: Some("cli-model".into()),
-            ..Default::default()
+            ..trusted()
         };
         let e2 = env(&[
             ("XDG_CONFIG_HOME", home.path().to_str().unwrap()),
             ("AHELPER_MODEL", "env-model"),
         ]);
         assert_eq!(
-            Config::load(ws.path(), &e2, &CliOverrides::default())
+            Config::load(ws.path(), &e2, &trusted())
                 .unwrap()
                 .provider()
                 .unwrap()
@@ -1365,7 +1581,7 @@ mod tests {
     #[test]
     fn no_model_names_env_vars() {
         let ws = tempfile::tempdir().unwrap();
-        let cfg = Config::load(ws.path(), &env(&[]), &CliOverrides::default()).unwrap();
+        let cfg = Config::load(ws.path(), &env(&[]), &trusted()).unwrap();
         let err = cfg.provider().unwrap_err().to_string();
         assert!(
             err.contains("ANTHROPIC_API_KEY") && err.contains("OPENAI_BASE_URL"),
@@ -1378,7 +1594,7 @@ mod tests {
     fn key_comes_from_named_env_var_and_is_redacted() {
         let ws = tempfile::tempdir().unwrap();
         let e = env(&[("ANTHROPIC_API_KEY", "sk-secret-123")]);
-        let cfg = Config::load(ws.path(), &e, &CliOverrides::default()).unwrap();
+        let cfg = Config::load(ws.path(), &e, &trusted()).unwrap();
         let p = cfg.provider().unwrap();
         assert_eq!(p.api_key.0, "sk-secret-123");
         assert!(!format!("{p:?}").contains("sk-secret"));
@@ -1396,7 +1612,7 @@ mod tests {
         let ws = parent.path().join("ws");
         std::fs::create_dir_all(&ws).unwrap();
         let e = env(&[("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")]);
-        let cfg = Config::load(&ws, &e, &CliOverrides::default()).unwrap();
+        let cfg = Config::load(&ws, &e, &trusted()).unwrap();
         assert_ne!(cfg.provider().unwrap().model, "evil");
     }
 
@@ -1418,7 +1634,7 @@ mod tests {
         .unwrap();
         let h = home.path().to_str().unwrap();
         let e = env(&[("HOME", h)]);
-        let cfg = Config::load(ws.path(), &e, &CliOverrides::default()).unwrap();
+        let cfg = Config::load(ws.path(), &e, &trusted()).unwrap();
         let root = cfg.workspace_root.clone();
         assert_eq!(cfg.sandbox.mode, SandboxMode::Enforce);
         assert!(!cfg.sandbox.network);
@@ -1430,7 +1646,7 @@ mod tests {
         assert!(cfg.sandbox.deny_read.contains(&home.path().join(".kube")));
         let cli = CliOverrides {
             sandbox: Some("off".into()),
-            ..Default::default()
+            ..trusted()
         };
         let cfg = Config::load(ws.path(), &e, &cli).unwrap();
         assert_eq!(cfg.sandbox.mode, SandboxMode::Off);
@@ -1454,7 +1670,7 @@ mod tests {
             "[permissions]\ndeny = [\"Bash(rm:*)\"]\n",
         )
         .unwrap();
-        let err = Config::load(ws.path(), &env(&[]), &CliOverrides::default())
+        let err = Config::load(ws.path(), &env(&[]), &trusted())
             .unwrap_err()
             .to_string();
         assert!(err.contains(".ahelper/config.toml"), "{err}");
@@ -1482,9 +1698,21 @@ mod tests {
             "# mine\nmodel = \"m\"\n",
         )
         .unwrap();
-        append_project_rule(ws.path(), RuleList::Allow, "run_command(cargo test:*)").unwrap();
-        append_project_rule(ws.path(), RuleList::Allow, "run_command(cargo test:*)").unwrap();
-        append_project_rule(ws.path(), RuleList::Deny, "run_command(rm:*)").unwrap();
+        append_project_rule(
+            ws.path(),
+            RuleList::Allow,
+            "run_command(cargo test:*)",
+            None,
+        )
+        .unwrap();
+        append_project_rule(
+            ws.path(),
+            RuleList::Allow,
+            "run_command(cargo test:*)",
+            None,
+        )
+        .unwrap();
+        append_project_rule(ws.path(), RuleList::Deny, "run_command(rm:*)", None).unwrap();
         let text = std::fs::read_to_string(ws.path().join(".ahelper/config.toml")).unwrap();
         assert!(text.starts_with("# mine"));
         assert_eq!(text.matches("cargo test").count(), 1);
@@ -1518,11 +1746,41 @@ mod tests {
         )
         .unwrap();
         let e = env(&[("XDG_CONFIG_HOME", home.path().to_str().unwrap())]);
+        // Untrusted: the project's verification command (a command ahelper runs) is left out
+        // and named; its limits apply.
         let cfg = Config::load(ws.path(), &e, &CliOverrides::default()).unwrap();
-        assert_eq!(cfg.swarm.verify.as_deref(), Some("cargo test --offline"));
+        assert_eq!(cfg.swarm.verify.as_deref(), Some("make check"));
+        assert_eq!(cfg.untrusted.unwrap().ignored, vec!["swarm.verify"]);
         assert_eq!(cfg.swarm.verify_timeout_s, 30);
         assert_eq!(cfg.swarm.worker_fix_rounds, 0);
         assert_eq!(cfg.swarm.merge_fix_attempts, 5);
+        let trusted = CliOverrides {
+            trusted_project: true,
+            ..CliOverrides::default()
+        };
+        let cfg = Config::load(ws.path(), &e, &trusted).unwrap();
+        assert_eq!(cfg.swarm.verify.as_deref(), Some("cargo test --offline"));
+        assert_eq!(cfg.untrusted, None);
+    }
+
+    /// An untrusted project's MCP servers need trust (they are programs ahelper starts); its
+    /// prices apply.
+    #[test]
+    fn untrusted_mcp_servers_are_left_out_and_prices_kept() {
+        let text = "[mcp_servers.evil]\ncommand = \"sh\"\nargs = [\"-c\", \"touch x\"]\n\
+                    [pricing.\"m\"]\ninput_per_mtok = 1.0\noutput_per_mtok = 2.0\n";
+        let file = ConfigFile::parse(text, Path::new("/p/.ahelper/config.toml")).unwrap();
+        let (kept, ignored) = split_untrusted(file, None);
+        assert!(kept.mcp_servers.is_empty());
+        assert!(kept.pricing.contains_key("m"));
+        assert!(
+            ignored.iter().any(|k| k.starts_with("mcp_servers.evil")),
+            "{ignored:?}"
+        );
+        assert!(
+            !ignored.iter().any(|k| k.starts_with("pricing")),
+            "{ignored:?}"
+        );
     }
 
     #[test]

@@ -49,7 +49,7 @@ impl KeyRange {
 const HOUR_MS: u64 = 3_600_000;
 
 /// Every numeric key with its range, in file order of the README's example.
-pub const KEY_RANGES: [KeyRange; 14] = [
+pub const KEY_RANGES: [KeyRange; 15] = [
     KeyRange::new("max_output_tokens", 16, u64::MAX, None),
     KeyRange::new("context_window", 1_024, u64::MAX, None),
     KeyRange::new("retry.max_attempts", 1, 100, None),
@@ -64,6 +64,7 @@ pub const KEY_RANGES: [KeyRange; 14] = [
     KeyRange::new("swarm.worker_max_turns", 1, u64::MAX, None),
     KeyRange::new("swarm.token_budget", 1, u64::MAX, None),
     KeyRange::new("swarm.time_limit_s", 1, u64::MAX, None),
+    KeyRange::new("swarm.max_file_mb", 1, u64::MAX / 1_000_000, None),
 ];
 
 /// The value `file` sets for `key` (one of [`KEY_RANGES`]), if any.
@@ -84,6 +85,7 @@ fn value_of(file: &ConfigFile, key: &str) -> Option<u64> {
         "swarm.worker_max_turns" => file.swarm.worker_max_turns.map(u64::from),
         "swarm.token_budget" => file.swarm.token_budget,
         "swarm.time_limit_s" => file.swarm.time_limit_s,
+        "swarm.max_file_mb" => file.swarm.max_file_mb,
         _ => None,
     }
 }
@@ -170,7 +172,7 @@ mod tests {
                     base_delay_ms = 1\nmax_delay_ms = 1\nidle_timeout_ms = 1\n[agent]\n\
                     max_turns = 1\nrepeat_limit = 1\nmax_tool_output_chars = 1\n[swarm]\n\
                     max_workers = 1\nmax_subtasks = 1\nworker_max_turns = 1\ntoken_budget = 1\n\
-                    time_limit_s = 1\n";
+                    time_limit_s = 1\nmax_file_mb = 1\n";
         let file = ConfigFile::parse(text, Path::new("x")).unwrap();
         for range in &KEY_RANGES {
             assert_eq!(value_of(&file, range.key), Some(1), "{}", range.key);

@@ -28,6 +28,7 @@ pub mod model;
 pub mod permissions;
 pub mod pricing;
 pub mod process_sweep;
+pub mod project_trust;
 pub mod redact;
 pub mod sandbox;
 pub mod sandbox_os;

@@ -7,7 +7,9 @@
 //! lists, a few device files), the paths they may **not read** (default `~/.ssh`, `~/.aws`,
 //! `~/.gnupg`, `~/.config/ahelper`) and whether they may use the network
 //! ([`CommandSandbox::network`]: off means TCP denied by landlock and a new network namespace,
-//! [`NetNamespace`]).
+//! [`Namespaces`]). The protected entries at the workspace's top level (`.git`, `.ahelper`,
+//! start-up files) are read-only for commands: bound read-only in a mount namespace of the
+//! command's own ([`Namespaces`], [`protected_entries`]).
 //!
 //! How a command is confined:
 //! 1. In the parent, before spawning, [`CommandSandbox::prepare`] builds the landlock ruleset:
@@ -227,10 +229,17 @@ pub struct CommandSandbox {
     pub writable: Vec<PathBuf>,
     /// Paths commands may not read (files or whole directories).
     pub read_denied: Vec<PathBuf>,
+    /// Paths commands may read although they lie inside a denied one (a swarm worker reads the
+    /// repository's git directory inside the denied user checkout). Empty unless set.
+    pub readable: Vec<PathBuf>,
     /// When false, TCP bind and connect are denied (needs ABI ≥ 4).
     pub network: bool,
     /// Landlock support, probed once when the sandbox was built.
     pub status: LandlockStatus,
+    /// Whether commands can get namespaces of their own ([`namespaces_available`], probed once
+    /// when the sandbox was built): the read-only protected paths and `network = false`'s
+    /// network namespace need them.
+    pub namespaces: bool,
     /// The workspace this policy was built for (first entry of `writable`).
     workspace_root: PathBuf,
     /// `writable` minus the workspace: what [`CommandSandbox::for_workspace`] keeps.
@@ -243,10 +252,9 @@ impl CommandSandbox {
     /// sandbox is wanted but unavailable, logs one `tracing::warn` (show [`Self::note`] too).
     /// Paths are made absolute and canonical where they exist.
     ///
-    /// When the workspace is itself a linked git worktree (its `.git` is a file), the git
-    /// directories it points to (`gitdir:` and its `commondir`) are writable too, so `git add`
-    /// and `git commit` work in a checkout the user made with `git worktree add`. A policy
-    /// re-rooted with [`Self::for_workspace`] (a swarm worker) does not get them.
+    /// The git directory of the workspace is never writable by commands: `.git` is bound
+    /// read-only, and when the workspace is a linked worktree the directories its `.git` file
+    /// points to lie outside every writable path.
     pub fn new(settings: &SandboxSettings, workspace_root: &Path) -> Self {
         let status = landlock_status();
         let extra_writable = settings.writable.iter().map(|p| canonical(p)).collect();
@@ -258,11 +266,9 @@ impl CommandSandbox {
             settings.network,
             status,
         );
-        for dir in linked_git_dirs(&sandbox.workspace_root) {
-            if !sandbox.writable.iter().any(|w| dir.starts_with(w)) {
-                sandbox.writable.push(dir);
-            }
-        }
+        sandbox.namespaces = settings.mode == SandboxMode::Enforce
+            && owned_by_me(&sandbox.workspace_root)
+            && namespaces_available();
         if let Some(note) = sandbox.note() {
             tracing::warn!("{note}");
         }
@@ -273,14 +279,16 @@ impl CommandSandbox {
     /// `workspace_root` + the user's paths, not the original workspace. Does not
     /// probe or warn again.
     pub fn for_workspace(&self, workspace_root: &Path) -> Self {
-        Self::build(
+        let mut sandbox = Self::build(
             self.mode,
             workspace_root,
             self.extra_writable.clone(),
             self.read_denied.clone(),
             self.network,
             self.status,
-        )
+        );
+        sandbox.namespaces = self.namespaces;
+        sandbox
     }
 
     fn build(
@@ -302,8 +310,10 @@ impl CommandSandbox {
             mode,
             writable,
             read_denied,
+            readable: Vec::new(),
             network,
             status,
+            namespaces: false,
             workspace_root,
             extra_writable,
         }
@@ -354,6 +364,15 @@ impl CommandSandbox {
         let mut notes = Vec::new();
         match self.status {
             LandlockStatus::Available { .. } => {
+                if !self.namespaces {
+                    notes.push(
+                        "commands may write `.git` and `.ahelper`: they get no user namespace for \
+                         read-only binds (unprivileged user namespaces are disabled, or the \
+                         workspace belongs to another user, whose files a namespace would make \
+                         unwritable)"
+                            .to_string(),
+                    );
+                }
                 if !self.network && !self.status.supports_network() {
                     notes.push(format!(
                         "sandbox.network = false is not enforced: {} cannot restrict TCP \
@@ -391,7 +410,7 @@ impl CommandSandbox {
 
     /// [`Self::prepare`] for one command whose private temp dir `temp_dir` is writable too.
     /// With `network = false` the prepared sandbox also moves the command into a new network
-    /// namespace ([`NetNamespace`]), which stops UDP, raw and abstract UNIX sockets as well.
+    /// namespace ([`Namespaces`]), which stops UDP, raw and abstract UNIX sockets as well.
     ///
     /// # Errors
     /// [`SandboxOsError::Ruleset`] when the kernel refuses the ruleset or a rule.
@@ -399,7 +418,7 @@ impl CommandSandbox {
         if !self.is_enforced() {
             return Ok(PreparedSandbox {
                 ruleset: None,
-                net_namespace: None,
+                namespaces: None,
             });
         }
         let err = |e: landlock::RulesetError| SandboxOsError::Ruleset(e.to_string());
@@ -418,7 +437,7 @@ impl CommandSandbox {
         for dir in &plan.list_only {
             created = add_path_rule(created, dir, AccessFs::ReadDir.into(), abi).map_err(err)?;
         }
-        for path in &plan.readable {
+        for path in plan.readable.iter().chain(&self.readable) {
             created = add_path_rule(created, path, read, abi).map_err(err)?;
         }
         // Terminal and device ioctls (e.g. `isatty`, window size) on device files.
@@ -430,9 +449,18 @@ impl CommandSandbox {
         for path in self.writable.iter().map(PathBuf::as_path).chain(temp_dir) {
             created = add_path_rule(created, path, all, abi).map_err(err)?;
         }
+        let read_only = if self.namespaces {
+            protected_entries(&self.workspace_root)
+                .iter()
+                .filter_map(|p| ReadOnlyMount::new(p))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let namespaces = Namespaces::new(!self.network, read_only);
         Ok(PreparedSandbox {
             ruleset: Some(created),
-            net_namespace: (!self.network).then(NetNamespace::for_this_user),
+            namespaces: (!namespaces.is_empty()).then_some(namespaces),
         })
     }
 
@@ -446,52 +474,207 @@ impl CommandSandbox {
 #[derive(Debug)]
 pub struct PreparedSandbox {
     ruleset: Option<RulesetCreated>,
-    net_namespace: Option<NetNamespace>,
+    namespaces: Option<Namespaces>,
 }
 
-/// How a command with `network = false` gets a network namespace of its own (only a loopback
-/// interface, down): no TCP, UDP, raw or abstract UNIX socket reaches anything outside it.
+/// The namespaces a command enters before landlock (in the child, between `fork` and `exec`):
 ///
-/// First `unshare(CLONE_NEWNET)` (needs `CAP_SYS_ADMIN`, which ahelper's hardening drops even
-/// for root); else `unshare(CLONE_NEWUSER | CLONE_NEWNET)` with a user namespace that maps the
+/// - with `network = false`, a network namespace of its own (only a loopback interface, down):
+///   no TCP, UDP, raw or abstract UNIX socket reaches anything outside it;
+/// - when the workspace has protected entries at its top level (`.git`, `.ahelper`, a
+///   start-up file — [`crate::sandbox::protected`]), a mount namespace in which each of them is
+///   bind-mounted onto itself read-only ([`ReadOnlyMount`]). Landlock then forbids the command
+///   any mount or unmount (a landlocked thread cannot change the mount topology), so it cannot
+///   undo the binds.
+///
+/// First `unshare` with just those namespaces (needs `CAP_SYS_ADMIN`, which ahelper's hardening
+/// drops even for root); else together with `CLONE_NEWUSER`, in a user namespace that maps the
 /// user's own uid and gid to themselves (files keep their owner). Where user namespaces are
-/// disabled too (`kernel.unprivileged_userns_clone = 0`, AppArmor restrictions) the command
-/// runs in ahelper's network namespace: landlock still denies TCP, UDP is not stopped.
+/// disabled (`kernel.unprivileged_userns_clone = 0`, AppArmor restrictions) the command runs in
+/// ahelper's namespaces: landlock still denies TCP, UDP is not stopped and the protected entries
+/// stay writable ([`CommandSandbox::note`] says so; [`namespaces_available`] probes it).
 #[derive(Debug)]
-pub struct NetNamespace {
+pub struct Namespaces {
+    /// A new network namespace.
+    network: bool,
+    /// Paths to bind read-only in a new mount namespace.
+    read_only: Vec<ReadOnlyMount>,
     /// `"<uid> <uid> 1"` for `/proc/self/uid_map`.
     uid_map: Vec<u8>,
     /// `"<gid> <gid> 1"` for `/proc/self/gid_map`.
     gid_map: Vec<u8>,
 }
 
-impl NetNamespace {
-    /// The maps for this process's effective user.
-    fn for_this_user() -> Self {
+/// One path bind-mounted onto itself read-only, prepared in the parent: the NUL-terminated
+/// path and the flags of the mount it lies on (a remount in a user namespace must keep
+/// `nosuid`, `nodev`, `noexec` and the atime flags of the original mount, or the kernel
+/// refuses it).
+#[derive(Debug)]
+pub struct ReadOnlyMount {
+    path: std::ffi::CString,
+    kept_flags: libc::c_ulong,
+}
+
+impl ReadOnlyMount {
+    /// The mount for `path`, or `None` when it cannot be described (a NUL in the path, or
+    /// `statvfs` failed: the path vanished).
+    fn new(path: &Path) -> Option<Self> {
+        use std::os::unix::ffi::OsStrExt;
+        let path = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+        // SAFETY: `path` is NUL-terminated and `stat` is a plain out-parameter.
+        let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
+        if unsafe { libc::statvfs(path.as_ptr(), &mut stat) } != 0 {
+            return None;
+        }
+        let map = [
+            (libc::ST_NOSUID, libc::MS_NOSUID),
+            (libc::ST_NODEV, libc::MS_NODEV),
+            (libc::ST_NOEXEC, libc::MS_NOEXEC),
+            (libc::ST_NOATIME, libc::MS_NOATIME),
+            (libc::ST_NODIRATIME, libc::MS_NODIRATIME),
+            (libc::ST_RELATIME, libc::MS_RELATIME),
+        ];
+        let kept_flags = map
+            .iter()
+            .filter(|(st, _)| stat.f_flag & st != 0)
+            .fold(0, |flags, (_, ms)| flags | ms);
+        Some(ReadOnlyMount { path, kept_flags })
+    }
+
+    /// Binds the path onto itself and remounts the bind read-only: two `mount(2)` calls.
+    fn apply(&self) -> std::io::Result<()> {
+        let none = std::ptr::null();
+        // SAFETY: NUL-terminated paths owned by `self`; NULL filesystem type and data.
+        unsafe {
+            let p = self.path.as_ptr();
+            if libc::mount(p, p, none, libc::MS_BIND | libc::MS_REC, none.cast()) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            let flags = libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY | self.kept_flags;
+            if libc::mount(none, p, none, flags, none.cast()) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Namespaces {
+    /// The plan for one command: a network namespace when `network`, a mount namespace when
+    /// `read_only` is not empty, maps for this process's effective user.
+    fn new(network: bool, read_only: Vec<ReadOnlyMount>) -> Self {
         // SAFETY: geteuid/getegid cannot fail.
         let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
-        NetNamespace {
+        Namespaces {
+            network,
+            read_only,
             uid_map: format!("{uid} {uid} 1").into_bytes(),
             gid_map: format!("{gid} {gid} 1").into_bytes(),
         }
     }
 
-    /// Enters the new namespace (in the child, before `exec`): system calls only, no
-    /// allocation. An error only when the user namespace was made but its maps could not be
-    /// written (the command would run as an unmapped user).
-    fn enter(&self) -> std::io::Result<()> {
-        // SAFETY: unshare(2) with flag constants.
-        if unsafe { libc::unshare(libc::CLONE_NEWNET) } == 0 {
-            return Ok(());
-        }
-        // SAFETY: as above.
-        if unsafe { libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET) } != 0 {
-            return Ok(());
-        }
-        write_proc_file(c"/proc/self/setgroups", b"deny")?;
-        write_proc_file(c"/proc/self/uid_map", &self.uid_map)?;
-        write_proc_file(c"/proc/self/gid_map", &self.gid_map)
+    fn is_empty(&self) -> bool {
+        !self.network && self.read_only.is_empty()
     }
+
+    /// Enters the new namespaces and makes the binds (in the child, before `exec`): system
+    /// calls only, no allocation. An error when the namespaces were made but the maps or a
+    /// bind failed: the command does not start rather than run with writable protected paths.
+    fn enter(&self) -> std::io::Result<()> {
+        let mut flags = 0;
+        if self.network {
+            flags |= libc::CLONE_NEWNET;
+        }
+        if !self.read_only.is_empty() {
+            flags |= libc::CLONE_NEWNS;
+        }
+        // SAFETY: unshare(2) with flag constants.
+        if unsafe { libc::unshare(flags) } != 0 {
+            // SAFETY: as above.
+            if unsafe { libc::unshare(libc::CLONE_NEWUSER | flags) } != 0 {
+                return Ok(());
+            }
+            self.write_maps()?;
+        }
+        if self.read_only.is_empty() {
+            return Ok(());
+        }
+        // Keep the binds in this namespace: nothing propagates back to ahelper's.
+        // SAFETY: NUL-terminated constant path, NULL type and data.
+        let none = std::ptr::null();
+        let private = libc::MS_REC | libc::MS_PRIVATE;
+        if unsafe { libc::mount(none, c"/".as_ptr(), none, private, none.cast()) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        self.read_only.iter().try_for_each(ReadOnlyMount::apply)
+    }
+}
+
+impl Namespaces {
+    /// Writes `setgroups`, `uid_map` and `gid_map` of the calling process. ahelper is not
+    /// dumpable (`hardening`), which makes its `/proc/self` files root's: an unprivileged child
+    /// could not open them. So the child is dumpable for these three writes only — landlocked
+    /// commands cannot `ptrace` it anyway (it is outside their domain), and `exec` right after
+    /// replaces its memory.
+    fn write_maps(&self) -> std::io::Result<()> {
+        // SAFETY: prctl with integer arguments.
+        unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) };
+        let written = write_proc_file(c"/proc/self/setgroups", b"deny")
+            .and_then(|()| write_proc_file(c"/proc/self/uid_map", &self.uid_map))
+            .and_then(|()| write_proc_file(c"/proc/self/gid_map", &self.gid_map));
+        // SAFETY: as above.
+        unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
+        written
+    }
+}
+
+/// Whether this process can give commands namespaces of their own: forks a child that tries
+/// `unshare(CLONE_NEWUSER | CLONE_NEWNS)` and exits with the answer. About a millisecond; call
+/// once per sandbox.
+pub fn namespaces_available() -> bool {
+    // SAFETY: the child makes only async-signal-safe system calls and `_exit`s.
+    unsafe {
+        let pid = libc::fork();
+        if pid == 0 {
+            let ok = libc::unshare(libc::CLONE_NEWNS) == 0
+                || libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS) == 0;
+            libc::_exit(if ok { 0 } else { 1 });
+        }
+        if pid < 0 {
+            return false;
+        }
+        let mut status = 0;
+        libc::waitpid(pid, &mut status, 0) == pid
+            && libc::WIFEXITED(status)
+            && libc::WEXITSTATUS(status) == 0
+    }
+}
+
+/// True when the effective user owns `path`. In a user namespace that maps only this user,
+/// files of other users cannot be written even by root (its capabilities do not cover
+/// unmapped owners), so a workspace of another user gets no namespace.
+fn owned_by_me(path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: geteuid cannot fail.
+    let me = unsafe { libc::geteuid() };
+    std::fs::metadata(path).is_ok_and(|m| m.uid() == me)
+}
+
+/// The entries at the top level of `workspace_root` that are protected paths
+/// ([`crate::sandbox::protected::protection`]): `.git` (a directory, or a worktree's `.git`
+/// file), `.ahelper`, `.ssh`, shell start-up files. Each becomes a read-only bind for commands.
+pub fn protected_entries(workspace_root: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(workspace_root) else {
+        return Vec::new();
+    };
+    let mut found: Vec<PathBuf> = entries
+        .flatten()
+        .filter(|e| crate::sandbox::protected::protection(Path::new(&e.file_name())).is_some())
+        .filter(|e| !e.file_type().is_ok_and(|t| t.is_symlink()))
+        .map(|e| e.path())
+        .collect();
+    found.sort();
+    found
 }
 
 /// `open(path, O_WRONLY)`, one `write`, `close`: async-signal-safe.
@@ -519,14 +702,14 @@ impl PreparedSandbox {
     }
 
     /// Restricts the **calling** process (thread): enters a new network namespace when the
-    /// policy has `network = false` ([`NetNamespace`]), then applies the ruleset with
+    /// policy has `network = false` and binds the protected entries read-only ([`Namespaces`]), then applies the ruleset with
     /// `prctl(PR_SET_NO_NEW_PRIVS)` and `landlock_restrict_self(2)`. Meant for the child after
     /// `fork`: it allocates nothing and makes only system calls. A second call does nothing.
     ///
     /// # Errors
     /// The errno of the failing system call; the child then exits before `exec`.
     pub fn restrict_self(&mut self) -> std::io::Result<()> {
-        if let Some(namespace) = self.net_namespace.take() {
+        if let Some(namespace) = self.namespaces.take() {
             namespace.enter()?;
         }
         let Some(ruleset) = self.ruleset.take() else {
@@ -628,24 +811,6 @@ fn add_path_rule(
         return Ok(created);
     };
     created.add_rule(PathBeneath::new(fd, access))
-}
-
-/// For a linked worktree (`<root>/.git` is a file `gitdir: <dir>`): that directory and the
-/// repository's common git directory (`<dir>/commondir`, relative to `<dir>`). Empty otherwise.
-/// Format: <https://git-scm.com/docs/gitrepository-layout> (`.git` file, `commondir`).
-fn linked_git_dirs(root: &Path) -> Vec<PathBuf> {
-    let Ok(text) = std::fs::read_to_string(root.join(".git")) else {
-        return Vec::new();
-    };
-    let Some(gitdir) = text.trim().strip_prefix("gitdir:") else {
-        return Vec::new();
-    };
-    let gitdir = canonical(&root.join(gitdir.trim()));
-    let mut dirs = vec![gitdir.clone()];
-    if let Ok(common) = std::fs::read_to_string(gitdir.join("commondir")) {
-        dirs.push(canonical(&gitdir.join(common.trim())));
-    }
-    dirs
 }
 
 /// `realpath` when the path exists, else the path as given.

@@ -96,7 +96,10 @@ impl Session {
         let gate = PermissionGate::new(
             Arc::new(RwLock::new(config.permissions.clone())),
             options.prompter,
-            RulePersistence::ProjectConfig(root.clone()),
+            RulePersistence::ProjectConfig {
+                root: root.clone(),
+                trust_file: config.trust_file.clone(),
+            },
         );
         let resume = options.resume.is_some() || options.continue_latest;
         let (id, transcript_path, history) = if resume {

@@ -87,7 +87,7 @@ hooks = [{ type = "command", command = "echo '{\"hookSpecificOutput\": {\"hookEv
     );
     let server = start(command_then_answer("touch ran.txt"));
     ahelper(&repo, &server, Wire::Anthropic)
-        .args(["-p", "make a file"])
+        .args(["-p", "make a file", "--trust-project"])
         .assert()
         .success();
     assert!(!repo.path().join("ran.txt").exists());
@@ -118,7 +118,7 @@ hooks = [{ type = "command", command = "echo '{\"hookSpecificOutput\": {\"permis
     );
     let server = start(command_then_answer("touch ran.txt"));
     ahelper(&repo, &server, Wire::Anthropic)
-        .args(["-p", "make a file"])
+        .args(["-p", "make a file", "--trust-project"])
         .assert()
         .success();
     assert!(!repo.path().join("ran.txt").exists());

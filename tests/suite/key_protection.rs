@@ -497,7 +497,13 @@ fn environment_block_is_scrubbed_and_commands_get_no_key() {
     isolated_env(&mut cmd, &repo, &server, &secrets);
     cmd.env("MY_LLM_TOKEN", &key)
         .env("LD_PROBE_VAR", "1")
-        .args(["-p", "probe", "--permission-mode", "bypass"])
+        .args([
+            "-p",
+            "probe",
+            "--permission-mode",
+            "bypass",
+            "--trust-project",
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let mut child = KillOnDrop(cmd.spawn().expect("ahelper starts"));

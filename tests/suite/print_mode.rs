@@ -38,6 +38,7 @@ fn check_five_steps(wire: Wire) {
     let server = start(five_step_script());
     let out = ahelper(&repo, &server, wire)
         .args([
+            "--trust-project",
             "-p",
             "rename old_name to new_name",
             "--output-format",

@@ -47,7 +47,8 @@ fn a_refused_key_names_the_configured_api_key_env_also_for_403_and_openai() {
     );
     let server = start(always(FaultKind::Http403));
     let mut cmd = ahelper(&repo, &server, Wire::OpenAi);
-    cmd.env("MY_PROXY_KEY", "sk-proxy-key-456");
+    cmd.env("MY_PROXY_KEY", "sk-proxy-key-456")
+        .arg("--trust-project");
     let (code, stderr) = run_p(&mut cmd);
     assert_eq!(code, 1, "{stderr}");
     assert!(
@@ -93,7 +94,7 @@ fn a_404_shows_the_url_called_and_where_base_url_was_set() {
     assert!(stderr.contains("(set by --base-url)"), "{stderr}");
 
     repo.write(".ahelper/config.toml", &format!("base_url = \"{wrong}\"\n"));
-    let (_, stderr) = run_p(&mut ahelper(&repo, &server, Wire::Anthropic));
+    let (_, stderr) = run_p(ahelper(&repo, &server, Wire::Anthropic).arg("--trust-project"));
     assert!(
         stderr.contains("(set by /") && stderr.contains("/.ahelper/config.toml)"),
         "the config file is named: {stderr}"

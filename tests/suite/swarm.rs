@@ -712,7 +712,11 @@ fn worktree_creation_failure_fails_the_worker_without_fallback() {
     );
     let swarm = Swarm::new(repo, one_worker_writes_a());
     let repo = &swarm.repo;
-    swarm.run("x").code(1);
+    swarm
+        .ahelper(&["swarm", "x", "--yes", "--permission-mode", "bypass"])
+        .arg("--trust-project")
+        .assert()
+        .code(1);
     let run = swarm.last_run();
     assert_eq!(worker_status(&run, "w1"), "failed");
     assert!(

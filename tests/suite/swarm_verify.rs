@@ -29,7 +29,8 @@ fn worker<'a>(run: &'a Value, id: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no worker {id} in {run:#}"))
 }
 
-/// Writes the repository's `.ahelper/config.toml`.
+/// Writes the repository's `.ahelper/config.toml` (its `swarm.verify` applies only with
+/// `--trust-project`: a project's verification command is a command ahelper runs).
 fn config(repo: &TestRepo, command: &str, timeout_s: u64, fix_rounds: u32, fix_attempts: u32) {
     repo.write(
         ".ahelper/config.toml",
@@ -47,6 +48,7 @@ fn run_swarm(repo: &TestRepo, script_name: &str) -> (i32, String, String) {
     let out = ahelper(repo, &server, Wire::Anthropic)
         .args([
             "swarm",
+            "--trust-project",
             "do the task",
             "--yes",
             "--permission-mode",
@@ -280,7 +282,7 @@ fn a_missing_verify_program_fails_before_anything_starts() {
     write_verify_config(&repo, MISSING_VERIFY, 120);
     let server = start(script("swarm-semantic-conflict"));
     let out = ahelper(&repo, &server, Wire::Anthropic)
-        .args(["swarm", "do the task", "--yes"])
+        .args(["swarm", "do the task", "--yes", "--trust-project"])
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -293,6 +295,35 @@ fn a_missing_verify_program_fails_before_anything_starts() {
     assert_eq!(repo.git(&["branch", "--list"]).lines().count(), 1);
     assert!(server.requests().is_empty());
     assert!(!Path::new(&repo.home().join("state/ahelper/worktrees")).exists());
+}
+
+/// An untrusted project's `swarm.verify` is not run: ahelper names it in a warning and uses the
+/// detected command.
+#[test]
+fn an_untrusted_project_verify_command_is_not_run() {
+    let repo = calc_repo();
+    write_verify_config(&repo, MISSING_VERIFY, 120);
+    let server = start(script("swarm-semantic-conflict"));
+    let out = ahelper(&repo, &server, Wire::Anthropic)
+        .args([
+            "swarm",
+            "do the task",
+            "--yes",
+            "--permission-mode",
+            "bypass",
+        ])
+        .timeout(std::time::Duration::from_secs(300))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!stderr.contains("no-such-test-runner"), "{stderr}");
+    assert!(stderr.contains("swarm.verify"), "{stderr}");
+    assert!(stderr.contains("ahelper trust"), "{stderr}");
+    assert!(
+        format!("{stdout}{stderr}").contains("verify: `python3 -m unittest` (detected"),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
 }
 
 #[test]
@@ -392,6 +423,7 @@ fn without_a_test_suite_verification_is_off_and_says_so() {
     let out = ahelper(&repo, &server, Wire::Anthropic)
         .args([
             "swarm",
+            "--trust-project",
             "edit notes",
             "--yes",
             "--permission-mode",
@@ -427,6 +459,7 @@ fn a_plan_that_stays_a_chain_over_the_same_files_runs_as_one_worker() {
     let out = ahelper(&repo, &server, Wire::Anthropic)
         .args([
             "swarm",
+            "--trust-project",
             "add mul",
             "--yes",
             "--permission-mode",
@@ -470,6 +503,7 @@ fn resume_keeps_the_runs_verification_and_runs_its_baseline() {
     ahelper(&repo, &server, Wire::Anthropic)
         .args([
             "swarm",
+            "--trust-project",
             "do the task",
             "--plan-only",
             "--permission-mode",
@@ -485,7 +519,7 @@ fn resume_keeps_the_runs_verification_and_runs_its_baseline() {
     // resumed without the flag (and no [swarm] verify): the run's own choice is kept
     let run_id = planned["run_id"].as_str().unwrap();
     let out = ahelper(&repo, &server, Wire::Anthropic)
-        .args(["swarm", "resume", run_id])
+        .args(["swarm", "resume", run_id, "--trust-project"])
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -524,6 +558,7 @@ fn a_merger_that_leaves_the_markers_keeps_both_branches_and_prints_the_commands(
     let out = ahelper(&repo, &server, Wire::Anthropic)
         .args([
             "swarm",
+            "--trust-project",
             "do the task",
             "--yes",
             "--permission-mode",
@@ -570,7 +605,14 @@ fn ctrl_c_during_a_verification_stops_at_once_and_resume_merges_the_finished_bra
     let server = start(script("swarm-failing-at-base"));
     let base = ahelper(&repo, &server, Wire::Anthropic);
     let mut cmd = std::process::Command::new(base.get_program());
-    cmd.args(["swarm", "do it", "--yes", "--permission-mode", "bypass"]);
+    cmd.args([
+        "swarm",
+        "do it",
+        "--yes",
+        "--permission-mode",
+        "bypass",
+        "--trust-project",
+    ]);
     cmd.current_dir(repo.path()).env_clear();
     for (k, v) in base.get_envs() {
         if let Some(v) = v {
@@ -613,7 +655,12 @@ fn ctrl_c_during_a_verification_stops_at_once_and_resume_merges_the_finished_bra
     let before = worker_requests(&server);
     // resume merges the committed branch through the gate without running the worker again
     let out = ahelper(&repo, &server, Wire::Anthropic)
-        .args(["swarm", "resume", run["run_id"].as_str().unwrap()])
+        .args([
+            "swarm",
+            "resume",
+            run["run_id"].as_str().unwrap(),
+            "--trust-project",
+        ])
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);

@@ -37,6 +37,7 @@ mod branch;
 mod cli;
 mod commit;
 mod error;
+mod hazards;
 mod index_lock;
 mod lock;
 mod merge;
@@ -51,6 +52,9 @@ pub use branch::{
 pub use commit::{DiffStats, commit_all, diff_stats};
 pub use error::GitError;
 pub use git2::Oid;
+pub use hazards::{
+    AUTO_RUN_NAMES, AUTO_RUN_PATHS, Hazard, HazardKind, HazardLimits, is_auto_run, scan_hazards,
+};
 pub use index_lock::{StaleLockOutcome, remove_stale_index_lock};
 pub use lock::{GitOwner, RepoLock};
 pub use merge::{

@@ -15,8 +15,14 @@ use std::sync::{Arc, RwLock};
 /// Where rules from `a` (always) and `d` (never) answers are kept.
 #[derive(Debug, Clone)]
 pub enum RulePersistence {
-    /// Appended to `<root>/.ahelper/config.toml` and applied for the rest of the session.
-    ProjectConfig(PathBuf),
+    /// Appended to `<root>/.ahelper/config.toml` and applied for the rest of the session; the
+    /// user's trust in that file (the trust file, [`crate::project_trust`]) is kept.
+    ProjectConfig {
+        /// The workspace root.
+        root: PathBuf,
+        /// The user's trust file, when known.
+        trust_file: Option<PathBuf>,
+    },
     /// Only applied in memory (shared by every holder of the policy, e.g. a whole swarm run).
     InMemory,
 }
@@ -115,6 +121,7 @@ impl PermissionGate {
             (Decision::Ask { .. }, Some(HookPermission::Allow)) => Decision::Allow,
             (decision, _) => decision,
         };
+        let decision = self.ask_for_auto_run(decision, tool, subject.as_deref(), ctx);
         let reason = match decision {
             Decision::Allow => return GateOutcome::Allowed { answer: None },
             Decision::Deny { reason } => {
@@ -175,6 +182,40 @@ impl PermissionGate {
         }
     }
 
+    /// In `accept-edits`, an edit of an auto-run file ([`ahelper_worktrees::is_auto_run`]:
+    /// CI workflows, editor tasks, hook managers, `.envrc`) that the mode allowed asks instead:
+    /// such a file runs code when the user merely opens or pushes the repository.
+    fn ask_for_auto_run(
+        &self,
+        decision: Decision,
+        tool: &dyn Tool,
+        subject: Option<&str>,
+        ctx: &ToolContext,
+    ) -> Decision {
+        let mode = self.policy.read().unwrap_or_else(|e| e.into_inner()).mode;
+        let Some(path) = subject else {
+            return decision;
+        };
+        if decision != Decision::Allow
+            || mode != crate::permissions::PermissionMode::AcceptEdits
+            || tool.kind() != crate::tools::ToolKind::Edit
+        {
+            return decision;
+        }
+        let path = std::path::Path::new(path);
+        let relative = path.strip_prefix(&ctx.workspace_root).unwrap_or(path);
+        let relative = relative.to_string_lossy().replace('\\', "/");
+        if !ahelper_worktrees::is_auto_run(relative.trim_start_matches("./")) {
+            return decision;
+        }
+        Decision::Ask {
+            reason: format!(
+                "{relative} is an auto-run file (editor, CI, hooks or direnv run it on their own), \
+                 so accept-edits asks before writing it"
+            ),
+        }
+    }
+
     fn remember(&self, list: RuleList, rule_text: &str) {
         let Ok(rule) = PermissionRule::parse(rule_text) else {
             tracing::warn!(
@@ -190,8 +231,8 @@ impl PermissionGate {
                 RuleList::Deny => policy.rules.deny.push(rule),
             }
         }
-        if let RulePersistence::ProjectConfig(root) = &self.persistence
-            && let Err(e) = append_project_rule(root, list, rule_text)
+        if let RulePersistence::ProjectConfig { root, trust_file } = &self.persistence
+            && let Err(e) = append_project_rule(root, list, rule_text, trust_file.as_deref())
         {
             tracing::warn!(error = %e, "could not save permission rule");
         }

@@ -111,6 +111,8 @@ pub struct RunContext {
     /// Limits of every worker's agent: `[agent]` limits, the provider's output tokens and
     /// context window, `swarm.worker_max_turns` as `max_turns`, the run's deadline.
     pub worker_settings: AgentSettings,
+    /// What counts as a hazard in a worker's branch (`swarm.max_file_mb`).
+    pub hazard_limits: git::HazardLimits,
     /// Run-wide permission policy (answers `a`/`d` apply to every worker).
     pub policy: Arc<RwLock<PermissionPolicy>>,
     /// Who answers permission prompts (one at a time).
@@ -559,6 +561,9 @@ fn run_context(
         client,
         model: model.to_string(),
         worker_settings,
+        hazard_limits: git::HazardLimits {
+            max_file_bytes: config.swarm.max_file_bytes,
+        },
         policy: Arc::new(RwLock::new(config.permissions.clone())),
         prompter: io.prompter.clone(),
         claims: Arc::new(DashMap::new()),

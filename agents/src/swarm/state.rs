@@ -180,6 +180,11 @@ pub struct WorkerReport {
     /// Fix rounds it was sent back for.
     #[serde(default)]
     pub fix_rounds: u32,
+    /// Hazardous content the branch adds (symlinks out of the repository, git drivers,
+    /// submodules, large files, control characters in names, auto-run files); `--apply`
+    /// refuses without confirmation while a merged worker has any.
+    #[serde(default)]
+    pub hazards: Vec<ahelper_worktrees::Hazard>,
 }
 
 impl Default for WorkerReport {
@@ -199,6 +204,7 @@ impl Default for WorkerReport {
             error: None,
             verification: None,
             fix_rounds: 0,
+            hazards: Vec::new(),
         }
     }
 }

@@ -178,6 +178,20 @@ fn undone_lines(s: &mut String, record: &RunRecord) {
     }
 }
 
+/// The hazards of the workers merged into the integration branch, with the worker's id: what
+/// `--apply` would bring into the user's branch.
+pub fn merged_hazards(record: &RunRecord) -> Vec<(&str, &ahelper_worktrees::Hazard)> {
+    record
+        .workers
+        .iter()
+        .filter(|w| w.status == WorkerStatus::Merged)
+        .flat_map(|w| {
+            let hazards = w.report.as_ref().map_or(&[][..], |r| r.hazards.as_slice());
+            hazards.iter().map(|h| (w.id.as_str(), h))
+        })
+        .collect()
+}
+
 /// The first 12 hex digits of a commit id.
 pub fn short_commit(id: &str) -> &str {
     &id[..id.len().min(12)]
@@ -232,6 +246,9 @@ fn worker_lines(s: &mut String, w: &WorkerRecord) {
     if let Some(err) = report.and_then(|r| r.error.as_ref()) {
         let _ = writeln!(s, "      error: {err}");
     }
+    for hazard in report.map_or(&[][..], |r| r.hazards.as_slice()) {
+        let _ = writeln!(s, "      hazard: {hazard}");
+    }
     if !w.denied.is_empty() {
         let shown: Vec<&str> = w
             .denied
@@ -276,6 +293,14 @@ fn next_steps(s: &mut String, record: &RunRecord) {
             w.branch,
             files.join(", "),
             w.branch
+        );
+    }
+    let hazards = merged_hazards(record).len();
+    if hazards > 0 {
+        let _ = writeln!(
+            s,
+            "Hazards: {hazards} flagged above in merged work; review them before merging \
+             {integration} (`--apply` asks first, or needs --allow-hazards without a terminal)."
         );
     }
     let run_id = &record.run_id;

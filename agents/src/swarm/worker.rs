@@ -381,7 +381,7 @@ fn bind_tool_context(
 /// The run's sandbox re-rooted at the worktree. A writable path that contains the user's
 /// checkout or the run's worktrees (typically the temp dir, when the repository lives under
 /// /tmp) would let this worker write there: it is dropped and the worker gets a private temp
-/// dir (`TMPDIR`) instead.
+/// dir (`TMPDIR`) instead. Reads are confined too ([`confine_reads`]).
 pub(super) fn worker_sandbox(
     run_sandbox: &CommandSandbox,
     run: &RunContext,
@@ -410,7 +410,26 @@ pub(super) fn worker_sandbox(
             sandbox.writable.push(private_tmp);
         }
     }
+    confine_reads(&mut sandbox, &protected[0], &base);
     sandbox
+}
+
+/// A worker's commands may not read the user's checkout (`repo_root`: uncommitted files,
+/// other runs' records) nor the worktrees of this repository's runs (the directory above the
+/// run's `base`) — except the worker's own worktree (writable, hence readable) and the
+/// repository's `.git` directory, read-only: git in a linked worktree needs it.
+fn confine_reads(sandbox: &mut CommandSandbox, repo_root: &Path, base: &Path) {
+    let worktrees = base.parent().unwrap_or(base);
+    let worktrees = std::fs::canonicalize(worktrees).unwrap_or(worktrees.to_path_buf());
+    for denied in [repo_root.to_path_buf(), worktrees] {
+        if !sandbox.read_denied.contains(&denied) {
+            sandbox.read_denied.push(denied);
+        }
+    }
+    let git_dir = repo_root.join(".git");
+    sandbox
+        .readable
+        .push(std::fs::canonicalize(&git_dir).unwrap_or(git_dir));
 }
 
 /// Step 3: the agent — the role's tools, the run-wide permission policy (prompts labelled with
@@ -545,10 +564,11 @@ async fn commit_and_report(
         ..Default::default()
     };
     match committed {
-        Ok((tip, stats)) => {
+        Ok((tip, stats, hazards)) => {
             if tip != spec.start_commit {
                 report.commit = Some(tip.to_string());
             }
+            report.hazards = hazards;
             report.files_changed = stats.files_changed;
             report.insertions = stats.insertions;
             report.deletions = stats.deletions;
@@ -585,23 +605,25 @@ fn commit_message(spec: &WorkerSpec, run_id: &str, stop: AgentStopReason, summar
     }
 }
 
-/// Commits the worktree and measures the branch against the start commit: the branch tip and
-/// the diff stats.
+/// Commits the worktree and measures the branch against the start commit: the branch tip, the
+/// diff stats and the hazardous content it adds ([`git::scan_hazards`]).
 async fn commit_worktree(
     run: &RunContext,
     spec: &WorkerSpec,
     worktree: &Path,
     message: String,
-) -> Result<(git::Oid, git::DiffStats), GitTaskError> {
+) -> Result<(git::Oid, git::DiffStats, Vec<git::Hazard>), GitTaskError> {
     let worktree = worktree.to_path_buf();
     let repo = run.repo_root.clone();
     let branch = spec.branch.clone();
     let start = spec.start_commit;
+    let limits = run.hazard_limits;
     git_task(move || {
         git::commit_all(&worktree, &message, None)?;
         let tip = git::branch_tip(&repo, &branch)?;
         let stats = git::diff_stats(&repo, start, tip)?;
-        Ok((tip, stats))
+        let hazards = git::scan_hazards(&repo, start, tip, &limits)?;
+        Ok((tip, stats, hazards))
     })
     .await
 }

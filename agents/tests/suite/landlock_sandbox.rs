@@ -268,18 +268,39 @@ async fn git_and_cargo_still_work_inside_the_sandbox() {
     let fx = fixture();
     git(&fx.ws, &["init", "-q", "-b", "main"]);
     fs::write(fx.ws.join("a.txt"), "a\n").unwrap();
+    git(&fx.ws, &["add", "a.txt"]);
+    git(
+        &fx.ws,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@e",
+            "commit",
+            "-qm",
+            "first",
+        ],
+    );
+    fs::write(fx.ws.join("b.txt"), "b\n").unwrap();
     // The real home's defaults: toolchains under $HOME (rustup, cargo) must stay readable.
     let home = std::env::var_os("HOME").map(PathBuf::from);
     let s = SandboxSettings::with_defaults(home.as_deref());
     let ctx = ctx_with(&fx.ws, CommandSandbox::new(&s, &fx.ws));
     let out = run(
         &ctx,
-        "git status --short && git add a.txt && git -c user.name=t -c user.email=t@e \
-         commit -qm first && git log --oneline | wc -l",
+        "git status --short && git log --oneline | wc -l && git diff --stat HEAD",
     )
     .await;
     assert!(!out.is_error, "{}", out.content);
-    assert!(out.content.contains("?? a.txt"), "{}", out.content);
+    assert!(out.content.contains("?? b.txt"), "{}", out.content);
+    // `.git` is read-only for commands: git commands that write it fail.
+    let out = run(&ctx, "git add b.txt").await;
+    assert!(out.is_error, "{}", out.content);
+    assert!(
+        out.content.contains("Read-only file system"),
+        "{}",
+        out.content
+    );
     if Command::new("cargo").arg("--version").output().is_ok() {
         let out = run(&ctx, "cargo --version && rustc --version").await;
         assert!(!out.is_error, "{}", out.content);
@@ -368,7 +389,7 @@ async fn worker_cannot_write_into_main_checkout_or_another_worktree() {
 }
 
 #[tokio::test]
-async fn a_session_in_a_linked_worktree_may_commit() {
+async fn a_session_in_a_linked_worktree_cannot_write_the_git_directory() {
     if !available() {
         return;
     }
@@ -381,15 +402,16 @@ async fn a_session_in_a_linked_worktree_may_commit() {
         &["worktree", "add", "-q", "-b", "mine", wt.to_str().unwrap()],
     );
     let ctx = ctx_with(&wt, CommandSandbox::new(&settings(&fx, true), &wt));
-    let out = run(
-        &ctx,
-        "echo more >> README && git add README && \
-         git -c user.name=t -c user.email=t@e -c commit.gpgsign=false commit -qm more && \
-         git log --oneline | wc -l",
-    )
-    .await;
+    let out = run(&ctx, "echo more >> README && git log --oneline | wc -l").await;
     assert!(!out.is_error, "{}", out.content);
-    assert!(out.content.starts_with('2'), "{}", out.content);
+    assert!(out.content.starts_with('1'), "{}", out.content);
+    // The repository's git directory (outside the worktree) is not writable: no commit, no
+    // config change.
+    let out = run(&ctx, "git add README").await;
+    assert!(out.is_error, "{}", out.content);
+    let config = main.join(".git/config");
+    let out = run(&ctx, &format!("echo x >> '{}'", config.display())).await;
+    assert!(out.is_error, "{}", out.content);
     // The main checkout's files stay out of reach.
     let out = run(&ctx, &format!("echo x > '{}/README'", main.display())).await;
     assert!(out.is_error, "{}", out.content);

@@ -633,28 +633,9 @@ impl Config {
             base_url_origin = Some("--base-url".into());
         }
 
-        let env_layer = env_layer(env);
-        resolve_permissions(
-            &env_layer.permissions,
-            "environment (AHELPER_PERMISSION_MODE)",
-        )?;
-        merged = merged.merged_with(env_layer);
-        let cli_layer = cli_layer(cli);
-        resolve_permissions(&cli_layer.permissions, "command line (--permission-mode)")?;
-        merged = merged.merged_with(cli_layer);
-
+        let merged = with_env_and_cli_layers(merged, env, cli)?;
         let permissions = resolve_permissions(&merged.permissions, "configuration")?;
-        let agent = AgentLimits {
-            max_turns: merged.agent.max_turns.unwrap_or(40).max(1),
-            repeat_limit: merged.agent.repeat_limit.unwrap_or(3).max(2),
-            max_tool_output_chars: merged
-                .agent
-                .max_tool_output_chars
-                .unwrap_or(30_000)
-                .max(1_000),
-            hooks: merged.hooks.clone(),
-            compact_threshold: compact_threshold(merged.agent.compact_threshold)?,
-        };
+        let agent = resolve_agent(&merged)?;
         let swarm = resolve_swarm(&merged.swarm);
         let sandbox = resolve_sandbox(&merged.sandbox, &workspace_root, env)?;
         let mut permissions = permissions;
@@ -697,6 +678,38 @@ impl Config {
                 reason: reason.clone(),
             })
     }
+}
+
+/// The environment (`AHELPER_*`) and command-line layers on top of the files, each checked.
+fn with_env_and_cli_layers(
+    merged: ConfigFile,
+    env: &EnvSnapshot,
+    cli: &CliOverrides,
+) -> Result<ConfigFile, ConfigError> {
+    let env_layer = env_layer(env);
+    resolve_permissions(
+        &env_layer.permissions,
+        "environment (AHELPER_PERMISSION_MODE)",
+    )?;
+    let merged = merged.merged_with(env_layer);
+    let cli_layer = cli_layer(cli);
+    resolve_permissions(&cli_layer.permissions, "command line (--permission-mode)")?;
+    Ok(merged.merged_with(cli_layer))
+}
+
+/// The `[agent]` limits with their defaults, and the hooks.
+fn resolve_agent(merged: &ConfigFile) -> Result<AgentLimits, ConfigError> {
+    Ok(AgentLimits {
+        max_turns: merged.agent.max_turns.unwrap_or(40).max(1),
+        repeat_limit: merged.agent.repeat_limit.unwrap_or(3).max(2),
+        max_tool_output_chars: merged
+            .agent
+            .max_tool_output_chars
+            .unwrap_or(30_000)
+            .max(1_000),
+        hooks: merged.hooks.clone(),
+        compact_threshold: compact_threshold(merged.agent.compact_threshold)?,
+    })
 }
 
 /// Checks the `[pricing]` table of the file at `path`: prices are finite and not negative.

@@ -750,9 +750,9 @@ mod tests {
         assert_eq!(back, report);
     }
 
-    #[test]
-    fn outcome_follows_the_workers() {
-        let worker = |status: WorkerStatus, denied: &[&str]| WorkerRecord {
+    /// A worker record in `status` with `denied` refused calls.
+    fn outcome_worker(status: WorkerStatus, denied: &[&str]) -> WorkerRecord {
+        WorkerRecord {
             id: "w1".into(),
             subtask_id: "s".into(),
             title: "t".into(),
@@ -773,8 +773,12 @@ mod tests {
             fix_round: None,
             verification: None,
             verify_output: None,
-        };
-        let run = |status: RunStatus, workers: Vec<WorkerRecord>| RunRecord {
+        }
+    }
+
+    /// A run record in `status` with `workers`.
+    fn outcome_run(status: RunStatus, workers: Vec<WorkerRecord>) -> RunRecord {
+        RunRecord {
             run_id: "r".into(),
             task: "t".into(),
             repo_root: PathBuf::new(),
@@ -800,7 +804,13 @@ mod tests {
             helpers: Vec::new(),
             synthesis: None,
             verify_activity: None,
-        };
+        }
+    }
+
+    #[test]
+    fn outcome_follows_the_workers() {
+        let worker = outcome_worker;
+        let run = outcome_run;
         use WorkerStatus::*;
         let finished = |w| run(RunStatus::Finished, w);
         assert_eq!(
@@ -834,6 +844,13 @@ mod tests {
                 .unwrap()
                 .contains("no subtask changed")
         );
+    }
+
+    #[test]
+    fn outcome_with_verification_follows_the_final_verdict() {
+        let worker = outcome_worker;
+        let finished = |w| outcome_run(RunStatus::Finished, w);
+        use WorkerStatus::*;
         // verification on: the final verdict decides
         let verified = |verdict: Option<crate::verify::Verdict>| {
             let mut r = finished(vec![worker(Merged, &[])]);

@@ -47,31 +47,38 @@ fn analyze_reused_parser(bencher: divan::Bencher, shape: &str) {
 #[divan::bench(args = SHAPES)]
 fn decide(bencher: divan::Bencher, shape: &str) {
     let cmd = command(shape);
+    let rules = RuleSet::parse(
+        &[
+            "run_command(cargo test:*)",
+            "run_command(git commit:*)",
+            "edit_file(src/**)",
+        ],
+        &["run_command(git push:*)"],
+        &[
+            "run_command(curl:*)",
+            "run_command(rm -rf /:*)",
+            "read_file(**/.env)",
+        ],
+    )
+    .expect("valid rules");
+    bench_decision(bencher, rules, &cmd, Path::new("/ws"));
+}
+
+/// Measures the decision on `run_command` with `command` under `rules` in the default mode,
+/// in the workspace `root` (also the current directory).
+fn bench_decision(bencher: divan::Bencher, rules: RuleSet, command: &str, root: &Path) {
     let policy = PermissionPolicy {
         mode: PermissionMode::Default,
-        rules: RuleSet::parse(
-            &[
-                "run_command(cargo test:*)",
-                "run_command(git commit:*)",
-                "edit_file(src/**)",
-            ],
-            &["run_command(git push:*)"],
-            &[
-                "run_command(curl:*)",
-                "run_command(rm -rf /:*)",
-                "read_file(**/.env)",
-            ],
-        )
-        .expect("valid rules"),
+        rules,
         network_off: false,
     };
     bencher.bench(|| {
         policy.decide(&PermissionRequest {
             tool: "run_command",
             kind: ToolKind::Execute,
-            subject: Some(divan::black_box(&cmd)),
-            workspace_root: Path::new("/ws"),
-            cwd: Path::new("/ws"),
+            subject: Some(divan::black_box(command)),
+            workspace_root: root,
+            cwd: root,
         })
     });
 }
@@ -90,21 +97,9 @@ fn decide_on_disk(bencher: divan::Bencher, command: &str) {
     }
     std::fs::write(root.join("a.txt"), "a\n").expect("file");
     std::fs::write(root.join(".env"), "SECRET=1\n").expect("file");
-    let policy = PermissionPolicy {
-        mode: PermissionMode::Default,
-        rules: RuleSet::parse(&[], &[], &["read_file(**/.env)", "run_command(rm:*)"])
-            .expect("valid rules"),
-        network_off: false,
-    };
-    bencher.bench(|| {
-        policy.decide(&PermissionRequest {
-            tool: "run_command",
-            kind: ToolKind::Execute,
-            subject: Some(divan::black_box(command)),
-            workspace_root: &root,
-            cwd: &root,
-        })
-    });
+    let rules = RuleSet::parse(&[], &[], &["read_file(**/.env)", "run_command(rm:*)"])
+        .expect("valid rules");
+    bench_decision(bencher, rules, command, &root);
 }
 
 /// Creating a tree-sitter parser with the bash grammar.

@@ -581,30 +581,25 @@ fn list_sessions(sessions: &[PathBuf], current: &str) {
 
 /// The text the user typed in `message` (not a tool result), if any.
 fn user_text(message: &Message) -> Option<String> {
-    if message.role != Role::User {
-        return None;
-    }
-    let text: Vec<&str> = message
-        .content
-        .iter()
-        .filter_map(|b| match b {
-            ContentBlock::Text { text } => Some(text.as_str()),
-            _ => None,
-        })
-        .collect();
-    (!text.is_empty()).then(|| text.join("\n"))
+    text_of(message, Role::User, |_| true)
 }
 
 /// The model's text in `message`, if any.
 fn assistant_text(message: &Message) -> Option<String> {
-    if message.role != Role::Assistant {
+    text_of(message, Role::Assistant, |text| !text.trim().is_empty())
+}
+
+/// The text blocks of `message` that `keep` accepts, one per line, when `message` is from
+/// `role` and has any.
+fn text_of(message: &Message, role: Role, keep: impl Fn(&str) -> bool) -> Option<String> {
+    if message.role != role {
         return None;
     }
     let text: Vec<&str> = message
         .content
         .iter()
         .filter_map(|b| match b {
-            ContentBlock::Text { text } if !text.trim().is_empty() => Some(text.as_str()),
+            ContentBlock::Text { text } if keep(text) => Some(text.as_str()),
             _ => None,
         })
         .collect();

@@ -13,16 +13,13 @@
 //! Run: `cargo bench -p ahelper-agents --bench command_teardown` (`--profile dev` is enough:
 //! the cost is in system calls). `TEARDOWN_BENCH_RUNS` sets N (default 200).
 
+mod common;
 use ahelper_agents::command_temp::CommandTemp;
 use ahelper_agents::process_sweep::{COMMAND_VAR, kill_marked};
 use ahelper_agents::tools::{ToolContext, ToolRegistry};
+use common::{median_us, rerun_without_cargo_library_path, runs_from};
 use std::os::unix::process::CommandExt;
 use std::time::{Duration, Instant};
-
-fn median_us(mut samples: Vec<Duration>) -> f64 {
-    samples.sort();
-    samples[samples.len() / 2].as_secs_f64() * 1e6
-}
 
 fn timed<T>(f: impl FnOnce() -> T) -> Duration {
     let start = Instant::now();
@@ -72,18 +69,8 @@ fn true_with(netns: bool) -> Duration {
 }
 
 fn main() {
-    // As in landlock_overhead: children must not probe cargo's LD_LIBRARY_PATH.
-    if std::env::var_os("LD_LIBRARY_PATH").is_some() {
-        let status = std::process::Command::new(std::env::current_exe().expect("own path"))
-            .env_remove("LD_LIBRARY_PATH")
-            .status()
-            .expect("re-run the benchmark");
-        std::process::exit(status.code().unwrap_or(1));
-    }
-    let runs: usize = std::env::var("TEARDOWN_BENCH_RUNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(200);
+    rerun_without_cargo_library_path();
+    let runs = runs_from("TEARDOWN_BENCH_RUNS");
     let dir = tempfile::tempdir().expect("temp dir");
     let ctx = ToolContext::new(dir.path()).expect("context");
     let tool = ToolRegistry::standard()

@@ -7,36 +7,21 @@
 //! the optimised build; the cost is in system calls either way). `LANDLOCK_BENCH_RUNS` sets N
 //! (default 200).
 
+mod common;
 use ahelper_agents::sandbox_os::{CommandSandbox, SandboxSettings, landlock_status};
 use ahelper_agents::tools::{ToolContext, ToolRegistry};
+use common::{median_us, rerun_without_cargo_library_path, runs_from};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-fn median_us(mut samples: Vec<Duration>) -> f64 {
-    samples.sort();
-    samples[samples.len() / 2].as_secs_f64() * 1e6
-}
-
 fn main() {
-    // `cargo bench` puts every build-script output directory on LD_LIBRARY_PATH, which makes
-    // each dynamically linked child (bash) probe dozens of paths and inflates both sides; run
-    // again without it, as ahelper's commands run.
-    if std::env::var_os("LD_LIBRARY_PATH").is_some() {
-        let status = std::process::Command::new(std::env::current_exe().expect("own path"))
-            .env_remove("LD_LIBRARY_PATH")
-            .status()
-            .expect("re-run the benchmark");
-        std::process::exit(status.code().unwrap_or(1));
-    }
+    rerun_without_cargo_library_path();
     let status = landlock_status();
     if status.abi().is_none() {
         println!("landlock_overhead: skipped: {status}");
         return;
     }
-    let runs: usize = std::env::var("LANDLOCK_BENCH_RUNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(200);
+    let runs = runs_from("LANDLOCK_BENCH_RUNS");
     let dir = tempfile::tempdir().expect("temp dir");
     let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
     let settings = SandboxSettings::with_defaults(home.as_deref());

@@ -8,16 +8,13 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 
 use crate::reply::{
-    Inspection, Reply, anthropic_stop_reason, content_text, split_json, split_words, sse_event,
+    Inspection, Reply, anthropic_stop_reason, content_text, messages, split_json, split_words,
+    sse_event,
 };
 
 /// Reads what the server needs from a Messages request body.
 pub(crate) fn inspect(body: &Value) -> Inspection {
-    let messages = body
-        .get("messages")
-        .and_then(Value::as_array)
-        .map(Vec::as_slice)
-        .unwrap_or_default();
+    let messages = messages(body);
     let first_user = messages
         .iter()
         .find(|m| m.get("role").and_then(Value::as_str) == Some("user"))

@@ -9,16 +9,13 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 
 use crate::reply::{
-    Inspection, Reply, content_text, openai_finish_reason, split_json, split_words, sse_event,
+    Inspection, Reply, content_text, messages, openai_finish_reason, split_json, split_words,
+    sse_event,
 };
 
 /// Reads what the server needs from a Chat Completions request body.
 pub(crate) fn inspect(body: &Value) -> Inspection {
-    let messages = body
-        .get("messages")
-        .and_then(Value::as_array)
-        .map(Vec::as_slice)
-        .unwrap_or_default();
+    let messages = messages(body);
     let role = |m: &Value| {
         m.get("role")
             .and_then(Value::as_str)

@@ -189,6 +189,14 @@ pub(crate) fn openai_finish_reason(reply: &Reply) -> String {
     }
 }
 
+/// The `messages` array of a request body (both wire formats name it so); empty when missing.
+pub(crate) fn messages(body: &Value) -> &[Value] {
+    body.get("messages")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+}
+
 /// Joins the text of a message `content`: a string, or an array of parts with `text`.
 pub(crate) fn content_text(content: &Value) -> String {
     match content {

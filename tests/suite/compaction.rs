@@ -4,7 +4,7 @@
 
 use super::support::*;
 use ahelper_fake_llm::{Conversation, Script, Turn};
-use serde_json::{Value, json};
+use serde_json::json;
 
 const SUMMARY: &str = "SUMMARY-OF-EARLIER-WORK: f1 and f2 were read.";
 
@@ -52,19 +52,12 @@ fn repo() -> TestRepo {
 fn a_history_near_the_window_is_compacted_and_resume_continues_from_it() {
     let repo = repo();
     let server = start(script());
-    let out = ahelper(&repo, &server, Wire::Anthropic)
-        .args([
-            "-p",
-            "ORIGINAL-TASK read the files",
-            "--output-format",
-            "json",
-        ])
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let result: Value = serde_json::from_slice(&out).unwrap();
+    let result = json_stdout_of(ahelper(&repo, &server, Wire::Anthropic).args([
+        "-p",
+        "ORIGINAL-TASK read the files",
+        "--output-format",
+        "json",
+    ]));
     assert_eq!(result["result"], "All three files are read.");
 
     let requests = server.model_requests();

@@ -1,22 +1,21 @@
 //! Cost in `--output-format json`: `total_cost_usd` from the built-in price table or the
 //! configuration's `[pricing]`, null when the model's price is unknown.
 
+use super::support::scripts::*;
 use super::support::*;
-use ahelper_fake_llm::{Conversation, Script, Turn};
+use ahelper_fake_llm::Turn;
 use serde_json::Value;
 
 fn cost_of(repo: &TestRepo, model: &str) -> Value {
-    let server = start(Script::new().with_conversation(
-        Conversation::new().turn(Turn::text("ok").with_usage(1_000_000, 100_000)),
-    ));
-    let out = ahelper(repo, &server, Wire::Anthropic)
-        .args(["-p", "hi", "--output-format", "json", "--model", model])
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let result: Value = serde_json::from_slice(&out).unwrap();
+    let server = start(agent([Turn::text("ok").with_usage(1_000_000, 100_000)]));
+    let result = json_stdout_of(ahelper(repo, &server, Wire::Anthropic).args([
+        "-p",
+        "hi",
+        "--output-format",
+        "json",
+        "--model",
+        model,
+    ]));
     assert_eq!(result["usage"]["input_tokens"], 1_000_000);
     result["total_cost_usd"].clone()
 }
@@ -50,7 +49,7 @@ fn a_negative_price_is_refused() {
         ".ahelper/config.toml",
         "[pricing.\"m\"]\ninput_per_mtok = -1.0\noutput_per_mtok = 2.0\n",
     );
-    let server = start(Script::new().with_conversation(Conversation::new().turn(Turn::text("ok"))));
+    let server = start(agent([Turn::text("ok")]));
     ahelper(&repo, &server, Wire::Anthropic)
         .args(["-p", "hi"])
         .assert()
@@ -61,44 +60,26 @@ fn a_negative_price_is_refused() {
 #[test]
 fn the_swarm_totals_line_shows_the_cost_of_a_priced_model() {
     let repo = repo_with(&[("a.txt", "a\n")]);
-    let plan = serde_json::json!({"summary": "one file", "subtasks": [
-        {"id": "s1", "title": "Work on s1", "instructions": "Do s1.", "scope": ["a.txt"]}
-    ]});
-    let script = Script::new()
-        .with_conversation(
-            Conversation::new()
-                .matching("You are the coordinator of a swarm")
-                .turn(Turn::text(plan.to_string()).with_usage(1_000_000, 0)),
-        )
-        .with_conversation(
-            Conversation::new()
-                .matching("Your subtask `s1`")
-                .turn(
-                    Turn::tool_call(
-                        "write_file",
-                        serde_json::json!({"path": "a.txt", "content": "A\n"}),
-                    )
-                    .with_usage(1_000_000, 0),
-                )
-                .turn(Turn::text("done").with_usage(1_000_000, 0)),
-        );
+    let script = coordinator(
+        plan_turn(serde_json::json!([subtask("s1", "a.txt")])).with_usage(1_000_000, 0),
+    )
+    .with_conversation(worker(
+        "s1",
+        [
+            writes("a.txt", "A\n").with_usage(1_000_000, 0),
+            Turn::text("done").with_usage(1_000_000, 0),
+        ],
+    ));
     let server = start(script);
-    let out = ahelper(&repo, &server, Wire::Anthropic)
-        .args([
-            "swarm",
-            "do it",
-            "--yes",
-            "--permission-mode",
-            "bypass",
-            "--model",
-            "claude-haiku-4-5",
-        ])
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let out = String::from_utf8_lossy(&out);
+    let out = stdout_of(ahelper(&repo, &server, Wire::Anthropic).args([
+        "swarm",
+        "do it",
+        "--yes",
+        "--permission-mode",
+        "bypass",
+        "--model",
+        "claude-haiku-4-5",
+    ]));
     let totals = out
         .lines()
         .find(|l| l.starts_with("run ") && l.contains("workers done"))

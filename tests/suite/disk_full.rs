@@ -4,63 +4,11 @@
 //!
 //! Mounting needs root (CAP_SYS_ADMIN); without it each test prints why it is skipped.
 
+use super::support::scripts::*;
+use super::support::tmpfs::{Tmpfs, fill};
 use super::support::*;
-use ahelper_fake_llm::{Conversation, Script, Turn};
-use serde_json::json;
-use std::path::{Path, PathBuf};
-use std::process::Command;
-
-/// A tmpfs mounted on a temporary directory; unmounted on drop.
-struct Tmpfs {
-    dir: tempfile::TempDir,
-}
-
-impl Tmpfs {
-    /// Mounts a tmpfs of `size` (e.g. `1m`), or says why it cannot and returns `None`.
-    fn mount(size: &str) -> Option<Tmpfs> {
-        let dir = tempfile::tempdir().ok()?;
-        let out = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(dir.path())
-            .output();
-        match out {
-            Ok(o) if o.status.success() => Some(Tmpfs { dir }),
-            Ok(o) => {
-                eprintln!(
-                    "skipped: cannot mount a tmpfs ({}); run the tests as root to cover a full disk",
-                    String::from_utf8_lossy(&o.stderr).trim()
-                );
-                None
-            }
-            Err(e) => {
-                eprintln!("skipped: cannot run mount ({e})");
-                None
-            }
-        }
-    }
-
-    fn path(&self) -> PathBuf {
-        std::fs::canonicalize(self.dir.path()).unwrap()
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(self.dir.path()).status();
-    }
-}
-
-/// Fills the filesystem of `dir` with `dir/filler`.
-fn fill(dir: &Path) {
-    use std::io::Write;
-    let mut filler = std::fs::File::create(dir.join("filler")).unwrap();
-    let chunk = [0u8; 4096];
-    while filler
-        .write_all(&chunk)
-        .and_then(|()| filler.sync_all())
-        .is_ok()
-    {}
-}
+use ahelper_fake_llm::{FakeLlm, Script, Turn};
+use std::path::PathBuf;
 
 /// A git repository with `a.txt` committed, on a fresh tmpfs of 1 MiB.
 fn repo_on_tmpfs() -> Option<(Tmpfs, TestRepo)> {
@@ -78,21 +26,50 @@ fn repo_on_tmpfs() -> Option<(Tmpfs, TestRepo)> {
     Some((fs, repo))
 }
 
-#[test]
-fn swarm_set_up_on_a_full_disk_says_no_space_left_in_the_users_words() {
-    let Some((fs, repo)) = repo_on_tmpfs() else {
-        return;
-    };
+/// What `ahelper` did in a repository on a full disk.
+struct FullDiskRun {
+    /// The filled tmpfs the repository is on (mounted while this lives).
+    root: PathBuf,
+    _fs: Tmpfs,
+    server: FakeLlm,
+    code: Option<i32>,
+    stderr: String,
+}
+
+/// Runs `ahelper args…` against a model with no script in a repository on a filled tmpfs, or
+/// `None` when no tmpfs can be mounted.
+fn run_on_a_full_disk(args: &[&str]) -> Option<FullDiskRun> {
+    let (fs, repo) = repo_on_tmpfs()?;
     let root = fs.path();
     fill(&root);
     let server = start(Script::new());
     let out = ahelper(&repo, &server, Wire::Anthropic)
         .current_dir(&root)
-        .args(["swarm", "do it", "--yes"])
+        .args(args)
         .output()
         .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_ne!(out.status.code(), Some(0), "{stderr}");
+    Some(FullDiskRun {
+        root,
+        _fs: fs,
+        server,
+        code: out.status.code(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    })
+}
+
+#[test]
+fn swarm_set_up_on_a_full_disk_says_no_space_left_in_the_users_words() {
+    let Some(FullDiskRun {
+        root,
+        server,
+        code,
+        stderr,
+        ..
+    }) = run_on_a_full_disk(&["swarm", "do it", "--yes"])
+    else {
+        return;
+    };
+    assert_ne!(code, Some(0), "{stderr}");
     assert!(
         stderr.contains("No space left on device") && stderr.contains("Free some disk space"),
         "{stderr}"
@@ -114,19 +91,10 @@ fn swarm_set_up_on_a_full_disk_says_no_space_left_in_the_users_words() {
 
 #[test]
 fn a_session_cannot_start_on_a_full_disk_and_says_why() {
-    let Some((fs, repo)) = repo_on_tmpfs() else {
+    let Some(FullDiskRun { code, stderr, .. }) = run_on_a_full_disk(&["-p", "hi"]) else {
         return;
     };
-    let root = fs.path();
-    fill(&root);
-    let server = start(Script::new());
-    let out = ahelper(&repo, &server, Wire::Anthropic)
-        .current_dir(&root)
-        .args(["-p", "hi"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(code, Some(2), "{stderr}");
     assert!(
         stderr.contains("No space left on device: the transcript"),
         "{stderr}"
@@ -140,20 +108,11 @@ fn write_file_hitting_a_full_disk_keeps_the_file_and_the_model_is_told() {
     };
     let root = fs.path();
     let big = "y".repeat(64 * 1024);
-    let server = start(
-        Script::new().with_conversation(
-            Conversation::new()
-                .turn(Turn::tool_call(
-                    "run_command",
-                    json!({"command": "head -c 4000000 /dev/zero > filler; true"}),
-                ))
-                .turn(Turn::tool_call(
-                    "write_file",
-                    json!({"path": "a.txt", "content": big}),
-                ))
-                .turn(Turn::text("The disk is full; nothing was changed.")),
-        ),
-    );
+    let server = start(agent([
+        runs("head -c 4000000 /dev/zero > filler; true"),
+        writes("a.txt", &big),
+        Turn::text("The disk is full; nothing was changed."),
+    ]));
     let out = ahelper(&repo, &server, Wire::Anthropic)
         .current_dir(&root)
         .args(["-p", "rewrite a.txt", "--permission-mode", "bypass"])

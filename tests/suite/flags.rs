@@ -2,33 +2,23 @@
 //! Claude Code's names (`--dangerously-skip-permissions`, `--allowedTools`, `--disallowedTools`,
 //! `--append-system-prompt`).
 
+use super::support::scripts::*;
 use super::support::*;
-use ahelper_fake_llm::{Conversation, Script, Turn};
+use ahelper_fake_llm::{Script, Turn};
 use predicates::prelude::*;
 use serde_json::json;
 
 /// A model that writes `notes.txt`, then says so.
 fn writes_notes() -> Script {
-    Script::new().with_conversation(
-        Conversation::new()
-            .turn(Turn::tool_call(
-                "write_file",
-                json!({"path": "notes.txt", "content": "notes\n"}),
-            ))
-            .turn(Turn::text("Wrote notes.txt.")),
-    )
+    agent([
+        writes("notes.txt", "notes\n"),
+        Turn::text("Wrote notes.txt."),
+    ])
 }
 
 /// A coordinator that plans one subtask.
 fn one_subtask_plan() -> Script {
-    let plan = json!({"summary": "one file", "subtasks": [
-        {"id": "s1", "title": "Work on a", "instructions": "Do it.", "scope": ["a.txt"]}
-    ]});
-    Script::new().with_conversation(
-        Conversation::new()
-            .matching("You are the coordinator of a swarm")
-            .turn(Turn::text(plan.to_string())),
-    )
+    plan(json!([subtask("s1", "a.txt")]))
 }
 
 #[test]
@@ -50,7 +40,7 @@ fn common_flags_work_before_the_subcommand() {
         ])
         .assert()
         .success()
-        .stderr(predicate::str::contains("w1 [s1] Work on a"));
+        .stderr(predicate::str::contains("w1 [s1] Work on s1"));
     assert_eq!(server.model_requests()[0].body["model"], "model-before");
     ahelper(&repo, &server, Wire::Anthropic)
         .current_dir(repo.home())
@@ -77,9 +67,7 @@ fn common_flags_work_before_the_subcommand() {
 #[test]
 fn a_bare_prompt_without_a_terminal_is_answered_once() {
     let repo = repo_with(&[("a.txt", "a\n")]);
-    let server = start(
-        Script::new().with_conversation(Conversation::new().turn(Turn::text("x is a letter."))),
-    );
+    let server = start(agent([Turn::text("x is a letter.")]));
     ahelper(&repo, &server, Wire::Anthropic)
         .arg("explain x")
         .assert()
@@ -154,7 +142,7 @@ fn allowed_and_disallowed_tools_add_session_rules() {
 #[test]
 fn append_system_prompt_reaches_the_model() {
     let repo = repo_with(&[("a.txt", "a\n")]);
-    let server = start(Script::new().with_conversation(Conversation::new().turn(Turn::text("ok"))));
+    let server = start(agent([Turn::text("ok")]));
     ahelper(&repo, &server, Wire::Anthropic)
         .args(["-p", "hi", "--append-system-prompt", "Answer in French."])
         .assert()

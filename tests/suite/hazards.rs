@@ -2,9 +2,9 @@
 //! `--apply` refuses to merge it into the user's branch without `--allow-hazards` (or a yes
 //! on a terminal).
 
+use super::support::scripts::*;
 use super::support::*;
-use ahelper_fake_llm::{Conversation, Script, Turn};
-use serde_json::json;
+use ahelper_fake_llm::{Script, Turn};
 
 /// What the worker's command plants: a symlink out of the repository, a `..` symlink out of
 /// it, a CI workflow, a filter driver, a submodule, a name with an escape character and an
@@ -20,22 +20,7 @@ head -c 11000000 /dev/zero > big.bin
 echo A > a.txt"#;
 
 fn planting_worker() -> Script {
-    let plan = json!({"summary": "one", "subtasks": [
-        {"id": "s1", "title": "Work on s1", "instructions": "Do s1.", "scope": ["a.txt"]}
-    ]});
-    Script::new()
-        .with_conversation(
-            Conversation::new()
-                .matching("You are the coordinator of a swarm")
-                .turn(Turn::text(plan.to_string())),
-        )
-        .with_conversation(
-            Conversation::new()
-                .named("s1")
-                .matching("Your subtask `s1`")
-                .turn(Turn::tool_call("run_command", json!({"command": PLANT})))
-                .turn(Turn::text("s1 done")),
-        )
+    one_worker([runs(PLANT), Turn::text("s1 done")])
 }
 
 fn swarm_apply(repo: &TestRepo, extra: &[&str]) -> (i32, String, String) {
@@ -109,22 +94,12 @@ fn hazards_are_listed_per_worker_and_apply_needs_allow_hazards() {
 #[test]
 fn accept_edits_asks_before_writing_auto_run_files() {
     let repo = repo_with(&[("a.txt", "a\n")]);
-    let script = Script::new().with_conversation(
-        Conversation::new()
-            .turn(Turn::tool_call(
-                "write_file",
-                json!({"path": ".github/workflows/ci.yml", "content": "on: push\n"}),
-            ))
-            .turn(Turn::tool_call(
-                "write_file",
-                json!({"path": "sub/.envrc", "content": "echo hi\n"}),
-            ))
-            .turn(Turn::tool_call(
-                "write_file",
-                json!({"path": "notes.txt", "content": "notes\n"}),
-            ))
-            .turn(Turn::text("done")),
-    );
+    let script = agent([
+        writes(".github/workflows/ci.yml", "on: push\n"),
+        writes("sub/.envrc", "echo hi\n"),
+        writes("notes.txt", "notes\n"),
+        Turn::text("done"),
+    ]);
     let server = start(script);
     let out = ahelper(&repo, &server, Wire::Anthropic)
         .args(["-p", "go", "--permission-mode", "accept-edits"])

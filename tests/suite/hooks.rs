@@ -1,9 +1,11 @@
 //! Hooks through the binary: Claude Code's events, input on stdin, exit codes and JSON
 //! decisions, timeouts, and project-config hooks ignored.
 
+use super::support::scripts::*;
 use super::support::*;
-use ahelper_fake_llm::{Conversation, Script, Turn};
-use serde_json::{Value, json};
+use ahelper_fake_llm::{FakeLlm, Script, Turn};
+use assert_cmd::assert::Assert;
+use serde_json::Value;
 use std::path::{Path, PathBuf};
 
 /// Writes the user config (`$XDG_CONFIG_HOME/ahelper/config.toml`).
@@ -27,33 +29,46 @@ fn read_json(path: &Path) -> Value {
 }
 
 fn command_then_answer(command: &str) -> Script {
-    Script::new().with_conversation(
-        Conversation::new()
-            .turn(Turn::tool_call("run_command", json!({"command": command})))
-            .turn(Turn::text("done")),
-    )
+    agent([runs(command), Turn::text("done")])
 }
 
-#[test]
-fn pre_tool_use_exit_2_blocks_the_call_and_the_model_reads_stderr() {
+/// A repository with `a.txt` whose user config holds `hooks` (TOML, where `{marks}` stands for
+/// the [`marks`] directory); (repository, marks directory).
+fn repo_with_hooks(hooks: &str) -> (TestRepo, PathBuf) {
     let repo = repo_with(&[("a.txt", "a\n")]);
     let marks = marks(&repo);
     user_config(
         &repo,
-        &format!(
-            r#"
-[[hooks.PreToolUse]]
-matcher = "run_command|edit_file"
-hooks = [{{ type = "command", command = "cat > {}/pre.json; echo 'no commands today' >&2; exit 2" }}]
-"#,
-            marks.display()
-        ),
+        &hooks.replace("{marks}", &marks.display().to_string()),
     );
-    let server = start(command_then_answer("touch ran.txt"));
-    ahelper(&repo, &server, Wire::Anthropic)
-        .args(["-p", "make a file", "--permission-mode", "bypass"])
+    (repo, marks)
+}
+
+/// Runs `ahelper args…` in `repo` against the fake model playing `script` and asserts it
+/// succeeds; (the server, for its requests; the assertion, for more checks).
+fn run_ok(repo: &TestRepo, script: Script, args: &[&str]) -> (FakeLlm, Assert) {
+    let server = start(script);
+    let assert = ahelper(repo, &server, Wire::Anthropic)
+        .args(args)
         .assert()
         .success();
+    (server, assert)
+}
+
+#[test]
+fn pre_tool_use_exit_2_blocks_the_call_and_the_model_reads_stderr() {
+    let (repo, marks) = repo_with_hooks(
+        r#"
+[[hooks.PreToolUse]]
+matcher = "run_command|edit_file"
+hooks = [{ type = "command", command = "cat > {marks}/pre.json; echo 'no commands today' >&2; exit 2" }]
+"#,
+    );
+    let (server, _) = run_ok(
+        &repo,
+        command_then_answer("touch ran.txt"),
+        &["-p", "make a file", "--permission-mode", "bypass"],
+    );
     assert!(
         !repo.path().join("ran.txt").exists(),
         "the command never ran"
@@ -72,24 +87,22 @@ hooks = [{{ type = "command", command = "cat > {}/pre.json; echo 'no commands to
 
 #[test]
 fn json_permission_deny_overrides_an_allow_rule() {
-    let repo = repo_with(&[("a.txt", "a\n")]);
-    repo.write(
-        ".ahelper/config.toml",
-        "[permissions]\nallow = [\"run_command(touch:*)\"]\n",
-    );
-    user_config(
-        &repo,
+    let (repo, _) = repo_with_hooks(
         r#"
 [[hooks.PreToolUse]]
 matcher = "run_command"
 hooks = [{ type = "command", command = "echo '{\"hookSpecificOutput\": {\"hookEventName\": \"PreToolUse\", \"permissionDecision\": \"deny\", \"permissionDecisionReason\": \"touching is forbidden\"}}'" }]
 "#,
     );
-    let server = start(command_then_answer("touch ran.txt"));
-    ahelper(&repo, &server, Wire::Anthropic)
-        .args(["-p", "make a file", "--trust-project"])
-        .assert()
-        .success();
+    repo.write(
+        ".ahelper/config.toml",
+        "[permissions]\nallow = [\"run_command(touch:*)\"]\n",
+    );
+    let (server, _) = run_ok(
+        &repo,
+        command_then_answer("touch ran.txt"),
+        &["-p", "make a file", "--trust-project"],
+    );
     assert!(!repo.path().join("ran.txt").exists());
     let second = server.model_requests()[1].body.to_string();
     assert!(second.contains("touching is forbidden"), "{second}");
@@ -104,46 +117,38 @@ hooks = [{ type = "command", command = "echo '{\"hookSpecificOutput\": {\"hookEv
 
 #[test]
 fn json_permission_allow_cannot_override_a_deny_rule() {
-    let repo = repo_with(&[("a.txt", "a\n")]);
-    repo.write(
-        ".ahelper/config.toml",
-        "[permissions]\nmode = \"bypass\"\ndeny = [\"run_command(touch:*)\"]\n",
-    );
-    user_config(
-        &repo,
+    let (repo, _) = repo_with_hooks(
         r#"
 [[hooks.PreToolUse]]
 hooks = [{ type = "command", command = "echo '{\"hookSpecificOutput\": {\"permissionDecision\": \"allow\"}}'" }]
 "#,
     );
-    let server = start(command_then_answer("touch ran.txt"));
-    ahelper(&repo, &server, Wire::Anthropic)
-        .args(["-p", "make a file", "--trust-project"])
-        .assert()
-        .success();
+    repo.write(
+        ".ahelper/config.toml",
+        "[permissions]\nmode = \"bypass\"\ndeny = [\"run_command(touch:*)\"]\n",
+    );
+    run_ok(
+        &repo,
+        command_then_answer("touch ran.txt"),
+        &["-p", "make a file", "--trust-project"],
+    );
     assert!(!repo.path().join("ran.txt").exists());
 }
 
 #[test]
 fn post_tool_use_receives_the_tool_response() {
-    let repo = repo_with(&[("a.txt", "a\n")]);
-    let marks = marks(&repo);
-    user_config(
-        &repo,
-        &format!(
-            r#"
+    let (repo, marks) = repo_with_hooks(
+        r#"
 [[hooks.PostToolUse]]
 matcher = "run_command"
-hooks = [{{ type = "command", command = "cat > {}/post.json" }}]
+hooks = [{ type = "command", command = "cat > {marks}/post.json" }]
 "#,
-            marks.display()
-        ),
     );
-    let server = start(command_then_answer("echo hello-from-the-tool"));
-    ahelper(&repo, &server, Wire::Anthropic)
-        .args(["-p", "say hello", "--permission-mode", "bypass"])
-        .assert()
-        .success();
+    run_ok(
+        &repo,
+        command_then_answer("echo hello-from-the-tool"),
+        &["-p", "say hello", "--permission-mode", "bypass"],
+    );
     let input = read_json(&marks.join("post.json"));
     assert_eq!(input["hook_event_name"], "PostToolUse");
     assert_eq!(input["tool_name"], "run_command");
@@ -158,29 +163,19 @@ hooks = [{{ type = "command", command = "cat > {}/post.json" }}]
 
 #[test]
 fn session_prompt_and_stop_hooks_run() {
-    let repo = repo_with(&[("a.txt", "a\n")]);
-    let m = marks(&repo).display().to_string();
-    user_config(
-        &repo,
-        &format!(
-            r#"
+    let (repo, marks) = repo_with_hooks(
+        r#"
 [[hooks.SessionStart]]
-hooks = [{{ type = "command", command = "cat > {m}/start.json" }}]
+hooks = [{ type = "command", command = "cat > {marks}/start.json" }]
 [[hooks.UserPromptSubmit]]
-hooks = [{{ type = "command", command = "cat > {m}/prompt.json; echo 'The build uses make.'" }}]
+hooks = [{ type = "command", command = "cat > {marks}/prompt.json; echo 'The build uses make.'" }]
 [[hooks.Stop]]
-hooks = [{{ type = "command", command = "cat > {m}/stop.json" }}]
+hooks = [{ type = "command", command = "cat > {marks}/stop.json" }]
 [[hooks.SessionEnd]]
-hooks = [{{ type = "command", command = "cat > {m}/end.json" }}]
-"#
-        ),
+hooks = [{ type = "command", command = "cat > {marks}/end.json" }]
+"#,
     );
-    let server = start(Script::new().with_conversation(Conversation::new().turn(Turn::text("hi"))));
-    ahelper(&repo, &server, Wire::Anthropic)
-        .args(["-p", "hello there"])
-        .assert()
-        .success();
-    let marks = marks(&repo);
+    let (server, _) = run_ok(&repo, agent([Turn::text("hi")]), &["-p", "hello there"]);
     assert_eq!(read_json(&marks.join("start.json"))["source"], "startup");
     assert_eq!(
         read_json(&marks.join("prompt.json"))["prompt"],
@@ -203,24 +198,19 @@ hooks = [{{ type = "command", command = "cat > {m}/end.json" }}]
 
 #[test]
 fn a_hanging_hook_is_killed_at_its_timeout_and_does_not_block() {
-    let repo = repo_with(&[("a.txt", "a\n")]);
-    let marks = marks(&repo);
-    user_config(
-        &repo,
-        &format!(
-            r#"
+    let (repo, marks) = repo_with_hooks(
+        r#"
 [[hooks.PreToolUse]]
-hooks = [{{ type = "command", command = "echo $$ > {}/hook.pid; sleep 300; true", timeout = 1 }}]
+hooks = [{ type = "command", command = "echo $$ > {marks}/hook.pid; sleep 300; true", timeout = 1 }]
 "#,
-            marks.display()
-        ),
     );
-    let server = start(command_then_answer("touch ran.txt"));
-    ahelper(&repo, &server, Wire::Anthropic)
-        .args(["-p", "make a file", "--permission-mode", "bypass"])
-        .assert()
-        .success()
-        .stderr(predicates::str::contains("killed after its timeout of 1 s"));
+    run_ok(
+        &repo,
+        command_then_answer("touch ran.txt"),
+        &["-p", "make a file", "--permission-mode", "bypass"],
+    )
+    .1
+    .stderr(predicates::str::contains("killed after its timeout of 1 s"));
     assert!(
         repo.path().join("ran.txt").exists(),
         "a timeout does not block"
@@ -244,11 +234,8 @@ fn project_config_hooks_are_ignored_with_a_warning() {
             marks.display()
         ),
     );
-    let server = start(Script::new().with_conversation(Conversation::new().turn(Turn::text("hi"))));
-    ahelper(&repo, &server, Wire::Anthropic)
-        .args(["-p", "hello"])
-        .assert()
-        .success()
+    run_ok(&repo, agent([Turn::text("hi")]), &["-p", "hello"])
+        .1
         .stderr(predicates::str::contains(
             "ignored the hooks in the project config",
         ))
@@ -259,24 +246,14 @@ fn project_config_hooks_are_ignored_with_a_warning() {
 
 #[test]
 fn a_stop_hook_that_blocks_makes_the_model_go_on() {
-    let repo = repo_with(&[("a.txt", "a\n")]);
-    let m = marks(&repo).display().to_string();
     // blocks the first stop only: the second time the marker exists
-    user_config(
-        &repo,
-        &format!(
-            r#"
+    let (repo, _) = repo_with_hooks(
+        r#"
 [[hooks.Stop]]
-hooks = [{{ type = "command", command = "if [ -e {m}/once ]; then exit 0; fi; touch {m}/once; echo 'run the tests first' >&2; exit 2" }}]
-"#
-        ),
+hooks = [{ type = "command", command = "if [ -e {marks}/once ]; then exit 0; fi; touch {marks}/once; echo 'run the tests first' >&2; exit 2" }]
+"#,
     );
-    let server =
-        start(Script::new().with_conversation(Conversation::new().turn(Turn::text("finished"))));
-    ahelper(&repo, &server, Wire::Anthropic)
-        .args(["-p", "do it"])
-        .assert()
-        .success();
+    let (server, _) = run_ok(&repo, agent([Turn::text("finished")]), &["-p", "do it"]);
     let requests = server.model_requests();
     assert_eq!(requests.len(), 2, "the model was asked to go on once");
     assert!(requests[1].body.to_string().contains("run the tests first"));
@@ -284,41 +261,18 @@ hooks = [{{ type = "command", command = "if [ -e {m}/once ]; then exit 0; fi; to
 
 #[test]
 fn a_swarm_worker_runs_subagent_stop_hooks_in_its_worktree() {
-    let repo = repo_with(&[("a.txt", "a\n")]);
-    let m = marks(&repo).display().to_string();
-    user_config(
-        &repo,
-        &format!(
-            r#"
+    let (repo, marks) = repo_with_hooks(
+        r#"
 [[hooks.SubagentStop]]
-hooks = [{{ type = "command", command = "cat > {m}/subagent.json" }}]
-"#
-        ),
+hooks = [{ type = "command", command = "cat > {marks}/subagent.json" }]
+"#,
     );
-    let plan = json!({"summary": "one file", "subtasks": [
-        {"id": "s1", "title": "Work on s1", "instructions": "Do s1.", "scope": ["a.txt"]}
-    ]});
-    let script = Script::new()
-        .with_conversation(
-            Conversation::new()
-                .matching("You are the coordinator of a swarm")
-                .turn(Turn::text(plan.to_string())),
-        )
-        .with_conversation(
-            Conversation::new()
-                .matching("Your subtask `s1`")
-                .turn(Turn::tool_call(
-                    "write_file",
-                    json!({"path": "a.txt", "content": "A\n"}),
-                ))
-                .turn(Turn::text("done")),
-        );
-    let server = start(script);
-    ahelper(&repo, &server, Wire::Anthropic)
-        .args(["swarm", "do it", "--yes", "--permission-mode", "bypass"])
-        .assert()
-        .success();
-    let input = read_json(&marks(&repo).join("subagent.json"));
+    run_ok(
+        &repo,
+        one_worker([writes("a.txt", "A\n"), Turn::text("done")]),
+        &["swarm", "do it", "--yes", "--permission-mode", "bypass"],
+    );
+    let input = read_json(&marks.join("subagent.json"));
     assert_eq!(input["hook_event_name"], "SubagentStop");
     let cwd = input["cwd"].as_str().unwrap();
     let repo_dir = std::fs::canonicalize(repo.path()).unwrap();

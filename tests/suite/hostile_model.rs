@@ -4,34 +4,22 @@
 //! `/dev/tcp`. The command sandbox is off in the runs that write markers outside the workspace
 //! (`--sandbox off`), so that only the permission layer stands between the model and them.
 
+use super::support::scripts::*;
 use super::support::*;
-use ahelper_fake_llm::{Conversation, RecordedRequest, Script, Turn};
+use ahelper_fake_llm::{RecordedRequest, Turn};
 use serde_json::{Value, json};
 use std::path::Path;
-
-fn run_command(command: &str) -> Turn {
-    Turn::tool_call("run_command", json!({ "command": command }))
-}
 
 /// `ahelper -p go` in `repo` with `args`, playing `turns` (then a final text); returns the
 /// model requests and stderr.
 fn play(repo: &TestRepo, args: &[&str], turns: Vec<Turn>) -> (Vec<RecordedRequest>, String) {
-    let conversation = turns
-        .into_iter()
-        .chain([Turn::text("done")])
-        .fold(Conversation::new(), Conversation::turn);
-    let server = start(Script::new().with_conversation(conversation));
-    let out = ahelper(repo, &server, Wire::Anthropic)
-        .args(["-p", "go"])
-        .args(args)
-        .assert()
-        .success()
-        .get_output()
-        .clone();
-    (
-        server.model_requests(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let server = start(agent(turns.into_iter().chain([Turn::text("done")])));
+    let stderr = stderr_of(
+        ahelper(repo, &server, Wire::Anthropic)
+            .args(["-p", "go"])
+            .args(args),
+    );
+    (server.model_requests(), stderr)
 }
 
 /// The number of refused `run_command` calls `ahelper -p` reported on stderr.
@@ -89,8 +77,8 @@ fn git_in_a_planted_git_dir_runs_no_code() {
             repo.git(&["add", "-A"]);
             repo.git(&["commit", "-qm", "tools"]);
         }
-        turns.push(run_command("cd tools/evil && git status"));
-        turns.push(run_command("git -C tools/evil status"));
+        turns.push(runs("cd tools/evil && git status"));
+        turns.push(runs("git -C tools/evil status"));
         let (_, stderr) = play(
             &repo,
             &["--permission-mode", mode, "--sandbox", "off"],
@@ -122,7 +110,7 @@ fn allowed_git_in_a_planted_git_dir_runs_no_code_either() {
     let (requests, stderr) = play(
         &repo,
         &["--permission-mode", "bypass", "--sandbox", "off"],
-        vec![run_command("cd tools/evil && git status; echo exit=$?")],
+        vec![runs("cd tools/evil && git status; echo exit=$?")],
     );
     assert!(!marker.exists(), "git ran the planted fsmonitor\n{stderr}");
     let result = requests[1].body.to_string();
@@ -172,7 +160,7 @@ fn deny_rules_hold_against_hidden_code_in_bypass() {
             "--disallowedTools",
             "run_command(rm:*)",
         ],
-        forms.iter().map(|f| run_command(f)).collect(),
+        forms.iter().map(|f| runs(f)).collect(),
     );
     for n in 1..=forms.len() {
         assert!(
@@ -205,7 +193,7 @@ fn read_deny_rules_hold_for_links_globs_redirections_and_searches() {
         "cat docs/config.txt",
     ]
     .iter()
-    .map(|c| run_command(c))
+    .map(|c| runs(c))
     .collect();
     turns.push(Turn::tool_call(
         "read_file",
@@ -230,7 +218,7 @@ fn read_deny_rules_hold_for_links_globs_redirections_and_searches() {
     let (requests, stderr) = play(
         &repo,
         &["--disallowedTools", "read_file(**/.env)"],
-        vec![run_command("cat a.txt; grep -c a a.txt")],
+        vec![runs("cat a.txt; grep -c a a.txt")],
     );
     assert_eq!(refused_commands(&stderr), 0, "{stderr}");
     let last: &Value = &requests[1].body;
@@ -246,7 +234,7 @@ fn dev_tcp_is_network_access() {
     let port = listener.local_addr().unwrap().port();
     let command = format!("cat < /dev/tcp/127.0.0.1/{port}");
     let repo = repo_with(&[("a.txt", "a\n")]);
-    let (_, stderr) = play(&repo, &[], vec![run_command(&command)]);
+    let (_, stderr) = play(&repo, &[], vec![runs(&command)]);
     assert_eq!(refused_commands(&stderr), 1, "default mode: {stderr}");
     let config = repo.home().join("config/ahelper/config.toml");
     std::fs::create_dir_all(config.parent().unwrap()).unwrap();
@@ -254,10 +242,7 @@ fn dev_tcp_is_network_access() {
     let (_, stderr) = play(
         &repo,
         &["--permission-mode", "bypass"],
-        vec![
-            run_command(&command),
-            run_command("echo 1 > /dev/udp/127.0.0.1/9"),
-        ],
+        vec![runs(&command), runs("echo 1 > /dev/udp/127.0.0.1/9")],
     );
     assert_eq!(refused_commands(&stderr), 2, "network off: {stderr}");
     assert!(stderr.contains("network"), "{stderr}");

@@ -8,7 +8,7 @@
 //! they find *reversed*, so that output redaction cannot hide an open channel: the control probe
 //! shows that a reversed key does come through when a command can read it.
 
-use super::support::git::GIT_ENV;
+use super::support::scripts::*;
 use super::support::*;
 use ahelper_fake_llm::{Conversation, FakeLlm, Script, Turn};
 use serde_json::{Value, json};
@@ -210,15 +210,8 @@ fn isolated_env(
     server: &FakeLlm,
     secrets: &Secrets,
 ) {
-    cmd.current_dir(repo.path())
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", repo.home())
-        .env("XDG_CONFIG_HOME", repo.home().join("config"))
-        .env("XDG_STATE_HOME", repo.home().join("state"))
+    isolate(cmd, repo)
         .env("TMPDIR", repo.root().join("tmp"))
-        .envs(GIT_ENV)
-        .env("AHELPER_LOG", "debug")
         .env("ANTHROPIC_API_KEY", &secrets.key)
         .env("ANTHROPIC_BASE_URL", server.base_url())
         .env("MY_DB_PASSWORD", &secrets.db_password);
@@ -479,16 +472,13 @@ fn environment_block_is_scrubbed_and_commands_get_no_key() {
     repo.write(".ahelper/config.toml", "api_key_env = \"MY_LLM_TOKEN\"\n");
     let command = "env | grep -e MY_LLM -e API_KEY -e LD_PROBE | rev; touch ready; \
                    for i in $(seq 1200); do [ -e go ] && break; sleep 0.1; done";
-    let server = start(
-        Script::new().with_conversation(
-            Conversation::new()
-                .turn(Turn::tool_call(
-                    "run_command",
-                    json!({"command": command, "timeout_ms": 200_000}),
-                ))
-                .turn(Turn::text("done")),
+    let server = start(agent([
+        Turn::tool_call(
+            "run_command",
+            json!({"command": command, "timeout_ms": 200_000}),
         ),
-    );
+        Turn::text("done"),
+    ]));
     let secrets = Secrets {
         key: other_key.clone(),
         db_password: "unused-password".into(),
@@ -584,16 +574,10 @@ fn root_commands_lose_the_capabilities_that_read_other_processes() {
     }
     let own = cap_masks(&std::fs::read_to_string("/proc/self/status").unwrap());
     let repo = repo_with(&[("README.md", "x\n")]);
-    let server = start(
-        Script::new().with_conversation(
-            Conversation::new()
-                .turn(Turn::tool_call(
-                    "run_command",
-                    json!({"command": "grep '^Cap' /proc/self/status"}),
-                ))
-                .turn(Turn::text("done")),
-        ),
-    );
+    let server = start(agent([
+        runs("grep '^Cap' /proc/self/status"),
+        Turn::text("done"),
+    ]));
     let secrets = Secrets::new();
     let mut cmd = ahelper_command(Who::Root);
     isolated_env(&mut cmd, &repo, &server, &secrets);
@@ -636,24 +620,10 @@ fn swarm_worker_commands_cannot_read_the_key() {
     let env_file = format!("ANTHROPIC_API_KEY={}\n", secrets.key);
     let repo = repo_with(&[(".env", env_file.as_str()), ("a.txt", "a\n")]);
     std::fs::create_dir_all(repo.root().join("tmp")).unwrap();
-    let plan = json!({"summary": "one", "subtasks": [
-        {"id": "s1", "title": "Probe", "instructions": "Do s1.", "scope": ["a.txt"]}
-    ]});
     let probe = "cat /proc/$PPID/environ | tr '\\0' '\\n' | grep -i api_key | rev; \
                  for p in $(pgrep -x ahelper); do tr '\\0' '\\n' < /proc/$p/environ | rev; done; \
                  cat .env; echo probed >> a.txt";
-    let script = Script::new()
-        .with_conversation(
-            Conversation::new()
-                .matching("You are the coordinator of a swarm")
-                .turn(Turn::text(plan.to_string())),
-        )
-        .with_conversation(
-            Conversation::new()
-                .matching("Your subtask `s1`")
-                .turn(Turn::tool_call("run_command", json!({"command": probe})))
-                .turn(Turn::text("s1 done")),
-        );
+    let script = one_worker([runs(probe), Turn::text("s1 done")]);
     let server = start(script);
     let mut cmd = ahelper_command(Who::Root);
     isolated_env(&mut cmd, &repo, &server, &secrets);

@@ -119,6 +119,31 @@ fn stdio(command: &str, args: &[&str]) -> Value {
     json!({"command": command, "args": args})
 }
 
+/// A repository with `a.txt` and a server file with the `mini` test server; (repository,
+/// server file).
+fn repo_with_mini() -> (TestRepo, PathBuf) {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let file = servers_file(
+        &repo,
+        json!({"mini": stdio("python3", &[&mini_server(), "ok"])}),
+    );
+    (repo, file)
+}
+
+/// Runs `ahelper args… --mcp-config file` in `repo` against `server` and asserts it succeeds;
+/// its stderr.
+fn run_with_servers(repo: &TestRepo, server: &FakeLlm, file: &Path, args: &[&str]) -> String {
+    let out = ahelper(repo, server, Wire::Anthropic)
+        .args(args)
+        .arg("--mcp-config")
+        .arg(file)
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
 #[test]
 fn the_model_calls_server_everything_echo_and_get_sum() {
     let Some((node, entry)) = everything_server() else {
@@ -137,20 +162,17 @@ fn the_model_calls_server_everything_echo_and_get_sum() {
         ("mcp__everything__get-sum", json!({"a": 2, "b": 40})),
         ("mcp__everything__get-tiny-image", json!({})),
     ]);
-    let out = ahelper(&repo, &server, Wire::Anthropic)
-        .args([
+    let stderr = run_with_servers(
+        &repo,
+        &server,
+        &file,
+        &[
             "-p",
             "use the tools",
             "--allowedTools",
             "mcp__everything__*",
-        ])
-        .arg("--mcp-config")
-        .arg(&file)
-        .assert()
-        .success()
-        .get_output()
-        .clone();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+        ],
+    );
     let results = tool_results(&server);
     assert_eq!(results.len(), 3, "{results:?}\n{stderr}");
     assert_eq!(results[0], ("Echo: hello from ahelper".to_string(), false));
@@ -184,21 +206,9 @@ fn the_model_calls_server_everything_echo_and_get_sum() {
 
 #[test]
 fn mcp_tools_ask_by_default_so_print_mode_refuses_them() {
-    let repo = repo_with(&[("a.txt", "a\n")]);
-    let file = servers_file(
-        &repo,
-        json!({"mini": stdio("python3", &[&mini_server(), "ok"])}),
-    );
+    let (repo, file) = repo_with_mini();
     let server = calling(&[("mcp__mini__shout", json!({"text": "hi"}))]);
-    let out = ahelper(&repo, &server, Wire::Anthropic)
-        .args(["-p", "shout"])
-        .arg("--mcp-config")
-        .arg(&file)
-        .assert()
-        .success()
-        .get_output()
-        .clone();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = run_with_servers(&repo, &server, &file, &["-p", "shout"]);
     assert!(
         stderr.contains("refused mcp__mini__shout")
             && stderr.contains("--allowedTools 'mcp__mini__shout'"),
@@ -211,22 +221,18 @@ fn mcp_tools_ask_by_default_so_print_mode_refuses_them() {
 
 #[test]
 fn results_errors_and_images_of_a_server_go_back_as_tool_results() {
-    let repo = repo_with(&[("a.txt", "a\n")]);
-    let file = servers_file(
-        &repo,
-        json!({"mini": stdio("python3", &[&mini_server(), "ok"])}),
-    );
+    let (repo, file) = repo_with_mini();
     let server = calling(&[
         ("mcp__mini__shout", json!({"text": "quiet please"})),
         ("mcp__mini__fail", json!({})),
         ("mcp__mini__picture", json!({})),
     ]);
-    ahelper(&repo, &server, Wire::Anthropic)
-        .args(["-p", "go", "--allowedTools", "mcp__mini"])
-        .arg("--mcp-config")
-        .arg(&file)
-        .assert()
-        .success();
+    run_with_servers(
+        &repo,
+        &server,
+        &file,
+        &["-p", "go", "--allowedTools", "mcp__mini"],
+    );
     let results = tool_results(&server);
     assert_eq!(
         results,
@@ -240,22 +246,18 @@ fn results_errors_and_images_of_a_server_go_back_as_tool_results() {
 
 #[test]
 fn a_server_that_dies_mid_session_is_withdrawn_and_the_agent_goes_on() {
-    let repo = repo_with(&[("a.txt", "a\n")]);
-    let file = servers_file(
-        &repo,
-        json!({"mini": stdio("python3", &[&mini_server(), "ok"])}),
-    );
+    let (repo, file) = repo_with_mini();
     let server = calling(&[
         ("mcp__mini__die", json!({})),
         ("mcp__mini__shout", json!({"text": "still there?"})),
         ("read_file", json!({"path": "a.txt"})),
     ]);
-    ahelper(&repo, &server, Wire::Anthropic)
-        .args(["-p", "go", "--allowedTools", "mcp__mini__*"])
-        .arg("--mcp-config")
-        .arg(&file)
-        .assert()
-        .success();
+    run_with_servers(
+        &repo,
+        &server,
+        &file,
+        &["-p", "go", "--allowedTools", "mcp__mini__*"],
+    );
     let results = tool_results(&server);
     assert_eq!(results.len(), 3, "{results:?}");
     assert!(
@@ -300,15 +302,12 @@ fn servers_that_fail_to_start_or_hang_are_reported_and_the_agent_goes_on() {
     );
     let server = calling(&[("mcp__mini__shout", json!({"text": "ok"}))]);
     let started = std::time::Instant::now();
-    let out = ahelper(&repo, &server, Wire::Anthropic)
-        .args(["-p", "go", "--allowedTools", "mcp__mini__shout"])
-        .arg("--mcp-config")
-        .arg(&file)
-        .assert()
-        .success()
-        .get_output()
-        .clone();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = run_with_servers(
+        &repo,
+        &server,
+        &file,
+        &["-p", "go", "--allowedTools", "mcp__mini__shout"],
+    );
     assert!(
         stderr.contains("MCP server `crashes` did not start")
             && stderr.contains("cannot open the database"),
@@ -600,15 +599,7 @@ fn a_killed_ahelper_leaves_no_mcp_server_behind() {
         Script::new()
             .with_conversation(Conversation::new().turn(Turn::text("Done.").with_delay_ms(60_000))),
     );
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("ahelper"))
-        .current_dir(repo.path())
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", repo.home())
-        .env("XDG_CONFIG_HOME", repo.home().join("config"))
-        .env("XDG_STATE_HOME", repo.home().join("state"))
-        .env("ANTHROPIC_API_KEY", "sk-test-secret-key-123")
-        .env("ANTHROPIC_BASE_URL", server.base_url())
+    let mut child = ahelper_process(&repo, &server, Wire::Anthropic)
         .args(["-p", "go", "--mcp-config"])
         .arg(&file)
         .stdout(std::process::Stdio::null())

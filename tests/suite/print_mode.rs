@@ -1,5 +1,6 @@
 //! End-to-end tests of `ahelper -p` against the fake LLM server in temporary git repositories.
 
+use super::support::scripts::*;
 use super::support::*;
 use ahelper_fake_llm::{Conversation, Fault, FaultKind, Script, Turn};
 use predicates::prelude::*;
@@ -8,25 +9,16 @@ use serde_json::{Value, json};
 const LIB: &str = "pub fn old_name() -> u32 {\n    41\n}\n";
 
 fn five_step_script() -> Script {
-    Script::new().with_conversation(
-        Conversation::new()
-            .turn(
-                Turn::tool_call("list_dir", json!({"path": "."})).with_text("Let me look around."),
-            )
-            .turn(Turn::tool_call("read_file", json!({"path": "src/lib.rs"})))
-            .turn(Turn::tool_call(
-                "edit_file",
-                json!({"path": "src/lib.rs", "old_string": "old_name", "new_string": "new_name"}),
-            ))
-            .turn(Turn::tool_call(
-                "run_command",
-                json!({"command": "grep -c new_name src/lib.rs"}),
-            ))
-            .turn(
-                Turn::text("Renamed `old_name` to `new_name`; grep finds it once.")
-                    .with_usage(50, 12),
-            ),
-    )
+    agent([
+        Turn::tool_call("list_dir", json!({"path": "."})).with_text("Let me look around."),
+        Turn::tool_call("read_file", json!({"path": "src/lib.rs"})),
+        Turn::tool_call(
+            "edit_file",
+            json!({"path": "src/lib.rs", "old_string": "old_name", "new_string": "new_name"}),
+        ),
+        runs("grep -c new_name src/lib.rs"),
+        Turn::text("Renamed `old_name` to `new_name`; grep finds it once.").with_usage(50, 12),
+    ])
 }
 
 fn check_five_steps(wire: Wire) {
@@ -36,21 +28,13 @@ fn check_five_steps(wire: Wire) {
         "[permissions]\nmode = \"accept-edits\"\nallow = [\"run_command(grep:*)\"]\n",
     );
     let server = start(five_step_script());
-    let out = ahelper(&repo, &server, wire)
-        .args([
-            "--trust-project",
-            "-p",
-            "rename old_name to new_name",
-            "--output-format",
-            "json",
-        ])
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let result: Value =
-        serde_json::from_slice(&out).expect("--output-format json prints valid JSON");
+    let result = json_stdout_of(ahelper(&repo, &server, wire).args([
+        "--trust-project",
+        "-p",
+        "rename old_name to new_name",
+        "--output-format",
+        "json",
+    ]));
     assert_eq!(result["type"], "result");
     assert_eq!(result["is_error"], false);
     assert_eq!(result["stop_reason"], "completed");
@@ -124,32 +108,22 @@ fn print_mode_lists_reads_edits_runs_and_answers_openai() {
 #[test]
 fn text_output_prints_the_answer_and_stream_json_prints_events() {
     let repo = repo_with(&[("a.txt", "hello\n")]);
-    let server = start(
-        Script::new().with_conversation(
-            Conversation::new()
-                .turn(Turn::tool_call("read_file", json!({"path": "a.txt"})))
-                .turn(Turn::text("The file says hello.")),
-        ),
-    );
+    let server = start(agent([
+        Turn::tool_call("read_file", json!({"path": "a.txt"})),
+        Turn::text("The file says hello."),
+    ]));
     ahelper(&repo, &server, Wire::Anthropic)
         .args(["-p", "what does a.txt say"])
         .assert()
         .success()
         .stdout(predicate::eq("The file says hello.\n"));
-    let out = ahelper(&repo, &server, Wire::OpenAi)
-        .args([
-            "-p",
-            "what does a.txt say",
-            "--output-format",
-            "stream-json",
-        ])
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let events: Vec<Value> = String::from_utf8(out)
-        .unwrap()
+    let out = stdout_of(ahelper(&repo, &server, Wire::OpenAi).args([
+        "-p",
+        "what does a.txt say",
+        "--output-format",
+        "stream-json",
+    ]));
+    let events: Vec<Value> = out
         .lines()
         .map(|l| serde_json::from_str(l).expect("every line is JSON"))
         .collect();
@@ -211,20 +185,11 @@ fn bad_config_and_bad_flags_get_clear_errors() {
 #[test]
 fn non_interactive_edit_is_denied_at_once_and_the_model_is_told() {
     let repo = repo_with(&[("a.txt", "x\n")]);
-    let server = start(
-        Script::new().with_conversation(
-            Conversation::new()
-                .turn(Turn::tool_call(
-                    "write_file",
-                    json!({"path": "b.txt", "content": "new"}),
-                ))
-                .turn(Turn::tool_call(
-                    "run_command",
-                    json!({"command": "touch c.txt"}),
-                ))
-                .turn(Turn::text("I could not write the file.")),
-        ),
-    );
+    let server = start(agent([
+        writes("b.txt", "new"),
+        runs("touch c.txt"),
+        Turn::text("I could not write the file."),
+    ]));
     let started = std::time::Instant::now();
     ahelper(&repo, &server, Wire::Anthropic)
         .args(["-p", "write b.txt"])
@@ -284,37 +249,13 @@ fn model_error_after_retries_fails_with_exit_1_and_is_recorded() {
 
 #[test]
 fn resume_and_continue_pick_the_session_up() {
-    let repo = repo_with(&[("a.txt", "x\n")]);
-    let server = start(
-        Script::new()
-            .with_conversation(Conversation::new().turn(Turn::text("first answer")))
-            .with_fallback_text("second answer"),
-    );
-    let out = ahelper(&repo, &server, Wire::Anthropic)
-        .args(["-p", "remember the word banana", "--output-format", "json"])
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let id = serde_json::from_slice::<Value>(&out).unwrap()["session_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    ahelper(&repo, &server, Wire::Anthropic)
-        .args(["-p", "what word?", "--resume", &id])
-        .assert()
-        .success();
-    let second = server.model_requests()[1].body.to_string();
+    let (repo, server, id) = session_remembering_banana();
+    let second = last_request_after(&repo, &server, &["-p", "what word?", "--resume", &id]);
     assert!(
         second.contains("banana") && second.contains("first answer"),
         "{second}"
     );
-    ahelper(&repo, &server, Wire::Anthropic)
-        .args(["-p", "and now?", "--continue"])
-        .assert()
-        .success();
-    let third = server.model_requests()[2].body.to_string();
+    let third = last_request_after(&repo, &server, &["-p", "and now?", "--continue"]);
     assert!(
         third.contains("banana") && third.contains("what word?"),
         "{third}"

@@ -2,11 +2,12 @@
 //! outlives its command, its ahelper (even after `kill -9`) or a `SIGTERM`/`SIGHUP`; each
 //! command's private `TMPDIR`; no UDP with `sandbox.network = false`.
 
+use super::support::scripts::*;
 use super::support::*;
-use ahelper_fake_llm::{Conversation, FakeLlm, RecordedRequest, Script, Turn};
+use ahelper_fake_llm::{FakeLlm, RecordedRequest, Turn};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 /// Digits unique to this test process and moment, to recognise its processes in `/proc`.
@@ -57,10 +58,6 @@ fn landlock_available() -> bool {
         .is_some()
 }
 
-fn run_command(command: &str) -> Turn {
-    Turn::tool_call("run_command", json!({"command": command}))
-}
-
 /// The tool results the model received in `request`, as one string.
 fn body(request: &RecordedRequest) -> String {
     request.body.to_string()
@@ -68,12 +65,7 @@ fn body(request: &RecordedRequest) -> String {
 
 /// `ahelper -p` in `repo` with every tool allowed, playing `turns`; returns the model requests.
 fn print_run(repo: &TestRepo, turns: Vec<Turn>) -> Vec<RecordedRequest> {
-    let script = Script::new().with_conversation(
-        turns
-            .into_iter()
-            .fold(Conversation::new(), Conversation::turn),
-    );
-    let server = start(script);
+    let server = start(agent(turns));
     ahelper(repo, &server, Wire::Anthropic)
         .args(["-p", "go", "--permission-mode", "bypass"])
         .assert()
@@ -99,9 +91,9 @@ fn no_process_outlives_its_command_or_ahelper() {
     let requests = print_run(
         &repo,
         vec![
-            run_command(&forms),
+            runs(&forms),
             Turn::tool_call("run_command", timed_out),
-            run_command(&check),
+            runs(&check),
             Turn::text("done"),
         ],
     );
@@ -130,60 +122,38 @@ fn no_process_outlives_its_command_or_ahelper() {
     );
 }
 
-/// The coordinator plans one subtask on `a.txt`; its worker plays `turns`.
-fn one_worker(turns: Vec<Turn>) -> Script {
-    let plan = json!({"summary": "one", "subtasks": [
-        {"id": "s1", "title": "Work on s1", "instructions": "Do s1.", "scope": ["a.txt"]}
-    ]});
-    let worker = turns.into_iter().fold(
-        Conversation::new()
-            .named("s1")
-            .matching("Your subtask `s1`"),
-        Conversation::turn,
-    );
-    Script::new()
-        .with_conversation(
-            Conversation::new()
-                .matching("You are the coordinator of a swarm")
-                .turn(Turn::text(plan.to_string())),
-        )
-        .with_conversation(worker)
+/// A swarm run in the background (`ahelper swarm "do it" --yes --permission-mode bypass`) of one
+/// subtask whose worker writes `partial`, then runs `command` after writing its shell's pid to
+/// `sleeper.pid`, then (when resumed) writes `complete`.
+struct SleepingRun {
+    repo: TestRepo,
+    server: FakeLlm,
+    child: Child,
+    /// The run record once the worker's command wrote `sleeper.pid`.
+    run: Value,
 }
 
-/// A worker that writes `partial`, then runs `sleeper.pid`-writing command `command`, then
-/// (when resumed) writes `complete`.
-fn sleeping_worker(command: &str) -> Script {
-    one_worker(vec![
-        Turn::tool_call(
-            "write_file",
-            json!({"path": "a.txt", "content": "partial\n"}),
-        ),
-        run_command(&format!("echo $$ > sleeper.pid; {command}")),
-        Turn::tool_call(
-            "write_file",
-            json!({"path": "a.txt", "content": "complete\n"}),
-        ),
+/// Starts a [`SleepingRun`] of `command` and waits until the command runs.
+fn start_sleeping_run(command: &str) -> SleepingRun {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let server = start(one_worker([
+        writes("a.txt", "partial\n"),
+        runs(&format!("echo $$ > sleeper.pid; {command}")),
+        writes("a.txt", "complete\n"),
         Turn::text("s1 done"),
-    ])
-}
-
-/// `ahelper swarm "do it" --yes --permission-mode bypass` started in the background.
-fn spawn_swarm(repo: &TestRepo, server: &FakeLlm) -> Child {
-    let base = ahelper(repo, server, Wire::Anthropic);
-    let mut cmd = std::process::Command::new(base.get_program());
-    cmd.args(["swarm", "do it", "--yes", "--permission-mode", "bypass"])
-        .current_dir(repo.path())
-        .env_clear();
-    for (k, v) in base.get_envs() {
-        if let Some(v) = v {
-            cmd.env(k, v);
-        }
+    ]));
+    let child = spawn_ahelper(
+        &repo,
+        &server,
+        &["swarm", "do it", "--yes", "--permission-mode", "bypass"],
+    );
+    let run = wait_for_worker_command(&repo.path());
+    SleepingRun {
+        repo,
+        server,
+        child,
+        run,
     }
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
 }
 
 /// The run record of the only run, once its worker's command wrote `sleeper.pid`.
@@ -224,13 +194,14 @@ fn run_marker(run: &Value) -> String {
 #[test]
 fn kill_9_leaves_no_command_running_and_resume_finishes() {
     let x = unique();
-    let script = sleeping_worker(&format!(
+    let SleepingRun {
+        repo,
+        server,
+        mut child,
+        run,
+    } = start_sleeping_run(&format!(
         "nohup sleep 300.{x}1 >/dev/null 2>&1 & exec sleep 300.{x}2"
     ));
-    let repo = repo_with(&[("a.txt", "a\n")]);
-    let server = start(script);
-    let mut child = spawn_swarm(&repo, &server);
-    let run = wait_for_worker_command(&repo.path());
     let marker = run_marker(&run);
     assert!(!live_processes_with("environ", &marker).is_empty());
     child.kill().unwrap();
@@ -293,13 +264,14 @@ fn watchdog_of(parent: u32) -> u32 {
 #[test]
 fn resume_kills_leftovers_of_a_run_whose_watchdog_died_too() {
     let x = unique();
-    let script = sleeping_worker(&format!(
+    let SleepingRun {
+        repo,
+        server,
+        mut child,
+        run,
+    } = start_sleeping_run(&format!(
         "nohup sleep 300.{x}1 >/dev/null 2>&1 & exec sleep 300.{x}2"
     ));
-    let repo = repo_with(&[("a.txt", "a\n")]);
-    let server = start(script);
-    let mut child = spawn_swarm(&repo, &server);
-    let run = wait_for_worker_command(&repo.path());
     let watchdog = watchdog_of(child.id());
     // SAFETY: signalling the watchdog of our own child.
     unsafe { libc::kill(watchdog as i32, libc::SIGKILL) };
@@ -338,12 +310,9 @@ fn resume_kills_leftovers_of_a_run_whose_watchdog_died_too() {
 /// output says how to resume, exit status 130, and no process of the run survives.
 fn signal_mid_run_commits_wip_and_prints_resume(signal: i32) {
     let x = unique();
-    let repo = repo_with(&[("a.txt", "a\n")]);
-    let server = start(sleeping_worker(&format!(
-        "setsid sleep 300.{x}1 & exec sleep 300.{x}2"
-    )));
-    let child = spawn_swarm(&repo, &server);
-    let run = wait_for_worker_command(&repo.path());
+    let SleepingRun {
+        repo, child, run, ..
+    } = start_sleeping_run(&format!("setsid sleep 300.{x}1 & exec sleep 300.{x}2"));
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, signal) };
     let output = child.wait_with_output().unwrap();
@@ -391,10 +360,7 @@ fn each_command_gets_a_private_temp_dir() {
          touch {} && echo shared-written || echo shared-denied",
         shared.display()
     );
-    let requests = print_run(
-        &repo,
-        vec![run_command(&probe), run_command(&probe), Turn::text("done")],
-    );
+    let requests = print_run(&repo, vec![runs(&probe), runs(&probe), Turn::text("done")]);
     let first = body(&requests[1]);
     let second = body(&requests[2]);
     assert!(
@@ -449,7 +415,7 @@ fn network_off_stops_udp() {
 
     let repo = repo_with(&[("a.txt", "a\n")]);
     repo.write(".ahelper/config.toml", "[sandbox]\nnetwork = false\n");
-    let requests = print_run(&repo, vec![run_command(&send), Turn::text("done")]);
+    let requests = print_run(&repo, vec![runs(&send), Turn::text("done")]);
     assert!(
         !body(&requests[1]).contains("sent\\n"),
         "{}",
@@ -463,7 +429,7 @@ fn network_off_stops_udp() {
     assert!(!received(&listener), "a datagram left the sandbox");
 
     let open = repo_with(&[("a.txt", "a\n")]);
-    let requests = print_run(&open, vec![run_command(&send), Turn::text("done")]);
+    let requests = print_run(&open, vec![runs(&send), Turn::text("done")]);
     assert!(
         body(&requests[1]).contains("sent\\n"),
         "{}",

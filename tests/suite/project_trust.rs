@@ -2,9 +2,9 @@
 //! `.ahelper/config.toml`) applies only once the user trusts that exact file; narrowing
 //! settings apply always.
 
+use super::support::scripts::*;
 use super::support::*;
-use ahelper_fake_llm::{Conversation, Script, Turn};
-use serde_json::json;
+use ahelper_fake_llm::{Script, Turn};
 
 const WIDENING: &str = r#"[permissions]
 mode = "bypass"
@@ -17,30 +17,20 @@ mode = "off"
 
 /// A model that writes `notes.txt`, then tries `rm a.txt`.
 fn writes_then_removes() -> Script {
-    Script::new().with_conversation(
-        Conversation::new()
-            .turn(Turn::tool_call(
-                "write_file",
-                json!({"path": "notes.txt", "content": "notes\n"}),
-            ))
-            .turn(Turn::tool_call(
-                "run_command",
-                json!({"command": "rm a.txt"}),
-            ))
-            .turn(Turn::text("done")),
-    )
+    agent([
+        writes("notes.txt", "notes\n"),
+        runs("rm a.txt"),
+        Turn::text("done"),
+    ])
 }
 
 fn run(repo: &TestRepo, extra: &[&str]) -> String {
     let server = start(writes_then_removes());
-    let out = ahelper(repo, &server, Wire::Anthropic)
-        .args(["-p", "go"])
-        .args(extra)
-        .assert()
-        .success()
-        .get_output()
-        .clone();
-    String::from_utf8(out.stderr).unwrap()
+    stderr_of(
+        ahelper(repo, &server, Wire::Anthropic)
+            .args(["-p", "go"])
+            .args(extra),
+    )
 }
 
 fn repo_with_project_config() -> TestRepo {

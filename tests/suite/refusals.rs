@@ -2,20 +2,34 @@
 //! call, the reason and what would allow it, a closing count, `permission_denials` in the JSON
 //! result and a `permission_denied` event in stream-json.
 
+use super::support::scripts::*;
 use super::support::*;
-use ahelper_fake_llm::{Conversation, Script, Turn};
+use ahelper_fake_llm::{FakeLlm, Script, Turn};
 use serde_json::{Value, json};
+use std::process::Output;
 
 /// A model that writes `notes.txt` and then claims it did, whatever happened.
 fn writes_notes() -> Script {
-    Script::new().with_conversation(
-        Conversation::new()
-            .turn(Turn::tool_call(
-                "write_file",
-                json!({"path": "notes.txt", "content": "notes\n"}),
-            ))
-            .turn(Turn::text("Finished: wrote notes.txt with your notes.")),
-    )
+    agent([
+        writes("notes.txt", "notes\n"),
+        Turn::text("Finished: wrote notes.txt with your notes."),
+    ])
+}
+
+/// A repository with `a.txt` and a fake model playing [`writes_notes`].
+fn notes_fixture() -> (TestRepo, FakeLlm) {
+    (repo_with(&[("a.txt", "a\n")]), start(writes_notes()))
+}
+
+/// `ahelper -p "write my notes" args…` in `repo` against `server`; asserts success.
+fn write_my_notes(repo: &TestRepo, server: &FakeLlm, args: &[&str]) -> Output {
+    ahelper(repo, server, Wire::Anthropic)
+        .args(["-p", "write my notes"])
+        .args(args)
+        .assert()
+        .success()
+        .get_output()
+        .clone()
 }
 
 const REFUSAL: &str = "ahelper: refused write_file(notes.txt): needs approval";
@@ -24,8 +38,7 @@ const ALLOW: &str =
 
 #[test]
 fn a_refused_write_is_reported_on_stderr_with_what_would_allow_it() {
-    let repo = repo_with(&[("a.txt", "a\n")]);
-    let server = start(writes_notes());
+    let (repo, server) = notes_fixture();
     for verbose in [false, true] {
         let mut cmd = ahelper(&repo, &server, Wire::Anthropic);
         cmd.args(["-p", "write my notes"]);
@@ -53,14 +66,8 @@ fn a_refused_write_is_reported_on_stderr_with_what_would_allow_it() {
 
 #[test]
 fn json_results_list_permission_denials() {
-    let repo = repo_with(&[("a.txt", "a\n")]);
-    let server = start(writes_notes());
-    let out = ahelper(&repo, &server, Wire::Anthropic)
-        .args(["-p", "write my notes", "--output-format", "json"])
-        .assert()
-        .success()
-        .get_output()
-        .clone();
+    let (repo, server) = notes_fixture();
+    let out = write_my_notes(&repo, &server, &["--output-format", "json"]);
     let result: Value = serde_json::from_slice(&out.stdout).unwrap();
     let denials = result["permission_denials"].as_array().unwrap();
     assert_eq!(denials.len(), 1, "{result}");
@@ -69,12 +76,7 @@ fn json_results_list_permission_denials() {
     assert!(!denials[0]["tool_use_id"].as_str().unwrap().is_empty());
     assert!(String::from_utf8_lossy(&out.stderr).contains(REFUSAL));
 
-    let out = ahelper(&repo, &server, Wire::Anthropic)
-        .args(["-p", "write my notes", "--output-format", "stream-json"])
-        .assert()
-        .success()
-        .get_output()
-        .clone();
+    let out = write_my_notes(&repo, &server, &["--output-format", "stream-json"]);
     let events: Vec<Value> = String::from_utf8(out.stdout)
         .unwrap()
         .lines()
@@ -96,15 +98,17 @@ fn json_results_list_permission_denials() {
 
 #[test]
 fn an_allowed_run_lists_no_denials() {
-    let repo = repo_with(&[("a.txt", "a\n")]);
-    let server = start(writes_notes());
-    let out = ahelper(&repo, &server, Wire::Anthropic)
-        .args(["-p", "write my notes", "--output-format", "json"])
-        .args(["--permission-mode", "accept-edits"])
-        .assert()
-        .success()
-        .get_output()
-        .clone();
+    let (repo, server) = notes_fixture();
+    let out = write_my_notes(
+        &repo,
+        &server,
+        &[
+            "--output-format",
+            "json",
+            "--permission-mode",
+            "accept-edits",
+        ],
+    );
     let result: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(result["permission_denials"], json!([]));
     assert!(!String::from_utf8_lossy(&out.stderr).contains("refused"));

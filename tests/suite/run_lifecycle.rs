@@ -2,60 +2,20 @@
 //! `status` and `logs` show, what `ls` lists, what `clean` removes, a run killed with `kill -9`
 //! (interrupted everywhere), and the output formats of `swarm` and `-p --resume`.
 
+use super::support::scripts::*;
 use super::support::*;
-use ahelper_fake_llm::{Conversation, FakeLlm, Script, Turn};
+use ahelper_fake_llm::{FakeLlm, Turn};
 use predicates::prelude::*;
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-const COORDINATOR: &str = "You are the coordinator of a swarm";
-
-/// A plan of one subtask `s1` on `a.txt` whose worker plays `turns`.
-fn one_subtask(turns: Vec<Turn>) -> Script {
-    let plan = json!({"summary": "one file", "subtasks": [
-        {"id": "s1", "title": "Write a", "instructions": "Write a.txt.", "scope": ["a.txt"]}
-    ]});
-    let worker = turns.into_iter().fold(
-        Conversation::new()
-            .named("s1")
-            .matching("Your subtask `s1`"),
-        Conversation::turn,
-    );
-    Script::new()
-        .with_conversation(
-            Conversation::new()
-                .matching(COORDINATOR)
-                .turn(Turn::text(plan.to_string())),
-        )
-        .with_conversation(worker)
-}
-
 fn writes_a() -> Vec<Turn> {
-    vec![
-        Turn::tool_call("write_file", json!({"path": "a.txt", "content": "A\n"})),
-        Turn::text("done"),
-    ]
+    vec![writes("a.txt", "A\n"), Turn::text("done")]
 }
 
 fn runs_dir(repo: &TestRepo) -> PathBuf {
     repo.path().join(".ahelper/runs")
-}
-
-/// The newest run record.
-fn last_run(repo: &TestRepo) -> Value {
-    let mut runs: Vec<_> = std::fs::read_dir(runs_dir(repo))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    runs.sort();
-    serde_json::from_str(&std::fs::read_to_string(runs.last().unwrap().join("run.json")).unwrap())
-        .unwrap()
-}
-
-fn stdout_of(cmd: &mut assert_cmd::Command) -> String {
-    let out = cmd.assert().success().get_output().stdout.clone();
-    String::from_utf8(out).unwrap()
 }
 
 fn swarm(repo: &TestRepo, server: &FakeLlm, args: &[&str]) -> assert_cmd::Command {
@@ -67,20 +27,13 @@ fn swarm(repo: &TestRepo, server: &FakeLlm, args: &[&str]) -> assert_cmd::Comman
 /// Starts `ahelper swarm "do it" --yes --permission-mode bypass` as a plain child process (so the
 /// test can signal it) and waits until worker w1 is `running`.
 fn spawn_until_worker_runs(repo: &TestRepo, server: &FakeLlm) -> std::process::Child {
-    let base = ahelper(repo, server, Wire::Anthropic);
-    let mut cmd = std::process::Command::new(base.get_program());
-    cmd.args(["swarm", "do it", "--yes", "--permission-mode", "bypass"])
-        .current_dir(repo.path())
-        .env_clear()
+    let mut child = ahelper_process(repo, server, Wire::Anthropic)
+        .args(["swarm", "do it", "--yes", "--permission-mode", "bypass"])
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null());
-    for (k, v) in base.get_envs() {
-        if let Some(v) = v {
-            cmd.env(k, v);
-        }
-    }
-    let mut child = cmd.spawn().unwrap();
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
     if !worker_runs_within(repo, Duration::from_secs(90)) {
         let _ = child.kill();
         let _ = child.wait();
@@ -114,7 +67,7 @@ fn a_killed_swarm_is_interrupted_in_ls_status_and_the_next_run() {
     // The worker's model answers slowly: the run is killed while it waits.
     let mut turns = writes_a();
     turns[0] = turns[0].clone().with_delay_ms(10_000);
-    let server = start(one_subtask(turns));
+    let server = start(one_worker(turns));
     let mut child = spawn_until_worker_runs(&repo, &server);
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
@@ -188,7 +141,7 @@ fn a_killed_swarm_is_interrupted_in_ls_status_and_the_next_run() {
 #[test]
 fn a_run_whose_pid_is_another_process_is_interrupted_and_resumes() {
     let repo = repo_with(&[("a.txt", "a\n")]);
-    let server = start(one_subtask(writes_a()));
+    let server = start(one_worker(writes_a()));
     swarm(&repo, &server, &["do it", "--plan-only"])
         .assert()
         .success()
@@ -232,7 +185,7 @@ fn a_run_whose_pid_is_another_process_is_interrupted_and_resumes() {
 #[test]
 fn status_and_logs_default_to_the_latest_run_and_ls_hides_cleaned_runs() {
     let repo = repo_with(&[("a.txt", "a\n")]);
-    let server = start(one_subtask(writes_a()));
+    let server = start(one_worker(writes_a()));
     swarm(&repo, &server, &["status"])
         .assert()
         .code(2)
@@ -251,7 +204,10 @@ fn status_and_logs_default_to_the_latest_run_and_ls_hides_cleaned_runs() {
         "{status}"
     );
     let logs = stdout_of(&mut swarm(&repo, &server, &["logs"]));
-    assert!(logs.contains("one file"), "the coordinator's plan: {logs}");
+    assert!(
+        logs.contains("split by file"),
+        "the coordinator's plan: {logs}"
+    );
     let worker_logs = stdout_of(&mut swarm(&repo, &server, &["logs", "w1"]));
     assert!(worker_logs.contains("write_file"), "{worker_logs}");
 
@@ -278,7 +234,7 @@ fn status_and_logs_default_to_the_latest_run_and_ls_hides_cleaned_runs() {
 #[test]
 fn swarm_output_formats_match_their_help_and_share_the_envelope_key() {
     let repo = repo_with(&[("a.txt", "a\n")]);
-    let server = start(one_subtask(writes_a()));
+    let server = start(one_worker(writes_a()));
     swarm(&repo, &server, &["do it", "--output-format", "json"])
         .assert()
         .code(2)
@@ -313,22 +269,7 @@ fn swarm_output_formats_match_their_help_and_share_the_envelope_key() {
 /// issue 10.7: `-p --resume` takes a unique prefix of the session id, like run ids.
 #[test]
 fn print_resume_accepts_a_unique_session_id_prefix() {
-    let repo = repo_with(&[("a.txt", "x\n")]);
-    let server = start(
-        Script::new()
-            .with_conversation(Conversation::new().turn(Turn::text("first answer")))
-            .with_fallback_text("second answer"),
-    );
-    let out = stdout_of(ahelper(&repo, &server, Wire::Anthropic).args([
-        "-p",
-        "remember the word banana",
-        "--output-format",
-        "json",
-    ]));
-    let id = serde_json::from_str::<Value>(&out).unwrap()["session_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let (repo, server, id) = session_remembering_banana();
     let out = stdout_of(ahelper(&repo, &server, Wire::Anthropic).args([
         "-p",
         "what word?",

@@ -2,12 +2,11 @@
 //! Case ids S01… are the rows of `worktrees/tests/data/swarm.md`, P01… of
 //! `agents/tests/data/paths.md`.
 
+use super::support::scripts::*;
 use super::support::*;
 use ahelper_fake_llm::{Conversation, FakeLlm, Fault, FaultKind, RecordedRequest, Script, Turn};
 use predicates::prelude::*;
 use serde_json::{Value, json};
-
-const COORDINATOR: &str = "You are the coordinator of a swarm";
 
 /// A swarm test's world: a temporary repository and the fake LLM server playing a script.
 struct Swarm {
@@ -39,14 +38,7 @@ impl Swarm {
 
     /// The newest run record, `.ahelper/runs/<newest>/run.json`.
     fn last_run(&self) -> Value {
-        let dir = self.repo.path().join(".ahelper/runs");
-        let mut runs: Vec<_> = std::fs::read_dir(dir)
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .collect();
-        runs.sort();
-        let record = std::fs::read_to_string(runs.last().unwrap().join("run.json")).unwrap();
-        serde_json::from_str(&record).unwrap()
+        last_run(&self.repo)
     }
 
     /// The model requests of conversation `index` of the script (0 is the coordinator, then
@@ -68,43 +60,6 @@ fn assert_told(request: &RecordedRequest, text: &str) {
         body.contains(text),
         "the model was not told {text:?}: {body}"
     );
-}
-
-/// A script whose coordinator plans `subtasks` (see [`subtask`]); add one [`worker`] per subtask.
-fn plan(subtasks: Value) -> Script {
-    Script::new().with_conversation(
-        Conversation::new()
-            .matching(COORDINATOR)
-            .turn(plan_turn(subtasks)),
-    )
-}
-
-fn plan_turn(subtasks: Value) -> Turn {
-    Turn::text(json!({"summary": "split by file", "subtasks": subtasks}).to_string())
-}
-
-fn subtask(id: &str, scope: &str) -> Value {
-    json!({"id": id, "title": format!("Work on {id}"), "instructions": format!("Do {id}."), "scope": [scope]})
-}
-
-/// The conversation of the worker of subtask `id`, playing `turns`.
-fn worker(id: &str, turns: impl IntoIterator<Item = Turn>) -> Conversation {
-    turns.into_iter().fold(
-        Conversation::new()
-            .named(id)
-            .matching(format!("Your subtask `{id}`")),
-        Conversation::turn,
-    )
-}
-
-/// A `write_file` tool call.
-fn writes(path: &str, content: &str) -> Turn {
-    Turn::tool_call("write_file", json!({"path": path, "content": content}))
-}
-
-/// A `run_command` tool call.
-fn runs(command: &str) -> Turn {
-    Turn::tool_call("run_command", json!({"command": command}))
 }
 
 /// One subtask on `a.txt` whose worker writes `A` into it.
@@ -565,19 +520,11 @@ fn ctrl_c_commits_wip_and_resume_finishes_the_run() {
     ));
     let swarm = Swarm::new(repo_with(&[("a.txt", "a\n")]), script);
     let repo = &swarm.repo;
-    let base = swarm.ahelper(&[]);
-    let mut cmd = std::process::Command::new(base.get_program());
-    cmd.args(["swarm", "do it", "--yes", "--permission-mode", "bypass"]);
-    cmd.current_dir(repo.path()).env_clear();
-    for (k, v) in base.get_envs() {
-        if let Some(v) = v {
-            cmd.env(k, v);
-        }
-    }
-    cmd.stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
-    let child = cmd.spawn().unwrap();
+    let child = spawn_ahelper(
+        repo,
+        &swarm.server,
+        &["swarm", "do it", "--yes", "--permission-mode", "bypass"],
+    );
     // wait until the worker's command runs
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     let pid_file = loop {

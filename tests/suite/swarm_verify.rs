@@ -5,20 +5,9 @@
 
 use super::support::pyproject::*;
 use super::support::*;
+use ahelper_fake_llm::FakeLlm;
 use serde_json::Value;
 use std::path::Path;
-
-/// The newest run's record.
-fn last_run(repo: &TestRepo) -> Value {
-    let dir = repo.path().join(".ahelper/runs");
-    let mut ids: Vec<_> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    ids.sort();
-    serde_json::from_str(&std::fs::read_to_string(ids.last().unwrap().join("run.json")).unwrap())
-        .unwrap()
-}
 
 fn worker<'a>(run: &'a Value, id: &str) -> &'a Value {
     run["workers"]
@@ -41,27 +30,28 @@ fn config(repo: &TestRepo, command: &str, timeout_s: u64, fix_rounds: u32, fix_a
     );
 }
 
-/// Runs `ahelper swarm <task> --yes --permission-mode bypass` with `script`; (exit code,
-/// stdout, stderr).
-fn run_swarm(repo: &TestRepo, script_name: &str) -> (i32, String, String) {
-    let server = start(script(script_name));
-    let out = ahelper(repo, &server, Wire::Anthropic)
-        .args([
-            "swarm",
-            "--trust-project",
-            "do the task",
-            "--yes",
-            "--permission-mode",
-            "bypass",
-        ])
-        .timeout(std::time::Duration::from_secs(300))
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
+/// Runs `ahelper swarm --trust-project <task> --yes --permission-mode bypass extra…` against
+/// `server` (up to 300 s); (exit code, stdout, stderr).
+fn swarm_run(
+    repo: &TestRepo,
+    server: &FakeLlm,
+    task: &str,
+    extra: &[&str],
+) -> (i32, String, String) {
+    let args = ["swarm", "--trust-project", task, "--yes"];
+    outcome_of(
+        ahelper(repo, server, Wire::Anthropic)
+            .args(args)
+            .args(["--permission-mode", "bypass"])
+            .args(extra)
+            .timeout(std::time::Duration::from_secs(300)),
     )
+}
+
+/// Runs `ahelper swarm --trust-project "do the task" --yes --permission-mode bypass` with the
+/// scenario `script_name`; (exit code, stdout, stderr).
+fn run_swarm(repo: &TestRepo, script_name: &str) -> (i32, String, String) {
+    swarm_run(repo, &start(script(script_name)), "do the task", &[])
 }
 
 /// `python3 -m unittest` on `rev` of the repository, in a fresh worktree: (passed, output).
@@ -304,19 +294,12 @@ fn an_untrusted_project_verify_command_is_not_run() {
     let repo = calc_repo();
     write_verify_config(&repo, MISSING_VERIFY, 120);
     let server = start(script("swarm-semantic-conflict"));
-    let out = ahelper(&repo, &server, Wire::Anthropic)
-        .args([
-            "swarm",
-            "do the task",
-            "--yes",
-            "--permission-mode",
-            "bypass",
-        ])
-        .timeout(std::time::Duration::from_secs(300))
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let (_, stdout, stderr) = outcome_of(
+        ahelper(&repo, &server, Wire::Anthropic)
+            .args(["swarm", "do the task", "--yes"])
+            .args(["--permission-mode", "bypass"])
+            .timeout(std::time::Duration::from_secs(300)),
+    );
     assert!(!stderr.contains("no-such-test-runner"), "{stderr}");
     assert!(stderr.contains("swarm.verify"), "{stderr}");
     assert!(stderr.contains("ahelper trust"), "{stderr}");
@@ -420,19 +403,8 @@ fn without_a_test_suite_verification_is_off_and_says_so() {
         )
         .unwrap(),
     );
-    let out = ahelper(&repo, &server, Wire::Anthropic)
-        .args([
-            "swarm",
-            "--trust-project",
-            "edit notes",
-            "--yes",
-            "--permission-mode",
-            "bypass",
-        ])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    let (code, stdout, _) = swarm_run(&repo, &server, "edit notes", &[]);
+    assert_eq!(code, 0, "{stdout}");
     let lines: Vec<&str> = stdout.trim_end().lines().collect();
     assert!(
         lines[lines.len() - 2].starts_with("verification off: no test command found"),
@@ -456,24 +428,8 @@ fn a_plan_that_stays_a_chain_over_the_same_files_runs_as_one_worker() {
         ))
         .unwrap(),
     );
-    let out = ahelper(&repo, &server, Wire::Anthropic)
-        .args([
-            "swarm",
-            "--trust-project",
-            "add mul",
-            "--yes",
-            "--permission-mode",
-            "bypass",
-            "--verify",
-            UNITTEST,
-        ])
-        .output()
-        .unwrap();
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-    );
-    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    let (code, stdout, stderr) = swarm_run(&repo, &server, "add mul", &["--verify", UNITTEST]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
     assert!(
         stdout.contains("running it as one worker"),
         "{stdout}\n{stderr}"
@@ -518,17 +474,13 @@ fn resume_keeps_the_runs_verification_and_runs_its_baseline() {
     assert!(planned["baseline"].is_null());
     // resumed without the flag (and no [swarm] verify): the run's own choice is kept
     let run_id = planned["run_id"].as_str().unwrap();
-    let out = ahelper(&repo, &server, Wire::Anthropic)
-        .args(["swarm", "resume", run_id, "--trust-project"])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (code, stdout, stderr) = outcome_of(ahelper(&repo, &server, Wire::Anthropic).args([
+        "swarm",
+        "resume",
+        run_id,
+        "--trust-project",
+    ]));
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
     let run = last_run(&repo);
     assert_eq!(run["baseline"]["outcome"]["outcome"], "passed", "{run:#}");
     assert_eq!(run["helpers"][0]["id"], "fix-1");
@@ -555,19 +507,8 @@ fn a_merger_that_leaves_the_markers_keeps_both_branches_and_prints_the_commands(
         .unwrap();
     merger["turns"] = serde_json::json!([{"text": "I could not resolve calc.py."}]);
     let server = start(ahelper_fake_llm::Script::from_json_str(&json.to_string()).unwrap());
-    let out = ahelper(&repo, &server, Wire::Anthropic)
-        .args([
-            "swarm",
-            "--trust-project",
-            "do the task",
-            "--yes",
-            "--permission-mode",
-            "bypass",
-        ])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    let (code, stdout, _) = swarm_run(&repo, &server, "do the task", &[]);
+    assert_eq!(code, 1, "{stdout}");
     let run = last_run(&repo);
     let w2 = worker(&run, "w2");
     assert_eq!(w2["status"], "conflict", "{w2:#}");
@@ -603,26 +544,18 @@ fn ctrl_c_during_a_verification_stops_at_once_and_resume_merges_the_finished_bra
     );
     config(&repo, &verify, 300, 2, 1);
     let server = start(script("swarm-failing-at-base"));
-    let base = ahelper(&repo, &server, Wire::Anthropic);
-    let mut cmd = std::process::Command::new(base.get_program());
-    cmd.args([
-        "swarm",
-        "do it",
-        "--yes",
-        "--permission-mode",
-        "bypass",
-        "--trust-project",
-    ]);
-    cmd.current_dir(repo.path()).env_clear();
-    for (k, v) in base.get_envs() {
-        if let Some(v) = v {
-            cmd.env(k, v);
-        }
-    }
-    cmd.stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
-    let child = cmd.spawn().unwrap();
+    let child = spawn_ahelper(
+        &repo,
+        &server,
+        &[
+            "swarm",
+            "do it",
+            "--yes",
+            "--permission-mode",
+            "bypass",
+            "--trust-project",
+        ],
+    );
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
     while !mark.exists() {
         assert!(
@@ -654,17 +587,14 @@ fn ctrl_c_during_a_verification_stops_at_once_and_resume_merges_the_finished_bra
     };
     let before = worker_requests(&server);
     // resume merges the committed branch through the gate without running the worker again
-    let out = ahelper(&repo, &server, Wire::Anthropic)
-        .args([
-            "swarm",
-            "resume",
-            run["run_id"].as_str().unwrap(),
-            "--trust-project",
-        ])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    let run_id = run["run_id"].as_str().unwrap();
+    let (code, stdout, _) = outcome_of(ahelper(&repo, &server, Wire::Anthropic).args([
+        "swarm",
+        "resume",
+        run_id,
+        "--trust-project",
+    ]));
+    assert_eq!(code, 0, "{stdout}");
     assert_eq!(worker(&last_run(&repo), "w1")["status"], "merged");
     assert_eq!(
         worker_requests(&server),

@@ -3,8 +3,9 @@
 //! plans, titles, worker summaries and transcripts are shown as visible escapes in `-p` text
 //! output, `swarm` output, `swarm status` and `swarm logs`; JSON output keeps the exact text.
 
+use super::support::scripts::*;
 use super::support::*;
-use ahelper_fake_llm::{Conversation, Script, Turn};
+use ahelper_fake_llm::{Script, Turn};
 use serde_json::{Value, json};
 
 /// An OSC 52 clipboard write, a screen clear, a C1 CSI and a right-to-left override.
@@ -31,14 +32,7 @@ fn assert_inert(output: &[u8], what: &str) {
 }
 
 fn hostile_answer_script() -> Script {
-    Script::new().with_conversation(
-        Conversation::new()
-            .turn(Turn::tool_call(
-                "run_command",
-                json!({"command": PRINTS_ESCAPES}),
-            ))
-            .turn(Turn::text(HOSTILE)),
-    )
+    agent([runs(PRINTS_ESCAPES), Turn::text(HOSTILE)])
 }
 
 #[test]
@@ -65,15 +59,11 @@ fn print_mode_json_keeps_the_exact_text() {
     let repo = repo_with(&[("a.txt", "a\n")]);
     let server = start(hostile_answer_script());
     for format in ["json", "stream-json"] {
-        let out = ahelper(&repo, &server, Wire::Anthropic)
-            .args(["-p", "go", "--output-format", format])
-            .args(["--permission-mode", "bypass"])
-            .assert()
-            .success()
-            .get_output()
-            .stdout
-            .clone();
-        let text = String::from_utf8(out).unwrap();
+        let text = stdout_of(
+            ahelper(&repo, &server, Wire::Anthropic)
+                .args(["-p", "go", "--output-format", format])
+                .args(["--permission-mode", "bypass"]),
+        );
         let result: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
         assert_eq!(result["result"], HOSTILE, "{format}");
     }
@@ -90,26 +80,14 @@ fn hostile_swarm() -> Script {
             "scope": ["a.txt"],
         }],
     });
-    Script::new()
-        .with_conversation(
-            Conversation::new()
-                .matching("You are the coordinator of a swarm")
-                .turn(Turn::text(plan.to_string())),
-        )
-        .with_conversation(
-            Conversation::new()
-                .named("s1")
-                .matching("Your subtask `s1`")
-                .turn(Turn::tool_call(
-                    "run_command",
-                    json!({"command": PRINTS_ESCAPES}),
-                ))
-                .turn(Turn::tool_call(
-                    "write_file",
-                    json!({"path": "a.txt", "content": "A\n"}),
-                ))
-                .turn(Turn::text(format!("worker summary {HOSTILE}"))),
-        )
+    coordinator(Turn::text(plan.to_string())).with_conversation(worker(
+        "s1",
+        [
+            runs(PRINTS_ESCAPES),
+            writes("a.txt", "A\n"),
+            Turn::text(format!("worker summary {HOSTILE}")),
+        ],
+    ))
 }
 
 #[test]

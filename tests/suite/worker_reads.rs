@@ -1,9 +1,9 @@
 //! 15.11: a swarm worker's commands read their own worktree, the system and the repository's
 //! git directory — not a sibling worktree, nor the user's uncommitted files in the checkout.
 
+use super::support::scripts::*;
 use super::support::*;
-use ahelper_fake_llm::{Conversation, Script, Turn};
-use serde_json::json;
+use ahelper_fake_llm::Turn;
 
 fn landlock_available() -> bool {
     ahelper_agents::sandbox_os::landlock_status()
@@ -40,25 +40,7 @@ fn a_worker_cannot_read_sibling_worktrees_or_the_users_checkout() {
     std::fs::create_dir_all(&sibling).unwrap();
     std::fs::write(sibling.join("sibling.txt"), "sibling-secret-5519\n").unwrap();
 
-    let plan = json!({"summary": "one", "subtasks": [
-        {"id": "s1", "title": "Work on s1", "instructions": "Do s1.", "scope": ["a.txt"]}
-    ]});
-    let script = Script::new()
-        .with_conversation(
-            Conversation::new()
-                .matching("You are the coordinator of a swarm")
-                .turn(Turn::text(plan.to_string())),
-        )
-        .with_conversation(
-            Conversation::new()
-                .named("s1")
-                .matching("Your subtask `s1`")
-                .turn(Turn::tool_call(
-                    "run_command",
-                    json!({"command": probe(&canonical)}),
-                ))
-                .turn(Turn::text("s1 done")),
-        );
+    let script = one_worker([runs(&probe(&canonical)), Turn::text("s1 done")]);
     let server = start(script);
     let out = ahelper(&repo, &server, Wire::Anthropic)
         .args(["swarm", "x", "--yes", "--permission-mode", "bypass"])

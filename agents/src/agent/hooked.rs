@@ -21,6 +21,16 @@ fn fields(pairs: &[(&str, Value)]) -> Map<String, Value> {
         .collect()
 }
 
+/// The hook input fields that name a tool call: `tool_name`, `tool_input`, `tool_use_id`
+/// (Claude Code's names).
+fn tool_call_fields(call: &ToolCall) -> Map<String, Value> {
+    fields(&[
+        ("tool_name", json!(call.name)),
+        ("tool_input", call.input.clone()),
+        ("tool_use_id", json!(call.id)),
+    ])
+}
+
 impl Agent {
     /// Runs `event`'s hooks matching `target` in the agent's working directory, and shows
     /// their non-blocking errors to the user.
@@ -112,11 +122,7 @@ impl Agent {
             .run_hooks(
                 HookEvent::PreToolUse,
                 Some(&call.name),
-                fields(&[
-                    ("tool_name", json!(call.name)),
-                    ("tool_input", call.input.clone()),
-                    ("tool_use_id", json!(call.id)),
-                ]),
+                tool_call_fields(call),
             )
             .await;
         match results.block_reason() {
@@ -133,20 +139,13 @@ impl Agent {
         content: &str,
         is_error: bool,
     ) -> Option<String> {
+        let mut input = tool_call_fields(call);
+        input.insert(
+            "tool_response".into(),
+            json!({"content": content, "is_error": is_error}),
+        );
         let results = self
-            .run_hooks(
-                HookEvent::PostToolUse,
-                Some(&call.name),
-                fields(&[
-                    ("tool_name", json!(call.name)),
-                    ("tool_input", call.input.clone()),
-                    ("tool_use_id", json!(call.id)),
-                    (
-                        "tool_response",
-                        json!({"content": content, "is_error": is_error}),
-                    ),
-                ]),
-            )
+            .run_hooks(HookEvent::PostToolUse, Some(&call.name), input)
             .await;
         let notes: Vec<String> = results
             .block_reason()

@@ -538,13 +538,9 @@ impl WireDecoder for AnthropicDecoder {
 mod tests {
     use super::*;
     use crate::model::ToolSpec;
-    use futures::StreamExt;
 
     async fn parse(text: &str) -> Vec<Result<ModelEvent, ModelError>> {
-        let chunks = vec![Ok::<_, ModelError>(Bytes::from(text.to_string()))];
-        parse_anthropic_stream(futures::stream::iter(chunks))
-            .collect()
-            .await
+        crate::model::sse::events_of(parse_anthropic_stream, text).await
     }
 
     fn sse(events: &[&str]) -> String {
@@ -672,18 +668,14 @@ mod tests {
 
     fn settings() -> ProviderSettings {
         ProviderSettings {
-            kind: crate::model::ProviderKind::Anthropic,
             model: "claude-test".into(),
-            base_url: "http://127.0.0.1:1".into(),
-            api_key: crate::model::ApiKey("sk-ant-secret".into()),
             max_output_tokens: 1024,
             context_window: 200_000,
-            tool_protocol: Default::default(),
-            max_attempts: 1,
-            retry_base_delay_ms: 1,
-            retry_max_delay_ms: 1,
-            idle_timeout_ms: 1000,
-            origin: Default::default(),
+            ..ProviderSettings::for_tests(
+                crate::model::ProviderKind::Anthropic,
+                "http://127.0.0.1:1",
+                "sk-ant-secret",
+            )
         }
     }
 

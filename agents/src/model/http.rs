@@ -409,21 +409,15 @@ mod tests {
 
     fn transport_for_tests(key: &str) -> HttpTransport {
         HttpTransport::new(&ProviderSettings {
-            kind: super::super::types::ProviderKind::Anthropic,
-            model: "m".into(),
-            base_url: "http://127.0.0.1:1".into(),
-            api_key: ApiKey(key.into()),
-            max_output_tokens: 100,
-            context_window: 1000,
-            tool_protocol: super::super::types::ToolProtocol::Native,
-            max_attempts: 1,
-            retry_base_delay_ms: 1,
-            retry_max_delay_ms: 1,
-            idle_timeout_ms: 1000,
             origin: SettingsOrigin {
                 api_key_env: "MY_KEY".into(),
                 base_url: "--base-url".into(),
             },
+            ..ProviderSettings::for_tests(
+                super::super::types::ProviderKind::Anthropic,
+                "http://127.0.0.1:1",
+                key,
+            )
         })
     }
 

@@ -508,14 +508,10 @@ impl WireDecoder for OpenAiDecoder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{ApiKey, Message, ProviderKind, ToolSpec};
-    use futures::StreamExt;
+    use crate::model::{Message, ProviderKind, ToolSpec};
 
     async fn parse(text: &str) -> Vec<Result<ModelEvent, ModelError>> {
-        let chunks = vec![Ok::<_, ModelError>(Bytes::from(text.to_string()))];
-        parse_openai_stream(futures::stream::iter(chunks))
-            .collect()
-            .await
+        crate::model::sse::events_of(parse_openai_stream, text).await
     }
 
     fn chunk(delta: Value, finish: Option<&str>) -> String {
@@ -645,18 +641,14 @@ mod tests {
 
     fn settings() -> ProviderSettings {
         ProviderSettings {
-            kind: ProviderKind::Openai,
             model: "gpt-test".into(),
-            base_url: "http://127.0.0.1:1/v1".into(),
-            api_key: ApiKey("sk-openai-secret".into()),
             max_output_tokens: 512,
             context_window: 128_000,
-            tool_protocol: Default::default(),
-            max_attempts: 1,
-            retry_base_delay_ms: 1,
-            retry_max_delay_ms: 1,
-            idle_timeout_ms: 1000,
-            origin: Default::default(),
+            ..ProviderSettings::for_tests(
+                ProviderKind::Openai,
+                "http://127.0.0.1:1/v1",
+                "sk-openai-secret",
+            )
         }
     }
 

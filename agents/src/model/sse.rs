@@ -39,6 +39,24 @@ pub(crate) trait WireDecoder: Send + 'static {
     fn on_eof(&mut self, out: &mut Vec<ModelEvent>) -> Result<(), ModelError>;
 }
 
+/// One chunk of bytes, as the decoders' unit tests feed them.
+#[cfg(test)]
+pub(crate) type TestChunks = futures::stream::Iter<std::vec::IntoIter<Result<Bytes, ModelError>>>;
+
+/// The events `parser` (e.g. `parse_anthropic_stream`) makes of `text` arriving as one chunk;
+/// for the decoders' unit tests.
+#[cfg(test)]
+pub(crate) async fn events_of(
+    parser: fn(TestChunks) -> ModelStream,
+    text: &str,
+) -> Vec<Result<ModelEvent, ModelError>> {
+    parser(futures::stream::iter(vec![Ok(Bytes::from(
+        text.to_string(),
+    ))]))
+    .collect()
+    .await
+}
+
 /// Turns a byte stream into a [`ModelStream`] with `decoder`.
 ///
 /// The returned stream yields what the decoder produces, then ends after the terminal event, after

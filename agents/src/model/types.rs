@@ -476,6 +476,29 @@ pub struct ProviderSettings {
     pub origin: SettingsOrigin,
 }
 
+#[cfg(test)]
+impl ProviderSettings {
+    /// Settings for unit tests: `kind` at `base_url` with `api_key`, native tool calls, no
+    /// retry (1 attempt, 1 ms delays), a 1 s idle timeout, no origin; the model name and token
+    /// limits are to be set with struct update syntax.
+    pub(crate) fn for_tests(kind: ProviderKind, base_url: &str, api_key: &str) -> ProviderSettings {
+        ProviderSettings {
+            kind,
+            model: "m".into(),
+            base_url: base_url.into(),
+            api_key: ApiKey(api_key.into()),
+            max_output_tokens: 100,
+            context_window: 1000,
+            tool_protocol: ToolProtocol::Native,
+            max_attempts: 1,
+            retry_base_delay_ms: 1,
+            retry_max_delay_ms: 1,
+            idle_timeout_ms: 1000,
+            origin: SettingsOrigin::default(),
+        }
+    }
+}
+
 /// Where a provider's key and `base_url` came from. Only used in error messages
 /// ([`ModelError::Auth`], [`ModelError::NotFound`], [`ModelError::NotAnEndpoint`]).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

@@ -4,64 +4,11 @@
 //!
 //! Mounting needs root (CAP_SYS_ADMIN); without it each test prints why it is skipped.
 
+use super::support::tmpfs::{Tmpfs, fill};
 use ahelper_agents::tools::{ToolContext, ToolError, ToolOutput, ToolRegistry};
 use serde_json::{Value, json};
 use std::fs;
-use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::Command;
-
-/// A tmpfs mounted on a temporary directory; unmounted on drop.
-struct Tmpfs {
-    dir: tempfile::TempDir,
-}
-
-impl Tmpfs {
-    /// Mounts a tmpfs of `size` (e.g. `64k`), or says why it cannot and returns `None`.
-    fn mount(size: &str) -> Option<Tmpfs> {
-        let dir = tempfile::tempdir().ok()?;
-        let out = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(dir.path())
-            .output();
-        match out {
-            Ok(o) if o.status.success() => Some(Tmpfs { dir }),
-            Ok(o) => {
-                eprintln!(
-                    "skipped: cannot mount a tmpfs ({}); run the tests as root to cover a full disk",
-                    String::from_utf8_lossy(&o.stderr).trim()
-                );
-                None
-            }
-            Err(e) => {
-                eprintln!("skipped: cannot run mount ({e})");
-                None
-            }
-        }
-    }
-
-    fn path(&self) -> PathBuf {
-        fs::canonicalize(self.dir.path()).unwrap()
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(self.dir.path()).status();
-    }
-}
-
-/// Writes a filler file in `dir` until the filesystem is full.
-fn fill(dir: &Path) {
-    let mut filler = fs::File::create(dir.join("filler")).unwrap();
-    let chunk = [0u8; 1024];
-    loop {
-        if let Err(e) = filler.write_all(&chunk).and_then(|()| filler.sync_all()) {
-            assert_eq!(e.raw_os_error(), Some(libc::ENOSPC), "{e}");
-            return;
-        }
-    }
-}
+use std::path::Path;
 
 fn entries(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = fs::read_dir(dir)
@@ -70,6 +17,14 @@ fn entries(dir: &Path) -> Vec<String> {
         .collect();
     names.sort();
     names
+}
+
+/// Calls `tool` with `input` on a full disk; asserts it fails saying "No space left on
+/// device" and returns what it said.
+async fn no_space(ctx: &ToolContext, tool: &str, input: Value) -> String {
+    let e = call(ctx, tool, input).await;
+    assert!(e.contains("No space left on device"), "{e}");
+    e
 }
 
 async fn call(ctx: &ToolContext, tool: &str, input: Value) -> String {
@@ -96,35 +51,32 @@ async fn write_and_edit_on_a_full_disk_keep_the_original_and_say_no_space() {
     let ctx = ToolContext::new(&ws).unwrap();
     let big = "x".repeat(16 * 1024);
 
-    let e = call(
+    let e = no_space(
         &ctx,
         "write_file",
         json!({"path": "notes.txt", "content": big}),
     )
     .await;
-    assert!(e.contains("No space left on device"), "{e}");
     assert!(e.contains("notes.txt"), "{e}");
     assert_eq!(
         fs::read_to_string(ws.join("notes.txt")).unwrap(),
         "original notes\n"
     );
 
-    let e = call(
+    no_space(
         &ctx,
         "write_file",
         json!({"path": "new.txt", "content": big}),
     )
     .await;
-    assert!(e.contains("No space left on device"), "{e}");
     assert!(!ws.join("new.txt").exists(), "no 0-byte file is left");
 
-    let e = call(
+    no_space(
         &ctx,
         "edit_file",
         json!({"path": "notes.txt", "old_string": "original", "new_string": big}),
     )
     .await;
-    assert!(e.contains("No space left on device"), "{e}");
     assert_eq!(
         fs::read_to_string(ws.join("notes.txt")).unwrap(),
         "original notes\n"

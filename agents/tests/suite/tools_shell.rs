@@ -1,6 +1,7 @@
 //! `run_command` with real processes: cwd, environment, exit status, output cap, timeout and
 //! cancellation killing the whole process group (grandchildren included).
 
+use super::support::process::{read_pid, wait_dead};
 use super::support::tools::{Workspace, run_command};
 use serde_json::json;
 use std::fs;
@@ -12,41 +13,6 @@ fn fixture() -> Workspace {
     let f = Workspace::new();
     fs::create_dir_all(f.ws.join("sub")).unwrap();
     f
-}
-
-/// True while `pid` exists and is not a zombie.
-fn alive(pid: i32) -> bool {
-    match fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => {
-            let state = stat.rsplit(") ").next().and_then(|s| s.chars().next());
-            state != Some('Z')
-        }
-        Err(_) => false,
-    }
-}
-
-fn wait_dead(pid: i32) -> bool {
-    let end = Instant::now() + Duration::from_secs(3);
-    while Instant::now() < end {
-        if !alive(pid) {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    false
-}
-
-fn read_pid(path: PathBuf) -> i32 {
-    let end = Instant::now() + Duration::from_secs(3);
-    loop {
-        if let Ok(s) = fs::read_to_string(&path)
-            && let Ok(pid) = s.trim().parse()
-        {
-            return pid;
-        }
-        assert!(Instant::now() < end, "no pid written to {path:?}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }
 
 #[tokio::test]
@@ -146,7 +112,10 @@ async fn timeout_kills_the_whole_process_group() {
     assert!(!out.content.contains("never"));
     for file in ["bg.pid", "gc.pid"] {
         let pid = read_pid(f.ws.join(file));
-        assert!(wait_dead(pid), "{file}: pid {pid} survived the timeout");
+        assert!(
+            wait_dead(pid, Duration::from_secs(3)),
+            "{file}: pid {pid} survived the timeout"
+        );
     }
 }
 
@@ -165,7 +134,7 @@ async fn processes_ignoring_sigterm_get_sigkill() {
     assert!(out.content.contains("timed out"), "{out:?}");
     assert!(t.elapsed() < Duration::from_secs(6), "{:?}", t.elapsed());
     let pid = read_pid(f.ws.join("stubborn.pid"));
-    assert!(wait_dead(pid), "pid {pid} survived");
+    assert!(wait_dead(pid, Duration::from_secs(3)), "pid {pid} survived");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -188,7 +157,7 @@ async fn cancellation_kills_the_group_promptly() {
     assert!(out.is_error);
     assert!(out.content.starts_with("started\n"), "{out:?}");
     assert!(out.content.contains("[cancelled"), "{out:?}");
-    assert!(wait_dead(pid));
+    assert!(wait_dead(pid, Duration::from_secs(3)));
 }
 
 /// A background process does not keep the call waiting, and it does not outlive the command
@@ -209,7 +178,10 @@ async fn background_process_left_running_does_not_block_the_call_and_is_killed()
         "{}",
         out.content
     );
-    assert!(wait_dead(read_pid(f.ws.join("bg.pid"))));
+    assert!(wait_dead(
+        read_pid(f.ws.join("bg.pid")),
+        Duration::from_secs(3)
+    ));
 }
 
 #[tokio::test]

@@ -2,6 +2,7 @@
 //! directories (a tiny Python project tested with the standard library's unittest), process
 //! groups killed at the time limit, the landlock sandbox where the kernel has it.
 
+use super::support::process::{read_pid, wait_dead};
 use ahelper_agents::redact::Redactor;
 use ahelper_agents::sandbox_os::{CommandSandbox, SandboxSettings, landlock_status};
 use ahelper_agents::verify::baseline::{NewFailure, Verdict, compare};
@@ -52,34 +53,6 @@ async fn verify_with(
 
 async fn verify(command: &str, dir: &Path) -> VerifyRun {
     verify_with(command, dir, Duration::from_secs(60), &BTreeMap::new()).await
-}
-
-fn pid_alive(pid: i32) -> bool {
-    // SAFETY: signal 0 only checks that the process exists.
-    let alive = unsafe { libc::kill(pid, 0) } == 0;
-    let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|s| s.rsplit_once(") ").is_some_and(|(_, r)| r.starts_with('Z')))
-        .unwrap_or(true);
-    alive && !zombie
-}
-
-fn wait_gone(pid: i32) -> bool {
-    let until = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < until {
-        if !pid_alive(pid) {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    false
-}
-
-fn read_pid(path: PathBuf) -> i32 {
-    std::fs::read_to_string(path)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap()
 }
 
 #[tokio::test]
@@ -176,7 +149,10 @@ async fn a_hanging_command_is_killed_with_its_whole_process_group_at_the_time_li
     assert!(run.output.contains("started"), "{}", run.output);
     assert!(started.elapsed() < Duration::from_secs(30));
     assert!(
-        wait_gone(read_pid(dir.path().join("child.pid"))),
+        wait_dead(
+            read_pid(dir.path().join("child.pid")),
+            Duration::from_secs(10)
+        ),
         "the child survived"
     );
 }
@@ -187,7 +163,7 @@ async fn processes_left_behind_after_exit_are_killed() {
     let run = verify("(sleep 300 & echo $! > bg.pid); echo done", dir.path()).await;
     assert_eq!(run.outcome, VerifyOutcome::Passed, "{}", run.output);
     assert!(
-        wait_gone(read_pid(dir.path().join("bg.pid"))),
+        wait_dead(read_pid(dir.path().join("bg.pid")), Duration::from_secs(10)),
         "the background process survived"
     );
 }
@@ -223,7 +199,10 @@ async fn verification_gets_run_commands_containment_and_redaction() {
         run.output
     );
     assert!(
-        wait_gone(read_pid(dir.path().join("detached.pid"))),
+        wait_dead(
+            read_pid(dir.path().join("detached.pid")),
+            Duration::from_secs(10)
+        ),
         "the detached process survived"
     );
     let tmpdir = std::fs::read_to_string(dir.path().join("tmpdir.txt")).unwrap();

@@ -5,6 +5,10 @@ pub mod git;
 
 pub mod pyproject;
 
+pub mod scripts;
+
+pub mod tmpfs;
+
 use ahelper_fake_llm::{FakeLlm, Script};
 use assert_cmd::Command;
 use git::{GIT_ENV, git, init_repo, write_file};
@@ -62,9 +66,13 @@ pub enum Wire {
     OpenAi,
 }
 
-/// `ahelper` in `repo`, talking to `server` in the given wire format, with a clean environment.
-pub fn ahelper(repo: &TestRepo, server: &FakeLlm, wire: Wire) -> Command {
-    let mut cmd = Command::cargo_bin("ahelper").unwrap();
+/// The clean environment of every `ahelper` a test starts: `cmd` runs in `repo` with only
+/// `PATH`, the isolated `HOME`/XDG dirs of `repo.home()`, git's fixed identity ([`GIT_ENV`])
+/// and `AHELPER_LOG=debug`.
+pub fn isolate<'c>(
+    cmd: &'c mut std::process::Command,
+    repo: &TestRepo,
+) -> &'c mut std::process::Command {
     cmd.current_dir(repo.path())
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
@@ -72,19 +80,132 @@ pub fn ahelper(repo: &TestRepo, server: &FakeLlm, wire: Wire) -> Command {
         .env("XDG_CONFIG_HOME", repo.home().join("config"))
         .env("XDG_STATE_HOME", repo.home().join("state"))
         .envs(GIT_ENV)
-        .env("AHELPER_LOG", "debug");
+        .env("AHELPER_LOG", "debug")
+}
+
+/// The API key and base URL that point `cmd` at `server` in the given wire format.
+pub fn talk_to<'c>(
+    cmd: &'c mut std::process::Command,
+    server: &FakeLlm,
+    wire: Wire,
+) -> &'c mut std::process::Command {
     match wire {
-        Wire::Anthropic => {
-            cmd.env("ANTHROPIC_API_KEY", "sk-test-secret-key-123")
-                .env("ANTHROPIC_BASE_URL", server.base_url());
-        }
-        Wire::OpenAi => {
-            cmd.env("OPENAI_API_KEY", "sk-test-secret-key-123")
-                .env("OPENAI_BASE_URL", server.openai_base_url());
-        }
+        Wire::Anthropic => cmd
+            .env("ANTHROPIC_API_KEY", "sk-test-secret-key-123")
+            .env("ANTHROPIC_BASE_URL", server.base_url()),
+        Wire::OpenAi => cmd
+            .env("OPENAI_API_KEY", "sk-test-secret-key-123")
+            .env("OPENAI_BASE_URL", server.openai_base_url()),
     }
+}
+
+/// `ahelper` as a plain process (for tests that spawn, signal or wait on it), set up as
+/// [`ahelper`] sets it up.
+pub fn ahelper_process(repo: &TestRepo, server: &FakeLlm, wire: Wire) -> std::process::Command {
+    let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("ahelper"));
+    isolate(&mut cmd, repo);
+    talk_to(&mut cmd, server, wire);
+    cmd
+}
+
+/// `ahelper` in `repo`, talking to `server` in the given wire format, with a clean environment
+/// ([`isolate`]) and a 120 s timeout.
+pub fn ahelper(repo: &TestRepo, server: &FakeLlm, wire: Wire) -> Command {
+    let mut cmd = Command::from_std(ahelper_process(repo, server, wire));
     cmd.timeout(std::time::Duration::from_secs(120));
     cmd
+}
+
+/// Starts `ahelper args…` in `repo` against `server` (Anthropic format) with no stdin and
+/// piped stdout and stderr; the test signals and waits on the child.
+pub fn spawn_ahelper(repo: &TestRepo, server: &FakeLlm, args: &[&str]) -> std::process::Child {
+    ahelper_process(repo, server, Wire::Anthropic)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("ahelper starts")
+}
+
+/// Runs `cmd`, asserts it succeeds, and returns its stdout as text.
+#[track_caller]
+pub fn stdout_of(cmd: &mut Command) -> String {
+    let out = cmd.assert().success().get_output().stdout.clone();
+    String::from_utf8(out).expect("stdout is UTF-8")
+}
+
+/// Runs `cmd` whatever its exit status; (exit code, -1 when killed by a signal; stdout; stderr).
+pub fn outcome_of(cmd: &mut Command) -> (i32, String, String) {
+    let out = cmd.output().expect("ahelper runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Runs `cmd`, asserts it succeeds, and returns its stderr as text.
+#[track_caller]
+pub fn stderr_of(cmd: &mut Command) -> String {
+    let out = cmd.assert().success().get_output().stderr.clone();
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Runs `cmd`, asserts it succeeds, and returns its stdout parsed as one JSON value
+/// (`--output-format json`).
+#[track_caller]
+pub fn json_stdout_of(cmd: &mut Command) -> serde_json::Value {
+    serde_json::from_str(&stdout_of(cmd)).expect("stdout is one JSON value")
+}
+
+/// A repository with `a.txt` and a model that answers "first answer", then "second answer" to
+/// every later request, after `ahelper -p "remember the word banana" --output-format json`
+/// ran in it; (repository, server, the session id that run printed).
+pub fn session_remembering_banana() -> (TestRepo, FakeLlm, String) {
+    let repo = repo_with(&[("a.txt", "x\n")]);
+    let server = start(
+        scripts::agent([ahelper_fake_llm::Turn::text("first answer")])
+            .with_fallback_text("second answer"),
+    );
+    let id = json_stdout_of(ahelper(&repo, &server, Wire::Anthropic).args([
+        "-p",
+        "remember the word banana",
+        "--output-format",
+        "json",
+    ]))["session_id"]
+        .as_str()
+        .expect("a session id")
+        .to_string();
+    (repo, server, id)
+}
+
+/// Runs `ahelper args…` in `repo` against `server` (it must succeed) and returns the body of
+/// the model request it made last.
+#[track_caller]
+pub fn last_request_after(repo: &TestRepo, server: &FakeLlm, args: &[&str]) -> String {
+    ahelper(repo, server, Wire::Anthropic)
+        .args(args)
+        .assert()
+        .success();
+    let requests = server.model_requests();
+    requests
+        .last()
+        .expect("the model was asked")
+        .body
+        .to_string()
+}
+
+/// The newest run's record, `.ahelper/runs/<newest>/run.json`.
+pub fn last_run(repo: &TestRepo) -> serde_json::Value {
+    let dir = repo.path().join(".ahelper/runs");
+    let mut runs: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    runs.sort();
+    let record = std::fs::read_to_string(runs.last().expect("a run").join("run.json")).unwrap();
+    serde_json::from_str(&record).unwrap()
 }
 
 pub fn start(script: Script) -> FakeLlm {

@@ -237,22 +237,52 @@ impl Lenient<'_> {
         Ok(())
     }
 
-    fn object(&mut self) -> Result<Value, LenientError> {
-        self.enter()?;
-        self.pos += 1; // `{`
-        let mut map = Map::new();
+    /// At the start of a container or after one of its members: true when the container ends
+    /// here, closed by `close` (consumed) or cut off by the end of the text (then `truncated`).
+    fn container_ends(&mut self, close: u8) -> bool {
         self.ws();
         match self.peek() {
             None => {
                 self.truncated = true;
-                return Ok(Value::Object(map));
+                true
             }
-            Some(b'}') => {
+            Some(c) if c == close => {
                 self.pos += 1;
                 self.depth -= 1;
-                return Ok(Value::Object(map));
+                true
             }
-            _ => {}
+            _ => false,
+        }
+    }
+
+    /// After a member of a container closed by `close`: `,` then the next member (a `,` right
+    /// before `close` is repaired as a trailing comma), or the end of the container (true).
+    /// `expected` says what was expected, for the error when neither follows.
+    fn after_member(
+        &mut self,
+        close: u8,
+        expected: impl FnOnce() -> String,
+    ) -> Result<bool, LenientError> {
+        if self.container_ends(close) {
+            return Ok(true);
+        }
+        if self.peek() != Some(b',') {
+            return Err(self.err(format!("{}, found {}", expected(), self.found())));
+        }
+        self.pos += 1;
+        self.ws();
+        if self.peek() == Some(close) {
+            self.repairs.push(Repair::TrailingComma);
+        }
+        Ok(self.container_ends(close))
+    }
+
+    fn object(&mut self) -> Result<Value, LenientError> {
+        self.enter()?;
+        self.pos += 1; // `{`
+        let mut map = Map::new();
+        if self.container_ends(b'}') {
+            return Ok(Value::Object(map));
         }
         loop {
             let key = self.key()?;
@@ -269,43 +299,12 @@ impl Lenient<'_> {
             }
             let value = self.value(&format!("after the key \"{key}\""))?;
             map.insert(key.clone(), value);
-            if self.truncated {
+            if self.truncated
+                || self.after_member(b'}', || {
+                    format!("expected `,` or `}}` after the value of \"{key}\"")
+                })?
+            {
                 return Ok(Value::Object(map));
-            }
-            self.ws();
-            match self.peek() {
-                None => {
-                    self.truncated = true;
-                    return Ok(Value::Object(map));
-                }
-                Some(b'}') => {
-                    self.pos += 1;
-                    self.depth -= 1;
-                    return Ok(Value::Object(map));
-                }
-                Some(b',') => {
-                    self.pos += 1;
-                    self.ws();
-                    match self.peek() {
-                        None => {
-                            self.truncated = true;
-                            return Ok(Value::Object(map));
-                        }
-                        Some(b'}') => {
-                            self.repairs.push(Repair::TrailingComma);
-                            self.pos += 1;
-                            self.depth -= 1;
-                            return Ok(Value::Object(map));
-                        }
-                        _ => {}
-                    }
-                }
-                Some(_) => {
-                    return Err(self.err(format!(
-                        "expected `,` or `}}` after the value of \"{key}\", found {}",
-                        self.found()
-                    )));
-                }
             }
         }
     }
@@ -314,59 +313,16 @@ impl Lenient<'_> {
         self.enter()?;
         self.pos += 1; // `[`
         let mut items = Vec::new();
-        self.ws();
-        match self.peek() {
-            None => {
-                self.truncated = true;
-                return Ok(Value::Array(items));
-            }
-            Some(b']') => {
-                self.pos += 1;
-                self.depth -= 1;
-                return Ok(Value::Array(items));
-            }
-            _ => {}
+        if self.container_ends(b']') {
+            return Ok(Value::Array(items));
         }
         loop {
             let value = self.value("in an array")?;
             items.push(value);
-            if self.truncated {
+            if self.truncated
+                || self.after_member(b']', || "expected `,` or `]` in an array".to_string())?
+            {
                 return Ok(Value::Array(items));
-            }
-            self.ws();
-            match self.peek() {
-                None => {
-                    self.truncated = true;
-                    return Ok(Value::Array(items));
-                }
-                Some(b']') => {
-                    self.pos += 1;
-                    self.depth -= 1;
-                    return Ok(Value::Array(items));
-                }
-                Some(b',') => {
-                    self.pos += 1;
-                    self.ws();
-                    match self.peek() {
-                        None => {
-                            self.truncated = true;
-                            return Ok(Value::Array(items));
-                        }
-                        Some(b']') => {
-                            self.repairs.push(Repair::TrailingComma);
-                            self.pos += 1;
-                            self.depth -= 1;
-                            return Ok(Value::Array(items));
-                        }
-                        _ => {}
-                    }
-                }
-                Some(_) => {
-                    return Err(self.err(format!(
-                        "expected `,` or `]` in an array, found {}",
-                        self.found()
-                    )));
-                }
             }
         }
     }

@@ -16,10 +16,10 @@ use ahelper_agents::swarm::plan::Plan;
 use ahelper_agents::swarm::resume::{self, Resumable};
 use ahelper_agents::swarm::state::{RunOutcome, RunRecord, WorkerStatus};
 use ahelper_agents::swarm::summary::short_commit;
-use ahelper_agents::swarm::verification::{RunVerifier, run_baseline};
+use ahelper_agents::swarm::verification::{BaselineHandle, RunVerifier};
 use ahelper_agents::swarm::{self, PlannedRun, PreparedRun, RunIo, RunOptions};
 use ahelper_agents::text::for_terminal;
-use ahelper_agents::verify::{CommandSource, VerifyChoice, VerifyFlag, VerifyRun, choose_command};
+use ahelper_agents::verify::{CommandSource, VerifyChoice, VerifyFlag, choose_command};
 use ahelper_worktrees as git;
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -185,7 +185,7 @@ fn say(mode: EventOutput, line: String) {
 }
 
 /// `ahelper swarm "<task>"`: choose and precheck the verification → prepare → plan (the
-/// baseline runs meanwhile) → confirm → execute → apply.
+/// baseline runs meanwhile, and on while the first workers work) → confirm → execute → apply.
 async fn start(config: &Config, task: &str, run_args: &SwarmRunArgs) -> i32 {
     let config = with_max_workers(config, run_args);
     let provider = match provider(&config) {
@@ -221,7 +221,7 @@ async fn start(config: &Config, task: &str, run_args: &SwarmRunArgs) -> i32 {
     let mode = output_mode(run_args.output_format);
     tell_interrupted_runs(&prepared.record, mode);
     announce(&prepared, &options, &config, mode);
-    let mut baseline = Baseline::start(&prepared.record, &config, &choice);
+    let mut baseline = start_baseline(&prepared.record, &config, &choice);
     let client = model_client(&provider);
     let planned = plan(
         &mut prepared,
@@ -234,7 +234,7 @@ async fn start(config: &Config, task: &str, run_args: &SwarmRunArgs) -> i32 {
     let mut planned = match planned {
         Ok(planned) => planned,
         Err(e) => {
-            baseline.stop().await;
+            stop_baseline(baseline).await;
             eprintln!("ahelper: {e}");
             eprintln!(
                 "The coordinator's conversation is in {}",
@@ -245,33 +245,25 @@ async fn start(config: &Config, task: &str, run_args: &SwarmRunArgs) -> i32 {
     };
     match confirm(&planned, &config, run_args, mode, &choice) {
         Confirmed::Stop(code) => {
-            baseline.stop().await;
+            stop_baseline(baseline).await;
             return code;
         }
         Confirmed::Start => {}
         Confirmed::StartWith(changed) => {
-            baseline.stop().await;
+            stop_baseline(baseline).await;
             if let Err(code) = precheck(&changed, &root).await {
                 return code;
             }
             if let Err(e) = planned.set_verify(changed.clone()) {
                 return usage_error(&e);
             }
-            baseline = Baseline::start(planned.record(), &config, &changed);
+            baseline = start_baseline(planned.record(), &config, &changed);
         }
     }
-    let Some(baseline) = baseline.finish_unless_ctrl_c().await else {
-        eprintln!(
-            "Not started (Ctrl-C while the baseline ran). The plan is saved in run {}.",
-            planned.record().run_id
-        );
-        return 130;
-    };
-    if let Some(run) = baseline {
-        say(mode, swarm::summary::baseline_line(&run));
-        if let Err(e) = planned.set_baseline(run) {
-            return usage_error(&e);
-        }
+    // The workers start now; the baseline goes on beside them (the run records it and the
+    // merge queue waits for it before its first verification).
+    if let Some(baseline) = baseline {
+        planned.set_pending_baseline(baseline);
     }
     let run_id = planned.record().run_id.clone();
     let code = execute_run(planned, &config, client, &provider.model, mode).await;
@@ -319,56 +311,26 @@ async fn precheck(choice: &VerifyChoice, root: &Path) -> Result<(), i32> {
 }
 
 /// The baseline: the verification command on the base commit in the run's verification
-/// worktree, running in the background while the coordinator plans.
-struct Baseline {
-    task: Option<tokio::task::JoinHandle<VerifyRun>>,
-    cancel: CancellationToken,
+/// worktree, running in the background while the coordinator plans (`None`: verification is
+/// off).
+fn start_baseline(
+    record: &RunRecord,
+    config: &Config,
+    choice: &VerifyChoice,
+) -> Option<BaselineHandle> {
+    let command = choice.command()?;
+    let verifier = RunVerifier::new(record, config, command);
+    let root = record.repo_root.clone();
+    let base = git::Oid::from_str(&record.base_commit).ok()?;
+    let lock = Arc::new(git::RepoLock::new(&root).ok()?);
+    Some(BaselineHandle::start(verifier, lock, root, base))
 }
 
-impl Baseline {
-    fn start(record: &RunRecord, config: &Config, choice: &VerifyChoice) -> Baseline {
-        let cancel = CancellationToken::new();
-        let task = choice.command().and_then(|command| {
-            let verifier = RunVerifier::new(record, config, command);
-            let root = record.repo_root.clone();
-            let base = git::Oid::from_str(&record.base_commit).ok()?;
-            let lock = Arc::new(git::RepoLock::new(&root).ok()?);
-            let cancel = cancel.clone();
-            Some(tokio::spawn(async move {
-                run_baseline(&verifier, lock, &root, base, &cancel).await
-            }))
-        });
-        Baseline { task, cancel }
-    }
-
-    /// Waits for the baseline: `Some(None)` when verification is off, `None` when Ctrl-C
-    /// came first (the baseline is then stopped). Like planning and confirmation, this step
-    /// leaves `SIGTERM` and `SIGHUP` their default action (see `interrupts`).
-    async fn finish_unless_ctrl_c(mut self) -> Option<Option<VerifyRun>> {
-        let Some(mut task) = self.task.take() else {
-            return Some(None);
-        };
-        let ctrl_c = async {
-            if tokio::signal::ctrl_c().await.is_err() {
-                // No Ctrl-C handler: only the baseline can end this wait.
-                std::future::pending::<()>().await;
-            }
-        };
-        tokio::select! {
-            run = &mut task => return Some(run.ok()),
-            () = ctrl_c => {}
-        }
-        self.cancel.cancel();
-        let _ = task.await;
-        None
-    }
-
-    /// Stops it (the run does not start, or with another command).
-    async fn stop(self) {
-        self.cancel.cancel();
-        if let Some(task) = self.task {
-            let _ = task.await;
-        }
+/// Stops the baseline (the run does not start, or with another command) and waits until its
+/// command is gone.
+async fn stop_baseline(baseline: Option<BaselineHandle>) {
+    if let Some(baseline) = baseline {
+        baseline.stop_and_wait().await;
     }
 }
 

@@ -67,9 +67,11 @@ pub async fn print_events(mut events: mpsc::UnboundedReceiver<SwarmEvent>, mode:
             }
             _ => {
                 // Merged/conflict/report lines already say what these state changes would.
+                // Token counts are the table's and the JSON stream's, not a line each.
                 let redundant = matches!(
                     e,
                     SwarmEvent::RunFinished { .. }
+                        | SwarmEvent::Usage { .. }
                         | SwarmEvent::WorkerStatus {
                             status: WorkerStatus::Finished
                                 | WorkerStatus::Merged

@@ -793,12 +793,13 @@ fn a_dependency_that_completed_without_changes_does_not_skip_its_dependents() {
     let repo = repo_with(&[("a.txt", "a\n"), ("b.txt", "b\n")]);
     let mut s2 = subtask("s2", "b.txt");
     s2["depends_on"] = json!(["s1"]);
-    let mut s4 = subtask("s4", "b.txt");
+    // two chains over their own files (overlapping scopes must be ordered by dependencies)
+    let mut s4 = subtask("s4", "d.txt");
     s4["depends_on"] = json!(["s3"]);
     let script = plan(json!([
         subtask("s1", "a.txt"),
         s2,
-        subtask("s3", "a.txt"),
+        subtask("s3", "c.txt"),
         s4
     ]))
     .with_conversation(worker("s1", [Turn::text("a.txt needs no change")]))

@@ -227,7 +227,11 @@ fn a_test_failing_at_the_base_is_named_as_pre_existing_and_blocks_nothing() {
     assert_eq!(code, 0, "stdout:\n{stdout}\nstderr:\n{stderr}");
     let run = last_run(&repo);
     assert_eq!(worker(&run, "w1")["status"], "merged");
-    assert!(stderr.contains("fails at the base commit"), "{stderr}");
+    // announced when the baseline ends, among the run's events
+    assert!(
+        stdout.contains("fails at the base commit"),
+        "{stdout}\n{stderr}"
+    );
     assert!(stdout.contains(TEST_LEGACY_NAME), "{stdout}");
     let lines: Vec<&str> = stdout.trim_end().lines().collect();
     let verification = lines[lines.len() - 2];
@@ -243,11 +247,13 @@ fn a_test_failing_at_the_base_is_named_as_pre_existing_and_blocks_nothing() {
 #[test]
 fn a_hanging_verification_is_killed_at_its_timeout() {
     let repo = calc_repo();
-    config(&repo, UNITTEST, 3, 0, 1);
+    // 10 s: the baseline runs beside the workers and their verifications; on a loaded machine
+    // a trivial `python3 -m unittest` alone takes seconds.
+    config(&repo, UNITTEST, 10, 0, 1);
     let started = std::time::Instant::now();
     let (code, stdout, stderr) = run_swarm(&repo, "swarm-hanging-test");
     assert_eq!(code, 1, "stdout:\n{stdout}\nstderr:\n{stderr}");
-    // an hour-long test did not hold the run: every verification stopped at 3 s
+    // an hour-long test did not hold the run: every verification stopped at 10 s
     assert!(started.elapsed().as_secs() < 240, "{:?}", started.elapsed());
     let run = last_run(&repo);
     let slow = worker(&run, "w1");
@@ -602,4 +608,260 @@ fn ctrl_c_during_a_verification_stops_at_once_and_resume_merges_the_finished_bra
         "the worker did not run again"
     );
     assert!(stdout.contains("integration branch verified"), "{stdout}");
+}
+
+#[test]
+fn a_plan_with_two_chains_over_the_same_file_is_re_asked_naming_them_and_the_path() {
+    let repo = calc_repo();
+    // What a real model planned: parse → parse-use and print → print-use, all on calc.py.
+    let subtask = |id: &str, deps: &str| {
+        format!(
+            r#"{{\"id\": \"{id}\", \"title\": \"Add calc.{id}\", \"instructions\": \"Add {id} to calc.py.\", \"scope\": [\"calc.py\"], \"depends_on\": [{deps}]}}"#
+        )
+    };
+    let two_chains = format!(
+        r#"{{\"summary\": \"Two features in calc.py.\", \"subtasks\": [{}, {}, {}, {}]}}"#,
+        subtask("parse", ""),
+        subtask("parse_use", r#"\"parse\""#),
+        subtask("show", ""),
+        subtask("show_use", r#"\"show\""#)
+    );
+    let split = r#"{\"summary\": \"Split by file.\", \"subtasks\": [{\"id\": \"calc\", \"title\": \"Add calc.mul\", \"instructions\": \"Add mul(a, b) to calc.py.\", \"scope\": [\"calc.py\"]}, {\"id\": \"tests\", \"title\": \"Add a test of mul\", \"instructions\": \"Add test_mul.py.\", \"scope\": [\"test_mul.py\"]}]}"#;
+    let server = start(
+        ahelper_fake_llm::Script::from_json_str(&format!(
+            r##"{{"conversations": [
+            {{"match": "You are the coordinator of a swarm", "turn_index": "assistant_messages", "turns": [{{"text": "{two_chains}"}}, {{"text": "{split}"}}]}}
+        ]}}"##
+        ))
+        .unwrap(),
+    );
+    let out = ahelper(&repo, &server, Wire::Anthropic)
+        .args(["swarm", "add features", "--plan-only", "--no-verify"])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    let expected =
+        "subtasks `parse` and `show` both change `calc.py` but neither depends on the other";
+    assert!(stdout.contains(expected), "{stdout}\n{stderr}");
+    // the re-ask sent exactly that to the coordinator
+    let requests = server.model_requests();
+    assert_eq!(requests.len(), 2);
+    assert!(requests[1].body.to_string().contains(expected));
+    // the accepted plan is the corrected one
+    let run = last_run(&repo);
+    let ids: Vec<&str> = run["plan"]["subtasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["calc", "tests"]);
+}
+
+/// The verification script of [`workers_start_while_the_baseline_still_runs`]: at the base
+/// (where the file `slow-base` exists) it waits until the file named by its argument (a glob:
+/// worker w1's `started.txt`, in w1's worktree) exists, at most 60 s, and says whether it saw
+/// it; then it runs the project's tests.
+const SLOW_VERIFY: &str = r#"import glob, os, sys, time, unittest
+if os.path.exists("slow-base"):
+    deadline = time.time() + 60
+    while not glob.glob(sys.argv[1]) and time.time() < deadline:
+        time.sleep(0.1)
+    seen = "had started" if glob.glob(sys.argv[1]) else "had not started"
+    print("slow baseline: worker w1 " + seen, flush=True)
+unittest.main(module=None, argv=["x", "discover"])
+"#;
+
+/// Indices of the lines of `runs/<run>/events.jsonl` whose event satisfies `pick`.
+fn event_positions(repo: &TestRepo, run: &Value, pick: impl Fn(&Value) -> bool) -> Vec<usize> {
+    let path = repo
+        .path()
+        .join(".ahelper/runs")
+        .join(run["run_id"].as_str().unwrap())
+        .join("events.jsonl");
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .enumerate()
+        .filter(|(_, line)| pick(&line["event"]))
+        .map(|(i, _)| i)
+        .collect()
+}
+
+#[test]
+fn workers_start_while_the_baseline_still_runs() {
+    let repo = calc_repo();
+    repo.write("slow_verify.py", SLOW_VERIFY);
+    repo.write("slow-base", "");
+    repo.git(&["add", "."]);
+    repo.git(&["commit", "-q", "-m", "a slow baseline"]);
+    let started = repo
+        .home()
+        .join("state/ahelper/worktrees/*/*/w1/started.txt");
+    config(
+        &repo,
+        &format!("python3 slow_verify.py '{}'", started.display()),
+        120,
+        0,
+        0,
+    );
+    let plan = r#"{\"summary\": \"Add mul.\", \"subtasks\": [{\"id\": \"mul\", \"title\": \"Add calc.mul\", \"instructions\": \"Add mul(a, b) to calc.py.\", \"scope\": [\"calc.py\", \"started.txt\"]}]}"#;
+    let server = start(
+        ahelper_fake_llm::Script::from_json_str(&format!(
+            r##"{{"conversations": [
+            {{"match": "# Swarm run finished", "turns": [{{"text": "Added calc.mul."}}]}},
+            {{"match": "You are the coordinator of a swarm", "turns": [{{"text": "{plan}"}}]}},
+            {{"match": "Your subtask `mul`", "turns": [
+                {{"tool_calls": [{{"name": "write_file", "arguments": {{"path": "started.txt", "content": "w1\n"}}}}]}},
+                {{"tool_calls": [{{"name": "run_command", "arguments": {{"command": "printf '\\n\\ndef mul(a, b):\\n    return a * b\\n' >> calc.py"}}}}]}},
+                {{"text": "Added calc.mul."}}]}}
+        ]}}"##
+        ))
+        .unwrap(),
+    );
+    let out = ahelper(&repo, &server, Wire::Anthropic)
+        .args([
+            "swarm",
+            "--trust-project",
+            "add mul",
+            "--yes",
+            "--permission-mode",
+            "bypass",
+        ])
+        .timeout(std::time::Duration::from_secs(300))
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    let run = last_run(&repo);
+    assert_eq!(worker(&run, "w1")["status"], "merged", "{run:#}");
+    // The baseline could only end after worker w1 had made its first model requests (their
+    // tool call wrote started.txt): it saw the file, and passed.
+    assert_eq!(run["baseline"]["outcome"]["outcome"], "passed", "{run:#}");
+    assert!(
+        run["baseline"]["output"]
+            .as_str()
+            .unwrap()
+            .contains("slow baseline: worker w1 had started"),
+        "{run:#}"
+    );
+    // and in the run's events, w1's first turn comes before the baseline's announcement
+    let first_turn = event_positions(&repo, &run, |e| {
+        e["type"] == "worker_turn" && e["worker"] == "w1"
+    });
+    let baseline = event_positions(&repo, &run, |e| {
+        e["type"] == "notice"
+            && e["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("baseline:"))
+    });
+    assert!(
+        !first_turn.is_empty() && baseline.len() == 1 && first_turn[0] < baseline[0],
+        "w1 turns at {first_turn:?}, baseline at {baseline:?}"
+    );
+    // the merge was verified against it
+    assert!(
+        stdout.contains("integration branch verified: python3 slow_verify.py"),
+        "{stdout}"
+    );
+}
+
+/// The sum of the token usage every agent of the run reported (its transcripts' `usage`
+/// lines: the coordinator's planning and closing turns, the workers, the fixers and mergers).
+fn usage_in_transcripts(repo: &TestRepo, run: &Value) -> (u64, u64) {
+    let dir = repo
+        .path()
+        .join(".ahelper/runs")
+        .join(run["run_id"].as_str().unwrap());
+    let mut files = vec![dir.join("coordinator.jsonl")];
+    for entry in std::fs::read_dir(dir.join("workers")).unwrap() {
+        files.push(entry.unwrap().path());
+    }
+    let (mut input, mut output) = (0, 0);
+    for file in files {
+        for line in std::fs::read_to_string(file).unwrap().lines() {
+            let line: Value = serde_json::from_str(line).unwrap();
+            if line["type"] == "usage" {
+                input += line["turn"]["input_tokens"].as_u64().unwrap();
+                output += line["turn"]["output_tokens"].as_u64().unwrap();
+            }
+        }
+    }
+    (input, output)
+}
+
+#[test]
+fn fixer_tokens_are_counted_as_they_stream_and_once_in_the_totals() {
+    let repo = calc_repo();
+    write_verify_config(&repo, UNITTEST, 120);
+    let server = start(script("swarm-semantic-conflict"));
+    let out = ahelper(&repo, &server, Wire::Anthropic)
+        .args([
+            "swarm",
+            "--trust-project",
+            "do the task",
+            "--yes",
+            "--permission-mode",
+            "bypass",
+            "--output-format",
+            "stream-json",
+        ])
+        .timeout(std::time::Duration::from_secs(300))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    let events: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    let run = last_run(&repo);
+    let fixer = &run["helpers"][0];
+    assert_eq!(fixer["id"], "fix-1", "{run:#}");
+    let merged_worker = fixer["worker"].as_str().unwrap();
+    // live: the fixer's usage events come while its merge is under way, before that merge ends
+    let fixer_usage: Vec<usize> = (0..events.len())
+        .filter(|&i| events[i]["type"] == "usage" && events[i]["agent"] == "fix-1")
+        .collect();
+    let merged = events
+        .iter()
+        .position(|e| e["type"] == "merged" && e["worker"] == merged_worker)
+        .expect("the fixed merge");
+    assert!(
+        !fixer_usage.is_empty() && fixer_usage.iter().all(|&i| i < merged),
+        "fix-1 usage at {fixer_usage:?}, merge of {merged_worker} at {merged}"
+    );
+    // the last report is the fixer's whole usage, and the run's total included it then
+    let last = &events[*fixer_usage.last().unwrap()];
+    assert_eq!(last["total"], fixer["usage"]);
+    assert!(last["run_total"]["input_tokens"].as_u64() >= fixer["usage"]["input_tokens"].as_u64());
+    // exactly once: the final totals are the sum of what every agent reported
+    let finished = events
+        .iter()
+        .rev()
+        .find(|e| e["type"] == "run_finished")
+        .expect("run_finished");
+    let (input, output) = usage_in_transcripts(&repo, &run);
+    assert_eq!(
+        (
+            finished["record"]["usage"]["input_tokens"]
+                .as_u64()
+                .unwrap(),
+            finished["record"]["usage"]["output_tokens"]
+                .as_u64()
+                .unwrap()
+        ),
+        (input, output),
+        "{:#}",
+        finished["record"]["usage"]
+    );
+    assert_eq!(run["usage"], finished["record"]["usage"]);
 }

@@ -96,6 +96,23 @@ pub struct MergeDone {
     pub result: GatedMerge,
 }
 
+/// A fixer's or merger's token usage so far, reported after each of its model turns (see
+/// [`super::helpers::run_helper_agent`]).
+#[derive(Debug, Clone)]
+pub struct HelperUsage {
+    /// `fix-1`, `merge-1`, …
+    pub helper: String,
+    /// Its total so far.
+    pub total: Usage,
+}
+
+/// The baseline finished (or its task died: `None`).
+#[derive(Debug, Clone)]
+pub struct BaselineDone {
+    /// The verification run on the base commit.
+    pub run: Option<crate::verify::VerifyRun>,
+}
+
 /// A worker stopped.
 #[derive(Debug, Clone)]
 pub struct WorkerDone {
@@ -133,11 +150,16 @@ pub struct CoordinatorActor {
     cleanups: Vec<tokio::task::JoinHandle<()>>,
     /// Worker usage already counted in `record.usage`, per worker.
     counted_usage: BTreeMap<usize, Usage>,
+    /// Usage of the running merge's fixers and mergers already counted in `record.usage`, by
+    /// helper id (until their merge ends and they join `record.helpers`).
+    counted_helper_usage: BTreeMap<String, Usage>,
     /// What each worker had done before its current attempt (a resumed run's earlier
     /// process), added to the current attempt's figures so counts cover the whole run.
     earlier: BTreeMap<usize, EarlierAttempts>,
     /// The worker whose gated merge is under way (one at a time).
     merging: Option<usize>,
+    /// Whether the baseline task ended (recorded or not).
+    baseline_ended: bool,
 }
 
 /// A worker's figures from before its current attempt.
@@ -186,12 +208,15 @@ impl Actor for CoordinatorActor {
             done: Some(args.done),
             last_save: Instant::now(),
             counted_usage: BTreeMap::new(),
+            counted_helper_usage: BTreeMap::new(),
             earlier: BTreeMap::new(),
             cleanups: Vec::new(),
             merging: None,
+            baseline_ended: false,
         };
         coordinator.record.status = RunStatus::Running;
         coordinator.record.pid = std::process::id();
+        coordinator.watch_baseline(&actor_ref);
         coordinator.schedule(&actor_ref).await;
         // A resumed run's committed branches go back to the merge queue.
         coordinator.start_next_merge(&actor_ref, false);
@@ -220,6 +245,14 @@ impl Actor for CoordinatorActor {
             }
         }
         Ok(ControlFlow::Continue(()))
+    }
+}
+
+/// What `total` adds to `before` (an earlier total of the same agent).
+fn usage_since(before: Usage, total: Usage) -> Usage {
+    Usage {
+        input_tokens: total.input_tokens.saturating_sub(before.input_tokens),
+        output_tokens: total.output_tokens.saturating_sub(before.output_tokens),
     }
 }
 
@@ -458,8 +491,8 @@ impl CoordinatorActor {
 
     fn account_usage(&mut self, index: usize, total: Usage) {
         let before = self.counted_usage.insert(index, total).unwrap_or_default();
-        self.record.usage.input_tokens += total.input_tokens.saturating_sub(before.input_tokens);
-        self.record.usage.output_tokens += total.output_tokens.saturating_sub(before.output_tokens);
+        let new = usage_since(before, total);
+        self.record.usage.add(new);
         let mut whole_run = self
             .earlier
             .get(&index)
@@ -467,6 +500,32 @@ impl CoordinatorActor {
             .unwrap_or_default();
         whole_run.add(total);
         self.record.workers[index].usage = whole_run;
+        if new != Usage::default() {
+            let agent = self.record.workers[index].id.clone();
+            self.emit_usage(agent, whole_run);
+        }
+    }
+
+    /// Counts what helper `id` used beyond what was counted for it already (its total is
+    /// `total`), and tells renderers.
+    fn count_helper_usage(&mut self, id: &str, total: Usage) {
+        let before = self
+            .counted_helper_usage
+            .insert(id.to_string(), total)
+            .unwrap_or_default();
+        let new = usage_since(before, total);
+        if new != Usage::default() {
+            self.record.usage.add(new);
+            self.emit_usage(id.to_string(), total);
+        }
+    }
+
+    fn emit_usage(&self, agent: String, total: Usage) {
+        self.emit(SwarmEvent::Usage {
+            agent,
+            total,
+            run_total: self.record.usage,
+        });
     }
 
     fn check_budget(&mut self) {
@@ -485,6 +544,9 @@ impl CoordinatorActor {
 
     fn cancel_all(&mut self, reason: String) {
         self.cancelled = Some(reason);
+        if let Some(baseline) = &self.run.baseline {
+            baseline.stop();
+        }
         for worker in self.workers.values() {
             let _ = worker.tell(CancelWorker).try_send();
         }
@@ -512,7 +574,7 @@ impl CoordinatorActor {
         self.merging = Some(index);
         let (queue, run) = (self.merge_queue.clone(), self.run.clone());
         let worker = self.record.workers[index].clone();
-        let baseline = self.record.baseline.clone();
+        let recorded_baseline = self.record.baseline.clone();
         let helpers = self.record.helpers.clone();
         let summary = self.integration_summary();
         let coordinator = me.clone();
@@ -520,6 +582,12 @@ impl CoordinatorActor {
             let merging = tokio::spawn({
                 let coordinator = coordinator.clone();
                 async move {
+                    // The first verification waits for the baseline (it may still run: the
+                    // workers did not wait for it).
+                    let baseline = match recorded_baseline {
+                        Some(run) => Some(run),
+                        None => run.wait_for_baseline().await,
+                    };
                     let gate = Gate {
                         run: &run,
                         verifier: run.verifier.as_deref(),
@@ -568,8 +636,9 @@ impl CoordinatorActor {
         self.merging = None;
         self.record.verify_activity = None;
         for helper in result.helpers {
-            self.record.usage.input_tokens += helper.usage.input_tokens;
-            self.record.usage.output_tokens += helper.usage.output_tokens;
+            // What streamed in was counted already; only the rest (none, normally) is added.
+            self.count_helper_usage(&helper.id, helper.usage);
+            self.counted_helper_usage.remove(&helper.id);
             self.record.helpers.push(helper);
         }
         self.record.workers[index].fix_round = None;
@@ -684,6 +753,10 @@ impl CoordinatorActor {
         if !self.workers.is_empty() || self.merging.is_some() {
             return;
         }
+        if self.cancelled.is_none() && self.baseline_pending() {
+            // The record gets its baseline ([`BaselineDone`] finishes the run then).
+            return;
+        }
         if self.cancelled.is_some() {
             // Work that completed before the stop is still merged when nothing needs verifying
             // (a verification would be cancelled at once: those branches wait for resume).
@@ -693,6 +766,12 @@ impl CoordinatorActor {
         } else if !self.scheduler.is_finished() {
             return;
         }
+        if self.cancelled.is_some()
+            && let Some(baseline) = &self.run.baseline
+        {
+            // Its command's process group is gone before the run reports that it stopped.
+            baseline.stop_and_wait().await;
+        }
         for cleanup in std::mem::take(&mut self.cleanups) {
             let _ = cleanup.await;
         }
@@ -700,6 +779,47 @@ impl CoordinatorActor {
             self.synthesize().await;
         }
         self.finish_run();
+    }
+
+    /// Tells this actor when the run's baseline ends ([`BaselineDone`]), unless the record has
+    /// it already.
+    fn watch_baseline(&self, me: &ActorRef<Self>) {
+        if self.record.baseline.is_some() {
+            return;
+        }
+        if let Some(handle) = self.run.baseline.clone() {
+            let me = me.clone();
+            tokio::spawn(async move {
+                let run = handle.wait().await;
+                let _ = me.tell(BaselineDone { run }).await;
+            });
+        }
+    }
+
+    /// Whether verification is on and the baseline has not been recorded yet.
+    fn baseline_pending(&self) -> bool {
+        self.run.baseline.is_some() && self.record.baseline.is_none() && !self.baseline_ended
+    }
+
+    /// The baseline ended: recorded and announced, unless it was cancelled (a resumed run runs
+    /// it again).
+    fn record_baseline(&mut self, run: Option<crate::verify::VerifyRun>) {
+        self.baseline_ended = true;
+        let Some(run) = run else {
+            self.emit(SwarmEvent::Notice {
+                message: "baseline: the verification of the base commit stopped without a result"
+                    .into(),
+            });
+            return;
+        };
+        if run.outcome == crate::verify::VerifyOutcome::Cancelled {
+            return;
+        }
+        self.emit(SwarmEvent::Notice {
+            message: super::summary::baseline_line(&run),
+        });
+        self.record.baseline = Some(run);
+        self.publish_snapshot(true);
     }
 
     /// The coordinator's closing turn: the run's summary ([`super::synthesis`]); its tokens
@@ -711,6 +831,7 @@ impl CoordinatorActor {
         match super::synthesis::synthesize(&self.run, &self.record, &self.plan).await {
             Ok((text, usage)) => {
                 self.record.usage.add(usage);
+                self.emit_usage(super::planning::COORDINATOR_LABEL.into(), usage);
                 self.record.synthesis = Some(text);
             }
             Err(e) => {
@@ -813,6 +934,26 @@ impl Message<Progress> for CoordinatorActor {
         let state_changed = matches!(msg, Progress::Status { .. });
         self.record_progress(msg);
         self.publish_snapshot(state_changed);
+    }
+}
+
+impl Message<HelperUsage> for CoordinatorActor {
+    type Reply = ();
+    async fn handle(&mut self, msg: HelperUsage, _ctx: &mut Context<Self, Self::Reply>) {
+        self.count_helper_usage(&msg.helper, msg.total);
+        self.check_budget();
+        self.publish_snapshot(false);
+    }
+}
+
+impl Message<BaselineDone> for CoordinatorActor {
+    type Reply = ();
+    async fn handle(&mut self, msg: BaselineDone, ctx: &mut Context<Self, Self::Reply>) {
+        let me = ctx.actor_ref().clone();
+        self.record_baseline(msg.run);
+        if self.done.is_some() {
+            self.maybe_finish(&me).await;
+        }
     }
 }
 

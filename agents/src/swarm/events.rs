@@ -45,6 +45,17 @@ pub enum SwarmEvent {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         fix_round: Option<super::state::FixRound>,
     },
+    /// Tokens used so far by one agent of the run — a worker, a fixer or merger (`fix-1`,
+    /// `merge-1`) or the coordinator's closing turn — reported as its model turns stream in.
+    Usage {
+        /// `w1`, `fix-1`, `merge-1`, `coordinator`.
+        agent: String,
+        /// The agent's total so far (input and output tokens).
+        total: crate::model::Usage,
+        /// The run's total so far, this agent included (what the token budget is checked
+        /// against).
+        run_total: crate::model::Usage,
+    },
     /// A worker began a turn.
     WorkerTurn {
         /// Worker id.
@@ -135,6 +146,17 @@ impl SwarmEvent {
             SwarmEvent::WorkerStatus { worker, status, .. } => {
                 format!("[{worker}] {}", status.label())
             }
+            SwarmEvent::Usage {
+                agent,
+                total,
+                run_total,
+            } => format!(
+                "[{agent}] tokens {} in / {} out (run: {} in / {} out)",
+                total.input_tokens,
+                total.output_tokens,
+                run_total.input_tokens,
+                run_total.output_tokens
+            ),
             SwarmEvent::WorkerTurn { worker, turn } => format!("[{worker}] turn {turn}"),
             SwarmEvent::WorkerToolCall { worker, action } => format!("[{worker}] {action}"),
             SwarmEvent::WorkerRetry { worker, message } => format!("[{worker}] {message}"),

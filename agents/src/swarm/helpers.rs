@@ -4,17 +4,20 @@
 //! (`runs/<run>/workers/<id>.jsonl`), built with [`crate::agent::AgentBuilder`] like a worker:
 //! the role's tools, the run-wide permission policy, the run's worker limits capped by the role.
 
+use super::coordinator::{CoordinatorActor, HelperUsage};
 use super::roles::load_role;
 use super::run::RunContext;
 use super::state::{HelperRecord, HelperRole, MAX_REPORT_SUMMARY_CHARS, run_dir};
 use super::worker::worker_sandbox;
 use super::{GitTaskError, git_task};
 use crate::agent::gate::{PermissionGate, RulePersistence};
-use crate::agent::{Agent, AgentOutcome, AgentSettings};
+use crate::agent::{Agent, AgentEvent, AgentOutcome, AgentSettings};
 use crate::tools::{ToolContext, ToolRegistry};
 use ahelper_worktrees as git;
+use kameo::prelude::ActorRef;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use tokio::sync::mpsc::UnboundedReceiver;
 
 /// Why a helper agent could not run.
 #[derive(Debug, thiserror::Error)]
@@ -73,7 +76,9 @@ pub async fn create_helper_worktree(
 }
 
 /// Runs the helper's agent (role `fixer` or `merger`) in `worktree` on `prompt` until it
-/// stops; its summary (≤ 2,000 characters) and usage go into `helper`.
+/// stops; its summary (≤ 2,000 characters) and usage go into `helper`. Its token usage goes to
+/// `coordinator` as it streams ([`HelperUsage`], after every model turn), so the run's totals
+/// and budget count it live; every report has been sent when this returns.
 ///
 /// # Errors
 /// [`HelperFailure::Setup`] when the role, workspace or transcript is unusable.
@@ -82,14 +87,40 @@ pub async fn run_helper_agent(
     helper: &mut HelperRecord,
     worktree: &Path,
     prompt: &str,
+    coordinator: &ActorRef<CoordinatorActor>,
 ) -> Result<AgentOutcome, HelperFailure> {
     let mut agent = helper_agent(run, helper, worktree)?;
+    let forward = tokio::spawn(forward_usage(
+        agent.subscribe(),
+        helper.id.clone(),
+        coordinator.clone(),
+    ));
     let outcome = agent.run(prompt, &run.cancel.child_token()).await;
+    agent.unsubscribe();
+    drop(agent);
+    let _ = forward.await;
     helper.summary = crate::text::clip(outcome.final_text.trim(), MAX_REPORT_SUMMARY_CHARS)
         .0
         .to_string();
     helper.usage = outcome.usage;
     Ok(outcome)
+}
+
+/// The helper's usage totals to the coordinator, one report per model turn.
+async fn forward_usage(
+    mut events: UnboundedReceiver<AgentEvent>,
+    helper: String,
+    coordinator: ActorRef<CoordinatorActor>,
+) {
+    while let Some(event) = events.recv().await {
+        if let AgentEvent::Usage { total, .. } = event {
+            let report = HelperUsage {
+                helper: helper.clone(),
+                total,
+            };
+            let _ = coordinator.tell(report).await;
+        }
+    }
 }
 
 fn helper_agent(

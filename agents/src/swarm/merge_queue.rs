@@ -352,7 +352,7 @@ impl MergeQueue {
         gate: &Gate<'_>,
     ) -> Result<Option<git::Oid>, HelperFailure> {
         let worktree = create_helper_worktree(gate.run, helper, current).await?;
-        run_helper_agent(gate.run, helper, &worktree, prompt).await?;
+        run_helper_agent(gate.run, helper, &worktree, prompt, &gate.coordinator).await?;
         let message = format!(
             "Fix verification of {} ({})\n\n{}\n\nahelper run {} {}",
             helper.worker, self.integration_branch, helper.summary, self.run_id, helper.id
@@ -421,7 +421,7 @@ impl MergeQueue {
             },
             verify_command: gate.verifier.map(|v| v.command.as_str()),
         });
-        run_helper_agent(gate.run, helper, &worktree, &prompt).await?;
+        run_helper_agent(gate.run, helper, &worktree, &prompt, &gate.coordinator).await?;
         if let Some(path) = files_with_markers(&worktree, files) {
             return Err(HelperFailure::Unresolved(path));
         }

@@ -111,6 +111,25 @@ pub enum PlanError {
         /// The chain, in order.
         ids: Vec<String>,
     },
+    /// Two subtasks whose scopes overlap and neither of which depends on the other (directly or
+    /// through other subtasks): they would change the same files on two branches that conflict.
+    #[error(
+        "subtasks `{first}` and `{second}` both change {} but neither depends on the other \
+         (directly or through other subtasks): subtasks whose scopes overlap must form one \
+         dependency chain per scope. Add `{first}` to the `depends_on` of `{second}` (or the \
+         other way round), give them disjoint files, or merge them into one subtask",
+        shared_paths(.first_scope, .second_scope)
+    )]
+    UnorderedOverlap {
+        /// The earlier subtask in the plan.
+        first: String,
+        /// The later subtask in the plan.
+        second: String,
+        /// The scope pattern of `first` that overlaps.
+        first_scope: String,
+        /// The scope pattern of `second` that overlaps.
+        second_scope: String,
+    },
     /// More subtasks than allowed.
     #[error(
         "the plan has {count} subtasks but at most {max} are allowed (swarm.max_subtasks); merge related subtasks"
@@ -121,6 +140,16 @@ pub enum PlanError {
         /// The cap.
         max: usize,
     },
+}
+
+/// `` `src/lib.rs` `` when both patterns are the same path, else
+/// `` `src/**` / `src/lib.rs` (overlapping scopes) ``.
+fn shared_paths(first: &str, second: &str) -> String {
+    if first == second {
+        format!("`{first}`")
+    } else {
+        format!("`{first}` / `{second}` (overlapping scopes)")
+    }
 }
 
 /// Extracts the plan JSON from a model reply: the whole text, a fenced ```json block, or the
@@ -300,11 +329,19 @@ pub fn scopes_overlap(a: &str, b: &str) -> bool {
     }
 }
 
+/// The first pair of scope patterns (`a`'s, `b`'s) that overlap ([`scopes_overlap`]), if any.
+pub fn shared_scope<'a>(a: &'a Subtask, b: &'a Subtask) -> Option<(&'a str, &'a str)> {
+    a.scope.iter().find_map(|x| {
+        b.scope
+            .iter()
+            .find(|y| scopes_overlap(x, y))
+            .map(|y| (x.as_str(), y.as_str()))
+    })
+}
+
 /// Whether two subtasks' scopes overlap anywhere.
 pub fn subtasks_overlap(a: &Subtask, b: &Subtask) -> bool {
-    a.scope
-        .iter()
-        .any(|x| b.scope.iter().any(|y| scopes_overlap(x, y)))
+    shared_scope(a, b).is_some()
 }
 
 #[cfg(test)]

@@ -1,10 +1,13 @@
 //! Plans a weak model gets wrong, caught before any worker starts: subtasks that only find,
 //! read or check (a worker that changes nothing merges nothing), and a dependency chain of
-//! steps over the same files (N workers that only wait for each other). The coordinator is
+//! steps over the same files (N workers that only wait for each other), and subtasks whose
+//! scopes overlap but that are not ordered by their dependencies (two branches changing the
+//! same files conflict: overlapping subtasks must form one dependency chain per scope). The coordinator is
 //! re-asked once with specific feedback ([`review_plan`]); a re-asked plan that is still a chain
 //! runs as one worker ([`collapse_chain`]).
 
-use super::plan::{Plan, PlanError, Subtask, subtasks_overlap};
+use super::plan::{Plan, PlanError, Subtask, shared_scope, subtasks_overlap};
+use std::collections::BTreeSet;
 
 /// First words of a subtask that only looks at the code.
 const READ_VERBS: &[&str] = &[
@@ -92,10 +95,50 @@ pub fn is_chain(plan: &Plan) -> bool {
         })
 }
 
+/// Indices of the subtasks that subtask `index` depends on, directly or through others.
+fn ancestors(plan: &Plan, index: usize) -> BTreeSet<usize> {
+    let position = |id: &String| plan.subtasks.iter().position(|s| &s.id == id);
+    let mut found = BTreeSet::new();
+    let mut todo: Vec<usize> = plan.subtasks[index]
+        .depends_on
+        .iter()
+        .filter_map(position)
+        .collect();
+    while let Some(i) = todo.pop() {
+        if found.insert(i) {
+            todo.extend(plan.subtasks[i].depends_on.iter().filter_map(position));
+        }
+    }
+    found
+}
+
+/// The first pair of subtasks (in plan order) whose scopes overlap ([`shared_scope`], the
+/// scheduler's overlap) while neither depends on the other, directly or transitively.
+pub fn unordered_overlap(plan: &Plan) -> Option<PlanError> {
+    let s = &plan.subtasks;
+    let ancestors: Vec<BTreeSet<usize>> = (0..s.len()).map(|i| ancestors(plan, i)).collect();
+    for j in 0..s.len() {
+        for i in 0..j {
+            if ancestors[i].contains(&j) || ancestors[j].contains(&i) {
+                continue;
+            }
+            if let Some((first_scope, second_scope)) = shared_scope(&s[i], &s[j]) {
+                return Some(PlanError::UnorderedOverlap {
+                    first: s[i].id.clone(),
+                    second: s[j].id.clone(),
+                    first_scope: first_scope.to_string(),
+                    second_scope: second_scope.to_string(),
+                });
+            }
+        }
+    }
+    None
+}
+
 /// Refuses a plan a weak model got wrong, with the feedback for the re-ask.
 ///
 /// # Errors
-/// [`PlanError::ReadOnly`], [`PlanError::Chain`].
+/// [`PlanError::ReadOnly`], [`PlanError::Chain`], [`PlanError::UnorderedOverlap`].
 pub fn review_plan(plan: &Plan) -> Result<(), PlanError> {
     let read_only: Vec<String> = plan
         .subtasks
@@ -111,7 +154,10 @@ pub fn review_plan(plan: &Plan) -> Result<(), PlanError> {
             ids: plan.subtasks.iter().map(|s| s.id.clone()).collect(),
         });
     }
-    Ok(())
+    match unordered_overlap(plan) {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
 }
 
 /// The chain as one subtask: the first id, the titles joined, the steps' instructions in
@@ -225,5 +271,66 @@ mod tests {
             subtask("b", "Use the type", "src/b.rs", &["a"]),
         ]);
         assert!(review_plan(&q).is_ok());
+    }
+
+    #[test]
+    fn two_independent_chains_over_the_same_file_are_refused_by_name_and_path() {
+        // what a real model planned: w1 → w2 and w3 → w4, all four on src/lib.rs
+        let p = plan(vec![
+            subtask("w1", "Add the parser", "src/lib.rs", &[]),
+            subtask("w2", "Use the parser", "src/lib.rs", &["w1"]),
+            subtask("w3", "Add the printer", "src/lib.rs", &[]),
+            subtask("w4", "Use the printer", "src/lib.rs", &["w3"]),
+        ]);
+        let err = review_plan(&p).unwrap_err();
+        assert_eq!(
+            err,
+            PlanError::UnorderedOverlap {
+                first: "w1".into(),
+                second: "w3".into(),
+                first_scope: "src/lib.rs".into(),
+                second_scope: "src/lib.rs".into(),
+            }
+        );
+        let text = err.to_string();
+        assert!(
+            text.contains("`w1` and `w3` both change `src/lib.rs`"),
+            "{text}"
+        );
+        assert!(text.contains("one dependency chain per scope"), "{text}");
+    }
+
+    #[test]
+    fn overlapping_globs_and_directories_must_be_ordered_transitively() {
+        // a directory and a glob overlap the file: unordered, refused with both patterns
+        let p = plan(vec![
+            subtask("api", "Add the endpoint", "src/**", &[]),
+            subtask("docs", "Document the guide", "docs/guide.md", &[]),
+            subtask("cli", "Add the flag", "src/cli.rs", &["docs"]),
+        ]);
+        let err = review_plan(&p).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("`src/**` / `src/cli.rs` (overlapping scopes)"),
+            "{err}"
+        );
+        // ordered through another subtask (cli → mid → api): one chain, accepted
+        let q = plan(vec![
+            subtask("api", "Add the endpoint", "src/**", &[]),
+            subtask("mid", "Add the docs", "docs/guide.md", &["api"]),
+            subtask("cli", "Add the flag", "src/cli.rs", &["mid"]),
+        ]);
+        assert_eq!(unordered_overlap(&q), None);
+        assert!(review_plan(&q).is_ok());
+        // a fork over one file (a → b, a → c) is two chains: b and c are refused
+        let r = plan(vec![
+            subtask("a", "Add the type", "src/lib.rs", &[]),
+            subtask("b", "Add a user", "src/lib.rs", &["a"]),
+            subtask("c", "Add another user", "src/lib.rs", &["a"]),
+        ]);
+        assert!(matches!(
+            review_plan(&r),
+            Err(PlanError::UnorderedOverlap { first, second, .. }) if first == "b" && second == "c"
+        ));
     }
 }

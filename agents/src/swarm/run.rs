@@ -12,6 +12,7 @@ use super::plan::Plan;
 use super::planning::PlanFailure;
 use super::roles::{RoleDefinition, load_role};
 use super::state::{RunRecord, RunStatus, RunStoreError, WorkerStatus, run_dir};
+use super::verification::BaselineHandle;
 use crate::agent::AgentSettings;
 use crate::config::{Config, EnvSnapshot};
 use crate::model::{ModelClient, Usage};
@@ -136,8 +137,9 @@ pub struct RunContext {
     events_log: std::sync::Mutex<Option<std::fs::File>>,
     /// The run's verifier (`None`: verification is off).
     pub verifier: Option<Arc<super::verification::RunVerifier>>,
-    /// The verification run on the base commit (what new failures are judged against).
-    pub baseline: Option<crate::verify::VerifyRun>,
+    /// The verification run on the base commit (what new failures are judged against); it may
+    /// still be running when the workers start: [`RunContext::wait_for_baseline`].
+    pub baseline: Option<super::verification::BaselineHandle>,
     /// `[swarm] worker_fix_rounds`: rounds a worker gets back to fix new failures.
     pub worker_fix_rounds: u32,
     /// `[swarm] merge_fix_attempts`: fixer agents per red merge candidate.
@@ -165,6 +167,18 @@ impl RunContext {
             let _ = writeln!(file, "{line}");
         }
         let _ = self.events.send(event);
+    }
+}
+
+impl RunContext {
+    /// The baseline, once it has finished (`None` when verification is off or its task
+    /// died). Workers wait here only to judge their self-check; the merge queue before its
+    /// first verification.
+    pub async fn wait_for_baseline(&self) -> Option<crate::verify::VerifyRun> {
+        match &self.baseline {
+            Some(handle) => handle.wait().await,
+            None => None,
+        }
     }
 }
 
@@ -233,6 +247,8 @@ impl PreparedRun {
 pub struct PlannedRun {
     record: RunRecord,
     plan: Plan,
+    /// The baseline started before planning, still running or finished.
+    pending_baseline: Option<super::verification::BaselineHandle>,
 }
 
 impl PlannedRun {
@@ -242,7 +258,11 @@ impl PlannedRun {
     /// [`SwarmError::NotPlanned`] when it failed while planning.
     pub fn from_record(record: RunRecord) -> Result<Self, SwarmError> {
         match record.plan.clone() {
-            Some(plan) => Ok(PlannedRun { record, plan }),
+            Some(plan) => Ok(PlannedRun {
+                record,
+                plan,
+                pending_baseline: None,
+            }),
             None => Err(SwarmError::NotPlanned {
                 run_id: record.run_id,
             }),
@@ -273,16 +293,10 @@ impl PlannedRun {
         self.record.save()
     }
 
-    /// Records the baseline (the verification run on the base commit) and saves the record.
-    ///
-    /// # Errors
-    /// [`RunStoreError`] when `run.json` cannot be written.
-    pub fn set_baseline(
-        &mut self,
-        baseline: crate::verify::VerifyRun,
-    ) -> Result<(), RunStoreError> {
-        self.record.baseline = Some(baseline);
-        self.record.save()
+    /// Hands over the baseline started before planning (still running or finished): the
+    /// workers start without waiting for it, and its result is recorded when it ends.
+    pub fn set_pending_baseline(&mut self, baseline: super::verification::BaselineHandle) {
+        self.pending_baseline = Some(baseline);
     }
 }
 
@@ -439,12 +453,20 @@ pub async fn execute(
     io: RunIo,
     snapshots: tokio::sync::watch::Sender<RunRecord>,
 ) -> Result<RunRecord, SwarmError> {
+    let pending = run.pending_baseline.clone();
     let (mut record, plan) = run.into_parts();
     // A resumed run is this process's now: `swarm ls` must see it running, not interrupted.
     record.claim_for_this_process();
     ensure_integration_branch(&record)?;
-    ensure_baseline(&mut record, config, &io.cancel).await?;
-    let context = Arc::new(run_context(&record, config, client, model, &io, snapshots)?);
+    let baseline = ensure_baseline(&mut record, config, pending)?;
+    let context = Arc::new(run_context(
+        &record,
+        config,
+        (client, model),
+        &io,
+        snapshots,
+        baseline,
+    )?);
     requeue_unfinished(&mut record);
     context.publish(SwarmEvent::RunStarted {
         run_id: record.run_id.clone(),
@@ -476,32 +498,41 @@ fn requeue_unfinished(record: &mut RunRecord) {
     }
 }
 
-/// With verification on: the verification worktree exists and the record has a baseline (run
-/// now when planning did not leave one, e.g. a resumed run that stopped before it).
-async fn ensure_baseline(
+/// With verification on: the record names the verification worktree, and the run has its
+/// baseline — the recorded one, the one started before planning (`pending`), or one started
+/// now (a resumed run that stopped before its baseline ended). It runs in the background; the
+/// workers do not wait for it.
+fn ensure_baseline(
     record: &mut RunRecord,
     config: &Config,
-    cancel: &CancellationToken,
-) -> Result<(), SwarmError> {
+    pending: Option<BaselineHandle>,
+) -> Result<Option<BaselineHandle>, SwarmError> {
     let Some(command) = record.verify.as_ref().and_then(|v| v.command()) else {
-        return Ok(());
+        if let Some(pending) = pending {
+            pending.stop();
+        }
+        return Ok(None);
     };
     let verifier = super::verification::RunVerifier::new(record, config, command);
     record.verify_worktree = Some(verifier.worktree.clone());
-    if record.baseline.is_none() {
-        let base =
-            git::Oid::from_str(&record.base_commit).map_err(|_| SwarmError::InvalidBase {
-                run_id: record.run_id.clone(),
-                base: record.base_commit.clone(),
-            })?;
-        let lock = Arc::new(git::RepoLock::new(&record.repo_root)?);
-        let baseline =
-            super::verification::run_baseline(&verifier, lock, &record.repo_root, base, cancel)
-                .await;
-        record.baseline = Some(baseline);
-    }
     record.save()?;
-    Ok(())
+    if let Some(run) = record.baseline.clone() {
+        return Ok(Some(BaselineHandle::ready(run)));
+    }
+    if pending.is_some() {
+        return Ok(pending);
+    }
+    let base = git::Oid::from_str(&record.base_commit).map_err(|_| SwarmError::InvalidBase {
+        run_id: record.run_id.clone(),
+        base: record.base_commit.clone(),
+    })?;
+    let lock = Arc::new(git::RepoLock::new(&record.repo_root)?);
+    Ok(Some(BaselineHandle::start(
+        verifier,
+        lock,
+        record.repo_root.clone(),
+        base,
+    )))
 }
 
 /// The integration branch starts at the base commit; a resumed run keeps the one it has.
@@ -521,10 +552,10 @@ fn ensure_integration_branch(record: &RunRecord) -> Result<(), SwarmError> {
 fn run_context(
     record: &RunRecord,
     config: &Config,
-    client: Arc<dyn ModelClient>,
-    model: &str,
+    (client, model): (Arc<dyn ModelClient>, &str),
     io: &RunIo,
     snapshots: tokio::sync::watch::Sender<RunRecord>,
+    baseline: Option<BaselineHandle>,
 ) -> Result<RunContext, SwarmError> {
     let root = record.repo_root.clone();
     let events_log = std::fs::OpenOptions::new()
@@ -552,7 +583,7 @@ fn run_context(
         });
     Ok(RunContext {
         verifier,
-        baseline: record.baseline.clone(),
+        baseline,
         worker_fix_rounds: config.swarm.worker_fix_rounds,
         merge_fix_attempts: config.swarm.merge_fix_attempts,
         run_id: record.run_id.clone(),

@@ -166,3 +166,65 @@ pub async fn run_baseline(
         failures: None,
     })
 }
+
+/// The baseline of a run while it may still be running. It starts before planning and keeps
+/// running while the coordinator plans and the first workers work; only what judges new
+/// failures waits for it ([`BaselineHandle::wait`]): a worker's self-check and the merge queue
+/// before its first verification. Clones share the one run.
+#[derive(Debug, Clone)]
+pub struct BaselineHandle {
+    result: tokio::sync::watch::Receiver<Option<VerifyRun>>,
+    cancel: CancellationToken,
+}
+
+impl BaselineHandle {
+    /// Starts [`run_baseline`] on `base` in a task of its own.
+    pub fn start(
+        verifier: RunVerifier,
+        lock: Arc<git::RepoLock>,
+        repo: PathBuf,
+        base: git::Oid,
+    ) -> Self {
+        let (tx, result) = tokio::sync::watch::channel(None);
+        let cancel = CancellationToken::new();
+        let stop = cancel.clone();
+        tokio::spawn(async move {
+            let run = run_baseline(&verifier, lock, &repo, base, &stop).await;
+            tx.send_replace(Some(run));
+        });
+        BaselineHandle { result, cancel }
+    }
+
+    /// A baseline that is known already (a resumed run's).
+    pub fn ready(run: VerifyRun) -> Self {
+        let (_, result) = tokio::sync::watch::channel(Some(run));
+        BaselineHandle {
+            result,
+            cancel: CancellationToken::new(),
+        }
+    }
+
+    /// The baseline, once it finished: `None` only when its task died without a result.
+    pub async fn wait(&self) -> Option<VerifyRun> {
+        let mut result = self.result.clone();
+        let finished = result.wait_for(Option::is_some).await;
+        finished.ok().and_then(|r| r.clone())
+    }
+
+    /// The baseline if it finished already.
+    pub fn finished(&self) -> Option<VerifyRun> {
+        self.result.borrow().clone()
+    }
+
+    /// Stops it (its command's process group is killed); [`BaselineHandle::wait`] then gives
+    /// a cancelled run.
+    pub fn stop(&self) {
+        self.cancel.cancel();
+    }
+
+    /// Stops it and waits until its command is gone.
+    pub async fn stop_and_wait(&self) {
+        self.stop();
+        let _ = self.wait().await;
+    }
+}

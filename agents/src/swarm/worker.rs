@@ -252,7 +252,10 @@ impl SelfCheck<'_> {
                 .verifier
                 .verify_worktree(self.worktree, self.cancel)
                 .await;
-            let verdict = compare(self.run.baseline.as_ref(), &checked);
+            // Judged against the baseline, which may still be running (it started before
+            // planning; the worker did not wait for it to start).
+            let baseline = self.run.wait_for_baseline().await;
+            let verdict = compare(baseline.as_ref(), &checked);
             report.verification = Some(verdict.render(&self.verifier.command));
             // Fix rounds stay inside the worker's caps: its turns so far count.
             let caps_left = report.turns < agent.settings().max_turns;

@@ -3,6 +3,7 @@ mod compaction;
 mod config_ranges;
 mod cost;
 mod disk_full;
+mod failed_workers;
 mod flags;
 mod hazards;
 mod help_and_readme;

@@ -24,7 +24,7 @@ use crate::model::Usage;
 use ahelper_worktrees as git;
 use kameo::error::ActorStopReason;
 use kameo::prelude::*;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::Instant;
@@ -157,6 +157,9 @@ pub struct CoordinatorArgs {
     pub record: RunRecord,
     /// The plan.
     pub plan: Plan,
+    /// Plan indices of unfinished workers not to start in this process (`swarm resume
+    /// --only-failed` / `--worker`).
+    pub held: BTreeSet<usize>,
     /// Fired with the final record.
     pub done: tokio::sync::oneshot::Sender<RunRecord>,
 }
@@ -167,7 +170,12 @@ impl Actor for CoordinatorActor {
 
     async fn on_start(args: Self::Args, actor_ref: ActorRef<Self>) -> Result<Self, Self::Error> {
         let record = args.record;
-        let scheduler = restored_scheduler(&args.plan, &record.workers, args.run.max_workers);
+        let scheduler = restored_scheduler(
+            &args.plan,
+            &record.workers,
+            &args.held,
+            args.run.max_workers,
+        );
         let merge_queue = MergeQueue::new(
             record.repo_root.clone(),
             record.integration_branch.clone(),
@@ -223,8 +231,14 @@ impl Actor for CoordinatorActor {
     }
 }
 
-/// The scheduler of a (possibly resumed) run: subtasks that already ended keep their slot state.
-fn restored_scheduler(plan: &Plan, workers: &[WorkerRecord], max_workers: usize) -> Scheduler {
+/// The scheduler of a (possibly resumed) run: subtasks that already ended keep their slot state;
+/// `held` unfinished ones count as ended for this process (their dependents wait or are skipped).
+fn restored_scheduler(
+    plan: &Plan,
+    workers: &[WorkerRecord],
+    held: &BTreeSet<usize>,
+    max_workers: usize,
+) -> Scheduler {
     let mut scheduler = Scheduler::new(plan.subtasks.clone(), max_workers);
     for (i, w) in workers.iter().enumerate() {
         let state = match w.status {
@@ -242,6 +256,7 @@ fn restored_scheduler(plan: &Plan, workers: &[WorkerRecord], max_workers: usize)
             | WorkerStatus::VerifyFailed => SlotState::Ended,
             WorkerStatus::Finished => SlotState::Finished,
             WorkerStatus::Skipped => SlotState::Skipped,
+            _ if held.contains(&i) => SlotState::Ended,
             _ => continue,
         };
         scheduler.set_state(i, state);

@@ -22,6 +22,7 @@ use crate::transcript::TranscriptError;
 use ahelper_worktrees as git;
 use dashmap::DashMap;
 use kameo::prelude::*;
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 use tokio_util::sync::CancellationToken;
@@ -233,6 +234,9 @@ impl PreparedRun {
 pub struct PlannedRun {
     record: RunRecord,
     plan: Plan,
+    /// Plan indices of unfinished workers this process must not start (`swarm resume
+    /// --only-failed` / `--worker`): they keep their state for a later resume.
+    held: BTreeSet<usize>,
 }
 
 impl PlannedRun {
@@ -242,7 +246,11 @@ impl PlannedRun {
     /// [`SwarmError::NotPlanned`] when it failed while planning.
     pub fn from_record(record: RunRecord) -> Result<Self, SwarmError> {
         match record.plan.clone() {
-            Some(plan) => Ok(PlannedRun { record, plan }),
+            Some(plan) => Ok(PlannedRun {
+                record,
+                plan,
+                held: BTreeSet::new(),
+            }),
             None => Err(SwarmError::NotPlanned {
                 run_id: record.run_id,
             }),
@@ -262,6 +270,24 @@ impl PlannedRun {
     /// The record and the plan.
     pub fn into_parts(self) -> (RunRecord, Plan) {
         (self.record, self.plan)
+    }
+
+    /// For `swarm resume`: the workers at `selected` (plan indices) run again — a failed or
+    /// skipped one is queued again (a failed one continues from its branch, `wip` commits
+    /// included, and its transcript) — and every other unfinished worker is held: this process
+    /// does not start it, and it keeps its state for a later resume.
+    pub fn retry_only(&mut self, selected: &BTreeSet<usize>) {
+        for (i, w) in self.record.workers.iter_mut().enumerate() {
+            if selected.contains(&i) {
+                if matches!(w.status, WorkerStatus::Failed | WorkerStatus::Skipped) {
+                    w.status = WorkerStatus::Queued;
+                    w.last_action = "queued again by swarm resume".into();
+                }
+            } else if !w.status.is_terminal() && w.status != WorkerStatus::Finished {
+                self.held.insert(i);
+                w.last_action = "held: not selected by this swarm resume".into();
+            }
+        }
     }
 
     /// Records the run's verification setting (`swarm resume` keeps it) and saves the record.
@@ -439,6 +465,7 @@ pub async fn execute(
     io: RunIo,
     snapshots: tokio::sync::watch::Sender<RunRecord>,
 ) -> Result<RunRecord, SwarmError> {
+    let held = run.held.clone();
     let (mut record, plan) = run.into_parts();
     // A resumed run is this process's now: `swarm ls` must see it running, not interrupted.
     record.claim_for_this_process();
@@ -451,7 +478,7 @@ pub async fn execute(
         base_commit: record.base_commit.clone(),
         integration_branch: record.integration_branch.clone(),
     });
-    let final_record = coordinate(context.clone(), record, plan, io.cancel).await;
+    let final_record = coordinate(context.clone(), record, plan, held, io.cancel).await;
     context.publish(SwarmEvent::RunFinished {
         record: Box::new(final_record.clone()),
     });
@@ -588,6 +615,7 @@ async fn coordinate(
     context: Arc<RunContext>,
     record: RunRecord,
     plan: Plan,
+    held: BTreeSet<usize>,
     user_cancel: CancellationToken,
 ) -> RunRecord {
     let fallback = record.clone();
@@ -597,6 +625,7 @@ async fn coordinate(
             run: context.clone(),
             record,
             plan,
+            held,
             done: done_tx,
         },
         kameo::mailbox::unbounded(),

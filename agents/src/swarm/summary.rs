@@ -79,6 +79,10 @@ pub fn result_line(record: &RunRecord) -> String {
                 record.run_id
             )
         }
+        (_, Some(reason)) if record.workers.iter().any(super::resume::is_retryable) => format!(
+            "Result: FAILED — {reason}; resume with `ahelper swarm resume {}`.",
+            record.run_id
+        ),
         (_, Some(reason)) => format!("Result: FAILED — {reason}."),
     }
 }
@@ -197,6 +201,37 @@ pub fn short_commit(id: &str) -> &str {
     &id[..id.len().min(12)]
 }
 
+/// What `swarm resume` would run again, and the exact command: the failed workers by name
+/// (their work so far is on their branches), and how to retry only them or one of them.
+fn resume_lines(s: &mut String, record: &RunRecord) {
+    let run_id = &record.run_id;
+    if !record.workers.iter().any(super::resume::is_retryable) {
+        return;
+    }
+    let failed: Vec<&WorkerRecord> = record
+        .workers
+        .iter()
+        .filter(|w| w.status == WorkerStatus::Failed)
+        .collect();
+    if let Some(first) = failed.first() {
+        let named: Vec<String> = failed
+            .iter()
+            .map(|w| format!("{} (branch {})", w.id, w.branch))
+            .collect();
+        let _ = writeln!(
+            s,
+            "Failed workers: {}. Their work so far is kept on their branches; `swarm resume` retries them from there.",
+            named.join(", ")
+        );
+        let _ = writeln!(
+            s,
+            "Retry only them: ahelper swarm resume {run_id} --only-failed   one of them: ahelper swarm resume {run_id} --worker {}",
+            first.id
+        );
+    }
+    let _ = writeln!(s, "Resume with: ahelper swarm resume {run_id}");
+}
+
 fn counts_line(s: &mut String, record: &RunRecord) {
     let count = |st: WorkerStatus| record.workers.iter().filter(|w| w.status == st).count();
     let _ = writeln!(
@@ -304,9 +339,7 @@ fn next_steps(s: &mut String, record: &RunRecord) {
         );
     }
     let run_id = &record.run_id;
-    if any(&|w| w.status == WorkerStatus::Cancelled || !w.status.is_terminal()) {
-        let _ = writeln!(s, "Resume with: ahelper swarm resume {run_id}");
-    }
+    resume_lines(s, record);
     if any(&|w| w.status == WorkerStatus::Merged) {
         let _ = writeln!(
             s,

@@ -859,8 +859,15 @@ fn status(config: &Config, run: Option<&str>) -> i32 {
         "{}",
         for_terminal(&status_table::render_text(&r, elapsed, None))
     );
-    if let Some(s) = &r.summary {
-        println!("\n{}", for_terminal(s));
+    match &r.summary {
+        Some(s) => println!("\n{}", for_terminal(s)),
+        None => {
+            for w in &r.workers {
+                if let Some(line) = swarm::summary::out_of_scope_line(&r, w) {
+                    println!("{}: {}", w.id, for_terminal(&line));
+                }
+            }
+        }
     }
     0
 }

@@ -113,8 +113,14 @@ fn run_through_outage(repo: &TestRepo, ids: &[&str]) -> String {
     let run = last_run(repo);
     let id = run["run_id"].as_str().unwrap().to_string();
     let summary = stdout(&out);
-    for w in ["w1", "w2", "w3"].iter().take(ids.len()) {
+    for (i, w) in ["w1", "w2", "w3"].iter().take(ids.len()).enumerate() {
         assert_eq!(status_of(&run, w), "failed", "{summary}");
+        // issue 9.9: the table's last action is the failure, not "waiting for the model"
+        let action = run["workers"][i]["last_action"].as_str().unwrap();
+        assert!(
+            action.starts_with("failed: ") && action.contains("500"),
+            "{action}"
+        );
         assert!(
             summary.contains(&format!("{w} (branch ahelper/{id}/{w})")),
             "{summary}"

@@ -18,6 +18,7 @@ mod project_trust;
 mod refusals;
 mod repl;
 mod run_lifecycle;
+mod scope_report;
 mod self_escalation;
 mod server_errors;
 mod support;

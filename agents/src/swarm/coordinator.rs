@@ -276,6 +276,9 @@ impl CoordinatorActor {
             return;
         }
         self.record.workers[index].status = status;
+        if let Some(action) = self.record.workers[index].status_action() {
+            self.record.workers[index].last_action = action;
+        }
         let worker = self.record.workers[index].id.clone();
         let fix_round = self.record.workers[index].fix_round;
         self.emit(SwarmEvent::WorkerStatus {
@@ -364,11 +367,11 @@ impl CoordinatorActor {
     fn fail_before_start(&mut self, index: usize, error: GitTaskError) {
         self.scheduler.worker_stopped(index);
         self.scheduler.finish(index, false);
-        self.set_status(index, WorkerStatus::Failed);
         self.record.workers[index].report = Some(WorkerReport::failed(
             format!("cannot read the integration branch: {error}"),
             0,
         ));
+        self.set_status(index, WorkerStatus::Failed);
     }
 
     /// The worker slot: starts worker `index` on its subtask from `start_commit`. The only

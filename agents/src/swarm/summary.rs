@@ -30,7 +30,7 @@ pub fn final_summary(record: &RunRecord) -> String {
         );
     }
     for w in &record.workers {
-        worker_lines(&mut s, w);
+        worker_lines(&mut s, record, w);
     }
     for h in &record.helpers {
         helper_lines(&mut s, h);
@@ -251,7 +251,7 @@ fn counts_line(s: &mut String, record: &RunRecord) {
     );
 }
 
-fn worker_lines(s: &mut String, w: &WorkerRecord) {
+fn worker_lines(s: &mut String, record: &RunRecord, w: &WorkerRecord) {
     let report = w.report.as_ref();
     let files = report.map_or(0, |r| r.files_changed.len());
     let (ins, del) = report.map_or((0, 0), |r| (r.insertions, r.deletions));
@@ -281,6 +281,9 @@ fn worker_lines(s: &mut String, w: &WorkerRecord) {
     if let Some(err) = report.and_then(|r| r.error.as_ref()) {
         let _ = writeln!(s, "      error: {err}");
     }
+    if let Some(line) = out_of_scope_line(record, w) {
+        let _ = writeln!(s, "      {line}");
+    }
     for hazard in report.map_or(&[][..], |r| r.hazards.as_slice()) {
         let _ = writeln!(s, "      hazard: {hazard}");
     }
@@ -303,6 +306,25 @@ fn worker_lines(s: &mut String, w: &WorkerRecord) {
             shown.join("; "),
         );
     }
+}
+
+/// `edited outside its scope (a.txt): other.txt, Makefile` when its branch changes files
+/// outside the subtask's declared scope; `None` otherwise.
+pub fn out_of_scope_line(record: &RunRecord, w: &WorkerRecord) -> Option<String> {
+    let outside = &w.report.as_ref()?.out_of_scope;
+    if outside.is_empty() {
+        return None;
+    }
+    let scope = record
+        .plan
+        .as_ref()
+        .and_then(|p| p.subtasks.iter().find(|s| s.id == w.subtask_id))
+        .map(|s| format!(" ({})", s.scope.join(", ")))
+        .unwrap_or_default();
+    Some(format!(
+        "edited outside its scope{scope}: {}",
+        outside.join(", ")
+    ))
 }
 
 fn next_steps(s: &mut String, record: &RunRecord) {

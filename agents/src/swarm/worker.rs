@@ -573,6 +573,8 @@ async fn commit_and_report(
                 report.commit = Some(tip.to_string());
             }
             report.hazards = hazards;
+            report.out_of_scope =
+                super::plan::outside_scope(&stats.files_changed, &spec.subtask.scope);
             report.files_changed = stats.files_changed;
             report.insertions = stats.insertions;
             report.deletions = stats.deletions;

@@ -244,10 +244,17 @@ pub enum SwarmCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Continue a stopped run: queued and unfinished workers.
+    /// Continue a stopped run: its unfinished workers, and retry its failed and skipped
+    /// workers from their branches (their `wip` commits are kept).
     Resume {
         /// Run id (prefix).
         run: String,
+        /// Retry only the failed workers.
+        #[arg(long, conflicts_with = "worker")]
+        only_failed: bool,
+        /// Run only this worker (`w2`); may be repeated.
+        #[arg(long, value_name = "ID")]
+        worker: Vec<String>,
         /// Workers running at once.
         #[arg(long, value_name = "N", value_parser = parse_positive)]
         max_workers: Option<usize>,

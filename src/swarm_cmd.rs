@@ -13,7 +13,7 @@ use ahelper_agents::swarm::cleanup::{self, CleanStep, IntegrationCleanup, Integr
 use ahelper_agents::swarm::events::SwarmEvent;
 use ahelper_agents::swarm::logs::{self, TranscriptFollower};
 use ahelper_agents::swarm::plan::Plan;
-use ahelper_agents::swarm::resume::{self, Resumable};
+use ahelper_agents::swarm::resume::{self, Resumable, ResumeSelection};
 use ahelper_agents::swarm::state::{RunOutcome, RunRecord, WorkerStatus};
 use ahelper_agents::swarm::summary::short_commit;
 use ahelper_agents::swarm::verification::{BaselineHandle, RunVerifier};
@@ -69,6 +69,8 @@ pub fn run(
         ),
         Some(SwarmCommand::Resume {
             run,
+            only_failed,
+            worker,
             max_workers,
             output_format,
         }) => {
@@ -77,7 +79,12 @@ pub fn run(
                 output_format,
                 ..Default::default()
             };
-            rt.block_on(resume(&config, &run, &run_args, mode_given))
+            let selection = match (only_failed, worker.is_empty()) {
+                (true, _) => ResumeSelection::OnlyFailed,
+                (false, false) => ResumeSelection::Workers(worker),
+                (false, true) => ResumeSelection::All,
+            };
+            rt.block_on(resume(&config, &run, &selection, &run_args, mode_given))
         }
         None => match args.task {
             Some(task) if !task.trim().is_empty() => rt.block_on(start(&config, &task, &args.run)),
@@ -657,14 +664,20 @@ fn report_leftovers(killed: usize) {
     }
 }
 
-/// `swarm resume <run>`.
-async fn resume(config: &Config, run: &str, run_args: &SwarmRunArgs, mode_given: bool) -> i32 {
+/// `swarm resume <run> [--only-failed | --worker ID…]`.
+async fn resume(
+    config: &Config,
+    run: &str,
+    selection: &ResumeSelection,
+    run_args: &SwarmRunArgs,
+    mode_given: bool,
+) -> i32 {
     let mut config = with_max_workers(config, run_args);
     let record = match find_run(&config, run) {
         Ok((_, record)) => record,
         Err(code) => return code,
     };
-    let resumable = match resume::check_resumable(record) {
+    let resumable = match resume::check_resumable(record, selection) {
         Ok(r) => r,
         Err(e) => return usage_error(&e),
     };
@@ -681,30 +694,61 @@ async fn resume(config: &Config, run: &str, run_args: &SwarmRunArgs, mode_given:
         );
         config.permissions.mode = mode;
     }
-    let (run, unfinished) = match resumable {
-        Resumable::NothingLeft(record) => {
-            eprintln!("Run {} has nothing left to do.", record.run_id);
-            println!("{}", for_terminal(&swarm::final_summary(&record)));
-            return 0;
-        }
-        Resumable::Unfinished { run, unfinished } => (run, unfinished),
+    let (run, selected) = match resumable {
+        Resumable::NothingLeft(record) => return nothing_left(&record, selection),
+        Resumable::Unfinished { run, selected } => (run, selected),
     };
     let provider = match provider(&config) {
         Ok(p) => p,
         Err(code) => return code,
     };
+    report_pruned_worktrees(run.record());
     eprintln!(
-        "Resuming {}run {}: {unfinished} unfinished workers.",
+        "Resuming {}run {}: {} worker(s) to run ({}).",
         if run.record().is_interrupted() {
             "interrupted "
         } else {
             ""
         },
-        run.record().run_id
+        run.record().run_id,
+        selected.len(),
+        selected.join(", ")
     );
     let client = model_client(&provider);
     let mode = output_mode(run_args.output_format);
     execute_run(run, &config, client, &provider.model, mode).await
+}
+
+/// Prunes git's registrations of the run's worktrees whose directories were deleted by hand and
+/// says which; their workers' worktrees are rebuilt from their branches when they start.
+fn report_pruned_worktrees(record: &RunRecord) {
+    let pruned = git::RepoLock::new(&record.repo_root)
+        .and_then(|lock| cleanup::prune_missing_worktrees(&lock, &record.repo_root, record));
+    match pruned {
+        Ok(pruned) => {
+            for p in pruned {
+                eprintln!(
+                    "Worktree {} was deleted: pruned its git registration; it is rebuilt from branch {} (its commits are kept).",
+                    p.path.display(),
+                    p.branch.as_deref().unwrap_or("(detached)")
+                );
+            }
+        }
+        Err(e) => eprintln!("ahelper: could not prune the run's deleted worktrees: {e}"),
+    }
+}
+
+/// Nothing to run: every worker ended (the default selection), or none failed
+/// (`--only-failed`). Prints the run's summary; exit status as the run's outcome says.
+fn nothing_left(record: &RunRecord, selection: &ResumeSelection) -> i32 {
+    match selection {
+        ResumeSelection::OnlyFailed => {
+            eprintln!("Run {} has no failed workers to retry.", record.run_id)
+        }
+        _ => eprintln!("Run {} has nothing left to do.", record.run_id),
+    }
+    println!("{}", for_terminal(&swarm::final_summary(record)));
+    exit_code(record.outcome())
 }
 
 /// `swarm ls [--all]`: runs of the repository, oldest first; runs `swarm clean` emptied only
@@ -777,8 +821,15 @@ fn status(config: &Config, run: Option<&str>) -> i32 {
         "{}",
         for_terminal(&status_table::render_text(&r, elapsed, None))
     );
-    if let Some(s) = &r.summary {
-        println!("\n{}", for_terminal(s));
+    match &r.summary {
+        Some(s) => println!("\n{}", for_terminal(s)),
+        None => {
+            for w in &r.workers {
+                if let Some(line) = swarm::summary::out_of_scope_line(&r, w) {
+                    println!("{}: {}", w.id, for_terminal(&line));
+                }
+            }
+        }
     }
     0
 }
@@ -925,6 +976,10 @@ fn print_clean_step(step: &CleanStep, run: &RunRecord) {
         CleanStep::WorktreeKept { path, error } => {
             println!("  kept worktree {}: {error}", path.display())
         }
+        CleanStep::RegistrationPruned { path } => println!(
+            "  removed the git registration of worktree {} (its directory was already gone)",
+            path.display()
+        ),
         CleanStep::BranchDeleted { branch } => println!("  deleted branch {branch}"),
         CleanStep::BranchKept { branch, error } => println!("  kept branch {branch}: {error}"),
         CleanStep::BranchWithoutIntegration { branch } => println!(

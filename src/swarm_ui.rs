@@ -301,16 +301,7 @@ impl LiveView {
                 Paragraph::new(Line::from(for_terminal(&note).into_owned())).render_ref_to(buf);
             });
         }
-        let waiting: Vec<&str> = self
-            .pending
-            .iter()
-            .filter_map(|(r, _)| r.requester.as_deref()?.split(' ').next())
-            .collect();
-        for w in &mut record.workers {
-            if waiting.contains(&w.id.as_str()) {
-                w.status = WorkerStatus::WaitingForPermission;
-            }
-        }
+        mark_waiting(&mut record, self.pending.iter().map(|(r, _)| r));
         let prompt_line = self.pending.front().map(|(r, _)| {
             format!(
                 "[{}] Allow {} {}? ({})  y = yes · n = no · a = always for this run · d = never",
@@ -323,6 +314,33 @@ impl LiveView {
         let elapsed = self.started.elapsed().as_millis() as u64;
         let price = self.price;
         let _ = terminal.draw(|frame| render_frame(frame, &record, elapsed, prompt_line, price));
+    }
+}
+
+/// Shows the workers whose permission questions wait for the user as `waiting for
+/// permission`, their last action naming the call (`waiting for your answer: run_command make`)
+/// instead of what they did before they asked.
+fn mark_waiting<'a>(record: &mut RunRecord, pending: impl Iterator<Item = &'a PromptRequest>) {
+    for request in pending {
+        let Some(id) = request
+            .requester
+            .as_deref()
+            .and_then(|r| r.split(' ').next())
+        else {
+            continue;
+        };
+        if let Some(w) = record.workers.iter_mut().find(|w| w.id == id)
+            && w.status != WorkerStatus::WaitingForPermission
+        {
+            w.status = WorkerStatus::WaitingForPermission;
+            w.last_action = format!(
+                "waiting for your answer: {} {}",
+                request.tool,
+                request.subject.as_deref().unwrap_or_default()
+            )
+            .trim_end()
+            .to_string();
+        }
     }
 }
 
@@ -391,5 +409,51 @@ impl RenderRef for Paragraph<'_> {
         use ratatui::widgets::Widget;
         let area = buf.area;
         self.clone().render(area, buf);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record_with_w1_waiting_for_the_model() -> RunRecord {
+        serde_json::from_value(serde_json::json!({
+            "run_id": "r", "task": "t", "repo_root": "/r", "base_commit": "c",
+            "base_ref": "HEAD", "integration_branch": "i", "status": "running",
+            "created_at": "", "updated_at": "", "pid": 0, "plan": null, "summary": null,
+            "error": null, "usage": {"input_tokens": 0, "output_tokens": 0},
+            "workers": [{
+                "id": "w1", "subtask_id": "s1", "title": "t", "status": "running",
+                "branch": "b", "worktree": "/w", "start_commit": null, "turns": 2,
+                "usage": {"input_tokens": 0, "output_tokens": 0}, "tool_calls": 1,
+                "last_action": "waiting for the model (turn 2)", "started_at": null,
+                "elapsed_ms": 0, "report": null
+            }]
+        }))
+        .unwrap()
+    }
+
+    /// issue 9.9: a worker whose question waits for the user says so in its last action.
+    #[test]
+    fn a_worker_waiting_for_a_permission_answer_says_so() {
+        let mut record = record_with_w1_waiting_for_the_model();
+        let request = PromptRequest {
+            requester: Some("w1 · Write a".into()),
+            tool: "run_command".into(),
+            subject: Some("make test".into()),
+            input: serde_json::json!({}),
+            reason: "not allowed by a rule".into(),
+            suggested_rule: "run_command(make test)".into(),
+        };
+        mark_waiting(&mut record, std::iter::once(&request));
+        let w1 = &record.workers[0];
+        assert_eq!(w1.status, WorkerStatus::WaitingForPermission);
+        assert_eq!(
+            w1.last_action,
+            "waiting for your answer: run_command make test"
+        );
+        let cells = status_table::row_cells(w1, 0, None);
+        assert_eq!(cells[2], "waiting for permission");
+        assert!(cells[8].starts_with("waiting for your answer"), "{cells:?}");
     }
 }

@@ -78,6 +78,12 @@ pub enum CleanStep {
         /// Why.
         error: GitError,
     },
+    /// The git registration of a worktree whose directory was already gone (deleted by hand)
+    /// was pruned: its branch is no longer "checked out" there.
+    RegistrationPruned {
+        /// The missing worktree directory.
+        path: PathBuf,
+    },
     /// A worker branch was deleted.
     BranchDeleted {
         /// The branch.
@@ -112,7 +118,9 @@ impl CleanStep {
     pub fn is_refusal(&self) -> bool {
         !matches!(
             self,
-            CleanStep::WorktreeRemoved { .. } | CleanStep::BranchDeleted { .. }
+            CleanStep::WorktreeRemoved { .. }
+                | CleanStep::RegistrationPruned { .. }
+                | CleanStep::BranchDeleted { .. }
         )
     }
 }
@@ -186,6 +194,17 @@ pub fn clean_run(
         return Err(CleanError::Active { pid: run.pid });
     }
     let mut steps = Vec::new();
+    match prune_missing_worktrees(lock, root, run) {
+        Ok(pruned) => steps.extend(
+            pruned
+                .into_iter()
+                .map(|p| CleanStep::RegistrationPruned { path: p.path }),
+        ),
+        Err(error) => steps.push(CleanStep::WorktreeKept {
+            path: worktree_base.to_path_buf(),
+            error,
+        }),
+    }
     for owned in owned_worktrees(run) {
         if owned.worktree.exists() {
             steps.push(
@@ -210,6 +229,69 @@ pub fn clean_run(
         steps,
         integration: clean_integration_branch(lock, root, run, force),
     })
+}
+
+/// A registration of a run's worktree whose directory was gone, now pruned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PrunedRegistration {
+    /// The missing worktree directory git still listed.
+    pub path: PathBuf,
+    /// The branch it had checked out (kept, with its commits).
+    pub branch: Option<String>,
+}
+
+/// Prunes git's registrations of run `run`'s worktrees whose directories are gone (deleted by
+/// hand, e.g. `rm -rf`): git would keep their branches "checked out" there, so they could be
+/// neither deleted nor checked out again. Only this run's are touched — a registration whose
+/// path is one of the run's worktrees or whose branch is one of the run's
+/// (`ahelper/<run>/…`) — never a user's other worktrees, never a locked one, and only the admin
+/// entry goes (the branch and its commits stay). Runs under `lock`.
+///
+/// # Errors
+/// The [`GitError`] of the first registration that could not be pruned (those before it are
+/// pruned).
+pub fn prune_missing_worktrees(
+    lock: &RepoLock,
+    root: &Path,
+    run: &RunRecord,
+) -> Result<Vec<PrunedRegistration>, GitError> {
+    let paths: Vec<PathBuf> = owned_worktrees(run)
+        .into_iter()
+        .map(|o| o.worktree)
+        .collect();
+    let branch_prefix = format!("ahelper/{}/", run.run_id);
+    let mut pruned = Vec::new();
+    for wt in git::list_worktrees(root)? {
+        let ours = paths.contains(&wt.path)
+            || wt
+                .branch
+                .as_deref()
+                .is_some_and(|b| b.starts_with(&branch_prefix));
+        if wt.is_main || !wt.prunable || wt.locked || !ours {
+            continue;
+        }
+        prune_registration(lock, root, &wt.path)?;
+        pruned.push(PrunedRegistration {
+            path: wt.path,
+            branch: wt.branch,
+        });
+    }
+    Ok(pruned)
+}
+
+/// Prunes the registration of the missing worktree `path` ([`git::remove_worktree`] deletes
+/// nothing but the admin entry of a worktree whose directory is gone). Its base directory is
+/// created first when it went too, as removal only acts inside an existing base.
+pub fn prune_registration(lock: &RepoLock, root: &Path, path: &Path) -> Result<(), GitError> {
+    let base = worktree_base_of(path);
+    std::fs::create_dir_all(&base).map_err(|source| GitError::Io {
+        action: "creating",
+        path: base.clone(),
+        source,
+    })?;
+    git::remove_worktree(lock, root, &base, path, false)?;
+    let _ = std::fs::remove_dir(&base);
+    Ok(())
 }
 
 /// A worktree and branch of a run: a worker's, a fixer's or merger's (with the status of the

@@ -24,7 +24,7 @@ use crate::model::Usage;
 use ahelper_worktrees as git;
 use kameo::error::ActorStopReason;
 use kameo::prelude::*;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::Instant;
@@ -179,6 +179,9 @@ pub struct CoordinatorArgs {
     pub record: RunRecord,
     /// The plan.
     pub plan: Plan,
+    /// Plan indices of unfinished workers not to start in this process (`swarm resume
+    /// --only-failed` / `--worker`).
+    pub held: BTreeSet<usize>,
     /// Fired with the final record.
     pub done: tokio::sync::oneshot::Sender<RunRecord>,
 }
@@ -189,7 +192,12 @@ impl Actor for CoordinatorActor {
 
     async fn on_start(args: Self::Args, actor_ref: ActorRef<Self>) -> Result<Self, Self::Error> {
         let record = args.record;
-        let scheduler = restored_scheduler(&args.plan, &record.workers, args.run.max_workers);
+        let scheduler = restored_scheduler(
+            &args.plan,
+            &record.workers,
+            &args.held,
+            args.run.max_workers,
+        );
         let merge_queue = MergeQueue::new(
             record.repo_root.clone(),
             record.integration_branch.clone(),
@@ -256,8 +264,14 @@ fn usage_since(before: Usage, total: Usage) -> Usage {
     }
 }
 
-/// The scheduler of a (possibly resumed) run: subtasks that already ended keep their slot state.
-fn restored_scheduler(plan: &Plan, workers: &[WorkerRecord], max_workers: usize) -> Scheduler {
+/// The scheduler of a (possibly resumed) run: subtasks that already ended keep their slot state;
+/// `held` unfinished ones count as ended for this process (their dependents wait or are skipped).
+fn restored_scheduler(
+    plan: &Plan,
+    workers: &[WorkerRecord],
+    held: &BTreeSet<usize>,
+    max_workers: usize,
+) -> Scheduler {
     let mut scheduler = Scheduler::new(plan.subtasks.clone(), max_workers);
     for (i, w) in workers.iter().enumerate() {
         let state = match w.status {
@@ -275,6 +289,7 @@ fn restored_scheduler(plan: &Plan, workers: &[WorkerRecord], max_workers: usize)
             | WorkerStatus::VerifyFailed => SlotState::Ended,
             WorkerStatus::Finished => SlotState::Finished,
             WorkerStatus::Skipped => SlotState::Skipped,
+            _ if held.contains(&i) => SlotState::Ended,
             _ => continue,
         };
         scheduler.set_state(i, state);
@@ -294,6 +309,9 @@ impl CoordinatorActor {
             return;
         }
         self.record.workers[index].status = status;
+        if let Some(action) = self.record.workers[index].status_action() {
+            self.record.workers[index].last_action = action;
+        }
         let worker = self.record.workers[index].id.clone();
         let fix_round = self.record.workers[index].fix_round;
         self.emit(SwarmEvent::WorkerStatus {
@@ -382,11 +400,11 @@ impl CoordinatorActor {
     fn fail_before_start(&mut self, index: usize, error: GitTaskError) {
         self.scheduler.worker_stopped(index);
         self.scheduler.finish(index, false);
-        self.set_status(index, WorkerStatus::Failed);
         self.record.workers[index].report = Some(WorkerReport::failed(
             format!("cannot read the integration branch: {error}"),
             0,
         ));
+        self.set_status(index, WorkerStatus::Failed);
     }
 
     /// The worker slot: starts worker `index` on its subtask from `start_commit`. The only

@@ -344,6 +344,38 @@ pub fn subtasks_overlap(a: &Subtask, b: &Subtask) -> bool {
     shared_scope(a, b).is_some()
 }
 
+/// Whether `path` (relative to the repository root, `/`-separated) lies in `scope`: equal to a
+/// plain entry or inside it as a directory (`src` and `src/` hold `src/a.rs`), or matched by a
+/// glob entry (`globset` syntax, `*` also crossing `/`). An entry that is not a valid glob counts
+/// as matching, so a malformed scope never reports edits as outside it.
+pub fn in_scope(path: &str, scope: &[String]) -> bool {
+    let path = path.trim_start_matches("./");
+    scope.iter().any(|entry| {
+        let entry = entry.trim_start_matches("./").trim_end_matches('/');
+        if entry.is_empty() || entry == "." {
+            return true;
+        }
+        if entry.contains(['*', '?', '[', '{']) {
+            return globset::Glob::new(entry)
+                .map(|g| g.compile_matcher().is_match(path))
+                .unwrap_or(true);
+        }
+        path == entry
+            || path
+                .strip_prefix(entry)
+                .is_some_and(|rest| rest.starts_with('/'))
+    })
+}
+
+/// The paths of `changed` that lie outside `scope` ([`in_scope`]), in their order.
+pub fn outside_scope(changed: &[String], scope: &[String]) -> Vec<String> {
+    changed
+        .iter()
+        .filter(|p| !in_scope(p, scope))
+        .cloned()
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -394,6 +426,28 @@ mod tests {
         let escape =
             r#"{"subtasks": [{"id":"a","title":"t","instructions":"i","scope":["../x"]}]}"#;
         assert!(parse_plan(escape, 12).is_err());
+    }
+
+    #[test]
+    fn paths_in_and_outside_a_scope() {
+        let scope: Vec<String> = ["a.txt", "src/", "docs/**/*.md", "./lib"]
+            .map(String::from)
+            .to_vec();
+        for inside in ["a.txt", "src/x/y.rs", "docs/guide/intro.md", "lib/m.py"] {
+            assert!(in_scope(inside, &scope), "{inside}");
+        }
+        for outside in [
+            "b.txt",
+            "a.txt.bak",
+            "srcs/x.rs",
+            "docs/a.txt",
+            "library.py",
+        ] {
+            assert!(!in_scope(outside, &scope), "{outside}");
+        }
+        let changed = ["a.txt", "other.txt", "src/m.rs", "Makefile"].map(String::from);
+        assert_eq!(outside_scope(&changed, &scope), ["other.txt", "Makefile"]);
+        assert!(outside_scope(&changed, &["**".into()]).is_empty());
     }
 
     #[test]

@@ -1,12 +1,17 @@
-//! `swarm resume`: which runs can be continued, and with which permission mode.
+//! `swarm resume`: which runs can be continued, which of their workers run again, and with
+//! which permission mode.
 //!
-//! A run can be resumed when no process is running it and it has a plan; its queued and
+//! A run can be resumed when no process is running it and it has a plan. Its queued and
 //! unfinished workers start again from their branches and transcripts ([`super::execute`]
-//! requeues them). It keeps the permission mode it was started with unless the user gives one.
+//! requeues them); so do workers that failed (a model outage, a crash, a worktree problem) —
+//! their `wip` commits stay on their branches — and workers skipped because a dependency did not
+//! merge. A [`ResumeSelection`] narrows that set (`--only-failed`, `--worker w2`). It keeps the
+//! permission mode it was started with unless the user gives one.
 
 use super::run::{PlannedRun, SwarmError};
-use super::state::RunRecord;
+use super::state::{RunRecord, WorkerRecord, WorkerStatus};
 use crate::permissions::PermissionMode;
+use std::collections::BTreeSet;
 
 /// Why a run cannot be resumed.
 #[derive(Debug, thiserror::Error)]
@@ -22,6 +27,42 @@ pub enum ResumeError {
     /// It failed while planning.
     #[error(transparent)]
     NotPlanned(SwarmError),
+    /// `--worker` named a worker the run does not have.
+    #[error(
+        "run {run_id} has no worker `{worker}`; its workers are {known} (see `ahelper swarm status {run_id}`)"
+    )]
+    UnknownWorker {
+        /// The run.
+        run_id: String,
+        /// The id given.
+        worker: String,
+        /// The run's worker ids, comma-separated.
+        known: String,
+    },
+    /// `--worker` named a worker that has nothing left to retry.
+    #[error(
+        "worker {worker} of run {run_id} is {state}: there is nothing to retry (resume retries unfinished, failed and skipped workers)"
+    )]
+    NotRetryable {
+        /// The run.
+        run_id: String,
+        /// The worker.
+        worker: String,
+        /// Its state label.
+        state: &'static str,
+    },
+}
+
+/// Which workers `swarm resume` runs again.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum ResumeSelection {
+    /// Every worker that is unfinished, failed, or skipped (the default).
+    #[default]
+    All,
+    /// Only the failed workers (`--only-failed`).
+    OnlyFailed,
+    /// Only these workers (`--worker w2`, repeatable), each of which must be retryable.
+    Workers(Vec<String>),
 }
 
 /// A run that may be resumed.
@@ -29,38 +70,88 @@ pub enum ResumeError {
 pub enum Resumable {
     /// Workers are left to run.
     Unfinished {
-        /// The run.
+        /// The run, its selected failed and skipped workers queued again and the others held.
         run: PlannedRun,
-        /// Workers that are queued or were interrupted.
-        unfinished: usize,
+        /// Ids of the workers that run again, in plan order.
+        selected: Vec<String>,
     },
-    /// Every worker already ended; there is nothing to run.
+    /// No worker is left to run, retry or select; there is nothing to run.
     NothingLeft(RunRecord),
 }
 
-/// Checks that `record` can be resumed and counts what is left.
+/// Whether `swarm resume` may run worker `w` again: it is not done (queued, in flight,
+/// cancelled, interrupted, waiting to merge) or it failed or was skipped.
+pub fn is_retryable(w: &WorkerRecord) -> bool {
+    !w.status.is_terminal() || matches!(w.status, WorkerStatus::Failed | WorkerStatus::Skipped)
+}
+
+/// Checks that `record` can be resumed and picks the workers `selection` runs again.
 ///
 /// # Errors
-/// [`ResumeError`] when it is still running or has no plan.
-pub fn check_resumable(record: RunRecord) -> Result<Resumable, ResumeError> {
+/// [`ResumeError`] when it is still running, has no plan, or `selection` names a worker that
+/// does not exist or has nothing to retry.
+pub fn check_resumable(
+    record: RunRecord,
+    selection: &ResumeSelection,
+) -> Result<Resumable, ResumeError> {
     if record.is_active() {
         return Err(ResumeError::StillRunning {
             run_id: record.run_id,
             pid: record.pid,
         });
     }
-    let run = PlannedRun::from_record(record).map_err(ResumeError::NotPlanned)?;
-    let unfinished = run
-        .record()
-        .workers
-        .iter()
-        .filter(|w| !w.status.is_terminal())
-        .count();
-    if unfinished == 0 {
+    let mut run = PlannedRun::from_record(record).map_err(ResumeError::NotPlanned)?;
+    let selected = selected_indices(run.record(), selection)?;
+    if selected.is_empty() {
         let (record, _) = run.into_parts();
         return Ok(Resumable::NothingLeft(record));
     }
-    Ok(Resumable::Unfinished { run, unfinished })
+    let ids = selected
+        .iter()
+        .map(|&i| run.record().workers[i].id.clone())
+        .collect();
+    run.retry_only(&selected);
+    Ok(Resumable::Unfinished { run, selected: ids })
+}
+
+/// The plan indices of the workers `selection` runs again.
+fn selected_indices(
+    record: &RunRecord,
+    selection: &ResumeSelection,
+) -> Result<BTreeSet<usize>, ResumeError> {
+    let workers = record.workers.iter().enumerate();
+    match selection {
+        ResumeSelection::All => Ok(workers
+            .filter(|(_, w)| is_retryable(w))
+            .map(|(i, _)| i)
+            .collect()),
+        ResumeSelection::OnlyFailed => Ok(workers
+            .filter(|(_, w)| w.status == WorkerStatus::Failed)
+            .map(|(i, _)| i)
+            .collect()),
+        ResumeSelection::Workers(ids) => ids.iter().map(|id| named_worker(record, id)).collect(),
+    }
+}
+
+/// The index of worker `id`, when it exists and may run again.
+fn named_worker(record: &RunRecord, id: &str) -> Result<usize, ResumeError> {
+    let Some(index) = record.workers.iter().position(|w| w.id == id) else {
+        let known: Vec<&str> = record.workers.iter().map(|w| w.id.as_str()).collect();
+        return Err(ResumeError::UnknownWorker {
+            run_id: record.run_id.clone(),
+            worker: id.to_string(),
+            known: known.join(", "),
+        });
+    };
+    let w = &record.workers[index];
+    if !is_retryable(w) {
+        return Err(ResumeError::NotRetryable {
+            run_id: record.run_id.clone(),
+            worker: id.to_string(),
+            state: w.status.label(),
+        });
+    }
+    Ok(index)
 }
 
 /// The permission mode to resume with, when it differs from the configured one: the run's own

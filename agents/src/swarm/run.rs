@@ -23,6 +23,7 @@ use crate::transcript::TranscriptError;
 use ahelper_worktrees as git;
 use dashmap::DashMap;
 use kameo::prelude::*;
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 use tokio_util::sync::CancellationToken;
@@ -249,6 +250,9 @@ pub struct PlannedRun {
     plan: Plan,
     /// The baseline started before planning, still running or finished.
     pending_baseline: Option<super::verification::BaselineHandle>,
+    /// Plan indices of unfinished workers this process must not start (`swarm resume
+    /// --only-failed` / `--worker`): they keep their state for a later resume.
+    held: BTreeSet<usize>,
 }
 
 impl PlannedRun {
@@ -262,6 +266,7 @@ impl PlannedRun {
                 record,
                 plan,
                 pending_baseline: None,
+                held: BTreeSet::new(),
             }),
             None => Err(SwarmError::NotPlanned {
                 run_id: record.run_id,
@@ -282,6 +287,24 @@ impl PlannedRun {
     /// The record and the plan.
     pub fn into_parts(self) -> (RunRecord, Plan) {
         (self.record, self.plan)
+    }
+
+    /// For `swarm resume`: the workers at `selected` (plan indices) run again — a failed or
+    /// skipped one is queued again (a failed one continues from its branch, `wip` commits
+    /// included, and its transcript) — and every other unfinished worker is held: this process
+    /// does not start it, and it keeps its state for a later resume.
+    pub fn retry_only(&mut self, selected: &BTreeSet<usize>) {
+        for (i, w) in self.record.workers.iter_mut().enumerate() {
+            if selected.contains(&i) {
+                if matches!(w.status, WorkerStatus::Failed | WorkerStatus::Skipped) {
+                    w.status = WorkerStatus::Queued;
+                    w.last_action = "queued again by swarm resume".into();
+                }
+            } else if !w.status.is_terminal() && w.status != WorkerStatus::Finished {
+                self.held.insert(i);
+                w.last_action = "held: not selected by this swarm resume".into();
+            }
+        }
     }
 
     /// Records the run's verification setting (`swarm resume` keeps it) and saves the record.
@@ -454,6 +477,7 @@ pub async fn execute(
     snapshots: tokio::sync::watch::Sender<RunRecord>,
 ) -> Result<RunRecord, SwarmError> {
     let pending = run.pending_baseline.clone();
+    let held = run.held.clone();
     let (mut record, plan) = run.into_parts();
     // A resumed run is this process's now: `swarm ls` must see it running, not interrupted.
     record.claim_for_this_process();
@@ -473,7 +497,7 @@ pub async fn execute(
         base_commit: record.base_commit.clone(),
         integration_branch: record.integration_branch.clone(),
     });
-    let final_record = coordinate(context.clone(), record, plan, io.cancel).await;
+    let final_record = coordinate(context.clone(), record, plan, held, io.cancel).await;
     context.publish(SwarmEvent::RunFinished {
         record: Box::new(final_record.clone()),
     });
@@ -619,6 +643,7 @@ async fn coordinate(
     context: Arc<RunContext>,
     record: RunRecord,
     plan: Plan,
+    held: BTreeSet<usize>,
     user_cancel: CancellationToken,
 ) -> RunRecord {
     let fallback = record.clone();
@@ -628,6 +653,7 @@ async fn coordinate(
             run: context.clone(),
             record,
             plan,
+            held,
             done: done_tx,
         },
         kameo::mailbox::unbounded(),

@@ -185,6 +185,10 @@ pub struct WorkerReport {
     /// refuses without confirmation while a merged worker has any.
     #[serde(default)]
     pub hazards: Vec<ahelper_worktrees::Hazard>,
+    /// Files its branch changes outside the subtask's declared scope (e.g. through
+    /// `run_command`), relative to the repository root: reported, not refused.
+    #[serde(default)]
+    pub out_of_scope: Vec<String>,
 }
 
 impl Default for WorkerReport {
@@ -205,6 +209,7 @@ impl Default for WorkerReport {
             verification: None,
             fix_rounds: 0,
             hazards: Vec::new(),
+            out_of_scope: Vec::new(),
         }
     }
 }
@@ -296,6 +301,42 @@ pub struct WorkerRecord {
 }
 
 impl WorkerRecord {
+    /// What the table's "last action" says once the worker enters its current `status`, so
+    /// that it never keeps an earlier "waiting for the model" after the loop ended: `committing
+    /// its worktree`, `committed; waiting to merge`, `failed: <error>`, `cancelled; its work is
+    /// in a wip commit`, `merge conflict in 2 file(s)`, …. `None` for states whose action comes
+    /// from elsewhere (running: turns and tool calls; verifying and fixing: their phase; merged:
+    /// `merged as <commit>`) or that have none yet (queued).
+    pub fn status_action(&self) -> Option<String> {
+        let report = self.report.as_ref();
+        let text = match self.status {
+            WorkerStatus::Starting => "creating its worktree".into(),
+            WorkerStatus::Committing => "committing its worktree".into(),
+            WorkerStatus::Finished => "committed; waiting to merge".into(),
+            WorkerStatus::NoChanges => "finished without changes".into(),
+            WorkerStatus::Failed => match report.and_then(|r| r.error.as_deref()) {
+                Some(e) => format!("failed: {}", e.lines().next().unwrap_or_default()),
+                None => "failed".into(),
+            },
+            WorkerStatus::Cancelled if report.is_some_and(|r| r.commit.is_some()) => {
+                "cancelled; its work is in a wip commit".into()
+            }
+            WorkerStatus::Cancelled => "cancelled".into(),
+            WorkerStatus::Conflict => format!("merge conflict in {} file(s)", self.conflicts.len()),
+            WorkerStatus::Skipped => "skipped: a dependency did not merge".into(),
+            WorkerStatus::VerifyFailed => "not merged: new verification failures".into(),
+            WorkerStatus::WaitingForPermission => "waiting for your answer".into(),
+            WorkerStatus::Queued
+            | WorkerStatus::Running
+            | WorkerStatus::Merged
+            | WorkerStatus::Interrupted
+            | WorkerStatus::Verifying
+            | WorkerStatus::Fixing
+            | WorkerStatus::ResolvingConflict => return None,
+        };
+        Some(text)
+    }
+
     /// The state as the status table shows it: the status label, with the attempt while
     /// fixing (`fixing 1/2`).
     pub fn state_label(&self) -> String {

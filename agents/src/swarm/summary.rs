@@ -30,7 +30,7 @@ pub fn final_summary(record: &RunRecord) -> String {
         );
     }
     for w in &record.workers {
-        worker_lines(&mut s, w);
+        worker_lines(&mut s, record, w);
     }
     for h in &record.helpers {
         helper_lines(&mut s, h);
@@ -79,6 +79,10 @@ pub fn result_line(record: &RunRecord) -> String {
                 record.run_id
             )
         }
+        (_, Some(reason)) if record.workers.iter().any(super::resume::is_retryable) => format!(
+            "Result: FAILED — {reason}; resume with `ahelper swarm resume {}`.",
+            record.run_id
+        ),
         (_, Some(reason)) => format!("Result: FAILED — {reason}."),
     }
 }
@@ -197,6 +201,37 @@ pub fn short_commit(id: &str) -> &str {
     &id[..id.len().min(12)]
 }
 
+/// What `swarm resume` would run again, and the exact command: the failed workers by name
+/// (their work so far is on their branches), and how to retry only them or one of them.
+fn resume_lines(s: &mut String, record: &RunRecord) {
+    let run_id = &record.run_id;
+    if !record.workers.iter().any(super::resume::is_retryable) {
+        return;
+    }
+    let failed: Vec<&WorkerRecord> = record
+        .workers
+        .iter()
+        .filter(|w| w.status == WorkerStatus::Failed)
+        .collect();
+    if let Some(first) = failed.first() {
+        let named: Vec<String> = failed
+            .iter()
+            .map(|w| format!("{} (branch {})", w.id, w.branch))
+            .collect();
+        let _ = writeln!(
+            s,
+            "Failed workers: {}. Their work so far is kept on their branches; `swarm resume` retries them from there.",
+            named.join(", ")
+        );
+        let _ = writeln!(
+            s,
+            "Retry only them: ahelper swarm resume {run_id} --only-failed   one of them: ahelper swarm resume {run_id} --worker {}",
+            first.id
+        );
+    }
+    let _ = writeln!(s, "Resume with: ahelper swarm resume {run_id}");
+}
+
 fn counts_line(s: &mut String, record: &RunRecord) {
     let count = |st: WorkerStatus| record.workers.iter().filter(|w| w.status == st).count();
     let _ = writeln!(
@@ -216,7 +251,7 @@ fn counts_line(s: &mut String, record: &RunRecord) {
     );
 }
 
-fn worker_lines(s: &mut String, w: &WorkerRecord) {
+fn worker_lines(s: &mut String, record: &RunRecord, w: &WorkerRecord) {
     let report = w.report.as_ref();
     let files = report.map_or(0, |r| r.files_changed.len());
     let (ins, del) = report.map_or((0, 0), |r| (r.insertions, r.deletions));
@@ -246,6 +281,9 @@ fn worker_lines(s: &mut String, w: &WorkerRecord) {
     if let Some(err) = report.and_then(|r| r.error.as_ref()) {
         let _ = writeln!(s, "      error: {err}");
     }
+    if let Some(line) = out_of_scope_line(record, w) {
+        let _ = writeln!(s, "      {line}");
+    }
     for hazard in report.map_or(&[][..], |r| r.hazards.as_slice()) {
         let _ = writeln!(s, "      hazard: {hazard}");
     }
@@ -268,6 +306,25 @@ fn worker_lines(s: &mut String, w: &WorkerRecord) {
             shown.join("; "),
         );
     }
+}
+
+/// `edited outside its scope (a.txt): other.txt, Makefile` when its branch changes files
+/// outside the subtask's declared scope; `None` otherwise.
+pub fn out_of_scope_line(record: &RunRecord, w: &WorkerRecord) -> Option<String> {
+    let outside = &w.report.as_ref()?.out_of_scope;
+    if outside.is_empty() {
+        return None;
+    }
+    let scope = record
+        .plan
+        .as_ref()
+        .and_then(|p| p.subtasks.iter().find(|s| s.id == w.subtask_id))
+        .map(|s| format!(" ({})", s.scope.join(", ")))
+        .unwrap_or_default();
+    Some(format!(
+        "edited outside its scope{scope}: {}",
+        outside.join(", ")
+    ))
 }
 
 fn next_steps(s: &mut String, record: &RunRecord) {
@@ -304,9 +361,7 @@ fn next_steps(s: &mut String, record: &RunRecord) {
         );
     }
     let run_id = &record.run_id;
-    if any(&|w| w.status == WorkerStatus::Cancelled || !w.status.is_terminal()) {
-        let _ = writeln!(s, "Resume with: ahelper swarm resume {run_id}");
-    }
+    resume_lines(s, record);
     if any(&|w| w.status == WorkerStatus::Merged) {
         let _ = writeln!(
             s,

@@ -334,8 +334,12 @@ async fn create_worktree(run: &RunContext, spec: &WorkerSpec) -> Result<PathBuf,
         let existing = git::list_worktrees(&repo)?
             .into_iter()
             .find(|w| w.branch.as_deref() == Some(spec.branch.as_str()));
-        if let Some(w) = existing {
-            return Ok(w.path);
+        match existing {
+            Some(w) if w.path.exists() => return Ok(w.path),
+            // Its directory was deleted by hand: drop the stale registration, then rebuild the
+            // worktree from the branch below (its `wip` commits included).
+            Some(w) => super::cleanup::prune_registration(&lock, &repo, &w.path)?,
+            None => {}
         }
         let branch_exists = git::branch_tip(&repo, &spec.branch).is_ok();
         let info = if branch_exists && spec.resume {
@@ -572,6 +576,8 @@ async fn commit_and_report(
                 report.commit = Some(tip.to_string());
             }
             report.hazards = hazards;
+            report.out_of_scope =
+                super::plan::outside_scope(&stats.files_changed, &spec.subtask.scope);
             report.files_changed = stats.files_changed;
             report.insertions = stats.insertions;
             report.deletions = stats.deletions;

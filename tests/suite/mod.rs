@@ -19,6 +19,7 @@ mod repl;
 mod run_lifecycle;
 mod self_escalation;
 mod server_errors;
+mod subagents;
 mod support;
 mod swarm;
 mod swarm_verify;

@@ -38,24 +38,54 @@ fn main() {
     println!("ahelper binary: {BIN}");
     println!("runs: {WARMUP} warm-up + {RUNS} measured; {LATENCY_MS} ms per model response");
     let mut walls = Vec::new();
+    let mut phases: Vec<Vec<f64>> = vec![Vec::new(); 7];
     for i in 0..WARMUP + RUNS {
-        let wall = run_once(&server, &repo, &home);
+        let (wall, offsets) = run_once(&server, &repo, &home);
         if i >= WARMUP {
             walls.push(wall.as_secs_f64());
+            for (phase, offset) in phases.iter_mut().zip(offsets) {
+                phase.push(offset);
+            }
         }
     }
     walls.sort_by(f64::total_cmp);
-    let median = walls[walls.len() / 2];
+    let wall = median(walls.clone());
     println!(
-        "two sub-agents × `sleep 1`: wall {median:.2} s / ideal {:.2} s = {:.2}x (target ≤ 1.10; Claude Code 3.70 s = 1.68x, Codex 2.82 s = 1.28x)",
+        "two sub-agents × `sleep 1`: wall {wall:.2} s / ideal {:.2} s = {:.2}x (target ≤ 1.10; Claude Code 3.70 s = 1.68x, Codex 2.82 s = 1.28x)",
         ideal.as_secs_f64(),
-        median / ideal.as_secs_f64()
+        wall / ideal.as_secs_f64()
     );
     println!(
         "(fastest {:.2} s, slowest {:.2} s)",
         walls[0],
         walls[walls.len() - 1]
     );
+    println!(
+        "where the time goes (median ms from spawn; ideal = first request + the latency path):"
+    );
+    let names = [
+        "parent's 1st request",
+        "1st sub-agent's 1st request",
+        "2nd sub-agent's 1st request",
+        "1st sub-agent's reply request",
+        "2nd sub-agent's reply request",
+        "parent's last request",
+        "exit",
+    ];
+    let ideal_after_first = [0, 300, 300, 1600, 1600, 1900, 2200];
+    let first = median(phases[0].clone());
+    for ((name, values), ideal) in names.iter().zip(&phases).zip(ideal_after_first) {
+        println!(
+            "  {name:<32}{:>8.0} ms (ideal {:>6.0})",
+            median(values.clone()),
+            first + ideal as f64
+        );
+    }
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
 }
 
 /// The parent calls `agent` twice in one response; each child runs `sleep 1`, then answers.
@@ -91,8 +121,9 @@ fn script() -> Script {
         )
 }
 
-/// One `ahelper -p` run; its wall time from spawn to exit.
-fn run_once(server: &ahelper_fake_llm::FakeLlm, repo: &Path, home: &Path) -> Duration {
+/// One `ahelper -p` run: its wall time from spawn to exit, and the arrival of each of its six
+/// model requests then its exit, in ms from spawn.
+fn run_once(server: &ahelper_fake_llm::FakeLlm, repo: &Path, home: &Path) -> (Duration, Vec<f64>) {
     let before = server.model_requests().len();
     let mut cmd = Command::new(BIN);
     cmd.env_clear()
@@ -116,12 +147,18 @@ fn run_once(server: &ahelper_fake_llm::FakeLlm, repo: &Path, home: &Path) -> Dur
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
-    let requests = server.model_requests().len() - before;
-    assert_eq!(requests, 6, "2 parent + 2 × 2 sub-agent requests");
-    let body = server.model_requests().last().unwrap().body.to_string();
+    let requests: Vec<_> = server.model_requests().into_iter().skip(before).collect();
+    assert_eq!(requests.len(), 6, "2 parent + 2 × 2 sub-agent requests");
+    let body = requests.last().unwrap().body.to_string();
     assert!(
         body.contains("Check one: done") && body.contains("Check two: done"),
         "both sub-agents answered: {body}"
     );
-    wall
+    let mut offsets: Vec<f64> = requests
+        .iter()
+        .map(|r| r.received.saturating_duration_since(started).as_secs_f64() * 1000.0)
+        .collect();
+    offsets.sort_by(f64::total_cmp);
+    offsets.push(wall.as_secs_f64() * 1000.0);
+    (wall, offsets)
 }

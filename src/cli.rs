@@ -41,8 +41,8 @@ pub struct Cli {
     pub continue_latest: bool,
 
     /// MCP servers from this JSON file (Claude Code's `.mcp.json` format); trusted, started
-    /// without asking. May be repeated.
-    #[arg(long, value_name = "FILE", visible_alias = "mcpConfig")]
+    /// without asking. May be repeated. With `swarm`, each worker starts them in its worktree.
+    #[arg(long, value_name = "FILE", visible_alias = "mcpConfig", global = true)]
     pub mcp_config: Vec<PathBuf>,
 
     #[command(flatten)]

@@ -118,10 +118,25 @@ fn run(cli: Cli, hardening: HardeningReport) -> i32 {
             let mode_given = cli.common.permission_mode.is_some()
                 || cli.common.dangerously_skip_permissions
                 || env.get("AHELPER_PERMISSION_MODE").is_some();
-            if args.command.is_none() {
-                mcp_setup::note_for_swarm(&config, &env);
-            }
-            swarm_cmd::run(&rt, args, config, &env, mode_given)
+            let asking = if std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
+                mcp_setup::Asking::Interactive
+            } else {
+                mcp_setup::Asking::Headless
+            };
+            let starts_workers =
+                matches!(args.command, None | Some(cli::SwarmCommand::Resume { .. }));
+            let mcp_servers = if starts_workers {
+                match mcp_setup::for_swarm(&config, &env, &cli.mcp_config, asking) {
+                    Ok(servers) => servers,
+                    Err(e) => {
+                        eprintln!("ahelper: {e}");
+                        return EXIT_USAGE;
+                    }
+                }
+            } else {
+                Vec::new()
+            };
+            swarm_cmd::run(&rt, args, config, &env, mode_given, mcp_servers)
         }
         Some(cli::Command::Trust) => 0,
         None => run_session(&rt, cli, &config, &env),
@@ -154,7 +169,6 @@ fn session_only_flag(cli: &Cli) -> Option<&'static str> {
         (cli.resume.is_some(), "--resume"),
         (cli.continue_latest, "--continue"),
         (cli.append_system_prompt.is_some(), "--append-system-prompt"),
-        (!cli.mcp_config.is_empty(), "--mcp-config"),
     ]
     .into_iter()
     .find_map(|(given, flag)| given.then_some(flag))

@@ -92,23 +92,20 @@ fn ask(question: &str) -> bool {
     matches!(line.trim().to_ascii_lowercase().as_str(), "y" | "yes")
 }
 
-/// `ahelper swarm` does not give MCP servers to its workers yet: says so when some are declared,
-/// rather than leaving the user to wonder where their tools went.
-pub fn note_for_swarm(config: &Config, env: &EnvSnapshot) {
-    let Ok(declared) = mcp::declared_servers(config, &[], env) else {
-        return;
-    };
-    let names: Vec<String> = declared
-        .with_project_servers()
-        .into_iter()
-        .map(|s| s.name)
-        .collect();
-    if !names.is_empty() {
-        eprintln!(
-            "ahelper: note: swarm workers do not start MCP servers yet; {} will not be available to them",
-            names.join(", ")
-        );
-    }
+/// The servers every worker of `ahelper swarm` starts for itself (in its worktree): the same
+/// ones a session would start — the workspace's `.mcp.json` once approved (asked here when
+/// `asking` allows, else left out with a warning), `[mcp_servers]`, `--mcp-config` files.
+///
+/// # Errors
+/// A bad server file or entry (message names the file and key).
+pub fn for_swarm(
+    config: &Config,
+    env: &EnvSnapshot,
+    cli_files: &[PathBuf],
+    asking: Asking,
+) -> Result<Vec<mcp::McpServerSpec>, String> {
+    let declared = mcp::declared_servers(config, cli_files, env).map_err(|e| e.to_string())?;
+    Ok(settle_approval(declared, asking, env.state_dir(), &mut ask))
 }
 
 /// What `/mcp` prints: each server with its status and endpoint, then its tools.

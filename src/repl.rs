@@ -10,6 +10,7 @@ use ahelper_agents::model::{ContentBlock, Message, Role, Usage};
 use ahelper_agents::permissions::{PermissionMode, Prompter};
 use ahelper_agents::pricing::{Price, format_usd};
 use ahelper_agents::session::{Session, SessionError, SessionOptions};
+use ahelper_agents::swarm::state::RunRecord;
 use ahelper_agents::text::for_terminal;
 use crossterm::style::Stylize;
 use reedline::{
@@ -74,6 +75,9 @@ Slash commands:
                         (default, accept-edits, plan, bypass)
   /compact [TEXT]       replace the older turns by a summary (TEXT: what it should focus on)
   /cost                 tokens and cost of this session (cost when the model's price is known)
+  /swarm TASK           run a swarm on TASK (as `ahelper swarm`: plan, confirm, live table);
+                        its outcome is added to this conversation
+  /runs                 list the swarm runs of this repository (as `ahelper swarm ls`)
 Anything else is sent to the model. Ctrl-C while it works (or at a permission question)
 cancels the turn; what you type while it works is kept for the next prompt.";
 
@@ -169,6 +173,16 @@ fn read_eval_loop(
             println!("{}", repl.meter.describe(repl.session.agent.model()));
             continue;
         }
+        if let Some(rest) = line.strip_prefix("/swarm")
+            && (rest.is_empty() || rest.starts_with(' '))
+        {
+            rt.block_on(repl.swarm(rest.trim()));
+            continue;
+        }
+        if line == "/runs" {
+            crate::swarm_cmd::ls(repl.config, false);
+            continue;
+        }
         if line.starts_with('/') {
             match repl.command(line) {
                 SlashOutcome::Continue => continue,
@@ -218,6 +232,19 @@ impl CostMeter {
              the config."
         )
     }
+}
+
+/// What the model is told about a `/swarm` run: the task, the run, how it ended and the run's
+/// final summary (workers, merges, the integration branch).
+fn swarm_context(task: &str, record: &RunRecord, code: i32) -> String {
+    format!(
+        "[The user ran `/swarm {task}` from this session: run {} ({}, exit status {code}), \
+         integration branch {}.\n{}]",
+        record.run_id,
+        record.state_label(),
+        record.integration_branch,
+        ahelper_agents::swarm::final_summary(record).trim_end()
+    )
 }
 
 /// `/compact [instructions]`: summarises the older turns now; Ctrl-C cancels. Returns the
@@ -281,6 +308,45 @@ impl Repl<'_> {
         }
         self.setup.typeahead.collect_pending();
         drop(restore);
+    }
+
+    /// `/swarm <task>`: a swarm run as `ahelper swarm` makes it (plan, confirmation, live table,
+    /// the session's permission policy and MCP servers), then its outcome goes into the next
+    /// prompt of the conversation.
+    async fn swarm(&mut self, task: &str) {
+        if task.is_empty() {
+            println!("Give the task: /swarm <task>");
+            return;
+        }
+        let root = &self.config.workspace_root;
+        let newest = |root: &std::path::Path| RunRecord::list(root).pop().map(|r| r.run_id);
+        let before = newest(root);
+        let mut config = self.config.clone();
+        config.permissions = self
+            .session
+            .agent
+            .gate()
+            .policy
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let run_args = crate::cli::SwarmRunArgs::default();
+        let servers = self.session.mcp.specs();
+        let code = crate::swarm_cmd::start(&config, task, &run_args, &servers).await;
+        let record = RunRecord::list(root)
+            .pop()
+            .filter(|r| Some(&r.run_id) != before.as_ref());
+        let Some(record) = record else {
+            println!("(No swarm run was started; nothing was added to the conversation.)");
+            return;
+        };
+        self.session
+            .agent
+            .add_context(swarm_context(task, &record, code));
+        println!(
+            "(The outcome of run {} goes to the model with your next prompt.)",
+            record.run_id
+        );
     }
 
     /// The price of the session's current model, when known.

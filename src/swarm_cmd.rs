@@ -6,6 +6,7 @@ use crate::cli::{SwarmArgs, SwarmCommand, SwarmOutputFormat, SwarmRunArgs};
 use crate::status_table;
 use crate::swarm_ui::{self, ChannelPrompter, EventOutput, PromptJob};
 use ahelper_agents::config::{Config, EnvSnapshot};
+use ahelper_agents::mcp::McpServerSpec;
 use ahelper_agents::model::{ModelClient, ProviderSettings};
 use ahelper_agents::permissions::{DenyPrompter, Prompter};
 use ahelper_agents::session::model_client;
@@ -31,12 +32,15 @@ const EXIT_USAGE: i32 = 2;
 /// Dispatches `ahelper swarm`.
 /// `mode_given`: whether `--permission-mode` (or `AHELPER_PERMISSION_MODE`) was given; when it
 /// was not, `swarm resume` keeps the mode the run was started with.
+/// `mcp_servers`: the servers each worker starts in its worktree
+/// ([`crate::mcp_setup::for_swarm`]).
 pub fn run(
     rt: &tokio::runtime::Runtime,
     args: SwarmArgs,
     config: Config,
     env: &EnvSnapshot,
     mode_given: bool,
+    mcp_servers: Vec<McpServerSpec>,
 ) -> i32 {
     match args.command {
         Some(SwarmCommand::Ls { all }) => ls(&config, all),
@@ -84,10 +88,12 @@ pub fn run(
                 (false, false) => ResumeSelection::Workers(worker),
                 (false, true) => ResumeSelection::All,
             };
-            rt.block_on(resume(&config, &run, &selection, &run_args, mode_given))
+            rt.block_on(resume(&config, &run, &selection, &run_args, mode_given, &mcp_servers))
         }
         None => match args.task {
-            Some(task) if !task.trim().is_empty() => rt.block_on(start(&config, &task, &args.run)),
+            Some(task) if !task.trim().is_empty() => {
+                rt.block_on(start(&config, &task, &args.run, &mcp_servers))
+            }
             _ => {
                 eprintln!(
                     "ahelper: give the task to do: ahelper swarm \"<task>\" (or a subcommand: ls, status, logs, resume, clean)"
@@ -191,9 +197,16 @@ fn say(mode: EventOutput, line: String) {
     }
 }
 
-/// `ahelper swarm "<task>"`: choose and precheck the verification → prepare → plan (the
-/// baseline runs meanwhile, and on while the first workers work) → confirm → execute → apply.
-async fn start(config: &Config, task: &str, run_args: &SwarmRunArgs) -> i32 {
+/// `ahelper swarm "<task>"` (and `/swarm <task>` in the REPL): choose and precheck the
+/// verification → prepare → plan (the baseline runs meanwhile,
+/// and on while the first workers work) → confirm → execute → apply.
+/// Returns the exit status.
+pub(crate) async fn start(
+    config: &Config,
+    task: &str,
+    run_args: &SwarmRunArgs,
+    mcp_servers: &[McpServerSpec],
+) -> i32 {
     let config = with_max_workers(config, run_args);
     let provider = match provider(&config) {
         Ok(p) => p,
@@ -273,7 +286,7 @@ async fn start(config: &Config, task: &str, run_args: &SwarmRunArgs) -> i32 {
         planned.set_pending_baseline(baseline);
     }
     let run_id = planned.record().run_id.clone();
-    let code = execute_run(planned, &config, client, &provider.model, mode).await;
+    let code = execute_run(planned, &config, client, &provider.model, mode, mcp_servers).await;
     if code == 0 && run_args.apply {
         return apply(&config, &run_id, run_args.allow_hazards);
     }
@@ -389,6 +402,7 @@ async fn plan(
         events: event_tx,
         prompter: Arc::new(DenyPrompter),
         cancel: cancel.clone(),
+        mcp_servers: Vec::new(),
     };
     let ctrl_c = tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
@@ -512,6 +526,7 @@ async fn execute_run(
     client: Arc<dyn ModelClient>,
     model: &str,
     mode: EventOutput,
+    mcp_servers: &[McpServerSpec],
 ) -> i32 {
     let cancel = CancellationToken::new();
     let (event_tx, event_rx) = tokio::sync::mpsc::unbounded_channel::<SwarmEvent>();
@@ -545,6 +560,7 @@ async fn execute_run(
         events: event_tx,
         prompter,
         cancel,
+        mcp_servers: mcp_servers.to_vec(),
     };
     let started = std::time::Instant::now();
     let result = swarm::execute(run, config, client, model, io, snap_tx).await;
@@ -671,6 +687,7 @@ async fn resume(
     selection: &ResumeSelection,
     run_args: &SwarmRunArgs,
     mode_given: bool,
+    mcp_servers: &[McpServerSpec],
 ) -> i32 {
     let mut config = with_max_workers(config, run_args);
     let record = match find_run(&config, run) {
@@ -716,7 +733,7 @@ async fn resume(
     );
     let client = model_client(&provider);
     let mode = output_mode(run_args.output_format);
-    execute_run(run, &config, client, &provider.model, mode).await
+    execute_run(run, &config, client, &provider.model, mode, mcp_servers).await
 }
 
 /// Prunes git's registrations of the run's worktrees whose directories were deleted by hand and
@@ -753,7 +770,7 @@ fn nothing_left(record: &RunRecord, selection: &ResumeSelection) -> i32 {
 
 /// `swarm ls [--all]`: runs of the repository, oldest first; runs `swarm clean` emptied only
 /// with `--all`; an integration branch that no longer exists shows as `(deleted)`.
-fn ls(config: &Config, all: bool) -> i32 {
+pub(crate) fn ls(config: &Config, all: bool) -> i32 {
     let Ok(root) = repo_root(config) else {
         return EXIT_USAGE;
     };

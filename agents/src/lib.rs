@@ -33,6 +33,7 @@ pub mod redact;
 pub mod sandbox;
 pub mod sandbox_os;
 pub mod session;
+pub mod subagent;
 pub mod swarm;
 pub mod text;
 pub mod tools;

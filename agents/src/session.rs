@@ -8,6 +8,7 @@ use crate::config::{Config, ConfigError};
 use crate::mcp::McpHub;
 use crate::model::{Message, ModelClient, ProviderSettings, ToolProtocol};
 use crate::permissions::{PermissionMode, Prompter};
+use crate::subagent::{AgentTool, SubagentLauncher};
 use crate::tools::{ToolContext, ToolRegistry, WorkspaceError};
 use crate::transcript::TranscriptError;
 use std::path::{Path, PathBuf};
@@ -71,7 +72,7 @@ pub struct SessionOptions {
 
 impl Session {
     /// Builds the session for `config`: the model client, tools bound to the workspace (read-only
-    /// ones in plan mode), the permission gate (answers `a`/`d` are saved to the project config),
+    /// ones in plan mode) with the `agent` tool ([`crate::subagent`]), the permission gate (answers `a`/`d` are saved to the project config),
     /// the history of a resumed session, and the transcript.
     ///
     /// # Errors
@@ -90,9 +91,6 @@ impl Session {
         for tool in options.mcp.tools() {
             tools.register(tool);
         }
-        if config.permissions.mode == PermissionMode::Plan {
-            tools = tools.read_only();
-        }
         let gate = PermissionGate::new(
             Arc::new(RwLock::new(config.permissions.clone())),
             options.prompter,
@@ -109,6 +107,22 @@ impl Session {
             let path = crate::transcript::sessions_dir(&root).join(format!("{id}.jsonl"));
             (id, path, Vec::new())
         };
+        let settings = AgentSettings::new(&config.agent, provider.as_ref());
+        tools.register(Arc::new(AgentTool::new(SubagentLauncher {
+            client: client.clone(),
+            model: model.clone(),
+            gate: gate.clone(),
+            tools: tools.clone(),
+            settings: settings.clone(),
+            parent_session: id.clone(),
+            transcripts: crate::transcript::sessions_dir(&root)
+                .join(&id)
+                .join("agents"),
+            git: Arc::new(ahelper_worktrees::GitOwner::new()),
+        })));
+        if config.permissions.mode == PermissionMode::Plan {
+            tools = tools.read_only();
+        }
         exclude_ahelper_dir(&root);
         let mut builder = Agent::builder(client, model, tool_context, gate);
         if let Some(text) = options.append_system_prompt {
@@ -116,7 +130,7 @@ impl Session {
         }
         let agent = builder
             .tools(tools)
-            .settings(AgentSettings::new(&config.agent, provider.as_ref()))
+            .settings(settings)
             .history(history)
             .transcript(transcript_path.clone(), id.clone())
             .build()?;

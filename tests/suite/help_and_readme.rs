@@ -62,3 +62,66 @@ fn readme_points_only_at_files_in_the_repository() {
         assert!(!text.contains(outside), "README mentions {outside}");
     }
 }
+
+/// Flags (`--name`, `-x`) in a piece of a README table cell.
+fn flags_in(cell: &str) -> Vec<String> {
+    cell.split(|c: char| c.is_whitespace() || "`/(),|".contains(c))
+        .filter(|t| {
+            let name = t.trim_start_matches('-');
+            t.starts_with('-') && name.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
+        })
+        .map(|t| t.trim_end_matches(['.', ':', ';']).to_string())
+        .collect()
+}
+
+/// The "Coming from Claude Code / Codex" section maps flags to ones ahelper has: every flag in
+/// its first table's ahelper column (and the Claude Code flag of a row that says "the same")
+/// is in `ahelper --help`.
+#[test]
+fn readme_claude_code_mapping_names_only_real_flags() {
+    let text = readme();
+    let start = text
+        .find("## Coming from Claude Code / Codex")
+        .expect("the README has the section");
+    let section = &text[start..];
+    let table: Vec<&str> = section
+        .lines()
+        .skip_while(|l| !l.starts_with('|'))
+        .take_while(|l| l.starts_with('|'))
+        .skip(2)
+        .collect();
+    assert!(table.len() >= 10, "{table:?}");
+    let help = assert_cmd::Command::cargo_bin("ahelper")
+        .unwrap()
+        .arg("--help")
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let help = String::from_utf8(help).unwrap();
+    let mut checked = 0;
+    for row in table {
+        let cells: Vec<&str> = row.trim_matches('|').split(" | ").collect();
+        let (theirs, ours) = (cells[0], cells[1]);
+        let mut flags = flags_in(ours);
+        if ours.starts_with("the same") {
+            flags.extend(flags_in(theirs));
+        }
+        for flag in flags {
+            let listed = help.contains(&format!("{flag} "))
+                || help.contains(&format!("{flag},"))
+                || help.contains(&format!("{flag}]"))
+                || help.contains(&format!("{flag}\n"));
+            assert!(
+                listed,
+                "README maps to {flag}, which `ahelper --help` lacks ({row})"
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 12, "{checked} flags checked");
+    for command in ["/compact", "/cost", "/mcp", "/swarm", "/runs"] {
+        assert!(section.contains(command), "{command}");
+    }
+}

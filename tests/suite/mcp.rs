@@ -535,8 +535,141 @@ fn a_stdio_server_gets_expanded_variables_and_ends_with_its_children() {
     }
 }
 
+/// Tool names offered in `request`.
+fn tools_of(request: &ahelper_fake_llm::RecordedRequest) -> Vec<String> {
+    request.body["tools"]
+        .as_array()
+        .map(|tools| {
+            tools
+                .iter()
+                .map(|t| t["name"].as_str().unwrap_or_default().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Waits up to 10 s for every pid in `pids` (whitespace-separated) to end.
+#[track_caller]
+fn assert_all_end(pids: &str, what: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    for pid in pids.split_whitespace() {
+        while running(pid) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "process {pid} outlived {what}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+}
+
 #[test]
-fn swarm_says_its_workers_do_not_start_mcp_servers() {
+fn swarm_workers_start_their_own_mcp_servers_in_their_worktrees() {
+    let Some((node, entry)) = everything_server() else {
+        return;
+    };
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let pid_file = repo.root().join("pids");
+    let mut mini = stdio("python3", &[&mini_server(), "ok"]);
+    mini["env"] = json!({"MINI_PID_FILE": pid_file.display().to_string()});
+    let file = servers_file(
+        &repo,
+        json!({"everything": stdio(&node, &[&entry, "stdio"]), "mini": mini}),
+    );
+    let plan = json!({"summary": "one part", "subtasks": [{"id": "s1", "title": "Work on s1",
+        "instructions": "Do s1.", "scope": ["a.txt"]}]});
+    let server = start(
+        Script::new()
+            .with_conversation(
+                Conversation::new()
+                    .matching("You are the coordinator of a swarm")
+                    .turn(Turn::text(plan.to_string())),
+            )
+            .with_conversation(
+                Conversation::new()
+                    .named("s1")
+                    .matching("Your subtask `s1`")
+                    .turn(Turn::tool_call(
+                        "mcp__everything__get-roots-list",
+                        json!({}),
+                    ))
+                    .turn(Turn::tool_call(
+                        "mcp__mini__shout",
+                        json!({"text": "from w1"}),
+                    ))
+                    .turn(Turn::tool_call(
+                        "write_file",
+                        json!({"path": "a.txt", "content": "A\n"}),
+                    ))
+                    .turn(Turn::text("done")),
+            ),
+    );
+    let out = ahelper(&repo, &server, Wire::Anthropic)
+        .args(["swarm", "do it", "--yes", "--permission-mode", "bypass"])
+        .arg("--mcp-config")
+        .arg(&file)
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let requests = server.model_requests();
+    let coordinator = requests.iter().find(|r| r.conversation == Some(0)).unwrap();
+    let worker: Vec<_> = requests
+        .iter()
+        .filter(|r| r.conversation == Some(1))
+        .collect();
+    // Tools by role: the coordinator's read-only role names no MCP tool; the worker's does.
+    assert!(
+        !tools_of(coordinator).iter().any(|t| t.starts_with("mcp__")),
+        "{:?}",
+        tools_of(coordinator)
+    );
+    let offered = tools_of(worker[0]);
+    assert!(
+        offered.contains(&"mcp__mini__shout".to_string()),
+        "{offered:?}\n{stderr}"
+    );
+    assert!(
+        offered.contains(&"mcp__everything__get-roots-list".to_string()),
+        "{offered:?}"
+    );
+    // The server's one root is the worker's worktree, not the user's checkout.
+    let record: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            std::fs::read_dir(repo.path().join(".ahelper/runs"))
+                .unwrap()
+                .next()
+                .unwrap()
+                .unwrap()
+                .path()
+                .join("run.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    // (The worktree itself is removed once its branch merged.)
+    let worktree = record["workers"][0]["worktree"].as_str().unwrap();
+    let last = worker.last().unwrap().body.to_string();
+    assert!(
+        last.contains(&format!("file://{worktree}")),
+        "roots: {last}"
+    );
+    assert!(last.contains("FROM W1"), "{last}");
+    assert_eq!(
+        repo.git(&[
+            "show",
+            &format!("{}:a.txt", record["integration_branch"].as_str().unwrap())
+        ]),
+        "A\n"
+    );
+    // The worker's servers ended with it.
+    let pids = std::fs::read_to_string(&pid_file).expect("the worker started mini");
+    assert_all_end(&pids, "the swarm");
+}
+
+#[test]
+fn swarm_ignores_an_unapproved_project_mcp_file_without_a_terminal() {
     let repo = repo_with(&[("a.txt", "a\n")]);
     write_json(
         &repo.path().join(".mcp.json"),
@@ -546,14 +679,11 @@ fn swarm_says_its_workers_do_not_start_mcp_servers() {
     ahelper(&repo, &server, Wire::Anthropic)
         .args(["swarm", "do it", "--plan-only"])
         .assert()
-        .stderr(predicates::str::contains(
-            "swarm workers do not start MCP servers yet; mini will not be available to them",
-        ));
-    ahelper(&repo, &server, Wire::Anthropic)
-        .args(["swarm", "--mcp-config", "x.json", "do it"])
-        .assert()
-        .code(2)
-        .stderr(predicates::str::contains("--mcp-config"));
+        .stderr(
+            predicates::str::contains("ignoring the MCP servers of").and(
+                predicates::str::contains("(mini): this file has not been approved"),
+            ),
+        );
 }
 
 #[test]

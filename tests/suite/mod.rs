@@ -21,6 +21,7 @@ mod run_lifecycle;
 mod scope_report;
 mod self_escalation;
 mod server_errors;
+mod subagents;
 mod support;
 mod swarm;
 mod swarm_verify;

@@ -343,3 +343,59 @@ fn ctrl_c_cancels_a_turn_and_the_terminal_is_restored_on_exit() {
         "the terminal no longer echoes:\n{screen}"
     );
 }
+
+/// `/swarm <task>` runs a swarm from the session (plan, confirmation, live table, merge) and
+/// comes back to the prompt; `/runs` lists the run; the run's outcome reaches the model with the
+/// next prompt.
+#[test]
+fn slash_swarm_runs_a_swarm_and_the_conversation_learns_its_outcome() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let plan = json!({"summary": "one part", "subtasks": [{"id": "s1", "title": "Update a",
+        "instructions": "Write A into a.txt.", "scope": ["a.txt"]}]});
+    let server = start(
+        Script::new()
+            .with_conversation(
+                Conversation::new()
+                    .matching("You are the coordinator of a swarm")
+                    .turn(Turn::text(plan.to_string())),
+            )
+            .with_conversation(
+                Conversation::new()
+                    .matching("Your subtask `s1`")
+                    .turn(Turn::tool_call(
+                        "write_file",
+                        json!({"path": "a.txt", "content": "A\n"}),
+                    ))
+                    .turn(Turn::text("wrote A")),
+            )
+            .with_conversation(Conversation::new().turn(Turn::text("noted"))),
+    );
+    let tmux = Tmux::start(&repo, &server, &["--permission-mode", "bypass"]);
+    tmux.wait_for("Type /help");
+    tmux.line("/swarm update a.txt");
+    tmux.wait_for("[y]es");
+    tmux.type_text("y");
+    tmux.press("Enter");
+    let screen = tmux.wait_for("goes to the model with your next prompt");
+    assert!(
+        screen.contains("1 merged") || screen.contains("merged"),
+        "{screen}"
+    );
+    tmux.line("/runs");
+    let screen = tmux.wait_for("integration branch");
+    assert!(screen.contains("ahelper/"), "{screen}");
+    let requests_before = server.model_requests().len();
+    tmux.line("what happened?");
+    wait_for_requests(&server, requests_before + 1);
+    let last = server.model_requests().last().unwrap().body.to_string();
+    assert!(
+        last.contains("The user ran `/swarm update a.txt` from this session"),
+        "{last}"
+    );
+    assert!(last.contains("integration branch ahelper/"), "{last}");
+    tmux.wait_for("[completed");
+    tmux.line("/exit");
+    drop(tmux);
+    // The user's checkout is untouched; the work is on the integration branch.
+    assert_eq!(repo.file("a.txt"), "a\n");
+}

@@ -184,6 +184,7 @@ impl AgentBuilder {
             stop_event: self.stop_event,
             session_started: false,
             last_reported_tokens: None,
+            pending_context: Vec::new(),
         })
     }
 }

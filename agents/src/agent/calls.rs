@@ -5,7 +5,7 @@ use super::gate::GateOutcome;
 use super::hooked::PreToolDecision;
 use super::turn::InvalidCall;
 use super::{Agent, AgentEvent};
-use crate::model::{ContentBlock, ToolCall};
+use crate::model::{ContentBlock, ToolCall, Usage};
 use crate::permissions::PromptAnswer;
 use crate::tools::{Tool, ToolKind, truncate_middle};
 use crate::transcript::TranscriptEntry;
@@ -28,6 +28,8 @@ pub(super) struct CallResult {
     fatal: bool,
     /// The tool ran (`PostToolUse` hooks run only then).
     ran: bool,
+    /// Tokens the call spent itself (a sub-agent's).
+    usage: Usage,
 }
 
 impl CallResult {
@@ -40,6 +42,7 @@ impl CallResult {
             duration_ms: 0,
             fatal: false,
             ran: false,
+            usage: Usage::default(),
         }
     }
 }
@@ -51,6 +54,8 @@ pub(super) struct TurnResults {
     pub blocks: Vec<ContentBlock>,
     pub cancelled: bool,
     pub fatal: Option<String>,
+    /// Tokens the calls spent themselves (sub-agents), to add to the agent's usage.
+    pub usage: Usage,
 }
 
 /// Whether a call may run, decided before it runs.
@@ -109,10 +114,12 @@ impl Agent {
             .await;
         let mut blocks = Vec::with_capacity(calls.len() + invalid.len());
         let mut fatal = None;
+        let mut usage = Usage::default();
         for (call, result) in calls.iter().zip(results) {
             let mut result = result.unwrap_or_else(|| {
                 CallResult::not_run(&call.name, "Cancelled before this call ran.")
             });
+            usage.add(result.usage);
             if result.fatal && fatal.is_none() {
                 fatal = Some(format!("{}: {}", result.name, result.content));
             }
@@ -138,6 +145,7 @@ impl Agent {
             blocks,
             cancelled: cancelled || cancel.is_cancelled(),
             fatal,
+            usage,
         }
     }
 
@@ -277,9 +285,9 @@ impl Agent {
                     None => Err(crate::tools::ToolError::new("unknown tool")),
                 };
                 let duration_ms = started.elapsed().as_millis() as u64;
-                let (content, is_error, fatal) = match outcome {
-                    Ok(out) => (out.content, out.is_error, false),
-                    Err(e) => (e.to_string(), true, e.is_fatal()),
+                let (content, is_error, fatal, usage) = match outcome {
+                    Ok(out) => (out.content, out.is_error, false, out.usage),
+                    Err(e) => (e.to_string(), true, e.is_fatal(), Usage::default()),
                 };
                 CallResult {
                     name: call.name.clone(),
@@ -288,6 +296,7 @@ impl Agent {
                     duration_ms,
                     fatal,
                     ran: true,
+                    usage,
                 }
             }
         });

@@ -284,6 +284,8 @@ pub struct Agent {
     session_started: bool,
     /// Input + output tokens the provider reported for the last turn (reset by a compaction).
     last_reported_tokens: Option<u64>,
+    /// Text added to the next prompt's user message ([`Agent::add_context`]).
+    pending_context: Vec<String>,
 }
 
 /// Why the loop stopped, and the explanation that goes into [`AgentOutcome::error`].
@@ -408,6 +410,13 @@ impl Agent {
         &self.history
     }
 
+    /// Adds `text` to the user message of the next prompt (after the prompt, as its own text
+    /// block), so the model learns what happened outside the conversation — e.g. the outcome of
+    /// a swarm the user ran from the REPL. It reaches the transcript with that message.
+    pub fn add_context(&mut self, text: impl Into<String>) {
+        self.pending_context.push(text.into());
+    }
+
     /// Forgets the conversation (the transcript keeps it).
     pub fn clear_history(&mut self) {
         self.history.clear();
@@ -469,6 +478,7 @@ impl Agent {
             return self.finish(PromptProgress::default(), stop);
         }
         context.extend(submitted.additional_context(true));
+        context.append(&mut self.pending_context);
         let mut user = Message::user_text(prompt);
         for text in context {
             user.content.push(ContentBlock::Text { text });
@@ -520,6 +530,10 @@ impl Agent {
             let mut results = self
                 .execute_calls(&reply.calls, &reply.invalid, repeats.first_repeated, cancel)
                 .await;
+            if results.usage != Usage::default() {
+                // Sub-agents' tokens count in this agent's usage and budget.
+                self.account_usage(&mut progress, results.usage);
+            }
             self.history.push(Message {
                 role: Role::User,
                 content: std::mem::take(&mut results.blocks),

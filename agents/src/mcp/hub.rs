@@ -13,8 +13,14 @@ use super::config::{McpServerSpec, McpTransport};
 use super::tool::{McpTool, qualified_name};
 use crate::tools::Tool;
 use process_wrap::tokio::{CommandWrap, KillOnDrop, ProcessGroup};
-use rmcp::model::{ClientCapabilities, ClientConfig, Implementation};
-use rmcp::service::{Peer, RoleClient, RunningService, ServiceExt};
+use rmcp::ClientHandler;
+// Roots are marked deprecated in rmcp (SEP-2577 plans their removal), but the current MCP
+// specification has them and servers use them to learn the client's working directory.
+#[allow(deprecated)]
+use rmcp::model::{
+    ClientCapabilities, ClientConfig, Implementation, ListRootsResult, Root, RootsCapabilities,
+};
+use rmcp::service::{Peer, RequestContext, RoleClient, RunningService, ServiceExt};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use std::collections::VecDeque;
@@ -60,7 +66,7 @@ pub struct Connection {
     pub tool_timeout: std::time::Duration,
     /// Process group of a stdio server (its pid: it leads the group).
     process_group: Option<u32>,
-    service: tokio::sync::Mutex<Option<RunningService<RoleClient, ClientConfig>>>,
+    service: tokio::sync::Mutex<Option<RunningService<RoleClient, RootedClient>>>,
 }
 
 impl Connection {
@@ -131,7 +137,8 @@ pub struct McpHub {
 }
 
 impl McpHub {
-    /// Starts every server of `specs` concurrently, stdio ones with `cwd` as working directory.
+    /// Starts every server of `specs` concurrently, stdio ones with `cwd` as working directory;
+    /// every server gets `cwd` as its one root (`roots/list`).
     /// Never fails: a server that does not start is recorded as [`ServerStatus::Failed`].
     pub async fn start(specs: Vec<McpServerSpec>, cwd: &Path) -> McpHub {
         let starts = specs.into_iter().map(|spec| async move {
@@ -150,6 +157,12 @@ impl McpHub {
         McpHub { servers }
     }
 
+    /// The declarations of every server of this hub (started or not), e.g. for a swarm started
+    /// from the session: its workers start their own instances.
+    pub fn specs(&self) -> Vec<McpServerSpec> {
+        self.servers.iter().map(|s| s.spec.clone()).collect()
+    }
+
     /// Whether no server is configured.
     pub fn is_empty(&self) -> bool {
         self.servers.is_empty()
@@ -160,6 +173,15 @@ impl McpHub {
         self.servers
             .iter()
             .flat_map(|s| s.tools.iter().map(|t| t.clone() as Arc<dyn Tool>))
+            .collect()
+    }
+
+    /// The tools a role may use: those its `tools` list names exactly
+    /// (`mcp__everything__echo`) or by a prefix ending in `*` (`mcp__everything__*`, `mcp__*`).
+    pub fn tools_for_role(&self, role_tools: &[String]) -> Vec<Arc<dyn Tool>> {
+        self.tools()
+            .into_iter()
+            .filter(|t| role_offers(role_tools, t.name()))
             .collect()
     }
 
@@ -209,6 +231,17 @@ impl McpHub {
     }
 }
 
+/// Whether a role's `tools` list offers the MCP tool `name`: named exactly, or by an
+/// `mcp__…*` prefix.
+pub fn role_offers(role_tools: &[String], name: &str) -> bool {
+    role_tools
+        .iter()
+        .any(|entry| match entry.strip_suffix('*') {
+            Some(prefix) => prefix.starts_with("mcp__") && name.starts_with(prefix),
+            None => entry == name,
+        })
+}
+
 /// Ends what is left of a stdio server's process group (children it started, or the server
 /// itself when closing stdin did not end it): SIGTERM, up to 2 s to exit, then SIGKILL.
 async fn end_process_group(group: u32) {
@@ -240,12 +273,45 @@ fn endpoint(transport: &McpTransport) -> String {
     }
 }
 
-/// What ahelper tells servers about itself.
-fn client_config() -> ClientConfig {
-    ClientConfig::new(
-        ClientCapabilities::default(),
-        Implementation::new("ahelper", env!("CARGO_PKG_VERSION")),
-    )
+/// ahelper's side of a connection: it tells servers who it is and that it offers one root
+/// (MCP `roots/list`): the directory the agent works in — the workspace of a session, the
+/// worktree of a swarm worker — as a `file://` URI.
+#[derive(Clone)]
+#[allow(deprecated)] // roots: see the import
+pub struct RootedClient {
+    config: ClientConfig,
+    root: Root,
+}
+
+#[allow(deprecated)] // roots: see the import
+impl RootedClient {
+    /// The client for an agent working in `cwd`.
+    fn new(cwd: &Path) -> RootedClient {
+        let mut capabilities = ClientCapabilities::default();
+        capabilities.roots = Some(RootsCapabilities::default());
+        let config = ClientConfig::new(
+            capabilities,
+            Implementation::new("ahelper", env!("CARGO_PKG_VERSION")),
+        );
+        let dir = std::fs::canonicalize(cwd).unwrap_or_else(|_| cwd.to_path_buf());
+        let mut root = Root::new(format!("file://{}", dir.display()));
+        root.name = dir.file_name().map(|n| n.to_string_lossy().into_owned());
+        RootedClient { config, root }
+    }
+}
+
+#[allow(deprecated)] // roots: see the import
+impl ClientHandler for RootedClient {
+    fn get_info(&self) -> ClientConfig {
+        self.config.clone()
+    }
+
+    async fn list_roots(
+        &self,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ListRootsResult, rmcp::ErrorData> {
+        Ok(ListRootsResult::new(vec![self.root.clone()]))
+    }
 }
 
 type Listed = Vec<rmcp::model::Tool>;
@@ -260,11 +326,11 @@ async fn connect(spec: &McpServerSpec, cwd: &Path) -> Result<(Arc<Connection>, L
                 let transport = spawn_stdio(command, args, env, cwd, &stderr)
                     .map_err(|e| format!("cannot start `{command}`: {e}"))?;
                 process_group = transport.id();
-                client_config().serve(transport).await
+                RootedClient::new(cwd).serve(transport).await
             }
             McpTransport::Http { url, headers } => {
                 let transport = http_transport(url, headers)?;
-                client_config().serve(transport).await
+                RootedClient::new(cwd).serve(transport).await
             }
         }
         .map_err(|e| format!("initialize failed: {e}"))?;
@@ -387,4 +453,25 @@ fn make_tools(spec: &McpServerSpec, conn: &Arc<Connection>, listed: &Listed) -> 
             Some(Arc::new(McpTool::new(name, t, conn.clone())))
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::role_offers;
+
+    #[test]
+    fn a_role_offers_mcp_tools_it_names_exactly_or_by_prefix() {
+        let role = |tools: &[&str]| tools.iter().map(|t| t.to_string()).collect::<Vec<_>>();
+        assert!(role_offers(
+            &role(&["read_file", "mcp__*"]),
+            "mcp__git__log"
+        ));
+        assert!(role_offers(&role(&["mcp__git__*"]), "mcp__git__log"));
+        assert!(!role_offers(&role(&["mcp__git__*"]), "mcp__github__log"));
+        assert!(role_offers(&role(&["mcp__git__log"]), "mcp__git__log"));
+        assert!(!role_offers(&role(&["mcp__git__log"]), "mcp__git__diff"));
+        // A bare `*` is not a way to offer every server's tools by accident.
+        assert!(!role_offers(&role(&["*"]), "mcp__git__log"));
+        assert!(!role_offers(&role(&["read_file", "grep"]), "mcp__git__log"));
+    }
 }

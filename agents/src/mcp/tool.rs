@@ -142,6 +142,7 @@ impl Tool for McpTool {
             Ok(result) => Ok(ToolOutput {
                 content: render_result(&result),
                 is_error: result.is_error.unwrap_or(false),
+                usage: crate::model::Usage::default(),
             }),
             Err(_) if self.connection.is_closed() => {
                 Err(ToolError::new(self.connection.stopped_message()))

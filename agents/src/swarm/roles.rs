@@ -43,11 +43,17 @@ pub struct RoleError {
     pub message: String,
 }
 
-const BUILT_IN: [(&str, &str); 4] = [
+const BUILT_IN: [(&str, &str); 6] = [
     ("coordinator", include_str!("../../roles/coordinator.md")),
     ("worker", include_str!("../../roles/worker.md")),
     ("merger", include_str!("../../roles/merger.md")),
     ("fixer", include_str!("../../roles/fixer.md")),
+    // Sub-agents of the `agent` tool ([`crate::subagent`]).
+    (
+        "general-purpose",
+        include_str!("../../roles/general-purpose.md"),
+    ),
+    ("explore", include_str!("../../roles/explore.md")),
 ];
 
 /// Parses a role file's text.
@@ -108,7 +114,14 @@ mod tests {
     #[test]
     fn built_in_roles_parse() {
         let dir = tempfile::tempdir().unwrap();
-        for name in ["coordinator", "worker", "merger", "fixer"] {
+        for name in [
+            "coordinator",
+            "worker",
+            "merger",
+            "fixer",
+            "general-purpose",
+            "explore",
+        ] {
             let role = load_role(dir.path(), name).unwrap();
             assert_eq!(role.name, name);
             assert!(!role.instructions.is_empty());

@@ -153,6 +153,8 @@ pub struct RunContext {
     /// Secret values redacted from every worker's tool results, transcript and events, and
     /// from the run's events ([`RunContext::publish`]).
     pub redactor: Redactor,
+    /// MCP servers every worker starts for itself, in its worktree ([`RunIo::mcp_servers`]).
+    pub mcp_servers: Vec<crate::mcp::McpServerSpec>,
 }
 
 impl RunContext {
@@ -192,6 +194,11 @@ pub struct RunIo {
     pub prompter: Arc<dyn Prompter>,
     /// Cancel the run (first Ctrl-C).
     pub cancel: CancellationToken,
+    /// MCP servers the user trusts for this run (see [`crate::mcp::declared_servers`]). Each
+    /// worker whose role names MCP tools (`mcp__*`) starts its own instances with its worktree
+    /// as working directory and root, and stops them when it ends; their tool calls count
+    /// against the worker's caps (turns, tool output) like any other tool.
+    pub mcp_servers: Vec<crate::mcp::McpServerSpec>,
 }
 
 /// A run that exists on disk and is ready to plan.
@@ -632,6 +639,7 @@ fn run_context(
         events_log: std::sync::Mutex::new(events_log),
         command_sandbox: Some(Arc::new(CommandSandbox::new(&config.sandbox, &root))),
         redactor: config.redactor.clone(),
+        mcp_servers: io.mcp_servers.clone(),
         repo_root: root,
     })
 }

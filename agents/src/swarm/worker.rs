@@ -17,6 +17,7 @@ use super::verification::RunVerifier;
 use super::{GitTaskError, git_task};
 use crate::agent::gate::{PermissionGate, RulePersistence};
 use crate::agent::{Agent, AgentEvent, AgentOutcome, AgentSettings, AgentStopReason};
+use crate::mcp::McpHub;
 use crate::sandbox_os::CommandSandbox;
 use crate::tools::{FileClaims, ToolContext, ToolRegistry, WorkspaceError};
 use crate::transcript::TranscriptError;
@@ -178,16 +179,18 @@ async fn run_worker(
             .await
             .map_err(WorkerFailure::Worktree)?;
         let tool_context = bind_tool_context(&run, &spec, &worktree)?;
-        let agent = build_agent(&run, &spec, tool_context)?;
-        Ok::<_, WorkerFailure>((worktree, agent))
+        Ok::<_, WorkerFailure>((worktree, tool_context))
     };
-    let (worktree, mut agent) = match prepared.await {
+    let (worktree, tool_context) = match prepared.await {
         Ok(ready) => ready,
+        Err(failure) => return failed(failure, started),
+    };
+    let mcp = start_mcp_servers(&run, &spec, &worktree).await;
+    let mut agent = match build_agent(&run, &spec, tool_context, &mcp) {
+        Ok(agent) => agent,
         Err(failure) => {
-            return (
-                WorkerStatus::Failed,
-                WorkerReport::failed(failure.to_string(), elapsed_ms(started)),
-            );
+            mcp.shutdown().await;
+            return failed(failure, started);
         }
     };
     let outcome = run_agent(&mut agent, &run, &spec, &coordinator, &cancel).await;
@@ -198,7 +201,7 @@ async fn run_worker(
         })
         .await;
     let done = commit_and_report(&run, &spec, &worktree, outcome, started).await;
-    match &run.verifier {
+    let done = match &run.verifier {
         Some(verifier) if done.0 == WorkerStatus::Finished => {
             let checker = SelfCheck {
                 run: &run,
@@ -212,7 +215,36 @@ async fn run_worker(
             checker.run(&mut agent, done.1).await
         }
         _ => done,
+    };
+    // The worker's servers end with it (after its last fix round).
+    mcp.shutdown().await;
+    done
+}
+
+fn failed(failure: WorkerFailure, started: Instant) -> (WorkerStatus, WorkerReport) {
+    (
+        WorkerStatus::Failed,
+        WorkerReport::failed(failure.to_string(), elapsed_ms(started)),
+    )
+}
+
+/// Step 2b: the run's MCP servers, started for this worker with its worktree as working
+/// directory and root (none when the role offers no MCP tool). A server that does not start is
+/// a notice for the user; the worker goes on without its tools.
+async fn start_mcp_servers(run: &RunContext, spec: &WorkerSpec, worktree: &Path) -> McpHub {
+    if run.mcp_servers.is_empty() || !spec.role.tools.iter().any(|t| t.starts_with("mcp__")) {
+        return McpHub::default();
     }
+    let hub = McpHub::start(run.mcp_servers.clone(), worktree).await;
+    for failure in hub.startup_failures() {
+        run.publish(super::events::SwarmEvent::Notice {
+            message: format!(
+                "{}: {failure}; it works without that server's tools",
+                spec.id
+            ),
+        });
+    }
+    hub
 }
 
 /// The worker's self-check: verify its committed worktree against the baseline; new failures go
@@ -439,13 +471,14 @@ fn confine_reads(sandbox: &mut CommandSandbox, repo_root: &Path, base: &Path) {
         .push(std::fs::canonicalize(&git_dir).unwrap_or(git_dir));
 }
 
-/// Step 3: the agent — the role's tools, the run-wide permission policy (prompts labelled with
+/// Step 3: the agent — the role's tools (its MCP tools among them), the run-wide permission policy (prompts labelled with
 /// the worker and its subtask), the run's worker limits capped by the role, the resumed history
 /// when continuing, and the worker's transcript.
 fn build_agent(
     run: &RunContext,
     spec: &WorkerSpec,
     tool_context: ToolContext,
+    mcp: &McpHub,
 ) -> Result<Agent, WorkerFailure> {
     let mut gate = PermissionGate::new(
         run.policy.clone(),
@@ -465,8 +498,12 @@ fn build_agent(
     } else {
         Vec::new()
     };
+    let mut tools = ToolRegistry::standard().select(&spec.role.tools);
+    for tool in mcp.tools_for_role(&spec.role.tools) {
+        tools.register(tool);
+    }
     Agent::builder(run.client.clone(), run.model.clone(), tool_context, gate)
-        .tools(ToolRegistry::standard().select(&spec.role.tools))
+        .tools(tools)
         .role_instructions(spec.role.instructions.clone())
         .subagent()
         .settings(settings)

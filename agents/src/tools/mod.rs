@@ -130,6 +130,9 @@ pub struct ToolOutput {
     /// True when the tool ran but the outcome is a failure the model should act on
     /// (e.g. a command exited non-zero).
     pub is_error: bool,
+    /// Model tokens the call itself spent (a sub-agent's requests, [`crate::subagent`]); the
+    /// calling agent adds them to its usage. Zero for other tools.
+    pub usage: crate::model::Usage,
 }
 
 impl ToolOutput {
@@ -138,6 +141,7 @@ impl ToolOutput {
         ToolOutput {
             content: content.into(),
             is_error: false,
+            usage: crate::model::Usage::default(),
         }
     }
 }
@@ -264,6 +268,12 @@ impl ToolRegistry {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         ToolRegistry { tools }
+    }
+
+    /// This registry without the tool `name`.
+    pub fn without(mut self, name: &str) -> Self {
+        self.tools.remove(name);
+        self
     }
 
     /// Adds or replaces a tool.

@@ -456,6 +456,7 @@ async fn run_command(args: &RunCommandArgs, ctx: &ToolContext) -> Result<ToolOut
     Ok(ToolOutput {
         content: text,
         is_error,
+        usage: crate::model::Usage::default(),
     })
 }
 

@@ -175,6 +175,14 @@ pub struct SwarmFile {
     /// A file a worker's branch adds that is larger than this many megabytes (10⁶ bytes) is
     /// flagged as a hazard ([`ahelper_worktrees::scan_hazards`]). Default 10.
     pub max_file_mb: Option<u64>,
+    /// Shell command line run (`bash -c`) in each new worker worktree before its worker starts,
+    /// e.g. `npm ci`; its output goes into the worker's transcript, and a failure fails that
+    /// worker. Must not be blank. Unset: nothing runs.
+    #[serde(default, deserialize_with = "setup_command")]
+    pub setup: Option<String>,
+    /// Size guard of `.worktreeinclude`, in megabytes (10⁶ bytes) per worktree: an ignored
+    /// entry that does not fit is skipped and named. Default 1,000.
+    pub worktree_include_max_mb: Option<u64>,
 }
 
 /// Deserialises an integer and checks `min ..= max`; the error names `key` and goes through the
@@ -205,6 +213,17 @@ fn worker_fix_rounds<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u3
 
 fn merge_fix_attempts<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
     in_range(d, "swarm.merge_fix_attempts", 0, 10)
+}
+
+/// Deserialises `swarm.setup`: a command line that is not blank.
+fn setup_command<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    let command = String::deserialize(d)?;
+    if command.trim().is_empty() {
+        return Err(serde::de::Error::custom(
+            "`swarm.setup` is empty: give a command such as \"npm ci\", or remove the key",
+        ));
+    }
+    Ok(Some(command))
 }
 
 /// Deserialises `swarm.verify`: a command line that is not blank.
@@ -378,6 +397,8 @@ impl ConfigFile {
         over!(swarm.worker_fix_rounds);
         over!(swarm.merge_fix_attempts);
         over!(swarm.max_file_mb);
+        over!(swarm.setup);
+        over!(swarm.worktree_include_max_mb);
         over!(sandbox.mode);
         over!(sandbox.network);
         self.sandbox.writable.extend(higher.sandbox.writable);
@@ -459,6 +480,10 @@ pub struct SwarmLimits {
     pub merge_fix_attempts: u32,
     /// Files larger than this many bytes in a worker's branch are hazards.
     pub max_file_bytes: u64,
+    /// `swarm.setup`: run in each new worker worktree before its worker starts.
+    pub setup: Option<String>,
+    /// `swarm.worktree_include_max_mb` in bytes: the `.worktreeinclude` size guard per worktree.
+    pub include_max_bytes: u64,
 }
 
 /// Default of `swarm.verify_timeout_s`, in seconds.
@@ -791,6 +816,12 @@ fn resolve_swarm(file: &SwarmFile) -> SwarmLimits {
             .merge_fix_attempts
             .unwrap_or(DEFAULT_MERGE_FIX_ATTEMPTS),
         max_file_bytes: file.max_file_mb.unwrap_or(10).saturating_mul(1_000_000),
+        setup: file.setup.clone(),
+        include_max_bytes: file
+            .worktree_include_max_mb
+            .map_or(ahelper_worktrees::DEFAULT_INCLUDE_MAX_BYTES, |mb| {
+                mb.saturating_mul(1_000_000)
+            }),
     }
 }
 
@@ -838,13 +869,15 @@ fn trusted_project_layer(
 /// `max_output_tokens`, `context_window`, `tool_protocol`, `[retry]`, `[agent]`,
 /// `permissions.ask`, `permissions.deny`, `permissions.mode` when it is no wider than the mode of
 /// the lower layers (`lower_mode`, default `default`; order `plan` < `default` <
-/// `accept-edits` < `bypass`), `[swarm]` limits (`max_file_mb` up to the default 10),
+/// `accept-edits` < `bypass`), `[swarm]` limits (`max_file_mb` up to the default 10,
+/// `worktree_include_max_mb` up to the default 1,000),
 /// `sandbox.mode = "enforce"`,
 /// `sandbox.deny_read`, `sandbox.network = false`, `[secrets]`, `[pricing]`.
 ///
 /// Needs trust (widening): `permissions.allow`, a wider `permissions.mode`, `sandbox.mode =
 /// "off"`, `sandbox.writable`, `sandbox.network = true`, `swarm.worktree_root` (where worker
-/// checkouts and their writable paths go), `swarm.verify` (a command ahelper runs itself),
+/// checkouts and their writable paths go), `swarm.verify` and `swarm.setup` (commands ahelper
+/// runs itself), `swarm.worktree_include_max_mb` above the default 1,000,
 /// `[mcp_servers]` (programs ahelper starts), `provider`, `base_url` and `api_key_env` (which
 /// server receives which key) — and **every key not listed above**, so a table added later
 /// needs trust until it is put on the first list. (`[hooks]` never apply from a project
@@ -877,7 +910,11 @@ pub fn split_untrusted(project: ConfigFile, lower_mode: Option<&str>) -> (Config
         swarm: SwarmFile {
             worktree_root: None,
             verify: None,
+            setup: None,
             max_file_mb: project.swarm.max_file_mb.filter(|mb| *mb <= 10),
+            worktree_include_max_mb: project.swarm.worktree_include_max_mb.filter(|mb| {
+                mb.saturating_mul(1_000_000) <= ahelper_worktrees::DEFAULT_INCLUDE_MAX_BYTES
+            }),
             ..project.swarm.clone()
         },
         sandbox: SandboxFile {
@@ -1774,6 +1811,43 @@ mod tests {
         let cfg = Config::load(ws.path(), &e, &trusted).unwrap();
         assert_eq!(cfg.swarm.verify.as_deref(), Some("cargo test --offline"));
         assert_eq!(cfg.untrusted, None);
+    }
+
+    /// `swarm.setup` is a command ahelper runs: an untrusted project's is left out and named; its
+    /// include size guard applies only up to the default.
+    #[test]
+    fn untrusted_setup_is_left_out_and_include_guard_capped() {
+        let text = "[swarm]\nsetup = \"npm ci\"\nworktree_include_max_mb = 5000\n";
+        let file = ConfigFile::parse(text, Path::new("/p/.ahelper/config.toml")).unwrap();
+        let (kept, ignored) = split_untrusted(file.clone(), None);
+        assert_eq!(kept.swarm.setup, None);
+        assert_eq!(kept.swarm.worktree_include_max_mb, None);
+        assert_eq!(
+            ignored,
+            vec!["swarm.setup", "swarm.worktree_include_max_mb"]
+        );
+        let limits = resolve_swarm(&file.swarm);
+        assert_eq!(limits.setup.as_deref(), Some("npm ci"));
+        assert_eq!(limits.include_max_bytes, 5_000_000_000);
+        let small = ConfigFile::parse(
+            "[swarm]\nworktree_include_max_mb = 20\n",
+            Path::new("/p/.ahelper/config.toml"),
+        )
+        .unwrap();
+        let (kept, ignored) = split_untrusted(small, None);
+        assert_eq!(kept.swarm.worktree_include_max_mb, Some(20));
+        assert!(ignored.is_empty(), "{ignored:?}");
+        let blank = ConfigFile::parse("[swarm]\nsetup = \" \"\n", Path::new("/p/c.toml"));
+        assert!(
+            blank
+                .unwrap_err()
+                .to_string()
+                .contains("`swarm.setup` is empty")
+        );
+        assert_eq!(
+            resolve_swarm(&SwarmFile::default()).include_max_bytes,
+            ahelper_worktrees::DEFAULT_INCLUDE_MAX_BYTES
+        );
     }
 
     /// An untrusted project's MCP servers need trust (they are programs ahelper starts); its

@@ -115,6 +115,24 @@ pub enum TranscriptEntry {
         /// The history after the compaction.
         history: Vec<Message>,
     },
+    /// `.worktreeinclude` brought ignored files of the user's checkout into a worker's new
+    /// worktree (written before the worker's session starts).
+    WorktreeInclude {
+        /// Counts and the paths skipped, with why.
+        report: ahelper_worktrees::IncludeReport,
+    },
+    /// The `[swarm] setup` command ran in a worker's new worktree (before its session starts).
+    Setup {
+        /// The command line.
+        command: String,
+        /// How it ended.
+        outcome: crate::verify::VerifyOutcome,
+        /// Wall time in milliseconds.
+        duration_ms: u64,
+        /// Its output (stdout and stderr interleaved; head and tail when long, secrets
+        /// redacted).
+        output: String,
+    },
     /// The agent loop stopped.
     Stop {
         /// Stop reason (`completed`, `max_turns`, …).

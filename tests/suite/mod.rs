@@ -24,6 +24,7 @@ mod server_errors;
 mod subagents;
 mod support;
 mod swarm;
+mod swarm_setup;
 mod swarm_verify;
 mod terminal;
 mod verify_fixtures;

@@ -354,6 +354,17 @@ pub enum GitError {
         detail: String,
     },
 
+    /// `.worktreeinclude` could not be read or has a malformed pattern.
+    #[error(
+        "{path} is not a valid include file: {message}; fix the pattern (gitignore syntax) or remove the file"
+    )]
+    IncludeFile {
+        /// The include file.
+        path: PathBuf,
+        /// The reader's or the pattern parser's message.
+        message: String,
+    },
+
     /// A filesystem operation failed.
     #[error("{action} {path}: {source}")]
     Io {

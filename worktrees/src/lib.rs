@@ -38,6 +38,7 @@ mod cli;
 mod commit;
 mod error;
 mod hazards;
+mod include;
 mod index_lock;
 mod lock;
 mod merge;
@@ -54,6 +55,10 @@ pub use error::GitError;
 pub use git2::Oid;
 pub use hazards::{
     AUTO_RUN_NAMES, AUTO_RUN_PATHS, Hazard, HazardKind, HazardLimits, is_auto_run, scan_hazards,
+};
+pub use include::{
+    DEFAULT_INCLUDE_MAX_BYTES, INCLUDE_FILE, IncludeLimits, IncludeReport, SkipReason,
+    SkippedInclude, bring_included,
 };
 pub use index_lock::{StaleLockOutcome, remove_stale_index_lock};
 pub use lock::{GitOwner, RepoLock};

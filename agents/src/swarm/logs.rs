@@ -167,6 +167,17 @@ pub fn format_transcript_line(entry: &TranscriptEntry, ts: &str) -> Option<Strin
             "{time} ── compacted {summarised_messages} messages into a summary: {}",
             clip_counted(summary, 1_000)
         ),
+        TranscriptEntry::WorktreeInclude { report } => format!("{time} ── {}", report.describe()),
+        TranscriptEntry::Setup {
+            command,
+            outcome,
+            duration_ms,
+            output,
+        } => format!(
+            "{time} ── setup `{command}` ({duration_ms} ms): {}\n{}",
+            super::setup::describe_outcome(outcome),
+            clip_counted(output.trim_end(), 2_000)
+        ),
         TranscriptEntry::Stop { reason, turns } => {
             format!("{time} ── stopped: {reason} after {turns} turns")
         }

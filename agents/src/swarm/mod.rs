@@ -28,6 +28,7 @@ pub mod resume;
 pub mod roles;
 pub mod run;
 pub mod scheduler;
+pub mod setup;
 pub mod state;
 pub mod summary;
 pub mod synthesis;

@@ -145,6 +145,9 @@ pub struct RunContext {
     pub worker_fix_rounds: u32,
     /// `[swarm] merge_fix_attempts`: fixer agents per red merge candidate.
     pub merge_fix_attempts: u32,
+    /// How each new worker worktree is prepared before its worker starts: `.worktreeinclude`
+    /// and `[swarm] setup`.
+    pub worktree_setup: super::setup::WorktreeSetup,
     /// Command sandbox for the repository root; each worker uses
     /// [`CommandSandbox::for_workspace`] with its worktree, so its commands can write only there
     /// (and in the temp dir and the user's listed paths), never in the main checkout or another
@@ -617,6 +620,13 @@ fn run_context(
         baseline,
         worker_fix_rounds: config.swarm.worker_fix_rounds,
         merge_fix_attempts: config.swarm.merge_fix_attempts,
+        worktree_setup: super::setup::WorktreeSetup {
+            include_limits: git::IncludeLimits {
+                max_bytes: config.swarm.include_max_bytes,
+            },
+            command: config.swarm.setup.clone(),
+            timeout: std::time::Duration::from_secs(config.swarm.verify_timeout_s),
+        },
         run_id: record.run_id.clone(),
         task: record.task.clone(),
         git_lock: Arc::new(git::RepoLock::new(&root)?),

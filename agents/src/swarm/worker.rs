@@ -2,7 +2,8 @@
 //!
 //! The [`WorkerActor`] owns a task that runs the agent loop, so the actor stays responsive to
 //! [`CancelWorker`] while the loop runs. The task's steps: create the worktree → bind the tool
-//! context to it → build the agent → run it while forwarding its progress to the coordinator →
+//! context to it → prepare a new worktree ([`super::setup`]: `.worktreeinclude`, `[swarm] setup`)
+//! → build the agent → run it while forwarding its progress to the coordinator →
 //! commit the worktree and report. When the loop ends the worker tells the coordinator a bounded
 //! [`WorkerReport`]. A panic in the task becomes a failed report; it never takes the coordinator
 //! down.
@@ -12,6 +13,7 @@ use super::coordinator::{CoordinatorActor, Progress, WorkerDone};
 use super::plan::Subtask;
 use super::roles::RoleDefinition;
 use super::run::RunContext;
+use super::setup::SetupFailure;
 use super::state::{FixRound, MAX_REPORT_SUMMARY_CHARS, WorkerReport, WorkerStatus};
 use super::verification::RunVerifier;
 use super::{GitTaskError, git_task};
@@ -123,6 +125,9 @@ pub enum WorkerFailure {
     /// The transcript could not be opened.
     #[error("cannot open the transcript: {0}")]
     Transcript(#[source] TranscriptError),
+    /// The new worktree could not be prepared (`.worktreeinclude`, `[swarm] setup`).
+    #[error("{0}")]
+    Setup(#[source] SetupFailure),
 }
 
 /// The prompt a worker starts with.
@@ -175,10 +180,22 @@ async fn run_worker(
     started: Instant,
 ) -> (WorkerStatus, WorkerReport) {
     let prepared = async {
-        let worktree = create_worktree(&run, &spec)
+        let (worktree, created) = create_worktree(&run, &spec)
             .await
             .map_err(WorkerFailure::Worktree)?;
         let tool_context = bind_tool_context(&run, &spec, &worktree)?;
+        if created {
+            run.worktree_setup
+                .prepare(
+                    &run.repo_root,
+                    &worktree,
+                    &tool_context,
+                    &spec.transcript,
+                    &cancel,
+                )
+                .await
+                .map_err(WorkerFailure::Setup)?;
+        }
         Ok::<_, WorkerFailure>((worktree, tool_context))
     };
     let (worktree, tool_context) = match prepared.await {
@@ -351,8 +368,12 @@ fn elapsed_ms(started: Instant) -> u64 {
 }
 
 /// Step 1: the worktree on the worker's branch — the existing one when a worktree already has
-/// the branch, the branch as it is when resuming, else a new branch at the start commit.
-async fn create_worktree(run: &RunContext, spec: &WorkerSpec) -> Result<PathBuf, GitTaskError> {
+/// the branch, the branch as it is when resuming, else a new branch at the start commit; with
+/// whether it was created now (a new worktree is prepared by [`super::setup`]).
+async fn create_worktree(
+    run: &RunContext,
+    spec: &WorkerSpec,
+) -> Result<(PathBuf, bool), GitTaskError> {
     let repo = run.repo_root.clone();
     let lock = run.git_lock.clone();
     let spec = spec.clone();
@@ -367,7 +388,7 @@ async fn create_worktree(run: &RunContext, spec: &WorkerSpec) -> Result<PathBuf,
             .into_iter()
             .find(|w| w.branch.as_deref() == Some(spec.branch.as_str()));
         match existing {
-            Some(w) if w.path.exists() => return Ok(w.path),
+            Some(w) if w.path.exists() => return Ok((w.path, false)),
             // Its directory was deleted by hand: drop the stale registration, then rebuild the
             // worktree from the branch below (its `wip` commits included).
             Some(w) => super::cleanup::prune_registration(&lock, &repo, &w.path)?,
@@ -385,7 +406,7 @@ async fn create_worktree(run: &RunContext, spec: &WorkerSpec) -> Result<PathBuf,
                 spec.start_commit,
             )?
         };
-        Ok(info.path)
+        Ok((info.path, true))
     })
     .await
 }

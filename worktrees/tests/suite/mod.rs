@@ -1,5 +1,6 @@
 mod candidate_merge;
 mod commit_merge;
+mod include;
 mod index_lock;
 mod repo;
 mod support;

@@ -12,8 +12,15 @@
 //! marker (kernels without `pidfd_open`, older than 5.3, fall back to `kill(2)` right after
 //! the re-check).
 //!
-//! Limits: a process that `exec`s with a cleared environment (`env -i …`) or overwrites its
-//! environment block loses the marker; processes of other users are not readable.
+//! A command confined by the OS sandbox also runs in a user namespace of its own
+//! ([`crate::sandbox_os`]): a process cannot leave a user namespace, only create nested ones,
+//! so [`kill_in_user_namespace`] finds the processes that shed the environment marker (`env -i
+//! setsid sh -c …`) by the namespace they (or their namespace's ancestors, `unshare -U`) live
+//! in.
+//!
+//! Limits: a process of a command without a user namespace of its own (sandbox off, user
+//! namespaces unavailable) that `exec`s with a cleared environment (`env -i …`) or overwrites
+//! its environment block loses the marker; processes of other users are not readable.
 
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
@@ -62,16 +69,54 @@ pub fn kill_marked_any(var: &str, values: &[&str]) -> usize {
     if needles.is_empty() {
         return 0;
     }
+    sweep(&Mark::Environment(&needles))
+}
+
+/// Kills (`SIGKILL`) every live process other than this one that lives in the user namespace
+/// with inode `namespace` ([`user_namespace_of`]) or in a namespace nested in it, repeating like
+/// [`kill_marked`]. Returns how many distinct processes were signalled.
+pub fn kill_in_user_namespace(namespace: u64) -> usize {
+    sweep(&Mark::UserNamespace(namespace))
+}
+
+/// The inode of the user namespace `pid` lives in (`/proc/<pid>/ns/user`; still readable while
+/// the process is a zombie), or `None` when it cannot be read.
+pub fn user_namespace_of(pid: u32) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(format!("/proc/{pid}/ns/user"))
+        .ok()
+        .map(|m| m.ino())
+}
+
+/// What identifies the processes of one command or run.
+enum Mark<'a> {
+    /// Whole `NAME=value` entries of the environment.
+    Environment(&'a [Vec<u8>]),
+    /// The inode of a user namespace the process lives in or below.
+    UserNamespace(u64),
+}
+
+impl Mark<'_> {
+    fn carried_by(&self, pid: u32) -> bool {
+        match self {
+            Mark::Environment(needles) => has_marker(pid, needles),
+            Mark::UserNamespace(ino) => in_user_namespace(pid, *ino),
+        }
+    }
+}
+
+/// Rounds of "find the marked processes, kill them" until none is left or [`SWEEP_LIMIT`].
+fn sweep(mark: &Mark<'_>) -> usize {
     let me = std::process::id();
     let mut signalled = HashSet::new();
     let start = Instant::now();
     loop {
-        let found = marked_pids(&needles, me);
+        let found = pids_carrying(mark, me);
         if found.is_empty() || start.elapsed() > SWEEP_LIMIT {
             return signalled.len();
         }
         for pid in found {
-            if kill_verified(pid, &needles) {
+            if kill_verified(pid, mark) {
                 signalled.insert(pid);
             }
         }
@@ -82,13 +127,66 @@ pub fn kill_marked_any(var: &str, values: &[&str]) -> usize {
 /// Pids (other than `me`) of live processes whose environment holds one of the entries
 /// `needles` (`NAME=value`). Zombies have no readable environment and are not listed.
 pub fn marked_pids(needles: &[Vec<u8>], me: u32) -> Vec<u32> {
+    pids_carrying(&Mark::Environment(needles), me)
+}
+
+/// Pids (other than `me`) of processes carrying `mark`.
+fn pids_carrying(mark: &Mark<'_>, me: u32) -> Vec<u32> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
     dir.flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| *pid != me && has_marker(*pid, needles))
+        .filter(|pid| *pid != me && mark.carried_by(*pid))
         .collect()
+}
+
+/// `ioctl(2)` request `NS_GET_PARENT` (`_IO(0xb7, 0x2)`, linux/nsfs.h): a descriptor of the
+/// parent of a user namespace.
+const NS_GET_PARENT: libc::c_ulong = 0xb702;
+/// How deep user namespaces nest at most (user_namespaces(7)).
+const MAX_USER_NAMESPACE_DEPTH: usize = 32;
+
+/// True when `pid` lives in the user namespace with inode `ino` or in one nested in it
+/// (walking up with `NS_GET_PARENT`). Zombies are skipped: they have nothing left to kill.
+fn in_user_namespace(pid: u32, ino: u64) -> bool {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    let Ok(file) = std::fs::File::open(format!("/proc/{pid}/ns/user")) else {
+        return false;
+    };
+    if is_zombie(pid) {
+        return false;
+    }
+    let mut fd = OwnedFd::from(file);
+    for _ in 0..=MAX_USER_NAMESPACE_DEPTH {
+        // SAFETY: fstat(2) on a descriptor we own into a zeroed out-parameter.
+        let mut stat: libc::stat = unsafe { std::mem::zeroed() };
+        if unsafe { libc::fstat(fd.as_raw_fd(), &mut stat) } != 0 {
+            return false;
+        }
+        if stat.st_ino == ino {
+            return true;
+        }
+        // SAFETY: ioctl on a descriptor we own; NS_GET_PARENT returns a new descriptor or -1.
+        let parent = unsafe { libc::ioctl(fd.as_raw_fd(), NS_GET_PARENT) };
+        if parent < 0 {
+            return false;
+        }
+        // SAFETY: `parent` is a new descriptor that nothing else owns.
+        fd = unsafe { OwnedFd::from_raw_fd(parent) };
+    }
+    false
+}
+
+/// True when `/proc/<pid>/stat` says the process is a zombie (`Z`) or dead (`X`).
+fn is_zombie(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            let (_, rest) = stat.rsplit_once(')')?;
+            rest.split_whitespace().next().map(|s| s == "Z" || s == "X")
+        })
+        .unwrap_or(true)
 }
 
 /// True when `/proc/<pid>/environ` holds one of the entries `needles` (whole entries).
@@ -101,9 +199,9 @@ fn has_marker(pid: u32, needles: &[Vec<u8>]) -> bool {
         .any(|entry| needles.iter().any(|n| n == entry))
 }
 
-/// Sends `SIGKILL` to `pid` if it still carries one of `needle`, through a pidfd so that a reused pid
+/// Sends `SIGKILL` to `pid` if it still carries `mark`, through a pidfd so that a reused pid
 /// is never hit. True when the signal was sent.
-fn kill_verified(pid: u32, needle: &[Vec<u8>]) -> bool {
+fn kill_verified(pid: u32, mark: &Mark<'_>) -> bool {
     let Ok(raw) = i32::try_from(pid) else {
         return false;
     };
@@ -113,11 +211,11 @@ fn kill_verified(pid: u32, needle: &[Vec<u8>]) -> bool {
         let unsupported = std::io::Error::last_os_error().raw_os_error() == Some(libc::ENOSYS);
         // SAFETY: kill(2) has no memory-safety preconditions.
         return unsupported
-            && has_marker(pid, needle)
+            && mark.carried_by(pid)
             && unsafe { libc::kill(raw, libc::SIGKILL) } == 0;
     }
     let pidfd = pidfd as i32;
-    let sent = has_marker(pid, needle)
+    let sent = mark.carried_by(pid)
         // SAFETY: pidfd is the descriptor opened above; a null siginfo means "as kill(2)".
         && unsafe {
             libc::syscall(

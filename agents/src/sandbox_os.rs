@@ -457,7 +457,7 @@ impl CommandSandbox {
         } else {
             Vec::new()
         };
-        let namespaces = Namespaces::new(!self.network, read_only);
+        let namespaces = Namespaces::new(!self.network, read_only, self.namespaces);
         Ok(PreparedSandbox {
             ruleset: Some(created),
             namespaces: (!namespaces.is_empty()).then_some(namespaces),
@@ -503,6 +503,9 @@ pub struct Namespaces {
     uid_map: Vec<u8>,
     /// `"<gid> <gid> 1"` for `/proc/self/gid_map`.
     gid_map: Vec<u8>,
+    /// A user namespace even when no other namespace is needed: it marks the command's
+    /// processes in a way they cannot shed (`env -i`), for the process sweep.
+    own_user: bool,
 }
 
 /// One path bind-mounted onto itself read-only, prepared in the parent: the NUL-terminated
@@ -562,7 +565,7 @@ impl ReadOnlyMount {
 impl Namespaces {
     /// The plan for one command: a network namespace when `network`, a mount namespace when
     /// `read_only` is not empty, maps for this process's effective user.
-    fn new(network: bool, read_only: Vec<ReadOnlyMount>) -> Self {
+    fn new(network: bool, read_only: Vec<ReadOnlyMount>, own_user: bool) -> Self {
         // SAFETY: geteuid/getegid cannot fail.
         let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
         Namespaces {
@@ -570,11 +573,12 @@ impl Namespaces {
             read_only,
             uid_map: format!("{uid} {uid} 1").into_bytes(),
             gid_map: format!("{gid} {gid} 1").into_bytes(),
+            own_user,
         }
     }
 
     fn is_empty(&self) -> bool {
-        !self.network && self.read_only.is_empty()
+        !self.network && self.read_only.is_empty() && !self.own_user
     }
 
     /// Enters the new namespaces and makes the binds (in the child, before `exec`): system
@@ -587,6 +591,14 @@ impl Namespaces {
         }
         if !self.read_only.is_empty() {
             flags |= libc::CLONE_NEWNS;
+        }
+        if flags == 0 {
+            // Only the marking user namespace: best effort, the command runs without it.
+            // SAFETY: unshare(2) with a flag constant.
+            if self.own_user && unsafe { libc::unshare(libc::CLONE_NEWUSER) } == 0 {
+                self.write_maps()?;
+            }
+            return Ok(());
         }
         // SAFETY: unshare(2) with flag constants.
         if unsafe { libc::unshare(flags) } != 0 {

@@ -12,6 +12,7 @@ mod hostile_model;
 mod instructions;
 mod key_protection;
 mod mcp;
+mod opaque_code;
 mod print_mode;
 mod processes;
 mod project_trust;

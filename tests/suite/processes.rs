@@ -122,6 +122,49 @@ fn no_process_outlives_its_command_or_ahelper() {
     );
 }
 
+/// Processes that also shed the command's environment marker (`env -i`) — detached with
+/// `setsid`, `nohup`, a double fork, `disown`, or from a nested user namespace (`unshare -U`) —
+/// are gone when their command returns: the command's own user namespace marks them. (Needs
+/// the OS sandbox; without landlock the environment marker is the only one.)
+#[test]
+fn processes_that_clear_their_environment_do_not_outlive_their_command() {
+    if !landlock_available() {
+        eprintln!("skipped: landlock is not available, so commands get no user namespace");
+        return;
+    }
+    let x = unique();
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let forms = format!(
+        "env -i setsid sh -c 'sleep 300.{x}1' & env -i nohup sleep 300.{x}2 >/dev/null 2>&1 & \
+         (env -i sleep 300.{x}3 &) ; env -i sleep 300.{x}4 & disown; \
+         unshare -U env -i setsid sleep 300.{x}5 & echo started"
+    );
+    let check = format!(
+        "X={x}; for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null \
+         | grep -q \"sleep 300\\.$X\" && echo SURVIVOR $p; done; echo checked"
+    );
+    let requests = print_run(
+        &repo,
+        vec![runs(&forms), runs(&check), Turn::text("done")],
+    );
+    assert!(
+        body(&requests[1]).contains("started"),
+        "{}",
+        body(&requests[1])
+    );
+    let checked = body(&requests[2]);
+    assert!(checked.contains("checked"), "{checked}");
+    assert!(
+        !checked.contains("SURVIVOR /proc"),
+        "a process without the environment marker outlived its command: {checked}"
+    );
+    assert_eq!(
+        live_processes_with("cmdline", &format!("sleep 300.{x}")),
+        Vec::<u32>::new(),
+        "a process outlived ahelper"
+    );
+}
+
 /// A swarm run in the background (`ahelper swarm "do it" --yes --permission-mode bypass`) of one
 /// subtask whose worker writes `partial`, then runs `command` after writing its shell's pid to
 /// `sleeper.pid`, then (when resumed) writes `complete`.

@@ -228,16 +228,38 @@ fn group_gone(pgid: i32) -> bool {
 struct GroupGuard {
     pgid: i32,
     marker: String,
+    /// The user namespace of the command's own (OS sandbox), when it has one: processes that
+    /// cleared their environment (`env -i`) are still in it.
+    user_namespace: Option<u64>,
     armed: bool,
+}
+
+impl GroupGuard {
+    /// Kills every process carrying the command's marker or living in its user namespace.
+    /// Returns how many were killed.
+    fn sweep(&self) -> usize {
+        let marked = process_sweep::kill_marked(process_sweep::COMMAND_VAR, &self.marker);
+        let in_namespace = self
+            .user_namespace
+            .map_or(0, process_sweep::kill_in_user_namespace);
+        marked + in_namespace
+    }
 }
 
 impl Drop for GroupGuard {
     fn drop(&mut self) {
         if self.armed {
             signal_group(self.pgid, libc::SIGKILL);
-            process_sweep::kill_marked(process_sweep::COMMAND_VAR, &self.marker);
+            self.sweep();
         }
     }
+}
+
+/// The user namespace `pid` lives in when it is not ahelper's own (the OS sandbox gave the
+/// command one). Read right after the spawn, before the shell is reaped.
+fn own_user_namespace(pid: u32) -> Option<u64> {
+    let theirs = process_sweep::user_namespace_of(pid)?;
+    (Some(theirs) != process_sweep::user_namespace_of(std::process::id())).then_some(theirs)
 }
 
 /// [`process_sweep::owner_token`] of this process, computed once.
@@ -606,6 +628,7 @@ impl RunningCommand {
         let guard = GroupGuard {
             pgid,
             marker,
+            user_namespace: own_user_namespace(pgid.unsigned_abs()),
             armed: true,
         };
         let output = tokio::net::unix::pipe::Receiver::from_owned_fd(OwnedFd::from(reader))
@@ -681,7 +704,7 @@ impl RunningCommand {
     /// Kills every process still carrying the command's marker (left the group, detached,
     /// re-parented) and disarms the guard. Returns how many were killed.
     fn end_leftovers(&mut self) -> usize {
-        let killed = process_sweep::kill_marked(process_sweep::COMMAND_VAR, &self.guard.marker);
+        let killed = self.guard.sweep();
         self.guard.armed = false;
         killed
     }

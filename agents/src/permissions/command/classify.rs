@@ -11,6 +11,7 @@ use super::{CommandKind, SimpleCommand, Word, basename};
 
 mod files;
 mod git;
+pub(crate) use git::CONTENT_PRINTERS;
 mod runners;
 mod sed;
 mod shell;
@@ -71,6 +72,10 @@ pub(crate) struct Facts {
     /// Why the command runs code the analysis cannot see (`sed e`, `tar --to-command`, `vim`,
     /// `make`, `hash -p`, …; see `runners.rs`): refused when deny rules for commands exist.
     pub runs_code: Option<String>,
+    /// Why the command runs code defined by files of the workspace or given inline (`cargo
+    /// test`, `npm test`, `python3 -c`, `bash x.sh`, a git alias; see `runners.rs`): never
+    /// read-only; refused when deny rules for commands exist unless an allow rule names it.
+    pub workspace_code: Option<String>,
     /// True when the command reads directories among [`Facts::reads`] recursively (`grep -r`,
     /// `rg`): every file beneath them is read.
     pub recursive: bool,
@@ -310,6 +315,7 @@ pub(crate) fn classify(cmd: &SimpleCommand) -> Facts {
             {
                 let name = basename(first);
                 facts.runs_code = runners::hidden_code(cmd, name);
+                facts.workspace_code = runners::workspace_code(cmd, name);
                 files::modified_files(&mut facts, cmd, name);
                 program_facts(&mut facts, cmd, name);
             }

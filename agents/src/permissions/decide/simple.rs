@@ -78,6 +78,7 @@ impl SimpleCheck<'_> {
         self.unknown_program_reads()?;
         self.workspace_program();
         self.foreign_git()?;
+        self.git_content();
         self.writes()?;
         self.modified()?;
         self.ask_rules();

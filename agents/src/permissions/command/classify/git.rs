@@ -81,7 +81,53 @@ pub(super) fn git(facts: &mut Facts, cmd: &SimpleCommand) {
         }
     }
     object_paths(facts, cmd, sub);
+    if !sub.is_empty() && !KNOWN_SUBCOMMANDS.contains(&sub) && !sub.starts_with('-') {
+        facts.workspace_code = Some(format!(
+            "`git {sub}` is not a git command: an alias from git's configuration, which can run \
+             any program (`!cmd`)"
+        ));
+    }
 }
+
+/// Git's own commands (git(1) "GIT COMMANDS"); any other subcommand is an alias or an external
+/// `git-NAME` program.
+#[rustfmt::skip]
+const KNOWN_SUBCOMMANDS: &[&str] = &[
+    "add", "am", "annotate", "apply", "archive", "bisect", "blame", "branch", "bundle",
+    "cat-file", "check-attr", "check-ignore", "check-mailmap", "check-ref-format", "checkout",
+    "cherry", "cherry-pick", "clean", "clone", "commit", "commit-graph", "commit-tree", "config",
+    "count-objects", "describe", "diff", "diff-files", "diff-index", "diff-tree", "difftool",
+    "fetch", "for-each-ref", "format-patch", "fsck", "gc", "grep", "hash-object", "help",
+    "init", "log", "ls-files", "ls-remote", "ls-tree", "merge", "merge-base", "merge-file",
+    "mergetool", "mktree", "mv", "name-rev", "notes", "pull", "push", "range-diff", "read-tree",
+    "rebase", "reflog", "remote", "repack", "replace", "reset", "restore", "rev-list",
+    "rev-parse", "revert", "rm", "shortlog", "show", "show-branch", "show-ref", "sparse-checkout",
+    "stash", "status", "submodule", "switch", "symbolic-ref", "tag", "update-index",
+    "update-ref", "var", "verify-commit", "verify-tag", "version", "whatchanged", "worktree",
+    "write-tree", "maintenance", "prune", "send-email", "request-pull", "instaweb", "blame",
+];
+
+/// Subcommands that print file contents from the repository's history or index (patches,
+/// blobs, matching lines, archives): with `read_file` deny rules they could print a tracked
+/// denied file, so they ask (see `decide/simple/hidden.rs`).
+pub(crate) const CONTENT_PRINTERS: &[&str] = &[
+    "diff",
+    "show",
+    "grep",
+    "cat-file",
+    "archive",
+    "blame",
+    "annotate",
+    "format-patch",
+    "range-diff",
+    "diff-tree",
+    "diff-index",
+    "diff-files",
+    "bundle",
+    "fast-export",
+    "difftool",
+    "notes",
+];
 
 /// Subcommands that print the contents of `REV:PATH` objects.
 const OBJECT_READERS: &[&str] = &["show", "cat-file", "grep", "archive", "diff", "log"];

@@ -4,10 +4,11 @@
 
 use super::SimpleCheck;
 use crate::permissions::PermissionMode;
-use crate::permissions::command::classify::{ConcernKind, is_system_program};
+use crate::permissions::command::classify::{CONTENT_PRINTERS, ConcernKind, is_system_program};
 use crate::permissions::command::{CommandKind, SimpleCommand, Word};
 use crate::permissions::decide::command::Outcome;
 use crate::permissions::decide::git_dir::foreign_repository;
+use crate::permissions::decide::matching::allow_match;
 use crate::permissions::decide::paths::{is_network_device, place};
 use crate::permissions::decide::scan::deny_could_appear;
 
@@ -25,10 +26,12 @@ impl SimpleCheck<'_> {
         if let Some(target) = by_path.and_then(|p| self.denied_target(p)) {
             return Err(Outcome::Deny(target));
         }
+        let workspace_code = self.facts.workspace_code.clone();
         let reason = self
             .facts
             .runs_code
             .clone()
+            .or_else(|| workspace_code.clone())
             .or_else(|| {
                 by_path.filter(|p| !is_system_program(p)).map(|p| {
                     format!(
@@ -40,6 +43,10 @@ impl SimpleCheck<'_> {
         let Some(reason) = reason else {
             return Ok(());
         };
+        if self.facts.runs_code.is_none() && workspace_code.is_some() {
+            self.workspace_code(reason);
+            return Ok(());
+        }
         let policy = self.ctx.policy;
         if let Some(rule) = self.ctx.command_rules(&policy.rules.deny).next() {
             return Err(Outcome::Deny(format!(
@@ -48,10 +55,82 @@ impl SimpleCheck<'_> {
                 self.shown
             )));
         }
+        self.opaque_reads(&reason);
         if self.facts.runs_code.is_some() {
             self.concern(None, ConcernKind::Hazard, reason);
         }
         Ok(())
+    }
+
+    /// A program whose behaviour files of the workspace define (`cargo test`, `npm test`,
+    /// `python3 -c …`, `bash x.sh`, a git alias): never read-only. An allow rule naming it
+    /// (`run_command(cargo test:*)`) is the user's decision; without one it asks when command
+    /// deny rules exist (the code could run a denied program), and in bypass mode when
+    /// `read_file` deny rules exist (it could read a denied file).
+    fn workspace_code(&mut self, reason: String) {
+        if !self.named_by_allow_rule() {
+            let policy = self.ctx.policy;
+            if let Some(rule) = self.ctx.command_rules(&policy.rules.deny).next() {
+                self.asks.push(format!(
+                    "`{}` cannot be checked against the deny rules ({reason}); it could run what \
+                     the rule `{rule}` denies",
+                    self.shown
+                ));
+            } else {
+                self.opaque_reads(&reason);
+            }
+        }
+        self.concern(Some(0), ConcernKind::WorkspaceProgram, reason);
+    }
+
+    /// True when an allow rule with a command pattern matches the command (it names the
+    /// program: `run_command(cargo test:*)`).
+    fn named_by_allow_rule(&self) -> bool {
+        let ctx = self.ctx;
+        ctx.command_rules(&ctx.policy.rules.allow)
+            .any(|rule| allow_match(rule, self.cmd).is_some())
+    }
+
+    /// Opaque code could read what a `read_file` deny rule covers: in bypass mode, where
+    /// nothing else would ask, it asks. (Other modes ask anyway: opaque code is never
+    /// read-only.)
+    fn opaque_reads(&mut self, reason: &str) {
+        if self.ctx.policy.mode != PermissionMode::Bypass {
+            return;
+        }
+        let Some(rule) = self.read_denies().next().map(ToString::to_string) else {
+            return;
+        };
+        self.asks.push(format!(
+            "`{}` runs code the analysis cannot see ({reason}): it could read what the rule \
+             `{rule}` denies",
+            self.shown
+        ));
+    }
+
+    /// Git commands that print file contents from history or the index (`git diff`, `git log
+    /// -p`, `git show`, `git grep`, `git cat-file`, …) could print a tracked file a `read_file`
+    /// deny rule covers: with such rules they ask, in every mode.
+    pub(super) fn git_content(&mut self) {
+        let Some(program) = self.cmd.argv.first().and_then(Word::as_literal) else {
+            return;
+        };
+        if crate::permissions::command::basename(program) != "git" || !is_system_program(program) {
+            return;
+        }
+        let sub = self.cmd.argv.get(1).map_or("", |w| w.text.as_str());
+        let prints = CONTENT_PRINTERS.contains(&sub)
+            || (PATCH_ON_REQUEST.contains(&sub) && asks_for_patches(self.cmd));
+        if !prints || only_object_paths(self.cmd, sub) {
+            return;
+        }
+        let Some(rule) = self.read_denies().next().map(ToString::to_string) else {
+            return;
+        };
+        self.asks.push(format!(
+            "`{}` can print the contents of tracked files, which the rule `{rule}` may cover",
+            self.shown
+        ));
     }
 
     /// Why running `program` (a path) is denied: its real target (symbolic links resolved) is a
@@ -155,6 +234,45 @@ impl SimpleCheck<'_> {
         self.concern(None, ConcernKind::Hazard, reason);
         Ok(())
     }
+}
+
+/// Subcommands that print file contents only with a patch option (`git log -p`).
+const PATCH_ON_REQUEST: &[&str] = &["log", "whatchanged", "reflog", "stash"];
+
+/// True when a word of `cmd` asks for patches or line histories (`-p`, `--patch`, `-u`,
+/// `-U<n>`, `--cc`, `-c`, `--word-diff`, `-L…`, `--full-diff`) or is computed at run time.
+fn asks_for_patches(cmd: &SimpleCommand) -> bool {
+    cmd.argv.iter().skip(2).any(|w| {
+        let t = w.text.as_str();
+        w.dynamic
+            || matches!(
+                t,
+                "-p" | "-u" | "-c" | "--cc" | "--patch" | "--patch-with-stat"
+            )
+            || t.starts_with("-U")
+            || t.starts_with("-L")
+            || t.starts_with("--unified")
+            || t.starts_with("--word-diff")
+            || t.starts_with("--color-words")
+            || t.starts_with("--full-diff")
+            || (t.starts_with('-') && !t.starts_with("--") && t.contains('p'))
+    })
+}
+
+/// `git show REV:PATH…` and `git cat-file -p REV:PATH` print only the files they name, which
+/// the read step already checked against the deny rules.
+fn only_object_paths(cmd: &SimpleCommand, sub: &str) -> bool {
+    let operands: Vec<&Word> = cmd
+        .argv
+        .iter()
+        .skip(2)
+        .filter(|w| !w.text.starts_with('-'))
+        .collect();
+    matches!(sub, "show" | "cat-file")
+        && !operands.is_empty()
+        && operands
+            .iter()
+            .all(|w| !w.dynamic && w.text.split_once(':').is_some_and(|(_, p)| !p.is_empty()))
 }
 
 /// The git directory `cmd` names explicitly (`GIT_DIR=…`, `GIT_COMMON_DIR=…`, `--git-dir`).

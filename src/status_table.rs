@@ -80,8 +80,57 @@ pub fn row_cells(w: &WorkerRecord, claims: usize, live_elapsed_ms: Option<u64>) 
         w.tool_calls.to_string(),
         claims.to_string(),
         format_elapsed(live_elapsed_ms.unwrap_or(w.elapsed_ms)),
-        clip(&w.last_action, 48),
+        clip(&action_cell(w, chrono::Utc::now()), 60),
     ]
+}
+
+/// What the worker is doing now (`running \`cargo test\` for 12s`, `waiting for permission:
+/// …`, `verifying its worktree`), or how it ended (`merged`, `failed: …`) at `now`.
+pub fn action_cell(w: &WorkerRecord, now: chrono::DateTime<chrono::Utc>) -> String {
+    let error = || {
+        w.report
+            .as_ref()
+            .and_then(|r| r.error.clone())
+            .unwrap_or_else(|| w.last_action.clone())
+    };
+    match w.status {
+        WorkerStatus::Merged => "merged".into(),
+        WorkerStatus::Failed => format!("failed: {}", error()),
+        WorkerStatus::Conflict => {
+            let files: Vec<&str> = w.conflicts.iter().map(|c| c.path.as_str()).collect();
+            format!("merge conflict in {}", files.join(", "))
+        }
+        WorkerStatus::NoChanges => "finished without changes".into(),
+        WorkerStatus::Cancelled => "cancelled; its work is committed as wip".into(),
+        WorkerStatus::Finished => "finished; waiting to be merged".into(),
+        WorkerStatus::Queued => "queued".into(),
+        WorkerStatus::Skipped => "skipped".into(),
+        WorkerStatus::Interrupted => "interrupted; `swarm resume` continues it".into(),
+        WorkerStatus::VerifyFailed => match &w.verification {
+            Some(v) => format!("verification failed: {v}"),
+            None => "verification failed".into(),
+        },
+        _ => match running_for(w, now) {
+            Some(ms) => format!("{} for {}", w.last_action, format_seconds(ms)),
+            None => w.last_action.clone(),
+        },
+    }
+}
+
+/// How long the tool call in `last_action` has run at `now`.
+fn running_for(w: &WorkerRecord, now: chrono::DateTime<chrono::Utc>) -> Option<u64> {
+    let started = chrono::DateTime::parse_from_rfc3339(w.action_started_at.as_deref()?).ok()?;
+    let ms = (now - started.with_timezone(&chrono::Utc)).num_milliseconds();
+    Some(ms.max(0) as u64)
+}
+
+/// `12 s`, `3m05s`.
+fn format_seconds(ms: u64) -> String {
+    if ms >= 60_000 {
+        format_elapsed(ms)
+    } else {
+        format!("{} s", ms / 1000)
+    }
 }
 
 /// The row of the run's verification worktree, when verification is on: its state (`idle`,
@@ -185,7 +234,7 @@ pub fn table_widget<'a>(
             Constraint::Length(5),
             Constraint::Length(6),
             Constraint::Length(8),
-            Constraint::Min(20),
+            Constraint::Min(30),
         ],
     )
     .header(header)

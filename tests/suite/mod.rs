@@ -21,6 +21,7 @@ mod self_escalation;
 mod server_errors;
 mod support;
 mod swarm;
+mod swarm_prompts;
 mod swarm_verify;
 mod terminal;
 mod verify_fixtures;

@@ -525,16 +525,19 @@ fn progress_of(index: usize, event: AgentEvent) -> Option<Progress> {
             index,
             action: super::describe_action(&name, &input),
         }),
+        AgentEvent::ToolCallFinished { .. } => Some(Progress::ToolCallDone { index }),
         AgentEvent::Usage { total, .. } => Some(Progress::Usage { index, total }),
         AgentEvent::PermissionDenied {
             name,
             input,
             reason,
+            allow_rule,
             ..
         } => Some(Progress::Denied {
             index,
             action: super::describe_action(&name, &input),
             reason,
+            allow_rule,
         }),
         AgentEvent::Retry { .. } => retry.map(|message| Progress::Retry { index, message }),
         _ => None,

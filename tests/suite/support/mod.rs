@@ -5,6 +5,8 @@ pub mod git;
 
 pub mod pyproject;
 
+pub mod tmux;
+
 use ahelper_fake_llm::{FakeLlm, Script};
 use assert_cmd::Command;
 use git::{GIT_ENV, git, init_repo, write_file};

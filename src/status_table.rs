@@ -1,5 +1,5 @@
 //! The swarm status table: one row per worker (worker, subtask, state, turn, tokens in/out, tool
-//! calls, files claimed, elapsed, last action) and a totals line. Rendered live with ratatui in
+//! calls, files changed by its file tools or commands, elapsed, what it does now) and a totals line. Rendered live with ratatui in
 //! an inline viewport, or as plain text for `swarm status` and the end of a run.
 
 use ahelper_agents::pricing::{Price, format_usd};
@@ -18,7 +18,7 @@ pub const HEADERS: [&str; 9] = [
     "turn",
     "tokens in/out",
     "tools",
-    "claims",
+    "files",
     "elapsed",
     "last action",
 ];
@@ -61,6 +61,16 @@ fn clip(s: &str, max: usize) -> String {
     }
 }
 
+/// The `files` cell: the files its commit changed once it reported, else the files it changed
+/// so far — claimed by its file tools or left changed by its commands, whichever is more.
+fn files_cell(w: &WorkerRecord, claims: usize) -> String {
+    match &w.report {
+        Some(r) => r.files_changed.len(),
+        None => claims.max(w.changed_files),
+    }
+    .to_string()
+}
+
 /// The cells of one worker row. `claims` is the number of files the worker has claimed.
 pub fn row_cells(w: &WorkerRecord, claims: usize, live_elapsed_ms: Option<u64>) -> [String; 9] {
     [
@@ -78,7 +88,7 @@ pub fn row_cells(w: &WorkerRecord, claims: usize, live_elapsed_ms: Option<u64>) 
             format_tokens(w.usage.output_tokens)
         ),
         w.tool_calls.to_string(),
-        claims.to_string(),
+        files_cell(w, claims),
         format_elapsed(live_elapsed_ms.unwrap_or(w.elapsed_ms)),
         clip(&action_cell(w, chrono::Utc::now()), 60),
     ]

@@ -146,28 +146,38 @@ fn always_in_the_live_view_adds_the_shown_prefix_rule_for_every_worker() {
 }
 
 /// The live table says what each worker does now: the command it runs and for how long, then
-/// how it ended; planning shows the coordinator's turns, tokens and time (issue 10 item 6).
+/// how it ended; files changed by commands count in its `files` column; planning shows the
+/// coordinator's turns, tokens and time (issue 10 item 6).
 #[test]
 fn the_live_table_shows_the_running_command_and_how_workers_ended() {
+    let command = |c: &str| Turn::tool_call("run_command", json!({"command": c}));
     let script = plan(&["a.txt"]).with_conversation(
         Conversation::new()
             .named("s1")
             .matching("Your subtask `s1`")
-            .turn(Turn::tool_call(
-                "run_command",
-                json!({"command": "sleep 4 && echo A > a.txt"}),
+            .turn(command(
+                "echo A > a.txt && echo B > b2.txt && echo C > c2.txt",
             ))
+            .turn(command("sleep 4"))
             .turn(Turn::text("s1 done")),
     );
     let repo = repo_with(&[("a.txt", "a\n")]);
     let server = start(script);
     let args = ["swarm", "upper", "--yes", "--permission-mode", "bypass"];
     let tmux = Tmux::start_sized(&repo, &server, &args, 160);
-    let screen = tmux.wait_for("running `sleep 4 && echo A > a.txt` for ");
+    let screen = tmux.wait_for("running `sleep 4` for ");
     assert!(
         screen.contains("[coordinator] planning: turn 1 · tokens "),
         "{screen}"
     );
+    let row: Vec<&str> = screen
+        .lines()
+        .find(|l| l.starts_with("w1 ") && l.contains("running `sleep 4`"))
+        .unwrap()
+        .split_whitespace()
+        .collect();
+    assert_eq!((row[7], row[8]), ("2", "3"), "tools 2, files 3: {row:?}");
     let screen = tmux.wait_for("Integration branch:");
-    assert!(screen.contains("merged"), "{screen}");
+    let row = screen.lines().rev().find(|l| l.starts_with("w1 ")).unwrap();
+    assert!(row.trim_end().ends_with("merged"), "{screen}");
 }

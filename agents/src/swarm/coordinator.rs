@@ -58,6 +58,13 @@ pub enum Progress {
         /// Plan index.
         index: usize,
     },
+    /// Paths changed in the worker's worktree (`git status`) after one of its commands.
+    Changed {
+        /// Plan index.
+        index: usize,
+        /// Changed paths (an untracked directory counts once).
+        files: usize,
+    },
     /// Token usage so far.
     Usage {
         /// Plan index.
@@ -790,6 +797,9 @@ impl CoordinatorActor {
                 let w = &mut self.record.workers[index];
                 w.action_started_at = None;
                 w.last_action = "waiting for the model".into();
+            }
+            Progress::Changed { index, files } => {
+                self.record.workers[index].changed_files = files;
             }
             Progress::Usage { index, total } => {
                 self.account_usage(index, total);

@@ -308,6 +308,7 @@ fn worker_records(record: &RunRecord, plan: &Plan, config: &Config) -> Vec<Worke
                 report: None,
                 conflicts: vec![],
                 claims: 0,
+                changed_files: 0,
                 denied: vec![],
                 allow_rules: vec![],
                 refused_for_good: 0,

@@ -283,6 +283,10 @@ pub struct WorkerRecord {
     /// Files this worker has claimed in the run's file-claims map.
     #[serde(default)]
     pub claims: usize,
+    /// Paths its commands left changed in its worktree (`git status` after its latest
+    /// command; an untracked directory counts once).
+    #[serde(default)]
+    pub changed_files: usize,
     /// Tool calls refused by the permission rules or the user (`tool main-argument`).
     #[serde(default)]
     pub denied: Vec<String>,
@@ -793,6 +797,7 @@ mod tests {
             report: None,
             conflicts: vec![],
             claims: 0,
+            changed_files: 0,
             denied: denied.iter().map(|d| d.to_string()).collect(),
             allow_rules: vec![],
             refused_for_good: 0,

@@ -84,6 +84,7 @@ async fn print_events(
             name,
             input,
             reason,
+            ..
         } = &event
         {
             let refusal = explainer.explain(id, name, input, reason);

@@ -1,5 +1,5 @@
 //! The swarm status table: one row per worker (worker, subtask, state, turn, tokens in/out, tool
-//! calls, files claimed, elapsed, last action) and a totals line. Rendered live with ratatui in
+//! calls, files changed by its file tools or commands, elapsed, what it does now) and a totals line. Rendered live with ratatui in
 //! an inline viewport, or as plain text for `swarm status` and the end of a run.
 
 use ahelper_agents::pricing::{Price, format_usd};
@@ -18,7 +18,7 @@ pub const HEADERS: [&str; 9] = [
     "turn",
     "tokens in/out",
     "tools",
-    "claims",
+    "files",
     "elapsed",
     "last action",
 ];
@@ -61,6 +61,16 @@ fn clip(s: &str, max: usize) -> String {
     }
 }
 
+/// The `files` cell: the files its commit changed once it reported, else the files it changed
+/// so far — claimed by its file tools or left changed by its commands, whichever is more.
+fn files_cell(w: &WorkerRecord, claims: usize) -> String {
+    match &w.report {
+        Some(r) => r.files_changed.len(),
+        None => claims.max(w.changed_files),
+    }
+    .to_string()
+}
+
 /// The cells of one worker row. `claims` is the number of files the worker has claimed.
 pub fn row_cells(w: &WorkerRecord, claims: usize, live_elapsed_ms: Option<u64>) -> [String; 9] {
     [
@@ -78,10 +88,59 @@ pub fn row_cells(w: &WorkerRecord, claims: usize, live_elapsed_ms: Option<u64>) 
             format_tokens(w.usage.output_tokens)
         ),
         w.tool_calls.to_string(),
-        claims.to_string(),
+        files_cell(w, claims),
         format_elapsed(live_elapsed_ms.unwrap_or(w.elapsed_ms)),
-        clip(&w.last_action, 48),
+        clip(&action_cell(w, chrono::Utc::now()), 60),
     ]
+}
+
+/// What the worker is doing now (`running \`cargo test\` for 12s`, `waiting for permission:
+/// …`, `verifying its worktree`), or how it ended (`merged`, `failed: …`) at `now`.
+pub fn action_cell(w: &WorkerRecord, now: chrono::DateTime<chrono::Utc>) -> String {
+    let error = || {
+        w.report
+            .as_ref()
+            .and_then(|r| r.error.clone())
+            .unwrap_or_else(|| w.last_action.clone())
+    };
+    match w.status {
+        WorkerStatus::Merged => "merged".into(),
+        WorkerStatus::Failed => format!("failed: {}", error()),
+        WorkerStatus::Conflict => {
+            let files: Vec<&str> = w.conflicts.iter().map(|c| c.path.as_str()).collect();
+            format!("merge conflict in {}", files.join(", "))
+        }
+        WorkerStatus::NoChanges => "finished without changes".into(),
+        WorkerStatus::Cancelled => "cancelled; its work is committed as wip".into(),
+        WorkerStatus::Finished => "finished; waiting to be merged".into(),
+        WorkerStatus::Queued => "queued".into(),
+        WorkerStatus::Skipped => "skipped".into(),
+        WorkerStatus::Interrupted => "interrupted; `swarm resume` continues it".into(),
+        WorkerStatus::VerifyFailed => match &w.verification {
+            Some(v) => format!("verification failed: {v}"),
+            None => "verification failed".into(),
+        },
+        _ => match running_for(w, now) {
+            Some(ms) => format!("{} for {}", w.last_action, format_seconds(ms)),
+            None => w.last_action.clone(),
+        },
+    }
+}
+
+/// How long the tool call in `last_action` has run at `now`.
+fn running_for(w: &WorkerRecord, now: chrono::DateTime<chrono::Utc>) -> Option<u64> {
+    let started = chrono::DateTime::parse_from_rfc3339(w.action_started_at.as_deref()?).ok()?;
+    let ms = (now - started.with_timezone(&chrono::Utc)).num_milliseconds();
+    Some(ms.max(0) as u64)
+}
+
+/// `12 s`, `3m05s`.
+fn format_seconds(ms: u64) -> String {
+    if ms >= 60_000 {
+        format_elapsed(ms)
+    } else {
+        format!("{} s", ms / 1000)
+    }
 }
 
 /// The row of the run's verification worktree, when verification is on: its state (`idle`,
@@ -185,7 +244,7 @@ pub fn table_widget<'a>(
             Constraint::Length(5),
             Constraint::Length(6),
             Constraint::Length(8),
-            Constraint::Min(20),
+            Constraint::Min(30),
         ],
     )
     .header(header)

@@ -3,7 +3,7 @@
 //! terminal, or JSON lines with `--output-format stream-json`.
 
 use crate::status_table;
-use ahelper_agents::permissions::{PromptAnswer, PromptRequest, Prompter};
+use ahelper_agents::permissions::{PromptAnswer, PromptRequest, Prompter, SettledCheck};
 use ahelper_agents::pricing::Price;
 use ahelper_agents::swarm::events::SwarmEvent;
 use ahelper_agents::swarm::process::kill_descendants;
@@ -24,7 +24,15 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
 /// A permission question waiting for the user.
-pub type PromptJob = (PromptRequest, oneshot::Sender<PromptAnswer>);
+pub struct PromptJob {
+    /// What is asked.
+    pub request: PromptRequest,
+    /// True once the policy allows the call without asking (an `a` answer to another
+    /// question added a rule that covers it); `None`: always ask.
+    pub settled: Option<SettledCheck>,
+    /// Where the answer goes.
+    pub reply: oneshot::Sender<PromptAnswer>,
+}
 
 /// Sends permission questions to the live view, which shows them one at a time.
 pub struct ChannelPrompter {
@@ -32,14 +40,32 @@ pub struct ChannelPrompter {
     pub tx: mpsc::UnboundedSender<PromptJob>,
 }
 
-#[async_trait::async_trait]
-impl Prompter for ChannelPrompter {
-    async fn ask(&self, request: &PromptRequest) -> PromptAnswer {
-        let (tx, rx) = oneshot::channel();
-        if self.tx.send((request.clone(), tx)).is_err() {
+impl ChannelPrompter {
+    async fn send(&self, request: &PromptRequest, settled: Option<SettledCheck>) -> PromptAnswer {
+        let (reply, rx) = oneshot::channel();
+        let job = PromptJob {
+            request: request.clone(),
+            settled,
+            reply,
+        };
+        if self.tx.send(job).is_err() {
             return PromptAnswer::Deny;
         }
         rx.await.unwrap_or(PromptAnswer::Deny)
+    }
+}
+
+#[async_trait::async_trait]
+impl Prompter for ChannelPrompter {
+    async fn ask(&self, request: &PromptRequest) -> PromptAnswer {
+        self.send(request, None).await
+    }
+    async fn ask_unless_settled(
+        &self,
+        request: &PromptRequest,
+        settled: SettledCheck,
+    ) -> PromptAnswer {
+        self.send(request, Some(settled)).await
     }
     fn is_interactive(&self) -> bool {
         true
@@ -137,7 +163,10 @@ pub async fn run_live(
             _ = tick.tick() => {}
             _ = snapshots.changed() => {}
             Some(e) = events.recv() => view.on_event(&e),
-            Some(job) = prompts.recv() => view.pending.push_back(job),
+            Some(job) = prompts.recv() => {
+                view.pending.push_back(job);
+                view.settle_pending();
+            }
             Some(key) = keys.rx.recv() => {
                 if view.on_key(key) == KeyOutcome::Kill {
                     let _ = crossterm::terminal::disable_raw_mode();
@@ -148,6 +177,8 @@ pub async fn run_live(
             }
             _ = &mut done => break,
         }
+        // An `a` answer's rule reaches the policy after the answer: look again every tick.
+        view.settle_pending();
         let record = snapshots.borrow().clone();
         view.draw(&mut terminal, record);
     }
@@ -159,11 +190,64 @@ pub async fn run_live(
 
 type LiveTerminal = Terminal<CrosstermBackend<std::io::Stdout>>;
 
+/// Rows of the live view kept for a permission question, wrapped to the terminal's width.
+const QUESTION_ROWS: u16 = 4;
+
+/// `text` wrapped at spaces into lines of at most `width` characters (a longer word is split).
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let width = width.max(8);
+    let mut lines = vec![String::new()];
+    for word in text.split(' ') {
+        let mut word: Vec<char> = word.chars().collect();
+        loop {
+            let line = lines.last_mut().expect("never empty");
+            let used = line.chars().count();
+            let gap = usize::from(used > 0);
+            if used + gap + word.len() <= width {
+                if gap == 1 {
+                    line.push(' ');
+                }
+                line.extend(word.iter());
+                break;
+            }
+            if used > 0 {
+                lines.push(String::new());
+                continue;
+            }
+            let rest = word.split_off(width);
+            line.extend(word.iter());
+            lines.push(String::new());
+            word = rest;
+        }
+    }
+    lines
+}
+
+/// The question in `rows` lines of `width`: its keys always whole (the last paragraph), the
+/// question above them cut with `…` only when both do not fit.
+fn fit_question(text: &str, width: usize, rows: usize) -> Vec<String> {
+    let (question, keys) = text.rsplit_once('\n').unwrap_or(("", text));
+    let keys = wrap(keys, width);
+    let mut lines: Vec<String> = question.lines().flat_map(|l| wrap(l, width)).collect();
+    let room = rows.saturating_sub(keys.len()).max(1);
+    if lines.len() > room {
+        lines.truncate(room);
+        if let Some(last) = lines.last_mut() {
+            let kept: String = last.chars().take(width.max(8) - 1).collect();
+            *last = format!("{kept}…");
+        }
+    }
+    lines.extend(keys);
+    lines
+}
+
 /// Raw mode and an inline viewport tall enough for the table of `workers` rows (within the
 /// terminal); `None` (raw mode off again) when the terminal cannot be set up.
 fn open_inline_terminal(workers: u16) -> Option<LiveTerminal> {
     let (_, term_height) = crossterm::terminal::size().unwrap_or((120, 40));
-    let height = (workers + 4).min(term_height.saturating_sub(1)).max(4);
+    let height = (workers + 3 + QUESTION_ROWS)
+        .min(term_height.saturating_sub(1))
+        .max(4);
     let _ = crossterm::terminal::enable_raw_mode();
     let backend = CrosstermBackend::new(std::io::stdout());
     let options = TerminalOptions {
@@ -273,8 +357,8 @@ impl LiveView {
             }
             self.notes.push("Ctrl-C: cancelling — workers commit their work as `wip`; press Ctrl-C again to kill everything".into());
             self.cancel.cancel();
-            while let Some((_, tx)) = self.pending.pop_front() {
-                let _ = tx.send(PromptAnswer::Deny);
+            while let Some(job) = self.pending.pop_front() {
+                let _ = job.reply.send(PromptAnswer::Deny);
             }
             return KeyOutcome::Continue;
         }
@@ -286,11 +370,31 @@ impl LiveView {
             _ => None,
         };
         if let Some(a) = answer
-            && let Some((_, tx)) = self.pending.pop_front()
+            && let Some(job) = self.pending.pop_front()
         {
-            let _ = tx.send(a);
+            let _ = job.reply.send(a);
+            self.settle_pending();
         }
         KeyOutcome::Continue
+    }
+
+    /// Answers "yes" to the waiting questions that a rule added meanwhile (an `a` answer)
+    /// now covers, so no other worker asks again for the same program.
+    fn settle_pending(&mut self) {
+        let (settled, waiting): (VecDeque<PromptJob>, VecDeque<PromptJob>) = self
+            .pending
+            .drain(..)
+            .partition(|job| job.settled.as_ref().is_some_and(|check| check()));
+        self.pending = waiting;
+        for job in settled {
+            self.notes.push(format!(
+                "[{}] allowed {} {} by the rule just added",
+                job.request.requester.as_deref().unwrap_or_default(),
+                job.request.tool,
+                job.request.subject.as_deref().unwrap_or_default()
+            ));
+            let _ = job.reply.send(PromptAnswer::AllowOnce);
+        }
     }
 
     /// Prints the pending notes above the viewport, then redraws the table, the totals and the
@@ -301,16 +405,8 @@ impl LiveView {
                 Paragraph::new(Line::from(for_terminal(&note).into_owned())).render_ref_to(buf);
             });
         }
-        mark_waiting(&mut record, self.pending.iter().map(|(r, _)| r));
-        let prompt_line = self.pending.front().map(|(r, _)| {
-            format!(
-                "[{}] Allow {} {}? ({})  y = yes · n = no · a = always for this run · d = never",
-                r.requester.clone().unwrap_or_default(),
-                r.tool,
-                r.subject.clone().unwrap_or_default(),
-                r.reason
-            )
-        });
+        mark_waiting(&mut record, self.pending.iter().map(|job| &job.request));
+        let prompt_line = self.pending.front().map(|job| question_text(&job.request));
         let elapsed = self.started.elapsed().as_millis() as u64;
         let price = self.price;
         let _ = terminal.draw(|frame| render_frame(frame, &record, elapsed, prompt_line, price));
@@ -318,30 +414,40 @@ impl LiveView {
 }
 
 /// Shows the workers whose permission questions wait for the user as `waiting for
-/// permission`, their last action naming the call (`waiting for your answer: run_command make`)
+/// permission`, their last action naming the call (`waiting for permission: run_command make`)
 /// instead of what they did before they asked.
 fn mark_waiting<'a>(record: &mut RunRecord, pending: impl Iterator<Item = &'a PromptRequest>) {
-    for request in pending {
-        let Some(id) = request
-            .requester
-            .as_deref()
-            .and_then(|r| r.split(' ').next())
-        else {
-            continue;
-        };
-        if let Some(w) = record.workers.iter_mut().find(|w| w.id == id)
-            && w.status != WorkerStatus::WaitingForPermission
+    for r in pending {
+        let worker = r.requester.as_deref().and_then(|q| q.split(' ').next());
+        if let Some(w) = record
+            .workers
+            .iter_mut()
+            .find(|w| Some(w.id.as_str()) == worker)
         {
             w.status = WorkerStatus::WaitingForPermission;
+            w.action_started_at = None;
             w.last_action = format!(
-                "waiting for your answer: {} {}",
-                request.tool,
-                request.subject.as_deref().unwrap_or_default()
+                "waiting for permission: {} {}",
+                r.tool,
+                r.subject.as_deref().unwrap_or_default()
             )
             .trim_end()
             .to_string();
         }
     }
+}
+
+/// The live view's question: who asks for what and why, then the keys, `a` naming the exact
+/// rule it adds for the rest of the run.
+fn question_text(r: &PromptRequest) -> String {
+    format!(
+        "[{}] Allow {} {}? ({})\ny = yes once · n = no · a = always: add `{}` for this run · d = never",
+        r.requester.clone().unwrap_or_default(),
+        r.tool,
+        r.subject.clone().unwrap_or_default(),
+        r.reason,
+        r.suggested_rule
+    )
 }
 
 /// Elapsed ms of a worker that is running now, from its start time.
@@ -371,10 +477,14 @@ fn render_frame(
     prompt_line: Option<String>,
     price: Option<Price>,
 ) {
+    let width = usize::from(frame.area().width);
+    let question = prompt_line
+        .map(|p| fit_question(&for_terminal(&p), width, usize::from(QUESTION_ROWS)))
+        .unwrap_or_default();
     let areas = Layout::vertical([
         Constraint::Min(2),
         Constraint::Length(1),
-        Constraint::Length(1),
+        Constraint::Length(question.len() as u16),
     ])
     .split(frame.area());
     let claims = |id: &str| {
@@ -392,9 +502,10 @@ fn render_frame(
         Paragraph::new(status_table::totals_line(record, elapsed, price)),
         areas[1],
     );
-    if let Some(p) = prompt_line {
+    if !question.is_empty() {
+        let lines: Vec<Line> = question.into_iter().map(Line::from).collect();
         frame.render_widget(
-            Paragraph::new(for_terminal(&p).into_owned()).style(Style::default().fg(Color::Yellow)),
+            Paragraph::new(lines).style(Style::default().fg(Color::Yellow)),
             areas[2],
         );
     }
@@ -450,10 +561,29 @@ mod tests {
         assert_eq!(w1.status, WorkerStatus::WaitingForPermission);
         assert_eq!(
             w1.last_action,
-            "waiting for your answer: run_command make test"
+            "waiting for permission: run_command make test"
         );
         let cells = status_table::row_cells(w1, 0, None);
         assert_eq!(cells[2], "waiting for permission");
-        assert!(cells[8].starts_with("waiting for your answer"), "{cells:?}");
+        assert!(cells[8].starts_with("waiting for permission"), "{cells:?}");
+    }
+
+    #[test]
+    fn questions_wrap_and_keep_their_keys_whole() {
+        assert_eq!(wrap("aaa bbb ccc", 8), ["aaa bbb", "ccc"]);
+        assert_eq!(wrap("abcdefghijkl", 8), ["abcdefgh", "ijkl"]);
+        let text = format!(
+            "[w1 · Work on s1] Allow run_command {}? (why)\ny = yes once · n = no · a = always: add `run_command(sed:*)` for this run · d = never",
+            "x ".repeat(200)
+        );
+        let lines = fit_question(&text, 40, 4);
+        assert_eq!(lines.len(), 4, "{lines:?}");
+        assert!(lines.iter().all(|l| l.chars().count() <= 40), "{lines:?}");
+        let keys = lines[1..].join(" ");
+        assert!(
+            keys.contains("run_command(sed:*)") && keys.ends_with("d = never"),
+            "{lines:?}"
+        );
+        assert!(lines[0].ends_with('…'), "{lines:?}");
     }
 }

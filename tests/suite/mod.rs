@@ -26,6 +26,7 @@ mod subagents;
 mod support;
 mod swarm;
 mod swarm_setup;
+mod swarm_prompts;
 mod swarm_verify;
 mod terminal;
 mod verify_fixtures;

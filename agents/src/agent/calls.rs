@@ -174,7 +174,12 @@ impl Agent {
         };
         let hook_permission = match self.pre_tool_hooks(call).await {
             PreToolDecision::Block(reason) => {
-                return Admission::Settled(self.refuse(call, reason, "deny (PreToolUse hook)"));
+                let refused = Refused {
+                    reason,
+                    decision: "deny (PreToolUse hook)",
+                    allow_rule: None,
+                };
+                return Admission::Settled(self.refuse(call, refused));
             }
             PreToolDecision::Proceed(permission) => permission,
         };
@@ -188,10 +193,17 @@ impl Agent {
             )
             .await
         {
-            GateOutcome::Denied { reason, answer } => Admission::Settled(self.refuse(
-                call,
+            GateOutcome::Denied {
                 reason,
-                answer.map(answer_name).unwrap_or("deny"),
+                answer,
+                allow_rule,
+            } => Admission::Settled(self.refuse(
+                call,
+                Refused {
+                    reason,
+                    decision: answer.map(answer_name).unwrap_or("deny"),
+                    allow_rule,
+                },
             )),
             GateOutcome::Allowed { answer } => {
                 if let Some(answer) = answer {
@@ -207,7 +219,12 @@ impl Agent {
     }
 
     /// Records and announces a refused call; returns its result (`reason` for the model).
-    fn refuse(&mut self, call: &ToolCall, reason: String, decision: &str) -> CallResult {
+    fn refuse(&mut self, call: &ToolCall, refused: Refused) -> CallResult {
+        let Refused {
+            reason,
+            decision,
+            allow_rule,
+        } = refused;
         self.record(TranscriptEntry::Permission {
             tool_use_id: call.id.clone(),
             decision: decision.into(),
@@ -218,6 +235,7 @@ impl Agent {
             name: call.name.clone(),
             input: call.input.clone(),
             reason: reason.clone(),
+            allow_rule,
         });
         CallResult::not_run(&call.name, reason)
     }
@@ -327,4 +345,12 @@ fn answer_name(answer: PromptAnswer) -> &'static str {
         PromptAnswer::AllowAlways => "allow_always",
         PromptAnswer::DenyAlways => "deny_always",
     }
+}
+
+/// Why a call was refused: the reason for the model, the transcript's decision name and the
+/// allow rule that would let it run (see [`crate::agent::gate::GateOutcome::Denied`]).
+struct Refused {
+    reason: String,
+    decision: &'static str,
+    allow_rule: Option<String>,
 }

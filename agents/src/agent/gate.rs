@@ -5,7 +5,7 @@ use crate::config::{RuleList, append_project_rule};
 use crate::hooks::{HookEvent, HookPermission};
 use crate::permissions::{
     Decision, PermissionPolicy, PermissionRequest, PermissionRule, PromptAnswer, PromptRequest,
-    Prompter,
+    Prompter, SettledCheck,
 };
 use crate::tools::{Tool, ToolContext};
 use serde_json::Value;
@@ -27,6 +27,75 @@ pub enum RulePersistence {
     InMemory,
 }
 
+/// What the permission policy sees of one tool call, owned so that a waiting question can
+/// decide it again later.
+#[derive(Debug)]
+struct CallFacts {
+    tool: String,
+    kind: crate::tools::ToolKind,
+    subject: Option<String>,
+    workspace_root: PathBuf,
+    cwd: PathBuf,
+}
+
+/// The policy's decision for `call` now, with its hooks' `permissionDecision`.
+fn decide_call(
+    policy: &RwLock<PermissionPolicy>,
+    call: &CallFacts,
+    hook: Option<HookPermission>,
+) -> Decision {
+    let (decision, mode) = {
+        let policy = policy.read().unwrap_or_else(|e| e.into_inner());
+        let decision = policy.decide(&PermissionRequest {
+            tool: &call.tool,
+            kind: call.kind,
+            subject: call.subject.as_deref(),
+            workspace_root: &call.workspace_root,
+            cwd: &call.cwd,
+        });
+        (decision, policy.mode)
+    };
+    let decision = match (decision, hook) {
+        (Decision::Allow, Some(HookPermission::Ask)) => Decision::Ask {
+            reason: "a PreToolUse hook asks for the user's approval".into(),
+        },
+        (Decision::Ask { .. }, Some(HookPermission::Allow)) => Decision::Allow,
+        (decision, _) => decision,
+    };
+    ask_for_auto_run(decision, mode, call)
+}
+
+/// In `accept-edits`, an edit of an auto-run file ([`ahelper_worktrees::is_auto_run`]: CI
+/// workflows, editor tasks, hook managers, `.envrc`) that the mode allowed asks instead: such a
+/// file runs code when the user merely opens or pushes the repository.
+fn ask_for_auto_run(
+    decision: Decision,
+    mode: crate::permissions::PermissionMode,
+    call: &CallFacts,
+) -> Decision {
+    let Some(path) = call.subject.as_deref() else {
+        return decision;
+    };
+    if decision != Decision::Allow
+        || mode != crate::permissions::PermissionMode::AcceptEdits
+        || call.kind != crate::tools::ToolKind::Edit
+    {
+        return decision;
+    }
+    let path = std::path::Path::new(path);
+    let relative = path.strip_prefix(&call.workspace_root).unwrap_or(path);
+    let relative = relative.to_string_lossy().replace('\\', "/");
+    if !ahelper_worktrees::is_auto_run(relative.trim_start_matches("./")) {
+        return decision;
+    }
+    Decision::Ask {
+        reason: format!(
+            "{relative} is an auto-run file (editor, CI, hooks or direnv run it on their own), \
+             so accept-edits asks before writing it"
+        ),
+    }
+}
+
 /// How a call was settled.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum GateOutcome {
@@ -41,6 +110,10 @@ pub enum GateOutcome {
         reason: String,
         /// The user's answer, if there was a prompt.
         answer: Option<PromptAnswer>,
+        /// The allow rule that would let such a call run (e.g. `run_command(cargo test:*)`):
+        /// set when the call needed approval that was refused or could not be given; `None`
+        /// when a deny rule, a protected path, the mode or a `d` answer refused it.
+        allow_rule: Option<String>,
     },
 }
 
@@ -103,31 +176,22 @@ impl PermissionGate {
         ctx: &ToolContext,
         hook: Option<HookPermission>,
     ) -> GateOutcome {
-        let subject = tool.permission_subject(input);
-        let decision = {
-            let policy = self.policy.read().unwrap_or_else(|e| e.into_inner());
-            policy.decide(&PermissionRequest {
-                tool: tool.name(),
-                kind: tool.kind(),
-                subject: subject.as_deref(),
-                workspace_root: &ctx.workspace_root,
-                cwd: &ctx.cwd,
-            })
-        };
-        let decision = match (decision, hook) {
-            (Decision::Allow, Some(HookPermission::Ask)) => Decision::Ask {
-                reason: "a PreToolUse hook asks for the user's approval".into(),
-            },
-            (Decision::Ask { .. }, Some(HookPermission::Allow)) => Decision::Allow,
-            (decision, _) => decision,
-        };
-        let decision = self.ask_for_auto_run(decision, tool, subject.as_deref(), ctx);
+        let call = Arc::new(CallFacts {
+            tool: tool.name().to_string(),
+            kind: tool.kind(),
+            subject: tool.permission_subject(input),
+            workspace_root: ctx.workspace_root.clone(),
+            cwd: ctx.cwd.clone(),
+        });
+        let subject = call.subject.clone();
+        let decision = decide_call(&self.policy, &call, hook);
         let reason = match decision {
             Decision::Allow => return GateOutcome::Allowed { answer: None },
             Decision::Deny { reason } => {
                 return GateOutcome::Denied {
                     reason: format!("Permission denied: {reason}"),
                     answer: None,
+                    allow_rule: None,
                 };
             }
             Decision::Ask { reason } => reason,
@@ -144,6 +208,7 @@ impl PermissionGate {
                     tool.name()
                 ),
                 answer: None,
+                allow_rule: Some(suggested_rule),
             };
         }
         let request = PromptRequest {
@@ -155,7 +220,10 @@ impl PermissionGate {
             suggested_rule: suggested_rule.clone(),
         };
         self.notify(&request, ctx);
-        let answer = self.prompter.ask(&request).await;
+        let (policy, facts) = (self.policy.clone(), call.clone());
+        let settled: SettledCheck =
+            Arc::new(move || decide_call(&policy, &facts, hook) == Decision::Allow);
+        let answer = self.prompter.ask_unless_settled(&request, settled).await;
         match answer {
             PromptAnswer::AllowOnce => GateOutcome::Allowed {
                 answer: Some(answer),
@@ -169,6 +237,7 @@ impl PermissionGate {
             PromptAnswer::Deny => GateOutcome::Denied {
                 reason: "Permission denied by the user for this call.".into(),
                 answer: Some(answer),
+                allow_rule: Some(suggested_rule),
             },
             PromptAnswer::DenyAlways => {
                 self.remember(RuleList::Deny, &suggested_rule);
@@ -177,42 +246,9 @@ impl PermissionGate {
                         "Permission denied by the user; calls matching `{suggested_rule}` will always be refused."
                     ),
                     answer: Some(answer),
+                    allow_rule: None,
                 }
             }
-        }
-    }
-
-    /// In `accept-edits`, an edit of an auto-run file ([`ahelper_worktrees::is_auto_run`]:
-    /// CI workflows, editor tasks, hook managers, `.envrc`) that the mode allowed asks instead:
-    /// such a file runs code when the user merely opens or pushes the repository.
-    fn ask_for_auto_run(
-        &self,
-        decision: Decision,
-        tool: &dyn Tool,
-        subject: Option<&str>,
-        ctx: &ToolContext,
-    ) -> Decision {
-        let mode = self.policy.read().unwrap_or_else(|e| e.into_inner()).mode;
-        let Some(path) = subject else {
-            return decision;
-        };
-        if decision != Decision::Allow
-            || mode != crate::permissions::PermissionMode::AcceptEdits
-            || tool.kind() != crate::tools::ToolKind::Edit
-        {
-            return decision;
-        }
-        let path = std::path::Path::new(path);
-        let relative = path.strip_prefix(&ctx.workspace_root).unwrap_or(path);
-        let relative = relative.to_string_lossy().replace('\\', "/");
-        if !ahelper_worktrees::is_auto_run(relative.trim_start_matches("./")) {
-            return decision;
-        }
-        Decision::Ask {
-            reason: format!(
-                "{relative} is an auto-run file (editor, CI, hooks or direnv run it on their own), \
-                 so accept-edits asks before writing it"
-            ),
         }
     }
 

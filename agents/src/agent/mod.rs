@@ -207,6 +207,10 @@ pub enum AgentEvent {
         input: Value,
         /// The reason sent to the model.
         reason: String,
+        /// The allow rule that would let such a call run, e.g. `run_command(cargo test:*)`;
+        /// `None` when a deny rule, a protected path, the mode or a hook refused it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        allow_rule: Option<String>,
     },
     /// Usage after a turn.
     Usage {

@@ -114,12 +114,26 @@ pub struct PromptRequest {
     pub suggested_rule: String,
 }
 
+/// Whether the permission policy now allows a call that is waiting for an answer; called by a
+/// prompter that queues questions, any number of times.
+pub type SettledCheck = std::sync::Arc<dyn Fn() -> bool + Send + Sync>;
+
 /// Asks the user about a tool call. Implemented by the terminal UI; [`DenyPrompter`] is used when
 /// there is no terminal.
 #[async_trait::async_trait]
 pub trait Prompter: Send + Sync {
     /// Shows `request` and waits for the answer.
     async fn ask(&self, request: &PromptRequest) -> PromptAnswer;
+    /// Like [`Prompter::ask`], for a prompter that queues questions: a queued question whose
+    /// `settled` check turns true (a rule added by an `a` answer to another question now allows
+    /// the call) is answered [`PromptAnswer::AllowOnce`] without being shown. The default asks.
+    async fn ask_unless_settled(
+        &self,
+        request: &PromptRequest,
+        _settled: SettledCheck,
+    ) -> PromptAnswer {
+        self.ask(request).await
+    }
     /// False when nobody can answer; callers then deny at once instead of asking.
     fn is_interactive(&self) -> bool;
 }

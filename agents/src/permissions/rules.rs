@@ -477,6 +477,20 @@ fn suggest_command_rule(tool: &str, command: &str) -> String {
             {
                 words.push(sub);
             }
+            // A prefix rule covers only the concerns about the words it names (`sed -i`).
+            let needed = super::command::classify::classify(cmd)
+                .concerns
+                .iter()
+                .filter_map(|c| c.word.map(|w| w + 1))
+                .max()
+                .unwrap_or(0);
+            if needed > literal.len() {
+                let words = split_words(command).unwrap_or_else(|| vec![command.to_string()]);
+                return format!("{tool}({})", quote_words(&words));
+            }
+            if needed > words.len() {
+                words = literal[..needed].to_vec();
+            }
             return format!("{tool}({}:*)", quote_words(&words));
         }
     }

@@ -53,6 +53,18 @@ pub enum Progress {
         /// `tool main-argument`.
         action: String,
     },
+    /// The running tool call finished.
+    ToolCallDone {
+        /// Plan index.
+        index: usize,
+    },
+    /// Paths changed in the worker's worktree (`git status`) after one of its commands.
+    Changed {
+        /// Plan index.
+        index: usize,
+        /// Changed paths (an untracked directory counts once).
+        files: usize,
+    },
     /// Token usage so far.
     Usage {
         /// Plan index.
@@ -68,6 +80,8 @@ pub enum Progress {
         action: String,
         /// Why.
         reason: String,
+        /// The allow rule that would let such a call run, when one would.
+        allow_rule: Option<String>,
     },
     /// Model request retried.
     Retry {
@@ -886,13 +900,16 @@ impl CoordinatorActor {
                 index,
                 action,
                 reason,
+                allow_rule,
             } => {
-                self.record.workers[index].denied.push(action.clone());
-                let worker = self.record.workers[index].id.clone();
+                let w = &mut self.record.workers[index];
+                w.note_refusal(&action, allow_rule.as_deref());
+                let worker = w.id.clone();
                 self.emit(SwarmEvent::PermissionDenied {
                     worker,
                     action,
                     reason,
+                    allow_rule,
                 });
             }
             Progress::Turn { index, turn } => {
@@ -900,15 +917,28 @@ impl CoordinatorActor {
                 let w = &mut self.record.workers[index];
                 w.turns = earlier + turn;
                 w.last_action = format!("waiting for the model (turn {turn})");
+                w.action_started_at = None;
                 let worker = w.id.clone();
                 self.emit(SwarmEvent::WorkerTurn { worker, turn });
             }
             Progress::ToolCall { index, action } => {
                 let w = &mut self.record.workers[index];
                 w.tool_calls += 1;
-                w.last_action = action.clone();
+                w.last_action = match action.strip_prefix("run_command ") {
+                    Some(command) => format!("running `{command}`"),
+                    None => action.clone(),
+                };
+                w.action_started_at = Some(chrono::Utc::now().to_rfc3339());
                 let worker = w.id.clone();
                 self.emit(SwarmEvent::WorkerToolCall { worker, action });
+            }
+            Progress::ToolCallDone { index } => {
+                let w = &mut self.record.workers[index];
+                w.action_started_at = None;
+                w.last_action = "waiting for the model".into();
+            }
+            Progress::Changed { index, files } => {
+                self.record.workers[index].changed_files = files;
             }
             Progress::Usage { index, total } => {
                 self.account_usage(index, total);
@@ -928,6 +958,7 @@ impl CoordinatorActor {
                 let merging = self.merging == Some(index);
                 let w = &mut self.record.workers[index];
                 w.fix_round = fix_round;
+                w.action_started_at = None;
                 w.last_action = match (status, merging) {
                     (WorkerStatus::Verifying, true) => "verifying its merge candidate".into(),
                     (WorkerStatus::Verifying, false) => "verifying its worktree".into(),

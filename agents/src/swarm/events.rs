@@ -70,6 +70,17 @@ pub enum SwarmEvent {
         /// `tool main-argument`.
         action: String,
     },
+    /// The coordinator finished a planning turn: its tokens and the time spent planning so far.
+    PlanningProgress {
+        /// Turns so far.
+        turn: u32,
+        /// Input tokens so far.
+        input_tokens: u64,
+        /// Output tokens so far.
+        output_tokens: u64,
+        /// Milliseconds since planning started.
+        elapsed_ms: u64,
+    },
     /// A worker's model request is being retried.
     WorkerRetry {
         /// Worker id.
@@ -92,6 +103,10 @@ pub enum SwarmEvent {
         action: String,
         /// Why.
         reason: String,
+        /// The allow rule that would let such a call run (`run_command(cargo test:*)`), when
+        /// one would; `None` when a deny rule, a protected path or the mode refused it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        allow_rule: Option<String>,
     },
     /// A worker stopped and reported.
     WorkerReported {
@@ -160,6 +175,15 @@ impl SwarmEvent {
             SwarmEvent::WorkerTurn { worker, turn } => format!("[{worker}] turn {turn}"),
             SwarmEvent::WorkerToolCall { worker, action } => format!("[{worker}] {action}"),
             SwarmEvent::WorkerRetry { worker, message } => format!("[{worker}] {message}"),
+            SwarmEvent::PlanningProgress {
+                turn,
+                input_tokens,
+                output_tokens,
+                elapsed_ms,
+            } => format!(
+                "[coordinator] planning: turn {turn} · tokens {input_tokens} in / {output_tokens} out · {:.1} s",
+                *elapsed_ms as f64 / 1000.0
+            ),
             SwarmEvent::PermissionRequested { worker, action } => {
                 format!("[{worker}] needs permission: {action}")
             }
@@ -167,9 +191,14 @@ impl SwarmEvent {
                 worker,
                 action,
                 reason,
+                allow_rule,
             } => {
                 let (reason, _) = crate::text::clip(reason, 160);
-                format!("[{worker}] refused {action}: {reason}")
+                let allow = allow_rule
+                    .as_ref()
+                    .map(|r| format!(" (the rule `{r}` would allow it)"))
+                    .unwrap_or_default();
+                format!("[{worker}] refused {action}: {reason}{allow}")
             }
             SwarmEvent::WorkerReported { worker, report } => format!(
                 "[{worker}] {} — {} files, +{} -{}, {} turns",

@@ -134,8 +134,20 @@ async fn forward_coordinator_events(
     mut agent_events: UnboundedReceiver<AgentEvent>,
     events: UnboundedSender<SwarmEvent>,
 ) {
+    let started = std::time::Instant::now();
+    let mut turns = 0;
     while let Some(event) = agent_events.recv().await {
         let forwarded = match &event {
+            AgentEvent::TurnStarted { turn } => {
+                turns = *turn;
+                None
+            }
+            AgentEvent::Usage { total, .. } => Some(SwarmEvent::PlanningProgress {
+                turn: turns,
+                input_tokens: total.input_tokens,
+                output_tokens: total.output_tokens,
+                elapsed_ms: started.elapsed().as_millis() as u64,
+            }),
             AgentEvent::ToolCallStarted { name, input, .. } => Some(SwarmEvent::WorkerToolCall {
                 worker: COORDINATOR_LABEL.into(),
                 action: super::describe_action(name, input),
@@ -291,11 +303,15 @@ fn worker_records(record: &RunRecord, plan: &Plan, config: &Config) -> Vec<Worke
                 tool_calls: 0,
                 last_action: String::new(),
                 started_at: None,
+                action_started_at: None,
                 elapsed_ms: 0,
                 report: None,
                 conflicts: vec![],
                 claims: 0,
+                changed_files: 0,
                 denied: vec![],
+                allow_rules: vec![],
+                refused_for_good: 0,
                 fix_round: None,
                 verification: None,
                 verify_output: None,

@@ -275,6 +275,9 @@ pub struct WorkerRecord {
     pub last_action: String,
     /// Start time, RFC 3339.
     pub started_at: Option<String>,
+    /// When the tool call named by `last_action` started (RFC 3339); `None` when no call runs.
+    #[serde(default)]
+    pub action_started_at: Option<String>,
     /// Milliseconds spent running (updated as it runs).
     pub elapsed_ms: u64,
     /// Final report.
@@ -285,9 +288,21 @@ pub struct WorkerRecord {
     /// Files this worker has claimed in the run's file-claims map.
     #[serde(default)]
     pub claims: usize,
+    /// Paths its commands left changed in its worktree (`git status` after its latest
+    /// command; an untracked directory counts once).
+    #[serde(default)]
+    pub changed_files: usize,
     /// Tool calls refused by the permission rules or the user (`tool main-argument`).
     #[serde(default)]
     pub denied: Vec<String>,
+    /// The allow rules that would let the refused calls run, each once, in the order first
+    /// needed (e.g. `run_command(cargo test:*)`).
+    #[serde(default)]
+    pub allow_rules: Vec<String>,
+    /// Refused calls no allow rule or mode would let run (deny rules, protected paths, hooks,
+    /// `d` answers).
+    #[serde(default)]
+    pub refused_for_good: usize,
     /// The fix attempt under way while `status` is `fixing` (shown as `fixing 1/2`).
     #[serde(default)]
     pub fix_round: Option<FixRound>,
@@ -325,7 +340,7 @@ impl WorkerRecord {
             WorkerStatus::Conflict => format!("merge conflict in {} file(s)", self.conflicts.len()),
             WorkerStatus::Skipped => "skipped: a dependency did not merge".into(),
             WorkerStatus::VerifyFailed => "not merged: new verification failures".into(),
-            WorkerStatus::WaitingForPermission => "waiting for your answer".into(),
+            WorkerStatus::WaitingForPermission => "waiting for permission".into(),
             WorkerStatus::Queued
             | WorkerStatus::Running
             | WorkerStatus::Merged
@@ -335,6 +350,18 @@ impl WorkerRecord {
             | WorkerStatus::ResolvingConflict => return None,
         };
         Some(text)
+    }
+
+    /// Records a refused call `action`, with the allow rule that would let it run, if any.
+    pub fn note_refusal(&mut self, action: &str, allow_rule: Option<&str>) {
+        self.denied.push(action.to_string());
+        match allow_rule {
+            Some(rule) if !self.allow_rules.iter().any(|r| r == rule) => {
+                self.allow_rules.push(rule.to_string())
+            }
+            Some(_) => {}
+            None => self.refused_for_good += 1,
+        }
     }
 
     /// The state as the status table shows it: the status label, with the attempt while
@@ -806,11 +833,15 @@ mod tests {
             tool_calls: 0,
             last_action: String::new(),
             started_at: None,
+            action_started_at: None,
             elapsed_ms: 0,
             report: None,
             conflicts: vec![],
             claims: 0,
+            changed_files: 0,
             denied: denied.iter().map(|d| d.to_string()).collect(),
+            allow_rules: vec![],
+            refused_for_good: 0,
             fix_round: None,
             verification: None,
             verify_output: None,

@@ -4,6 +4,8 @@
 //! the verification of the integration branch and the result with its reason.
 
 use super::state::{HelperRecord, HelperRole, RunRecord, RunStatus, WorkerRecord, WorkerStatus};
+use crate::permissions::PermissionMode;
+use crate::tools::ToolKind;
 use crate::verify::{OffReason, VerifyChoice};
 use std::fmt::Write;
 
@@ -327,12 +329,85 @@ pub fn out_of_scope_line(record: &RunRecord, w: &WorkerRecord) -> Option<String>
     ))
 }
 
+/// The advice after refused calls: the exact allow rules that would let them run (as
+/// `--allowedTools` flags and as config), the wider permission mode that would (never the run's
+/// own), and how many calls no allow rule would let run.
+fn refused_advice(record: &RunRecord) -> Option<String> {
+    if record.workers.iter().all(|w| w.denied.is_empty()) {
+        return None;
+    }
+    let mut rules: Vec<&str> = Vec::new();
+    for rule in record.workers.iter().flat_map(|w| &w.allow_rules) {
+        if !rules.contains(&rule.as_str()) {
+            rules.push(rule);
+        }
+    }
+    let mode = record.permission_mode.unwrap_or_default();
+    let mut advice = String::from("Refused calls:");
+    if !rules.is_empty() {
+        let flags: Vec<String> = rules
+            .iter()
+            .map(|r| format!("--allowedTools '{r}'"))
+            .collect();
+        let config: Vec<String> = rules.iter().map(|r| format!("{r:?}")).collect();
+        let _ = write!(
+            advice,
+            " to let them run, start the swarm again with {}, or add `allow = [{}]` under \
+             [permissions] in .ahelper/config.toml",
+            flags.join(" "),
+            config.join(", ")
+        );
+        if let Some(wider) = wider_mode(&rules, mode) {
+            let _ = write!(
+                advice,
+                ", or use --permission-mode {} (this run used {})",
+                mode_name(wider),
+                mode_name(mode)
+            );
+        }
+        advice.push_str("; or run in a terminal to answer the questions.");
+    }
+    let for_good: usize = record.workers.iter().map(|w| w.refused_for_good).sum();
+    if for_good > 0 {
+        let _ = write!(
+            advice,
+            " {for_good} call(s) were refused by a deny rule, a protected path, the permission \
+             mode {} or a hook; no allow rule lets them run.",
+            mode_name(mode)
+        );
+    }
+    Some(advice)
+}
+
+/// The permission mode that would allow every call `rules` name, when it is wider than `mode`.
+fn wider_mode(rules: &[&str], mode: PermissionMode) -> Option<PermissionMode> {
+    let tools = crate::tools::ToolRegistry::standard();
+    let kind = |rule: &&str| {
+        let name = rule.split('(').next().unwrap_or(rule);
+        tools.get(name).map(|t| t.kind())
+    };
+    let kinds: Vec<Option<ToolKind>> = rules.iter().map(kind).collect();
+    if kinds.iter().any(|k| *k != Some(ToolKind::Edit)) {
+        (mode != PermissionMode::Bypass).then_some(PermissionMode::Bypass)
+    } else {
+        matches!(mode, PermissionMode::Default).then_some(PermissionMode::AcceptEdits)
+    }
+}
+
+/// `--permission-mode`'s name of `mode`.
+fn mode_name(mode: PermissionMode) -> &'static str {
+    match mode {
+        PermissionMode::Default => "default",
+        PermissionMode::AcceptEdits => "accept-edits",
+        PermissionMode::Plan => "plan",
+        PermissionMode::Bypass => "bypass",
+    }
+}
+
 fn next_steps(s: &mut String, record: &RunRecord) {
     let any = |f: &dyn Fn(&WorkerRecord) -> bool| record.workers.iter().any(f);
-    if any(&|w| !w.denied.is_empty()) {
-        s.push_str(
-            "Refused calls: allow what the workers need with rules in .ahelper/config.toml (e.g. `run_command(cargo test:*)`) or --permission-mode accept-edits, or run in a terminal to answer prompts.\n",
-        );
+    if let Some(advice) = refused_advice(record) {
+        let _ = writeln!(s, "{advice}");
     }
     let integration = &record.integration_branch;
     let base = short_commit(&record.base_commit);

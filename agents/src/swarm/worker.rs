@@ -549,6 +549,7 @@ async fn run_agent(
     let forward = tokio::spawn(forward_progress(
         agent.subscribe(),
         spec.index,
+        agent.tool_context().workspace_root.clone(),
         coordinator.clone(),
     ));
     let _ = coordinator
@@ -570,14 +571,27 @@ async fn run_agent(
 }
 
 /// Progress events to the coordinator (not the text stream: that stays in the transcript).
+/// After each command, the number of paths it left changed in the `worktree` too (`git
+/// status`), so that edits made through commands are counted.
 async fn forward_progress(
     mut events: UnboundedReceiver<AgentEvent>,
     index: usize,
+    worktree: std::path::PathBuf,
     coordinator: ActorRef<CoordinatorActor>,
 ) {
     while let Some(event) = events.recv().await {
+        let command_done =
+            matches!(&event, AgentEvent::ToolCallFinished { name, .. } if name == "run_command");
         if let Some(update) = progress_of(index, event) {
             let _ = coordinator.tell(update).await;
+        }
+        if command_done {
+            let dir = worktree.clone();
+            let dirty = tokio::task::spawn_blocking(move || ahelper_worktrees::dirty_paths(&dir));
+            if let Ok(Ok(paths)) = dirty.await {
+                let files = paths.len();
+                let _ = coordinator.tell(Progress::Changed { index, files }).await;
+            }
         }
     }
 }
@@ -590,16 +604,19 @@ fn progress_of(index: usize, event: AgentEvent) -> Option<Progress> {
             index,
             action: super::describe_action(&name, &input),
         }),
+        AgentEvent::ToolCallFinished { .. } => Some(Progress::ToolCallDone { index }),
         AgentEvent::Usage { total, .. } => Some(Progress::Usage { index, total }),
         AgentEvent::PermissionDenied {
             name,
             input,
             reason,
+            allow_rule,
             ..
         } => Some(Progress::Denied {
             index,
             action: super::describe_action(&name, &input),
             reason,
+            allow_rule,
         }),
         AgentEvent::Retry { .. } => retry.map(|message| Progress::Retry { index, message }),
         _ => None,

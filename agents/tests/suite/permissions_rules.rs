@@ -143,6 +143,28 @@ fn suggested_rules() {
     }
 }
 
+/// The suggested prefix rule names the words the command analysis is concerned about, so that
+/// it allows the call it was suggested for and the same program's other such calls.
+#[test]
+fn suggested_rules_cover_the_analysis_concerns() {
+    let rule = suggest_rule("run_command", Some("sed -i s/a/A/ a.txt"));
+    assert_eq!(rule, "run_command(sed -i:*)");
+    let p = policy(PermissionMode::AcceptEdits, &[&rule], &[], &[]);
+    for command in ["sed -i s/a/A/ a.txt", "sed -i s/b/B/ b.txt"] {
+        assert_eq!(run(&p, command), Decision::Allow, "{command}");
+    }
+    let narrow = policy(
+        PermissionMode::AcceptEdits,
+        &["run_command(sed:*)"],
+        &[],
+        &[],
+    );
+    assert!(matches!(
+        run(&narrow, "sed -i s/a/A/ a.txt"),
+        Decision::Ask { .. }
+    ));
+}
+
 #[test]
 fn prefix_rules_respect_word_boundaries() {
     let p = policy(

@@ -9,6 +9,8 @@ pub mod scripts;
 
 pub mod tmpfs;
 
+pub mod tmux;
+
 use ahelper_fake_llm::{FakeLlm, Script};
 use assert_cmd::Command;
 use git::{GIT_ENV, git, init_repo, write_file};

@@ -1,0 +1,178 @@
+//! A real pseudo-terminal for end-to-end tests: `ahelper` in a tmux window on a private socket,
+//! driven by keys and read from the pane (`.ci/run` installs tmux).
+
+use super::*;
+use ahelper_fake_llm::FakeLlm;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// One tmux server on a private socket with one window running `ahelper`.
+pub struct Tmux {
+    socket: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Tmux {
+    /// Starts `ahelper <args>` in `repo` on a 120×40 terminal, with the environment the other
+    /// end-to-end tests use.
+    pub fn start(repo: &TestRepo, server: &FakeLlm, args: &[&str]) -> Tmux {
+        Tmux::start_then(repo, server, args, None)
+    }
+
+    /// As [`Tmux::start`], then runs the shell command `after` in the same terminal once
+    /// `ahelper` exited.
+    pub fn start_then(
+        repo: &TestRepo,
+        server: &FakeLlm,
+        args: &[&str],
+        after: Option<&str>,
+    ) -> Tmux {
+        Tmux::launch(repo, server, args, after, 120)
+    }
+
+    /// As [`Tmux::start`] on a terminal `width` columns wide.
+    pub fn start_sized(repo: &TestRepo, server: &FakeLlm, args: &[&str], width: u16) -> Tmux {
+        Tmux::launch(repo, server, args, None, width)
+    }
+
+    fn launch(
+        repo: &TestRepo,
+        server: &FakeLlm,
+        args: &[&str],
+        after: Option<&str>,
+        width: u16,
+    ) -> Tmux {
+        let dir = tempfile::tempdir().unwrap();
+        let base = ahelper(repo, server, Wire::Anthropic);
+        let mut script = String::from("#!/bin/bash\n");
+        for (k, v) in base.get_envs() {
+            if let Some(v) = v {
+                script.push_str(&format!(
+                    "export {}='{}'\n",
+                    k.to_string_lossy(),
+                    v.to_string_lossy()
+                ));
+            }
+        }
+        script.push_str(&format!(
+            "cd '{}' && {}'{}'",
+            repo.path().display(),
+            if after.is_some() { "" } else { "exec " },
+            base.get_program().to_string_lossy()
+        ));
+        for a in args {
+            script.push_str(&format!(" '{a}'"));
+        }
+        script.push('\n');
+        if let Some(after) = after {
+            script.push_str(after);
+            script.push('\n');
+        }
+        let script_path = dir.path().join("run.sh");
+        std::fs::write(&script_path, script).unwrap();
+        let tmux = Tmux {
+            socket: dir.path().join("tmux.sock"),
+            _dir: dir,
+        };
+        tmux.run(&[
+            "-f",
+            "/dev/null",
+            "new-session",
+            "-d",
+            "-x",
+            &width.to_string(),
+            "-y",
+            "40",
+        ])
+        // bash, not sh: it carries on after a child that handled Ctrl-C itself
+        .arg("bash")
+        .arg(&script_path)
+        .status()
+        .unwrap();
+        tmux.run(&["set-option", "-g", "remain-on-exit", "on"])
+            .status()
+            .unwrap();
+        tmux
+    }
+
+    pub fn run(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new("tmux");
+        cmd.arg("-S").arg(&self.socket).args(args);
+        cmd
+    }
+
+    /// Types `text` literally.
+    pub fn type_text(&self, text: &str) {
+        self.run(&["send-keys", "-l", text]).status().unwrap();
+    }
+
+    /// Presses keys by tmux name (`Enter`, `C-c`).
+    pub fn press(&self, key: &str) {
+        self.run(&["send-keys", key]).status().unwrap();
+    }
+
+    /// Waits until the REPL shows an empty prompt (its last line is `ahelper〉`): keys typed
+    /// before that belong to the running turn (kept as type-ahead, Enter included).
+    #[track_caller]
+    pub fn wait_ready(&self) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let screen = self.screen();
+            let last = screen.lines().rev().find(|l| !l.trim().is_empty());
+            if last.is_some_and(|l| l.trim_end() == "ahelper〉") {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the REPL never showed an empty prompt:\n{screen}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Waits for an empty prompt, types `line` and presses Enter.
+    #[track_caller]
+    pub fn line(&self, line: &str) {
+        self.wait_ready();
+        self.type_text(line);
+        self.press("Enter");
+    }
+
+    /// The whole pane with its scroll-back.
+    pub fn screen(&self) -> String {
+        let out = self
+            .run(&["capture-pane", "-p", "-J", "-S", "-1000"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Waits until the pane shows `text` `times` times; fails with the screen after 60 s.
+    #[track_caller]
+    pub fn wait_for_count(&self, text: &str, times: usize) -> String {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let screen = self.screen();
+            if screen.matches(text).count() >= times {
+                return screen;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the terminal never showed {text:?} {times} times:\n{screen}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    #[track_caller]
+    pub fn wait_for(&self, text: &str) -> String {
+        self.wait_for_count(text, 1)
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.run(&["kill-server"]).status();
+    }
+}

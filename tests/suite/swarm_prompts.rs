@@ -1,0 +1,183 @@
+//! What a swarm tells the user about permissions (issue 10 item 2): refused calls are
+//! followed by the exact rules that would allow them (never the mode already in use), and an
+//! `a` answer in the live view adds the prefix rule the question showed, so other workers do
+//! not ask again for the same program. The live view runs in a real pseudo-terminal (tmux).
+
+use super::support::tmux::Tmux;
+use super::support::*;
+use ahelper_fake_llm::{Conversation, Script, Turn};
+use serde_json::{Value, json};
+
+const COORDINATOR: &str = "You are the coordinator of a swarm";
+
+/// A coordinator that plans one subtask per file of `files` (`s1`, `s2`, …).
+fn plan(files: &[&str]) -> Script {
+    let subtasks: Vec<Value> = files
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let id = format!("s{}", i + 1);
+            json!({"id": id, "title": format!("Work on {id}"), "instructions": format!("Do {id}."), "scope": [f]})
+        })
+        .collect();
+    let plan = json!({"summary": "split by file", "subtasks": subtasks}).to_string();
+    Script::new().with_conversation(
+        Conversation::new()
+            .matching(COORDINATOR)
+            .turn(Turn::text(plan)),
+    )
+}
+
+/// The worker of subtask `id`: runs `command`, then says it is done.
+fn runs(id: &str, command: &str) -> Conversation {
+    Conversation::new()
+        .named(id)
+        .matching(format!("Your subtask `{id}`"))
+        .turn(Turn::tool_call("run_command", json!({"command": command})))
+        .turn(Turn::text(format!("{id} done")))
+}
+
+#[test]
+fn refused_commands_are_followed_by_the_rule_that_allows_them_not_the_mode_in_use() {
+    let script = plan(&["a.txt"]).with_conversation(runs("s1", "cargo test --quiet"));
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let server = start(script);
+    let out = ahelper(&repo, &server, Wire::Anthropic)
+        .args([
+            "swarm",
+            "test it",
+            "--yes",
+            "--permission-mode",
+            "accept-edits",
+        ])
+        .assert()
+        .get_output()
+        .clone();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(
+            "[w1] refused run_command cargo test --quiet: Permission denied: this run_command call \
+             needs the user's approval"
+        ),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("(the rule `run_command(cargo test:*)` would allow it)"),
+        "{stdout}"
+    );
+    let advice = stdout
+        .lines()
+        .find(|l| l.starts_with("Refused calls:"))
+        .unwrap_or_else(|| panic!("no advice:\n{stdout}"));
+    assert!(
+        advice.contains("--allowedTools 'run_command(cargo test:*)'")
+            && advice.contains("allow = [\"run_command(cargo test:*)\"]")
+            && advice.contains("--permission-mode bypass (this run used accept-edits)"),
+        "{advice}"
+    );
+    assert!(
+        !stdout.contains("--permission-mode accept-edits"),
+        "advice names the mode in use:\n{stdout}"
+    );
+}
+
+#[test]
+fn calls_refused_for_good_are_not_advised_as_rules() {
+    let script = plan(&["a.txt"]).with_conversation(runs("s1", "rm a.txt"));
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let server = start(script);
+    let out = ahelper(&repo, &server, Wire::Anthropic)
+        .args([
+            "swarm",
+            "remove it",
+            "--yes",
+            "--permission-mode",
+            "accept-edits",
+        ])
+        .args(["--disallowedTools", "run_command(rm:*)"])
+        .assert()
+        .get_output()
+        .clone();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let advice = stdout
+        .lines()
+        .find(|l| l.starts_with("Refused calls:"))
+        .unwrap_or_else(|| panic!("no advice:\n{stdout}"));
+    assert!(!advice.contains("--allowedTools"), "{advice}");
+    assert!(
+        advice.contains("1 call(s) were refused by a deny rule"),
+        "{advice}"
+    );
+}
+
+/// `a` at the first question adds the prefix rule the question showed (`run_command(sed -i:*)`),
+/// and the other worker's `sed` runs without a second question; the question wraps to a narrow
+/// terminal with its keys whole.
+#[test]
+fn always_in_the_live_view_adds_the_shown_prefix_rule_for_every_worker() {
+    let script = plan(&["a.txt", "b.txt"])
+        .with_conversation(runs("s1", "sed -i s/a/A/ a.txt"))
+        .with_conversation(runs("s2", "sed -i s/b/B/ b.txt"));
+    let repo = repo_with(&[("a.txt", "a\n"), ("b.txt", "b\n")]);
+    let server = start(script);
+    let args = [
+        "swarm",
+        "upper",
+        "--yes",
+        "--permission-mode",
+        "accept-edits",
+    ];
+    let tmux = Tmux::start_sized(&repo, &server, &args, 70);
+    let screen = tmux.wait_for("d = never");
+    assert!(screen.contains("`run_command(sed -i:*)`"), "{screen}");
+    assert!(
+        screen.contains("waiting for permission: run_co"),
+        "{screen}"
+    );
+    let keys = screen.lines().find(|l| l.contains("d = never")).unwrap();
+    assert!(keys.trim_end().chars().count() <= 70, "{screen}");
+    tmux.type_text("a");
+    let screen = tmux.wait_for("Integration branch:");
+    assert!(screen.contains("2 merged"), "{screen}");
+    let integration = repo.git(&["branch", "--list", "ahelper/*/integration"]);
+    let integration = integration.trim().trim_start_matches("* ");
+    assert_eq!(repo.git(&["show", &format!("{integration}:a.txt")]), "A\n");
+    assert_eq!(repo.git(&["show", &format!("{integration}:b.txt")]), "B\n");
+}
+
+/// The live table says what each worker does now: the command it runs and for how long, then
+/// how it ended; files changed by commands count in its `files` column; planning shows the
+/// coordinator's turns, tokens and time (issue 10 item 6).
+#[test]
+fn the_live_table_shows_the_running_command_and_how_workers_ended() {
+    let command = |c: &str| Turn::tool_call("run_command", json!({"command": c}));
+    let script = plan(&["a.txt"]).with_conversation(
+        Conversation::new()
+            .named("s1")
+            .matching("Your subtask `s1`")
+            .turn(command(
+                "echo A > a.txt && echo B > b2.txt && echo C > c2.txt",
+            ))
+            .turn(command("sleep 4"))
+            .turn(Turn::text("s1 done")),
+    );
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let server = start(script);
+    let args = ["swarm", "upper", "--yes", "--permission-mode", "bypass"];
+    let tmux = Tmux::start_sized(&repo, &server, &args, 160);
+    let screen = tmux.wait_for("running `sleep 4` for ");
+    assert!(
+        screen.contains("[coordinator] planning: turn 1 · tokens "),
+        "{screen}"
+    );
+    let row: Vec<&str> = screen
+        .lines()
+        .find(|l| l.starts_with("w1 ") && l.contains("running `sleep 4`"))
+        .unwrap()
+        .split_whitespace()
+        .collect();
+    assert_eq!((row[7], row[8]), ("2", "3"), "tools 2, files 3: {row:?}");
+    let screen = tmux.wait_for("Integration branch:");
+    let row = screen.lines().rev().find(|l| l.starts_with("w1 ")).unwrap();
+    assert!(row.trim_end().ends_with("merged"), "{screen}");
+}

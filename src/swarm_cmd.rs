@@ -13,7 +13,9 @@ use ahelper_agents::swarm::cleanup::{self, CleanStep, IntegrationCleanup, Integr
 use ahelper_agents::swarm::events::SwarmEvent;
 use ahelper_agents::swarm::logs::{self, TranscriptFollower};
 use ahelper_agents::swarm::plan::Plan;
+use ahelper_agents::swarm::remote::{NatsOptions, NatsSlots};
 use ahelper_agents::swarm::resume::{self, Resumable};
+use ahelper_agents::swarm::slots::WorkerSlots;
 use ahelper_agents::swarm::state::{RunOutcome, RunRecord, WorkerStatus};
 use ahelper_agents::swarm::summary::short_commit;
 use ahelper_agents::swarm::verification::{RunVerifier, run_baseline};
@@ -38,6 +40,14 @@ pub fn run(
     env: &EnvSnapshot,
     mode_given: bool,
 ) -> i32 {
+    let mut config = config;
+    if let Some(url) = &args.run.nats.nats {
+        config.swarm.nats_url = Some(url.clone());
+    }
+    let nats = config.swarm.nats_url.clone().map(|url| {
+        crate::worker_cmd::nats_options(&args.run.nats, url, env, "ahelper swarm coordinator")
+    });
+    let nats = nats.as_ref();
     match args.command {
         Some(SwarmCommand::Ls { all }) => ls(&config, all),
         Some(SwarmCommand::Status { run }) => status(&config, run.as_deref()),
@@ -77,10 +87,10 @@ pub fn run(
                 output_format,
                 ..Default::default()
             };
-            rt.block_on(resume(&config, &run, &run_args, mode_given))
+            rt.block_on(resume(&config, &run, &run_args, mode_given, nats))
         }
         None => match args.task {
-            Some(task) if !task.trim().is_empty() => rt.block_on(start(&config, &task, &args.run)),
+            Some(task) if !task.trim().is_empty() => rt.block_on(start(&config, &task, &args.run, nats)),
             _ => {
                 eprintln!(
                     "ahelper: give the task to do: ahelper swarm \"<task>\" (or a subcommand: ls, status, logs, resume, clean)"
@@ -186,7 +196,12 @@ fn say(mode: EventOutput, line: String) {
 
 /// `ahelper swarm "<task>"`: choose and precheck the verification → prepare → plan (the
 /// baseline runs meanwhile) → confirm → execute → apply.
-async fn start(config: &Config, task: &str, run_args: &SwarmRunArgs) -> i32 {
+async fn start(
+    config: &Config,
+    task: &str,
+    run_args: &SwarmRunArgs,
+    nats: Option<&NatsOptions>,
+) -> i32 {
     let config = with_max_workers(config, run_args);
     let provider = match provider(&config) {
         Ok(p) => p,
@@ -274,11 +289,32 @@ async fn start(config: &Config, task: &str, run_args: &SwarmRunArgs) -> i32 {
         }
     }
     let run_id = planned.record().run_id.clone();
-    let code = execute_run(planned, &config, client, &provider.model, mode).await;
+    let code = execute_run(planned, &config, client, &provider.model, mode, nats).await;
     if code == 0 && run_args.apply {
         return apply(&config, &run_id, run_args.allow_hazards);
     }
     code
+}
+
+/// The worker slots of a distributed run: connected to NATS, the base commit pushed to the
+/// repository's remote (`[swarm] remote`).
+async fn remote_slots(
+    nats: &NatsOptions,
+    config: &Config,
+    record: &RunRecord,
+) -> Result<Arc<dyn WorkerSlots>, String> {
+    let base = git::Oid::from_str(&record.base_commit).map_err(|e| e.to_string())?;
+    let connection = swarm::remote::connect(nats).await.map_err(|e| e.to_string())?;
+    let slots = NatsSlots::prepare(
+        connection,
+        &record.repo_root,
+        &config.swarm.remote,
+        &record.run_id,
+        base,
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    Ok(Arc::new(slots))
 }
 
 /// Names the runs of the repository that a dead process left `planning` or `running`, and how
@@ -420,6 +456,7 @@ async fn plan(
         events: event_tx,
         prompter: Arc::new(DenyPrompter),
         cancel: cancel.clone(),
+        worker_slots: None,
     };
     let ctrl_c = tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
@@ -543,7 +580,18 @@ async fn execute_run(
     client: Arc<dyn ModelClient>,
     model: &str,
     mode: EventOutput,
+    nats: Option<&NatsOptions>,
 ) -> i32 {
+    let worker_slots = match nats {
+        Some(nats) => match remote_slots(nats, config, run.record()).await {
+            Ok(slots) => Some(slots),
+            Err(e) => {
+                eprintln!("ahelper: {e}");
+                return 1;
+            }
+        },
+        None => None,
+    };
     let cancel = CancellationToken::new();
     let (event_tx, event_rx) = tokio::sync::mpsc::unbounded_channel::<SwarmEvent>();
     let (prompt_tx, prompt_rx) = tokio::sync::mpsc::unbounded_channel::<PromptJob>();
@@ -576,6 +624,7 @@ async fn execute_run(
         events: event_tx,
         prompter,
         cancel,
+        worker_slots,
     };
     let started = std::time::Instant::now();
     let result = swarm::execute(run, config, client, model, io, snap_tx).await;
@@ -696,7 +745,13 @@ fn report_leftovers(killed: usize) {
 }
 
 /// `swarm resume <run>`.
-async fn resume(config: &Config, run: &str, run_args: &SwarmRunArgs, mode_given: bool) -> i32 {
+async fn resume(
+    config: &Config,
+    run: &str,
+    run_args: &SwarmRunArgs,
+    mode_given: bool,
+    nats: Option<&NatsOptions>,
+) -> i32 {
     let mut config = with_max_workers(config, run_args);
     let record = match find_run(&config, run) {
         Ok((_, record)) => record,
@@ -742,7 +797,7 @@ async fn resume(config: &Config, run: &str, run_args: &SwarmRunArgs, mode_given:
     );
     let client = model_client(&provider);
     let mode = output_mode(run_args.output_format);
-    execute_run(run, &config, client, &provider.model, mode).await
+    execute_run(run, &config, client, &provider.model, mode, nats).await
 }
 
 /// `swarm ls [--all]`: runs of the repository, oldest first; runs `swarm clean` emptied only

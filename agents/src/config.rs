@@ -175,6 +175,11 @@ pub struct SwarmFile {
     /// A file a worker's branch adds that is larger than this many megabytes (10⁶ bytes) is
     /// flagged as a hazard ([`ahelper_worktrees::scan_hazards`]). Default 10.
     pub max_file_mb: Option<u64>,
+    /// NATS server of remote workers (`nats://host:4222`, `tls://…`); set, `ahelper swarm`
+    /// runs its workers on `ahelper worker` machines (`docs/distributed.md`). Unset: locally.
+    pub nats_url: Option<String>,
+    /// The git remote remote workers fetch from and push to. Default `origin`.
+    pub remote: Option<String>,
 }
 
 /// Deserialises an integer and checks `min ..= max`; the error names `key` and goes through the
@@ -378,6 +383,8 @@ impl ConfigFile {
         over!(swarm.worker_fix_rounds);
         over!(swarm.merge_fix_attempts);
         over!(swarm.max_file_mb);
+        over!(swarm.nats_url);
+        over!(swarm.remote);
         over!(sandbox.mode);
         over!(sandbox.network);
         self.sandbox.writable.extend(higher.sandbox.writable);
@@ -459,6 +466,10 @@ pub struct SwarmLimits {
     pub merge_fix_attempts: u32,
     /// Files larger than this many bytes in a worker's branch are hazards.
     pub max_file_bytes: u64,
+    /// `swarm.nats_url`: run workers on remote machines through this NATS server.
+    pub nats_url: Option<String>,
+    /// `swarm.remote`: the git remote both sides reach (default `origin`).
+    pub remote: String,
 }
 
 /// Default of `swarm.verify_timeout_s`, in seconds.
@@ -791,6 +802,8 @@ fn resolve_swarm(file: &SwarmFile) -> SwarmLimits {
             .merge_fix_attempts
             .unwrap_or(DEFAULT_MERGE_FIX_ATTEMPTS),
         max_file_bytes: file.max_file_mb.unwrap_or(10).saturating_mul(1_000_000),
+        nats_url: file.nats_url.clone(),
+        remote: file.remote.clone().unwrap_or_else(|| "origin".into()),
     }
 }
 
@@ -844,7 +857,8 @@ fn trusted_project_layer(
 ///
 /// Needs trust (widening): `permissions.allow`, a wider `permissions.mode`, `sandbox.mode =
 /// "off"`, `sandbox.writable`, `sandbox.network = true`, `swarm.worktree_root` (where worker
-/// checkouts and their writable paths go), `swarm.verify` (a command ahelper runs itself),
+/// checkouts and their writable paths go), `swarm.verify` (a command ahelper runs itself), `swarm.nats_url` and
+/// `swarm.remote` (where the run's code and subtasks are sent),
 /// `[mcp_servers]` (programs ahelper starts), `provider`, `base_url` and `api_key_env` (which
 /// server receives which key) — and **every key not listed above**, so a table added later
 /// needs trust until it is put on the first list. (`[hooks]` never apply from a project
@@ -877,6 +891,8 @@ pub fn split_untrusted(project: ConfigFile, lower_mode: Option<&str>) -> (Config
         swarm: SwarmFile {
             worktree_root: None,
             verify: None,
+            nats_url: None,
+            remote: None,
             max_file_mb: project.swarm.max_file_mb.filter(|mb| *mb <= 10),
             ..project.swarm.clone()
         },

@@ -11,6 +11,7 @@ mod hostile_model;
 mod instructions;
 mod key_protection;
 mod mcp;
+mod nats;
 mod print_mode;
 mod processes;
 mod project_trust;

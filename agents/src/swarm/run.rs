@@ -150,6 +150,8 @@ pub struct RunContext {
     /// Secret values redacted from every worker's tool results, transcript and events, and
     /// from the run's events ([`RunContext::publish`]).
     pub redactor: Redactor,
+    /// Where workers run: in this process, or on other machines through NATS.
+    pub worker_slots: Arc<dyn super::slots::WorkerSlots>,
 }
 
 impl RunContext {
@@ -177,6 +179,8 @@ pub struct RunIo {
     pub prompter: Arc<dyn Prompter>,
     /// Cancel the run (first Ctrl-C).
     pub cancel: CancellationToken,
+    /// Where workers run (`None`: in this process, [`super::slots::LocalSlots`]).
+    pub worker_slots: Option<Arc<dyn super::slots::WorkerSlots>>,
 }
 
 /// A run that exists on disk and is ready to plan.
@@ -578,6 +582,10 @@ fn run_context(
         command_sandbox: Some(Arc::new(CommandSandbox::new(&config.sandbox, &root))),
         redactor: config.redactor.clone(),
         repo_root: root,
+        worker_slots: io
+            .worker_slots
+            .clone()
+            .unwrap_or_else(|| Arc::new(super::slots::LocalSlots)),
     })
 }
 
@@ -640,4 +648,103 @@ async fn cancel_when(
             reason: reason.into(),
         })
         .await;
+}
+
+/// What a worker machine (`ahelper worker`) needs to run one subtask of a coordinator
+/// elsewhere: its own configuration, model and permission policy, the cached clone the subtask's
+/// worktree is made in, and the run's task and worker role from the subtask message.
+pub struct RemoteRunParts {
+    /// Run id (validated).
+    pub run_id: String,
+    /// The whole swarm's task.
+    pub task: String,
+    /// The cached clone of the run's repository on this machine.
+    pub clone: PathBuf,
+    /// Its lock, shared by every subtask in that clone.
+    pub git_lock: Arc<git::RepoLock>,
+    /// The run's worker role.
+    pub role: RoleDefinition,
+    /// Cancelled when the subtask must stop (SIGTERM, the coordinator's cancel).
+    pub cancel: CancellationToken,
+}
+
+impl RunContext {
+    /// The context of one remote subtask: this machine's `[agent]`, `[swarm]` worker limits,
+    /// permission rules, sandbox and redaction; permission prompts are denied at once (no
+    /// terminal); no verification (the coordinator verifies every merge); events stay local.
+    pub fn for_remote_worker(
+        parts: RemoteRunParts,
+        config: &Config,
+        client: Arc<dyn ModelClient>,
+        model: &str,
+    ) -> RunContext {
+        let root = parts.clone;
+        let worker_settings = AgentSettings {
+            max_turns: config.swarm.worker_max_turns,
+            ..AgentSettings::new(&config.agent, config.provider().ok())
+        };
+        let (events, _) = tokio::sync::mpsc::unbounded_channel();
+        let (snapshots, _) = tokio::sync::watch::channel(remote_record(&parts.run_id, &root));
+        RunContext {
+            verifier: None,
+            baseline: None,
+            worker_fix_rounds: 0,
+            merge_fix_attempts: 0,
+            run_id: parts.run_id,
+            task: parts.task,
+            git_lock: parts.git_lock,
+            client,
+            model: model.to_string(),
+            worker_settings,
+            hazard_limits: git::HazardLimits {
+                max_file_bytes: config.swarm.max_file_bytes,
+            },
+            policy: Arc::new(RwLock::new(config.permissions.clone())),
+            prompter: Arc::new(crate::permissions::DenyPrompter),
+            claims: Arc::new(DashMap::new()),
+            max_workers: 1,
+            token_budget: config.swarm.token_budget,
+            deadline: None,
+            cancel: parts.cancel,
+            worker_role: parts.role,
+            events,
+            snapshots,
+            events_log: std::sync::Mutex::new(None),
+            command_sandbox: Some(Arc::new(CommandSandbox::new(&config.sandbox, &root))),
+            redactor: config.redactor.clone(),
+            repo_root: root,
+            worker_slots: Arc::new(super::slots::LocalSlots),
+        }
+    }
+}
+
+/// The placeholder record of a remote subtask's context (nothing renders it).
+fn remote_record(run_id: &str, root: &Path) -> RunRecord {
+    RunRecord {
+        run_id: run_id.to_string(),
+        task: String::new(),
+        repo_root: root.to_path_buf(),
+        base_commit: String::new(),
+        base_ref: String::new(),
+        integration_branch: String::new(),
+        status: RunStatus::Running,
+        created_at: crate::transcript::now_rfc3339(),
+        updated_at: crate::transcript::now_rfc3339(),
+        pid: std::process::id(),
+        pid_start_time: None,
+        cleaned_at: None,
+        plan: None,
+        workers: Vec::new(),
+        usage: Usage::default(),
+        summary: None,
+        error: None,
+        permission_mode: None,
+        verify: None,
+        verify_worktree: None,
+        baseline: None,
+        final_verdict: None,
+        helpers: Vec::new(),
+        synthesis: None,
+        verify_activity: None,
+    }
 }

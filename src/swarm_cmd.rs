@@ -90,7 +90,9 @@ pub fn run(
             rt.block_on(resume(&config, &run, &run_args, mode_given, nats))
         }
         None => match args.task {
-            Some(task) if !task.trim().is_empty() => rt.block_on(start(&config, &task, &args.run, nats)),
+            Some(task) if !task.trim().is_empty() => {
+                rt.block_on(start(&config, &task, &args.run, nats))
+            }
             _ => {
                 eprintln!(
                     "ahelper: give the task to do: ahelper swarm \"<task>\" (or a subcommand: ls, status, logs, resume, clean)"
@@ -304,7 +306,9 @@ async fn remote_slots(
     record: &RunRecord,
 ) -> Result<Arc<dyn WorkerSlots>, String> {
     let base = git::Oid::from_str(&record.base_commit).map_err(|e| e.to_string())?;
-    let connection = swarm::remote::connect(nats).await.map_err(|e| e.to_string())?;
+    let connection = swarm::remote::connect(nats)
+        .await
+        .map_err(|e| e.to_string())?;
     let slots = NatsSlots::prepare(
         connection,
         &record.repo_root,

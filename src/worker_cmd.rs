@@ -15,7 +15,10 @@ use tokio_util::sync::CancellationToken;
 /// The connection options of `--nats …` (and `AHELPER_NATS_PASSWORD` with `--nats-user`);
 /// `url` is the server to use (the flag's, or the config's).
 pub fn nats_options(args: &NatsArgs, url: String, env: &EnvSnapshot, name: &str) -> NatsOptions {
-    let password = env.get("AHELPER_NATS_PASSWORD").unwrap_or_default().to_string();
+    let password = env
+        .get("AHELPER_NATS_PASSWORD")
+        .unwrap_or_default()
+        .to_string();
     NatsOptions {
         url,
         creds_file: args.nats_creds.clone(),
@@ -26,9 +29,21 @@ pub fn nats_options(args: &NatsArgs, url: String, env: &EnvSnapshot, name: &str)
 }
 
 /// Runs `ahelper worker`; returns the exit status.
-pub fn run(rt: &tokio::runtime::Runtime, args: WorkerArgs, config: Config, env: &EnvSnapshot) -> i32 {
-    let Some(url) = args.nats.nats.clone().or_else(|| config.swarm.nats_url.clone()) else {
-        eprintln!("ahelper: `ahelper worker` needs the NATS server: --nats URL (or `[swarm] nats_url`)");
+pub fn run(
+    rt: &tokio::runtime::Runtime,
+    args: WorkerArgs,
+    config: Config,
+    env: &EnvSnapshot,
+) -> i32 {
+    let Some(url) = args
+        .nats
+        .nats
+        .clone()
+        .or_else(|| config.swarm.nats_url.clone())
+    else {
+        eprintln!(
+            "ahelper: `ahelper worker` needs the NATS server: --nats URL (or `[swarm] nats_url`)"
+        );
         return crate::EXIT_USAGE;
     };
     let provider = match config.provider() {
@@ -38,8 +53,14 @@ pub fn run(rt: &tokio::runtime::Runtime, args: WorkerArgs, config: Config, env: 
             return crate::EXIT_USAGE;
         }
     };
-    let Some(work_dir) = args.work_dir.clone().or_else(|| env.state_dir().map(|d| d.join("remote"))) else {
-        eprintln!("ahelper: no work dir: pass --work-dir DIR (neither XDG_STATE_HOME nor HOME is set)");
+    let Some(work_dir) = args
+        .work_dir
+        .clone()
+        .or_else(|| env.state_dir().map(|d| d.join("remote")))
+    else {
+        eprintln!(
+            "ahelper: no work dir: pass --work-dir DIR (neither XDG_STATE_HOME nor HOME is set)"
+        );
         return crate::EXIT_USAGE;
     };
     let name = args.name.clone().unwrap_or_else(default_name);
@@ -77,8 +98,13 @@ async fn work(nats: NatsOptions, options: HostOptions, model: HostModel) -> i32 
     let outcome = serve(connection, options, model, stop).await;
     signals.abort();
     match outcome {
-        Ok(HostOutcome::Stopped { completed, released }) => {
-            eprintln!("ahelper worker: stopped; {completed} subtask(s) done, {released} handed back");
+        Ok(HostOutcome::Stopped {
+            completed,
+            released,
+        }) => {
+            eprintln!(
+                "ahelper worker: stopped; {completed} subtask(s) done, {released} handed back"
+            );
             0
         }
         Err(e) => {
@@ -116,10 +142,20 @@ fn default_name() -> String {
         .trim()
         .chars()
         .take(48)
-        .map(|c| if c.is_ascii_alphanumeric() || "._-".contains(c) { c } else { '-' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "._-".contains(c) {
+                c
+            } else {
+                '-'
+            }
+        })
         .collect();
     let host = host.trim_start_matches('.');
-    format!("{}-{}", if host.is_empty() { "worker" } else { host }, std::process::id())
+    format!(
+        "{}-{}",
+        if host.is_empty() { "worker" } else { host },
+        std::process::id()
+    )
 }
 
 fn absolute(path: PathBuf) -> PathBuf {

@@ -11,7 +11,9 @@ use crate::{GitError, Oid, cli};
 /// # Errors
 /// [`GitError::GitCommand`] when there is no such remote.
 pub fn remote_url(repo: &Path, remote: &str) -> Result<String, GitError> {
-    Ok(cli::git(repo, ["remote", "get-url", remote])?.trim().to_string())
+    Ok(cli::git(repo, ["remote", "get-url", remote])?
+        .trim()
+        .to_string())
 }
 
 /// Pushes `commit` to `refname` (a full ref, `refs/…`) of the repository at `url`, replacing
@@ -31,7 +33,13 @@ pub fn push_commit(repo: &Path, url: &str, commit: Oid, refname: &str) -> Result
 /// # Errors
 /// [`GitError::GitCommand`] with git's message (unreachable remote, missing ref).
 pub fn fetch_refspecs(repo: &Path, url: &str, refspecs: &[String]) -> Result<(), GitError> {
-    let mut args = vec!["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", url];
+    let mut args = vec![
+        "fetch",
+        "--quiet",
+        "--no-tags",
+        "--no-write-fetch-head",
+        url,
+    ];
     args.extend(refspecs.iter().map(String::as_str));
     cli::git(repo, args)?;
     Ok(())
@@ -65,7 +73,14 @@ pub fn ensure_clone(url: &str, dir: &Path) -> Result<(), GitError> {
     let target = dir.to_string_lossy().into_owned();
     cli::git(
         parent,
-        ["clone", "--quiet", "--no-checkout", "--no-tags", url, target.as_str()],
+        [
+            "clone",
+            "--quiet",
+            "--no-checkout",
+            "--no-tags",
+            url,
+            target.as_str(),
+        ],
     )?;
     Ok(())
 }

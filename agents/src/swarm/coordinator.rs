@@ -18,8 +18,8 @@ use super::merge_queue::{Gate, GatedMerge, MergeQueue, MergeStep};
 use super::plan::Plan;
 use super::run::RunContext;
 use super::scheduler::{Scheduler, SlotState};
-use super::state::{FixRound, RunRecord, RunStatus, WorkerRecord, WorkerReport, WorkerStatus};
 use super::slots::RunningWorker;
+use super::state::{FixRound, RunRecord, RunStatus, WorkerRecord, WorkerReport, WorkerStatus};
 use super::worker::WorkerSpec;
 use super::{GitTaskError, git_task};
 use crate::model::Usage;
@@ -406,7 +406,11 @@ impl CoordinatorActor {
         };
         self.started.insert(index, Instant::now());
         self.set_status(index, WorkerStatus::Starting);
-        let worker = self.run.worker_slots.start(me, self.run.clone(), spec).await;
+        let worker = self
+            .run
+            .worker_slots
+            .start(me, self.run.clone(), spec)
+            .await;
         if let Some(id) = worker.actor_id() {
             self.actor_index.insert(id, index);
         }

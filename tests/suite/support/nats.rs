@@ -35,16 +35,17 @@ impl NatsServer {
         format!("nats://127.0.0.1:{}", self.port)
     }
 
-    /// Stops the server (SIGKILL) and starts it again on the same port and store.
-    pub fn restart(&mut self) {
-        self.stop();
-        self.spawn();
-    }
-
     fn spawn(&mut self) {
         let log = std::fs::File::create(self.store.path().join("server.log")).unwrap();
         let child = Command::new("nats-server")
-            .args(["-js", "-a", "127.0.0.1", "-p", &self.port.to_string(), "-sd"])
+            .args([
+                "-js",
+                "-a",
+                "127.0.0.1",
+                "-p",
+                &self.port.to_string(),
+                "-sd",
+            ])
             .arg(self.store.path().join("js"))
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
@@ -79,8 +80,6 @@ pub struct WorkerProcess {
     child: Child,
     /// Its home (config, state) and work dir live here.
     pub dir: tempfile::TempDir,
-    /// `--name`.
-    pub name: String,
 }
 
 impl WorkerProcess {
@@ -92,7 +91,15 @@ impl WorkerProcess {
         std::fs::create_dir_all(&home).unwrap();
         let log = std::fs::File::create(dir.path().join("worker.log")).unwrap();
         let child = Command::new(assert_cmd::cargo::cargo_bin("ahelper"))
-            .args(["worker", "--nats", nats_url, "--name", name, "--permission-mode", "bypass"])
+            .args([
+                "worker",
+                "--nats",
+                nats_url,
+                "--name",
+                name,
+                "--permission-mode",
+                "bypass",
+            ])
             .args(["--concurrency", &concurrency.to_string(), "--work-dir"])
             .arg(dir.path().join("work"))
             .current_dir(&home)
@@ -110,16 +117,7 @@ impl WorkerProcess {
             .stderr(log)
             .spawn()
             .expect("ahelper worker starts");
-        WorkerProcess {
-            child,
-            dir,
-            name: name.to_string(),
-        }
-    }
-
-    /// Its work dir.
-    pub fn work_dir(&self) -> PathBuf {
-        self.dir.path().join("work")
+        WorkerProcess { child, dir }
     }
 
     /// What it printed.
@@ -143,7 +141,11 @@ impl WorkerProcess {
             if let Some(status) = self.child.try_wait().unwrap() {
                 return status.code();
             }
-            assert!(Instant::now() < deadline, "worker did not exit:\n{}", self.log());
+            assert!(
+                Instant::now() < deadline,
+                "worker did not exit:\n{}",
+                self.log()
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
     }
@@ -163,7 +165,13 @@ pub fn bare_remote(repo: &Path, dir: &Path) -> PathBuf {
     let remote = dir.join("remote.git");
     super::git::git(
         dir,
-        &["clone", "-q", "--bare", repo.to_str().unwrap(), remote.to_str().unwrap()],
+        &[
+            "clone",
+            "-q",
+            "--bare",
+            repo.to_str().unwrap(),
+            remote.to_str().unwrap(),
+        ],
     );
     super::git::git(repo, &["remote", "add", "origin", remote.to_str().unwrap()]);
     remote

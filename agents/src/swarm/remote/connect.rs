@@ -188,16 +188,28 @@ impl Nats {
         if let Ok(store) = self.js.get_key_value(HEARTBEAT_BUCKET).await {
             return Ok(store);
         }
+        // The bucket's stream in the KV layout (`KV_<bucket>`, subjects `$KV.<bucket>.>`, one
+        // value per key), created directly: the client's `create_key_value` sends settings
+        // nats-server 2.9 answers in a form the client does not parse.
         self.js
-            .create_key_value(kv::Config {
-                bucket: HEARTBEAT_BUCKET.into(),
-                history: 1,
+            .get_or_create_stream(stream::Config {
+                name: format!("KV_{HEARTBEAT_BUCKET}"),
+                subjects: vec![format!("$KV.{HEARTBEAT_BUCKET}.>")],
+                max_messages_per_subject: 1,
                 max_age: HEARTBEAT_TTL,
                 storage: stream::StorageType::Memory,
+                allow_rollup: true,
+                deny_delete: true,
+                allow_direct: true,
+                discard: stream::DiscardPolicy::New,
                 ..Default::default()
             })
             .await
-            .map_err(|e| NatsError::js("creating the heartbeat bucket", e))
+            .map_err(|e| NatsError::js("creating the heartbeat bucket", e))?;
+        self.js
+            .get_key_value(HEARTBEAT_BUCKET)
+            .await
+            .map_err(|e| NatsError::js("opening the heartbeat bucket", e))
     }
 
     /// Publishes `payload` on `subject` and waits for JetStream's acknowledgement; `id` (the
@@ -205,7 +217,12 @@ impl Nats {
     ///
     /// # Errors
     /// [`NatsError::JetStream`].
-    pub async fn publish(&self, subject: String, id: &str, payload: Vec<u8>) -> Result<(), NatsError> {
+    pub async fn publish(
+        &self,
+        subject: String,
+        id: &str,
+        payload: Vec<u8>,
+    ) -> Result<(), NatsError> {
         let message = jetstream::message::PublishMessage::build()
             .payload(payload.into())
             .message_id(id);

@@ -119,7 +119,11 @@ pub async fn serve(
         fetch_lock: tokio::sync::Mutex::new(()),
         stop,
     });
-    let beating = tokio::spawn(heartbeat(heartbeats, host.options.name.clone(), host.stop.clone()));
+    let beating = tokio::spawn(heartbeat(
+        heartbeats,
+        host.options.name.clone(),
+        host.stop.clone(),
+    ));
     let slots = Arc::new(tokio::sync::Semaphore::new(host.options.concurrency.max(1)));
     let mut tasks = tokio::task::JoinSet::new();
     while !host.stop.is_cancelled() {
@@ -146,7 +150,10 @@ pub async fn serve(
         }
     }
     beating.abort();
-    Ok(HostOutcome::Stopped { completed, released })
+    Ok(HostOutcome::Stopped {
+        completed,
+        released,
+    })
 }
 
 /// The next subtask, waiting at most 2 s (so a stop is noticed); `None` when there is none.
@@ -262,9 +269,16 @@ impl Subtask {
         let id = uuid::Uuid::now_v7().to_string();
         let payload = serde_json::to_vec(&event).unwrap_or_default();
         for attempt in 0..30 {
-            match self.host.nats.publish(subject.clone(), &id, payload.clone()).await {
+            match self
+                .host
+                .nats
+                .publish(subject.clone(), &id, payload.clone())
+                .await
+            {
                 Ok(()) => return,
-                Err(e) if attempt == 29 => tracing::error!(error = %e, "publishing an event failed"),
+                Err(e) if attempt == 29 => {
+                    tracing::error!(error = %e, "publishing an event failed")
+                }
                 Err(_) => tokio::time::sleep(std::time::Duration::from_secs(1)).await,
             }
         }
@@ -316,9 +330,9 @@ impl Subtask {
         let paths = WorkPaths::new(&self.host.options.work_dir, &self.msg);
         let resume = {
             let _fetching = self.host.fetch_lock.lock().await;
-            fetch_run(&paths, &self.msg).await.map_err(|e| {
-                format!("could not fetch the run from {}: {e}", self.msg.repo_url)
-            })?
+            fetch_run(&paths, &self.msg)
+                .await
+                .map_err(|e| format!("could not fetch the run from {}: {e}", self.msg.repo_url))?
         };
         let start_commit = git::Oid::from_str(&self.msg.start_commit).map_err(|e| e.to_string())?;
         let spec = WorkerSpec {
@@ -350,10 +364,16 @@ impl Subtask {
             cancel: self.cancel.clone(),
         };
         let model = &self.host.model;
-        let run = Arc::new(RunContext::for_remote_worker(parts, &model.config, model.client.clone(), &model.model));
+        let run = Arc::new(RunContext::for_remote_worker(
+            parts,
+            &model.config,
+            model.client.clone(),
+            &model.model,
+        ));
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let tail = TranscriptTail::new(spec.transcript.clone());
-        let worker = run_worker_catching_panics(run, spec, ProgressSink::Channel(tx), self.cancel.clone());
+        let worker =
+            run_worker_catching_panics(run, spec, ProgressSink::Channel(tx), self.cancel.clone());
         tokio::pin!(worker);
         let mut tick = tokio::time::interval(std::time::Duration::from_millis(500));
         let mut tail = tail;
@@ -383,7 +403,11 @@ impl Subtask {
             if !batch.is_empty() && bytes + line.len() > TRANSCRIPT_BATCH_BYTES {
                 let sent = std::mem::take(&mut batch);
                 let count = sent.len() as u64;
-                self.event(EventBody::Transcript { from_line, lines: sent }).await;
+                self.event(EventBody::Transcript {
+                    from_line,
+                    lines: sent,
+                })
+                .await;
                 from_line += count;
                 bytes = 0;
             }
@@ -391,7 +415,11 @@ impl Subtask {
             batch.push(line);
         }
         if !batch.is_empty() {
-            self.event(EventBody::Transcript { from_line, lines: batch }).await;
+            self.event(EventBody::Transcript {
+                from_line,
+                lines: batch,
+            })
+            .await;
         }
     }
 
@@ -443,8 +471,15 @@ impl WorkPaths {
         let (run, worker) = (msg.run_id.as_str(), msg.worker_id.as_str());
         WorkPaths {
             clone: work_dir.join("repos").join(&repo),
-            worktree: work_dir.join("worktrees").join(&repo).join(run).join(worker),
-            transcript: work_dir.join("transcripts").join(run).join(format!("{worker}.jsonl")),
+            worktree: work_dir
+                .join("worktrees")
+                .join(&repo)
+                .join(run)
+                .join(worker),
+            transcript: work_dir
+                .join("transcripts")
+                .join(run)
+                .join(format!("{worker}.jsonl")),
         }
     }
 }
@@ -488,7 +523,11 @@ struct TranscriptTail {
 
 impl TranscriptTail {
     fn new(path: PathBuf) -> TranscriptTail {
-        TranscriptTail { path, offset: 0, lines: 0 }
+        TranscriptTail {
+            path,
+            offset: 0,
+            lines: 0,
+        }
     }
 
     /// `(lines sent before, new lines)`, `None` when nothing new is complete.

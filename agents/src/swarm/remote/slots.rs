@@ -119,12 +119,17 @@ impl NatsSlots {
     }
 
     /// Starts the task that consumes this run's events (once).
-    async fn ensure_listener(&self, coordinator: &ActorRef<CoordinatorActor>, run: &Arc<RunContext>) {
+    async fn ensure_listener(
+        &self,
+        coordinator: &ActorRef<CoordinatorActor>,
+        run: &Arc<RunContext>,
+    ) {
         self.listener
             .get_or_init(|| async {
                 let listener = Listener {
                     nats: self.nats.clone(),
-                    run: run.clone(),
+                    run_id: run.run_id.clone(),
+                    repo_root: run.repo_root.clone(),
                     repo_url: self.repo_url.clone(),
                     shared: self.shared.clone(),
                     coordinator: coordinator.clone(),
@@ -183,7 +188,12 @@ impl WorkerSlots for NatsSlots {
 }
 
 /// Pushes `commit` to `refname` on `url`.
-async fn push(repo: &Path, url: &str, commit: git::Oid, refname: String) -> Result<(), GitTaskError> {
+async fn push(
+    repo: &Path,
+    url: &str,
+    commit: git::Oid,
+    refname: String,
+) -> Result<(), GitTaskError> {
     let (repo, url) = (repo.to_path_buf(), url.to_string());
     git_task(move || Ok(git::push_commit(&repo, &url, commit, &refname)?)).await
 }
@@ -210,7 +220,8 @@ impl Dispatch {
             .ok()
             .and_then(|mut s| s.running.remove(&message.worker_id));
         if removed.is_some() {
-            let report = WorkerReport::failed(format!("could not dispatch the subtask: {error}"), 0);
+            let report =
+                WorkerReport::failed(format!("could not dispatch the subtask: {error}"), 0);
             let _ = self
                 .coordinator
                 .tell(WorkerDone {
@@ -230,7 +241,10 @@ impl Dispatch {
             .map_err(|e| format!("pushing its start commit to {}: {e}", message.repo_url))?;
         let payload = serde_json::to_vec(message).map_err(|e| e.to_string())?;
         let subject = wire::work_subject(&message.run_id, &message.worker_id);
-        let id = format!("{}.{}.{}", message.run_id, message.worker_id, message.start_commit);
+        let id = format!(
+            "{}.{}.{}",
+            message.run_id, message.worker_id, message.start_commit
+        );
         self.nats
             .publish(subject, &id, payload)
             .await
@@ -261,9 +275,13 @@ impl RunningWorker for RemoteHandle {
 
 /// Consumes the run's events (a durable consumer: a reconnect or a server restart continues
 /// where it stopped) and watches the heartbeats of the machines running its workers.
+///
+/// It holds no [`RunContext`] (whose event sender must close when the run ends) and stops when
+/// the coordinator has stopped.
 struct Listener {
     nats: Nats,
-    run: Arc<RunContext>,
+    run_id: String,
+    repo_root: PathBuf,
     repo_url: String,
     shared: Arc<Mutex<Shared>>,
     coordinator: ActorRef<CoordinatorActor>,
@@ -287,13 +305,13 @@ impl Listener {
     /// Reads events until the run is over (the coordinator is gone).
     async fn consume(&self) -> Result<(), NatsError> {
         let stream = self.nats.events_stream().await?;
-        let name = format!("coordinator-{}", self.run.run_id);
+        let name = format!("coordinator-{}", self.run_id);
         let consumer: consumer::PullConsumer = stream
             .get_or_create_consumer(
                 &name,
                 consumer::pull::Config {
                     durable_name: Some(name.clone()),
-                    filter_subject: format!("ahelper.events.{}.>", self.run.run_id),
+                    filter_subject: format!("ahelper.events.{}.>", self.run_id),
                     ack_policy: consumer::AckPolicy::Explicit,
                     ..Default::default()
                 },
@@ -304,21 +322,30 @@ impl Listener {
             .messages()
             .await
             .map_err(|e| NatsError::js("reading events", e))?;
-        while let Some(message) = messages.next().await {
-            if !self.coordinator.is_alive() {
+        let mut tick = tokio::time::interval(std::time::Duration::from_millis(500));
+        loop {
+            let next = tokio::select! {
+                next = messages.next() => next,
+                _ = tick.tick() => {
+                    if self.coordinator.is_alive() {
+                        continue;
+                    }
+                    return Ok(());
+                }
+            };
+            let Some(message) = next else {
                 return Ok(());
-            }
+            };
             let message = message.map_err(|e| NatsError::js("reading events", e))?;
             self.handle(&message.subject, &message.payload).await;
             let _ = message.ack().await;
         }
-        Ok(())
     }
 
     /// One event: validated, then applied to the worker it names when that worker runs.
     async fn handle(&self, subject: &str, payload: &[u8]) {
         let event = match EventMessage::parse(subject, payload) {
-            Ok(event) if event.run_id == self.run.run_id => event,
+            Ok(event) if event.run_id == self.run_id => event,
             Ok(_) => return,
             Err(error) => {
                 tracing::warn!(%subject, %error, "refused a worker event");
@@ -329,7 +356,8 @@ impl Listener {
             tracing::info!(worker = %event.worker_id, "event of a worker that is not running ignored");
             return;
         };
-        self.note_machine(index, &event.worker_id, &event.machine).await;
+        self.note_machine(index, &event.worker_id, &event.machine)
+            .await;
         match event.body {
             EventBody::Accepted => {}
             EventBody::Progress { progress } => {
@@ -345,7 +373,10 @@ impl Listener {
             }
             EventBody::Released => {
                 let status = WorkerStatus::Queued;
-                let _ = self.coordinator.tell(Progress::Status { index, status }).await;
+                let _ = self
+                    .coordinator
+                    .tell(Progress::Status { index, status })
+                    .await;
             }
         }
     }
@@ -368,7 +399,11 @@ impl Listener {
         });
         if changed.is_some() {
             let machine = machine.to_string();
-            let progress = Progress::Machine { index, machine, lost: false };
+            let progress = Progress::Machine {
+                index,
+                machine,
+                lost: false,
+            };
             let _ = self.coordinator.tell(progress).await;
         }
     }
@@ -395,7 +430,13 @@ impl Listener {
 
     /// The worker ended: its branch is fetched from the remote (when it committed), then the
     /// coordinator is told. Only the first end of a worker counts.
-    async fn finish(&self, worker: &str, index: usize, status: WorkerStatus, mut report: WorkerReport) {
+    async fn finish(
+        &self,
+        worker: &str,
+        index: usize,
+        status: WorkerStatus,
+        mut report: WorkerReport,
+    ) {
         let Some(remote) = self
             .shared
             .lock()
@@ -413,17 +454,26 @@ impl Listener {
         }
         let _ = self
             .coordinator
-            .tell(WorkerDone { index, status, report })
+            .tell(WorkerDone {
+                index,
+                status,
+                report,
+            })
             .await;
     }
 
     /// Fetches `ahelper/<run>/<worker>` from the remote into the local branch `branch` and
     /// checks that it is at `commit`.
     async fn fetch_branch(&self, worker: &str, branch: &str, commit: &str) -> Result<(), String> {
-        let expected = git::Oid::from_str(commit).map_err(|_| format!("invalid commit {commit}"))?;
-        let remote_branch = wire::worker_branch(&self.run.run_id, worker);
+        let expected =
+            git::Oid::from_str(commit).map_err(|_| format!("invalid commit {commit}"))?;
+        let remote_branch = wire::worker_branch(&self.run_id, worker);
         let spec = format!("+refs/heads/{remote_branch}:refs/heads/{branch}");
-        let (root, url, branch) = (self.run.repo_root.clone(), self.repo_url.clone(), branch.to_string());
+        let (root, url, branch) = (
+            self.repo_root.clone(),
+            self.repo_url.clone(),
+            branch.to_string(),
+        );
         let tip = git_task(move || {
             git::fetch_refspecs(&root, &url, &[spec])?;
             Ok(git::branch_tip(&root, &branch)?)
@@ -450,7 +500,9 @@ impl Listener {
                 Ok(s) => s
                     .running
                     .iter()
-                    .filter_map(|(id, w)| Some((id.clone(), w.index, w.machine.clone()?, w.machine_lost)))
+                    .filter_map(|(id, w)| {
+                        Some((id.clone(), w.index, w.machine.clone()?, w.machine_lost))
+                    })
                     .collect(),
                 Err(_) => return,
             };
@@ -471,7 +523,11 @@ impl Listener {
         }
         let _ = self
             .coordinator
-            .tell(Progress::Machine { index, machine, lost })
+            .tell(Progress::Machine {
+                index,
+                machine,
+                lost,
+            })
             .await;
     }
 }
@@ -484,10 +540,20 @@ fn with_index(progress: Progress, i: usize) -> Option<Progress> {
         Progress::Turn { turn, .. } => Progress::Turn { index: i, turn },
         Progress::ToolCall { action, .. } => Progress::ToolCall { index: i, action },
         Progress::Usage { total, .. } => Progress::Usage { index: i, total },
-        Progress::Denied { action, reason, .. } => Progress::Denied { index: i, action, reason },
+        Progress::Denied { action, reason, .. } => Progress::Denied {
+            index: i,
+            action,
+            reason,
+        },
         Progress::Retry { message, .. } => Progress::Retry { index: i, message },
         Progress::Machine { .. } => return None,
-        Progress::Phase { status, fix_round, .. } => Progress::Phase { index: i, status, fix_round },
+        Progress::Phase {
+            status, fix_round, ..
+        } => Progress::Phase {
+            index: i,
+            status,
+            fix_round,
+        },
     })
 }
 
@@ -496,7 +562,10 @@ fn append_lines(path: &Path, lines: &[&String]) -> std::io::Result<()> {
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent)?;
     }
-    let mut file = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)?;
     let mut text = String::new();
     for line in lines {
         text.push_str(line);

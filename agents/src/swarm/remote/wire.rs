@@ -160,7 +160,8 @@ pub enum WireError {
 /// [`WireError::InvalidId`].
 pub fn check_run_id(id: &str) -> Result<(), WireError> {
     let ok = id.len() == 36 && uuid::Uuid::try_parse(id).is_ok_and(|u| u.to_string() == id);
-    ok.then_some(()).ok_or_else(|| invalid("run id", id, "a UUID"))
+    ok.then_some(())
+        .ok_or_else(|| invalid("run id", id, "a UUID"))
 }
 
 /// Checks a worker id: `w` and 1 to 4 digits, no leading zero.
@@ -204,7 +205,12 @@ fn check_version(version: u32) -> Result<(), WireError> {
         .ok_or(WireError::Version { found: version })
 }
 
-fn check_subject(subject: &str, expected: String, run: &str, worker: &str) -> Result<(), WireError> {
+fn check_subject(
+    subject: &str,
+    expected: String,
+    run: &str,
+    worker: &str,
+) -> Result<(), WireError> {
     (subject == expected)
         .then_some(())
         .ok_or_else(|| WireError::SubjectMismatch {
@@ -232,12 +238,17 @@ impl SubtaskMessage {
             &msg.run_id,
             &msg.worker_id,
         )?;
-        let hex = msg.start_commit.len() == 40 && msg.start_commit.bytes().all(|b| b.is_ascii_hexdigit());
+        let hex =
+            msg.start_commit.len() == 40 && msg.start_commit.bytes().all(|b| b.is_ascii_hexdigit());
         if !hex {
             return Err(invalid("start commit", &msg.start_commit, "40 hex digits"));
         }
         if msg.repo_url.is_empty() || msg.repo_url.starts_with('-') {
-            return Err(invalid("repository URL", &msg.repo_url, "a git URL or path"));
+            return Err(invalid(
+                "repository URL",
+                &msg.repo_url,
+                "a git URL or path",
+            ));
         }
         Ok(msg)
     }
@@ -322,7 +333,10 @@ mod tests {
             msg.worker_id = worker.into();
             let subject = format!("ahelper.work.{RUN}.w1");
             let err = SubtaskMessage::parse(&subject, &serde_json::to_vec(&msg).unwrap());
-            assert!(matches!(err, Err(WireError::InvalidId { .. })), "{run} {worker}: {err:?}");
+            assert!(
+                matches!(err, Err(WireError::InvalidId { .. })),
+                "{run} {worker}: {err:?}"
+            );
         }
     }
 
@@ -331,13 +345,27 @@ mod tests {
         let msg = subtask();
         let other = work_subject(RUN, "w3");
         let err = SubtaskMessage::parse(&other, &serde_json::to_vec(&msg).unwrap());
-        assert!(matches!(err, Err(WireError::SubjectMismatch { .. })), "{err:?}");
+        assert!(
+            matches!(err, Err(WireError::SubjectMismatch { .. })),
+            "{err:?}"
+        );
         let mut newer = subtask();
         newer.version = WIRE_VERSION + 1;
-        assert_eq!(parse(&newer), Err(WireError::Version { found: WIRE_VERSION + 1 }));
+        assert_eq!(
+            parse(&newer),
+            Err(WireError::Version {
+                found: WIRE_VERSION + 1
+            })
+        );
         let mut bad = subtask();
         bad.start_commit = "HEAD~1".into();
-        assert!(matches!(parse(&bad), Err(WireError::InvalidId { what: "start commit", .. })));
+        assert!(matches!(
+            parse(&bad),
+            Err(WireError::InvalidId {
+                what: "start commit",
+                ..
+            })
+        ));
         let mut option = subtask();
         option.repo_url = "--upload-pack=touch /tmp/x".into();
         assert!(matches!(parse(&option), Err(WireError::InvalidId { .. })));
@@ -363,8 +391,17 @@ mod tests {
         };
         let subject = events_subject(RUN, "w1");
         let err = EventMessage::parse(&subject, &serde_json::to_vec(&event).unwrap());
-        assert!(matches!(err, Err(WireError::InvalidId { what: "machine name", .. })));
-        let ok = EventMessage { machine: "build-01.lan".into(), ..event };
+        assert!(matches!(
+            err,
+            Err(WireError::InvalidId {
+                what: "machine name",
+                ..
+            })
+        ));
+        let ok = EventMessage {
+            machine: "build-01.lan".into(),
+            ..event
+        };
         assert!(EventMessage::parse(&subject, &serde_json::to_vec(&ok).unwrap()).is_ok());
     }
 }

@@ -210,7 +210,6 @@ fn coordinator(repo: &TestRepo, server: &ahelper_fake_llm::FakeLlm, nats_url: &s
 /// A worker machine SIGKILLed while it runs all four subtasks: JetStream redelivers them after
 /// the ack wait to the other machine, and the run still ends with all four merged.
 #[test]
-#[ignore = "the worker side passes (observed: all four redelivered/handed back and merged), but the coordinator's closing summary request does not return against this slow fake-LLM script; see the branch report"]
 fn a_sigkilled_worker_machine_is_replaced_and_all_four_merge() {
     let nats = NatsServer::start();
     let repo = repo_with_remote();
@@ -265,7 +264,6 @@ fn a_sigkilled_worker_machine_is_replaced_and_all_four_merge() {
 /// SIGTERM on a worker machine: its running subtasks commit and push `wip`, are handed back
 /// (nak) and it exits 0; the other machine continues them from the pushed `wip` branches.
 #[test]
-#[ignore = "the worker side passes (observed: all four redelivered/handed back and merged), but the coordinator's closing summary request does not return against this slow fake-LLM script; see the branch report"]
 fn a_sigtermed_worker_hands_its_subtasks_back_and_exits_0() {
     let nats = NatsServer::start();
     let repo = repo_with_remote();

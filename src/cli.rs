@@ -140,6 +140,50 @@ pub enum Command {
     /// Trust this project's `.ahelper/config.toml` as it is now: its settings that widen
     /// permissions (mode, allow rules, a wider sandbox, endpoint) apply until the file changes.
     Trust,
+    /// Run swarm workers for coordinators elsewhere: pull subtasks from a NATS JetStream queue
+    /// until SIGTERM or Ctrl-C (see docs/distributed.md).
+    Worker(WorkerArgs),
+}
+
+/// How to reach the NATS server of a distributed swarm.
+#[derive(Debug, Args, Clone, Default)]
+pub struct NatsArgs {
+    /// NATS server URL (`nats://host:4222`, `tls://host:4222` for TLS; comma-separated for a
+    /// cluster). With `swarm`: run the workers on `ahelper worker` machines (config
+    /// `swarm.nats_url`).
+    #[arg(long, value_name = "URL")]
+    pub nats: Option<String>,
+
+    /// NATS credentials file (`.creds`: JWT and NKey seed).
+    #[arg(long, value_name = "FILE", env = "AHELPER_NATS_CREDS")]
+    pub nats_creds: Option<PathBuf>,
+
+    /// NATS user; the password is read from `AHELPER_NATS_PASSWORD`.
+    #[arg(long, value_name = "USER", env = "AHELPER_NATS_USER")]
+    pub nats_user: Option<String>,
+
+    /// PEM file of CA certificates to trust for a `tls://` server.
+    #[arg(long, value_name = "FILE", env = "AHELPER_NATS_CA")]
+    pub nats_ca: Option<PathBuf>,
+}
+
+/// `ahelper worker`.
+#[derive(Debug, Args, Clone)]
+pub struct WorkerArgs {
+    #[command(flatten)]
+    pub nats: NatsArgs,
+
+    /// Subtasks run at once (default: number of CPUs / 2, at least 1).
+    #[arg(long, value_name = "N", value_parser = parse_positive)]
+    pub concurrency: Option<usize>,
+
+    /// Where clones, worktrees and transcripts live (default `$XDG_STATE_HOME/ahelper/remote`).
+    #[arg(long, value_name = "DIR")]
+    pub work_dir: Option<PathBuf>,
+
+    /// This machine's name in the coordinator's table (default: host name and pid).
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
 }
 
 /// `ahelper swarm`.
@@ -203,6 +247,9 @@ pub struct SwarmRunArgs {
     /// (one JSON event per line, each with a `type` key as in `-p`).
     #[arg(long, value_enum, default_value_t = SwarmOutputFormat::Text)]
     pub output_format: SwarmOutputFormat,
+
+    #[command(flatten)]
+    pub nats: NatsArgs,
 }
 
 /// Output formats of `swarm` and `swarm resume`: a run is a stream of events, so there is no

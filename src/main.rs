@@ -34,6 +34,7 @@ mod swarm_cmd;
 mod swarm_ui;
 mod trust_cmd;
 mod typeahead;
+mod worker_cmd;
 
 use ahelper_agents::config::{CliOverrides, Config, ConfigError, EnvSnapshot};
 use ahelper_agents::hardening::{self, HardeningReport};
@@ -139,6 +140,7 @@ fn run(cli: Cli, hardening: HardeningReport) -> i32 {
             swarm_cmd::run(&rt, args, config, &env, mode_given, mcp_servers)
         }
         Some(cli::Command::Trust) => 0,
+        Some(cli::Command::Worker(args)) => worker_cmd::run(&rt, args, config, &env),
         None => run_session(&rt, cli, &config, &env),
     }
 }

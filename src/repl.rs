@@ -332,7 +332,7 @@ impl Repl<'_> {
             .clone();
         let run_args = crate::cli::SwarmRunArgs::default();
         let servers = self.session.mcp.specs();
-        let code = crate::swarm_cmd::start(&config, task, &run_args, &servers).await;
+        let code = crate::swarm_cmd::start(&config, task, &run_args, &servers, None).await;
         let record = RunRecord::list(root)
             .pop()
             .filter(|r| Some(&r.run_id) != before.as_ref());

@@ -14,7 +14,9 @@ use ahelper_agents::swarm::cleanup::{self, CleanStep, IntegrationCleanup, Integr
 use ahelper_agents::swarm::events::SwarmEvent;
 use ahelper_agents::swarm::logs::{self, TranscriptFollower};
 use ahelper_agents::swarm::plan::Plan;
+use ahelper_agents::swarm::remote::{NatsOptions, NatsSlots};
 use ahelper_agents::swarm::resume::{self, Resumable, ResumeSelection};
+use ahelper_agents::swarm::slots::WorkerSlots;
 use ahelper_agents::swarm::state::{RunOutcome, RunRecord, WorkerStatus};
 use ahelper_agents::swarm::summary::short_commit;
 use ahelper_agents::swarm::verification::{BaselineHandle, RunVerifier};
@@ -42,6 +44,14 @@ pub fn run(
     mode_given: bool,
     mcp_servers: Vec<McpServerSpec>,
 ) -> i32 {
+    let mut config = config;
+    if let Some(url) = &args.run.nats.nats {
+        config.swarm.nats_url = Some(url.clone());
+    }
+    let nats = config.swarm.nats_url.clone().map(|url| {
+        crate::worker_cmd::nats_options(&args.run.nats, url, env, "ahelper swarm coordinator")
+    });
+    let nats = nats.as_ref();
     match args.command {
         Some(SwarmCommand::Ls { all }) => ls(&config, all),
         Some(SwarmCommand::Status { run }) => status(&config, run.as_deref()),
@@ -88,11 +98,11 @@ pub fn run(
                 (false, false) => ResumeSelection::Workers(worker),
                 (false, true) => ResumeSelection::All,
             };
-            rt.block_on(resume(&config, &run, &selection, &run_args, mode_given, &mcp_servers))
+            rt.block_on(resume(&config, &run, &selection, &run_args, mode_given, &mcp_servers, nats))
         }
         None => match args.task {
             Some(task) if !task.trim().is_empty() => {
-                rt.block_on(start(&config, &task, &args.run, &mcp_servers))
+                rt.block_on(start(&config, &task, &args.run, &mcp_servers, nats))
             }
             _ => {
                 eprintln!(
@@ -206,6 +216,7 @@ pub(crate) async fn start(
     task: &str,
     run_args: &SwarmRunArgs,
     mcp_servers: &[McpServerSpec],
+    nats: Option<&NatsOptions>,
 ) -> i32 {
     let config = with_max_workers(config, run_args);
     let provider = match provider(&config) {
@@ -286,11 +297,43 @@ pub(crate) async fn start(
         planned.set_pending_baseline(baseline);
     }
     let run_id = planned.record().run_id.clone();
-    let code = execute_run(planned, &config, client, &provider.model, mode, mcp_servers).await;
+    let code = execute_run(
+        planned,
+        &config,
+        client,
+        &provider.model,
+        mode,
+        mcp_servers,
+        nats,
+    )
+    .await;
     if code == 0 && run_args.apply {
         return apply(&config, &run_id, run_args.allow_hazards);
     }
     code
+}
+
+/// The worker slots of a distributed run: connected to NATS, the base commit pushed to the
+/// repository's remote (`[swarm] remote`).
+async fn remote_slots(
+    nats: &NatsOptions,
+    config: &Config,
+    record: &RunRecord,
+) -> Result<Arc<dyn WorkerSlots>, String> {
+    let base = git::Oid::from_str(&record.base_commit).map_err(|e| e.to_string())?;
+    let connection = swarm::remote::connect(nats)
+        .await
+        .map_err(|e| e.to_string())?;
+    let slots = NatsSlots::prepare(
+        connection,
+        &record.repo_root,
+        &config.swarm.remote,
+        &record.run_id,
+        base,
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    Ok(Arc::new(slots))
 }
 
 /// Names the runs of the repository that a dead process left `planning` or `running`, and how
@@ -403,6 +446,7 @@ async fn plan(
         prompter: Arc::new(DenyPrompter),
         cancel: cancel.clone(),
         mcp_servers: Vec::new(),
+        worker_slots: None,
     };
     let ctrl_c = tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
@@ -527,7 +571,18 @@ async fn execute_run(
     model: &str,
     mode: EventOutput,
     mcp_servers: &[McpServerSpec],
+    nats: Option<&NatsOptions>,
 ) -> i32 {
+    let worker_slots = match nats {
+        Some(nats) => match remote_slots(nats, config, run.record()).await {
+            Ok(slots) => Some(slots),
+            Err(e) => {
+                eprintln!("ahelper: {e}");
+                return 1;
+            }
+        },
+        None => None,
+    };
     let cancel = CancellationToken::new();
     let (event_tx, event_rx) = tokio::sync::mpsc::unbounded_channel::<SwarmEvent>();
     let (prompt_tx, prompt_rx) = tokio::sync::mpsc::unbounded_channel::<PromptJob>();
@@ -561,6 +616,7 @@ async fn execute_run(
         prompter,
         cancel,
         mcp_servers: mcp_servers.to_vec(),
+        worker_slots,
     };
     let started = std::time::Instant::now();
     let result = swarm::execute(run, config, client, model, io, snap_tx).await;
@@ -688,6 +744,7 @@ async fn resume(
     run_args: &SwarmRunArgs,
     mode_given: bool,
     mcp_servers: &[McpServerSpec],
+    nats: Option<&NatsOptions>,
 ) -> i32 {
     let mut config = with_max_workers(config, run_args);
     let record = match find_run(&config, run) {
@@ -733,7 +790,7 @@ async fn resume(
     );
     let client = model_client(&provider);
     let mode = output_mode(run_args.output_format);
-    execute_run(run, &config, client, &provider.model, mode, mcp_servers).await
+    execute_run(run, &config, client, &provider.model, mode, mcp_servers, nats).await
 }
 
 /// Prunes git's registrations of the run's worktrees whose directories were deleted by hand and

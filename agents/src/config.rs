@@ -183,6 +183,11 @@ pub struct SwarmFile {
     /// Size guard of `.worktreeinclude`, in megabytes (10⁶ bytes) per worktree: an ignored
     /// entry that does not fit is skipped and named. Default 1,000.
     pub worktree_include_max_mb: Option<u64>,
+    /// NATS server of remote workers (`nats://host:4222`, `tls://…`); set, `ahelper swarm`
+    /// runs its workers on `ahelper worker` machines (`docs/distributed.md`). Unset: locally.
+    pub nats_url: Option<String>,
+    /// The git remote remote workers fetch from and push to. Default `origin`.
+    pub remote: Option<String>,
 }
 
 /// Deserialises an integer and checks `min ..= max`; the error names `key` and goes through the
@@ -399,6 +404,8 @@ impl ConfigFile {
         over!(swarm.max_file_mb);
         over!(swarm.setup);
         over!(swarm.worktree_include_max_mb);
+        over!(swarm.nats_url);
+        over!(swarm.remote);
         over!(sandbox.mode);
         over!(sandbox.network);
         self.sandbox.writable.extend(higher.sandbox.writable);
@@ -484,6 +491,10 @@ pub struct SwarmLimits {
     pub setup: Option<String>,
     /// `swarm.worktree_include_max_mb` in bytes: the `.worktreeinclude` size guard per worktree.
     pub include_max_bytes: u64,
+    /// `swarm.nats_url`: run workers on remote machines through this NATS server.
+    pub nats_url: Option<String>,
+    /// `swarm.remote`: the git remote both sides reach (default `origin`).
+    pub remote: String,
 }
 
 /// Default of `swarm.verify_timeout_s`, in seconds.
@@ -822,6 +833,8 @@ fn resolve_swarm(file: &SwarmFile) -> SwarmLimits {
             .map_or(ahelper_worktrees::DEFAULT_INCLUDE_MAX_BYTES, |mb| {
                 mb.saturating_mul(1_000_000)
             }),
+        nats_url: file.nats_url.clone(),
+        remote: file.remote.clone().unwrap_or_else(|| "origin".into()),
     }
 }
 
@@ -877,7 +890,8 @@ fn trusted_project_layer(
 /// Needs trust (widening): `permissions.allow`, a wider `permissions.mode`, `sandbox.mode =
 /// "off"`, `sandbox.writable`, `sandbox.network = true`, `swarm.worktree_root` (where worker
 /// checkouts and their writable paths go), `swarm.verify` and `swarm.setup` (commands ahelper
-/// runs itself), `swarm.worktree_include_max_mb` above the default 1,000,
+/// runs itself), `swarm.worktree_include_max_mb` above the default 1,000, `swarm.nats_url` and
+/// `swarm.remote` (where the run's code and subtasks are sent),
 /// `[mcp_servers]` (programs ahelper starts), `provider`, `base_url` and `api_key_env` (which
 /// server receives which key) — and **every key not listed above**, so a table added later
 /// needs trust until it is put on the first list. (`[hooks]` never apply from a project
@@ -911,6 +925,8 @@ pub fn split_untrusted(project: ConfigFile, lower_mode: Option<&str>) -> (Config
             worktree_root: None,
             verify: None,
             setup: None,
+            nats_url: None,
+            remote: None,
             max_file_mb: project.swarm.max_file_mb.filter(|mb| *mb <= 10),
             worktree_include_max_mb: project.swarm.worktree_include_max_mb.filter(|mb| {
                 mb.saturating_mul(1_000_000) <= ahelper_worktrees::DEFAULT_INCLUDE_MAX_BYTES

@@ -13,6 +13,7 @@ mod instructions;
 mod key_protection;
 mod mcp;
 mod opaque_code;
+mod nats;
 mod print_mode;
 mod processes;
 mod project_trust;

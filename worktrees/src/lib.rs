@@ -42,6 +42,7 @@ mod include;
 mod index_lock;
 mod lock;
 mod merge;
+mod remote;
 mod repo;
 mod serde_oid;
 mod worktree;
@@ -66,6 +67,7 @@ pub use merge::{
     ApplyOutcome, Candidate, ConflictFile, MergeOutcome, advance_branch, apply_to_current,
     checkout_detached, clean_untracked, conclude_merge, merge_candidate, merge_into, start_merge,
 };
+pub use remote::{ensure_clone, fetch_refspecs, push_commit, remote_ref, remote_url};
 pub use repo::{
     AHELPER_DIR, Head, Identity, RepoInfo, dirty_paths, ensure_excluded, snapshot_uncommitted,
 };

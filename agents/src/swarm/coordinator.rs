@@ -7,9 +7,10 @@
 //! that dies abnormally is recorded as failed (`on_link_died` is overridden: the default would
 //! stop the coordinator).
 //!
-//! Worker slots: [`CoordinatorActor::start_worker`] is the one place a worker is started (today
-//! a local [`WorkerActor`] linked to the coordinator); everything else sees a worker only
-//! through [`Progress`] and [`WorkerDone`] messages and [`CancelWorker`].
+//! Worker slots: [`CoordinatorActor::start_worker`] is the one place a worker is started, through
+//! the run's [`super::slots::WorkerSlots`] (a local worker actor linked to the coordinator, or a
+//! subtask message for a worker on another machine); everything else sees a worker only through
+//! [`Progress`] and [`WorkerDone`] messages and [`RunningWorker::cancel`].
 
 use super::cleanup::{MergedWork, remove_merged_worker};
 use super::events::SwarmEvent;
@@ -17,8 +18,9 @@ use super::merge_queue::{Gate, GatedMerge, MergeQueue, MergeStep};
 use super::plan::Plan;
 use super::run::RunContext;
 use super::scheduler::{Scheduler, SlotState};
+use super::slots::RunningWorker;
 use super::state::{FixRound, RunRecord, RunStatus, WorkerRecord, WorkerReport, WorkerStatus};
-use super::worker::{CancelWorker, WorkerActor, WorkerArgs, WorkerSpec};
+use super::worker::WorkerSpec;
 use super::{GitTaskError, git_task};
 use crate::model::Usage;
 use ahelper_worktrees as git;
@@ -29,8 +31,10 @@ use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::Instant;
 
-/// Progress reported by a worker while it runs.
-#[derive(Debug, Clone)]
+/// Progress reported by a worker while it runs. Serialisable: a worker on another machine sends
+/// it over NATS (JSON, tagged by `kind`).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Progress {
     /// New state.
     Status {
@@ -89,6 +93,15 @@ pub enum Progress {
         index: usize,
         /// Text.
         message: String,
+    },
+    /// The machine a remote worker runs on, or that machine stopped sending heartbeats.
+    Machine {
+        /// Plan index.
+        index: usize,
+        /// Its name.
+        machine: String,
+        /// It stopped sending heartbeats.
+        lost: bool,
     },
     /// A phase after the worker's loop: its self-check (`verifying`, `fixing`) or its merge
     /// (`verifying`, `fixing`, `resolving conflict`).
@@ -153,7 +166,7 @@ pub struct CoordinatorActor {
     scheduler: Scheduler,
     merge_queue: MergeQueue,
     /// The worker slots: running workers by plan index.
-    workers: BTreeMap<usize, ActorRef<WorkerActor>>,
+    workers: BTreeMap<usize, Box<dyn RunningWorker>>,
     actor_index: BTreeMap<ActorId, usize>,
     /// Start instants of running workers (by plan index), for the elapsed column.
     started: BTreeMap<usize, Instant>,
@@ -458,16 +471,14 @@ impl CoordinatorActor {
         };
         self.started.insert(index, Instant::now());
         self.set_status(index, WorkerStatus::Starting);
-        let worker = WorkerActor::spawn_link(
-            me,
-            WorkerArgs {
-                run: self.run.clone(),
-                spec,
-                coordinator: me.clone(),
-            },
-        )
-        .await;
-        self.actor_index.insert(worker.id(), index);
+        let worker = self
+            .run
+            .worker_slots
+            .start(me, self.run.clone(), spec)
+            .await;
+        if let Some(id) = worker.actor_id() {
+            self.actor_index.insert(id, index);
+        }
         self.workers.insert(index, worker);
     }
 
@@ -580,7 +591,7 @@ impl CoordinatorActor {
             baseline.stop();
         }
         for worker in self.workers.values() {
-            let _ = worker.tell(CancelWorker).try_send();
+            worker.cancel();
         }
         self.run.cancel.cancel();
     }
@@ -943,6 +954,20 @@ impl CoordinatorActor {
             Progress::Usage { index, total } => {
                 self.account_usage(index, total);
                 self.check_budget();
+            }
+            Progress::Machine {
+                index,
+                machine,
+                lost,
+            } => {
+                let w = &self.record.workers[index];
+                if lost && !w.machine_lost {
+                    let message = format!("[{}] machine lost: {machine}", w.id);
+                    self.emit(SwarmEvent::Notice { message });
+                }
+                let w = &mut self.record.workers[index];
+                w.machine = Some(machine);
+                w.machine_lost = lost;
             }
             Progress::Retry { index, message } => {
                 let w = &mut self.record.workers[index];

@@ -315,6 +315,8 @@ fn worker_records(record: &RunRecord, plan: &Plan, config: &Config) -> Vec<Worke
                 fix_round: None,
                 verification: None,
                 verify_output: None,
+                machine: None,
+                machine_lost: false,
             }
         })
         .collect()

@@ -4,11 +4,11 @@
 //! Format: a `---` line, YAML keys `name`, `description`, `tools` (list of tool names),
 //! optional `max_turns`, a `---` line, then the instructions in Markdown.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::path::Path;
 
-/// A role.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A role. Serialisable: a remote worker gets the run's worker role in its subtask message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RoleDefinition {
     /// Role name.
     pub name: String,

@@ -158,6 +158,8 @@ pub struct RunContext {
     pub redactor: Redactor,
     /// MCP servers every worker starts for itself, in its worktree ([`RunIo::mcp_servers`]).
     pub mcp_servers: Vec<crate::mcp::McpServerSpec>,
+    /// Where workers run: in this process, or on other machines through NATS.
+    pub worker_slots: Arc<dyn super::slots::WorkerSlots>,
 }
 
 impl RunContext {
@@ -202,6 +204,8 @@ pub struct RunIo {
     /// as working directory and root, and stops them when it ends; their tool calls count
     /// against the worker's caps (turns, tool output) like any other tool.
     pub mcp_servers: Vec<crate::mcp::McpServerSpec>,
+    /// Where workers run (`None`: in this process, [`super::slots::LocalSlots`]).
+    pub worker_slots: Option<Arc<dyn super::slots::WorkerSlots>>,
 }
 
 /// A run that exists on disk and is ready to plan.
@@ -651,6 +655,10 @@ fn run_context(
         redactor: config.redactor.clone(),
         mcp_servers: io.mcp_servers.clone(),
         repo_root: root,
+        worker_slots: io
+            .worker_slots
+            .clone()
+            .unwrap_or_else(|| Arc::new(super::slots::LocalSlots)),
     })
 }
 
@@ -715,4 +723,113 @@ async fn cancel_when(
             reason: reason.into(),
         })
         .await;
+}
+
+/// What a worker machine (`ahelper worker`) needs to run one subtask of a coordinator
+/// elsewhere: its own configuration, model and permission policy, the cached clone the subtask's
+/// worktree is made in, and the run's task and worker role from the subtask message.
+pub struct RemoteRunParts {
+    /// Run id (validated).
+    pub run_id: String,
+    /// The whole swarm's task.
+    pub task: String,
+    /// The cached clone of the run's repository on this machine.
+    pub clone: PathBuf,
+    /// Its lock, shared by every subtask in that clone.
+    pub git_lock: Arc<git::RepoLock>,
+    /// The run's worker role.
+    pub role: RoleDefinition,
+    /// Cancelled when the subtask must stop (SIGTERM, the coordinator's cancel).
+    pub cancel: CancellationToken,
+}
+
+impl RunContext {
+    /// The context of one remote subtask: this machine's `[agent]`, `[swarm]` worker limits,
+    /// permission rules, sandbox and redaction; permission prompts are denied at once (no
+    /// terminal); no verification (the coordinator verifies every merge); events stay local.
+    pub fn for_remote_worker(
+        parts: RemoteRunParts,
+        config: &Config,
+        client: Arc<dyn ModelClient>,
+        model: &str,
+    ) -> RunContext {
+        let root = parts.clone;
+        let worker_settings = AgentSettings {
+            max_turns: config.swarm.worker_max_turns,
+            ..AgentSettings::new(&config.agent, config.provider().ok())
+        };
+        let (events, _) = tokio::sync::mpsc::unbounded_channel();
+        let (snapshots, _) = tokio::sync::watch::channel(remote_record(&parts.run_id, &root));
+        RunContext {
+            verifier: None,
+            baseline: None,
+            worker_fix_rounds: 0,
+            merge_fix_attempts: 0,
+            // This machine's own `[swarm] setup` and `.worktreeinclude` guard; MCP servers are
+            // not started for remote subtasks (their approval lives on the coordinator's side).
+            worktree_setup: super::setup::WorktreeSetup {
+                include_limits: git::IncludeLimits {
+                    max_bytes: config.swarm.include_max_bytes,
+                },
+                command: config.swarm.setup.clone(),
+                timeout: std::time::Duration::from_secs(config.swarm.verify_timeout_s),
+            },
+            mcp_servers: Vec::new(),
+            run_id: parts.run_id,
+            task: parts.task,
+            git_lock: parts.git_lock,
+            client,
+            model: model.to_string(),
+            worker_settings,
+            hazard_limits: git::HazardLimits {
+                max_file_bytes: config.swarm.max_file_bytes,
+            },
+            policy: Arc::new(RwLock::new(config.permissions.clone())),
+            prompter: Arc::new(crate::permissions::DenyPrompter),
+            claims: Arc::new(DashMap::new()),
+            max_workers: 1,
+            token_budget: config.swarm.token_budget,
+            deadline: None,
+            cancel: parts.cancel,
+            worker_role: parts.role,
+            events,
+            snapshots,
+            events_log: std::sync::Mutex::new(None),
+            command_sandbox: Some(Arc::new(CommandSandbox::new(&config.sandbox, &root))),
+            redactor: config.redactor.clone(),
+            repo_root: root,
+            worker_slots: Arc::new(super::slots::LocalSlots),
+        }
+    }
+}
+
+/// The placeholder record of a remote subtask's context (nothing renders it).
+fn remote_record(run_id: &str, root: &Path) -> RunRecord {
+    RunRecord {
+        run_id: run_id.to_string(),
+        task: String::new(),
+        repo_root: root.to_path_buf(),
+        base_commit: String::new(),
+        base_ref: String::new(),
+        integration_branch: String::new(),
+        status: RunStatus::Running,
+        created_at: crate::transcript::now_rfc3339(),
+        updated_at: crate::transcript::now_rfc3339(),
+        pid: std::process::id(),
+        pid_start_time: None,
+        cleaned_at: None,
+        plan: None,
+        workers: Vec::new(),
+        usage: Usage::default(),
+        summary: None,
+        error: None,
+        permission_mode: None,
+        verify: None,
+        verify_worktree: None,
+        baseline: None,
+        final_verdict: None,
+        helpers: Vec::new(),
+        synthesis: None,
+        verify_activity: None,
+    }
 }

@@ -313,6 +313,12 @@ pub struct WorkerRecord {
     /// The failure output (head and tail) when `status` is `verify failed`.
     #[serde(default)]
     pub verify_output: Option<String>,
+    /// The machine a remote worker runs on (`None`: this machine).
+    #[serde(default)]
+    pub machine: Option<String>,
+    /// Its machine stopped sending heartbeats while it ran.
+    #[serde(default)]
+    pub machine_lost: bool,
 }
 
 impl WorkerRecord {
@@ -845,6 +851,8 @@ mod tests {
             fix_round: None,
             verification: None,
             verify_output: None,
+            machine: None,
+            machine_lost: false,
         }
     }
 

@@ -84,9 +84,9 @@ impl Actor for WorkerActor {
         tokio::spawn(async move {
             let index = args.spec.index;
             let coordinator = args.coordinator.clone();
+            let sink = ProgressSink::Coordinator(coordinator.clone());
             let (status, report) =
-                run_worker_catching_panics(args.run, args.spec, coordinator.clone(), task_cancel)
-                    .await;
+                run_worker_catching_panics(args.run, args.spec, sink, task_cancel).await;
             let _ = coordinator
                 .tell(WorkerDone {
                     index,
@@ -109,6 +109,29 @@ impl Message<CancelWorker> for WorkerActor {
     async fn handle(&mut self, _msg: CancelWorker, _ctx: &mut Context<Self, Self::Reply>) {
         tracing::info!(worker = %self.id, "cancel requested");
         self.cancel.cancel();
+    }
+}
+
+/// Where a worker's progress goes.
+#[derive(Clone)]
+pub enum ProgressSink {
+    /// The coordinator actor of this process (a local worker).
+    Coordinator(ActorRef<CoordinatorActor>),
+    /// A channel (a worker run for a coordinator elsewhere, which forwards it).
+    Channel(tokio::sync::mpsc::UnboundedSender<Progress>),
+}
+
+impl ProgressSink {
+    /// Delivers `progress`; a receiver that is gone is ignored (the run is over).
+    pub async fn tell(&self, progress: Progress) {
+        match self {
+            ProgressSink::Coordinator(coordinator) => {
+                let _ = coordinator.tell(progress).await;
+            }
+            ProgressSink::Channel(channel) => {
+                let _ = channel.send(progress);
+            }
+        }
     }
 }
 
@@ -147,10 +170,12 @@ pub fn worker_prompt(subtask: &Subtask, task: &str) -> String {
 /// The prompt a resumed worker continues its conversation with.
 pub const RESUME_PROMPT: &str = "The run was interrupted. Continue your subtask from where you left off; check the current state of the files first.";
 
-async fn run_worker_catching_panics(
+/// Runs worker `spec` to its end (worktree, agent loop, commit, self-check) and returns its final
+/// state and report; a panic becomes a failed report. Progress goes to `coordinator`.
+pub async fn run_worker_catching_panics(
     run: Arc<RunContext>,
     spec: WorkerSpec,
-    coordinator: ActorRef<CoordinatorActor>,
+    coordinator: ProgressSink,
     cancel: CancellationToken,
 ) -> (WorkerStatus, WorkerReport) {
     let started = Instant::now();
@@ -175,7 +200,7 @@ async fn run_worker_catching_panics(
 async fn run_worker(
     run: Arc<RunContext>,
     spec: WorkerSpec,
-    coordinator: ActorRef<CoordinatorActor>,
+    coordinator: ProgressSink,
     cancel: CancellationToken,
     started: Instant,
 ) -> (WorkerStatus, WorkerReport) {
@@ -272,7 +297,7 @@ struct SelfCheck<'a> {
     spec: &'a WorkerSpec,
     worktree: &'a Path,
     verifier: &'a RunVerifier,
-    coordinator: &'a ActorRef<CoordinatorActor>,
+    coordinator: &'a ProgressSink,
     cancel: &'a CancellationToken,
     started: Instant,
 }
@@ -543,7 +568,7 @@ async fn run_agent(
     agent: &mut Agent,
     run: &RunContext,
     spec: &WorkerSpec,
-    coordinator: &ActorRef<CoordinatorActor>,
+    coordinator: &ProgressSink,
     cancel: &CancellationToken,
 ) -> AgentOutcome {
     let forward = tokio::spawn(forward_progress(
@@ -577,7 +602,7 @@ async fn forward_progress(
     mut events: UnboundedReceiver<AgentEvent>,
     index: usize,
     worktree: std::path::PathBuf,
-    coordinator: ActorRef<CoordinatorActor>,
+    coordinator: ProgressSink,
 ) {
     while let Some(event) = events.recv().await {
         let command_done =

@@ -3,6 +3,7 @@
 
 pub mod git;
 
+pub mod nats;
 pub mod pyproject;
 
 pub mod scripts;

@@ -1,0 +1,237 @@
+//! Connecting to NATS and setting up the JetStream objects both sides use: the work-queue stream
+//! of subtasks with its durable workers' consumer, the stream of worker events and the heartbeat
+//! KV bucket. Creating an object that exists with the same configuration is a no-op, so the
+//! coordinator and every worker set them up on start and the first one wins.
+
+use super::wire::{EVENTS_STREAM, HEARTBEAT_BUCKET, WORK_STREAM, WORKERS_CONSUMER};
+use async_nats::jetstream::{self, consumer, kv, stream};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// How long a worker may hold a subtask without a sign of life before JetStream redelivers it
+/// (a running worker reports progress every [`PROGRESS_EVERY`]).
+pub const ACK_WAIT: Duration = Duration::from_secs(30);
+/// How often a running worker tells JetStream it is still at work on a subtask.
+pub const PROGRESS_EVERY: Duration = Duration::from_secs(5);
+/// How long a heartbeat stays in the KV bucket: a machine silent this long is lost.
+pub const HEARTBEAT_TTL: Duration = Duration::from_secs(15);
+/// How often a worker machine writes its heartbeat.
+pub const HEARTBEAT_EVERY: Duration = Duration::from_secs(3);
+/// Deliveries of one subtask before JetStream gives up on it.
+pub const MAX_DELIVER: i64 = 10;
+
+/// Where and how to connect: `--nats URL` (`nats://`, or `tls://` for TLS) and credentials.
+#[derive(Debug, Clone, Default)]
+pub struct NatsOptions {
+    /// Server URL(s), comma-separated.
+    pub url: String,
+    /// A `.creds` file (JWT and NKey seed).
+    pub creds_file: Option<PathBuf>,
+    /// User and password.
+    pub user_password: Option<(String, String)>,
+    /// A PEM file of CA certificates to trust for `tls://`.
+    pub ca_file: Option<PathBuf>,
+    /// The connection's name in the server's monitoring.
+    pub name: String,
+}
+
+/// Connecting or setting up JetStream failed.
+#[derive(Debug, thiserror::Error)]
+pub enum NatsError {
+    /// The server could not be reached or refused the credentials.
+    #[error(
+        "cannot connect to NATS at {url}: {message}; check that nats-server runs there with JetStream (`nats-server -js`) and the credentials"
+    )]
+    Connect {
+        /// The URL.
+        url: String,
+        /// Cause.
+        message: String,
+    },
+    /// The credentials file could not be read.
+    #[error("cannot read the NATS credentials file {path}: {source}")]
+    Creds {
+        /// The file.
+        path: PathBuf,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// A JetStream request (stream, consumer, KV, publish) failed.
+    #[error(
+        "NATS JetStream {action} failed: {message}; check that the server runs with JetStream enabled (`-js`)"
+    )]
+    JetStream {
+        /// What was attempted.
+        action: &'static str,
+        /// Cause.
+        message: String,
+    },
+}
+
+impl NatsError {
+    /// A JetStream failure of `action`.
+    pub fn js(action: &'static str, error: impl std::fmt::Display) -> Self {
+        NatsError::JetStream {
+            action,
+            message: error.to_string(),
+        }
+    }
+}
+
+/// The JetStream handles of one connection.
+#[derive(Clone)]
+pub struct Nats {
+    /// The core client (reconnects by itself).
+    pub client: async_nats::Client,
+    /// JetStream on it.
+    pub js: jetstream::Context,
+}
+
+/// Connects (retrying forever on reconnect, and on the first connect for up to 30 s).
+///
+/// # Errors
+/// [`NatsError::Connect`], [`NatsError::Creds`].
+pub async fn connect(options: &NatsOptions) -> Result<Nats, NatsError> {
+    let mut connect = async_nats::ConnectOptions::new()
+        .name(&options.name)
+        .max_reconnects(None)
+        .connection_timeout(Duration::from_secs(10));
+    if let Some(path) = &options.creds_file {
+        connect = connect
+            .credentials_file(path)
+            .await
+            .map_err(|source| NatsError::Creds {
+                path: path.clone(),
+                source,
+            })?;
+    }
+    if let Some((user, password)) = &options.user_password {
+        connect = connect.user_and_password(user.clone(), password.clone());
+    }
+    if let Some(ca) = &options.ca_file {
+        connect = connect.add_root_certificates(ca.clone());
+    }
+    let client = connect
+        .connect(options.url.as_str())
+        .await
+        .map_err(|e| NatsError::Connect {
+            url: options.url.clone(),
+            message: e.to_string(),
+        })?;
+    let js = jetstream::new(client.clone());
+    Ok(Nats { client, js })
+}
+
+impl Nats {
+    /// The stream of subtasks (work queue, on disk).
+    ///
+    /// # Errors
+    /// [`NatsError::JetStream`].
+    pub async fn work_stream(&self) -> Result<stream::Stream, NatsError> {
+        self.js
+            .get_or_create_stream(stream::Config {
+                name: WORK_STREAM.into(),
+                subjects: vec!["ahelper.work.>".into()],
+                retention: stream::RetentionPolicy::WorkQueue,
+                storage: stream::StorageType::File,
+                duplicate_window: Duration::from_secs(120),
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| NatsError::js("creating the work stream", e))
+    }
+
+    /// The stream of worker events (on disk, kept a day).
+    ///
+    /// # Errors
+    /// [`NatsError::JetStream`].
+    pub async fn events_stream(&self) -> Result<stream::Stream, NatsError> {
+        self.js
+            .get_or_create_stream(stream::Config {
+                name: EVENTS_STREAM.into(),
+                subjects: vec!["ahelper.events.>".into()],
+                storage: stream::StorageType::File,
+                max_age: Duration::from_secs(24 * 3600),
+                duplicate_window: Duration::from_secs(120),
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| NatsError::js("creating the events stream", e))
+    }
+
+    /// The durable consumer every worker pulls subtasks from.
+    ///
+    /// # Errors
+    /// [`NatsError::JetStream`].
+    pub async fn workers_consumer(&self) -> Result<consumer::PullConsumer, NatsError> {
+        self.work_stream()
+            .await?
+            .get_or_create_consumer(
+                WORKERS_CONSUMER,
+                consumer::pull::Config {
+                    durable_name: Some(WORKERS_CONSUMER.into()),
+                    ack_policy: consumer::AckPolicy::Explicit,
+                    ack_wait: ACK_WAIT,
+                    max_deliver: MAX_DELIVER,
+                    ..Default::default()
+                },
+            )
+            .await
+            .map_err(|e| NatsError::js("creating the workers' consumer", e))
+    }
+
+    /// The heartbeat bucket (entries expire after [`HEARTBEAT_TTL`]).
+    ///
+    /// # Errors
+    /// [`NatsError::JetStream`].
+    pub async fn heartbeats(&self) -> Result<kv::Store, NatsError> {
+        if let Ok(store) = self.js.get_key_value(HEARTBEAT_BUCKET).await {
+            return Ok(store);
+        }
+        // The bucket's stream in the KV layout (`KV_<bucket>`, subjects `$KV.<bucket>.>`, one
+        // value per key), created directly: the client's `create_key_value` sends settings
+        // nats-server 2.9 answers in a form the client does not parse.
+        self.js
+            .get_or_create_stream(stream::Config {
+                name: format!("KV_{HEARTBEAT_BUCKET}"),
+                subjects: vec![format!("$KV.{HEARTBEAT_BUCKET}.>")],
+                max_messages_per_subject: 1,
+                max_age: HEARTBEAT_TTL,
+                storage: stream::StorageType::Memory,
+                allow_rollup: true,
+                deny_delete: true,
+                allow_direct: true,
+                discard: stream::DiscardPolicy::New,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| NatsError::js("creating the heartbeat bucket", e))?;
+        self.js
+            .get_key_value(HEARTBEAT_BUCKET)
+            .await
+            .map_err(|e| NatsError::js("opening the heartbeat bucket", e))
+    }
+
+    /// Publishes `payload` on `subject` and waits for JetStream's acknowledgement; `id` (the
+    /// `Nats-Msg-Id`) makes a repeated publish within two minutes a no-op.
+    ///
+    /// # Errors
+    /// [`NatsError::JetStream`].
+    pub async fn publish(
+        &self,
+        subject: String,
+        id: &str,
+        payload: Vec<u8>,
+    ) -> Result<(), NatsError> {
+        let message = jetstream::message::PublishMessage::build()
+            .payload(payload.into())
+            .message_id(id);
+        self.js
+            .send_publish(subject, message)
+            .await
+            .map_err(|e| NatsError::js("publishing", e))?
+            .await
+            .map_err(|e| NatsError::js("publishing (acknowledgement)", e))?;
+        Ok(())
+    }
+}

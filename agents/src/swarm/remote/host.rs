@@ -1,0 +1,547 @@
+//! `ahelper worker`: a long-running process on a worker machine that pulls subtasks from the
+//! JetStream work queue and runs each exactly as a local worker runs
+//! ([`run_worker_catching_panics`]: same caps, sandbox, transcript), in a worktree of a cached
+//! clone of the run's repository, then pushes its branch and reports.
+//!
+//! Per subtask ([`Subtask::run`]): validate the message (a forged one is terminated, never
+//! run) → say `accepted` → fetch the run's refs into the clone (one per repository URL under
+//! the work dir) → the worktree at the start commit, or at the pushed `wip` of an earlier
+//! attempt → the agent loop, its progress and transcript lines streamed as events → push
+//! `ahelper/<run>/<worker>` → `done` and ack. While it runs, JetStream is told it is in
+//! progress; a machine that dies stops saying so and the subtask is redelivered. On stop
+//! (SIGTERM) running subtasks are cancelled, commit and push `wip`, and are handed back (nak).
+
+use super::connect::{HEARTBEAT_EVERY, Nats, NatsError, PROGRESS_EVERY};
+use super::wire::{
+    self, EventBody, EventMessage, SubtaskMessage, WIRE_VERSION, WireError, check_machine,
+};
+use crate::config::Config;
+use crate::model::ModelClient;
+use crate::swarm::run::{RemoteRunParts, RunContext};
+use crate::swarm::state::{WorkerReport, WorkerStatus};
+use crate::swarm::worker::{ProgressSink, WorkerSpec, run_worker_catching_panics};
+use crate::swarm::{GitTaskError, git_task};
+use ahelper_worktrees as git;
+use async_nats::jetstream::{AckKind, Message};
+use futures::StreamExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+/// Transcript bytes per event (NATS' default message limit is 1 MiB).
+const TRANSCRIPT_BATCH_BYTES: usize = 256 * 1024;
+
+/// How `ahelper worker` runs.
+pub struct HostOptions {
+    /// Subtasks at once (≥ 1).
+    pub concurrency: usize,
+    /// Where clones, worktrees and transcripts live.
+    pub work_dir: PathBuf,
+    /// This machine's name in events and heartbeats (validated).
+    pub name: String,
+}
+
+/// This machine's model and configuration (API keys stay here).
+pub struct HostModel {
+    /// This machine's configuration.
+    pub config: Config,
+    /// Its model client.
+    pub client: Arc<dyn ModelClient>,
+    /// Its model name.
+    pub model: String,
+}
+
+/// How `ahelper worker` ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostOutcome {
+    /// Stopped on request; running subtasks finished or were handed back.
+    Stopped {
+        /// Subtasks it ran to the end.
+        completed: u64,
+        /// Subtasks it handed back.
+        released: u64,
+    },
+}
+
+/// `ahelper worker` could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    /// NATS failed.
+    #[error(transparent)]
+    Nats(#[from] NatsError),
+    /// `--name` has the wrong format.
+    #[error("{0}; pass another --name")]
+    Name(#[from] WireError),
+    /// The work dir could not be created.
+    #[error("cannot create the work dir {path}: {source}; pass a writable --work-dir")]
+    WorkDir {
+        /// The directory.
+        path: PathBuf,
+        /// Cause.
+        source: std::io::Error,
+    },
+}
+
+/// What every subtask of this process shares.
+struct Host {
+    nats: Nats,
+    options: HostOptions,
+    model: HostModel,
+    owner: git::GitOwner,
+    /// One fetch at a time per clone.
+    fetch_lock: tokio::sync::Mutex<()>,
+    stop: CancellationToken,
+}
+
+/// Runs until `stop` is cancelled, then lets running subtasks hand themselves back.
+///
+/// # Errors
+/// [`HostError`] when it cannot start (bad name, work dir, NATS).
+pub async fn serve(
+    nats: Nats,
+    options: HostOptions,
+    model: HostModel,
+    stop: CancellationToken,
+) -> Result<HostOutcome, HostError> {
+    check_machine(&options.name)?;
+    std::fs::create_dir_all(&options.work_dir).map_err(|source| HostError::WorkDir {
+        path: options.work_dir.clone(),
+        source,
+    })?;
+    let consumer = nats.workers_consumer().await?;
+    nats.events_stream().await?;
+    let heartbeats = nats.heartbeats().await?;
+    let host = Arc::new(Host {
+        nats,
+        options,
+        model,
+        owner: git::GitOwner::new(),
+        fetch_lock: tokio::sync::Mutex::new(()),
+        stop,
+    });
+    let beating = tokio::spawn(heartbeat(
+        heartbeats,
+        host.options.name.clone(),
+        host.stop.clone(),
+    ));
+    let slots = Arc::new(tokio::sync::Semaphore::new(host.options.concurrency.max(1)));
+    let mut tasks = tokio::task::JoinSet::new();
+    while !host.stop.is_cancelled() {
+        let permit = tokio::select! {
+            p = slots.clone().acquire_owned() => p.expect("the semaphore is never closed"),
+            () = host.stop.cancelled() => break,
+        };
+        let Some(message) = next_message(&consumer, &host.stop).await else {
+            continue;
+        };
+        let host = host.clone();
+        tasks.spawn(async move {
+            let outcome = host.run_message(message).await;
+            drop(permit);
+            outcome
+        });
+    }
+    let (mut completed, mut released) = (0, 0);
+    while let Some(done) = tasks.join_next().await {
+        match done {
+            Ok(SubtaskOutcome::Completed) => completed += 1,
+            Ok(SubtaskOutcome::Released) => released += 1,
+            _ => {}
+        }
+    }
+    beating.abort();
+    Ok(HostOutcome::Stopped {
+        completed,
+        released,
+    })
+}
+
+/// The next subtask, waiting at most 2 s (so a stop is noticed); `None` when there is none.
+async fn next_message(
+    consumer: &async_nats::jetstream::consumer::PullConsumer,
+    stop: &CancellationToken,
+) -> Option<Message> {
+    let fetch = async {
+        let mut batch = consumer
+            .fetch()
+            .max_messages(1)
+            .expires(std::time::Duration::from_secs(2))
+            .messages()
+            .await
+            .ok()?;
+        batch.next().await?.ok()
+    };
+    tokio::select! {
+        m = fetch => {
+            if m.is_none() {
+                // An unreachable server: do not spin.
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            }
+            m
+        }
+        () = stop.cancelled() => None,
+    }
+}
+
+/// Writes this machine's heartbeat every [`HEARTBEAT_EVERY`] until stopped.
+async fn heartbeat(store: async_nats::jetstream::kv::Store, name: String, stop: CancellationToken) {
+    let mut tick = tokio::time::interval(HEARTBEAT_EVERY);
+    while !stop.is_cancelled() {
+        let beat = serde_json::json!({"machine": name, "pid": std::process::id(), "at": crate::transcript::now_rfc3339()});
+        if let Err(e) = store.put(&name, beat.to_string().into()).await {
+            tracing::warn!(error = %e, "writing the heartbeat failed");
+        }
+        tokio::select! {
+            _ = tick.tick() => {}
+            () = stop.cancelled() => {}
+        }
+    }
+}
+
+/// How one subtask message ended on this machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SubtaskOutcome {
+    /// Run to its end and acknowledged.
+    Completed,
+    /// Handed back to the queue (stop requested).
+    Released,
+    /// Refused: not a valid subtask (terminated, never redelivered).
+    Refused,
+}
+
+impl Host {
+    async fn run_message(self: Arc<Self>, message: Message) -> SubtaskOutcome {
+        let subtask = match SubtaskMessage::parse(&message.subject, &message.payload) {
+            Ok(s) => s,
+            Err(error) => {
+                tracing::warn!(subject = %message.subject, %error, "refused a subtask message");
+                let _ = message.ack_with(AckKind::Term).await;
+                return SubtaskOutcome::Refused;
+            }
+        };
+        let run = Subtask::new(self.clone(), subtask);
+        let keepalive = tokio::spawn(keep_in_progress(message.clone()));
+        let outcome = run.run().await;
+        keepalive.abort();
+        match outcome {
+            SubtaskOutcome::Released => {
+                let _ = message.ack_with(AckKind::Nak(None)).await;
+            }
+            _ => {
+                let _ = message.double_ack().await;
+            }
+        }
+        outcome
+    }
+}
+
+/// Tells JetStream every [`PROGRESS_EVERY`] that the subtask is still being worked on.
+async fn keep_in_progress(message: Message) {
+    loop {
+        tokio::time::sleep(PROGRESS_EVERY).await;
+        let _ = message.ack_with(AckKind::Progress).await;
+    }
+}
+
+/// One subtask on this machine.
+struct Subtask {
+    host: Arc<Host>,
+    msg: SubtaskMessage,
+    /// Cancelled on stop or the coordinator's cancel.
+    cancel: CancellationToken,
+}
+
+impl Subtask {
+    fn new(host: Arc<Host>, msg: SubtaskMessage) -> Subtask {
+        let cancel = host.stop.child_token();
+        Subtask { host, msg, cancel }
+    }
+
+    async fn event(&self, body: EventBody) {
+        let event = EventMessage {
+            version: WIRE_VERSION,
+            run_id: self.msg.run_id.clone(),
+            worker_id: self.msg.worker_id.clone(),
+            machine: self.host.options.name.clone(),
+            body,
+        };
+        let subject = wire::events_subject(&self.msg.run_id, &self.msg.worker_id);
+        let id = uuid::Uuid::now_v7().to_string();
+        let payload = serde_json::to_vec(&event).unwrap_or_default();
+        for attempt in 0..30 {
+            match self
+                .host
+                .nats
+                .publish(subject.clone(), &id, payload.clone())
+                .await
+            {
+                Ok(()) => return,
+                Err(e) if attempt == 29 => {
+                    tracing::error!(error = %e, "publishing an event failed")
+                }
+                Err(_) => tokio::time::sleep(std::time::Duration::from_secs(1)).await,
+            }
+        }
+    }
+
+    /// The subtask from accepting it to its report.
+    async fn run(self) -> SubtaskOutcome {
+        self.event(EventBody::Accepted).await;
+        let control = self.watch_control().await;
+        let prepared = self.prepare().await;
+        let (status, report, clone) = match prepared {
+            Ok((spec, clone)) => {
+                let (status, report) = self.run_worker(spec, &clone).await;
+                (status, report, Some(clone))
+            }
+            Err(e) => (WorkerStatus::Failed, WorkerReport::failed(e, 0), None),
+        };
+        if let Some(control) = control {
+            control.abort();
+        }
+        let (status, report) = match clone {
+            Some(clone) => self.push_branch(&clone, status, report).await,
+            None => (status, report),
+        };
+        let released = self.host.stop.is_cancelled() && status == WorkerStatus::Cancelled;
+        if released {
+            self.event(EventBody::Released).await;
+            return SubtaskOutcome::Released;
+        }
+        self.event(EventBody::Done { status, report }).await;
+        SubtaskOutcome::Completed
+    }
+
+    /// Cancels the subtask when the coordinator says so.
+    async fn watch_control(&self) -> Option<tokio::task::JoinHandle<()>> {
+        let subject = format!("ahelper.control.{}.{}", self.msg.run_id, self.msg.worker_id);
+        let mut sub = self.host.nats.client.subscribe(subject).await.ok()?;
+        let cancel = self.cancel.clone();
+        Some(tokio::spawn(async move {
+            if sub.next().await.is_some() {
+                cancel.cancel();
+            }
+        }))
+    }
+
+    /// The clone, fetched; the worker's spec (a new branch at the start commit, or the pushed
+    /// `wip` of an earlier attempt).
+    async fn prepare(&self) -> Result<(WorkerSpec, PathBuf), String> {
+        let paths = WorkPaths::new(&self.host.options.work_dir, &self.msg);
+        let resume = {
+            let _fetching = self.host.fetch_lock.lock().await;
+            fetch_run(&paths, &self.msg)
+                .await
+                .map_err(|e| format!("could not fetch the run from {}: {e}", self.msg.repo_url))?
+        };
+        let start_commit = git::Oid::from_str(&self.msg.start_commit).map_err(|e| e.to_string())?;
+        let spec = WorkerSpec {
+            index: 0,
+            id: self.msg.worker_id.clone(),
+            subtask: self.msg.subtask.clone(),
+            branch: wire::worker_branch(&self.msg.run_id, &self.msg.worker_id),
+            worktree: paths.worktree,
+            start_commit,
+            resume,
+            role: self.msg.role.clone(),
+            transcript: paths.transcript,
+        };
+        Ok((spec, paths.clone))
+    }
+
+    /// The local worker's run, with progress and transcript lines streamed as events.
+    async fn run_worker(&self, spec: WorkerSpec, clone: &Path) -> (WorkerStatus, WorkerReport) {
+        let lock = match self.host.owner.lock_for(clone) {
+            Ok(lock) => lock,
+            Err(e) => return (WorkerStatus::Failed, WorkerReport::failed(e.to_string(), 0)),
+        };
+        let parts = RemoteRunParts {
+            run_id: self.msg.run_id.clone(),
+            task: self.msg.task.clone(),
+            clone: clone.to_path_buf(),
+            git_lock: lock,
+            role: self.msg.role.clone(),
+            cancel: self.cancel.clone(),
+        };
+        let model = &self.host.model;
+        let run = Arc::new(RunContext::for_remote_worker(
+            parts,
+            &model.config,
+            model.client.clone(),
+            &model.model,
+        ));
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let tail = TranscriptTail::new(spec.transcript.clone());
+        let worker =
+            run_worker_catching_panics(run, spec, ProgressSink::Channel(tx), self.cancel.clone());
+        tokio::pin!(worker);
+        let mut tick = tokio::time::interval(std::time::Duration::from_millis(500));
+        let mut tail = tail;
+        let done = loop {
+            tokio::select! {
+                done = &mut worker => break done,
+                Some(progress) = rx.recv() => self.event(EventBody::Progress { progress }).await,
+                _ = tick.tick() => self.send_transcript(&mut tail).await,
+            }
+        };
+        while let Ok(progress) = rx.try_recv() {
+            self.event(EventBody::Progress { progress }).await;
+        }
+        self.send_transcript(&mut tail).await;
+        done
+    }
+
+    /// New transcript lines, in batches of at most [`TRANSCRIPT_BATCH_BYTES`] (one longer line
+    /// goes alone).
+    async fn send_transcript(&self, tail: &mut TranscriptTail) {
+        let Some((mut from_line, lines)) = tail.new_lines() else {
+            return;
+        };
+        let mut batch: Vec<String> = Vec::new();
+        let mut bytes = 0;
+        for line in lines {
+            if !batch.is_empty() && bytes + line.len() > TRANSCRIPT_BATCH_BYTES {
+                let sent = std::mem::take(&mut batch);
+                let count = sent.len() as u64;
+                self.event(EventBody::Transcript {
+                    from_line,
+                    lines: sent,
+                })
+                .await;
+                from_line += count;
+                bytes = 0;
+            }
+            bytes += line.len();
+            batch.push(line);
+        }
+        if !batch.is_empty() {
+            self.event(EventBody::Transcript {
+                from_line,
+                lines: batch,
+            })
+            .await;
+        }
+    }
+
+    /// Pushes the worker's branch when it committed anything; a failed push fails the worker.
+    async fn push_branch(
+        &self,
+        clone: &Path,
+        status: WorkerStatus,
+        mut report: WorkerReport,
+    ) -> (WorkerStatus, WorkerReport) {
+        let branch = wire::worker_branch(&self.msg.run_id, &self.msg.worker_id);
+        let (root, url) = (clone.to_path_buf(), self.msg.repo_url.clone());
+        let start = self.msg.start_commit.clone();
+        let pushed = git_task(move || {
+            let Ok(tip) = git::branch_tip(&root, &branch) else {
+                return Ok(None);
+            };
+            if tip.to_string() == start {
+                return Ok(None);
+            }
+            git::push_commit(&root, &url, tip, &format!("refs/heads/{branch}"))?;
+            Ok(Some(tip))
+        })
+        .await;
+        match pushed {
+            Ok(_) => (status, report),
+            Err(e) => {
+                report.error = Some(format!("could not push the worker's branch: {e}"));
+                report.commit = None;
+                (WorkerStatus::Failed, report)
+            }
+        }
+    }
+}
+
+/// Where a subtask's files live under the work dir: built only from validated ids and a hash of
+/// the URL, so nothing from the message can point outside it.
+struct WorkPaths {
+    clone: PathBuf,
+    worktree: PathBuf,
+    transcript: PathBuf,
+}
+
+impl WorkPaths {
+    fn new(work_dir: &Path, msg: &SubtaskMessage) -> WorkPaths {
+        use sha2::Digest;
+        let digest = sha2::Sha256::digest(msg.repo_url.as_bytes());
+        let repo: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
+        let (run, worker) = (msg.run_id.as_str(), msg.worker_id.as_str());
+        WorkPaths {
+            clone: work_dir.join("repos").join(&repo),
+            worktree: work_dir
+                .join("worktrees")
+                .join(&repo)
+                .join(run)
+                .join(worker),
+            transcript: work_dir
+                .join("transcripts")
+                .join(run)
+                .join(format!("{worker}.jsonl")),
+        }
+    }
+}
+
+/// The clone exists and has the run's refs (`refs/ahelper/<run>/…`); the worker's pushed
+/// `wip` branch, when there is one and no local branch yet, becomes its local branch. Returns
+/// whether the worker continues an earlier attempt.
+async fn fetch_run(paths: &WorkPaths, msg: &SubtaskMessage) -> Result<bool, GitTaskError> {
+    let (clone, url) = (paths.clone.clone(), msg.repo_url.clone());
+    let (run, worker) = (msg.run_id.clone(), msg.worker_id.clone());
+    git_task(move || {
+        if let Some(parent) = clone.parent() {
+            std::fs::create_dir_all(parent).map_err(|source| GitTaskError::CreateDir {
+                path: parent.to_path_buf(),
+                source,
+            })?;
+        }
+        git::ensure_clone(&url, &clone)?;
+        let refs = format!("+refs/ahelper/{run}/*:refs/ahelper/{run}/*");
+        git::fetch_refspecs(&clone, &url, &[refs])?;
+        let branch = wire::worker_branch(&run, &worker);
+        if git::branch_tip(&clone, &branch).is_ok() {
+            return Ok(true);
+        }
+        let Some(wip) = git::remote_ref(&clone, &url, &format!("refs/heads/{branch}"))? else {
+            return Ok(false);
+        };
+        let spec = format!("+refs/heads/{branch}:refs/heads/{branch}");
+        git::fetch_refspecs(&clone, &url, &[spec])?;
+        Ok(git::branch_tip(&clone, &branch)? == wip)
+    })
+    .await
+}
+
+/// Reads the complete lines appended to a transcript since the last call.
+struct TranscriptTail {
+    path: PathBuf,
+    offset: u64,
+    lines: u64,
+}
+
+impl TranscriptTail {
+    fn new(path: PathBuf) -> TranscriptTail {
+        TranscriptTail {
+            path,
+            offset: 0,
+            lines: 0,
+        }
+    }
+
+    /// `(lines sent before, new lines)`, `None` when nothing new is complete.
+    fn new_lines(&mut self) -> Option<(u64, Vec<String>)> {
+        use std::io::{Read, Seek};
+        let mut file = std::fs::File::open(&self.path).ok()?;
+        file.seek(std::io::SeekFrom::Start(self.offset)).ok()?;
+        let mut text = String::new();
+        file.read_to_string(&mut text).ok()?;
+        let complete = text.rfind('\n')? + 1;
+        let lines: Vec<String> = text[..complete].lines().map(str::to_string).collect();
+        self.offset += complete as u64;
+        let from = self.lines;
+        self.lines += lines.len() as u64;
+        Some((from, lines))
+    }
+}

@@ -1,0 +1,16 @@
+//! Swarm workers on other machines: a coordinator publishes subtasks to a NATS JetStream work
+//! queue and moves code only through a git remote both sides reach; `ahelper worker` processes
+//! on any number of machines pull them. `docs/distributed.md` describes the set-up.
+//!
+//! - [`wire`]: the versioned messages and their validation;
+//! - [`connect`]: the connection and the JetStream objects (streams, consumer, heartbeat KV);
+//! - [`slots`]: [`NatsSlots`], the coordinator's [`super::slots::WorkerSlots`] for remote workers;
+//! - [`host`]: [`host::serve`], the `ahelper worker` loop.
+
+pub mod connect;
+pub mod host;
+pub mod slots;
+pub mod wire;
+
+pub use connect::{Nats, NatsError, NatsOptions, connect};
+pub use slots::{NatsSlots, RemoteError};

@@ -1,0 +1,583 @@
+//! The coordinator's side of remote workers: [`NatsSlots`], the [`WorkerSlots`] whose worker is
+//! a subtask message on the JetStream work queue. It pushes the run's base commit (and each
+//! worker's start commit) to the shared git remote, publishes subtasks, and turns the workers'
+//! events back into the coordinator's [`Progress`] and [`WorkerDone`] messages: transcript lines
+//! are written to `runs/<run>/workers/<w>.jsonl`, a finished branch is fetched from the remote
+//! before the worker is reported done (so the merge queue merges it like a local one), and a
+//! worker id that is not running (a duplicate delivery, a forged message) is ignored.
+
+use super::connect::{HEARTBEAT_EVERY, Nats, NatsError};
+use super::wire::{
+    self, EventBody, EventMessage, SubtaskMessage, WIRE_VERSION, base_ref, start_ref,
+};
+use crate::swarm::coordinator::{CoordinatorActor, Progress, WorkerDone};
+use crate::swarm::run::RunContext;
+use crate::swarm::slots::{RunningWorker, WorkerSlots};
+use crate::swarm::state::{WorkerReport, WorkerStatus};
+use crate::swarm::worker::WorkerSpec;
+use crate::swarm::{GitTaskError, git_task};
+use ahelper_worktrees as git;
+use async_nats::jetstream::consumer;
+use futures::StreamExt;
+use kameo::prelude::*;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// Setting up a distributed run failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RemoteError {
+    /// NATS could not be reached or set up.
+    #[error(transparent)]
+    Nats(#[from] NatsError),
+    /// The git remote could not be read or written.
+    #[error(
+        "cannot push the run's base commit to the git remote {url}: {source}; workers on other machines fetch it from there, so it must be reachable and writable"
+    )]
+    Push {
+        /// The remote's URL.
+        url: String,
+        /// Cause.
+        source: GitTaskError,
+    },
+    /// The configured remote does not exist.
+    #[error(
+        "the repository has no git remote `{remote}` ({source}); add one both this machine and the workers reach (`git remote add {remote} URL`) or set `[swarm] remote`"
+    )]
+    NoRemote {
+        /// Its name.
+        remote: String,
+        /// Cause.
+        source: GitTaskError,
+    },
+}
+
+/// A remote worker the coordinator waits for.
+struct RemoteWorker {
+    index: usize,
+    branch: String,
+    transcript: PathBuf,
+    /// Transcript lines written so far.
+    lines: u64,
+    machine: Option<String>,
+    machine_lost: bool,
+}
+
+/// What the slots and their event listener share.
+#[derive(Default)]
+struct Shared {
+    running: HashMap<String, RemoteWorker>,
+}
+
+/// Worker slots on other machines, through NATS JetStream and a shared git remote.
+pub struct NatsSlots {
+    nats: Nats,
+    repo_url: String,
+    run_id: String,
+    shared: Arc<Mutex<Shared>>,
+    listener: tokio::sync::OnceCell<()>,
+}
+
+impl NatsSlots {
+    /// Prepares run `run_id` for remote workers: sets up the JetStream streams and pushes
+    /// `base_commit` of the repository at `repo_root` to `refs/ahelper/<run>/base` on its git
+    /// remote `remote` (whose URL the workers fetch from).
+    ///
+    /// # Errors
+    /// [`RemoteError`]: no such remote, an unreachable remote or server.
+    pub async fn prepare(
+        nats: Nats,
+        repo_root: &Path,
+        remote: &str,
+        run_id: &str,
+        base_commit: git::Oid,
+    ) -> Result<NatsSlots, RemoteError> {
+        nats.work_stream().await?;
+        nats.events_stream().await?;
+        nats.heartbeats().await?;
+        let root = repo_root.to_path_buf();
+        let name = remote.to_string();
+        let repo_url = git_task(move || Ok(git::remote_url(&root, &name)?))
+            .await
+            .map_err(|source| RemoteError::NoRemote {
+                remote: remote.to_string(),
+                source,
+            })?;
+        push(repo_root, &repo_url, base_commit, base_ref(run_id))
+            .await
+            .map_err(|source| RemoteError::Push {
+                url: repo_url.clone(),
+                source,
+            })?;
+        Ok(NatsSlots {
+            nats,
+            repo_url,
+            run_id: run_id.to_string(),
+            shared: Arc::default(),
+            listener: tokio::sync::OnceCell::new(),
+        })
+    }
+
+    /// Starts the task that consumes this run's events (once).
+    async fn ensure_listener(
+        &self,
+        coordinator: &ActorRef<CoordinatorActor>,
+        run: &Arc<RunContext>,
+    ) {
+        self.listener
+            .get_or_init(|| async {
+                let listener = Listener {
+                    nats: self.nats.clone(),
+                    run_id: run.run_id.clone(),
+                    repo_root: run.repo_root.clone(),
+                    repo_url: self.repo_url.clone(),
+                    shared: self.shared.clone(),
+                    coordinator: coordinator.clone(),
+                };
+                tokio::spawn(listener.run());
+            })
+            .await;
+    }
+}
+
+#[async_trait::async_trait]
+impl WorkerSlots for NatsSlots {
+    async fn start(
+        &self,
+        coordinator: &ActorRef<CoordinatorActor>,
+        run: Arc<RunContext>,
+        spec: WorkerSpec,
+    ) -> Box<dyn RunningWorker> {
+        self.ensure_listener(coordinator, &run).await;
+        if let Ok(mut shared) = self.shared.lock() {
+            shared.running.insert(
+                spec.id.clone(),
+                RemoteWorker {
+                    index: spec.index,
+                    branch: spec.branch.clone(),
+                    transcript: spec.transcript.clone(),
+                    lines: 0,
+                    machine: None,
+                    machine_lost: false,
+                },
+            );
+        }
+        let message = SubtaskMessage {
+            version: WIRE_VERSION,
+            run_id: self.run_id.clone(),
+            worker_id: spec.id.clone(),
+            repo_url: self.repo_url.clone(),
+            start_commit: spec.start_commit.to_string(),
+            subtask: spec.subtask.clone(),
+            task: run.task.clone(),
+            role: spec.role.clone(),
+        };
+        let dispatch = Dispatch {
+            nats: self.nats.clone(),
+            repo_root: run.repo_root.clone(),
+            shared: self.shared.clone(),
+            coordinator: coordinator.clone(),
+            index: spec.index,
+        };
+        tokio::spawn(dispatch.run(message));
+        Box::new(RemoteHandle {
+            client: self.nats.client.clone(),
+            subject: format!("ahelper.control.{}.{}", self.run_id, spec.id),
+        })
+    }
+}
+
+/// Pushes `commit` to `refname` on `url`.
+async fn push(
+    repo: &Path,
+    url: &str,
+    commit: git::Oid,
+    refname: String,
+) -> Result<(), GitTaskError> {
+    let (repo, url) = (repo.to_path_buf(), url.to_string());
+    git_task(move || Ok(git::push_commit(&repo, &url, commit, &refname)?)).await
+}
+
+/// Sending one subtask: its start commit to the remote, the message to the queue. A failure
+/// fails the worker (the run goes on with the others).
+struct Dispatch {
+    nats: Nats,
+    repo_root: PathBuf,
+    shared: Arc<Mutex<Shared>>,
+    coordinator: ActorRef<CoordinatorActor>,
+    index: usize,
+}
+
+impl Dispatch {
+    async fn run(self, message: SubtaskMessage) {
+        let Err(error) = self.send(&message).await else {
+            return;
+        };
+        tracing::error!(worker = %message.worker_id, %error, "dispatching a subtask failed");
+        let removed = self
+            .shared
+            .lock()
+            .ok()
+            .and_then(|mut s| s.running.remove(&message.worker_id));
+        if removed.is_some() {
+            let report =
+                WorkerReport::failed(format!("could not dispatch the subtask: {error}"), 0);
+            let _ = self
+                .coordinator
+                .tell(WorkerDone {
+                    index: self.index,
+                    status: WorkerStatus::Failed,
+                    report,
+                })
+                .await;
+        }
+    }
+
+    async fn send(&self, message: &SubtaskMessage) -> Result<(), String> {
+        let commit = git::Oid::from_str(&message.start_commit).map_err(|e| e.to_string())?;
+        let refname = start_ref(&message.run_id, &message.worker_id);
+        push(&self.repo_root, &message.repo_url, commit, refname)
+            .await
+            .map_err(|e| format!("pushing its start commit to {}: {e}", message.repo_url))?;
+        let payload = serde_json::to_vec(message).map_err(|e| e.to_string())?;
+        let subject = wire::work_subject(&message.run_id, &message.worker_id);
+        let id = format!(
+            "{}.{}.{}",
+            message.run_id, message.worker_id, message.start_commit
+        );
+        self.nats
+            .publish(subject, &id, payload)
+            .await
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// A remote worker as the coordinator holds it: cancelling sends a control message its machine
+/// listens to (it then commits and pushes `wip` and reports `cancelled`).
+struct RemoteHandle {
+    client: async_nats::Client,
+    subject: String,
+}
+
+impl RunningWorker for RemoteHandle {
+    fn cancel(&self) {
+        let (client, subject) = (self.client.clone(), self.subject.clone());
+        tokio::spawn(async move {
+            let _ = client.publish(subject, "cancel".into()).await;
+            let _ = client.flush().await;
+        });
+    }
+
+    fn actor_id(&self) -> Option<ActorId> {
+        None
+    }
+}
+
+/// Consumes the run's events (a durable consumer: a reconnect or a server restart continues
+/// where it stopped) and watches the heartbeats of the machines running its workers.
+///
+/// It holds no [`RunContext`] (whose event sender must close when the run ends) and stops when
+/// the coordinator has stopped.
+struct Listener {
+    nats: Nats,
+    run_id: String,
+    repo_root: PathBuf,
+    repo_url: String,
+    shared: Arc<Mutex<Shared>>,
+    coordinator: ActorRef<CoordinatorActor>,
+}
+
+impl Listener {
+    async fn run(self) {
+        let this = Arc::new(self);
+        tokio::spawn(this.clone().watch_heartbeats());
+        loop {
+            match this.consume().await {
+                Ok(()) => return,
+                Err(error) => {
+                    tracing::warn!(%error, "reading worker events failed; retrying");
+                    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                }
+            }
+        }
+    }
+
+    /// Reads events until the run is over (the coordinator is gone).
+    async fn consume(&self) -> Result<(), NatsError> {
+        let stream = self.nats.events_stream().await?;
+        let name = format!("coordinator-{}", self.run_id);
+        let consumer: consumer::PullConsumer = stream
+            .get_or_create_consumer(
+                &name,
+                consumer::pull::Config {
+                    durable_name: Some(name.clone()),
+                    filter_subject: format!("ahelper.events.{}.>", self.run_id),
+                    ack_policy: consumer::AckPolicy::Explicit,
+                    ..Default::default()
+                },
+            )
+            .await
+            .map_err(|e| NatsError::js("creating the coordinator's consumer", e))?;
+        let mut messages = consumer
+            .messages()
+            .await
+            .map_err(|e| NatsError::js("reading events", e))?;
+        let mut tick = tokio::time::interval(std::time::Duration::from_millis(500));
+        loop {
+            let next = tokio::select! {
+                next = messages.next() => next,
+                _ = tick.tick() => {
+                    if self.coordinator.is_alive() {
+                        continue;
+                    }
+                    return Ok(());
+                }
+            };
+            let Some(message) = next else {
+                return Ok(());
+            };
+            let message = message.map_err(|e| NatsError::js("reading events", e))?;
+            self.handle(&message.subject, &message.payload).await;
+            let _ = message.ack().await;
+        }
+    }
+
+    /// One event: validated, then applied to the worker it names when that worker runs.
+    async fn handle(&self, subject: &str, payload: &[u8]) {
+        let event = match EventMessage::parse(subject, payload) {
+            Ok(event) if event.run_id == self.run_id => event,
+            Ok(_) => return,
+            Err(error) => {
+                tracing::warn!(%subject, %error, "refused a worker event");
+                return;
+            }
+        };
+        let Some(index) = self.index_of(&event.worker_id) else {
+            tracing::info!(worker = %event.worker_id, "event of a worker that is not running ignored");
+            return;
+        };
+        self.note_machine(index, &event.worker_id, &event.machine)
+            .await;
+        match event.body {
+            EventBody::Accepted => {}
+            EventBody::Progress { progress } => {
+                if let Some(progress) = with_index(progress, index) {
+                    let _ = self.coordinator.tell(progress).await;
+                }
+            }
+            EventBody::Transcript { from_line, lines } => {
+                self.write_transcript(&event.worker_id, from_line, &lines);
+            }
+            EventBody::Done { status, report } => {
+                self.finish(&event.worker_id, index, status, report).await;
+            }
+            EventBody::Released => {
+                let status = WorkerStatus::Queued;
+                let _ = self
+                    .coordinator
+                    .tell(Progress::Status { index, status })
+                    .await;
+            }
+        }
+    }
+
+    fn index_of(&self, worker: &str) -> Option<usize> {
+        let shared = self.shared.lock().ok()?;
+        shared.running.get(worker).map(|w| w.index)
+    }
+
+    /// Tells the coordinator which machine runs worker `index` when that changes.
+    async fn note_machine(&self, index: usize, worker: &str, machine: &str) {
+        let changed = self.shared.lock().ok().and_then(|mut s| {
+            let w = s.running.get_mut(worker)?;
+            if w.machine.as_deref() == Some(machine) && !w.machine_lost {
+                return None;
+            }
+            w.machine = Some(machine.to_string());
+            w.machine_lost = false;
+            Some(())
+        });
+        if changed.is_some() {
+            let machine = machine.to_string();
+            let progress = Progress::Machine {
+                index,
+                machine,
+                lost: false,
+            };
+            let _ = self.coordinator.tell(progress).await;
+        }
+    }
+
+    /// Appends the lines not written yet to the worker's transcript.
+    fn write_transcript(&self, worker: &str, from_line: u64, lines: &[String]) {
+        let Ok(mut shared) = self.shared.lock() else {
+            return;
+        };
+        let Some(w) = shared.running.get_mut(worker) else {
+            return;
+        };
+        let skip = w.lines.saturating_sub(from_line) as usize;
+        let new: Vec<&String> = lines.iter().skip(skip).collect();
+        if new.is_empty() {
+            return;
+        }
+        if let Err(e) = append_lines(&w.transcript, &new) {
+            tracing::error!(path = %w.transcript.display(), error = %e, "writing a remote transcript failed");
+            return;
+        }
+        w.lines = from_line.max(w.lines) + new.len() as u64;
+    }
+
+    /// The worker ended: its branch is fetched from the remote (when it committed), then the
+    /// coordinator is told. Only the first end of a worker counts.
+    async fn finish(
+        &self,
+        worker: &str,
+        index: usize,
+        status: WorkerStatus,
+        mut report: WorkerReport,
+    ) {
+        let Some(remote) = self
+            .shared
+            .lock()
+            .ok()
+            .and_then(|mut s| s.running.remove(worker))
+        else {
+            return;
+        };
+        let mut status = status;
+        if let Some(commit) = report.commit.clone()
+            && let Err(error) = self.fetch_branch(worker, &remote.branch, &commit).await
+        {
+            report.error = Some(error);
+            status = WorkerStatus::Failed;
+        }
+        let _ = self
+            .coordinator
+            .tell(WorkerDone {
+                index,
+                status,
+                report,
+            })
+            .await;
+    }
+
+    /// Fetches `ahelper/<run>/<worker>` from the remote into the local branch `branch` and
+    /// checks that it is at `commit`.
+    async fn fetch_branch(&self, worker: &str, branch: &str, commit: &str) -> Result<(), String> {
+        let expected =
+            git::Oid::from_str(commit).map_err(|_| format!("invalid commit {commit}"))?;
+        let remote_branch = wire::worker_branch(&self.run_id, worker);
+        let spec = format!("+refs/heads/{remote_branch}:refs/heads/{branch}");
+        let (root, url, branch) = (
+            self.repo_root.clone(),
+            self.repo_url.clone(),
+            branch.to_string(),
+        );
+        let tip = git_task(move || {
+            git::fetch_refspecs(&root, &url, &[spec])?;
+            Ok(git::branch_tip(&root, &branch)?)
+        })
+        .await
+        .map_err(|e| format!("could not fetch its branch {remote_branch}: {e}"))?;
+        if tip != expected {
+            return Err(format!(
+                "its branch {remote_branch} on the remote is at {tip}, its report names {expected}"
+            ));
+        }
+        Ok(())
+    }
+
+    /// Every [`HEARTBEAT_EVERY`]: a machine running a worker whose heartbeat expired is lost.
+    async fn watch_heartbeats(self: Arc<Self>) {
+        let mut tick = tokio::time::interval(HEARTBEAT_EVERY);
+        while self.coordinator.is_alive() {
+            tick.tick().await;
+            let Ok(store) = self.nats.heartbeats().await else {
+                continue;
+            };
+            let machines: Vec<(String, usize, String, bool)> = match self.shared.lock() {
+                Ok(s) => s
+                    .running
+                    .iter()
+                    .filter_map(|(id, w)| {
+                        Some((id.clone(), w.index, w.machine.clone()?, w.machine_lost))
+                    })
+                    .collect(),
+                Err(_) => return,
+            };
+            for (worker, index, machine, was_lost) in machines {
+                let alive = matches!(store.get(&machine).await, Ok(Some(_)));
+                if alive == was_lost {
+                    self.set_lost(&worker, index, machine, !alive).await;
+                }
+            }
+        }
+    }
+
+    async fn set_lost(&self, worker: &str, index: usize, machine: String, lost: bool) {
+        if let Ok(mut s) = self.shared.lock()
+            && let Some(w) = s.running.get_mut(worker)
+        {
+            w.machine_lost = lost;
+        }
+        let _ = self
+            .coordinator
+            .tell(Progress::Machine {
+                index,
+                machine,
+                lost,
+            })
+            .await;
+    }
+}
+
+/// `progress` with the coordinator's index of its worker (a remote worker's own is ignored);
+/// `None` for what only the coordinator may say (which machine runs a worker).
+fn with_index(progress: Progress, i: usize) -> Option<Progress> {
+    Some(match progress {
+        Progress::Status { status, .. } => Progress::Status { index: i, status },
+        Progress::Turn { turn, .. } => Progress::Turn { index: i, turn },
+        Progress::ToolCall { action, .. } => Progress::ToolCall { index: i, action },
+        Progress::ToolCallDone { .. } => Progress::ToolCallDone { index: i },
+        Progress::Changed { files, .. } => Progress::Changed { index: i, files },
+        Progress::Usage { total, .. } => Progress::Usage { index: i, total },
+        Progress::Denied {
+            action,
+            reason,
+            allow_rule,
+            ..
+        } => Progress::Denied {
+            index: i,
+            action,
+            reason,
+            allow_rule,
+        },
+        Progress::Retry { message, .. } => Progress::Retry { index: i, message },
+        Progress::Machine { .. } => return None,
+        Progress::Phase {
+            status, fix_round, ..
+        } => Progress::Phase {
+            index: i,
+            status,
+            fix_round,
+        },
+    })
+}
+
+fn append_lines(path: &Path, lines: &[&String]) -> std::io::Result<()> {
+    use std::io::Write;
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)?;
+    let mut text = String::new();
+    for line in lines {
+        text.push_str(line);
+        text.push('\n');
+    }
+    file.write_all(text.as_bytes())
+}

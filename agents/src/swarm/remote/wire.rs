@@ -1,0 +1,407 @@
+//! The messages between a coordinator and remote workers, as JSON on NATS subjects, and their
+//! validation. Everything that arrives from the queue is input from another machine: ids are
+//! checked against their formats, refs are derived from checked ids (always under
+//! `refs/ahelper/` or `refs/heads/ahelper/`), the index a worker reports is ignored in favour of
+//! the one the coordinator gave its worker id.
+//!
+//! Subjects: `ahelper.work.<run>.<worker>` (subtasks, stream [`WORK_STREAM`], a work queue),
+//! `ahelper.events.<run>.<worker>` (events, stream [`EVENTS_STREAM`]). Each message carries
+//! [`WIRE_VERSION`]; a message of another version is refused, not guessed at.
+
+use super::super::coordinator::Progress;
+use super::super::plan::Subtask;
+use super::super::roles::RoleDefinition;
+use super::super::state::{WorkerReport, WorkerStatus};
+use serde::{Deserialize, Serialize};
+
+/// Version of every message below; bumped on any incompatible change.
+pub const WIRE_VERSION: u32 = 1;
+/// The JetStream stream of subtasks (work-queue retention: a message is gone once acked).
+pub const WORK_STREAM: &str = "AHELPER_WORK";
+/// The JetStream stream of worker events (kept a day, so a coordinator that reconnects or
+/// resumes reads what it missed).
+pub const EVENTS_STREAM: &str = "AHELPER_EVENTS";
+/// The durable pull consumer every `ahelper worker` pulls subtasks from.
+pub const WORKERS_CONSUMER: &str = "ahelper-workers";
+/// The KV bucket of worker heartbeats (key: machine name; entries expire after the TTL).
+pub const HEARTBEAT_BUCKET: &str = "ahelper_machines";
+
+/// The subject of worker `worker`'s subtask in run `run`.
+pub fn work_subject(run: &str, worker: &str) -> String {
+    format!("ahelper.work.{run}.{worker}")
+}
+
+/// The subject of worker `worker`'s events in run `run`.
+pub fn events_subject(run: &str, worker: &str) -> String {
+    format!("ahelper.events.{run}.{worker}")
+}
+
+/// The remote ref the run's base commit is pushed to.
+pub fn base_ref(run: &str) -> String {
+    format!("refs/ahelper/{run}/base")
+}
+
+/// The remote ref worker `worker`'s start commit is pushed to (the integration branch as it was
+/// when the worker started: base plus merged dependencies).
+pub fn start_ref(run: &str, worker: &str) -> String {
+    format!("refs/ahelper/{run}/start/{worker}")
+}
+
+/// The branch a remote worker pushes its commits to (also its `wip` when handed back).
+pub fn worker_branch(run: &str, worker: &str) -> String {
+    format!("ahelper/{run}/{worker}")
+}
+
+/// One subtask for a remote worker.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SubtaskMessage {
+    /// [`WIRE_VERSION`].
+    pub version: u32,
+    /// Run id (a UUID).
+    pub run_id: String,
+    /// Worker id (`w1`, …).
+    pub worker_id: String,
+    /// URL of the git remote both sides reach.
+    pub repo_url: String,
+    /// The commit the worker starts from (40 hex), at [`start_ref`] on the remote.
+    pub start_commit: String,
+    /// The subtask.
+    pub subtask: Subtask,
+    /// The whole swarm's task (context for the worker's prompt).
+    pub task: String,
+    /// The run's worker role (tools, turn cap, instructions).
+    pub role: RoleDefinition,
+}
+
+/// What a remote worker tells the coordinator.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EventMessage {
+    /// [`WIRE_VERSION`].
+    pub version: u32,
+    /// Run id.
+    pub run_id: String,
+    /// Worker id.
+    pub worker_id: String,
+    /// The machine running it (`--name`).
+    pub machine: String,
+    /// What happened.
+    pub body: EventBody,
+}
+
+/// The kinds of [`EventMessage`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum EventBody {
+    /// A machine took the subtask.
+    Accepted,
+    /// Progress of the worker's loop (its `index` is ignored by the coordinator).
+    Progress {
+        /// The progress.
+        progress: Progress,
+    },
+    /// New lines of the worker's transcript (each one JSON object), in order.
+    Transcript {
+        /// Number of lines sent before these (so a repeated batch is written once).
+        from_line: u64,
+        /// The lines, without newlines.
+        lines: Vec<String>,
+    },
+    /// The worker ended; its branch is pushed when `report.commit` is set.
+    Done {
+        /// Its final state (`finished`, `no_changes`, `failed`, `cancelled`).
+        status: WorkerStatus,
+        /// Its report.
+        report: WorkerReport,
+    },
+    /// The worker was stopped (SIGTERM) and handed the subtask back to the queue, its `wip`
+    /// pushed when it had one.
+    Released,
+}
+
+/// A message from the queue was refused.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum WireError {
+    /// Not JSON of the expected shape.
+    #[error("malformed message: {0}; it was not sent by a matching ahelper version")]
+    Malformed(String),
+    /// Another wire version.
+    #[error(
+        "message version {found}, this ahelper speaks version {WIRE_VERSION}; run the same ahelper version on the coordinator and the workers"
+    )]
+    Version {
+        /// The version it carried.
+        found: u32,
+    },
+    /// An id has the wrong format.
+    #[error("invalid {what} `{value}`: {expected}")]
+    InvalidId {
+        /// Which id.
+        what: &'static str,
+        /// Its value (cut to 80 characters).
+        value: String,
+        /// The format it must have.
+        expected: &'static str,
+    },
+    /// The message's subject disagrees with its ids.
+    #[error("message on `{subject}` names run {run_id} worker {worker_id}")]
+    SubjectMismatch {
+        /// The subject.
+        subject: String,
+        /// Run id in the message.
+        run_id: String,
+        /// Worker id in the message.
+        worker_id: String,
+    },
+}
+
+/// Checks a run id: a UUID in its hyphenated form.
+///
+/// # Errors
+/// [`WireError::InvalidId`].
+pub fn check_run_id(id: &str) -> Result<(), WireError> {
+    let ok = id.len() == 36 && uuid::Uuid::try_parse(id).is_ok_and(|u| u.to_string() == id);
+    ok.then_some(())
+        .ok_or_else(|| invalid("run id", id, "a UUID"))
+}
+
+/// Checks a worker id: `w` and 1 to 4 digits, no leading zero.
+///
+/// # Errors
+/// [`WireError::InvalidId`].
+pub fn check_worker_id(id: &str) -> Result<(), WireError> {
+    let digits = id.strip_prefix('w').unwrap_or("");
+    let ok = (1..=4).contains(&digits.len())
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && !digits.starts_with('0');
+    ok.then_some(())
+        .ok_or_else(|| invalid("worker id", id, "`w` followed by a number"))
+}
+
+/// Checks a machine name: 1 to 64 of `A-Z a-z 0-9 . _ -`, not starting with `.`.
+///
+/// # Errors
+/// [`WireError::InvalidId`].
+pub fn check_machine(name: &str) -> Result<(), WireError> {
+    let ok = (1..=64).contains(&name.len())
+        && !name.starts_with('.')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
+    ok.then_some(())
+        .ok_or_else(|| invalid("machine name", name, "1-64 of A-Z a-z 0-9 . _ -"))
+}
+
+fn invalid(what: &'static str, value: &str, expected: &'static str) -> WireError {
+    WireError::InvalidId {
+        what,
+        value: crate::text::clip(value, 80).0.to_string(),
+        expected,
+    }
+}
+
+fn check_version(version: u32) -> Result<(), WireError> {
+    (version == WIRE_VERSION)
+        .then_some(())
+        .ok_or(WireError::Version { found: version })
+}
+
+fn check_subject(
+    subject: &str,
+    expected: String,
+    run: &str,
+    worker: &str,
+) -> Result<(), WireError> {
+    (subject == expected)
+        .then_some(())
+        .ok_or_else(|| WireError::SubjectMismatch {
+            subject: crate::text::clip(subject, 120).0.to_string(),
+            run_id: run.to_string(),
+            worker_id: worker.to_string(),
+        })
+}
+
+impl SubtaskMessage {
+    /// Parses and validates a subtask that arrived on `subject`.
+    ///
+    /// # Errors
+    /// [`WireError`]: malformed JSON, another version, a bad id, a subject that disagrees, a
+    /// start commit that is not a full object id.
+    pub fn parse(subject: &str, payload: &[u8]) -> Result<Self, WireError> {
+        let msg: SubtaskMessage =
+            serde_json::from_slice(payload).map_err(|e| WireError::Malformed(e.to_string()))?;
+        check_version(msg.version)?;
+        check_run_id(&msg.run_id)?;
+        check_worker_id(&msg.worker_id)?;
+        check_subject(
+            subject,
+            work_subject(&msg.run_id, &msg.worker_id),
+            &msg.run_id,
+            &msg.worker_id,
+        )?;
+        let hex =
+            msg.start_commit.len() == 40 && msg.start_commit.bytes().all(|b| b.is_ascii_hexdigit());
+        if !hex {
+            return Err(invalid("start commit", &msg.start_commit, "40 hex digits"));
+        }
+        if msg.repo_url.is_empty() || msg.repo_url.starts_with('-') {
+            return Err(invalid(
+                "repository URL",
+                &msg.repo_url,
+                "a git URL or path",
+            ));
+        }
+        Ok(msg)
+    }
+}
+
+impl EventMessage {
+    /// Parses and validates an event that arrived on `subject`.
+    ///
+    /// # Errors
+    /// [`WireError`]: malformed JSON, another version, a bad id or machine name, a subject
+    /// that disagrees.
+    pub fn parse(subject: &str, payload: &[u8]) -> Result<Self, WireError> {
+        let msg: EventMessage =
+            serde_json::from_slice(payload).map_err(|e| WireError::Malformed(e.to_string()))?;
+        check_version(msg.version)?;
+        check_run_id(&msg.run_id)?;
+        check_worker_id(&msg.worker_id)?;
+        check_machine(&msg.machine)?;
+        check_subject(
+            subject,
+            events_subject(&msg.run_id, &msg.worker_id),
+            &msg.run_id,
+            &msg.worker_id,
+        )?;
+        Ok(msg)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const RUN: &str = "0190f2a4-6b1c-7cc3-a3f1-2b7d5e9c1a20";
+
+    fn subtask() -> SubtaskMessage {
+        SubtaskMessage {
+            version: WIRE_VERSION,
+            run_id: RUN.into(),
+            worker_id: "w2".into(),
+            repo_url: "/srv/git/project.git".into(),
+            start_commit: "a".repeat(40),
+            subtask: Subtask {
+                id: "s2".into(),
+                title: "t".into(),
+                instructions: "i".into(),
+                scope: vec!["b.txt".into()],
+                depends_on: vec![],
+            },
+            task: "task".into(),
+            role: RoleDefinition {
+                name: "worker".into(),
+                description: String::new(),
+                tools: vec!["write_file".into()],
+                max_turns: None,
+                instructions: String::new(),
+            },
+        }
+    }
+
+    fn parse(msg: &SubtaskMessage) -> Result<SubtaskMessage, WireError> {
+        let subject = work_subject(&msg.run_id, &msg.worker_id);
+        SubtaskMessage::parse(&subject, &serde_json::to_vec(msg).unwrap())
+    }
+
+    #[test]
+    fn a_valid_subtask_round_trips() {
+        assert_eq!(parse(&subtask()).unwrap(), subtask());
+    }
+
+    #[test]
+    fn forged_ids_are_refused() {
+        for (run, worker) in [
+            ("../../etc", "w1"),
+            ("0190F2A4-6B1C-7CC3-A3F1-2B7D5E9C1A20", "w1"),
+            (RUN, "w1/../../x"),
+            (RUN, "w01"),
+            (RUN, "main"),
+            (RUN, "w"),
+        ] {
+            let mut msg = subtask();
+            msg.run_id = run.into();
+            msg.worker_id = worker.into();
+            let subject = format!("ahelper.work.{RUN}.w1");
+            let err = SubtaskMessage::parse(&subject, &serde_json::to_vec(&msg).unwrap());
+            assert!(
+                matches!(err, Err(WireError::InvalidId { .. })),
+                "{run} {worker}: {err:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_subject_that_disagrees_another_version_and_a_bad_commit_are_refused() {
+        let msg = subtask();
+        let other = work_subject(RUN, "w3");
+        let err = SubtaskMessage::parse(&other, &serde_json::to_vec(&msg).unwrap());
+        assert!(
+            matches!(err, Err(WireError::SubjectMismatch { .. })),
+            "{err:?}"
+        );
+        let mut newer = subtask();
+        newer.version = WIRE_VERSION + 1;
+        assert_eq!(
+            parse(&newer),
+            Err(WireError::Version {
+                found: WIRE_VERSION + 1
+            })
+        );
+        let mut bad = subtask();
+        bad.start_commit = "HEAD~1".into();
+        assert!(matches!(
+            parse(&bad),
+            Err(WireError::InvalidId {
+                what: "start commit",
+                ..
+            })
+        ));
+        let mut option = subtask();
+        option.repo_url = "--upload-pack=touch /tmp/x".into();
+        assert!(matches!(parse(&option), Err(WireError::InvalidId { .. })));
+        let garbage = SubtaskMessage::parse(&work_subject(RUN, "w2"), b"{not json");
+        assert!(matches!(garbage, Err(WireError::Malformed(_))));
+    }
+
+    #[test]
+    fn refs_are_derived_from_checked_ids_under_ahelper() {
+        assert_eq!(base_ref(RUN), format!("refs/ahelper/{RUN}/base"));
+        assert_eq!(start_ref(RUN, "w2"), format!("refs/ahelper/{RUN}/start/w2"));
+        assert_eq!(worker_branch(RUN, "w2"), format!("ahelper/{RUN}/w2"));
+    }
+
+    #[test]
+    fn events_with_a_bad_machine_name_are_refused() {
+        let event = EventMessage {
+            version: WIRE_VERSION,
+            run_id: RUN.into(),
+            worker_id: "w1".into(),
+            machine: "../evil".into(),
+            body: EventBody::Accepted,
+        };
+        let subject = events_subject(RUN, "w1");
+        let err = EventMessage::parse(&subject, &serde_json::to_vec(&event).unwrap());
+        assert!(matches!(
+            err,
+            Err(WireError::InvalidId {
+                what: "machine name",
+                ..
+            })
+        ));
+        let ok = EventMessage {
+            machine: "build-01.lan".into(),
+            ..event
+        };
+        assert!(EventMessage::parse(&subject, &serde_json::to_vec(&ok).unwrap()).is_ok());
+    }
+}

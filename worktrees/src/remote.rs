@@ -1,0 +1,86 @@
+//! Moving commits through a git remote both sides can reach (the distributed swarm): a cached
+//! clone, pushing a commit to a ref, fetching refs. Runs the `git` program, so every transport
+//! and credential helper the user has configured works.
+
+use std::path::Path;
+
+use crate::{GitError, Oid, cli};
+
+/// The URL of `remote` (e.g. `origin`) of the repository at `repo`.
+///
+/// # Errors
+/// [`GitError::GitCommand`] when there is no such remote.
+pub fn remote_url(repo: &Path, remote: &str) -> Result<String, GitError> {
+    Ok(cli::git(repo, ["remote", "get-url", remote])?
+        .trim()
+        .to_string())
+}
+
+/// Pushes `commit` to `refname` (a full ref, `refs/…`) of the repository at `url`, replacing
+/// what the ref pointed to.
+///
+/// # Errors
+/// [`GitError::GitCommand`] with git's message when the push is refused or the remote is
+/// unreachable.
+pub fn push_commit(repo: &Path, url: &str, commit: Oid, refname: &str) -> Result<(), GitError> {
+    let spec = format!("+{commit}:{refname}");
+    cli::git(repo, ["push", "--quiet", "--no-verify", url, spec.as_str()])?;
+    Ok(())
+}
+
+/// Fetches `refspecs` (`+src:dst`) from `url` into the repository at `repo`, without tags.
+///
+/// # Errors
+/// [`GitError::GitCommand`] with git's message (unreachable remote, missing ref).
+pub fn fetch_refspecs(repo: &Path, url: &str, refspecs: &[String]) -> Result<(), GitError> {
+    let mut args = vec![
+        "fetch",
+        "--quiet",
+        "--no-tags",
+        "--no-write-fetch-head",
+        url,
+    ];
+    args.extend(refspecs.iter().map(String::as_str));
+    cli::git(repo, args)?;
+    Ok(())
+}
+
+/// The commit `refname` points to on `url`, `None` when it has no such ref.
+///
+/// # Errors
+/// [`GitError::GitCommand`] when the remote cannot be read.
+pub fn remote_ref(repo: &Path, url: &str, refname: &str) -> Result<Option<Oid>, GitError> {
+    let out = cli::git(repo, ["ls-remote", url, refname])?;
+    Ok(out
+        .lines()
+        .filter(|l| l.ends_with(&format!("\t{refname}")))
+        .find_map(|l| l.split('\t').next().and_then(|h| Oid::from_str(h).ok())))
+}
+
+/// A clone of `url` at `dir` without a checkout (worktrees are added to it): made when `dir`
+/// does not exist yet, left as it is when it does.
+///
+/// # Errors
+/// [`GitError::GitCommand`] when cloning fails; [`GitError::PathNotFound`] when `dir` has no
+/// parent directory.
+pub fn ensure_clone(url: &str, dir: &Path) -> Result<(), GitError> {
+    if dir.join(".git").exists() {
+        return Ok(());
+    }
+    let parent = dir.parent().ok_or_else(|| GitError::PathNotFound {
+        path: dir.to_path_buf(),
+    })?;
+    let target = dir.to_string_lossy().into_owned();
+    cli::git(
+        parent,
+        [
+            "clone",
+            "--quiet",
+            "--no-checkout",
+            "--no-tags",
+            url,
+            target.as_str(),
+        ],
+    )?;
+    Ok(())
+}

@@ -98,7 +98,15 @@ pub fn run(
                 (false, false) => ResumeSelection::Workers(worker),
                 (false, true) => ResumeSelection::All,
             };
-            rt.block_on(resume(&config, &run, &selection, &run_args, mode_given, &mcp_servers, nats))
+            rt.block_on(resume(
+                &config,
+                &run,
+                &selection,
+                &run_args,
+                mode_given,
+                &mcp_servers,
+                nats,
+            ))
         }
         None => match args.task {
             Some(task) if !task.trim().is_empty() => {
@@ -790,7 +798,16 @@ async fn resume(
     );
     let client = model_client(&provider);
     let mode = output_mode(run_args.output_format);
-    execute_run(run, &config, client, &provider.model, mode, mcp_servers, nats).await
+    execute_run(
+        run,
+        &config,
+        client,
+        &provider.model,
+        mode,
+        mcp_servers,
+        nats,
+    )
+    .await
 }
 
 /// Prunes git's registrations of the run's worktrees whose directories were deleted by hand and

@@ -166,8 +166,15 @@ pub async fn run_live(
             Some(job) = prompts.recv() => {
                 view.pending.push_back(job);
                 view.settle_pending();
+                if view.terminal_lost {
+                    view.deny_pending();
+                }
             }
-            Some(key) = keys.rx.recv() => {
+            key = keys.rx.recv(), if !view.terminal_lost => {
+                let Some(key) = key else {
+                    view.lose_terminal();
+                    continue;
+                };
                 if view.on_key(key) == KeyOutcome::Kill {
                     let _ = crossterm::terminal::disable_raw_mode();
                     kill_descendants();
@@ -275,22 +282,82 @@ impl KeyReader {
         let stop = Arc::new(AtomicBool::new(false));
         let reader_stop = stop.clone();
         let thread = std::thread::spawn(move || {
+            // A hung-up terminal (closed window, killed tmux) ends the reader — dropping `tx`
+            // tells the live view. crossterm never reports it: on a hung-up terminal its read
+            // loop spins for ever, so the kernel is asked first whether keys or a hang-up wait.
             while !reader_stop.load(Ordering::Relaxed) {
-                if crossterm::event::poll(std::time::Duration::from_millis(100)).unwrap_or(false)
-                    && let Ok(Event::Key(k)) = crossterm::event::read()
-                    && k.kind == KeyEventKind::Press
-                    && tx.send(k).is_err()
-                {
-                    break;
+                let wait = match stdin_terminal_state(100) {
+                    TerminalState::HungUp => break,
+                    TerminalState::Idle => continue,
+                    TerminalState::Readable => std::time::Duration::ZERO,
+                    TerminalState::NotStdin => std::time::Duration::from_millis(100),
+                };
+                match crossterm::event::poll(wait) {
+                    Ok(false) => continue,
+                    Ok(true) => {}
+                    Err(_) => break,
+                }
+                match crossterm::event::read() {
+                    Ok(Event::Key(k)) if k.kind == KeyEventKind::Press => {
+                        if tx.send(k).is_err() {
+                            break;
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(_) => break,
                 }
             }
         });
         KeyReader { rx, stop, thread }
     }
 
+    /// Stops the reader; waits for it only when it has already ended by itself or ends
+    /// within its poll interval, so a reader stuck on a dead terminal never holds up the exit.
     fn stop(self) {
         self.stop.store(true, Ordering::Relaxed);
-        let _ = self.thread.join();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_millis(500);
+        while !self.thread.is_finished() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        if self.thread.is_finished() {
+            let _ = self.thread.join();
+        }
+    }
+}
+
+/// What standard input, the terminal keys come from, has for the key reader.
+#[derive(Debug, PartialEq, Eq)]
+enum TerminalState {
+    /// Bytes wait to be read.
+    Readable,
+    /// Nothing within the wait.
+    Idle,
+    /// The terminal was hung up (`POLLHUP`, `POLLERR`, `POLLNVAL`): its window closed.
+    HungUp,
+    /// Standard input is not a terminal (crossterm reads `/dev/tty`): ask crossterm instead.
+    NotStdin,
+}
+
+/// Waits up to `wait_ms` milliseconds (`poll(2)`) for standard input, when it is a terminal.
+fn stdin_terminal_state(wait_ms: i32) -> TerminalState {
+    // SAFETY: isatty only inspects the descriptor.
+    if unsafe { libc::isatty(libc::STDIN_FILENO) } != 1 {
+        return TerminalState::NotStdin;
+    }
+    let mut fd = libc::pollfd {
+        fd: libc::STDIN_FILENO,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid `pollfd` for the duration of the call.
+    let n = unsafe { libc::poll(&mut fd, 1, wait_ms) };
+    if n <= 0 {
+        return TerminalState::Idle;
+    }
+    if fd.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
+        TerminalState::HungUp
+    } else {
+        TerminalState::Readable
     }
 }
 
@@ -313,6 +380,8 @@ struct LiveView {
     started: std::time::Instant,
     /// The model's price, for the cost on the totals line.
     price: Option<Price>,
+    /// The key reader failed: the terminal is gone.
+    terminal_lost: bool,
 }
 
 impl LiveView {
@@ -324,6 +393,7 @@ impl LiveView {
             ctrl_c_count: 0,
             started: std::time::Instant::now(),
             price: None,
+            terminal_lost: false,
         }
     }
 
@@ -357,9 +427,7 @@ impl LiveView {
             }
             self.notes.push("Ctrl-C: cancelling — workers commit their work as `wip`; press Ctrl-C again to kill everything".into());
             self.cancel.cancel();
-            while let Some(job) = self.pending.pop_front() {
-                let _ = job.reply.send(PromptAnswer::Deny);
-            }
+            self.deny_pending();
             return KeyOutcome::Continue;
         }
         let answer = match key.code {
@@ -376,6 +444,24 @@ impl LiveView {
             self.settle_pending();
         }
         KeyOutcome::Continue
+    }
+
+    /// Denies every waiting permission question.
+    fn deny_pending(&mut self) {
+        while let Some(job) = self.pending.pop_front() {
+            let _ = job.reply.send(PromptAnswer::Deny);
+        }
+    }
+
+    /// The terminal is gone (its key reader failed): nobody can answer or watch, so the run
+    /// stops as on the first Ctrl-C (workers commit `wip`, the resume command is printed) and
+    /// every question, now and later, is denied.
+    fn lose_terminal(&mut self) {
+        self.terminal_lost = true;
+        self.notes
+            .push("the terminal is gone: cancelling — workers commit their work as `wip`".into());
+        self.cancel.cancel();
+        self.deny_pending();
     }
 
     /// Answers "yes" to the waiting questions that a rule added meanwhile (an `a` answer)

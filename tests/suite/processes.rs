@@ -143,10 +143,7 @@ fn processes_that_clear_their_environment_do_not_outlive_their_command() {
         "X={x}; for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null \
          | grep -q \"sleep 300\\.$X\" && echo SURVIVOR $p; done; echo checked"
     );
-    let requests = print_run(
-        &repo,
-        vec![runs(&forms), runs(&check), Turn::text("done")],
-    );
+    let requests = print_run(&repo, vec![runs(&forms), runs(&check), Turn::text("done")]);
     assert!(
         body(&requests[1]).contains("started"),
         "{}",

@@ -181,3 +181,33 @@ fn the_live_table_shows_the_running_command_and_how_workers_ended() {
     let row = screen.lines().rev().find(|l| l.starts_with("w1 ")).unwrap();
     assert!(row.trim_end().ends_with("merged"), "{screen}");
 }
+
+/// A closed terminal (the tmux server killed while a question waits) stops the run as the first
+/// Ctrl-C does — the question is denied, the workers commit `wip` — and ahelper exits instead of
+/// polling a dead terminal for ever.
+#[test]
+fn a_closed_terminal_ends_the_run_instead_of_waiting_for_an_answer() {
+    let script = plan(&["a.txt"]).with_conversation(runs("s1", "sed -i s/a/A/ a.txt"));
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let server = start(script);
+    let args = ["swarm", "upper", "--yes", "--permission-mode", "default"];
+    let tmux = Tmux::start_sized(&repo, &server, &args, 100);
+    tmux.wait_for("d = never");
+    let pid = last_run(&repo)["pid"]
+        .as_u64()
+        .expect("run.json has the pid") as u32;
+    assert!(std::path::Path::new(&format!("/proc/{pid}")).exists());
+    drop(tmux);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while std::path::Path::new(&format!("/proc/{pid}")).exists()
+        && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .is_ok_and(|s| s.split(' ').nth(2) == Some("Z"))
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "ahelper {pid} still runs 120 s after its terminal closed"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    assert_ne!(last_run(&repo)["status"], "running", "{}", last_run(&repo));
+}

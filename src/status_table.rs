@@ -104,6 +104,8 @@ pub fn action_cell(w: &WorkerRecord, now: chrono::DateTime<chrono::Utc>) -> Stri
             .unwrap_or_else(|| w.last_action.clone())
     };
     match w.status {
+        // `merged as <commit>` when the merge recorded it.
+        WorkerStatus::Merged if w.last_action.starts_with("merged") => w.last_action.clone(),
         WorkerStatus::Merged => "merged".into(),
         WorkerStatus::Failed => format!("failed: {}", error()),
         WorkerStatus::Conflict => {

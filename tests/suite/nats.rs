@@ -4,7 +4,7 @@
 
 use super::support::nats::{NatsServer, WorkerProcess, bare_remote, wait_for};
 use super::support::*;
-use ahelper_fake_llm::{Conversation, Script, Turn};
+use ahelper_fake_llm::{Conversation, FakeLlm, Script, Turn};
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -207,16 +207,8 @@ fn coordinator(repo: &TestRepo, server: &ahelper_fake_llm::FakeLlm, nats_url: &s
     Killed(child.spawn().unwrap())
 }
 
-/// A worker machine SIGKILLed while it runs all four subtasks: JetStream redelivers them after
-/// the ack wait to the other machine, and the run still ends with all four merged.
-#[test]
-fn a_sigkilled_worker_machine_is_replaced_and_all_four_merge() {
-    let nats = NatsServer::start();
-    let repo = repo_with_remote();
-    let server = start(four_slow_subtasks(60_000));
-    let mut m1 = WorkerProcess::start(&nats.url(), "m1", &server.base_url(), 4);
-    let mut run = coordinator(&repo, &server, &nats.url());
-    // every subtask is in its slow second turn on m1
+/// Waits until each of the four subtasks' conversations is in its (slow) second turn.
+fn wait_for_second_turn_of_all_four(server: &FakeLlm) {
     wait_for(
         "m1 to be in the second turn of all four",
         Duration::from_secs(240),
@@ -231,6 +223,19 @@ fn a_sigkilled_worker_machine_is_replaced_and_all_four_merge() {
             })
         },
     );
+}
+
+/// A worker machine SIGKILLed while it runs all four subtasks: JetStream redelivers them after
+/// the ack wait to the other machine, and the run still ends with all four merged.
+#[test]
+fn a_sigkilled_worker_machine_is_replaced_and_all_four_merge() {
+    let nats = NatsServer::start();
+    let repo = repo_with_remote();
+    let server = start(four_slow_subtasks(60_000));
+    let mut m1 = WorkerProcess::start(&nats.url(), "m1", &server.base_url(), 4);
+    let mut run = coordinator(&repo, &server, &nats.url());
+    // every subtask is in its slow second turn on m1
+    wait_for_second_turn_of_all_four(&server);
     m1.signal("KILL");
     assert_eq!(m1.wait_exit(Duration::from_secs(30)), None);
     let m2 = WorkerProcess::start(&nats.url(), "m2", &server.base_url(), 4);
@@ -270,20 +275,7 @@ fn a_sigtermed_worker_hands_its_subtasks_back_and_exits_0() {
     let server = start(four_slow_subtasks(60_000));
     let mut m1 = WorkerProcess::start(&nats.url(), "m1", &server.base_url(), 4);
     let mut run = coordinator(&repo, &server, &nats.url());
-    wait_for(
-        "m1 to be in the second turn of all four",
-        Duration::from_secs(240),
-        || {
-            (1..=4).all(|c| {
-                server
-                    .model_requests()
-                    .iter()
-                    .filter(|r| r.conversation == Some(c))
-                    .count()
-                    >= 2
-            })
-        },
-    );
+    wait_for_second_turn_of_all_four(&server);
     m1.signal("TERM");
     assert_eq!(
         m1.wait_exit(Duration::from_secs(120)),

@@ -39,8 +39,12 @@ use landlock::{
     RulesetCreated, RulesetCreatedAttr, RulesetStatus,
 };
 use std::fmt;
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
+
+mod pid_init;
+use pid_init::PidInit;
 
 /// The landlock ABI whose access rights we ask for. Newer kernels are asked for exactly these
 /// rights (landlock's compatibility contract: rights of a newer ABI are never handled unless
@@ -419,6 +423,7 @@ impl CommandSandbox {
             return Ok(PreparedSandbox {
                 ruleset: None,
                 namespaces: None,
+                report: None,
             });
         }
         let err = |e: landlock::RulesetError| SandboxOsError::Ruleset(e.to_string());
@@ -457,10 +462,18 @@ impl CommandSandbox {
         } else {
             Vec::new()
         };
-        let namespaces = Namespaces::new(!self.network, read_only, self.namespaces);
+        let (pid_init, report) = if self.namespaces {
+            let (report, init) = pid_init_for(&created, read.bits())
+                .map_err(|e| SandboxOsError::Ruleset(e.to_string()))?;
+            (Some(init), Some(report))
+        } else {
+            (None, None)
+        };
+        let namespaces = Namespaces::new(!self.network, read_only, self.namespaces, pid_init);
         Ok(PreparedSandbox {
             ruleset: Some(created),
             namespaces: (!namespaces.is_empty()).then_some(namespaces),
+            report,
         })
     }
 
@@ -475,6 +488,30 @@ impl CommandSandbox {
 pub struct PreparedSandbox {
     ruleset: Option<RulesetCreated>,
     namespaces: Option<Namespaces>,
+    /// Read end of the PID namespace's report pipe ([`Self::take_report`]).
+    report: Option<OwnedFd>,
+}
+
+/// The report pipe (read end non-blocking, both ends close-on-exec) and the [`PidInit`] of one
+/// command, which grants `read` on its new `/proc` in a second descriptor of `ruleset`.
+fn pid_init_for(ruleset: &RulesetCreated, read: u64) -> std::io::Result<(OwnedFd, PidInit)> {
+    use std::os::fd::FromRawFd;
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: pipe2 writes two new descriptors, which we own from here on.
+    let (read_end, write_end) = unsafe {
+        if libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1]))
+    };
+    // SAFETY: fcntl on a descriptor we own.
+    unsafe { libc::fcntl(fds[0], libc::F_SETFL, libc::O_NONBLOCK) };
+    let proc_rule = ruleset
+        .try_clone()
+        .ok()
+        .and_then(Option::<OwnedFd>::from)
+        .map(|fd| (fd, read));
+    Ok((read_end, PidInit::new(write_end, proc_rule)))
 }
 
 /// The namespaces a command enters before landlock (in the child, between `fork` and `exec`):
@@ -504,8 +541,11 @@ pub struct Namespaces {
     /// `"<gid> <gid> 1"` for `/proc/self/gid_map`.
     gid_map: Vec<u8>,
     /// A user namespace even when no other namespace is needed: it marks the command's
-    /// processes in a way they cannot shed (`env -i`), for the process sweep.
+    /// processes in a way they cannot shed (`env -i`), for the process sweep. With it come a
+    /// mount namespace and a PID namespace ([`PidInit`]).
     own_user: bool,
+    /// The PID namespace's init, when the command gets one (always with `own_user`).
+    pid_init: Option<PidInit>,
 }
 
 /// One path bind-mounted onto itself read-only, prepared in the parent: the NUL-terminated
@@ -565,7 +605,12 @@ impl ReadOnlyMount {
 impl Namespaces {
     /// The plan for one command: a network namespace when `network`, a mount namespace when
     /// `read_only` is not empty, maps for this process's effective user.
-    fn new(network: bool, read_only: Vec<ReadOnlyMount>, own_user: bool) -> Self {
+    fn new(
+        network: bool,
+        read_only: Vec<ReadOnlyMount>,
+        own_user: bool,
+        pid_init: Option<PidInit>,
+    ) -> Self {
         // SAFETY: geteuid/getegid cannot fail.
         let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
         Namespaces {
@@ -574,6 +619,7 @@ impl Namespaces {
             uid_map: format!("{uid} {uid} 1").into_bytes(),
             gid_map: format!("{gid} {gid} 1").into_bytes(),
             own_user,
+            pid_init: pid_init.filter(|_| own_user),
         }
     }
 
@@ -585,6 +631,9 @@ impl Namespaces {
     /// calls only, no allocation. An error when the namespaces were made but the maps or a
     /// bind failed: the command does not start rather than run with writable protected paths.
     fn enter(&self) -> std::io::Result<()> {
+        if self.own_user {
+            return self.enter_own();
+        }
         let mut flags = 0;
         if self.network {
             flags |= libc::CLONE_NEWNET;
@@ -623,6 +672,45 @@ impl Namespaces {
 }
 
 impl Namespaces {
+    /// [`Self::enter`] when the command gets namespaces of its own: a user, mount and PID
+    /// namespace (and a network one when `network`), `/` private, the read-only binds, then
+    /// [`PidInit::start`] — so this returns in the command's process, PID 2 of the namespace.
+    /// Without a PID namespace (the kernel refused one) the command runs as before, found by
+    /// the process sweep.
+    fn enter_own(&self) -> std::io::Result<()> {
+        let mut flags = libc::CLONE_NEWNS;
+        if self.network {
+            flags |= libc::CLONE_NEWNET;
+        }
+        let pid = if self.pid_init.is_some() {
+            libc::CLONE_NEWPID
+        } else {
+            0
+        };
+        // SAFETY: unshare(2) with flag constants.
+        let entered = [flags | pid, libc::CLONE_NEWUSER | flags | pid, libc::CLONE_NEWUSER | flags]
+            .into_iter()
+            .find(|f| unsafe { libc::unshare(*f) } == 0);
+        let Some(entered) = entered else {
+            return Ok(());
+        };
+        if entered & libc::CLONE_NEWUSER != 0 {
+            self.write_maps()?;
+        }
+        // Keep the binds in this namespace: nothing propagates back to ahelper's.
+        let none = std::ptr::null();
+        let private = libc::MS_REC | libc::MS_PRIVATE;
+        // SAFETY: NUL-terminated constant path, NULL type and data.
+        if unsafe { libc::mount(none, c"/".as_ptr(), none, private, none.cast()) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        self.read_only.iter().try_for_each(ReadOnlyMount::apply)?;
+        match &self.pid_init {
+            Some(init) if entered & libc::CLONE_NEWPID != 0 => init.start(),
+            _ => Ok(()),
+        }
+    }
+
     /// Writes `setgroups`, `uid_map` and `gid_map` of the calling process. ahelper is not
     /// dumpable (`hardening`), which makes its `/proc/self` files root's: an unprivileged child
     /// could not open them. So the child is dumpable for these three writes only — landlocked
@@ -689,6 +777,17 @@ pub fn protected_entries(workspace_root: &Path) -> Vec<PathBuf> {
     found
 }
 
+/// The number of processes a command's PID namespace init killed after the command's shell
+/// ended, from the report pipe ([`PreparedSandbox::take_report`]); `None` when nothing was
+/// written (the namespace's processes were killed with it, or it had none).
+pub fn read_leftover_report(report: &OwnedFd) -> Option<u32> {
+    use std::os::fd::AsRawFd;
+    let mut buf = [0u8; 4];
+    // SAFETY: read(2) into a stack buffer of the given size from a descriptor we own.
+    let n = unsafe { libc::read(report.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+    (n == 4).then(|| u32::from_le_bytes(buf))
+}
+
 /// `open(path, O_WRONLY)`, one `write`, `close`: async-signal-safe.
 fn write_proc_file(path: &std::ffi::CStr, bytes: &[u8]) -> std::io::Result<()> {
     // SAFETY: `path` is NUL-terminated; the descriptor is used and closed here only.
@@ -708,6 +807,14 @@ fn write_proc_file(path: &std::ffi::CStr, bytes: &[u8]) -> std::io::Result<()> {
 }
 
 impl PreparedSandbox {
+    /// The read end of the command's report pipe when it gets a PID namespace of its own:
+    /// after the command ends it holds the number of processes its namespace's init killed
+    /// (a `u32`, little-endian; nothing when the command was killed) — read it with
+    /// [`read_leftover_report`]. Take it before [`Self::install`].
+    pub fn take_report(&mut self) -> Option<OwnedFd> {
+        self.report.take()
+    }
+
     /// True when applying it confines the process (false for a disabled sandbox).
     pub fn is_active(&self) -> bool {
         self.ruleset.is_some()

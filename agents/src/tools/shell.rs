@@ -231,13 +231,27 @@ struct GroupGuard {
     /// The user namespace of the command's own (OS sandbox), when it has one: processes that
     /// cleared their environment (`env -i`) are still in it.
     user_namespace: Option<u64>,
+    /// The report pipe of the command's own PID namespace, when it may get one
+    /// ([`crate::sandbox_os::PreparedSandbox::take_report`]). When the namespace's init
+    /// reported, every other process in it was killed (and the kernel ends them all when init
+    /// dies), so no sweep of `/proc` is needed; without a report (the command was killed, or
+    /// the kernel gave it no PID namespace) the sweep runs.
+    pid_namespace: Option<OwnedFd>,
     armed: bool,
 }
 
 impl GroupGuard {
-    /// Kills every process carrying the command's marker or living in its user namespace.
+    /// Kills every process carrying the command's marker or living in its user namespace —
+    /// or, when the init of the command's PID namespace reported, reads how many it killed.
     /// Returns how many were killed.
     fn sweep(&self) -> usize {
+        let reported = self
+            .pid_namespace
+            .as_ref()
+            .and_then(crate::sandbox_os::read_leftover_report);
+        if let Some(killed) = reported {
+            return usize::try_from(killed).unwrap_or(usize::MAX);
+        }
         let marked = process_sweep::kill_marked(process_sweep::COMMAND_VAR, &self.marker);
         let in_namespace = self
             .user_namespace
@@ -607,13 +621,15 @@ impl RunningCommand {
             .process_group(0)
             .kill_on_drop(true);
         die_with_parent(&mut cmd);
+        let mut report = None;
         let sandboxed = match sandbox {
             Some(policy) if policy.is_enforced() => {
                 // Without its sandbox no command may run, and the model cannot change that.
-                policy
+                let mut prepared = policy
                     .prepare_with(Some(temp.path()))
-                    .map_err(|e| ToolError::fatal(e.to_string()))?
-                    .install(&mut cmd);
+                    .map_err(|e| ToolError::fatal(e.to_string()))?;
+                report = prepared.take_report();
+                prepared.install(&mut cmd);
                 true
             }
             _ => false,
@@ -629,6 +645,7 @@ impl RunningCommand {
             pgid,
             marker,
             user_namespace: own_user_namespace(pgid.unsigned_abs()),
+            pid_namespace: report,
             armed: true,
         };
         let output = tokio::net::unix::pipe::Receiver::from_owned_fd(OwnedFd::from(reader))

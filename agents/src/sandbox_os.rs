@@ -219,6 +219,60 @@ pub enum SandboxOsError {
          (or `sandbox.mode = \"off\"`) if the kernel's landlock is broken"
     )]
     Ruleset(String),
+    /// A path a `read_file` deny rule covers cannot be hidden from the command.
+    #[error(
+        "cannot hide {path} (a read_file deny rule covers it) from this command: {reason}; the \
+         command did not run"
+    )]
+    Hide {
+        /// The path, or the placeholder that could not be made.
+        path: PathBuf,
+        /// What failed.
+        reason: String,
+    },
+}
+
+/// The read-only binds that hide `hidden`: an empty file (mode 0400) over each file, an empty
+/// directory (mode 0500) over each directory — files first, then directories deepest first, so
+/// that a path inside a hidden directory is bound before the directory disappears. The two
+/// placeholders are made in the command's private `temp_dir`.
+fn hiding_mounts(
+    hidden: &crate::permissions::HiddenPaths,
+    temp_dir: Option<&Path>,
+) -> Result<Vec<ReadOnlyMount>, SandboxOsError> {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    if hidden.is_empty() {
+        return Ok(Vec::new());
+    }
+    let hide_error = |path: &Path, reason: String| SandboxOsError::Hide {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let temp = temp_dir.ok_or_else(|| {
+        hide_error(Path::new("."), "the command has no private temp dir".into())
+    })?;
+    let file = temp.join(".ahelper-hidden-file");
+    let dir = temp.join(".ahelper-hidden-dir");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o400)
+        .open(&file)
+        .map_err(|e| hide_error(&file, e.to_string()))?;
+    std::fs::DirBuilder::new()
+        .mode(0o500)
+        .create(&dir)
+        .map_err(|e| hide_error(&dir, e.to_string()))?;
+    let mut dirs: Vec<&PathBuf> = hidden.dirs.iter().collect();
+    dirs.sort_by_key(|d| std::cmp::Reverse(d.components().count()));
+    let files = hidden.files.iter().map(|f| (f, &file));
+    files
+        .chain(dirs.into_iter().map(|d| (d, &dir)))
+        .map(|(path, source)| {
+            ReadOnlyMount::hiding(path, source)
+                .ok_or_else(|| hide_error(path, "it cannot be described (vanished?)".into()))
+        })
+        .collect()
 }
 
 /// The sandbox policy of one agent's commands. Build it once per session or worker
@@ -419,6 +473,23 @@ impl CommandSandbox {
     /// # Errors
     /// [`SandboxOsError::Ruleset`] when the kernel refuses the ruleset or a rule.
     pub fn prepare_with(&self, temp_dir: Option<&Path>) -> Result<PreparedSandbox, SandboxOsError> {
+        self.prepare_hiding(temp_dir, &crate::permissions::HiddenPaths::default())
+    }
+
+    /// [`Self::prepare_with`] that also hides `hidden` (what the `read_file` deny rules cover,
+    /// [`crate::permissions::hidden_paths`]) from the command: an empty read-only file or
+    /// directory is bound over each, in the command's mount namespace (placeholders made in
+    /// `temp_dir`). Needs namespaces ([`Self::namespaces`]); without them nothing is hidden.
+    ///
+    /// # Errors
+    /// [`SandboxOsError::Ruleset`] when the kernel refuses the ruleset or a rule;
+    /// [`SandboxOsError::Hide`] when the placeholders cannot be made or a path cannot be
+    /// described (the command must not run).
+    pub fn prepare_hiding(
+        &self,
+        temp_dir: Option<&Path>,
+        hidden: &crate::permissions::HiddenPaths,
+    ) -> Result<PreparedSandbox, SandboxOsError> {
         if !self.is_enforced() {
             return Ok(PreparedSandbox {
                 ruleset: None,
@@ -455,10 +526,12 @@ impl CommandSandbox {
             created = add_path_rule(created, path, all, abi).map_err(err)?;
         }
         let read_only = if self.namespaces {
-            protected_entries(&self.workspace_root)
+            let mut mounts: Vec<ReadOnlyMount> = protected_entries(&self.workspace_root)
                 .iter()
                 .filter_map(|p| ReadOnlyMount::new(p))
-                .collect()
+                .collect();
+            mounts.extend(hiding_mounts(hidden, temp_dir)?);
+            mounts
         } else {
             Vec::new()
         };
@@ -555,6 +628,8 @@ pub struct Namespaces {
 #[derive(Debug)]
 pub struct ReadOnlyMount {
     path: std::ffi::CString,
+    /// What is bound there: the path itself (`None`), or an empty placeholder that hides it.
+    source: Option<std::ffi::CString>,
     kept_flags: libc::c_ulong,
 }
 
@@ -564,6 +639,29 @@ impl ReadOnlyMount {
     fn new(path: &Path) -> Option<Self> {
         use std::os::unix::ffi::OsStrExt;
         let path = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+        let kept_flags = Self::kept_flags(&path)?;
+        Some(ReadOnlyMount {
+            path,
+            source: None,
+            kept_flags,
+        })
+    }
+
+    /// A read-only bind of the empty placeholder `source` over `path`, hiding what is there.
+    fn hiding(path: &Path, source: &Path) -> Option<Self> {
+        use std::os::unix::ffi::OsStrExt;
+        let path = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+        let source = std::ffi::CString::new(source.as_os_str().as_bytes()).ok()?;
+        let kept_flags = Self::kept_flags(&source)?;
+        Some(ReadOnlyMount {
+            path,
+            source: Some(source),
+            kept_flags,
+        })
+    }
+
+    /// The flags of the mount `path` lies on that a remount in a user namespace must keep.
+    fn kept_flags(path: &std::ffi::CStr) -> Option<libc::c_ulong> {
         // SAFETY: `path` is NUL-terminated and `stat` is a plain out-parameter.
         let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
         if unsafe { libc::statvfs(path.as_ptr(), &mut stat) } != 0 {
@@ -581,7 +679,7 @@ impl ReadOnlyMount {
             .iter()
             .filter(|(st, _)| stat.f_flag & st != 0)
             .fold(0, |flags, (_, ms)| flags | ms);
-        Some(ReadOnlyMount { path, kept_flags })
+        Some(kept_flags)
     }
 
     /// Binds the path onto itself and remounts the bind read-only: two `mount(2)` calls.
@@ -590,7 +688,8 @@ impl ReadOnlyMount {
         // SAFETY: NUL-terminated paths owned by `self`; NULL filesystem type and data.
         unsafe {
             let p = self.path.as_ptr();
-            if libc::mount(p, p, none, libc::MS_BIND | libc::MS_REC, none.cast()) != 0 {
+            let from = self.source.as_ref().map_or(p, |s| s.as_ptr());
+            if libc::mount(from, p, none, libc::MS_BIND | libc::MS_REC, none.cast()) != 0 {
                 return Err(std::io::Error::last_os_error());
             }
             let flags = libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY | self.kept_flags;

@@ -2,7 +2,6 @@
 //! when a command starts, so that the OS sandbox can hide them from the command
 //! ([`crate::sandbox_os`] binds an empty placeholder over each).
 
-use super::paths::{Placed, path_rule_matches};
 use crate::permissions::rules::{PermissionRule, RulePattern};
 use crate::tools::ToolKind;
 use std::collections::HashSet;
@@ -84,12 +83,20 @@ pub fn hidden_paths(
     if denies.is_empty() {
         return Ok(hidden);
     }
+    // Every walked path is inside the workspace: a relative rule is matched against the path
+    // relative to it, an absolute rule against the absolute path (`path_rule_matches`).
     let covered = |abs: &Path| {
-        let placed = Placed {
-            abs: abs.to_path_buf(),
-            rel: abs.strip_prefix(root).ok().map(Path::to_path_buf),
-        };
-        denies.iter().any(|r| path_rule_matches(r, &placed, true))
+        denies.iter().any(|r| match &r.pattern {
+            RulePattern::Path {
+                absolute: true,
+                matcher,
+                ..
+            } => matcher.is_match(abs),
+            RulePattern::Path { matcher, .. } => {
+                abs.strip_prefix(root).is_ok_and(|rel| matcher.is_match(rel))
+            }
+            _ => false,
+        })
     };
     let mut walk = Walk::default();
     walk.run(root, &mut |path, kind, _| {

@@ -63,7 +63,10 @@ fn main() {
     rerun_without_cargo_library_path();
     let status = landlock_status();
     if status.abi().is_none() || !namespaces_available() {
-        println!("command_isolation: skipped: {status}, namespaces: {}", namespaces_available());
+        println!(
+            "command_isolation: skipped: {status}, namespaces: {}",
+            namespaces_available()
+        );
         return;
     }
     let runs = runs_from("ISOLATION_BENCH_RUNS");
@@ -134,7 +137,12 @@ fn main() {
     let processes = std::fs::read_dir("/proc")
         .map(|d| {
             d.flatten()
-                .filter(|e| e.file_name().to_string_lossy().bytes().all(|b| b.is_ascii_digit()))
+                .filter(|e| {
+                    e.file_name()
+                        .to_string_lossy()
+                        .bytes()
+                        .all(|b| b.is_ascii_digit())
+                })
                 .count()
         })
         .unwrap_or(0);
@@ -156,6 +164,8 @@ fn main() {
         medians[2] - medians[1],
         medians[3] - medians[2]
     );
-    println!("  one /proc sweep by marker: median {marker_sweep:.0} µs; by user namespace: median {namespace_sweep:.0} µs");
+    println!(
+        "  one /proc sweep by marker: median {marker_sweep:.0} µs; by user namespace: median {namespace_sweep:.0} µs"
+    );
     println!("  hidden_paths walk alone ({files} files): median {walk:.0} µs");
 }

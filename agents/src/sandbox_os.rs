@@ -248,9 +248,8 @@ fn hiding_mounts(
         path: path.to_path_buf(),
         reason,
     };
-    let temp = temp_dir.ok_or_else(|| {
-        hide_error(Path::new("."), "the command has no private temp dir".into())
-    })?;
+    let temp = temp_dir
+        .ok_or_else(|| hide_error(Path::new("."), "the command has no private temp dir".into()))?;
     let file = temp.join(".ahelper-hidden-file");
     let dir = temp.join(".ahelper-hidden-dir");
     std::fs::OpenOptions::new()
@@ -787,9 +786,13 @@ impl Namespaces {
             0
         };
         // SAFETY: unshare(2) with flag constants.
-        let entered = [flags | pid, libc::CLONE_NEWUSER | flags | pid, libc::CLONE_NEWUSER | flags]
-            .into_iter()
-            .find(|f| unsafe { libc::unshare(*f) } == 0);
+        let entered = [
+            flags | pid,
+            libc::CLONE_NEWUSER | flags | pid,
+            libc::CLONE_NEWUSER | flags,
+        ]
+        .into_iter()
+        .find(|f| unsafe { libc::unshare(*f) } == 0);
         let Some(entered) = entered else {
             return Ok(());
         };

@@ -387,7 +387,6 @@ fn short_id() -> String {
     format!("{}{}", &full[4..12], &full[28..32])
 }
 
-
 /// The parent's command sandbox re-rooted at an isolated sub-agent's `worktree`, with reads
 /// confined as a swarm worker's are: its commands may not read the parent's checkout
 /// `parent_root` (the user's uncommitted files, sessions, other sub-agents' worktrees beneath

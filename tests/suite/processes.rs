@@ -390,7 +390,10 @@ fn kill_9_of_ahelper_and_its_watchdog_leaves_nothing_of_a_sandboxed_command() {
     let pattern = format!("sleep 300.{x}");
     let deadline = Instant::now() + Duration::from_secs(30);
     while live_processes_with("cmdline", &pattern).len() < 5 {
-        assert!(Instant::now() < deadline, "the command's processes never all started");
+        assert!(
+            Instant::now() < deadline,
+            "the command's processes never all started"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
     let watchdog = watchdog_of(child.id());
@@ -546,5 +549,51 @@ fn network_off_stops_udp() {
     assert!(
         received(&listener),
         "with the network on the datagram arrives"
+    );
+}
+
+/// A sandboxed command lives in a PID namespace of its own whose `/proc` it can read (`ps`,
+/// `$$` and `/proc/<pid>` agree), and its exit code and fatal signal reach ahelper unchanged
+/// through the namespace's init and the waiter.
+#[test]
+fn a_command_sees_its_own_pid_namespace_and_keeps_its_exit_status() {
+    if !landlock_available() || !ahelper_agents::sandbox_os::namespaces_available() {
+        eprintln!("skipped: no landlock or no user namespaces on this machine");
+        return;
+    }
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let probe = "echo \"shell=$$\"; read -r pid comm rest < /proc/$$/stat; echo \"stat=$pid $comm\"; \
+                 echo \"count=$(ls /proc | grep -c '^[0-9]')\"";
+    let requests = print_run(
+        &repo,
+        vec![
+            runs(probe),
+            runs("exit 7"),
+            runs("kill -TERM $$"),
+            Turn::text("done"),
+        ],
+    );
+    let probed = body(&requests[1]);
+    assert!(probed.contains("shell=2"), "{probed}");
+    assert!(probed.contains("stat=2 (bash)"), "{probed}");
+    let count: usize = probed
+        .rsplit("count=")
+        .next()
+        .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{probed}"));
+    assert!(
+        count <= 5,
+        "only the namespace's processes are listed: {probed}"
+    );
+    assert!(
+        body(&requests[2]).contains("[exit code: 7]"),
+        "{}",
+        body(&requests[2])
+    );
+    assert!(
+        body(&requests[3]).contains("[killed by signal 15 (SIGTERM)]"),
+        "{}",
+        body(&requests[3])
     );
 }

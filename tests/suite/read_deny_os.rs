@@ -97,11 +97,7 @@ fn git_content_commands_are_refused_under_read_deny_rules() {
         "git grep SECRET",
         "git show HEAD",
     ];
-    let (requests, stderr) = play(
-        &repo,
-        &["--disallowedTools", "read_file(**/.env)"],
-        &forms,
-    );
+    let (requests, stderr) = play(&repo, &["--disallowedTools", "read_file(**/.env)"], &forms);
     for (i, request) in requests.iter().enumerate() {
         let body = request.body.to_string();
         assert!(

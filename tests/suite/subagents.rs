@@ -255,7 +255,10 @@ fn isolation_worktree_keeps_the_subagents_work_on_its_own_branch() {
 /// `.ahelper/worktrees/`, while its own worktree and git history stay readable.
 #[test]
 fn an_isolated_subagent_cannot_read_the_checkout_or_other_worktrees() {
-    if ahelper_agents::sandbox_os::landlock_status().abi().is_none() {
+    if ahelper_agents::sandbox_os::landlock_status()
+        .abi()
+        .is_none()
+    {
         eprintln!("skipped: landlock is not available");
         return;
     }
@@ -290,8 +293,17 @@ fn an_isolated_subagent_cannot_read_the_checkout_or_other_worktrees() {
     let child = requests_of(&server, "Child one:");
     let seen = child.last().unwrap().body.to_string();
     assert!(seen.contains("probe-done"), "{seen}");
-    assert!(seen.contains("committed-a"), "its own worktree is readable: {seen}");
-    assert!(!seen.contains("uncommitted-draft-4f1"), "the checkout was read: {seen}");
-    assert!(!seen.contains("sibling-notes-9c2"), "another worktree was read: {seen}");
+    assert!(
+        seen.contains("committed-a"),
+        "its own worktree is readable: {seen}"
+    );
+    assert!(
+        !seen.contains("uncommitted-draft-4f1"),
+        "the checkout was read: {seen}"
+    );
+    assert!(
+        !seen.contains("sibling-notes-9c2"),
+        "another worktree was read: {seen}"
+    );
     assert!(seen.contains("Permission denied"), "{seen}");
 }

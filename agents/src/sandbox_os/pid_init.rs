@@ -123,8 +123,13 @@ impl PidInit {
         let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
         // SAFETY: NUL-terminated constant strings, NULL data; the attribute lives on the stack.
         unsafe {
-            if libc::mount(c"proc".as_ptr(), c"/proc".as_ptr(), c"proc".as_ptr(), flags, none)
-                != 0
+            if libc::mount(
+                c"proc".as_ptr(),
+                c"/proc".as_ptr(),
+                c"proc".as_ptr(),
+                flags,
+                none,
+            ) != 0
             {
                 return;
             }

@@ -647,14 +647,15 @@ impl RunningCommand {
                         dir.display()
                     )));
                 }
-                let mut prepared = policy
-                    .prepare_hiding(Some(temp.path()), &hidden)
-                    .map_err(|e| match e {
-                        crate::sandbox_os::SandboxOsError::Hide { .. } => {
-                            ToolError::new(e.to_string())
-                        }
-                        _ => ToolError::fatal(e.to_string()),
-                    })?;
+                let mut prepared =
+                    policy
+                        .prepare_hiding(Some(temp.path()), &hidden)
+                        .map_err(|e| match e {
+                            crate::sandbox_os::SandboxOsError::Hide { .. } => {
+                                ToolError::new(e.to_string())
+                            }
+                            _ => ToolError::fatal(e.to_string()),
+                        })?;
                 report = prepared.take_report();
                 prepared.install(&mut cmd);
                 true

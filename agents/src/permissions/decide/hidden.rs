@@ -34,7 +34,11 @@ impl HiddenPaths {
     }
 
     fn push(&mut self, path: PathBuf, is_dir: bool) {
-        let list = if is_dir { &mut self.dirs } else { &mut self.files };
+        let list = if is_dir {
+            &mut self.dirs
+        } else {
+            &mut self.files
+        };
         if !list.contains(&path) {
             list.push(path);
         }
@@ -92,9 +96,9 @@ pub fn hidden_paths(
                 matcher,
                 ..
             } => matcher.is_match(abs),
-            RulePattern::Path { matcher, .. } => {
-                abs.strip_prefix(root).is_ok_and(|rel| matcher.is_match(rel))
-            }
+            RulePattern::Path { matcher, .. } => abs
+                .strip_prefix(root)
+                .is_ok_and(|rel| matcher.is_match(rel)),
             _ => false,
         })
     };
@@ -260,6 +264,10 @@ mod tests {
         want.sort();
         assert_eq!(files, want);
         assert_eq!(found.dirs, vec![root.join("app/secrets")]);
-        assert!(hidden_paths(&rules(&["run_command(rm:*)"]), &root).unwrap().is_empty());
+        assert!(
+            hidden_paths(&rules(&["run_command(rm:*)"]), &root)
+                .unwrap()
+                .is_empty()
+        );
     }
 }

@@ -86,6 +86,15 @@ impl PidInit {
         if command == 0 {
             return Ok(());
         }
+        if command < 0 {
+            // Nothing written to the status pipe: the waiter ends with this exit code.
+            let message = b"ahelper: cannot start the command: fork failed in its PID namespace\n";
+            // SAFETY: write(2) of a static buffer to stderr, then _exit.
+            unsafe {
+                libc::write(2, message.as_ptr().cast(), message.len());
+                libc::_exit(127)
+            }
+        }
         run_init(command, status[1]);
     }
 

@@ -39,8 +39,12 @@ use landlock::{
     RulesetCreated, RulesetCreatedAttr, RulesetStatus,
 };
 use std::fmt;
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
+
+mod pid_init;
+use pid_init::PidInit;
 
 /// The landlock ABI whose access rights we ask for. Newer kernels are asked for exactly these
 /// rights (landlock's compatibility contract: rights of a newer ABI are never handled unless
@@ -215,6 +219,59 @@ pub enum SandboxOsError {
          (or `sandbox.mode = \"off\"`) if the kernel's landlock is broken"
     )]
     Ruleset(String),
+    /// A path a `read_file` deny rule covers cannot be hidden from the command.
+    #[error(
+        "cannot hide {path} (a read_file deny rule covers it) from this command: {reason}; the \
+         command did not run"
+    )]
+    Hide {
+        /// The path, or the placeholder that could not be made.
+        path: PathBuf,
+        /// What failed.
+        reason: String,
+    },
+}
+
+/// The read-only binds that hide `hidden`: an empty file (mode 0400) over each file, an empty
+/// directory (mode 0500) over each directory — files first, then directories deepest first, so
+/// that a path inside a hidden directory is bound before the directory disappears. The two
+/// placeholders are made in the command's private `temp_dir`.
+fn hiding_mounts(
+    hidden: &crate::permissions::HiddenPaths,
+    temp_dir: Option<&Path>,
+) -> Result<Vec<ReadOnlyMount>, SandboxOsError> {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    if hidden.is_empty() {
+        return Ok(Vec::new());
+    }
+    let hide_error = |path: &Path, reason: String| SandboxOsError::Hide {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let temp = temp_dir
+        .ok_or_else(|| hide_error(Path::new("."), "the command has no private temp dir".into()))?;
+    let file = temp.join(".ahelper-hidden-file");
+    let dir = temp.join(".ahelper-hidden-dir");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o400)
+        .open(&file)
+        .map_err(|e| hide_error(&file, e.to_string()))?;
+    std::fs::DirBuilder::new()
+        .mode(0o500)
+        .create(&dir)
+        .map_err(|e| hide_error(&dir, e.to_string()))?;
+    let mut dirs: Vec<&PathBuf> = hidden.dirs.iter().collect();
+    dirs.sort_by_key(|d| std::cmp::Reverse(d.components().count()));
+    let files = hidden.files.iter().map(|f| (f, &file));
+    files
+        .chain(dirs.into_iter().map(|d| (d, &dir)))
+        .map(|(path, source)| {
+            ReadOnlyMount::hiding(path, source)
+                .ok_or_else(|| hide_error(path, "it cannot be described (vanished?)".into()))
+        })
+        .collect()
 }
 
 /// The sandbox policy of one agent's commands. Build it once per session or worker
@@ -415,10 +472,28 @@ impl CommandSandbox {
     /// # Errors
     /// [`SandboxOsError::Ruleset`] when the kernel refuses the ruleset or a rule.
     pub fn prepare_with(&self, temp_dir: Option<&Path>) -> Result<PreparedSandbox, SandboxOsError> {
+        self.prepare_hiding(temp_dir, &crate::permissions::HiddenPaths::default())
+    }
+
+    /// [`Self::prepare_with`] that also hides `hidden` (what the `read_file` deny rules cover,
+    /// [`crate::permissions::hidden_paths`]) from the command: an empty read-only file or
+    /// directory is bound over each, in the command's mount namespace (placeholders made in
+    /// `temp_dir`). Needs namespaces ([`Self::namespaces`]); without them nothing is hidden.
+    ///
+    /// # Errors
+    /// [`SandboxOsError::Ruleset`] when the kernel refuses the ruleset or a rule;
+    /// [`SandboxOsError::Hide`] when the placeholders cannot be made or a path cannot be
+    /// described (the command must not run).
+    pub fn prepare_hiding(
+        &self,
+        temp_dir: Option<&Path>,
+        hidden: &crate::permissions::HiddenPaths,
+    ) -> Result<PreparedSandbox, SandboxOsError> {
         if !self.is_enforced() {
             return Ok(PreparedSandbox {
                 ruleset: None,
                 namespaces: None,
+                report: None,
             });
         }
         let err = |e: landlock::RulesetError| SandboxOsError::Ruleset(e.to_string());
@@ -450,17 +525,27 @@ impl CommandSandbox {
             created = add_path_rule(created, path, all, abi).map_err(err)?;
         }
         let read_only = if self.namespaces {
-            protected_entries(&self.workspace_root)
+            let mut mounts: Vec<ReadOnlyMount> = protected_entries(&self.workspace_root)
                 .iter()
                 .filter_map(|p| ReadOnlyMount::new(p))
-                .collect()
+                .collect();
+            mounts.extend(hiding_mounts(hidden, temp_dir)?);
+            mounts
         } else {
             Vec::new()
         };
-        let namespaces = Namespaces::new(!self.network, read_only, self.namespaces);
+        let (pid_init, report) = if self.namespaces {
+            let (report, init) = pid_init_for(&created, read.bits())
+                .map_err(|e| SandboxOsError::Ruleset(e.to_string()))?;
+            (Some(init), Some(report))
+        } else {
+            (None, None)
+        };
+        let namespaces = Namespaces::new(!self.network, read_only, self.namespaces, pid_init);
         Ok(PreparedSandbox {
             ruleset: Some(created),
             namespaces: (!namespaces.is_empty()).then_some(namespaces),
+            report,
         })
     }
 
@@ -475,6 +560,30 @@ impl CommandSandbox {
 pub struct PreparedSandbox {
     ruleset: Option<RulesetCreated>,
     namespaces: Option<Namespaces>,
+    /// Read end of the PID namespace's report pipe ([`Self::take_report`]).
+    report: Option<OwnedFd>,
+}
+
+/// The report pipe (read end non-blocking, both ends close-on-exec) and the [`PidInit`] of one
+/// command, which grants `read` on its new `/proc` in a second descriptor of `ruleset`.
+fn pid_init_for(ruleset: &RulesetCreated, read: u64) -> std::io::Result<(OwnedFd, PidInit)> {
+    use std::os::fd::FromRawFd;
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: pipe2 writes two new descriptors, which we own from here on.
+    let (read_end, write_end) = unsafe {
+        if libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1]))
+    };
+    // SAFETY: fcntl on a descriptor we own.
+    unsafe { libc::fcntl(fds[0], libc::F_SETFL, libc::O_NONBLOCK) };
+    let proc_rule = ruleset
+        .try_clone()
+        .ok()
+        .and_then(Option::<OwnedFd>::from)
+        .map(|fd| (fd, read));
+    Ok((read_end, PidInit::new(write_end, proc_rule)))
 }
 
 /// The namespaces a command enters before landlock (in the child, between `fork` and `exec`):
@@ -504,8 +613,11 @@ pub struct Namespaces {
     /// `"<gid> <gid> 1"` for `/proc/self/gid_map`.
     gid_map: Vec<u8>,
     /// A user namespace even when no other namespace is needed: it marks the command's
-    /// processes in a way they cannot shed (`env -i`), for the process sweep.
+    /// processes in a way they cannot shed (`env -i`), for the process sweep. With it come a
+    /// mount namespace and a PID namespace ([`PidInit`]).
     own_user: bool,
+    /// The PID namespace's init, when the command gets one (always with `own_user`).
+    pid_init: Option<PidInit>,
 }
 
 /// One path bind-mounted onto itself read-only, prepared in the parent: the NUL-terminated
@@ -515,6 +627,8 @@ pub struct Namespaces {
 #[derive(Debug)]
 pub struct ReadOnlyMount {
     path: std::ffi::CString,
+    /// What is bound there: the path itself (`None`), or an empty placeholder that hides it.
+    source: Option<std::ffi::CString>,
     kept_flags: libc::c_ulong,
 }
 
@@ -524,6 +638,29 @@ impl ReadOnlyMount {
     fn new(path: &Path) -> Option<Self> {
         use std::os::unix::ffi::OsStrExt;
         let path = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+        let kept_flags = Self::kept_flags(&path)?;
+        Some(ReadOnlyMount {
+            path,
+            source: None,
+            kept_flags,
+        })
+    }
+
+    /// A read-only bind of the empty placeholder `source` over `path`, hiding what is there.
+    fn hiding(path: &Path, source: &Path) -> Option<Self> {
+        use std::os::unix::ffi::OsStrExt;
+        let path = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+        let source = std::ffi::CString::new(source.as_os_str().as_bytes()).ok()?;
+        let kept_flags = Self::kept_flags(&source)?;
+        Some(ReadOnlyMount {
+            path,
+            source: Some(source),
+            kept_flags,
+        })
+    }
+
+    /// The flags of the mount `path` lies on that a remount in a user namespace must keep.
+    fn kept_flags(path: &std::ffi::CStr) -> Option<libc::c_ulong> {
         // SAFETY: `path` is NUL-terminated and `stat` is a plain out-parameter.
         let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
         if unsafe { libc::statvfs(path.as_ptr(), &mut stat) } != 0 {
@@ -541,7 +678,7 @@ impl ReadOnlyMount {
             .iter()
             .filter(|(st, _)| stat.f_flag & st != 0)
             .fold(0, |flags, (_, ms)| flags | ms);
-        Some(ReadOnlyMount { path, kept_flags })
+        Some(kept_flags)
     }
 
     /// Binds the path onto itself and remounts the bind read-only: two `mount(2)` calls.
@@ -550,7 +687,8 @@ impl ReadOnlyMount {
         // SAFETY: NUL-terminated paths owned by `self`; NULL filesystem type and data.
         unsafe {
             let p = self.path.as_ptr();
-            if libc::mount(p, p, none, libc::MS_BIND | libc::MS_REC, none.cast()) != 0 {
+            let from = self.source.as_ref().map_or(p, |s| s.as_ptr());
+            if libc::mount(from, p, none, libc::MS_BIND | libc::MS_REC, none.cast()) != 0 {
                 return Err(std::io::Error::last_os_error());
             }
             let flags = libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY | self.kept_flags;
@@ -565,7 +703,12 @@ impl ReadOnlyMount {
 impl Namespaces {
     /// The plan for one command: a network namespace when `network`, a mount namespace when
     /// `read_only` is not empty, maps for this process's effective user.
-    fn new(network: bool, read_only: Vec<ReadOnlyMount>, own_user: bool) -> Self {
+    fn new(
+        network: bool,
+        read_only: Vec<ReadOnlyMount>,
+        own_user: bool,
+        pid_init: Option<PidInit>,
+    ) -> Self {
         // SAFETY: geteuid/getegid cannot fail.
         let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
         Namespaces {
@@ -574,6 +717,7 @@ impl Namespaces {
             uid_map: format!("{uid} {uid} 1").into_bytes(),
             gid_map: format!("{gid} {gid} 1").into_bytes(),
             own_user,
+            pid_init: pid_init.filter(|_| own_user),
         }
     }
 
@@ -585,6 +729,9 @@ impl Namespaces {
     /// calls only, no allocation. An error when the namespaces were made but the maps or a
     /// bind failed: the command does not start rather than run with writable protected paths.
     fn enter(&self) -> std::io::Result<()> {
+        if self.own_user {
+            return self.enter_own();
+        }
         let mut flags = 0;
         if self.network {
             flags |= libc::CLONE_NEWNET;
@@ -623,6 +770,49 @@ impl Namespaces {
 }
 
 impl Namespaces {
+    /// [`Self::enter`] when the command gets namespaces of its own: a user, mount and PID
+    /// namespace (and a network one when `network`), `/` private, the read-only binds, then
+    /// [`PidInit::start`] — so this returns in the command's process, PID 2 of the namespace.
+    /// Without a PID namespace (the kernel refused one) the command runs as before, found by
+    /// the process sweep.
+    fn enter_own(&self) -> std::io::Result<()> {
+        let mut flags = libc::CLONE_NEWNS;
+        if self.network {
+            flags |= libc::CLONE_NEWNET;
+        }
+        let pid = if self.pid_init.is_some() {
+            libc::CLONE_NEWPID
+        } else {
+            0
+        };
+        // SAFETY: unshare(2) with flag constants.
+        let entered = [
+            flags | pid,
+            libc::CLONE_NEWUSER | flags | pid,
+            libc::CLONE_NEWUSER | flags,
+        ]
+        .into_iter()
+        .find(|f| unsafe { libc::unshare(*f) } == 0);
+        let Some(entered) = entered else {
+            return Ok(());
+        };
+        if entered & libc::CLONE_NEWUSER != 0 {
+            self.write_maps()?;
+        }
+        // Keep the binds in this namespace: nothing propagates back to ahelper's.
+        let none = std::ptr::null();
+        let private = libc::MS_REC | libc::MS_PRIVATE;
+        // SAFETY: NUL-terminated constant path, NULL type and data.
+        if unsafe { libc::mount(none, c"/".as_ptr(), none, private, none.cast()) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        self.read_only.iter().try_for_each(ReadOnlyMount::apply)?;
+        match &self.pid_init {
+            Some(init) if entered & libc::CLONE_NEWPID != 0 => init.start(),
+            _ => Ok(()),
+        }
+    }
+
     /// Writes `setgroups`, `uid_map` and `gid_map` of the calling process. ahelper is not
     /// dumpable (`hardening`), which makes its `/proc/self` files root's: an unprivileged child
     /// could not open them. So the child is dumpable for these three writes only — landlocked
@@ -689,6 +879,17 @@ pub fn protected_entries(workspace_root: &Path) -> Vec<PathBuf> {
     found
 }
 
+/// The number of processes a command's PID namespace init killed after the command's shell
+/// ended, from the report pipe ([`PreparedSandbox::take_report`]); `None` when nothing was
+/// written (the namespace's processes were killed with it, or it had none).
+pub fn read_leftover_report(report: &OwnedFd) -> Option<u32> {
+    use std::os::fd::AsRawFd;
+    let mut buf = [0u8; 4];
+    // SAFETY: read(2) into a stack buffer of the given size from a descriptor we own.
+    let n = unsafe { libc::read(report.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+    (n == 4).then(|| u32::from_le_bytes(buf))
+}
+
 /// `open(path, O_WRONLY)`, one `write`, `close`: async-signal-safe.
 fn write_proc_file(path: &std::ffi::CStr, bytes: &[u8]) -> std::io::Result<()> {
     // SAFETY: `path` is NUL-terminated; the descriptor is used and closed here only.
@@ -708,6 +909,14 @@ fn write_proc_file(path: &std::ffi::CStr, bytes: &[u8]) -> std::io::Result<()> {
 }
 
 impl PreparedSandbox {
+    /// The read end of the command's report pipe when it gets a PID namespace of its own:
+    /// after the command ends it holds the number of processes its namespace's init killed
+    /// (a `u32`, little-endian; nothing when the command was killed) — read it with
+    /// [`read_leftover_report`]. Take it before [`Self::install`].
+    pub fn take_report(&mut self) -> Option<OwnedFd> {
+        self.report.take()
+    }
+
     /// True when applying it confines the process (false for a disabled sandbox).
     pub fn is_active(&self) -> bool {
         self.ruleset.is_some()

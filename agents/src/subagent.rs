@@ -287,8 +287,8 @@ impl AgentTool {
         context.max_output_chars = ctx.max_output_chars;
         context.read_deny = ctx.read_deny.clone();
         if let Some(sandbox) = &ctx.command_sandbox {
-            context.command_sandbox =
-                Some(Arc::new(sandbox.for_workspace(&context.workspace_root)));
+            let sandbox = isolated_sandbox(sandbox, &ctx.workspace_root, &context.workspace_root);
+            context.command_sandbox = Some(Arc::new(sandbox));
         }
         Ok(Place::Worktree {
             context,
@@ -385,6 +385,31 @@ fn short_id() -> String {
     let full = uuid::Uuid::now_v7().simple().to_string();
     // The last digits are random; the first ones are the time.
     format!("{}{}", &full[4..12], &full[28..32])
+}
+
+/// The parent's command sandbox re-rooted at an isolated sub-agent's `worktree`, with reads
+/// confined as a swarm worker's are: its commands may not read the parent's checkout
+/// `parent_root` (the user's uncommitted files, sessions, other sub-agents' worktrees beneath
+/// `.ahelper/worktrees/`) except their own worktree (writable, hence readable) and the
+/// repository's `.git` (read-only: git in a linked worktree needs it). A writable path of the
+/// user's that contains the checkout is dropped (each command has its private temp dir).
+fn isolated_sandbox(
+    sandbox: &crate::sandbox_os::CommandSandbox,
+    parent_root: &std::path::Path,
+    worktree: &std::path::Path,
+) -> crate::sandbox_os::CommandSandbox {
+    let canonical = |p: &std::path::Path| std::fs::canonicalize(p).unwrap_or(p.to_path_buf());
+    let mut isolated = sandbox.for_workspace(worktree);
+    let checkout = canonical(parent_root);
+    let worktree = isolated.workspace_root().to_path_buf();
+    isolated
+        .writable
+        .retain(|w| *w == worktree || !checkout.starts_with(w));
+    if !isolated.read_denied.contains(&checkout) {
+        isolated.read_denied.push(checkout.clone());
+    }
+    isolated.readable.push(canonical(&checkout.join(".git")));
+    isolated
 }
 
 #[cfg(test)]

@@ -17,6 +17,7 @@ mod opaque_code;
 mod print_mode;
 mod processes;
 mod project_trust;
+mod read_deny_os;
 mod refusals;
 mod repl;
 mod run_lifecycle;

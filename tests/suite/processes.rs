@@ -124,8 +124,9 @@ fn no_process_outlives_its_command_or_ahelper() {
 
 /// Processes that also shed the command's environment marker (`env -i`) — detached with
 /// `setsid`, `nohup`, a double fork, `disown`, or from a nested user namespace (`unshare -U`) —
-/// are gone when their command returns: the command's own user namespace marks them. (Needs
-/// the OS sandbox; without landlock the environment marker is the only one.)
+/// are gone when their command returns, and when it times out: they cannot leave the
+/// command's PID namespace. (Needs the OS sandbox; without landlock the environment marker is
+/// the only one.)
 #[test]
 fn processes_that_clear_their_environment_do_not_outlive_their_command() {
     if !landlock_available() {
@@ -143,13 +144,34 @@ fn processes_that_clear_their_environment_do_not_outlive_their_command() {
         "X={x}; for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null \
          | grep -q \"sleep 300\\.$X\" && echo SURVIVOR $p; done; echo checked"
     );
-    let requests = print_run(&repo, vec![runs(&forms), runs(&check), Turn::text("done")]);
+    let timed_out = json!({
+        "command": format!(
+            "nohup sleep 300.{x}6 >/dev/null 2>&1 & setsid sleep 300.{x}7 & (sleep 300.{x}8 &); \
+             env -i setsid sleep 300.{x}9 & sleep 60"
+        ),
+        "timeout_ms": 1000
+    });
+    let requests = print_run(
+        &repo,
+        vec![
+            runs(&forms),
+            Turn::tool_call("run_command", timed_out),
+            runs(&check),
+            Turn::text("done"),
+        ],
+    );
     assert!(
         body(&requests[1]).contains("started"),
         "{}",
         body(&requests[1])
     );
-    let checked = body(&requests[2]);
+    assert!(
+        body(&requests[1]).contains("left running were killed"),
+        "{}",
+        body(&requests[1])
+    );
+    assert!(body(&requests[2]).contains("timed out"));
+    let checked = body(&requests[3]);
     assert!(checked.contains("checked"), "{checked}");
     assert!(
         !checked.contains("SURVIVOR /proc"),
@@ -174,7 +196,7 @@ struct SleepingRun {
 }
 
 /// Starts a [`SleepingRun`] of `command` and waits until the command runs.
-fn start_sleeping_run(command: &str) -> SleepingRun {
+fn start_sleeping_run(command: &str, extra_args: &[&str]) -> SleepingRun {
     let repo = repo_with(&[("a.txt", "a\n")]);
     let server = start(one_worker([
         writes("a.txt", "partial\n"),
@@ -182,11 +204,9 @@ fn start_sleeping_run(command: &str) -> SleepingRun {
         writes("a.txt", "complete\n"),
         Turn::text("s1 done"),
     ]));
-    let child = spawn_ahelper(
-        &repo,
-        &server,
-        &["swarm", "do it", "--yes", "--permission-mode", "bypass"],
-    );
+    let mut args = vec!["swarm", "do it", "--yes", "--permission-mode", "bypass"];
+    args.extend_from_slice(extra_args);
+    let child = spawn_ahelper(&repo, &server, &args);
     let run = wait_for_worker_command(&repo.path());
     SleepingRun {
         repo,
@@ -239,9 +259,10 @@ fn kill_9_leaves_no_command_running_and_resume_finishes() {
         server,
         mut child,
         run,
-    } = start_sleeping_run(&format!(
-        "nohup sleep 300.{x}1 >/dev/null 2>&1 & exec sleep 300.{x}2"
-    ));
+    } = start_sleeping_run(
+        &format!("nohup sleep 300.{x}1 >/dev/null 2>&1 & exec sleep 300.{x}2"),
+        &[],
+    );
     let marker = run_marker(&run);
     assert!(!live_processes_with("environ", &marker).is_empty());
     child.kill().unwrap();
@@ -298,9 +319,10 @@ fn watchdog_of(parent: u32) -> u32 {
     }
 }
 
-/// 9.1, second layer: ahelper and its watchdog both killed with `kill -9`: the worker's shell
-/// dies with ahelper (`PR_SET_PDEATHSIG`), the `nohup` process it left is found and killed by
-/// `swarm resume` (its `AHELPER_RUN_ID`) before the run continues.
+/// 9.1, second layer: ahelper and its watchdog both killed with `kill -9`, commands without
+/// the OS sandbox (`--sandbox off`: no PID namespace): the worker's shell dies with ahelper
+/// (`PR_SET_PDEATHSIG`), the `nohup` process it left is found and killed by `swarm resume`
+/// (its `AHELPER_RUN_ID`) before the run continues.
 #[test]
 fn resume_kills_leftovers_of_a_run_whose_watchdog_died_too() {
     let x = unique();
@@ -309,9 +331,10 @@ fn resume_kills_leftovers_of_a_run_whose_watchdog_died_too() {
         server,
         mut child,
         run,
-    } = start_sleeping_run(&format!(
-        "nohup sleep 300.{x}1 >/dev/null 2>&1 & exec sleep 300.{x}2"
-    ));
+    } = start_sleeping_run(
+        &format!("nohup sleep 300.{x}1 >/dev/null 2>&1 & exec sleep 300.{x}2"),
+        &["--sandbox", "off"],
+    );
     let watchdog = watchdog_of(child.id());
     // SAFETY: signalling the watchdog of our own child.
     unsafe { libc::kill(watchdog as i32, libc::SIGKILL) };
@@ -346,13 +369,61 @@ fn resume_kills_leftovers_of_a_run_whose_watchdog_died_too() {
     assert_eq!(only_run(&repo.path()).unwrap()["status"], "finished");
 }
 
+/// 15.7 after `kill -9`: ahelper *and* its watchdog killed while a worker's command runs that
+/// left `nohup … &`, `setsid …`, a double fork and `env -i setsid …` (no environment marker)
+/// behind: all of them are gone without any resume — the command's PID namespace dies with
+/// the waiter ahelper spawned (`PR_SET_PDEATHSIG`), and with it every process in it.
+#[test]
+fn kill_9_of_ahelper_and_its_watchdog_leaves_nothing_of_a_sandboxed_command() {
+    if !landlock_available() {
+        eprintln!("skipped: landlock is not available, so commands get no PID namespace");
+        return;
+    }
+    let x = unique();
+    let SleepingRun { mut child, .. } = start_sleeping_run(
+        &format!(
+            "nohup sleep 300.{x}1 >/dev/null 2>&1 & setsid sleep 300.{x}2 & \
+             (sleep 300.{x}3 &) ; env -i setsid sleep 300.{x}4 & exec sleep 300.{x}5"
+        ),
+        &[],
+    );
+    let pattern = format!("sleep 300.{x}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while live_processes_with("cmdline", &pattern).len() < 5 {
+        assert!(
+            Instant::now() < deadline,
+            "the command's processes never all started"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let watchdog = watchdog_of(child.id());
+    // SAFETY: signalling the watchdog of our own child.
+    unsafe { libc::kill(watchdog as i32, libc::SIGKILL) };
+    child.kill().unwrap();
+    let killed_at = Instant::now();
+    child.wait().unwrap();
+    let deadline = killed_at + Duration::from_secs(30);
+    while !live_processes_with("cmdline", &pattern).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "processes of the command survived kill -9 of ahelper and its watchdog: {:?}",
+            live_processes_with("cmdline", &pattern)
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    eprintln!(
+        "last process of the command gone {:?} after kill -9",
+        killed_at.elapsed()
+    );
+}
+
 /// 9.2: `signal` mid-run is handled like the first Ctrl-C: the worker commits `wip`, the
 /// output says how to resume, exit status 130, and no process of the run survives.
 fn signal_mid_run_commits_wip_and_prints_resume(signal: i32) {
     let x = unique();
     let SleepingRun {
         repo, child, run, ..
-    } = start_sleeping_run(&format!("setsid sleep 300.{x}1 & exec sleep 300.{x}2"));
+    } = start_sleeping_run(&format!("setsid sleep 300.{x}1 & exec sleep 300.{x}2"), &[]);
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, signal) };
     let output = child.wait_with_output().unwrap();
@@ -478,5 +549,51 @@ fn network_off_stops_udp() {
     assert!(
         received(&listener),
         "with the network on the datagram arrives"
+    );
+}
+
+/// A sandboxed command lives in a PID namespace of its own whose `/proc` it can read (`ps`,
+/// `$$` and `/proc/<pid>` agree), and its exit code and fatal signal reach ahelper unchanged
+/// through the namespace's init and the waiter.
+#[test]
+fn a_command_sees_its_own_pid_namespace_and_keeps_its_exit_status() {
+    if !landlock_available() || !ahelper_agents::sandbox_os::namespaces_available() {
+        eprintln!("skipped: no landlock or no user namespaces on this machine");
+        return;
+    }
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let probe = "echo \"shell=$$\"; read -r pid comm rest < /proc/$$/stat; echo \"stat=$pid $comm\"; \
+                 echo \"count=$(ls /proc | grep -c '^[0-9]')\"";
+    let requests = print_run(
+        &repo,
+        vec![
+            runs(probe),
+            runs("exit 7"),
+            runs("kill -TERM $$"),
+            Turn::text("done"),
+        ],
+    );
+    let probed = body(&requests[1]);
+    assert!(probed.contains("shell=2"), "{probed}");
+    assert!(probed.contains("stat=2 (bash)"), "{probed}");
+    let count: usize = probed
+        .rsplit("count=")
+        .next()
+        .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{probed}"));
+    assert!(
+        count <= 5,
+        "only the namespace's processes are listed: {probed}"
+    );
+    assert!(
+        body(&requests[2]).contains("[exit code: 7]"),
+        "{}",
+        body(&requests[2])
+    );
+    assert!(
+        body(&requests[3]).contains("[killed by signal 15 (SIGTERM)]"),
+        "{}",
+        body(&requests[3])
     );
 }

@@ -249,3 +249,61 @@ fn isolation_worktree_keeps_the_subagents_work_on_its_own_branch() {
     let worktrees = repo.git(&["worktree", "list"]);
     assert!(worktrees.contains(".ahelper/worktrees/"), "{worktrees}");
 }
+
+/// Issue 12/15.11: a sub-agent with `isolation: "worktree"` reads as a swarm worker does — its
+/// commands cannot read the user's uncommitted files nor another worktree beneath
+/// `.ahelper/worktrees/`, while its own worktree and git history stay readable.
+#[test]
+fn an_isolated_subagent_cannot_read_the_checkout_or_other_worktrees() {
+    if ahelper_agents::sandbox_os::landlock_status()
+        .abi()
+        .is_none()
+    {
+        eprintln!("skipped: landlock is not available");
+        return;
+    }
+    let repo = repo_with(&[("a.txt", "committed-a\n")]);
+    repo.write("draft.txt", "uncommitted-draft-4f1\n");
+    repo.write(".ahelper/worktrees/other/notes.txt", "sibling-notes-9c2\n");
+    let probe = "cat ../../../draft.txt; cat ../other/notes.txt; cat a.txt; \
+                 git log --format=%s -1; echo probe-done";
+    let server = start(
+        Script::new()
+            .with_conversation(
+                Conversation::new()
+                    .matching("Child one:")
+                    .turn(Turn::tool_call("run_command", json!({"command": probe})))
+                    .turn(Turn::text("probed")),
+            )
+            .with_conversation(
+                Conversation::new()
+                    .matching(PARENT)
+                    .turn(Turn::tool_call(
+                        "agent",
+                        json!({"description": "probe", "prompt": "Child one: probe.",
+                               "isolation": "worktree"}),
+                    ))
+                    .turn(Turn::text("Done.")),
+            ),
+    );
+    ahelper(&repo, &server, Wire::Anthropic)
+        .args(["-p", PARENT, "--permission-mode", "bypass"])
+        .assert()
+        .success();
+    let child = requests_of(&server, "Child one:");
+    let seen = child.last().unwrap().body.to_string();
+    assert!(seen.contains("probe-done"), "{seen}");
+    assert!(
+        seen.contains("committed-a"),
+        "its own worktree is readable: {seen}"
+    );
+    assert!(
+        !seen.contains("uncommitted-draft-4f1"),
+        "the checkout was read: {seen}"
+    );
+    assert!(
+        !seen.contains("sibling-notes-9c2"),
+        "another worktree was read: {seen}"
+    );
+    assert!(seen.contains("Permission denied"), "{seen}");
+}

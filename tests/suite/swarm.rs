@@ -509,11 +509,18 @@ fn plan_only_prints_the_plan_and_starts_nothing() {
 /// is resumable; `swarm resume` finishes it from the branch and transcript.
 #[test]
 fn ctrl_c_commits_wip_and_resume_finishes_the_run() {
+    // `$$` is the shell's pid in its own PID namespace, not the host's: the command is found by
+    // its unique argument instead.
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    let sleep_arg = format!("60.{}{}", std::process::id(), nanos % 1_000_000);
     let script = plan(json!([subtask("s1", "a.txt")])).with_conversation(worker(
         "s1",
         [
             writes("a.txt", "partial\n"),
-            runs("echo $$ > sleeper.pid; exec sleep 60"),
+            runs(&format!("echo $$ > sleeper.pid; exec sleep {sleep_arg}")),
             writes("a.txt", "complete\n"),
             Turn::text("s1 done"),
         ],
@@ -550,11 +557,26 @@ fn ctrl_c_commits_wip_and_resume_finishes_the_run() {
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     };
-    let sleeper: i32 = std::fs::read_to_string(&pid_file)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    assert!(std::fs::read_to_string(&pid_file).is_ok());
+    let sleeper_alive = || {
+        std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+            let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+            let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+            String::from_utf8_lossy(&cmdline)
+                .replace('\0', " ")
+                .trim_end()
+                == format!("sleep {sleep_arg}")
+                && !stat.contains(") Z ")
+        })
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !sleeper_alive() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the worker's command never ran"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let output = child.wait_with_output().unwrap();
@@ -571,10 +593,7 @@ fn ctrl_c_commits_wip_and_resume_finishes_the_run() {
     );
     // the child process group was killed
     std::thread::sleep(std::time::Duration::from_millis(200));
-    let alive = std::fs::read_to_string(format!("/proc/{sleeper}/stat"))
-        .map(|s| !s.contains(") Z "))
-        .unwrap_or(false);
-    assert!(!alive, "the worker's command survived Ctrl-C");
+    assert!(!sleeper_alive(), "the worker's command survived Ctrl-C");
     let run = swarm.last_run();
     assert_eq!(run["status"], "cancelled");
     assert_eq!(worker_status(&run, "w1"), "cancelled");

@@ -16,11 +16,13 @@ use super::rules::{PermissionRule, RulePattern, is_command_tool};
 use super::{Decision, PermissionMode, PermissionPolicy, PermissionRequest};
 use crate::sandbox::protection_reason;
 use crate::tools::ToolKind;
+pub use hidden::{HiddenPaths, HiddenPathsError, hidden_paths};
 use paths::{Placed, path_rule_matches, place};
 
 mod command;
 mod disk;
 mod git_dir;
+mod hidden;
 mod matching;
 mod paths;
 mod scan;

@@ -231,13 +231,27 @@ struct GroupGuard {
     /// The user namespace of the command's own (OS sandbox), when it has one: processes that
     /// cleared their environment (`env -i`) are still in it.
     user_namespace: Option<u64>,
+    /// The report pipe of the command's own PID namespace, when it may get one
+    /// ([`crate::sandbox_os::PreparedSandbox::take_report`]). When the namespace's init
+    /// reported, every other process in it was killed (and the kernel ends them all when init
+    /// dies), so no sweep of `/proc` is needed; without a report (the command was killed, or
+    /// the kernel gave it no PID namespace) the sweep runs.
+    pid_namespace: Option<OwnedFd>,
     armed: bool,
 }
 
 impl GroupGuard {
-    /// Kills every process carrying the command's marker or living in its user namespace.
+    /// Kills every process carrying the command's marker or living in its user namespace —
+    /// or, when the init of the command's PID namespace reported, reads how many it killed.
     /// Returns how many were killed.
     fn sweep(&self) -> usize {
+        let reported = self
+            .pid_namespace
+            .as_ref()
+            .and_then(crate::sandbox_os::read_leftover_report);
+        if let Some(killed) = reported {
+            return usize::try_from(killed).unwrap_or(usize::MAX);
+        }
         let marked = process_sweep::kill_marked(process_sweep::COMMAND_VAR, &self.marker);
         let in_namespace = self
             .user_namespace
@@ -453,7 +467,13 @@ async fn run_command(args: &RunCommandArgs, ctx: &ToolContext) -> Result<ToolOut
         )));
     }
     let sandbox = ctx.command_sandbox.as_deref();
-    let mut running = RunningCommand::spawn(&args.command, &cwd.physical, &ctx.env, sandbox)?;
+    let mut running = RunningCommand::spawn(
+        &args.command,
+        &cwd.physical,
+        &ctx.env,
+        sandbox,
+        &ctx.read_deny,
+    )?;
     let mut capture = Capture::new(ctx.max_output_chars.max(1000) * 2, ctx.redactor.stream());
     let deadline = Instant::now() + Duration::from_millis(timeout_ms);
     let outcome = running.wait(&mut capture, &ctx.cancel, deadline).await?;
@@ -524,7 +544,7 @@ pub(crate) struct GroupRun {
 /// # Errors
 /// [`ToolError`] when the temp dir, the pipe, the sandbox or the shell cannot be set up.
 pub(crate) async fn run_in_group(spec: &GroupCommand<'_>) -> Result<GroupRun, ToolError> {
-    let mut running = RunningCommand::spawn(spec.command, spec.cwd, spec.env, spec.sandbox)?;
+    let mut running = RunningCommand::spawn(spec.command, spec.cwd, spec.env, spec.sandbox, &[])?;
     let mut capture = Capture::new(spec.max_output_chars.max(1000) * 2, spec.redactor.stream());
     let deadline = Instant::now() + spec.timeout;
     let outcome = running.wait(&mut capture, spec.cancel, deadline).await?;
@@ -577,12 +597,14 @@ impl RunningCommand {
     /// Starts `bash -c <command>` in `cwd` with the command environment (ahelper's minus
     /// secrets, plus `env`, the command marker and a private `TMPDIR`), stdin from
     /// `/dev/null`, stdout and stderr into one pipe, in a new process group, dying with
-    /// ahelper, confined by `sandbox` when it is enforced.
+    /// ahelper, confined by `sandbox` when it is enforced — with what the `read_deny` rules
+    /// cover in the workspace hidden ([`crate::permissions::hidden_paths`]).
     fn spawn(
         command: &str,
         cwd: &Path,
         env: &BTreeMap<String, String>,
         sandbox: Option<&crate::sandbox_os::CommandSandbox>,
+        read_deny: &[crate::permissions::PermissionRule],
     ) -> Result<Self, ToolError> {
         let temp =
             CommandTemp::create().map_err(|e| io_error("create the command's temp dir", e))?;
@@ -607,13 +629,35 @@ impl RunningCommand {
             .process_group(0)
             .kill_on_drop(true);
         die_with_parent(&mut cmd);
+        let mut report = None;
         let sandboxed = match sandbox {
             Some(policy) if policy.is_enforced() => {
                 // Without its sandbox no command may run, and the model cannot change that.
-                policy
-                    .prepare_with(Some(temp.path()))
-                    .map_err(|e| ToolError::fatal(e.to_string()))?
-                    .install(&mut cmd);
+                let hidden = if policy.namespaces {
+                    crate::permissions::hidden_paths(read_deny, policy.workspace_root())
+                        .map_err(|e| ToolError::new(e.to_string()))?
+                } else {
+                    crate::permissions::HiddenPaths::default()
+                };
+                if let Some(dir) = hidden.dirs.iter().find(|d| cwd.starts_with(d)) {
+                    return Err(ToolError::new(format!(
+                        "the working directory {} is inside {}, which a read_file deny rule \
+                         covers; run the command from another directory",
+                        cwd.display(),
+                        dir.display()
+                    )));
+                }
+                let mut prepared =
+                    policy
+                        .prepare_hiding(Some(temp.path()), &hidden)
+                        .map_err(|e| match e {
+                            crate::sandbox_os::SandboxOsError::Hide { .. } => {
+                                ToolError::new(e.to_string())
+                            }
+                            _ => ToolError::fatal(e.to_string()),
+                        })?;
+                report = prepared.take_report();
+                prepared.install(&mut cmd);
                 true
             }
             _ => false,
@@ -629,6 +673,7 @@ impl RunningCommand {
             pgid,
             marker,
             user_namespace: own_user_namespace(pgid.unsigned_abs()),
+            pid_namespace: report,
             armed: true,
         };
         let output = tokio::net::unix::pipe::Receiver::from_owned_fd(OwnedFd::from(reader))

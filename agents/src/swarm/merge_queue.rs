@@ -160,6 +160,15 @@ impl MergeQueue {
         ready
     }
 
+    /// The integration branch as a fixer or merger prompt shows it: its name and `gate`'s
+    /// summary of what is merged so far.
+    fn integration_side<'a>(&'a self, gate: &Gate<'a>) -> Side<'a> {
+        Side {
+            label: &self.integration_branch,
+            summary: gate.integration_summary,
+        }
+    }
+
     /// Merges `worker`'s branch through the gate (see the module docs): candidate → (merger on
     /// a conflict) → verification → (fixers on new failures) → compare-and-swap.
     pub async fn merge_gated(&self, worker: &WorkerRecord, gate: &Gate<'_>) -> GatedMerge {
@@ -325,10 +334,7 @@ impl MergeQueue {
         let prompt = fixer_prompt(&FixerInput {
             run,
             verdict,
-            integration: Side {
-                label: &self.integration_branch,
-                summary: gate.integration_summary,
-            },
+            integration: self.integration_side(gate),
             incoming: Side {
                 label: &worker.branch,
                 summary: &summary,
@@ -411,10 +417,7 @@ impl MergeQueue {
         let summary = worker_summary(worker);
         let prompt = merger_prompt(&MergerInput {
             conflicts: files,
-            integration: Side {
-                label: &self.integration_branch,
-                summary: gate.integration_summary,
-            },
+            integration: self.integration_side(gate),
             incoming: Side {
                 label: &worker.branch,
                 summary: &summary,

@@ -106,6 +106,17 @@ impl Gate<'_> {
             HelperRole::Merger => format!("merge-{}", count + 1),
         }
     }
+
+    /// The record of a new `role` helper for `worker`'s merge, with the next id after `made`.
+    fn new_helper(
+        &self,
+        role: HelperRole,
+        worker: &WorkerRecord,
+        made: &[HelperRecord],
+    ) -> HelperRecord {
+        let id = self.next_id(role, made);
+        HelperRecord::new(self.run, id, role, &worker.id, &worker.worktree)
+    }
 }
 
 /// The result of [`MergeQueue::merge_gated`]: the step and the helper agents it started.
@@ -322,14 +333,7 @@ impl MergeQueue {
         gate: &Gate<'_>,
         helpers: &mut Vec<HelperRecord>,
     ) -> Option<git::Oid> {
-        let id = gate.next_id(HelperRole::Fixer, helpers);
-        let mut helper = HelperRecord::new(
-            gate.run,
-            id,
-            HelperRole::Fixer,
-            &worker.id,
-            &worker.worktree,
-        );
+        let mut helper = gate.new_helper(HelperRole::Fixer, worker, helpers);
         let summary = worker_summary(worker);
         let prompt = fixer_prompt(&FixerInput {
             run,
@@ -382,14 +386,7 @@ impl MergeQueue {
             return None;
         }
         gate.status(WorkerStatus::ResolvingConflict, None).await;
-        let id = gate.next_id(HelperRole::Merger, helpers);
-        let mut helper = HelperRecord::new(
-            gate.run,
-            id,
-            HelperRole::Merger,
-            &worker.id,
-            &worker.worktree,
-        );
+        let mut helper = gate.new_helper(HelperRole::Merger, worker, helpers);
         let resolved = self.run_merger(worker, files, &mut helper, gate).await;
         if let Err(e) = &resolved {
             if helper.summary.is_empty() {

@@ -618,9 +618,7 @@ fn run_context(
         client,
         model: model.to_string(),
         worker_settings,
-        hazard_limits: git::HazardLimits {
-            max_file_bytes: config.swarm.max_file_bytes,
-        },
+        hazard_limits: hazard_limits(config),
         policy: Arc::new(RwLock::new(config.permissions.clone())),
         prompter: io.prompter.clone(),
         claims: Arc::new(DashMap::new()),
@@ -762,9 +760,7 @@ impl RunContext {
             client,
             model: model.to_string(),
             worker_settings,
-            hazard_limits: git::HazardLimits {
-                max_file_bytes: config.swarm.max_file_bytes,
-            },
+            hazard_limits: hazard_limits(config),
             policy: Arc::new(RwLock::new(config.permissions.clone())),
             prompter: Arc::new(crate::permissions::DenyPrompter),
             claims: Arc::new(DashMap::new()),
@@ -781,6 +777,13 @@ impl RunContext {
             repo_root: root,
             worker_slots: Arc::new(super::slots::LocalSlots),
         }
+    }
+}
+
+/// The hazard scan's limits of `config` (`swarm.max_file_mb`).
+fn hazard_limits(config: &Config) -> git::HazardLimits {
+    git::HazardLimits {
+        max_file_bytes: config.swarm.max_file_bytes,
     }
 }
 

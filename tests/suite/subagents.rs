@@ -70,18 +70,6 @@ fn requests_of(server: &FakeLlm, marker: &str) -> Vec<RecordedRequest> {
         .collect()
 }
 
-fn tool_names(request: &RecordedRequest) -> Vec<String> {
-    request.body["tools"]
-        .as_array()
-        .map(|tools| {
-            tools
-                .iter()
-                .map(|t| t["name"].as_str().unwrap_or_default().to_string())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 /// Writes the user config (`$XDG_CONFIG_HOME/ahelper/config.toml`).
 fn user_config(repo: &TestRepo, text: &str) {
     let dir = repo.home().join("config/ahelper");

@@ -98,22 +98,35 @@ fn no_process_outlives_its_command_or_ahelper() {
         ],
     );
     assert_eq!(requests.len(), 4);
-    assert!(
-        body(&requests[1]).contains("started"),
-        "{}",
-        body(&requests[1])
-    );
+    assert_told(&requests[1], "started");
     assert!(
         body(&requests[1]).contains("left running were killed"),
         "the model is told about the killed leftovers: {}",
         body(&requests[1])
     );
     assert!(body(&requests[2]).contains("timed out"));
-    let checked = body(&requests[3]);
+    assert_none_survived(&body(&requests[3]), &x, "a process");
+}
+
+/// Asserts that the model was told `text` in `request` (a tool result).
+#[track_caller]
+fn assert_told(request: &RecordedRequest, text: &str) {
+    assert!(body(request).contains(text), "{}", body(request));
+}
+
+/// Asserts that the model was not told `text` in `request`.
+#[track_caller]
+fn assert_not_told(request: &RecordedRequest, text: &str) {
+    assert!(!body(request).contains(text), "{}", body(request));
+}
+
+/// `checked` (the tool result of the survivor check) ran to its end and found no `sleep
+/// 300.<x>` process (`who` names the kind, e.g. "a process"), and none is left now.
+fn assert_none_survived(checked: &str, x: impl std::fmt::Display, who: &str) {
     assert!(checked.contains("checked"), "{checked}");
     assert!(
         !checked.contains("SURVIVOR /proc"),
-        "a process outlived its command: {checked}"
+        "{who} outlived its command: {checked}"
     );
     assert_eq!(
         live_processes_with("cmdline", &format!("sleep 300.{x}")),
@@ -144,21 +157,11 @@ fn processes_that_clear_their_environment_do_not_outlive_their_command() {
          | grep -q \"sleep 300\\.$X\" && echo SURVIVOR $p; done; echo checked"
     );
     let requests = print_run(&repo, vec![runs(&forms), runs(&check), Turn::text("done")]);
-    assert!(
-        body(&requests[1]).contains("started"),
-        "{}",
-        body(&requests[1])
-    );
-    let checked = body(&requests[2]);
-    assert!(checked.contains("checked"), "{checked}");
-    assert!(
-        !checked.contains("SURVIVOR /proc"),
-        "a process without the environment marker outlived its command: {checked}"
-    );
-    assert_eq!(
-        live_processes_with("cmdline", &format!("sleep 300.{x}")),
-        Vec::<u32>::new(),
-        "a process outlived ahelper"
+    assert_told(&requests[1], "started");
+    assert_none_survived(
+        &body(&requests[2]),
+        &x,
+        "a process without the environment marker",
     );
 }
 
@@ -171,6 +174,12 @@ struct SleepingRun {
     child: Child,
     /// The run record once the worker's command wrote `sleeper.pid`.
     run: Value,
+}
+
+/// A command that leaves `nohup sleep 300.<x>1` behind and sleeps (`300.<x>2`) in the
+/// foreground.
+fn nohup_and_sleep(x: &str) -> String {
+    format!("nohup sleep 300.{x}1 >/dev/null 2>&1 & exec sleep 300.{x}2")
 }
 
 /// Starts a [`SleepingRun`] of `command` and waits until the command runs.
@@ -239,9 +248,7 @@ fn kill_9_leaves_no_command_running_and_resume_finishes() {
         server,
         mut child,
         run,
-    } = start_sleeping_run(&format!(
-        "nohup sleep 300.{x}1 >/dev/null 2>&1 & exec sleep 300.{x}2"
-    ));
+    } = start_sleeping_run(&nohup_and_sleep(&x));
     let marker = run_marker(&run);
     assert!(!live_processes_with("environ", &marker).is_empty());
     child.kill().unwrap();
@@ -309,9 +316,7 @@ fn resume_kills_leftovers_of_a_run_whose_watchdog_died_too() {
         server,
         mut child,
         run,
-    } = start_sleeping_run(&format!(
-        "nohup sleep 300.{x}1 >/dev/null 2>&1 & exec sleep 300.{x}2"
-    ));
+    } = start_sleeping_run(&nohup_and_sleep(&x));
     let watchdog = watchdog_of(child.id());
     // SAFETY: signalling the watchdog of our own child.
     unsafe { libc::kill(watchdog as i32, libc::SIGKILL) };
@@ -456,25 +461,13 @@ fn network_off_stops_udp() {
     let repo = repo_with(&[("a.txt", "a\n")]);
     repo.write(".ahelper/config.toml", "[sandbox]\nnetwork = false\n");
     let requests = print_run(&repo, vec![runs(&send), Turn::text("done")]);
-    assert!(
-        !body(&requests[1]).contains("sent\\n"),
-        "{}",
-        body(&requests[1])
-    );
-    assert!(
-        body(&requests[1]).contains("send: Network is unreachable"),
-        "{}",
-        body(&requests[1])
-    );
+    assert_not_told(&requests[1], "sent\\n");
+    assert_told(&requests[1], "send: Network is unreachable");
     assert!(!received(&listener), "a datagram left the sandbox");
 
     let open = repo_with(&[("a.txt", "a\n")]);
     let requests = print_run(&open, vec![runs(&send), Turn::text("done")]);
-    assert!(
-        body(&requests[1]).contains("sent\\n"),
-        "{}",
-        body(&requests[1])
-    );
+    assert_told(&requests[1], "sent\\n");
     assert!(
         received(&listener),
         "with the network on the datagram arrives"

@@ -11,7 +11,7 @@ use crate::cli;
 use crate::commit::touched_paths;
 use crate::error::Context as _;
 use crate::repo::{Identity, has_configured_identity, open_repo, signature, status_paths, workdir};
-use crate::worktree::list;
+use crate::worktree::checked_out_by;
 
 /// One conflicting path of a merge, with the blob ids of each side (`None` where the side deleted or
 /// never had the file). Show a side with `git show <id>`.
@@ -233,10 +233,7 @@ pub fn advance_branch(repo: &Path, branch: &str, expected: Oid, new: Oid) -> Res
 /// # Errors
 /// [`GitError::MergeTargetCheckedOut`]; [`GitError::Libgit2`] listing the worktrees.
 fn refuse_checked_out(repo: &Repository, branch: &str) -> Result<(), GitError> {
-    match list(repo)?
-        .into_iter()
-        .find(|w| w.branch.as_deref() == Some(branch))
-    {
+    match checked_out_by(repo, branch)? {
         Some(owner) => Err(GitError::MergeTargetCheckedOut {
             branch: branch.to_owned(),
             path: owner.path,

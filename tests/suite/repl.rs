@@ -135,18 +135,8 @@ fn clear_starts_a_new_session_and_resume_picks_one() {
 #[test]
 fn tools_and_diff_commands() {
     let repo = repo_with(&[("a.txt", "a\n")]);
-    let server = start(
-        Script::new()
-            .with_conversation(
-                Conversation::new()
-                    .turn(Turn::tool_call(
-                        "write_file",
-                        json!({"path": "a.txt", "content": "changed\n"}),
-                    ))
-                    .turn(Turn::text("done")),
-            )
-            .with_fallback_text("ok"),
-    );
+    let server =
+        start(agent([writes("a.txt", "changed\n"), Turn::text("done")]).with_fallback_text("ok"));
     let tmux = Tmux::start(&repo, &server, &["--permission-mode", "bypass"]);
     tmux.wait_for("Type /help");
     tmux.line("/tools");

@@ -4,6 +4,7 @@
 //! parent's usage, permissions are the parent's, and `isolation: "worktree"` keeps the
 //! sub-agent's work on its own branch.
 
+use super::support::scripts::writes;
 use super::support::*;
 use ahelper_fake_llm::{Conversation, FakeLlm, RecordedRequest, Script, Turn};
 use serde_json::{Value, json};
@@ -195,10 +196,7 @@ fn isolation_worktree_keeps_the_subagents_work_on_its_own_branch() {
             .with_conversation(
                 Conversation::new()
                     .matching("Child one:")
-                    .turn(Turn::tool_call(
-                        "write_file",
-                        json!({"path": "new.txt", "content": "from the sub-agent\n"}),
-                    ))
+                    .turn(writes("new.txt", "from the sub-agent\n"))
                     .turn(Turn::text("wrote new.txt")),
             )
             .with_conversation(

@@ -181,6 +181,18 @@ fn coordinator(repo: &TestRepo, server: &ahelper_fake_llm::FakeLlm, nats_url: &s
     Killed(child.spawn().unwrap())
 }
 
+/// A run of four slow subtasks over NATS, every one in its slow second turn on machine `m1`:
+/// (the NATS server, the repository, the model server, `m1`, the coordinator).
+fn four_slow_subtasks_on_m1() -> (NatsServer, TestRepo, FakeLlm, WorkerProcess, Killed) {
+    let nats = NatsServer::start();
+    let repo = repo_with_remote();
+    let server = start(four_slow_subtasks(60_000));
+    let m1 = WorkerProcess::start(&nats.url(), "m1", &server.base_url(), 4);
+    let run = coordinator(&repo, &server, &nats.url());
+    wait_for_second_turn_of_all_four(&server);
+    (nats, repo, server, m1, run)
+}
+
 /// Waits (up to 300 s) for the coordinator `run` to end while machine `m2` works, checks that
 /// it succeeded, and returns the run's record.
 fn run_finished_on(run: &mut Killed, m2: &WorkerProcess, repo: &TestRepo) -> Value {
@@ -223,13 +235,7 @@ fn wait_for_second_turn_of_all_four(server: &FakeLlm) {
 /// the ack wait to the other machine, and the run still ends with all four merged.
 #[test]
 fn a_sigkilled_worker_machine_is_replaced_and_all_four_merge() {
-    let nats = NatsServer::start();
-    let repo = repo_with_remote();
-    let server = start(four_slow_subtasks(60_000));
-    let mut m1 = WorkerProcess::start(&nats.url(), "m1", &server.base_url(), 4);
-    let mut run = coordinator(&repo, &server, &nats.url());
-    // every subtask is in its slow second turn on m1
-    wait_for_second_turn_of_all_four(&server);
+    let (nats, repo, server, mut m1, mut run) = four_slow_subtasks_on_m1();
     m1.signal("KILL");
     assert_eq!(m1.wait_exit(Duration::from_secs(30)), None);
     let m2 = WorkerProcess::start(&nats.url(), "m2", &server.base_url(), 4);
@@ -250,12 +256,7 @@ fn a_sigkilled_worker_machine_is_replaced_and_all_four_merge() {
 /// (nak) and it exits 0; the other machine continues them from the pushed `wip` branches.
 #[test]
 fn a_sigtermed_worker_hands_its_subtasks_back_and_exits_0() {
-    let nats = NatsServer::start();
-    let repo = repo_with_remote();
-    let server = start(four_slow_subtasks(60_000));
-    let mut m1 = WorkerProcess::start(&nats.url(), "m1", &server.base_url(), 4);
-    let mut run = coordinator(&repo, &server, &nats.url());
-    wait_for_second_turn_of_all_four(&server);
+    let (nats, repo, server, mut m1, mut run) = four_slow_subtasks_on_m1();
     m1.signal("TERM");
     assert_eq!(
         m1.wait_exit(Duration::from_secs(120)),

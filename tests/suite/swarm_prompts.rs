@@ -19,6 +19,12 @@ fn plan_files(files: &[&str]) -> Script {
     plan(Value::Array(subtasks))
 }
 
+/// A repository with `a.txt` and a server whose one worker (`s1`, on `a.txt`) runs `command`.
+fn one_worker_running(command: &str) -> (TestRepo, FakeLlm) {
+    let script = plan_files(&["a.txt"]).with_conversation(runs_then_done("s1", command));
+    (repo_with(&[("a.txt", "a\n")]), start(script))
+}
+
 /// `ahelper swarm <task> --yes --permission-mode accept-edits`.
 fn accept_edits_swarm(repo: &TestRepo, server: &FakeLlm, task: &str) -> assert_cmd::Command {
     let mut cmd = ahelper(repo, server, Wire::Anthropic);
@@ -33,10 +39,7 @@ fn runs_then_done(id: &str, command: &str) -> Conversation {
 
 #[test]
 fn refused_commands_are_followed_by_the_rule_that_allows_them_not_the_mode_in_use() {
-    let script =
-        plan_files(&["a.txt"]).with_conversation(runs_then_done("s1", "cargo test --quiet"));
-    let repo = repo_with(&[("a.txt", "a\n")]);
-    let server = start(script);
+    let (repo, server) = one_worker_running("cargo test --quiet");
     let out = accept_edits_swarm(&repo, &server, "test it")
         .assert()
         .get_output()
@@ -71,9 +74,7 @@ fn refused_commands_are_followed_by_the_rule_that_allows_them_not_the_mode_in_us
 
 #[test]
 fn calls_refused_for_good_are_not_advised_as_rules() {
-    let script = plan_files(&["a.txt"]).with_conversation(runs_then_done("s1", "rm a.txt"));
-    let repo = repo_with(&[("a.txt", "a\n")]);
-    let server = start(script);
+    let (repo, server) = one_worker_running("rm a.txt");
     let out = accept_edits_swarm(&repo, &server, "remove it")
         .args(["--disallowedTools", "run_command(rm:*)"])
         .assert()
@@ -168,10 +169,7 @@ fn the_live_table_shows_the_running_command_and_how_workers_ended() {
 /// polling a dead terminal for ever.
 #[test]
 fn a_closed_terminal_ends_the_run_instead_of_waiting_for_an_answer() {
-    let script =
-        plan_files(&["a.txt"]).with_conversation(runs_then_done("s1", "sed -i s/a/A/ a.txt"));
-    let repo = repo_with(&[("a.txt", "a\n")]);
-    let server = start(script);
+    let (repo, server) = one_worker_running("sed -i s/a/A/ a.txt");
     let args = ["swarm", "upper", "--yes", "--permission-mode", "default"];
     let tmux = Tmux::start_sized(&repo, &server, &args, 100);
     tmux.wait_for("d = never");

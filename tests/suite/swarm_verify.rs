@@ -63,6 +63,13 @@ fn run_scenario(repo: &TestRepo, script_name: &str, code: i32) -> (String, Strin
     (stdout, stderr, last_run(repo))
 }
 
+/// Writes the `python3 -m unittest` verification config (120 s, default fix rounds), then runs
+/// the scenario `script_name` as [`run_scenario`] does.
+fn run_verified_scenario(repo: &TestRepo, script_name: &str, code: i32) -> (String, String, Value) {
+    write_verify_config(repo, UNITTEST, 120);
+    run_scenario(repo, script_name, code)
+}
+
 /// `python3 -m unittest` on `rev` of the repository, in a fresh worktree: (passed, output).
 fn unittest_at(repo: &TestRepo, rev: &str) -> (bool, String) {
     let dir = repo
@@ -118,8 +125,7 @@ fn transcript(repo: &TestRepo, run: &Value, id: &str) -> String {
 #[test]
 fn a_semantic_conflict_between_green_branches_is_caught_and_fixed() {
     let repo = calc_repo();
-    write_verify_config(&repo, UNITTEST, 120);
-    let (stdout, _, run) = run_scenario(&repo, "swarm-semantic-conflict", 0);
+    let (stdout, _, run) = run_verified_scenario(&repo, "swarm-semantic-conflict", 0);
     let integration = run["integration_branch"].as_str().unwrap();
     // both merged; the integration branch passes the project's tests
     assert_eq!(worker_record(&run, "w1")["status"], "merged");
@@ -195,8 +201,7 @@ fn a_semantic_conflict_between_green_branches_is_caught_and_fixed() {
 #[test]
 fn a_fixer_that_fails_leaves_the_branch_unmerged_and_the_run_fails() {
     let repo = calc_repo();
-    write_verify_config(&repo, UNITTEST, 120);
-    let (stdout, _, run) = run_scenario(&repo, "swarm-semantic-conflict-fixer-fails", 1);
+    let (stdout, _, run) = run_verified_scenario(&repo, "swarm-semantic-conflict-fixer-fails", 1);
     let w2 = worker_record(&run, "w2");
     assert_eq!(w2["status"], "verify_failed", "{w2:#}");
     assert!(
@@ -227,8 +232,7 @@ fn a_fixer_that_fails_leaves_the_branch_unmerged_and_the_run_fails() {
 #[test]
 fn a_test_failing_at_the_base_is_named_as_pre_existing_and_blocks_nothing() {
     let repo = calc_repo_failing_at_base();
-    write_verify_config(&repo, UNITTEST, 120);
-    let (stdout, stderr, run) = run_scenario(&repo, "swarm-failing-at-base", 0);
+    let (stdout, stderr, run) = run_verified_scenario(&repo, "swarm-failing-at-base", 0);
     assert_eq!(worker_record(&run, "w1")["status"], "merged");
     // announced when the baseline ends, among the run's events
     assert!(
@@ -357,8 +361,7 @@ fn a_worker_fixes_its_own_tests_in_its_first_fix_round() {
 #[test]
 fn a_textual_conflict_is_resolved_by_the_merger_and_verified() {
     let repo = calc_repo();
-    write_verify_config(&repo, UNITTEST, 120);
-    let (stdout, _, run) = run_scenario(&repo, "swarm-textual-conflict", 0);
+    let (stdout, _, run) = run_verified_scenario(&repo, "swarm-textual-conflict", 0);
     assert_eq!(worker_record(&run, "w1")["status"], "merged");
     assert_eq!(worker_record(&run, "w2")["status"], "merged");
     let helpers = run["helpers"].as_array().unwrap();

@@ -176,6 +176,17 @@ struct SleepingRun {
     run: Value,
 }
 
+impl SleepingRun {
+    /// `ahelper swarm resume <run>`, which succeeds.
+    fn resume(&self) -> assert_cmd::assert::Assert {
+        let run_id = self.run["run_id"].as_str().unwrap();
+        ahelper(&self.repo, &self.server, Wire::Anthropic)
+            .args(["swarm", "resume", run_id])
+            .assert()
+            .success()
+    }
+}
+
 /// A command that leaves `nohup sleep 300.<x>1` behind and sleeps (`300.<x>2`) in the
 /// foreground.
 fn nohup_and_sleep(x: &str) -> String {
@@ -243,17 +254,12 @@ fn run_marker(run: &Value) -> String {
 #[test]
 fn kill_9_leaves_no_command_running_and_resume_finishes() {
     let x = unique();
-    let SleepingRun {
-        repo,
-        server,
-        mut child,
-        run,
-    } = start_sleeping_run(&nohup_and_sleep(&x));
-    let marker = run_marker(&run);
+    let mut sleeping = start_sleeping_run(&nohup_and_sleep(&x));
+    let marker = run_marker(&sleeping.run);
     assert!(!live_processes_with("environ", &marker).is_empty());
-    child.kill().unwrap();
+    sleeping.child.kill().unwrap();
     let killed_at = Instant::now();
-    child.wait().unwrap();
+    sleeping.child.wait().unwrap();
     let deadline = killed_at + Duration::from_secs(60);
     while !live_processes_with("environ", &marker).is_empty() {
         assert!(
@@ -272,12 +278,8 @@ fn kill_9_leaves_no_command_running_and_resume_finishes() {
         Vec::<u32>::new()
     );
 
-    let run_id = run["run_id"].as_str().unwrap();
-    ahelper(&repo, &server, Wire::Anthropic)
-        .args(["swarm", "resume", run_id])
-        .assert()
-        .success();
-    let run = only_run(&repo.path()).unwrap();
+    sleeping.resume();
+    let run = only_run(&sleeping.repo.path()).unwrap();
     assert_eq!(run["status"], "finished", "{run}");
 }
 
@@ -311,18 +313,13 @@ fn watchdog_of(parent: u32) -> u32 {
 #[test]
 fn resume_kills_leftovers_of_a_run_whose_watchdog_died_too() {
     let x = unique();
-    let SleepingRun {
-        repo,
-        server,
-        mut child,
-        run,
-    } = start_sleeping_run(&nohup_and_sleep(&x));
-    let watchdog = watchdog_of(child.id());
+    let mut sleeping = start_sleeping_run(&nohup_and_sleep(&x));
+    let watchdog = watchdog_of(sleeping.child.id());
     // SAFETY: signalling the watchdog of our own child.
     unsafe { libc::kill(watchdog as i32, libc::SIGKILL) };
     std::thread::sleep(Duration::from_millis(100));
-    child.kill().unwrap();
-    child.wait().unwrap();
+    sleeping.child.kill().unwrap();
+    sleeping.child.wait().unwrap();
     let shell = format!("sleep 300.{x}2");
     let deadline = Instant::now() + Duration::from_secs(30);
     while !live_processes_with("cmdline", &shell).is_empty() {
@@ -332,23 +329,21 @@ fn resume_kills_leftovers_of_a_run_whose_watchdog_died_too() {
         );
         std::thread::sleep(Duration::from_millis(10));
     }
-    let marker = run_marker(&run);
+    let marker = run_marker(&sleeping.run);
     assert_eq!(
         live_processes_with("environ", &marker).len(),
         1,
         "the nohup sleep is left"
     );
 
-    let run_id = run["run_id"].as_str().unwrap();
-    ahelper(&repo, &server, Wire::Anthropic)
-        .args(["swarm", "resume", run_id])
-        .assert()
-        .success()
-        .stderr(predicates::str::contains(
-            "Stopped 1 process(es) left running",
-        ));
+    sleeping.resume().stderr(predicates::str::contains(
+        "Stopped 1 process(es) left running",
+    ));
     assert_eq!(live_processes_with("environ", &marker), Vec::<u32>::new());
-    assert_eq!(only_run(&repo.path()).unwrap()["status"], "finished");
+    assert_eq!(
+        only_run(&sleeping.repo.path()).unwrap()["status"],
+        "finished"
+    );
 }
 
 /// 9.2: `signal` mid-run is handled like the first Ctrl-C: the worker commits `wip`, the

@@ -180,34 +180,22 @@ mod tests {
         let names = |specs: Vec<McpServerSpec>| -> Vec<String> {
             specs.into_iter().map(|s| s.name).collect()
         };
+        let settle = |asking: Asking, ask: &mut dyn FnMut(&str) -> bool| {
+            settle_approval(declared(), asking, Some(state.clone()), ask)
+        };
         let mut asked = Vec::new();
         let mut no = |q: &str| {
             asked.push(q.to_string());
             false
         };
-        let specs = settle_approval(
-            declared(),
-            Asking::Interactive,
-            Some(state.clone()),
-            &mut no,
-        );
+        let specs = settle(Asking::Interactive, &mut no);
         assert_eq!(names(specs), ["user"]);
         assert!(asked[0].contains(".mcp.json wants to start MCP servers: project."));
         let mut never = |_: &str| panic!("-p never asks");
-        let specs = settle_approval(
-            declared(),
-            Asking::Headless,
-            Some(state.clone()),
-            &mut never,
-        );
+        let specs = settle(Asking::Headless, &mut never);
         assert_eq!(names(specs), ["user"]);
         let mut yes = |_: &str| true;
-        let specs = settle_approval(
-            declared(),
-            Asking::Interactive,
-            Some(state.clone()),
-            &mut yes,
-        );
+        let specs = settle(Asking::Interactive, &mut yes);
         assert_eq!(names(specs), ["user", "project"]);
         assert_eq!(
             ahelper_agents::mcp::approval::state(&file, Some(&state)).unwrap(),

@@ -310,6 +310,17 @@ impl Repl<'_> {
         drop(restore);
     }
 
+    /// The session's permission policy as it is now (with the rules `a` answers added).
+    fn policy(&self) -> ahelper_agents::permissions::PermissionPolicy {
+        self.session
+            .agent
+            .gate()
+            .policy
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
     /// `/swarm <task>`: a swarm run as `ahelper swarm` makes it (plan, confirmation, live table,
     /// the session's permission policy and MCP servers), then its outcome goes into the next
     /// prompt of the conversation.
@@ -322,14 +333,7 @@ impl Repl<'_> {
         let newest = |root: &std::path::Path| RunRecord::list(root).pop().map(|r| r.run_id);
         let before = newest(root);
         let mut config = self.config.clone();
-        config.permissions = self
-            .session
-            .agent
-            .gate()
-            .policy
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
+        config.permissions = self.policy();
         let run_args = crate::cli::SwarmRunArgs::default();
         let servers = self.session.mcp.specs();
         let code = crate::swarm_cmd::start(&config, task, &run_args, &servers, None).await;
@@ -383,14 +387,7 @@ impl Repl<'_> {
             },
         )?;
         next.agent.set_model(self.session.agent.model().to_string());
-        let policy = self
-            .session
-            .agent
-            .gate()
-            .policy
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
+        let policy = self.policy();
         *next
             .agent
             .gate()

@@ -260,7 +260,7 @@ pub(crate) async fn start(
     let mode = output_mode(run_args.output_format);
     tell_interrupted_runs(&prepared.record, mode);
     announce(&prepared, &options, &config, mode);
-    let mut baseline = start_baseline(&prepared.record, &config, &choice);
+    let baseline = start_baseline(&prepared.record, &config, &choice);
     let client = model_client(&provider);
     let planned = plan(
         &mut prepared,
@@ -282,23 +282,19 @@ pub(crate) async fn start(
             return 1;
         }
     };
-    match confirm(&planned, &config, run_args, mode, &choice) {
-        Confirmed::Stop(code) => {
-            stop_baseline(baseline).await;
-            return code;
-        }
-        Confirmed::Start => {}
-        Confirmed::StartWith(changed) => {
-            stop_baseline(baseline).await;
-            if let Err(code) = precheck(&changed, &root).await {
-                return code;
-            }
-            if let Err(e) = planned.set_verify(changed.clone()) {
-                return usage_error(&e);
-            }
-            baseline = start_baseline(planned.record(), &config, &changed);
-        }
-    }
+    let answered = confirm_keeping_baseline(
+        &mut planned,
+        &config,
+        run_args,
+        mode,
+        &choice,
+        &root,
+        baseline,
+    );
+    let baseline = match answered.await {
+        Ok(baseline) => baseline,
+        Err(code) => return code,
+    };
     // The workers start now; the baseline goes on beside them (the run records it and the
     // merge queue waits for it before its first verification).
     if let Some(baseline) = baseline {
@@ -319,6 +315,34 @@ pub(crate) async fn start(
         return apply(&config, &run_id, run_args.allow_hazards);
     }
     code
+}
+
+/// Asks the user about the plan ([`confirm`]) and acts on the answer: `Ok` with the baseline run to keep — restarted when the answer changed
+/// the verification — or `Err` with the exit status (the baseline stopped).
+async fn confirm_keeping_baseline(
+    planned: &mut PlannedRun,
+    config: &Config,
+    run_args: &SwarmRunArgs,
+    mode: EventOutput,
+    choice: &VerifyChoice,
+    root: &Path,
+    baseline: Option<BaselineHandle>,
+) -> Result<Option<BaselineHandle>, i32> {
+    match confirm(planned, config, run_args, mode, choice) {
+        Confirmed::Stop(code) => {
+            stop_baseline(baseline).await;
+            Err(code)
+        }
+        Confirmed::Start => Ok(baseline),
+        Confirmed::StartWith(changed) => {
+            stop_baseline(baseline).await;
+            precheck(&changed, root).await?;
+            planned
+                .set_verify(changed.clone())
+                .map_err(|e| usage_error(&e))?;
+            Ok(start_baseline(planned.record(), config, &changed))
+        }
+    }
 }
 
 /// The worker slots of a distributed run: connected to NATS, the base commit pushed to the

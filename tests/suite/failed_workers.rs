@@ -78,27 +78,8 @@ fn swarm(repo: &TestRepo, server: &FakeLlm, args: &[&str]) -> assert_cmd::Comman
     cmd
 }
 
-/// The newest run record.
-fn last_run(repo: &TestRepo) -> Value {
-    let dir = repo.path().join(".ahelper/runs");
-    let mut runs: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    runs.sort();
-    serde_json::from_str(&std::fs::read_to_string(runs.last().unwrap().join("run.json")).unwrap())
-        .unwrap()
-}
-
-fn status_of<'a>(run: &'a Value, worker: &str) -> &'a str {
-    run["workers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|w| w["id"] == worker)
-        .unwrap()["status"]
-        .as_str()
-        .unwrap()
+fn status_of<'a>(run: &'a Value, id: &str) -> &'a str {
+    worker_record(run, id)["status"].as_str().unwrap()
 }
 
 fn stdout(assert: &assert_cmd::assert::Assert) -> String {
@@ -255,14 +236,21 @@ fn failed_run_with_deleted_worktree(repo: &TestRepo) -> (String, PathBuf) {
     (id, worktree)
 }
 
+/// A repository with a user's stale worktree (returned second) and a failed run (its id)
+/// whose worker's worktree (returned last) was deleted by hand.
+fn deleted_worktree_world() -> (TestRepo, PathBuf, String, PathBuf) {
+    let repo = repo();
+    let users = users_stale_worktree(&repo);
+    let (id, worktree) = failed_run_with_deleted_worktree(&repo);
+    (repo, users, id, worktree)
+}
+
 /// issue 9.4: `swarm resume` prunes the stale registration of a worktree deleted by hand (only
 /// the run's: a user's stale worktree stays registered), rebuilds it from the worker's branch
 /// — its `wip` commit included — and the worker finishes and merges.
 #[test]
 fn a_worktree_deleted_by_hand_is_rebuilt_from_its_branch() {
-    let repo = repo();
-    let users = users_stale_worktree(&repo);
-    let (id, worktree) = failed_run_with_deleted_worktree(&repo);
+    let (repo, users, id, worktree) = deleted_worktree_world();
     let up = start(script(&["s1"], Server::Up, "replayed\n"));
     swarm(&repo, &up, &["resume", &id])
         .assert()
@@ -287,9 +275,7 @@ fn a_worktree_deleted_by_hand_is_rebuilt_from_its_branch() {
 /// `--force`, which finishes. A user's stale worktree stays registered.
 #[test]
 fn clean_removes_the_registration_of_a_deleted_worktree() {
-    let repo = repo();
-    let users = users_stale_worktree(&repo);
-    let (id, worktree) = failed_run_with_deleted_worktree(&repo);
+    let (repo, users, id, worktree) = deleted_worktree_world();
     let down = start(script(&["s1"], Server::Down, "x\n"));
     let branch = format!("ahelper/{id}/w1");
     let out = swarm(&repo, &down, &["clean", &id]).assert().code(1);

@@ -26,14 +26,8 @@ fn planting_worker() -> Script {
 fn swarm_apply(repo: &TestRepo, extra: &[&str]) -> (i32, String, String) {
     let server = start(planting_worker());
     let out = ahelper(repo, &server, Wire::Anthropic)
-        .args([
-            "swarm",
-            "x",
-            "--yes",
-            "--apply",
-            "--permission-mode",
-            "bypass",
-        ])
+        .args(["swarm", "x", "--yes", "--apply"])
+        .args(["--permission-mode", "bypass"])
         .args(extra)
         .output()
         .unwrap();

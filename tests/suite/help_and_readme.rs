@@ -7,9 +7,8 @@ fn readme() -> String {
     std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap()
 }
 
-/// `-v` is described for each mode it affects (and for those it does not change).
-#[test]
-fn verbose_help_covers_every_mode() {
+/// `ahelper --help`, which succeeds.
+fn help() -> String {
     let help = assert_cmd::Command::cargo_bin("ahelper")
         .unwrap()
         .arg("--help")
@@ -18,7 +17,13 @@ fn verbose_help_covers_every_mode() {
         .get_output()
         .stdout
         .clone();
-    let help = String::from_utf8(help).unwrap();
+    String::from_utf8(help).unwrap()
+}
+
+/// `-v` is described for each mode it affects (and for those it does not change).
+#[test]
+fn verbose_help_covers_every_mode() {
+    let help = help();
     let verbose = &help[help.find("--verbose").unwrap()..];
     let verbose = &verbose[..verbose.find("\n\n").unwrap_or(verbose.len())];
     for mode in ["`-p`", "REPL", "`swarm`", "ahelper.log"] {
@@ -91,15 +96,7 @@ fn readme_claude_code_mapping_names_only_real_flags() {
         .skip(2)
         .collect();
     assert!(table.len() >= 10, "{table:?}");
-    let help = assert_cmd::Command::cargo_bin("ahelper")
-        .unwrap()
-        .arg("--help")
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let help = String::from_utf8(help).unwrap();
+    let help = help();
     let mut checked = 0;
     for row in table {
         let cells: Vec<&str> = row.trim_matches('|').split(" | ").collect();

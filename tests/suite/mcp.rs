@@ -4,6 +4,7 @@
 //! The fake model calls `mcp__<server>__<tool>`; what the tools returned is read back from the
 //! requests the fake server recorded.
 
+use super::support::scripts::*;
 use super::support::*;
 use ahelper_fake_llm::{Conversation, FakeLlm, Script, Turn};
 use predicates::prelude::PredicateBooleanExt;
@@ -93,15 +94,7 @@ fn tool_results(server: &FakeLlm) -> Vec<(String, bool)> {
 
 /// Tool names offered in model request `index`.
 fn offered_tools(server: &FakeLlm, index: usize) -> Vec<String> {
-    server.model_requests()[index].body["tools"]
-        .as_array()
-        .map(|tools| {
-            tools
-                .iter()
-                .map(|t| t["name"].as_str().unwrap_or_default().to_string())
-                .collect()
-        })
-        .unwrap_or_default()
+    tool_names(&server.model_requests()[index])
 }
 
 fn write_json(path: &Path, value: &Value) {
@@ -523,29 +516,7 @@ fn a_stdio_server_gets_expanded_variables_and_ends_with_its_children() {
         .assert()
         .success();
     let pids = std::fs::read_to_string(&pid_file).expect("the server started");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    for pid in pids.split_whitespace() {
-        while running(pid) {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "process {pid} outlived the session"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
-    }
-}
-
-/// Tool names offered in `request`.
-fn tools_of(request: &ahelper_fake_llm::RecordedRequest) -> Vec<String> {
-    request.body["tools"]
-        .as_array()
-        .map(|tools| {
-            tools
-                .iter()
-                .map(|t| t["name"].as_str().unwrap_or_default().to_string())
-                .collect()
-        })
-        .unwrap_or_default()
+    assert_all_end(&pids, "the session");
 }
 
 /// Waits up to 10 s for every pid in `pids` (whitespace-separated) to end.
@@ -576,34 +547,12 @@ fn swarm_workers_start_their_own_mcp_servers_in_their_worktrees() {
         &repo,
         json!({"everything": stdio(&node, &[&entry, "stdio"]), "mini": mini}),
     );
-    let plan = json!({"summary": "one part", "subtasks": [{"id": "s1", "title": "Work on s1",
-        "instructions": "Do s1.", "scope": ["a.txt"]}]});
-    let server = start(
-        Script::new()
-            .with_conversation(
-                Conversation::new()
-                    .matching("You are the coordinator of a swarm")
-                    .turn(Turn::text(plan.to_string())),
-            )
-            .with_conversation(
-                Conversation::new()
-                    .named("s1")
-                    .matching("Your subtask `s1`")
-                    .turn(Turn::tool_call(
-                        "mcp__everything__get-roots-list",
-                        json!({}),
-                    ))
-                    .turn(Turn::tool_call(
-                        "mcp__mini__shout",
-                        json!({"text": "from w1"}),
-                    ))
-                    .turn(Turn::tool_call(
-                        "write_file",
-                        json!({"path": "a.txt", "content": "A\n"}),
-                    ))
-                    .turn(Turn::text("done")),
-            ),
-    );
+    let server = start(one_worker([
+        Turn::tool_call("mcp__everything__get-roots-list", json!({})),
+        Turn::tool_call("mcp__mini__shout", json!({"text": "from w1"})),
+        writes("a.txt", "A\n"),
+        Turn::text("done"),
+    ]));
     let out = ahelper(&repo, &server, Wire::Anthropic)
         .args(["swarm", "do it", "--yes", "--permission-mode", "bypass"])
         .arg("--mcp-config")
@@ -621,11 +570,13 @@ fn swarm_workers_start_their_own_mcp_servers_in_their_worktrees() {
         .collect();
     // Tools by role: the coordinator's read-only role names no MCP tool; the worker's does.
     assert!(
-        !tools_of(coordinator).iter().any(|t| t.starts_with("mcp__")),
+        !tool_names(coordinator)
+            .iter()
+            .any(|t| t.starts_with("mcp__")),
         "{:?}",
-        tools_of(coordinator)
+        tool_names(coordinator)
     );
-    let offered = tools_of(worker[0]);
+    let offered = tool_names(worker[0]);
     assert!(
         offered.contains(&"mcp__mini__shout".to_string()),
         "{offered:?}\n{stderr}"

@@ -56,17 +56,6 @@ fn repo_with_remote() -> TestRepo {
     repo
 }
 
-fn last_run(repo: &TestRepo) -> Value {
-    let dir = repo.path().join(".ahelper/runs");
-    let mut runs: Vec<_> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    runs.sort();
-    serde_json::from_str(&std::fs::read_to_string(runs.last().unwrap().join("run.json")).unwrap())
-        .unwrap()
-}
-
 /// A 4-subtask run completes over NATS on two worker machines: every branch merged into the
 /// integration branch, each worker's machine recorded, its transcript on the coordinator.
 #[test]
@@ -181,30 +170,47 @@ impl Drop for Killed {
 
 /// `ahelper swarm` as a child process (the test watches the run while it goes on).
 fn coordinator(repo: &TestRepo, server: &ahelper_fake_llm::FakeLlm, nats_url: &str) -> Killed {
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("ahelper"));
+    let mut child = ahelper_process(repo, server, Wire::Anthropic);
     child
-        .args([
-            "swarm",
-            "change four files",
-            "--yes",
-            "--permission-mode",
-            "bypass",
-        ])
+        .args(["swarm", "change four files", "--yes"])
+        .args(["--permission-mode", "bypass"])
         .args(["--no-verify", "--nats", nats_url])
-        .current_dir(repo.path())
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", repo.home())
-        .env("XDG_CONFIG_HOME", repo.home().join("config"))
-        .env("XDG_STATE_HOME", repo.home().join("state"))
-        .envs(super::support::git::GIT_ENV)
-        .env("AHELPER_LOG", "debug")
-        .env("ANTHROPIC_API_KEY", "sk-test-secret-key-123")
-        .env("ANTHROPIC_BASE_URL", server.base_url())
         .stdin(std::process::Stdio::null())
         .stdout(std::fs::File::create(repo.root().join("coordinator.out")).unwrap())
         .stderr(std::fs::File::create(repo.root().join("coordinator.err")).unwrap());
     Killed(child.spawn().unwrap())
+}
+
+/// A run of four slow subtasks over NATS, every one in its slow second turn on machine `m1`:
+/// (the NATS server, the repository, the model server, `m1`, the coordinator).
+fn four_slow_subtasks_on_m1() -> (NatsServer, TestRepo, FakeLlm, WorkerProcess, Killed) {
+    let nats = NatsServer::start();
+    let repo = repo_with_remote();
+    let server = start(four_slow_subtasks(60_000));
+    let m1 = WorkerProcess::start(&nats.url(), "m1", &server.base_url(), 4);
+    let run = coordinator(&repo, &server, &nats.url());
+    wait_for_second_turn_of_all_four(&server);
+    (nats, repo, server, m1, run)
+}
+
+/// Waits (up to 300 s) for the coordinator `run` to end while machine `m2` works, checks that
+/// it succeeded, and returns the run's record.
+fn run_finished_on(run: &mut Killed, m2: &WorkerProcess, repo: &TestRepo) -> Value {
+    let deadline = std::time::Instant::now() + Duration::from_secs(300);
+    let status = loop {
+        if let Some(status) = run.0.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the run did not end:\n{}",
+            m2.log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let err = std::fs::read_to_string(repo.root().join("coordinator.err")).unwrap_or_default();
+    assert!(status.success(), "{err}\nm2:\n{}", m2.log());
+    last_run(repo)
 }
 
 /// Waits until each of the four subtasks' conversations is in its (slow) second turn.
@@ -229,31 +235,11 @@ fn wait_for_second_turn_of_all_four(server: &FakeLlm) {
 /// the ack wait to the other machine, and the run still ends with all four merged.
 #[test]
 fn a_sigkilled_worker_machine_is_replaced_and_all_four_merge() {
-    let nats = NatsServer::start();
-    let repo = repo_with_remote();
-    let server = start(four_slow_subtasks(60_000));
-    let mut m1 = WorkerProcess::start(&nats.url(), "m1", &server.base_url(), 4);
-    let mut run = coordinator(&repo, &server, &nats.url());
-    // every subtask is in its slow second turn on m1
-    wait_for_second_turn_of_all_four(&server);
+    let (nats, repo, server, mut m1, mut run) = four_slow_subtasks_on_m1();
     m1.signal("KILL");
     assert_eq!(m1.wait_exit(Duration::from_secs(30)), None);
     let m2 = WorkerProcess::start(&nats.url(), "m2", &server.base_url(), 4);
-    let deadline = std::time::Instant::now() + Duration::from_secs(300);
-    let status = loop {
-        if let Some(status) = run.0.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the run did not end:\n{}",
-            m2.log()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    };
-    let err = std::fs::read_to_string(repo.root().join("coordinator.err")).unwrap_or_default();
-    assert!(status.success(), "{err}\nm2:\n{}", m2.log());
-    let record = last_run(&repo);
+    let record = run_finished_on(&mut run, &m2, &repo);
     let integration = record["integration_branch"].as_str().unwrap();
     for (i, (id, file)) in FILES.iter().enumerate() {
         let w = &record["workers"][i];
@@ -270,12 +256,7 @@ fn a_sigkilled_worker_machine_is_replaced_and_all_four_merge() {
 /// (nak) and it exits 0; the other machine continues them from the pushed `wip` branches.
 #[test]
 fn a_sigtermed_worker_hands_its_subtasks_back_and_exits_0() {
-    let nats = NatsServer::start();
-    let repo = repo_with_remote();
-    let server = start(four_slow_subtasks(60_000));
-    let mut m1 = WorkerProcess::start(&nats.url(), "m1", &server.base_url(), 4);
-    let mut run = coordinator(&repo, &server, &nats.url());
-    wait_for_second_turn_of_all_four(&server);
+    let (nats, repo, server, mut m1, mut run) = four_slow_subtasks_on_m1();
     m1.signal("TERM");
     assert_eq!(
         m1.wait_exit(Duration::from_secs(120)),
@@ -285,21 +266,7 @@ fn a_sigtermed_worker_hands_its_subtasks_back_and_exits_0() {
     );
     assert!(m1.log().contains("4 handed back"), "{}", m1.log());
     let m2 = WorkerProcess::start(&nats.url(), "m2", &server.base_url(), 4);
-    let deadline = std::time::Instant::now() + Duration::from_secs(300);
-    let status = loop {
-        if let Some(status) = run.0.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the run did not end:\n{}",
-            m2.log()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    };
-    let err = std::fs::read_to_string(repo.root().join("coordinator.err")).unwrap_or_default();
-    assert!(status.success(), "{err}\nm2:\n{}", m2.log());
-    let record = last_run(&repo);
+    let record = run_finished_on(&mut run, &m2, &repo);
     for (i, _) in FILES.iter().enumerate() {
         let w = &record["workers"][i];
         assert_eq!(w["status"], "merged", "{w:#}");

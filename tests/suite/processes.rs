@@ -98,22 +98,35 @@ fn no_process_outlives_its_command_or_ahelper() {
         ],
     );
     assert_eq!(requests.len(), 4);
-    assert!(
-        body(&requests[1]).contains("started"),
-        "{}",
-        body(&requests[1])
-    );
+    assert_told(&requests[1], "started");
     assert!(
         body(&requests[1]).contains("left running were killed"),
         "the model is told about the killed leftovers: {}",
         body(&requests[1])
     );
     assert!(body(&requests[2]).contains("timed out"));
-    let checked = body(&requests[3]);
+    assert_none_survived(&body(&requests[3]), &x, "a process");
+}
+
+/// Asserts that the model was told `text` in `request` (a tool result).
+#[track_caller]
+fn assert_told(request: &RecordedRequest, text: &str) {
+    assert!(body(request).contains(text), "{}", body(request));
+}
+
+/// Asserts that the model was not told `text` in `request`.
+#[track_caller]
+fn assert_not_told(request: &RecordedRequest, text: &str) {
+    assert!(!body(request).contains(text), "{}", body(request));
+}
+
+/// `checked` (the tool result of the survivor check) ran to its end and found no `sleep
+/// 300.<x>` process (`who` names the kind, e.g. "a process"), and none is left now.
+fn assert_none_survived(checked: &str, x: impl std::fmt::Display, who: &str) {
     assert!(checked.contains("checked"), "{checked}");
     assert!(
         !checked.contains("SURVIVOR /proc"),
-        "a process outlived its command: {checked}"
+        "{who} outlived its command: {checked}"
     );
     assert_eq!(
         live_processes_with("cmdline", &format!("sleep 300.{x}")),
@@ -160,27 +173,13 @@ fn processes_that_clear_their_environment_do_not_outlive_their_command() {
             Turn::text("done"),
         ],
     );
-    assert!(
-        body(&requests[1]).contains("started"),
-        "{}",
-        body(&requests[1])
-    );
-    assert!(
-        body(&requests[1]).contains("left running were killed"),
-        "{}",
-        body(&requests[1])
-    );
-    assert!(body(&requests[2]).contains("timed out"));
-    let checked = body(&requests[3]);
-    assert!(checked.contains("checked"), "{checked}");
-    assert!(
-        !checked.contains("SURVIVOR /proc"),
-        "a process without the environment marker outlived its command: {checked}"
-    );
-    assert_eq!(
-        live_processes_with("cmdline", &format!("sleep 300.{x}")),
-        Vec::<u32>::new(),
-        "a process outlived ahelper"
+    assert_told(&requests[1], "started");
+    assert_told(&requests[1], "left running were killed");
+    assert_told(&requests[2], "timed out");
+    assert_none_survived(
+        &body(&requests[3]),
+        &x,
+        "a process without the environment marker",
     );
 }
 
@@ -193,6 +192,23 @@ struct SleepingRun {
     child: Child,
     /// The run record once the worker's command wrote `sleeper.pid`.
     run: Value,
+}
+
+impl SleepingRun {
+    /// `ahelper swarm resume <run>`, which succeeds.
+    fn resume(&self) -> assert_cmd::assert::Assert {
+        let run_id = self.run["run_id"].as_str().unwrap();
+        ahelper(&self.repo, &self.server, Wire::Anthropic)
+            .args(["swarm", "resume", run_id])
+            .assert()
+            .success()
+    }
+}
+
+/// A command that leaves `nohup sleep 300.<x>1` behind and sleeps (`300.<x>2`) in the
+/// foreground.
+fn nohup_and_sleep(x: &str) -> String {
+    format!("nohup sleep 300.{x}1 >/dev/null 2>&1 & exec sleep 300.{x}2")
 }
 
 /// Starts a [`SleepingRun`] of `command` and waits until the command runs.
@@ -254,20 +270,12 @@ fn run_marker(run: &Value) -> String {
 #[test]
 fn kill_9_leaves_no_command_running_and_resume_finishes() {
     let x = unique();
-    let SleepingRun {
-        repo,
-        server,
-        mut child,
-        run,
-    } = start_sleeping_run(
-        &format!("nohup sleep 300.{x}1 >/dev/null 2>&1 & exec sleep 300.{x}2"),
-        &[],
-    );
-    let marker = run_marker(&run);
+    let mut sleeping = start_sleeping_run(&nohup_and_sleep(&x), &[]);
+    let marker = run_marker(&sleeping.run);
     assert!(!live_processes_with("environ", &marker).is_empty());
-    child.kill().unwrap();
+    sleeping.child.kill().unwrap();
     let killed_at = Instant::now();
-    child.wait().unwrap();
+    sleeping.child.wait().unwrap();
     let deadline = killed_at + Duration::from_secs(60);
     while !live_processes_with("environ", &marker).is_empty() {
         assert!(
@@ -286,12 +294,8 @@ fn kill_9_leaves_no_command_running_and_resume_finishes() {
         Vec::<u32>::new()
     );
 
-    let run_id = run["run_id"].as_str().unwrap();
-    ahelper(&repo, &server, Wire::Anthropic)
-        .args(["swarm", "resume", run_id])
-        .assert()
-        .success();
-    let run = only_run(&repo.path()).unwrap();
+    sleeping.resume();
+    let run = only_run(&sleeping.repo.path()).unwrap();
     assert_eq!(run["status"], "finished", "{run}");
 }
 
@@ -326,21 +330,13 @@ fn watchdog_of(parent: u32) -> u32 {
 #[test]
 fn resume_kills_leftovers_of_a_run_whose_watchdog_died_too() {
     let x = unique();
-    let SleepingRun {
-        repo,
-        server,
-        mut child,
-        run,
-    } = start_sleeping_run(
-        &format!("nohup sleep 300.{x}1 >/dev/null 2>&1 & exec sleep 300.{x}2"),
-        &["--sandbox", "off"],
-    );
-    let watchdog = watchdog_of(child.id());
+    let mut sleeping = start_sleeping_run(&nohup_and_sleep(&x), &["--sandbox", "off"]);
+    let watchdog = watchdog_of(sleeping.child.id());
     // SAFETY: signalling the watchdog of our own child.
     unsafe { libc::kill(watchdog as i32, libc::SIGKILL) };
     std::thread::sleep(Duration::from_millis(100));
-    child.kill().unwrap();
-    child.wait().unwrap();
+    sleeping.child.kill().unwrap();
+    sleeping.child.wait().unwrap();
     let shell = format!("sleep 300.{x}2");
     let deadline = Instant::now() + Duration::from_secs(30);
     while !live_processes_with("cmdline", &shell).is_empty() {
@@ -350,23 +346,21 @@ fn resume_kills_leftovers_of_a_run_whose_watchdog_died_too() {
         );
         std::thread::sleep(Duration::from_millis(10));
     }
-    let marker = run_marker(&run);
+    let marker = run_marker(&sleeping.run);
     assert_eq!(
         live_processes_with("environ", &marker).len(),
         1,
         "the nohup sleep is left"
     );
 
-    let run_id = run["run_id"].as_str().unwrap();
-    ahelper(&repo, &server, Wire::Anthropic)
-        .args(["swarm", "resume", run_id])
-        .assert()
-        .success()
-        .stderr(predicates::str::contains(
-            "Stopped 1 process(es) left running",
-        ));
+    sleeping.resume().stderr(predicates::str::contains(
+        "Stopped 1 process(es) left running",
+    ));
     assert_eq!(live_processes_with("environ", &marker), Vec::<u32>::new());
-    assert_eq!(only_run(&repo.path()).unwrap()["status"], "finished");
+    assert_eq!(
+        only_run(&sleeping.repo.path()).unwrap()["status"],
+        "finished"
+    );
 }
 
 /// 15.7 after `kill -9`: ahelper *and* its watchdog killed while a worker's command runs that
@@ -527,25 +521,13 @@ fn network_off_stops_udp() {
     let repo = repo_with(&[("a.txt", "a\n")]);
     repo.write(".ahelper/config.toml", "[sandbox]\nnetwork = false\n");
     let requests = print_run(&repo, vec![runs(&send), Turn::text("done")]);
-    assert!(
-        !body(&requests[1]).contains("sent\\n"),
-        "{}",
-        body(&requests[1])
-    );
-    assert!(
-        body(&requests[1]).contains("send: Network is unreachable"),
-        "{}",
-        body(&requests[1])
-    );
+    assert_not_told(&requests[1], "sent\\n");
+    assert_told(&requests[1], "send: Network is unreachable");
     assert!(!received(&listener), "a datagram left the sandbox");
 
     let open = repo_with(&[("a.txt", "a\n")]);
     let requests = print_run(&open, vec![runs(&send), Turn::text("done")]);
-    assert!(
-        body(&requests[1]).contains("sent\\n"),
-        "{}",
-        body(&requests[1])
-    );
+    assert_told(&requests[1], "sent\\n");
     assert!(
         received(&listener),
         "with the network on the datagram arrives"

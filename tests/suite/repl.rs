@@ -3,11 +3,18 @@
 //! `--continue`, `/status`, `/diff`, `/tools` and the diff preview of write permission
 //! questions (issue 10 item 5).
 
+use super::support::scripts::*;
 use super::support::tmux::Tmux;
 use super::support::*;
 use ahelper_fake_llm::{Conversation, FakeLlm, Script, Turn};
 use serde_json::json;
 use std::time::{Duration, Instant};
+
+/// The body of model request `index` (0-based), once it has come (up to 60 s).
+fn request_body(server: &FakeLlm, index: usize) -> String {
+    wait_for_requests(server, index + 1);
+    server.model_requests()[index].body.to_string()
+}
 
 /// Waits until the fake model has received `n` requests.
 #[track_caller]
@@ -79,8 +86,7 @@ fn input_typed_during_a_turn_is_kept_for_the_next_prompt() {
     let typed_at = screen.find("typed early").unwrap();
     assert!(typed_at > answer_at, "{screen}");
     tmux.press("Enter");
-    wait_for_requests(&server, 2);
-    let second = server.model_requests()[1].body.to_string();
+    let second = request_body(&server, 1);
     assert!(second.contains("typed early"), "{second}");
 }
 
@@ -99,8 +105,7 @@ fn clear_starts_a_new_session_and_resume_picks_one() {
     tmux.wait_for("New session");
     tmux.line("what word?");
     tmux.wait_for_count("[completed", 2);
-    wait_for_requests(&server, 2);
-    let second = server.model_requests()[1].body.to_string();
+    let second = request_body(&server, 1);
     assert!(!second.contains("banana"), "{second}");
     tmux.line("/exit");
     drop(tmux);
@@ -121,8 +126,7 @@ fn clear_starts_a_new_session_and_resume_picks_one() {
     let screen = tmux.wait_for("> remember banana");
     assert!(screen.contains("Resumed session"), "{screen}");
     tmux.line("and now?");
-    wait_for_requests(&server, 3);
-    let third = server.model_requests()[2].body.to_string();
+    let third = request_body(&server, 2);
     assert!(third.contains("banana"), "{third}");
 }
 
@@ -131,18 +135,8 @@ fn clear_starts_a_new_session_and_resume_picks_one() {
 #[test]
 fn tools_and_diff_commands() {
     let repo = repo_with(&[("a.txt", "a\n")]);
-    let server = start(
-        Script::new()
-            .with_conversation(
-                Conversation::new()
-                    .turn(Turn::tool_call(
-                        "write_file",
-                        json!({"path": "a.txt", "content": "changed\n"}),
-                    ))
-                    .turn(Turn::text("done")),
-            )
-            .with_fallback_text("ok"),
-    );
+    let server =
+        start(agent([writes("a.txt", "changed\n"), Turn::text("done")]).with_fallback_text("ok"));
     let tmux = Tmux::start(&repo, &server, &["--permission-mode", "bypass"]);
     tmux.wait_for("Type /help");
     tmux.line("/tools");
@@ -202,21 +196,11 @@ fn slash_swarm_runs_a_swarm_and_the_conversation_learns_its_outcome() {
     let plan = json!({"summary": "one part", "subtasks": [{"id": "s1", "title": "Update a",
         "instructions": "Write A into a.txt.", "scope": ["a.txt"]}]});
     let server = start(
-        Script::new()
-            .with_conversation(
-                Conversation::new()
-                    .matching("You are the coordinator of a swarm")
-                    .turn(Turn::text(plan.to_string())),
-            )
-            .with_conversation(
-                Conversation::new()
-                    .matching("Your subtask `s1`")
-                    .turn(Turn::tool_call(
-                        "write_file",
-                        json!({"path": "a.txt", "content": "A\n"}),
-                    ))
-                    .turn(Turn::text("wrote A")),
-            )
+        coordinator(Turn::text(plan.to_string()))
+            .with_conversation(worker(
+                "s1",
+                [writes("a.txt", "A\n"), Turn::text("wrote A")],
+            ))
             .with_conversation(Conversation::new().turn(Turn::text("noted"))),
     );
     let tmux = Tmux::start(&repo, &server, &["--permission-mode", "bypass"]);
@@ -235,8 +219,7 @@ fn slash_swarm_runs_a_swarm_and_the_conversation_learns_its_outcome() {
     assert!(screen.contains("ahelper/"), "{screen}");
     let requests_before = server.model_requests().len();
     tmux.line("what happened?");
-    wait_for_requests(&server, requests_before + 1);
-    let last = server.model_requests().last().unwrap().body.to_string();
+    let last = request_body(&server, requests_before);
     assert!(
         last.contains("The user ran `/swarm update a.txt` from this session"),
         "{last}"

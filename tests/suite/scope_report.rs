@@ -2,11 +2,10 @@
 //! outside the subtask's declared scope (made through `run_command`) are reported per worker,
 //! and the "last action" column says what the worker really did last.
 
+use super::support::scripts::*;
 use super::support::*;
-use ahelper_fake_llm::{Conversation, Script, Turn};
-use serde_json::{Value, json};
-
-const COORDINATOR: &str = "You are the coordinator of a swarm";
+use ahelper_fake_llm::{Script, Turn};
+use serde_json::json;
 
 /// One subtask with scope `a.txt` whose worker writes it, then writes two more files with a
 /// shell command.
@@ -14,37 +13,14 @@ fn edits_outside_its_scope() -> Script {
     let plan = json!({"summary": "one file", "subtasks": [
         {"id": "s1", "title": "Write a", "instructions": "Write a.txt.", "scope": ["a.txt"]}
     ]});
-    Script::new()
-        .with_conversation(
-            Conversation::new()
-                .matching(COORDINATOR)
-                .turn(Turn::text(plan.to_string())),
-        )
-        .with_conversation(
-            Conversation::new()
-                .named("s1")
-                .matching("Your subtask `s1`")
-                .turn(Turn::tool_call(
-                    "write_file",
-                    json!({"path": "a.txt", "content": "A\n"}),
-                ))
-                .turn(Turn::tool_call(
-                    "run_command",
-                    json!({"command": "echo x > other.txt && mkdir -p docs && echo y > docs/n.md"}),
-                ))
-                .turn(Turn::text("done")),
-        )
-}
-
-fn last_run(repo: &TestRepo) -> Value {
-    let dir = repo.path().join(".ahelper/runs");
-    let mut runs: Vec<_> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    runs.sort();
-    serde_json::from_str(&std::fs::read_to_string(runs.last().unwrap().join("run.json")).unwrap())
-        .unwrap()
+    coordinator(Turn::text(plan.to_string())).with_conversation(worker(
+        "s1",
+        [
+            writes("a.txt", "A\n"),
+            runs("echo x > other.txt && mkdir -p docs && echo y > docs/n.md"),
+            Turn::text("done"),
+        ],
+    ))
 }
 
 /// issue 9.9: the files a worker's branch changes outside its declared scope are named in the

@@ -2,9 +2,9 @@
 //! `git status`, an unrestricted next session), while it still writes the rest of the
 //! workspace.
 
+use super::support::scripts::{agent, runs};
 use super::support::*;
-use ahelper_fake_llm::{Conversation, Script, Turn};
-use serde_json::json;
+use ahelper_fake_llm::Turn;
 
 /// A script that plants `core.fsmonitor` in `.git/config`, a hook, `mode = "bypass"` in
 /// `.ahelper/config.toml`, tries to move `.git` away, and writes ordinary files.
@@ -33,14 +33,7 @@ fn a_script_cannot_rewrite_git_or_ahelper_config() {
     let repo = repo_with(&[("s.sh", ESCALATE), ("a.txt", "a\n")]);
     repo.write(".ahelper/config.toml", "# project settings\n");
     let config_before = repo.file(".git/config");
-    let script = Script::new().with_conversation(
-        Conversation::new()
-            .turn(Turn::tool_call(
-                "run_command",
-                json!({"command": "sh s.sh"}),
-            ))
-            .turn(Turn::text("done")),
-    );
+    let script = agent([runs("sh s.sh"), Turn::text("done")]);
     let server = start(script);
     ahelper(&repo, &server, Wire::Anthropic)
         .args(["-p", "go", "--permission-mode", "bypass"])
@@ -69,17 +62,29 @@ unshare -Um sh -c 'umount .git; mount -o remount,rw,bind .git; echo z >> .git/co
 echo y >> .git/config; echo write=$?
 grep -E '^Cap(Eff|Bnd)' /proc/self/status";
 
+/// Each attempt of [`UNDO_BINDS`] ran and none succeeded (exit status 0) in its tool
+/// `result`; `who` starts each failure message.
+fn assert_every_attempt_failed(result: &str, who: &str) {
+    for attempt in [
+        "remount=",
+        "umount=",
+        "lazy=",
+        "nested=",
+        "unmapped=",
+        "write=",
+    ] {
+        assert!(result.contains(attempt), "{who}{attempt} missing: {result}");
+        assert!(
+            !result.contains(&format!("{attempt}0")),
+            "{who}{attempt} succeeded: {result}"
+        );
+    }
+}
+
 /// `ahelper -p` in `repo` (bypass mode) running [`UNDO_BINDS`], as this user or — when
 /// `as_nobody` — through `setpriv` as the unprivileged user 65534. Returns the tool result.
 fn undo_binds(repo: &TestRepo, as_nobody: bool) -> String {
-    let script = Script::new().with_conversation(
-        Conversation::new()
-            .turn(Turn::tool_call(
-                "run_command",
-                json!({"command": "sh undo.sh"}),
-            ))
-            .turn(Turn::text("done")),
-    );
+    let script = agent([runs("sh undo.sh"), Turn::text("done")]);
     let server = start(script);
     let mut cmd = ahelper(repo, &server, Wire::Anthropic);
     if as_nobody {
@@ -88,15 +93,9 @@ fn undo_binds(repo: &TestRepo, as_nobody: bool) -> String {
         wrapped
             .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
             .arg(bin)
-            .args(["-p", "go", "--permission-mode", "bypass"])
-            .current_dir(repo.path())
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("HOME", repo.home())
-            .env("XDG_CONFIG_HOME", repo.home().join("config"))
-            .env("XDG_STATE_HOME", repo.home().join("state"))
-            .env("ANTHROPIC_API_KEY", "sk-test-secret-key-123")
-            .env("ANTHROPIC_BASE_URL", server.base_url());
+            .args(["-p", "go", "--permission-mode", "bypass"]);
+        isolate(&mut wrapped, repo);
+        talk_to(&mut wrapped, &server, Wire::Anthropic);
         let out = wrapped.output().unwrap();
         assert!(
             out.status.success(),
@@ -131,20 +130,7 @@ fn namespace_capabilities_cannot_undo_the_read_only_binds() {
     let config_before = repo.file(".git/config");
     let result = undo_binds(&repo, false);
     assert_eq!(repo.file(".git/config"), config_before, "{result}");
-    for attempt in [
-        "remount=",
-        "umount=",
-        "lazy=",
-        "nested=",
-        "unmapped=",
-        "write=",
-    ] {
-        assert!(result.contains(attempt), "{attempt} missing: {result}");
-        assert!(
-            !result.contains(&format!("{attempt}0")),
-            "{attempt} succeeded: {result}"
-        );
-    }
+    assert_every_attempt_failed(&result, "");
     let is_root = unsafe { libc::geteuid() } == 0;
     let setpriv = std::process::Command::new("setpriv")
         .arg("--version")
@@ -168,21 +154,5 @@ fn namespace_capabilities_cannot_undo_the_read_only_binds() {
     .unwrap();
     let result = undo_binds(&repo, true);
     assert_eq!(repo.file(".git/config"), config_before, "{result}");
-    for attempt in [
-        "remount=",
-        "umount=",
-        "lazy=",
-        "nested=",
-        "unmapped=",
-        "write=",
-    ] {
-        assert!(
-            result.contains(attempt),
-            "nobody: {attempt} missing: {result}"
-        );
-        assert!(
-            !result.contains(&format!("{attempt}0")),
-            "nobody: {attempt}: {result}"
-        );
-    }
+    assert_every_attempt_failed(&result, "nobody: ");
 }

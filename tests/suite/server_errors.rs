@@ -13,6 +13,16 @@ fn always(kind: FaultKind) -> Script {
     )
 }
 
+/// Runs `ahelper -p hi` in a new repository against a server whose every reply is `kind`,
+/// checks that it exits with 1, and returns (the repository, the server, stderr).
+fn fails_with(kind: FaultKind) -> (TestRepo, ahelper_fake_llm::FakeLlm, String) {
+    let repo = repo_with(&[("a.txt", "x\n")]);
+    let server = start(always(kind));
+    let (code, stderr) = run_p(&mut ahelper(&repo, &server, Wire::Anthropic));
+    assert_eq!(code, 1, "{stderr}");
+    (repo, server, stderr)
+}
+
 /// Runs `ahelper -p hi` and returns (exit code, stderr).
 fn run_p(cmd: &mut assert_cmd::Command) -> (i32, String) {
     let out = cmd.args(["-p", "hi"]).output().expect("ahelper runs");
@@ -24,10 +34,7 @@ fn run_p(cmd: &mut assert_cmd::Command) -> (i32, String) {
 
 #[test]
 fn a_refused_key_names_the_variable_and_is_not_retried_nor_resumable() {
-    let repo = repo_with(&[("a.txt", "x\n")]);
-    let server = start(always(FaultKind::Http401));
-    let (code, stderr) = run_p(&mut ahelper(&repo, &server, Wire::Anthropic));
-    assert_eq!(code, 1, "{stderr}");
+    let (_repo, server, stderr) = fails_with(FaultKind::Http401);
     assert!(
         stderr.contains("the API key in ANTHROPIC_API_KEY was refused (HTTP 401): check it"),
         "{stderr}"
@@ -103,10 +110,7 @@ fn a_404_shows_the_url_called_and_where_base_url_was_set() {
 
 #[test]
 fn an_html_page_is_not_an_endpoint_and_is_not_retried() {
-    let repo = repo_with(&[("a.txt", "x\n")]);
-    let server = start(always(FaultKind::HtmlPage));
-    let (code, stderr) = run_p(&mut ahelper(&repo, &server, Wire::Anthropic));
-    assert_eq!(code, 1, "{stderr}");
+    let (_repo, server, stderr) = fails_with(FaultKind::HtmlPage);
     assert!(
         stderr.contains(&format!(
             "this does not look like an Anthropic/OpenAI-compatible endpoint (content-type text/html from {}/v1/messages)",

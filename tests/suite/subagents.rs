@@ -4,6 +4,7 @@
 //! parent's usage, permissions are the parent's, and `isolation: "worktree"` keeps the
 //! sub-agent's work on its own branch.
 
+use super::support::scripts::writes;
 use super::support::*;
 use ahelper_fake_llm::{Conversation, FakeLlm, RecordedRequest, Script, Turn};
 use serde_json::{Value, json};
@@ -68,18 +69,6 @@ fn requests_of(server: &FakeLlm, marker: &str) -> Vec<RecordedRequest> {
                 || r.body["system"].to_string().contains(marker)
         })
         .collect()
-}
-
-fn tool_names(request: &RecordedRequest) -> Vec<String> {
-    request.body["tools"]
-        .as_array()
-        .map(|tools| {
-            tools
-                .iter()
-                .map(|t| t["name"].as_str().unwrap_or_default().to_string())
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// Writes the user config (`$XDG_CONFIG_HOME/ahelper/config.toml`).
@@ -207,10 +196,7 @@ fn isolation_worktree_keeps_the_subagents_work_on_its_own_branch() {
             .with_conversation(
                 Conversation::new()
                     .matching("Child one:")
-                    .turn(Turn::tool_call(
-                        "write_file",
-                        json!({"path": "new.txt", "content": "from the sub-agent\n"}),
-                    ))
+                    .turn(writes("new.txt", "from the sub-agent\n"))
                     .turn(Turn::text("wrote new.txt")),
             )
             .with_conversation(

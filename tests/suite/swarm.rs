@@ -69,12 +69,7 @@ fn one_worker_writes_a() -> Script {
 }
 
 fn worker_status(run: &Value, id: &str) -> String {
-    run["workers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|w| w["id"] == id)
-        .unwrap()["status"]
+    worker_record(run, id)["status"]
         .as_str()
         .unwrap()
         .to_string()
@@ -761,14 +756,8 @@ fn apply_merges_into_the_current_branch_when_clean() {
     let swarm = Swarm::new(repo_with(&[("a.txt", "a\n")]), one_worker_writes_a());
     let repo = &swarm.repo;
     swarm
-        .ahelper(&[
-            "swarm",
-            "x",
-            "--yes",
-            "--apply",
-            "--permission-mode",
-            "bypass",
-        ])
+        .ahelper(&["swarm", "x", "--yes", "--apply"])
+        .args(["--permission-mode", "bypass"])
         .assert()
         .success()
         .stdout(predicate::str::contains("Applied"));

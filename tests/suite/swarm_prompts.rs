@@ -3,53 +3,44 @@
 //! `a` answer in the live view adds the prefix rule the question showed, so other workers do
 //! not ask again for the same program. The live view runs in a real pseudo-terminal (tmux).
 
+use super::support::scripts::*;
 use super::support::tmux::Tmux;
 use super::support::*;
-use ahelper_fake_llm::{Conversation, Script, Turn};
+use ahelper_fake_llm::{Conversation, FakeLlm, Script, Turn};
 use serde_json::{Value, json};
 
-const COORDINATOR: &str = "You are the coordinator of a swarm";
-
 /// A coordinator that plans one subtask per file of `files` (`s1`, `s2`, …).
-fn plan(files: &[&str]) -> Script {
-    let subtasks: Vec<Value> = files
+fn plan_files(files: &[&str]) -> Script {
+    let subtasks = files
         .iter()
         .enumerate()
-        .map(|(i, f)| {
-            let id = format!("s{}", i + 1);
-            json!({"id": id, "title": format!("Work on {id}"), "instructions": format!("Do {id}."), "scope": [f]})
-        })
+        .map(|(i, f)| subtask(&format!("s{}", i + 1), f))
         .collect();
-    let plan = json!({"summary": "split by file", "subtasks": subtasks}).to_string();
-    Script::new().with_conversation(
-        Conversation::new()
-            .matching(COORDINATOR)
-            .turn(Turn::text(plan)),
-    )
+    plan(Value::Array(subtasks))
+}
+
+/// A repository with `a.txt` and a server whose one worker (`s1`, on `a.txt`) runs `command`.
+fn one_worker_running(command: &str) -> (TestRepo, FakeLlm) {
+    let script = plan_files(&["a.txt"]).with_conversation(runs_then_done("s1", command));
+    (repo_with(&[("a.txt", "a\n")]), start(script))
+}
+
+/// `ahelper swarm <task> --yes --permission-mode accept-edits`.
+fn accept_edits_swarm(repo: &TestRepo, server: &FakeLlm, task: &str) -> assert_cmd::Command {
+    let mut cmd = ahelper(repo, server, Wire::Anthropic);
+    cmd.args(["swarm", task, "--yes", "--permission-mode", "accept-edits"]);
+    cmd
 }
 
 /// The worker of subtask `id`: runs `command`, then says it is done.
-fn runs(id: &str, command: &str) -> Conversation {
-    Conversation::new()
-        .named(id)
-        .matching(format!("Your subtask `{id}`"))
-        .turn(Turn::tool_call("run_command", json!({"command": command})))
-        .turn(Turn::text(format!("{id} done")))
+fn runs_then_done(id: &str, command: &str) -> Conversation {
+    worker(id, [runs(command), Turn::text(format!("{id} done"))])
 }
 
 #[test]
 fn refused_commands_are_followed_by_the_rule_that_allows_them_not_the_mode_in_use() {
-    let script = plan(&["a.txt"]).with_conversation(runs("s1", "cargo test --quiet"));
-    let repo = repo_with(&[("a.txt", "a\n")]);
-    let server = start(script);
-    let out = ahelper(&repo, &server, Wire::Anthropic)
-        .args([
-            "swarm",
-            "test it",
-            "--yes",
-            "--permission-mode",
-            "accept-edits",
-        ])
+    let (repo, server) = one_worker_running("cargo test --quiet");
+    let out = accept_edits_swarm(&repo, &server, "test it")
         .assert()
         .get_output()
         .clone();
@@ -83,17 +74,8 @@ fn refused_commands_are_followed_by_the_rule_that_allows_them_not_the_mode_in_us
 
 #[test]
 fn calls_refused_for_good_are_not_advised_as_rules() {
-    let script = plan(&["a.txt"]).with_conversation(runs("s1", "rm a.txt"));
-    let repo = repo_with(&[("a.txt", "a\n")]);
-    let server = start(script);
-    let out = ahelper(&repo, &server, Wire::Anthropic)
-        .args([
-            "swarm",
-            "remove it",
-            "--yes",
-            "--permission-mode",
-            "accept-edits",
-        ])
+    let (repo, server) = one_worker_running("rm a.txt");
+    let out = accept_edits_swarm(&repo, &server, "remove it")
         .args(["--disallowedTools", "run_command(rm:*)"])
         .assert()
         .get_output()
@@ -115,9 +97,9 @@ fn calls_refused_for_good_are_not_advised_as_rules() {
 /// terminal with its keys whole.
 #[test]
 fn always_in_the_live_view_adds_the_shown_prefix_rule_for_every_worker() {
-    let script = plan(&["a.txt", "b.txt"])
-        .with_conversation(runs("s1", "sed -i s/a/A/ a.txt"))
-        .with_conversation(runs("s2", "sed -i s/b/B/ b.txt"));
+    let script = plan_files(&["a.txt", "b.txt"])
+        .with_conversation(runs_then_done("s1", "sed -i s/a/A/ a.txt"))
+        .with_conversation(runs_then_done("s2", "sed -i s/b/B/ b.txt"));
     let repo = repo_with(&[("a.txt", "a\n"), ("b.txt", "b\n")]);
     let server = start(script);
     let args = [
@@ -151,7 +133,7 @@ fn always_in_the_live_view_adds_the_shown_prefix_rule_for_every_worker() {
 #[test]
 fn the_live_table_shows_the_running_command_and_how_workers_ended() {
     let command = |c: &str| Turn::tool_call("run_command", json!({"command": c}));
-    let script = plan(&["a.txt"]).with_conversation(
+    let script = plan_files(&["a.txt"]).with_conversation(
         Conversation::new()
             .named("s1")
             .matching("Your subtask `s1`")
@@ -187,9 +169,7 @@ fn the_live_table_shows_the_running_command_and_how_workers_ended() {
 /// polling a dead terminal for ever.
 #[test]
 fn a_closed_terminal_ends_the_run_instead_of_waiting_for_an_answer() {
-    let script = plan(&["a.txt"]).with_conversation(runs("s1", "sed -i s/a/A/ a.txt"));
-    let repo = repo_with(&[("a.txt", "a\n")]);
-    let server = start(script);
+    let (repo, server) = one_worker_running("sed -i s/a/A/ a.txt");
     let args = ["swarm", "upper", "--yes", "--permission-mode", "default"];
     let tmux = Tmux::start_sized(&repo, &server, &args, 100);
     tmux.wait_for("d = never");

@@ -9,15 +9,6 @@ use ahelper_fake_llm::FakeLlm;
 use serde_json::Value;
 use std::path::Path;
 
-fn worker<'a>(run: &'a Value, id: &str) -> &'a Value {
-    run["workers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|w| w["id"] == id)
-        .unwrap_or_else(|| panic!("no worker {id} in {run:#}"))
-}
-
 /// Writes the repository's `.ahelper/config.toml` (its `swarm.verify` applies only with
 /// `--trust-project`: a project's verification command is a command ahelper runs).
 fn config(repo: &TestRepo, command: &str, timeout_s: u64, fix_rounds: u32, fix_attempts: u32) {
@@ -52,6 +43,31 @@ fn swarm_run(
 /// scenario `script_name`; (exit code, stdout, stderr).
 fn run_swarm(repo: &TestRepo, script_name: &str) -> (i32, String, String) {
     swarm_run(repo, &start(script(script_name)), "do the task", &[])
+}
+
+/// `ahelper swarm resume <run_id> --trust-project`: (exit code, stdout, stderr).
+fn resume(repo: &TestRepo, server: &FakeLlm, run_id: &str) -> (i32, String, String) {
+    outcome_of(ahelper(repo, server, Wire::Anthropic).args([
+        "swarm",
+        "resume",
+        run_id,
+        "--trust-project",
+    ]))
+}
+
+/// Runs the scenario `script_name` as [`run_swarm`] does, checks that it exits with `code`, and
+/// returns (stdout, stderr, the run's record).
+fn run_scenario(repo: &TestRepo, script_name: &str, code: i32) -> (String, String, Value) {
+    let (exit, stdout, stderr) = run_swarm(repo, script_name);
+    assert_eq!(exit, code, "stdout:\n{stdout}\nstderr:\n{stderr}");
+    (stdout, stderr, last_run(repo))
+}
+
+/// Writes the `python3 -m unittest` verification config (120 s, default fix rounds), then runs
+/// the scenario `script_name` as [`run_scenario`] does.
+fn run_verified_scenario(repo: &TestRepo, script_name: &str, code: i32) -> (String, String, Value) {
+    write_verify_config(repo, UNITTEST, 120);
+    run_scenario(repo, script_name, code)
 }
 
 /// `python3 -m unittest` on `rev` of the repository, in a fresh worktree: (passed, output).
@@ -109,14 +125,11 @@ fn transcript(repo: &TestRepo, run: &Value, id: &str) -> String {
 #[test]
 fn a_semantic_conflict_between_green_branches_is_caught_and_fixed() {
     let repo = calc_repo();
-    write_verify_config(&repo, UNITTEST, 120);
-    let (code, stdout, stderr) = run_swarm(&repo, "swarm-semantic-conflict");
-    assert_eq!(code, 0, "stdout:\n{stdout}\nstderr:\n{stderr}");
-    let run = last_run(&repo);
+    let (stdout, _, run) = run_verified_scenario(&repo, "swarm-semantic-conflict", 0);
     let integration = run["integration_branch"].as_str().unwrap();
     // both merged; the integration branch passes the project's tests
-    assert_eq!(worker(&run, "w1")["status"], "merged");
-    assert_eq!(worker(&run, "w2")["status"], "merged");
+    assert_eq!(worker_record(&run, "w1")["status"], "merged");
+    assert_eq!(worker_record(&run, "w2")["status"], "merged");
     let (passed, output) = unittest_at(&repo, integration);
     assert!(passed, "{output}");
     let report = repo.git(&["show", &format!("{integration}:report.py")]);
@@ -188,11 +201,8 @@ fn a_semantic_conflict_between_green_branches_is_caught_and_fixed() {
 #[test]
 fn a_fixer_that_fails_leaves_the_branch_unmerged_and_the_run_fails() {
     let repo = calc_repo();
-    write_verify_config(&repo, UNITTEST, 120);
-    let (code, stdout, stderr) = run_swarm(&repo, "swarm-semantic-conflict-fixer-fails");
-    assert_eq!(code, 1, "stdout:\n{stdout}\nstderr:\n{stderr}");
-    let run = last_run(&repo);
-    let w2 = worker(&run, "w2");
+    let (stdout, _, run) = run_verified_scenario(&repo, "swarm-semantic-conflict-fixer-fails", 1);
+    let w2 = worker_record(&run, "w2");
     assert_eq!(w2["status"], "verify_failed", "{w2:#}");
     assert!(
         w2["verify_output"].as_str().unwrap().contains("calc"),
@@ -222,11 +232,8 @@ fn a_fixer_that_fails_leaves_the_branch_unmerged_and_the_run_fails() {
 #[test]
 fn a_test_failing_at_the_base_is_named_as_pre_existing_and_blocks_nothing() {
     let repo = calc_repo_failing_at_base();
-    write_verify_config(&repo, UNITTEST, 120);
-    let (code, stdout, stderr) = run_swarm(&repo, "swarm-failing-at-base");
-    assert_eq!(code, 0, "stdout:\n{stdout}\nstderr:\n{stderr}");
-    let run = last_run(&repo);
-    assert_eq!(worker(&run, "w1")["status"], "merged");
+    let (stdout, stderr, run) = run_verified_scenario(&repo, "swarm-failing-at-base", 0);
+    assert_eq!(worker_record(&run, "w1")["status"], "merged");
     // announced when the baseline ends, among the run's events
     assert!(
         stdout.contains("fails at the base commit"),
@@ -256,7 +263,7 @@ fn a_hanging_verification_is_killed_at_its_timeout() {
     // an hour-long test did not hold the run: every verification stopped at 10 s
     assert!(started.elapsed().as_secs() < 240, "{:?}", started.elapsed());
     let run = last_run(&repo);
-    let slow = worker(&run, "w1");
+    let slow = worker_record(&run, "w1");
     assert_eq!(slow["status"], "verify_failed", "{slow:#}");
     assert!(
         slow["verification"].as_str().unwrap().contains("timed out"),
@@ -268,7 +275,7 @@ fn a_hanging_verification_is_killed_at_its_timeout() {
             .unwrap()
             .contains("timed out")
     );
-    assert_eq!(worker(&run, "w2")["status"], "merged");
+    assert_eq!(worker_record(&run, "w2")["status"], "merged");
     assert!(last_line(&stdout).contains("w1 verify failed"), "{stdout}");
 }
 
@@ -319,10 +326,8 @@ fn an_untrusted_project_verify_command_is_not_run() {
 fn the_worker_self_fix_rounds_stop_at_their_bound() {
     let repo = calc_repo();
     config(&repo, UNITTEST, 120, 2, 1);
-    let (code, stdout, stderr) = run_swarm(&repo, "swarm-worker-self-fix-exhausted");
-    assert_eq!(code, 1, "stdout:\n{stdout}\nstderr:\n{stderr}");
-    let run = last_run(&repo);
-    let w1 = worker(&run, "w1");
+    let (_, _, run) = run_scenario(&repo, "swarm-worker-self-fix-exhausted", 1);
+    let w1 = worker_record(&run, "w1");
     assert_eq!(w1["report"]["fix_rounds"], 2, "{w1:#}");
     assert!(
         w1["report"]["verification"]
@@ -342,10 +347,8 @@ fn the_worker_self_fix_rounds_stop_at_their_bound() {
 fn a_worker_fixes_its_own_tests_in_its_first_fix_round() {
     let repo = calc_repo();
     config(&repo, UNITTEST, 120, 2, 1);
-    let (code, stdout, stderr) = run_swarm(&repo, "swarm-worker-self-fix");
-    assert_eq!(code, 0, "stdout:\n{stdout}\nstderr:\n{stderr}");
-    let run = last_run(&repo);
-    let w1 = worker(&run, "w1");
+    let (_, _, run) = run_scenario(&repo, "swarm-worker-self-fix", 0);
+    let w1 = worker_record(&run, "w1");
     assert_eq!(w1["status"], "merged");
     assert_eq!(w1["report"]["fix_rounds"], 1, "{w1:#}");
     assert_eq!(
@@ -358,12 +361,9 @@ fn a_worker_fixes_its_own_tests_in_its_first_fix_round() {
 #[test]
 fn a_textual_conflict_is_resolved_by_the_merger_and_verified() {
     let repo = calc_repo();
-    write_verify_config(&repo, UNITTEST, 120);
-    let (code, stdout, stderr) = run_swarm(&repo, "swarm-textual-conflict");
-    assert_eq!(code, 0, "stdout:\n{stdout}\nstderr:\n{stderr}");
-    let run = last_run(&repo);
-    assert_eq!(worker(&run, "w1")["status"], "merged");
-    assert_eq!(worker(&run, "w2")["status"], "merged");
+    let (stdout, _, run) = run_verified_scenario(&repo, "swarm-textual-conflict", 0);
+    assert_eq!(worker_record(&run, "w1")["status"], "merged");
+    assert_eq!(worker_record(&run, "w2")["status"], "merged");
     let helpers = run["helpers"].as_array().unwrap();
     assert_eq!(helpers[0]["id"], "merge-1", "{helpers:#?}");
     assert_eq!(helpers[0]["role"], "merger");
@@ -376,7 +376,7 @@ fn a_textual_conflict_is_resolved_by_the_merger_and_verified() {
     assert!(!calc.contains("<<<<<<<"), "{calc}");
     // a real merge: both workers' commits are in the integration branch
     for w in ["w1", "w2"] {
-        let branch_commit = worker(&run, w)["report"]["commit"]
+        let branch_commit = worker_record(&run, w)["report"]["commit"]
             .as_str()
             .unwrap()
             .to_string();
@@ -454,7 +454,7 @@ fn a_plan_that_stays_a_chain_over_the_same_files_runs_as_one_worker() {
             .contains("chain of steps over the same files")
     });
     assert!(reasked);
-    assert_eq!(worker(&run, "w1")["status"], "merged");
+    assert_eq!(worker_record(&run, "w1")["status"], "merged");
 }
 
 #[test]
@@ -480,12 +480,7 @@ fn resume_keeps_the_runs_verification_and_runs_its_baseline() {
     assert!(planned["baseline"].is_null());
     // resumed without the flag (and no [swarm] verify): the run's own choice is kept
     let run_id = planned["run_id"].as_str().unwrap();
-    let (code, stdout, stderr) = outcome_of(ahelper(&repo, &server, Wire::Anthropic).args([
-        "swarm",
-        "resume",
-        run_id,
-        "--trust-project",
-    ]));
+    let (code, stdout, stderr) = resume(&repo, &server, run_id);
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     let run = last_run(&repo);
     assert_eq!(run["baseline"]["outcome"]["outcome"], "passed", "{run:#}");
@@ -516,7 +511,7 @@ fn a_merger_that_leaves_the_markers_keeps_both_branches_and_prints_the_commands(
     let (code, stdout, _) = swarm_run(&repo, &server, "do the task", &[]);
     assert_eq!(code, 1, "{stdout}");
     let run = last_run(&repo);
-    let w2 = worker(&run, "w2");
+    let w2 = worker_record(&run, "w2");
     assert_eq!(w2["status"], "conflict", "{w2:#}");
     assert_eq!(run["helpers"][0]["id"], "merge-1");
     assert!(branch_exists(&repo, w2["branch"].as_str().unwrap()));
@@ -583,7 +578,7 @@ fn ctrl_c_during_a_verification_stops_at_once_and_resume_merges_the_finished_bra
     );
     assert!(stopped.elapsed().as_secs() < 60, "{:?}", stopped.elapsed());
     let run = last_run(&repo);
-    assert_eq!(worker(&run, "w1")["status"], "finished", "{run:#}");
+    assert_eq!(worker_record(&run, "w1")["status"], "finished", "{run:#}");
     let worker_requests = |server: &ahelper_fake_llm::FakeLlm| {
         server
             .model_requests()
@@ -594,14 +589,9 @@ fn ctrl_c_during_a_verification_stops_at_once_and_resume_merges_the_finished_bra
     let before = worker_requests(&server);
     // resume merges the committed branch through the gate without running the worker again
     let run_id = run["run_id"].as_str().unwrap();
-    let (code, stdout, _) = outcome_of(ahelper(&repo, &server, Wire::Anthropic).args([
-        "swarm",
-        "resume",
-        run_id,
-        "--trust-project",
-    ]));
+    let (code, stdout, _) = resume(&repo, &server, run_id);
     assert_eq!(code, 0, "{stdout}");
-    assert_eq!(worker(&last_run(&repo), "w1")["status"], "merged");
+    assert_eq!(worker_record(&last_run(&repo), "w1")["status"], "merged");
     assert_eq!(
         worker_requests(&server),
         before,
@@ -635,15 +625,13 @@ fn a_plan_with_two_chains_over_the_same_file_is_re_asked_naming_them_and_the_pat
         ))
         .unwrap(),
     );
-    let out = ahelper(&repo, &server, Wire::Anthropic)
-        .args(["swarm", "add features", "--plan-only", "--no-verify"])
-        .output()
-        .unwrap();
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-    );
-    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    let (code, stdout, stderr) = outcome_of(ahelper(&repo, &server, Wire::Anthropic).args([
+        "swarm",
+        "add features",
+        "--plan-only",
+        "--no-verify",
+    ]));
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
     let expected =
         "subtasks `parse` and `show` both change `calc.py` but neither depends on the other";
     assert!(stdout.contains(expected), "{stdout}\n{stderr}");
@@ -724,25 +712,10 @@ fn workers_start_while_the_baseline_still_runs() {
         ))
         .unwrap(),
     );
-    let out = ahelper(&repo, &server, Wire::Anthropic)
-        .args([
-            "swarm",
-            "--trust-project",
-            "add mul",
-            "--yes",
-            "--permission-mode",
-            "bypass",
-        ])
-        .timeout(std::time::Duration::from_secs(300))
-        .output()
-        .unwrap();
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-    );
-    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    let (code, stdout, stderr) = swarm_run(&repo, &server, "add mul", &[]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
     let run = last_run(&repo);
-    assert_eq!(worker(&run, "w1")["status"], "merged", "{run:#}");
+    assert_eq!(worker_record(&run, "w1")["status"], "merged", "{run:#}");
     // The baseline could only end after worker w1 had made its first model requests (their
     // tool call wrote started.txt): it saw the file, and passed.
     assert_eq!(run["baseline"]["outcome"]["outcome"], "passed", "{run:#}");

@@ -283,13 +283,23 @@ async fn a_hanging_test_times_out_and_its_fixer_is_chosen_by_disk() {
     assert_eq!(play(&s, &candidate, "fix", 0).0, "fixer");
 }
 
-#[tokio::test]
-async fn the_self_fixing_worker_fixes_its_tests_in_the_first_round() {
+/// The first user message of the worker of subtask `rename`.
+const RENAME_USER: &str = "Your subtask `rename`: …";
+
+/// The self-fix scenarios' world: the calc repository, the scenario `script_name`, its
+/// verification at the base, and worktree `rename` on a new branch from `main`.
+async fn renaming(script_name: &str) -> (TestRepo, Script, VerifyRun, PathBuf) {
     let repo = calc_repo();
-    let s = script("swarm-worker-self-fix");
+    let s = script(script_name);
     let base = verify(&repo.path()).await;
     let dir = worktree(&repo, "rename", "main");
-    let first_user = "Your subtask `rename`: …";
+    (repo, s, base, dir)
+}
+
+#[tokio::test]
+async fn the_self_fixing_worker_fixes_its_tests_in_the_first_round() {
+    let (_repo, s, base, dir) = renaming("swarm-worker-self-fix").await;
+    let first_user = RENAME_USER;
     let (_, text) = play(&s, &dir, first_user, 0);
     assert_eq!(text, "Renamed calc.add to calc.plus in calc.py.");
     let red = compare(Some(&base), &verify(&dir).await);
@@ -308,11 +318,8 @@ async fn the_self_fixing_worker_fixes_its_tests_in_the_first_round() {
 
 #[tokio::test]
 async fn the_exhausted_worker_never_fixes_its_tests() {
-    let repo = calc_repo();
-    let s = script("swarm-worker-self-fix-exhausted");
-    let base = verify(&repo.path()).await;
-    let dir = worktree(&repo, "rename", "main");
-    let first_user = "Your subtask `rename`: …";
+    let (_repo, s, base, dir) = renaming("swarm-worker-self-fix-exhausted").await;
+    let first_user = RENAME_USER;
     play(&s, &dir, first_user, 0);
     for _round in 1..=2 {
         // The request of a fix round has the same single tool result: the last turn replays.

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::Context as _;
 use crate::repo::open_repo;
-use crate::worktree::list;
+use crate::worktree::checked_out_by;
 use crate::{GitError, RepoLock};
 
 /// A commit's id and the first line of its message.
@@ -202,10 +202,7 @@ pub fn delete_branch(
     let repo = open_repo(repo)?;
     let _guard = lock.acquire(&repo)?;
     let branch_tip = tip(&repo, name)?;
-    if let Some(owner) = list(&repo)?
-        .into_iter()
-        .find(|w| w.branch.as_deref() == Some(name))
-    {
+    if let Some(owner) = checked_out_by(&repo, name)? {
         return Err(GitError::BranchCheckedOut {
             branch: name.to_owned(),
             ours: owner.is_ours(),

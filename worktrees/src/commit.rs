@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use git2::{DiffFindOptions, DiffOptions, IndexAddOption, Oid, Repository};
+use git2::{Diff, DiffFindOptions, DiffOptions, IndexAddOption, Oid, Repository};
 use serde::{Deserialize, Serialize};
 
 use crate::GitError;
@@ -105,7 +105,11 @@ pub fn diff_stats(repo: &Path, from: Oid, to: Oid) -> Result<DiffStats, GitError
     diff_stats_in(&repo, from, to)
 }
 
-pub(crate) fn diff_stats_in(repo: &Repository, from: Oid, to: Oid) -> Result<DiffStats, GitError> {
+/// The diff of commit `from`'s tree to commit `to`'s (default options, no rename detection).
+///
+/// # Errors
+/// [`GitError::CommitNotFound`] for an unknown id; [`GitError::Libgit2`].
+pub(crate) fn tree_diff(repo: &Repository, from: Oid, to: Oid) -> Result<Diff<'_>, GitError> {
     let tree = |id: Oid| {
         repo.find_commit(id)
             .and_then(|c| c.tree())
@@ -114,10 +118,12 @@ pub(crate) fn diff_stats_in(repo: &Repository, from: Oid, to: Oid) -> Result<Dif
             })
     };
     let (a, b) = (tree(from)?, tree(to)?);
-    let mut opts = DiffOptions::new();
-    let mut diff = repo
-        .diff_tree_to_tree(Some(&a), Some(&b), Some(&mut opts))
-        .ctx(|| format!("diffing {from}..{to}"))?;
+    repo.diff_tree_to_tree(Some(&a), Some(&b), Some(&mut DiffOptions::new()))
+        .ctx(|| format!("diffing {from}..{to}"))
+}
+
+pub(crate) fn diff_stats_in(repo: &Repository, from: Oid, to: Oid) -> Result<DiffStats, GitError> {
+    let mut diff = tree_diff(repo, from, to)?;
     diff.find_similar(Some(DiffFindOptions::new().renames(true)))
         .ctx(|| "detecting renames".to_owned())?;
     let stats = diff.stats().ctx(|| "counting changed lines".to_owned())?;

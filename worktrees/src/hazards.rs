@@ -19,7 +19,7 @@
 
 use std::path::Path;
 
-use git2::{Delta, DiffOptions, FileMode, Oid, Repository};
+use git2::{Delta, FileMode, Oid, Repository};
 use serde::{Deserialize, Serialize};
 
 use crate::GitError;
@@ -140,17 +140,7 @@ pub fn scan_hazards(
     limits: &HazardLimits,
 ) -> Result<Vec<Hazard>, GitError> {
     let repo = open_repo(repo)?;
-    let tree = |id: Oid| {
-        repo.find_commit(id)
-            .and_then(|c| c.tree())
-            .map_err(|_| GitError::CommitNotFound {
-                rev: id.to_string(),
-            })
-    };
-    let (a, b) = (tree(from)?, tree(to)?);
-    let diff = repo
-        .diff_tree_to_tree(Some(&a), Some(&b), Some(&mut DiffOptions::new()))
-        .ctx(|| format!("diffing {from}..{to}"))?;
+    let diff = crate::commit::tree_diff(&repo, from, to)?;
     let mut found = Vec::new();
     for delta in diff.deltas() {
         if matches!(delta.status(), Delta::Deleted) {

@@ -11,7 +11,7 @@ use crate::cli;
 use crate::commit::touched_paths;
 use crate::error::Context as _;
 use crate::repo::{Identity, has_configured_identity, open_repo, signature, status_paths, workdir};
-use crate::worktree::list;
+use crate::worktree::checked_out_by;
 
 /// One conflicting path of a merge, with the blob ids of each side (`None` where the side deleted or
 /// never had the file). Show a side with `git show <id>`.
@@ -107,15 +107,7 @@ pub fn merge_into(
     let repo = open_repo(repo)?;
     let ours = tip(&repo, target_branch)?;
     let theirs = tip(&repo, source_branch)?;
-    if let Some(owner) = list(&repo)?
-        .into_iter()
-        .find(|w| w.branch.as_deref() == Some(target_branch))
-    {
-        return Err(GitError::MergeTargetCheckedOut {
-            branch: target_branch.to_owned(),
-            path: owner.path,
-        });
-    }
+    refuse_checked_out(&repo, target_branch)?;
     let refname = format!("refs/heads/{target_branch}");
     if ours == theirs || is_ancestor(&repo, theirs, ours)? {
         return Ok(MergeOutcome::UpToDate { commit: ours });
@@ -142,18 +134,7 @@ pub fn merge_into(
             Ok(MergeOutcome::Conflict { files })
         }
         Ok(tree_id) => {
-            let tree = repo
-                .find_tree(tree_id)
-                .ctx(|| "reading the merged tree".to_owned())?;
-            let sig = signature(&repo, identity)?;
-            let (a, b) = (
-                repo.find_commit(ours).ctx(|| format!("reading {ours}"))?,
-                repo.find_commit(theirs)
-                    .ctx(|| format!("reading {theirs}"))?,
-            );
-            let commit = repo
-                .commit(None, &sig, &sig, message, &tree, &[&a, &b])
-                .ctx(|| "writing the merge commit".to_owned())?;
+            let commit = write_merge_commit(&repo, tree_id, ours, theirs, message, identity)?;
             move_ref(
                 &repo,
                 &refname,
@@ -219,18 +200,7 @@ pub fn merge_candidate(
     match merge_trees(&repo, ours, theirs)? {
         Err(files) => Ok(Candidate::Conflict { files }),
         Ok(tree_id) => {
-            let tree = repo
-                .find_tree(tree_id)
-                .ctx(|| "reading the merged tree".to_owned())?;
-            let sig = signature(&repo, identity)?;
-            let (a, b) = (
-                repo.find_commit(ours).ctx(|| format!("reading {ours}"))?,
-                repo.find_commit(theirs)
-                    .ctx(|| format!("reading {theirs}"))?,
-            );
-            let commit = repo
-                .commit(None, &sig, &sig, message, &tree, &[&a, &b])
-                .ctx(|| "writing the merge commit".to_owned())?;
+            let commit = write_merge_commit(&repo, tree_id, ours, theirs, message, identity)?;
             Ok(Candidate::Ready {
                 target: ours,
                 commit,
@@ -247,15 +217,7 @@ pub fn merge_candidate(
 /// longer at `expected`; [`GitError::Libgit2`].
 pub fn advance_branch(repo: &Path, branch: &str, expected: Oid, new: Oid) -> Result<(), GitError> {
     let repo = open_repo(repo)?;
-    if let Some(owner) = list(&repo)?
-        .into_iter()
-        .find(|w| w.branch.as_deref() == Some(branch))
-    {
-        return Err(GitError::MergeTargetCheckedOut {
-            branch: branch.to_owned(),
-            path: owner.path,
-        });
-    }
+    refuse_checked_out(&repo, branch)?;
     move_ref(
         &repo,
         &format!("refs/heads/{branch}"),
@@ -263,6 +225,47 @@ pub fn advance_branch(repo: &Path, branch: &str, expected: Oid, new: Oid) -> Res
         new,
         &format!("ahelper: advance to {new}"),
     )
+}
+
+/// Refuses with [`GitError::MergeTargetCheckedOut`] when a worktree has `branch` checked out
+/// (moving it would leave that worktree's files behind its branch).
+///
+/// # Errors
+/// [`GitError::MergeTargetCheckedOut`]; [`GitError::Libgit2`] listing the worktrees.
+fn refuse_checked_out(repo: &Repository, branch: &str) -> Result<(), GitError> {
+    match checked_out_by(repo, branch)? {
+        Some(owner) => Err(GitError::MergeTargetCheckedOut {
+            branch: branch.to_owned(),
+            path: owner.path,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Writes the merge commit of `ours` and `theirs` (parents in that order) with the merged tree
+/// `tree_id` and `message`, signed by `identity` or the repository's user; no ref points at it.
+///
+/// # Errors
+/// [`GitError::Libgit2`].
+fn write_merge_commit(
+    repo: &Repository,
+    tree_id: Oid,
+    ours: Oid,
+    theirs: Oid,
+    message: &str,
+    identity: Option<&Identity>,
+) -> Result<Oid, GitError> {
+    let tree = repo
+        .find_tree(tree_id)
+        .ctx(|| "reading the merged tree".to_owned())?;
+    let sig = signature(repo, identity)?;
+    let (a, b) = (
+        repo.find_commit(ours).ctx(|| format!("reading {ours}"))?,
+        repo.find_commit(theirs)
+            .ctx(|| format!("reading {theirs}"))?,
+    );
+    repo.commit(None, &sig, &sig, message, &tree, &[&a, &b])
+        .ctx(|| "writing the merge commit".to_owned())
 }
 
 /// Starts `git merge --no-commit --no-ff <source_branch>` in the worktree `worktree` (checked

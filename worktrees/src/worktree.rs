@@ -209,10 +209,7 @@ fn add(
 
 /// S01: a branch checked out by any worktree gets no second one.
 fn refuse_checked_out(repo: &Repository, branch: &str) -> Result<(), GitError> {
-    match list(repo)?
-        .into_iter()
-        .find(|w| w.branch.as_deref() == Some(branch))
-    {
+    match checked_out_by(repo, branch)? {
         Some(owner) => Err(GitError::BranchCheckedOut {
             branch: branch.to_owned(),
             ours: owner.is_ours(),
@@ -816,6 +813,19 @@ fn read_head(repo: &Repository, head_file: &Path) -> (Option<String>, Option<Oid
     } else {
         (None, Oid::from_str(text).ok())
     }
+}
+
+/// The worktree (the main one included) that has `branch` checked out, if any.
+///
+/// # Errors
+/// [`GitError::Libgit2`] and [`GitError::Io`] listing the worktrees.
+pub(crate) fn checked_out_by(
+    repo: &Repository,
+    branch: &str,
+) -> Result<Option<WorktreeInfo>, GitError> {
+    Ok(list(repo)?
+        .into_iter()
+        .find(|w| w.branch.as_deref() == Some(branch)))
 }
 
 pub(crate) fn list(repo: &Repository) -> Result<Vec<WorktreeInfo>, GitError> {

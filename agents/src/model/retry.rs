@@ -231,12 +231,17 @@ mod tests {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicU32, Ordering};
 
-    fn policy(max_attempts: u32) -> RetryPolicy {
+    /// `max_attempts`, then the backoff of the first retry and its cap, in milliseconds.
+    fn policy_of(max_attempts: u32, base_delay_ms: u64, max_delay_ms: u64) -> RetryPolicy {
         RetryPolicy {
             max_attempts,
-            base_delay_ms: 1,
-            max_delay_ms: 4,
+            base_delay_ms,
+            max_delay_ms,
         }
+    }
+
+    fn policy(max_attempts: u32) -> RetryPolicy {
+        policy_of(max_attempts, 1, 4)
     }
 
     fn http(status: u16, retry_after_ms: Option<u64>) -> ModelError {
@@ -272,11 +277,7 @@ mod tests {
 
     #[test]
     fn backoff_doubles_and_is_capped() {
-        let p = RetryPolicy {
-            max_attempts: 10,
-            base_delay_ms: 500,
-            max_delay_ms: 8_000,
-        };
+        let p = policy_of(10, 500, 8_000);
         let got: Vec<u64> = (1..=7).map(|n| p.backoff_ms(n)).collect();
         assert_eq!(got, vec![500, 1000, 2000, 4000, 8000, 8000, 8000]);
         assert_eq!(p.backoff_ms(u32::MAX), 8000, "no overflow");
@@ -284,11 +285,7 @@ mod tests {
 
     #[test]
     fn jittered_delay_stays_within_half_and_full_backoff() {
-        let p = RetryPolicy {
-            max_attempts: 5,
-            base_delay_ms: 1000,
-            max_delay_ms: 30_000,
-        };
+        let p = policy_of(5, 1000, 30_000);
         let mut rng = StdRng::seed_from_u64(7);
         let err = http(503, None);
         let mut seen = std::collections::HashSet::new();
@@ -302,11 +299,7 @@ mod tests {
 
     #[test]
     fn retry_after_is_honoured_and_capped() {
-        let p = RetryPolicy {
-            max_attempts: 3,
-            base_delay_ms: 1000,
-            max_delay_ms: 10_000,
-        };
+        let p = policy_of(3, 1000, 10_000);
         let mut rng = StdRng::seed_from_u64(1);
         assert_eq!(p.delay_ms(1, &http(429, Some(3_000)), &mut rng), 3_000);
         assert_eq!(p.delay_ms(1, &http(429, Some(0)), &mut rng), 0);

@@ -45,19 +45,25 @@ pub fn validate_arguments(
     }
 }
 
-/// `Ok(v)` when `v` is a JSON object, else the error text for an invalid tool call.
-pub fn check_object(v: Value) -> Result<Value, String> {
-    if v.is_object() {
-        return Ok(v);
-    }
-    let kind = match v {
+/// What kind of JSON value `v` is, as an error message names it: `null`, `a boolean`, `a
+/// number`, `a string`, `an array`, `an object`.
+pub fn json_kind(v: &Value) -> &'static str {
+    match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
         Value::Number(_) => "a number",
         Value::String(_) => "a string",
         Value::Array(_) => "an array",
         Value::Object(_) => "an object",
-    };
+    }
+}
+
+/// `Ok(v)` when `v` is a JSON object, else the error text for an invalid tool call.
+pub fn check_object(v: Value) -> Result<Value, String> {
+    if v.is_object() {
+        return Ok(v);
+    }
+    let kind = json_kind(&v);
     Err(format!(
         "the arguments of a tool call must be a JSON object, but they were {kind}; the call was \
          not executed. Send it again with an object of named arguments."

@@ -123,6 +123,18 @@ async fn forward_usage(
     }
 }
 
+/// Puts `AHELPER_RUN_ID` and `AHELPER_WORKER_ID` (the worker's or helper's id `agent_id`) in the
+/// environment of the commands run through `tool_context`, so that a run's leftover processes
+/// can be found by them.
+pub(super) fn mark_commands(tool_context: &mut ToolContext, run_id: &str, agent_id: &str) {
+    tool_context
+        .env
+        .insert(crate::process_sweep::RUN_VAR.into(), run_id.to_string());
+    tool_context
+        .env
+        .insert("AHELPER_WORKER_ID".into(), agent_id.to_string());
+}
+
 fn helper_agent(
     run: &RunContext,
     helper: &HelperRecord,
@@ -135,12 +147,7 @@ fn helper_agent(
     };
     let role = load_role(&run.repo_root, role_name).map_err(|e| setup(&e))?;
     let mut tool_context = ToolContext::new(worktree).map_err(|e| setup(&e))?;
-    tool_context
-        .env
-        .insert("AHELPER_RUN_ID".into(), run.run_id.clone());
-    tool_context
-        .env
-        .insert("AHELPER_WORKER_ID".into(), helper.id.clone());
+    mark_commands(&mut tool_context, &run.run_id, &helper.id);
     tool_context.max_output_chars = run.worker_settings.max_tool_output_chars;
     tool_context.redactor = run.redactor.clone();
     if let Some(sandbox) = &run.command_sandbox {

@@ -106,6 +106,17 @@ impl Gate<'_> {
             HelperRole::Merger => format!("merge-{}", count + 1),
         }
     }
+
+    /// The record of a new `role` helper for `worker`'s merge, with the next id after `made`.
+    fn new_helper(
+        &self,
+        role: HelperRole,
+        worker: &WorkerRecord,
+        made: &[HelperRecord],
+    ) -> HelperRecord {
+        let id = self.next_id(role, made);
+        HelperRecord::new(self.run, id, role, &worker.id, &worker.worktree)
+    }
 }
 
 /// The result of [`MergeQueue::merge_gated`]: the step and the helper agents it started.
@@ -158,6 +169,15 @@ impl MergeQueue {
             }
         }
         ready
+    }
+
+    /// The integration branch as a fixer or merger prompt shows it: its name and `gate`'s
+    /// summary of what is merged so far.
+    fn integration_side<'a>(&'a self, gate: &Gate<'a>) -> Side<'a> {
+        Side {
+            label: &self.integration_branch,
+            summary: gate.integration_summary,
+        }
     }
 
     /// Merges `worker`'s branch through the gate (see the module docs): candidate → (merger on
@@ -313,22 +333,12 @@ impl MergeQueue {
         gate: &Gate<'_>,
         helpers: &mut Vec<HelperRecord>,
     ) -> Option<git::Oid> {
-        let id = gate.next_id(HelperRole::Fixer, helpers);
-        let mut helper = HelperRecord::new(
-            gate.run,
-            id,
-            HelperRole::Fixer,
-            &worker.id,
-            &worker.worktree,
-        );
+        let mut helper = gate.new_helper(HelperRole::Fixer, worker, helpers);
         let summary = worker_summary(worker);
         let prompt = fixer_prompt(&FixerInput {
             run,
             verdict,
-            integration: Side {
-                label: &self.integration_branch,
-                summary: gate.integration_summary,
-            },
+            integration: self.integration_side(gate),
             incoming: Side {
                 label: &worker.branch,
                 summary: &summary,
@@ -376,14 +386,7 @@ impl MergeQueue {
             return None;
         }
         gate.status(WorkerStatus::ResolvingConflict, None).await;
-        let id = gate.next_id(HelperRole::Merger, helpers);
-        let mut helper = HelperRecord::new(
-            gate.run,
-            id,
-            HelperRole::Merger,
-            &worker.id,
-            &worker.worktree,
-        );
+        let mut helper = gate.new_helper(HelperRole::Merger, worker, helpers);
         let resolved = self.run_merger(worker, files, &mut helper, gate).await;
         if let Err(e) = &resolved {
             if helper.summary.is_empty() {
@@ -411,10 +414,7 @@ impl MergeQueue {
         let summary = worker_summary(worker);
         let prompt = merger_prompt(&MergerInput {
             conflicts: files,
-            integration: Side {
-                label: &self.integration_branch,
-                summary: gate.integration_summary,
-            },
+            integration: self.integration_side(gate),
             incoming: Side {
                 label: &worker.branch,
                 summary: &summary,

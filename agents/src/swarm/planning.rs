@@ -8,11 +8,11 @@ use super::plan::{Plan, PlanError, parse_plan};
 use super::plan_review::{collapse_chain, review_plan};
 use super::roles::load_role;
 use super::run::{PlannedRun, PreparedRun, RunIo, SwarmError, worker_branch, worktree_base};
-use super::state::{RunRecord, RunStatus, WorkerRecord, WorkerStatus};
+use super::state::{RunRecord, RunStatus, WorkerRecord};
 use crate::agent::gate::{PermissionGate, RulePersistence};
 use crate::agent::{Agent, AgentEvent, AgentOutcome, AgentSettings, AgentStopReason};
 use crate::config::{Config, EnvSnapshot};
-use crate::model::{ModelClient, Usage};
+use crate::model::ModelClient;
 use crate::tools::{ToolContext, ToolRegistry};
 use std::sync::{Arc, RwLock};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
@@ -290,34 +290,13 @@ fn worker_records(record: &RunRecord, plan: &Plan, config: &Config) -> Vec<Worke
         .enumerate()
         .map(|(i, s)| {
             let id = format!("w{}", i + 1);
-            WorkerRecord {
-                branch: worker_branch(&record.run_id, &id),
-                worktree: base.join(&id),
-                id,
-                subtask_id: s.id.clone(),
-                title: s.title.clone(),
-                status: WorkerStatus::Queued,
-                start_commit: None,
-                turns: 0,
-                usage: Usage::default(),
-                tool_calls: 0,
-                last_action: String::new(),
-                started_at: None,
-                action_started_at: None,
-                elapsed_ms: 0,
-                report: None,
-                conflicts: vec![],
-                claims: 0,
-                changed_files: 0,
-                denied: vec![],
-                allow_rules: vec![],
-                refused_for_good: 0,
-                fix_round: None,
-                verification: None,
-                verify_output: None,
-                machine: None,
-                machine_lost: false,
-            }
+            WorkerRecord::queued(
+                id.clone(),
+                s.id.clone(),
+                s.title.clone(),
+                worker_branch(&record.run_id, &id),
+                base.join(&id),
+            )
         })
         .collect()
 }

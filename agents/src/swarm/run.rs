@@ -15,7 +15,7 @@ use super::state::{RunRecord, RunStatus, RunStoreError, WorkerStatus, run_dir};
 use super::verification::BaselineHandle;
 use crate::agent::AgentSettings;
 use crate::config::{Config, EnvSnapshot};
-use crate::model::{ModelClient, Usage};
+use crate::model::ModelClient;
 use crate::permissions::{PermissionPolicy, Prompter};
 use crate::redact::Redactor;
 use crate::sandbox_os::CommandSandbox;
@@ -442,33 +442,14 @@ fn new_record(
     base_ref: String,
     config: &Config,
 ) -> RunRecord {
-    let now = crate::transcript::now_rfc3339();
     RunRecord {
         integration_branch: integration_branch(&run_id),
-        run_id,
         task: task.to_string(),
-        repo_root,
         base_commit: base.to_string(),
         base_ref,
-        status: RunStatus::Planning,
-        created_at: now.clone(),
-        updated_at: now,
-        pid: std::process::id(),
         pid_start_time: super::state::process_start_time(std::process::id()),
-        cleaned_at: None,
-        plan: None,
-        workers: vec![],
-        usage: Usage::default(),
-        summary: None,
-        error: None,
         permission_mode: Some(config.permissions.mode),
-        verify: None,
-        verify_worktree: None,
-        baseline: None,
-        final_verdict: None,
-        helpers: Vec::new(),
-        synthesis: None,
-        verify_activity: None,
+        ..RunRecord::new(run_id, repo_root, RunStatus::Planning)
     }
 }
 
@@ -637,9 +618,7 @@ fn run_context(
         client,
         model: model.to_string(),
         worker_settings,
-        hazard_limits: git::HazardLimits {
-            max_file_bytes: config.swarm.max_file_bytes,
-        },
+        hazard_limits: hazard_limits(config),
         policy: Arc::new(RwLock::new(config.permissions.clone())),
         prompter: io.prompter.clone(),
         claims: Arc::new(DashMap::new()),
@@ -781,9 +760,7 @@ impl RunContext {
             client,
             model: model.to_string(),
             worker_settings,
-            hazard_limits: git::HazardLimits {
-                max_file_bytes: config.swarm.max_file_bytes,
-            },
+            hazard_limits: hazard_limits(config),
             policy: Arc::new(RwLock::new(config.permissions.clone())),
             prompter: Arc::new(crate::permissions::DenyPrompter),
             claims: Arc::new(DashMap::new()),
@@ -803,33 +780,14 @@ impl RunContext {
     }
 }
 
+/// The hazard scan's limits of `config` (`swarm.max_file_mb`).
+fn hazard_limits(config: &Config) -> git::HazardLimits {
+    git::HazardLimits {
+        max_file_bytes: config.swarm.max_file_bytes,
+    }
+}
+
 /// The placeholder record of a remote subtask's context (nothing renders it).
 fn remote_record(run_id: &str, root: &Path) -> RunRecord {
-    RunRecord {
-        run_id: run_id.to_string(),
-        task: String::new(),
-        repo_root: root.to_path_buf(),
-        base_commit: String::new(),
-        base_ref: String::new(),
-        integration_branch: String::new(),
-        status: RunStatus::Running,
-        created_at: crate::transcript::now_rfc3339(),
-        updated_at: crate::transcript::now_rfc3339(),
-        pid: std::process::id(),
-        pid_start_time: None,
-        cleaned_at: None,
-        plan: None,
-        workers: Vec::new(),
-        usage: Usage::default(),
-        summary: None,
-        error: None,
-        permission_mode: None,
-        verify: None,
-        verify_worktree: None,
-        baseline: None,
-        final_verdict: None,
-        helpers: Vec::new(),
-        synthesis: None,
-        verify_activity: None,
-    }
+    RunRecord::new(run_id.to_string(), root.to_path_buf(), RunStatus::Running)
 }

@@ -322,6 +322,45 @@ pub struct WorkerRecord {
 }
 
 impl WorkerRecord {
+    /// Worker `id` for subtask `subtask_id` (`title`), queued on `branch` in `worktree`, with
+    /// nothing done yet.
+    pub fn queued(
+        id: String,
+        subtask_id: String,
+        title: String,
+        branch: String,
+        worktree: PathBuf,
+    ) -> WorkerRecord {
+        WorkerRecord {
+            id,
+            subtask_id,
+            title,
+            status: WorkerStatus::Queued,
+            branch,
+            worktree,
+            start_commit: None,
+            turns: 0,
+            usage: Usage::default(),
+            tool_calls: 0,
+            last_action: String::new(),
+            started_at: None,
+            action_started_at: None,
+            elapsed_ms: 0,
+            report: None,
+            conflicts: vec![],
+            claims: 0,
+            changed_files: 0,
+            denied: vec![],
+            allow_rules: vec![],
+            refused_for_good: 0,
+            fix_round: None,
+            verification: None,
+            verify_output: None,
+            machine: None,
+            machine_lost: false,
+        }
+    }
+
     /// What the table's "last action" says once the worker enters its current `status`, so
     /// that it never keeps an earlier "waiting for the model" after the loop ended: `committing
     /// its worktree`, `committed; waiting to merge`, `failed: <error>`, `cancelled; its work is
@@ -540,6 +579,40 @@ pub fn run_dir(repo_root: &Path, run_id: &str) -> PathBuf {
 }
 
 impl RunRecord {
+    /// A run `run_id` of the repository at `repo_root` in `status`, created now by this process,
+    /// with no task, base, integration branch, plan or workers yet (the caller fills in what it
+    /// knows).
+    pub fn new(run_id: String, repo_root: PathBuf, status: RunStatus) -> RunRecord {
+        let now = crate::transcript::now_rfc3339();
+        RunRecord {
+            run_id,
+            task: String::new(),
+            repo_root,
+            base_commit: String::new(),
+            base_ref: String::new(),
+            integration_branch: String::new(),
+            status,
+            created_at: now.clone(),
+            updated_at: now,
+            pid: std::process::id(),
+            pid_start_time: None,
+            cleaned_at: None,
+            plan: None,
+            workers: Vec::new(),
+            usage: Usage::default(),
+            summary: None,
+            error: None,
+            permission_mode: None,
+            verify: None,
+            verify_worktree: None,
+            baseline: None,
+            final_verdict: None,
+            helpers: Vec::new(),
+            synthesis: None,
+            verify_activity: None,
+        }
+    }
+
     /// Writes `run.json` atomically (temporary file, fsync, rename: the previous record stays
     /// whole when the disk is full).
     ///
@@ -826,64 +899,27 @@ mod tests {
 
     /// A worker record in `status` with `denied` refused calls.
     fn outcome_worker(status: WorkerStatus, denied: &[&str]) -> WorkerRecord {
-        WorkerRecord {
-            id: "w1".into(),
-            subtask_id: "s".into(),
-            title: "t".into(),
-            status,
-            branch: "b".into(),
-            worktree: PathBuf::new(),
-            start_commit: None,
-            turns: 0,
-            usage: Usage::default(),
-            tool_calls: 0,
-            last_action: String::new(),
-            started_at: None,
-            action_started_at: None,
-            elapsed_ms: 0,
-            report: None,
-            conflicts: vec![],
-            claims: 0,
-            changed_files: 0,
-            denied: denied.iter().map(|d| d.to_string()).collect(),
-            allow_rules: vec![],
-            refused_for_good: 0,
-            fix_round: None,
-            verification: None,
-            verify_output: None,
-            machine: None,
-            machine_lost: false,
-        }
+        let mut worker = WorkerRecord::queued(
+            "w1".into(),
+            "s".into(),
+            "t".into(),
+            "b".into(),
+            PathBuf::new(),
+        );
+        worker.status = status;
+        worker.denied = denied.iter().map(|d| d.to_string()).collect();
+        worker
     }
 
     /// A run record in `status` with `workers`.
     fn outcome_run(status: RunStatus, workers: Vec<WorkerRecord>) -> RunRecord {
         RunRecord {
-            run_id: "r".into(),
             task: "t".into(),
-            repo_root: PathBuf::new(),
             base_commit: "c".into(),
             base_ref: "HEAD".into(),
             integration_branch: "i".into(),
-            status,
-            created_at: String::new(),
-            updated_at: String::new(),
-            pid: 0,
-            pid_start_time: None,
-            cleaned_at: None,
-            plan: None,
             workers,
-            usage: Usage::default(),
-            summary: None,
-            error: None,
-            permission_mode: None,
-            verify: None,
-            verify_worktree: None,
-            baseline: None,
-            final_verdict: None,
-            helpers: Vec::new(),
-            synthesis: None,
-            verify_activity: None,
+            ..RunRecord::new("r".into(), PathBuf::new(), status)
         }
     }
 
@@ -1001,31 +1037,11 @@ mod tests {
     fn save_load_find() {
         let dir = tempfile::tempdir().unwrap();
         let mut r = RunRecord {
-            run_id: "0190-abc".into(),
             task: "t".into(),
-            repo_root: dir.path().into(),
             base_commit: "c".into(),
             base_ref: "HEAD".into(),
             integration_branch: "ahelper/0190-abc".into(),
-            status: RunStatus::Running,
-            created_at: String::new(),
-            updated_at: String::new(),
-            pid: std::process::id(),
-            pid_start_time: None,
-            cleaned_at: None,
-            plan: None,
-            workers: vec![],
-            usage: Usage::default(),
-            summary: None,
-            error: None,
-            permission_mode: None,
-            verify: None,
-            verify_worktree: None,
-            baseline: None,
-            final_verdict: None,
-            helpers: Vec::new(),
-            synthesis: None,
-            verify_activity: None,
+            ..RunRecord::new("0190-abc".into(), dir.path().into(), RunStatus::Running)
         };
         r.save().unwrap();
         assert!(r.is_active());

@@ -444,12 +444,7 @@ fn bind_tool_context(
     worktree: &Path,
 ) -> Result<ToolContext, WorkerFailure> {
     let mut tool_context = ToolContext::new(worktree).map_err(WorkerFailure::Workspace)?;
-    tool_context
-        .env
-        .insert("AHELPER_RUN_ID".into(), run.run_id.clone());
-    tool_context
-        .env
-        .insert("AHELPER_WORKER_ID".into(), spec.id.clone());
+    super::helpers::mark_commands(&mut tool_context, &run.run_id, &spec.id);
     tool_context.claims = Some(FileClaims {
         map: run.claims.clone(),
         owner: spec.id.clone(),

@@ -34,6 +34,28 @@ fn settings(kind: ProviderKind, base_url: &str, key: &str, max_attempts: u32) ->
     }
 }
 
+/// An Anthropic client of `server` with the test key, trying each request `max_attempts` times.
+fn anthropic_client(server: &FakeLlm, max_attempts: u32) -> AnthropicClient {
+    let base = server.base_url();
+    AnthropicClient::new(settings(
+        ProviderKind::Anthropic,
+        &base,
+        ANTHROPIC_KEY,
+        max_attempts,
+    ))
+}
+
+/// An OpenAI client of `server` with the test key, trying each request `max_attempts` times.
+fn openai_client(server: &FakeLlm, max_attempts: u32) -> OpenAiClient {
+    let base = server.base_url();
+    OpenAiClient::new(settings(
+        ProviderKind::Openai,
+        &base,
+        OPENAI_KEY,
+        max_attempts,
+    ))
+}
+
 fn request() -> ModelRequest {
     ModelRequest {
         model: String::new(),
@@ -213,8 +235,7 @@ async fn http_429_with_retry_after_is_retried_after_that_delay() {
         Fault::new(FaultKind::Http429).retry_after(1),
     )
     .await;
-    let base = server.base_url();
-    let client = AnthropicClient::new(settings(ProviderKind::Anthropic, &base, ANTHROPIC_KEY, 3));
+    let client = anthropic_client(&server, 3);
     let started = std::time::Instant::now();
     let items = run(&client).await;
     assert!(started.elapsed() >= std::time::Duration::from_millis(950));
@@ -273,12 +294,7 @@ async fn http_400_is_not_retried() {
         Fault::new(FaultKind::Http400).message(message),
     )
     .await;
-    let client = OpenAiClient::new(settings(
-        ProviderKind::Openai,
-        &server.base_url(),
-        OPENAI_KEY,
-        3,
-    ));
+    let client = openai_client(&server, 3);
     let items = run(&client).await;
     let [
         Err(ModelError::Http {
@@ -304,8 +320,7 @@ async fn connection_dropped_mid_stream_is_retried() {
         Fault::new(FaultKind::DropMidStream).after_chunks(3),
     )
     .await;
-    let base = server.base_url();
-    let client = OpenAiClient::new(settings(ProviderKind::Openai, &base, OPENAI_KEY, 2));
+    let client = openai_client(&server, 2);
     let items = run(&client).await;
     let r = retries(&items);
     assert_eq!(r.len(), 1, "{items:?}");
@@ -326,8 +341,7 @@ async fn connection_dropped_mid_stream_is_retried() {
 #[tokio::test]
 async fn openai_error_object_in_a_200_stream_fails_when_attempts_run_out() {
     let server = serving(replay("openai-midstream-error-object.sse", 9)).await;
-    let base = server.base_url();
-    let client = OpenAiClient::new(settings(ProviderKind::Openai, &base, OPENAI_KEY, 1));
+    let client = openai_client(&server, 1);
     let items = run(&client).await;
     assert_eq!(
         items.last(),
@@ -392,8 +406,7 @@ async fn error_bodies_are_truncated_and_never_contain_the_key() {
     let server =
         serving(Turn::text("unused").with_fault(Fault::new(FaultKind::Http401).message(long)))
             .await;
-    let base = server.base_url();
-    let client = OpenAiClient::new(settings(ProviderKind::Openai, &base, OPENAI_KEY, 3));
+    let client = openai_client(&server, 3);
     let items = run(&client).await;
     assert_eq!(items.len(), 1, "401 is not retried");
     let Some(Err(

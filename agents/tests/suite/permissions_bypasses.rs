@@ -13,22 +13,31 @@ fn bypass_deny_rm() -> PermissionPolicy {
     policy(PermissionMode::Bypass, &[], &["run_command(rm:*)"])
 }
 
+/// Asserts that `p` decides `command` as `expected` says (`should` completes the message).
+#[track_caller]
+fn assert_decides(
+    p: &PermissionPolicy,
+    command: &str,
+    expected: fn(&Decision) -> bool,
+    should: &str,
+) {
+    let d = run(p, command);
+    assert!(expected(&d), "`{command}` should {should}, got {d:?}");
+}
+
 #[track_caller]
 fn assert_deny(p: &PermissionPolicy, command: &str) {
-    let d = run(p, command);
-    assert!(
-        matches!(d, Decision::Deny { .. }),
-        "`{command}` should be denied, got {d:?}"
+    assert_decides(
+        p,
+        command,
+        |d| matches!(d, Decision::Deny { .. }),
+        "be denied",
     );
 }
 
 #[track_caller]
 fn assert_ask(p: &PermissionPolicy, command: &str) {
-    let d = run(p, command);
-    assert!(
-        matches!(d, Decision::Ask { .. }),
-        "`{command}` should ask, got {d:?}"
-    );
+    assert_decides(p, command, |d| matches!(d, Decision::Ask { .. }), "ask");
 }
 
 #[track_caller]

@@ -3,6 +3,7 @@
 
 use super::support::process::{read_pid, wait_dead};
 use super::support::tools::{Workspace, run_command};
+use ahelper_agents::tools::ToolOutput;
 use serde_json::json;
 use std::fs;
 use std::path::PathBuf;
@@ -13,6 +14,23 @@ fn fixture() -> Workspace {
     let f = Workspace::new();
     fs::create_dir_all(f.ws.join("sub")).unwrap();
     f
+}
+
+/// Runs `command` with `timeout_ms` in `f` and asserts that the call returned within `within`.
+async fn run_with_timeout(
+    f: &Workspace,
+    command: &str,
+    timeout_ms: u64,
+    within: Duration,
+) -> ToolOutput {
+    let t = Instant::now();
+    let out = run_command(
+        &f.ctx,
+        json!({"command": command, "timeout_ms": timeout_ms}),
+    )
+    .await;
+    assert!(t.elapsed() < within, "{:?}", t.elapsed());
+    out
 }
 
 #[tokio::test]
@@ -93,16 +111,13 @@ async fn output_is_capped_keeping_head_and_tail() {
 #[tokio::test]
 async fn timeout_kills_the_whole_process_group() {
     let f = fixture();
-    let t = Instant::now();
-    let out = run_command(
-        &f.ctx,
-        json!({
-            "command": "sleep 30 & echo $! > bg.pid; sh -c 'sleep 30 & echo $! > gc.pid; sleep 30'; echo never",
-            "timeout_ms": 400
-        }),
+    let out = run_with_timeout(
+        &f,
+        "sleep 30 & echo $! > bg.pid; sh -c 'sleep 30 & echo $! > gc.pid; sleep 30'; echo never",
+        400,
+        Duration::from_secs(5),
     )
     .await;
-    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
     assert!(out.is_error);
     assert!(
         out.content.contains("[timed out after 400 ms"),
@@ -122,17 +137,14 @@ async fn timeout_kills_the_whole_process_group() {
 #[tokio::test]
 async fn processes_ignoring_sigterm_get_sigkill() {
     let f = fixture();
-    let t = Instant::now();
-    let out = run_command(
-        &f.ctx,
-        json!({
-            "command": "(trap '' TERM; exec sleep 30) & echo $! > stubborn.pid; wait",
-            "timeout_ms": 200
-        }),
+    let out = run_with_timeout(
+        &f,
+        "(trap '' TERM; exec sleep 30) & echo $! > stubborn.pid; wait",
+        200,
+        Duration::from_secs(6),
     )
     .await;
     assert!(out.content.contains("timed out"), "{out:?}");
-    assert!(t.elapsed() < Duration::from_secs(6), "{:?}", t.elapsed());
     let pid = read_pid(f.ws.join("stubborn.pid"));
     assert!(wait_dead(pid, Duration::from_secs(3)), "pid {pid} survived");
 }

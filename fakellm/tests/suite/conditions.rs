@@ -15,13 +15,7 @@ fn system_prompt(workdir: &Path) -> String {
 /// An Anthropic request from an agent in `workdir`: the first user message, then `rounds`
 /// (tool call, tool result) pairs, then optional extra user text.
 fn anthropic(workdir: &Path, user: &str, rounds: usize, extra_user: Option<&str>) -> Value {
-    let mut messages = vec![json!({"role": "user", "content": user})];
-    for i in 0..rounds {
-        messages.push(json!({"role": "assistant", "content": [
-            {"type": "tool_use", "id": format!("t{i}"), "name": "x", "input": {}}]}));
-        messages.push(json!({"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": format!("t{i}"), "content": "ok"}]}));
-    }
+    let mut messages = super::server::anthropic_messages(user, rounds);
     if let Some(extra) = extra_user {
         messages.push(json!({"role": "assistant", "content": [{"type": "text", "text": "Done."}]}));
         messages.push(json!({"role": "user", "content": extra}));
@@ -90,10 +84,16 @@ fn fixer_script() -> Script {
         )
 }
 
+/// Starts the fake server on `script`: (the server, its Anthropic messages URL).
+async fn serve_anthropic(script: Script) -> (FakeLlm, String) {
+    let server = FakeLlm::start(script).await.unwrap();
+    let url = format!("{}/v1/messages", server.base_url());
+    (server, url)
+}
+
 #[tokio::test]
 async fn the_conversation_is_chosen_by_disk_and_kept_for_the_agent() {
-    let server = FakeLlm::start(fixer_script()).await.unwrap();
-    let url = format!("{}/v1/messages", server.base_url());
+    let (server, url) = serve_anthropic(fixer_script()).await;
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     std::fs::write(d.join("calc.py"), "def plus(a, b):\n    return a + b\n").unwrap();
@@ -141,8 +141,7 @@ async fn a_turn_chooses_by_disk_and_assistant_messages_move_past_a_text_turn() {
             )
             .turn(Turn::text("fixed the tests")),
     );
-    let server = FakeLlm::start(script).await.unwrap();
-    let url = format!("{}/v1/messages", server.base_url());
+    let (server, url) = serve_anthropic(script).await;
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     std::fs::write(d.join("test_calc.py"), "calc.add(1, 2)\n").unwrap();

@@ -77,14 +77,21 @@ async fn post_openai(server: &FakeLlm, tool_results: usize, stream: bool) -> req
 }
 
 fn anthropic_request(user: &str, tool_results: usize, stream: bool) -> Value {
+    let messages = anthropic_messages(user, tool_results);
+    json!({"model": "claude-test", "max_tokens": 100, "stream": stream, "messages": messages})
+}
+
+/// Anthropic messages: the user message `user`, then `rounds` (tool call `t<i>` of tool `x`,
+/// its result `ok`) pairs.
+pub(super) fn anthropic_messages(user: &str, rounds: usize) -> Vec<Value> {
     let mut messages = vec![json!({"role": "user", "content": user})];
-    for i in 0..tool_results {
+    for i in 0..rounds {
         messages.push(json!({"role": "assistant", "content": [
             {"type": "tool_use", "id": format!("t{i}"), "name": "x", "input": {}}]}));
         messages.push(json!({"role": "user", "content": [
             {"type": "tool_result", "tool_use_id": format!("t{i}"), "content": "ok"}]}));
     }
-    json!({"model": "claude-test", "max_tokens": 100, "stream": stream, "messages": messages})
+    messages
 }
 
 fn openai_request(user: &str, tool_results: usize, stream: bool) -> Value {

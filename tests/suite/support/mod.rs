@@ -211,6 +211,29 @@ pub fn last_run(repo: &TestRepo) -> serde_json::Value {
     serde_json::from_str(&record).unwrap()
 }
 
+/// Worker `id`'s entry in a run record ([`last_run`]); panics naming the record when it has none.
+pub fn worker_record<'a>(run: &'a serde_json::Value, id: &str) -> &'a serde_json::Value {
+    run["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["id"] == id)
+        .unwrap_or_else(|| panic!("no worker {id} in {run:#}"))
+}
+
+/// The names of the tools offered in `request` (its `tools` array; none when it has none).
+pub fn tool_names(request: &ahelper_fake_llm::RecordedRequest) -> Vec<String> {
+    request.body["tools"]
+        .as_array()
+        .map(|tools| {
+            tools
+                .iter()
+                .map(|t| t["name"].as_str().unwrap_or_default().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 pub fn start(script: Script) -> FakeLlm {
     FakeLlm::start_blocking(script).expect("fake LLM server starts")
 }

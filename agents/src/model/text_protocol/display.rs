@@ -116,22 +116,23 @@ mod tests {
         (shown, g)
     }
 
+    /// A split opener is held back, a false alarm released, a fenced opener shown.
     #[test]
-    fn holds_split_opener() {
-        let (shown, _) = feed(&["Reading.\n<tool_", "call>{\"name\": \"x\"}"]);
-        assert_eq!(shown, "Reading.\n");
-    }
-
-    #[test]
-    fn releases_false_alarm() {
-        let (shown, _) = feed(&["a <to", "day> b"]);
-        assert_eq!(shown, "a <today> b");
-    }
-
-    #[test]
-    fn fenced_opener_is_shown() {
-        let (shown, _) = feed(&["```\n<tool_call>\n```\n", "done"]);
-        assert_eq!(shown, "```\n<tool_call>\n```\ndone");
+    fn what_is_shown_of_split_deltas() {
+        let cases: [(&[&str], &str); 3] = [
+            (
+                &["Reading.\n<tool_", "call>{\"name\": \"x\"}"],
+                "Reading.\n",
+            ),
+            (&["a <to", "day> b"], "a <today> b"),
+            (
+                &["```\n<tool_call>\n```\n", "done"],
+                "```\n<tool_call>\n```\ndone",
+            ),
+        ];
+        for (deltas, expected) in cases {
+            assert_eq!(feed(deltas).0, expected, "{deltas:?}");
+        }
     }
 
     #[test]

@@ -358,6 +358,15 @@ fn to_spaced_json(value: &Value) -> String {
     String::from_utf8(out).unwrap_or_else(|_| "{}".to_string())
 }
 
+/// `", "` before every array element and object key but the first.
+fn separator<W: ?Sized + std::io::Write>(writer: &mut W, first: bool) -> std::io::Result<()> {
+    if first {
+        Ok(())
+    } else {
+        writer.write_all(b", ")
+    }
+}
+
 /// A `serde_json` formatter writing `": "` and `", "` separators on one line.
 struct SpacedFormatter;
 
@@ -367,11 +376,7 @@ impl serde_json::ser::Formatter for SpacedFormatter {
         writer: &mut W,
         first: bool,
     ) -> std::io::Result<()> {
-        if first {
-            Ok(())
-        } else {
-            writer.write_all(b", ")
-        }
+        separator(writer, first)
     }
 
     fn begin_object_key<W: ?Sized + std::io::Write>(
@@ -379,11 +384,7 @@ impl serde_json::ser::Formatter for SpacedFormatter {
         writer: &mut W,
         first: bool,
     ) -> std::io::Result<()> {
-        if first {
-            Ok(())
-        } else {
-            writer.write_all(b", ")
-        }
+        separator(writer, first)
     }
 
     fn begin_object_value<W: ?Sized + std::io::Write>(

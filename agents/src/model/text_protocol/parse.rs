@@ -2,6 +2,7 @@
 
 use super::lenient_json::{Repair, parse_lenient, skip_balanced};
 use super::scan::{Opener, ProseScanner};
+use crate::model::tool_args::json_kind;
 use crate::model::{ToolCall, ToolSpec};
 use crate::tools::truncate_middle;
 use serde_json::{Map, Value};
@@ -406,17 +407,6 @@ fn interpret_call(
                 json_kind(other)
             ),
         )),
-    }
-}
-
-fn json_kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
 

@@ -52,6 +52,14 @@ pub fn run(
         crate::worker_cmd::nats_options(&args.run.nats, url, env, "ahelper swarm coordinator")
     });
     let nats = nats.as_ref();
+    if nats.is_some() && !config.added_dirs.is_empty() {
+        eprintln!(
+            "ahelper: --add-dir cannot be used with NATS workers: they run on other machines, \
+             where the added directory is not; run the swarm without --nats (or without \
+             swarm.nats_url) to give workers an added directory"
+        );
+        return EXIT_USAGE;
+    }
     match args.command {
         Some(SwarmCommand::Ls { all }) => ls(&config, all),
         Some(SwarmCommand::Status { run }) => status(&config, run.as_deref()),

@@ -1,3 +1,4 @@
+mod add_dir;
 mod closed_stdout;
 mod compaction;
 mod config_ranges;

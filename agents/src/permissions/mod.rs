@@ -162,6 +162,10 @@ pub struct PermissionPolicy {
     /// True when the command sandbox turns the network off (`[sandbox] network = false`):
     /// commands that open `/dev/tcp`/`/dev/udp` connections are then refused, not asked about.
     pub network_off: bool,
+    /// Directories added with `--add-dir` (canonical): paths in them count as inside the
+    /// workspace (reads allowed, edits allowed in `accept-edits`, command writes not refused
+    /// as outside); their protected paths stay refused.
+    pub added_dirs: Vec<std::path::PathBuf>,
 }
 
 impl PermissionPolicy {

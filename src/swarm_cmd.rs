@@ -130,6 +130,18 @@ pub fn run(
     }
 }
 
+/// The width of the terminal stdout is, in columns; `None` when stdout is not a terminal (a
+/// pipe or file gets the whole table).
+fn terminal_width() -> Option<usize> {
+    use std::io::IsTerminal;
+    if !std::io::stdout().is_terminal() {
+        return None;
+    }
+    crossterm::terminal::size()
+        .ok()
+        .map(|(columns, _)| usize::from(columns))
+}
+
 /// The exit status of a finished run: 0 all merged, 130 cancelled, 1 otherwise.
 fn exit_code(outcome: RunOutcome) -> i32 {
     match outcome {
@@ -654,7 +666,8 @@ async fn execute_run(
             for_terminal(&status_table::render_text(
                 &record,
                 elapsed,
-                config.pricing.price(model)
+                config.pricing.price(model),
+                None
             ))
         );
     }
@@ -918,7 +931,12 @@ fn status(config: &Config, run: Option<&str>) -> i32 {
     // The record does not name its model: no price is assumed.
     print!(
         "{}",
-        for_terminal(&status_table::render_text(&r, elapsed, None))
+        for_terminal(&status_table::render_text(
+            &r,
+            elapsed,
+            None,
+            terminal_width()
+        ))
     );
     match &r.summary {
         Some(s) => println!("\n{}", for_terminal(s)),

@@ -200,6 +200,13 @@ type LiveTerminal = Terminal<CrosstermBackend<std::io::Stdout>>;
 /// Rows of the live view kept for a permission question, wrapped to the terminal's width.
 const QUESTION_ROWS: u16 = 4;
 
+/// Rows kept for the totals line, which wraps on a narrow terminal.
+const TOTALS_ROWS: u16 = 2;
+
+/// Longest requester (`w1 · <subtask title>`) in a question, in characters: a long title is
+/// cut with `…` so that the call itself keeps its room.
+const MAX_REQUESTER_CHARS: usize = 40;
+
 /// `text` wrapped at spaces into lines of at most `width` characters (a longer word is split).
 fn wrap(text: &str, width: usize) -> Vec<String> {
     let width = width.max(8);
@@ -230,11 +237,28 @@ fn wrap(text: &str, width: usize) -> Vec<String> {
     lines
 }
 
-/// The question in `rows` lines of `width`: its keys always whole (the last paragraph), the
-/// question above them cut with `…` only when both do not fit.
+/// The choices `y = yes once · n = no · …` wrapped into lines of at most `width` characters,
+/// each choice kept on one line (a choice longer than a line is wrapped at spaces).
+fn wrap_choices(keys: &str, width: usize) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    for choice in keys.split(" · ") {
+        match lines.last_mut() {
+            Some(line) if line.chars().count() + 3 + choice.chars().count() <= width => {
+                line.push_str(" · ");
+                line.push_str(choice);
+            }
+            _ if choice.chars().count() <= width => lines.push(choice.to_string()),
+            _ => lines.extend(wrap(choice, width)),
+        }
+    }
+    lines
+}
+
+/// The question in `rows` lines of `width`: its keys always whole (the last paragraph, each
+/// choice on one line), the question above them cut with `…` only when both do not fit.
 fn fit_question(text: &str, width: usize, rows: usize) -> Vec<String> {
     let (question, keys) = text.rsplit_once('\n').unwrap_or(("", text));
-    let keys = wrap(keys, width);
+    let keys = wrap_choices(keys, width);
     let mut lines: Vec<String> = question.lines().flat_map(|l| wrap(l, width)).collect();
     let room = rows.saturating_sub(keys.len()).max(1);
     if lines.len() > room {
@@ -252,7 +276,7 @@ fn fit_question(text: &str, width: usize, rows: usize) -> Vec<String> {
 /// terminal); `None` (raw mode off again) when the terminal cannot be set up.
 fn open_inline_terminal(workers: u16) -> Option<LiveTerminal> {
     let (_, term_height) = crossterm::terminal::size().unwrap_or((120, 40));
-    let height = (workers + 3 + QUESTION_ROWS)
+    let height = (workers + 2 + TOTALS_ROWS + QUESTION_ROWS)
         .min(term_height.saturating_sub(1))
         .max(4);
     let _ = crossterm::terminal::enable_raw_mode();
@@ -528,7 +552,10 @@ fn mark_waiting<'a>(record: &mut RunRecord, pending: impl Iterator<Item = &'a Pr
 fn question_text(r: &PromptRequest) -> String {
     format!(
         "[{}] Allow {} {}? ({})\ny = yes once · n = no · a = always: add `{}` for this run · d = never",
-        r.requester.clone().unwrap_or_default(),
+        ahelper_agents::text::first_line_clipped(
+            r.requester.as_deref().unwrap_or_default(),
+            MAX_REQUESTER_CHARS
+        ),
         r.tool,
         r.subject.clone().unwrap_or_default(),
         r.reason,
@@ -567,9 +594,10 @@ fn render_frame(
     let question = prompt_line
         .map(|p| fit_question(&for_terminal(&p), width, usize::from(QUESTION_ROWS)))
         .unwrap_or_default();
+    let totals = wrap(&status_table::totals_line(record, elapsed, price), width);
     let areas = Layout::vertical([
         Constraint::Min(2),
-        Constraint::Length(1),
+        Constraint::Length(totals.len() as u16),
         Constraint::Length(question.len() as u16),
     ])
     .split(frame.area());
@@ -583,11 +611,12 @@ fn render_frame(
     };
     let now = chrono::Utc::now();
     let live = |i: usize| live_elapsed(&record.workers[i], now);
-    frame.render_widget(status_table::table_widget(record, &claims, &live), areas[0]);
     frame.render_widget(
-        Paragraph::new(status_table::totals_line(record, elapsed, price)),
-        areas[1],
+        status_table::table_widget(record, &claims, &live, frame.area().width),
+        areas[0],
     );
+    let totals: Vec<Line> = totals.into_iter().map(Line::from).collect();
+    frame.render_widget(Paragraph::new(totals), areas[1]);
     if !question.is_empty() {
         let lines: Vec<Line> = question.into_iter().map(Line::from).collect();
         frame.render_widget(
@@ -671,5 +700,16 @@ mod tests {
             "{lines:?}"
         );
         assert!(lines[0].ends_with('…'), "{lines:?}");
+        let keys = wrap_choices(
+            "y = yes once · n = no · a = always: add `run_command(sed -i:*)` for this run · d = never",
+            80,
+        );
+        assert_eq!(
+            keys,
+            [
+                "y = yes once · n = no · a = always: add `run_command(sed -i:*)` for this run",
+                "d = never"
+            ]
+        );
     }
 }

@@ -13,6 +13,7 @@ mod hostile_model;
 mod instructions;
 mod key_protection;
 mod mcp;
+mod narrow_terminal;
 mod nats;
 mod opaque_code;
 mod print_mode;

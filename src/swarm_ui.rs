@@ -27,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 pub struct PromptJob {
     /// What is asked.
     pub request: PromptRequest,
-    /// True once the policy allows the call without asking (an `a` answer to another
+    /// `Some(rule)` once the policy allows the call without asking (an `a` answer to another
     /// question added a rule that covers it); `None`: always ask.
     pub settled: Option<SettledCheck>,
     /// Where the answer goes.
@@ -488,23 +488,26 @@ impl LiveView {
         self.deny_pending();
     }
 
-    /// Answers "yes" to the waiting questions that a rule added meanwhile (an `a` answer)
-    /// now covers, so no other worker asks again for the same program.
+    /// Withdraws the waiting questions that a rule added meanwhile (an `a` answer) now
+    /// covers, so no other worker asks again for the same program: each is answered
+    /// [`PromptAnswer::AllowedByRule`] (recorded as settled by that rule, not as the user's
+    /// answer) with a line naming the rule.
     fn settle_pending(&mut self) {
-        let (settled, waiting): (VecDeque<PromptJob>, VecDeque<PromptJob>) = self
-            .pending
-            .drain(..)
-            .partition(|job| job.settled.as_ref().is_some_and(|check| check()));
-        self.pending = waiting;
-        for job in settled {
+        let mut waiting = VecDeque::new();
+        for job in self.pending.drain(..) {
+            let Some(rule) = job.settled.as_ref().and_then(|check| check()) else {
+                waiting.push_back(job);
+                continue;
+            };
             self.notes.push(format!(
-                "[{}] allowed {} {} by the rule just added",
+                "[{}] allowed {} {} by the rule `{rule}` (added while it waited; not asked)",
                 job.request.requester.as_deref().unwrap_or_default(),
                 job.request.tool,
                 job.request.subject.as_deref().unwrap_or_default()
             ));
-            let _ = job.reply.send(PromptAnswer::AllowOnce);
+            let _ = job.reply.send(PromptAnswer::AllowedByRule);
         }
+        self.pending = waiting;
     }
 
     /// Prints the pending notes above the viewport, then redraws the table, the totals and the

@@ -25,6 +25,7 @@ mod run_lifecycle;
 mod scope_report;
 mod self_escalation;
 mod server_errors;
+mod settled_questions;
 mod subagents;
 mod support;
 mod swarm;

@@ -187,12 +187,16 @@ fn find_run_or_latest(config: &Config, run: Option<&str>) -> Result<(PathBuf, Ru
     }
 }
 
-/// `swarm logs [RUN] [WORKER]`: a lone argument that is a worker id (`w1`; run ids are hex)
-/// names a worker of the latest run.
+/// `swarm logs [RUN] [WORKER]`: a lone argument that names a transcript of a run — a worker
+/// (`w1`), a fixer or merger (`fix-1`, `merge-1`) or `coordinator`; run ids are hex, so none
+/// of these can be one — names that transcript of the latest run.
 fn logs_target(run: Option<String>, worker: Option<String>) -> (Option<String>, Option<String>) {
-    let is_worker_id = |s: &str| {
-        s.strip_prefix('w')
+    let numbered = |s: &str, prefix: &str| {
+        s.strip_prefix(prefix)
             .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    };
+    let is_worker_id = |s: &str| {
+        s == "coordinator" || numbered(s, "w") || numbered(s, "fix-") || numbered(s, "merge-")
     };
     match (run, worker) {
         (Some(r), None) if is_worker_id(&r) => (None, Some(r)),

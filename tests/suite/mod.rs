@@ -3,6 +3,7 @@ mod closed_stdout;
 mod compaction;
 mod config_ranges;
 mod cost;
+mod demo_script;
 mod disk_full;
 mod failed_workers;
 mod flags;

@@ -1,7 +1,7 @@
-//! The swarm's live view on a narrow terminal (issue 10 item 6): below 120 columns the table
-//! drops its least needed columns and cuts the subtask and last action with `…`, so every row
-//! stays on one line; the permission question wraps, its choices never cut. Run in a real
-//! pseudo-terminal (tmux).
+//! Narrow terminals (issue 10 items 5 and 6). The swarm's live view: below 120 columns the
+//! table drops its least needed columns and cuts the subtask and last action with `…`, so every
+//! row stays on one line; the permission question wraps, its choices never cut. The REPL's
+//! `/tools`: one line per tool at any width. Run in a real pseudo-terminal (tmux).
 
 use super::support::tmux::Tmux;
 use super::support::*;
@@ -120,4 +120,31 @@ fn at_80_columns_the_table_cuts_text_and_the_question_keeps_its_choices() {
     let rows = table_rows(&screen, 80);
     let w1 = rows.iter().find(|r| r.starts_with("w1 ")).unwrap();
     assert!(w1.contains("Rewrite the") && w1.contains('…'), "{screen}");
+}
+
+/// `/tools` at 80 columns: one line per tool, each fitted to the terminal, the first sentence
+/// of its description whole where it fits (never cut at the `.` of `e.g.`).
+#[test]
+fn tools_prints_one_line_per_tool_at_80_columns() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let server = start(Script::new().with_fallback_text("ok"));
+    let tmux = Tmux::start_sized(&repo, &server, &[], 80);
+    tmux.wait_for("Type /help");
+    tmux.line("/tools");
+    tmux.wait_for("write_file");
+    tmux.wait_ready();
+    let screen = tmux.screen();
+    let lines: Vec<&str> = screen
+        .lines()
+        .skip_while(|l| !l.contains("/tools"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .collect();
+    assert_eq!(lines.len(), 8, "{screen}");
+    assert!(
+        lines.iter().all(|l| l.trim_end().chars().count() <= 80),
+        "{screen}"
+    );
+    let glob = lines.iter().find(|l| l.contains("glob")).unwrap();
+    assert!(!glob.trim_end().ends_with("(e.g"), "{screen}");
 }

@@ -399,6 +399,8 @@ impl Repl<'_> {
             .unwrap_or_else(|e| e.into_inner()) = policy;
         self.session = next;
         self.written.clear();
+        // `/cost` is the session's, like `/status`: a new session starts at zero
+        self.meter = CostMeter::default();
         Ok(())
     }
 

@@ -22,6 +22,7 @@ mod processes;
 mod project_trust;
 mod refusals;
 mod repl;
+mod repl_cost;
 mod run_lifecycle;
 mod scope_report;
 mod self_escalation;

@@ -466,6 +466,9 @@ impl Repl<'_> {
             "Workspace:  {}",
             agent.tool_context().workspace_root.display()
         );
+        for dir in &agent.tool_context().added_dirs {
+            println!("Added dir:  {} (--add-dir)", dir.display());
+        }
         println!(
             "Session:    {} ({})",
             self.session.id,

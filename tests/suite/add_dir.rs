@@ -264,3 +264,30 @@ fn swarm_workers_get_the_added_dir() {
         "c\n"
     );
 }
+
+/// The REPL takes `--add-dir` too: `/status` names the added dir and a write there runs in
+/// `accept-edits` without a question.
+#[test]
+fn the_repl_takes_add_dir() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let (extra, _) = extra_and_other(&repo);
+    let dir = extra.display().to_string();
+    let server = start(
+        agent([
+            writes(&at(&extra, "repl.txt"), "r\n"),
+            Turn::text("written"),
+        ])
+        .with_fallback_text("ok"),
+    );
+    let args = ["--add-dir", &dir, "--permission-mode", "accept-edits"];
+    let tmux = super::support::tmux::Tmux::start(&repo, &server, &args);
+    tmux.wait_for("Type /help");
+    tmux.line("/status");
+    tmux.wait_for(&format!("Added dir:  {dir} (--add-dir)"));
+    tmux.line("write it");
+    tmux.wait_for("written");
+    assert_eq!(
+        std::fs::read_to_string(extra.join("repl.txt")).unwrap(),
+        "r\n"
+    );
+}

@@ -16,6 +16,9 @@
 //!   never by string prefix;
 //! - writes to protected paths ([`protected`], the list the permission decision uses too) are
 //!   refused whatever their spelling.
+//! - directories added with `--add-dir` are further roots ([`resolve_in_roots`]): a path in one
+//!   is accepted the same way, with its protected paths refused, and opened beneath that
+//!   directory.
 //!
 //! Opening uses Linux `openat2(2)` with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS` relative to an
 //! fd of the workspace root, so a directory swapped for a symlink between the check and the

@@ -70,7 +70,7 @@ fn bench_decision(bencher: divan::Bencher, rules: RuleSet, command: &str, root: 
     let policy = PermissionPolicy {
         mode: PermissionMode::Default,
         rules,
-        network_off: false,
+        ..PermissionPolicy::default()
     };
     bencher.bench(|| {
         policy.decide(&PermissionRequest {

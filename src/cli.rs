@@ -96,6 +96,13 @@ pub struct CommonArgs {
     )]
     pub disallowed_tools: Vec<String>,
 
+    /// Another writable root besides the workspace (Claude Code's flag): file tools accept
+    /// paths in it, commands may write in it under the sandbox, and its protected paths
+    /// (`.git/`, `.ahelper/`…) stay protected. May be repeated. With `swarm`, every worker gets
+    /// it (shared by all workers: they are not isolated from each other there).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub add_dir: Vec<PathBuf>,
+
     /// Maximum model turns per prompt (config `agent.max_turns`, default 40).
     #[arg(long, global = true, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_turns: Option<u32>,

@@ -362,6 +362,7 @@ fn overrides(common: &CommonArgs) -> CliOverrides {
         },
         max_turns: common.max_turns,
         sandbox: common.sandbox.clone(),
+        add_dirs: common.add_dir.clone(),
         trusted_project: false,
     }
 }

@@ -396,6 +396,8 @@ impl Repl<'_> {
             .unwrap_or_else(|e| e.into_inner()) = policy;
         self.session = next;
         self.written.clear();
+        // `/cost` is the session's, like `/status`: a new session starts at zero
+        self.meter = CostMeter::default();
         Ok(())
     }
 
@@ -461,6 +463,9 @@ impl Repl<'_> {
             "Workspace:  {}",
             agent.tool_context().workspace_root.display()
         );
+        for dir in &agent.tool_context().added_dirs {
+            println!("Added dir:  {} (--add-dir)", dir.display());
+        }
         println!(
             "Session:    {} ({})",
             self.session.id,
@@ -673,10 +678,25 @@ fn text_of(message: &Message, role: Role, keep: impl Fn(&str) -> bool) -> Option
 fn one_line(text: &str, max: usize) -> String {
     let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
     if flat.chars().count() > max {
-        format!("{}…", flat.chars().take(max).collect::<String>())
+        let kept: String = flat.chars().take(max.saturating_sub(1)).collect();
+        format!("{kept}…")
     } else {
         flat
     }
+}
+
+/// The first sentence of `text`: up to the first `. ` that does not end an abbreviation such as
+/// `e.g.` or `i.e.`.
+fn first_sentence(text: &str) -> &str {
+    let mut from = 0;
+    while let Some(i) = text[from..].find(". ").map(|i| from + i) {
+        let word = text[..i].rsplit([' ', '(']).next().unwrap_or("");
+        if !matches!(word, "e.g" | "i.e" | "etc" | "vs") {
+            return &text[..i];
+        }
+        from = i + 2;
+    }
+    text
 }
 
 /// For a resumed session: the last prompt and the model's last answer to it.
@@ -722,9 +742,12 @@ pub fn slash_command(line: &str, config: &Config, session: &mut Session) -> Slas
             );
         }
         "/tools" => {
+            // one line per tool, fitted to the terminal (15 columns go to the name)
+            let width = crossterm::terminal::size().map_or(100, |(w, _)| usize::from(w));
+            let room = width.saturating_sub(16).clamp(20, 90);
             for spec in session.agent.tools().specs() {
-                let first = spec.description.split(". ").next().unwrap_or("");
-                println!("  {:<12} {}", spec.name, one_line(first, 90));
+                let first = first_sentence(&spec.description);
+                println!("  {:<12} {}", spec.name, one_line(first, room));
             }
         }
         "/model" => match arg {
@@ -788,6 +811,17 @@ pub fn slash_command(line: &str, config: &Config, session: &mut Session) -> Slas
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn first_sentence_skips_abbreviations() {
+        assert_eq!(
+            first_sentence("Find files by name pattern (e.g. `**/*.rs`). Sorted."),
+            "Find files by name pattern (e.g. `**/*.rs`)"
+        );
+        assert_eq!(first_sentence("One. Two."), "One");
+        assert_eq!(first_sentence("No stop"), "No stop");
+        assert_eq!(one_line("abcdef", 4), "abc…");
+    }
 
     #[test]
     fn cost_meter_never_invents_a_price() {

@@ -210,17 +210,70 @@ fn status_color(status: WorkerStatus) -> Color {
     }
 }
 
-/// The ratatui table widget for the live view.
+/// Columns the table drops, in this order, when the terminal is too narrow for all of them:
+/// tools, turn, files, tokens in/out, elapsed (indices into [`HEADERS`]). Worker, subtask,
+/// state and last action always stay.
+const DROP_ORDER: [usize; 5] = [5, 3, 6, 4, 7];
+
+/// Widths of the columns other than subtask (1) and last action (8), in characters.
+const FIXED_WIDTHS: [usize; 9] = [6, 0, 22, 4, 13, 5, 6, 8, 0];
+
+/// Narrowest subtask and last-action columns before another column is dropped.
+const MIN_SUBTASK: usize = 12;
+const MIN_ACTION: usize = 24;
+/// Widest subtask column.
+const MAX_SUBTASK: usize = 36;
+
+/// The columns of a table `width` characters wide with `gap` spaces between columns: (index
+/// into [`HEADERS`], width) in order. Columns are dropped in [`DROP_ORDER`] until the subtask
+/// and last-action columns get at least [`MIN_SUBTASK`] and [`MIN_ACTION`]; they share what is
+/// left (subtask two fifths, at most [`MAX_SUBTASK`]), so every row fits on one line.
+pub fn fit_columns(width: usize, gap: usize) -> Vec<(usize, usize)> {
+    let mut shown: Vec<usize> = (0..HEADERS.len()).collect();
+    let fixed = |shown: &[usize]| -> usize {
+        shown.iter().map(|&c| FIXED_WIDTHS[c]).sum::<usize>() + gap * (shown.len() - 1)
+    };
+    for drop in DROP_ORDER {
+        if fixed(&shown) + MIN_SUBTASK + MIN_ACTION <= width {
+            break;
+        }
+        shown.retain(|&c| c != drop);
+    }
+    let rest = width.saturating_sub(fixed(&shown)).max(2);
+    let subtask = (rest * 2 / 5).clamp(1, MAX_SUBTASK);
+    let action = rest - subtask;
+    shown
+        .into_iter()
+        .map(|c| {
+            let w = match c {
+                1 => subtask,
+                8 => action,
+                _ => FIXED_WIDTHS[c],
+            };
+            (c, w)
+        })
+        .collect()
+}
+
+/// The ratatui table widget for the live view, fitted to `width` columns ([`fit_columns`]):
+/// each cell is cut with `…` to its column, never wrapped.
 pub fn table_widget<'a>(
     record: &'a RunRecord,
     claims: &dyn Fn(&str) -> usize,
     live: &dyn Fn(usize) -> Option<u64>,
+    width: u16,
 ) -> Table<'a> {
-    let header = Row::new(HEADERS.iter().map(|h| Cell::from(*h)))
-        .style(Style::default().add_modifier(Modifier::BOLD));
+    let columns = fit_columns(usize::from(width), 1);
+    let header = Row::new(
+        columns
+            .iter()
+            .map(|&(c, w)| Cell::from(clip(HEADERS[c], w))),
+    )
+    .style(Style::default().add_modifier(Modifier::BOLD));
     let row = |cells: [String; 9], color: Color| {
-        Row::new(cells.into_iter().enumerate().map(move |(c, text)| {
-            let cell = Cell::from(Line::from(for_terminal(&text).into_owned()));
+        Row::new(columns.iter().map(move |&(c, w)| {
+            let text = clip(&for_terminal(&cells[c]), w);
+            let cell = Cell::from(Line::from(text));
             if c == 2 {
                 cell.style(Style::default().fg(color))
             } else {
@@ -235,25 +288,23 @@ pub fn table_widget<'a>(
         .map(|(i, w)| row(row_cells(w, claims(&w.id), live(i)), status_color(w.status)))
         .chain(verify_row_cells(record).map(|cells| row(cells, Color::Gray)))
         .collect();
-    Table::new(
-        rows,
-        [
-            Constraint::Length(6),
-            Constraint::Length(36),
-            Constraint::Length(22),
-            Constraint::Length(4),
-            Constraint::Length(13),
-            Constraint::Length(5),
-            Constraint::Length(6),
-            Constraint::Length(8),
-            Constraint::Min(30),
-        ],
-    )
-    .header(header)
+    let widths: Vec<Constraint> = columns
+        .iter()
+        .map(|&(_, w)| Constraint::Length(w as u16))
+        .collect();
+    Table::new(rows, widths).header(header).column_spacing(1)
 }
 
-/// The table as plain text (for `swarm status` and non-terminal output).
-pub fn render_text(record: &RunRecord, elapsed_ms: u64, price: Option<Price>) -> String {
+/// The table as plain text (for `swarm status` and non-terminal output). With `max_width`
+/// (the width of the terminal it is printed on), a table wider than that is fitted to it as the
+/// live view is ([`fit_columns`], cells cut with `…`); without, every column is as wide as its
+/// widest cell.
+pub fn render_text(
+    record: &RunRecord,
+    elapsed_ms: u64,
+    price: Option<Price>,
+    max_width: Option<usize>,
+) -> String {
     let rows: Vec<[String; 9]> = record
         .workers
         .iter()
@@ -266,21 +317,26 @@ pub fn render_text(record: &RunRecord, elapsed_ms: u64, price: Option<Price>) ->
             widths[i] = widths[i].max(c.chars().count());
         }
     }
+    let natural = widths.iter().sum::<usize>() + 2 * (widths.len() - 1);
+    let columns: Vec<(usize, usize)> = match max_width {
+        Some(max) if natural > max => fit_columns(max, 2),
+        _ => widths.into_iter().enumerate().collect(),
+    };
     let mut out = String::new();
-    let line = |cells: Vec<String>| {
-        cells
+    let line = |cells: &[String]| {
+        columns
             .iter()
-            .enumerate()
-            .map(|(i, c)| format!("{c:<w$}", w = widths[i]))
+            .map(|&(c, w)| format!("{:<w$}", clip(&cells[c], w)))
             .collect::<Vec<_>>()
             .join("  ")
             .trim_end()
             .to_string()
     };
-    out.push_str(&line(HEADERS.iter().map(|h| h.to_string()).collect()));
+    let headers: Vec<String> = HEADERS.iter().map(|h| h.to_string()).collect();
+    out.push_str(&line(&headers));
     out.push('\n');
     for r in rows {
-        out.push_str(&line(r.to_vec()));
+        out.push_str(&line(&r));
         out.push('\n');
     }
     out.push_str(&totals_line(record, elapsed_ms, price));
@@ -300,5 +356,27 @@ mod tests {
         assert_eq!(format_tokens(12_345), "12k");
         assert_eq!(format_tokens(1_234), "1.2k");
         assert_eq!(clip("abcdef", 4), "abc…");
+    }
+
+    /// Every fitted table fits its width; the columns are dropped in order and the subtask and
+    /// last action always stay.
+    #[test]
+    fn fitted_columns_fit_the_width() {
+        for width in [40, 60, 80, 100, 119, 120, 140, 200] {
+            for gap in [1, 2] {
+                let columns = fit_columns(width, gap);
+                let total: usize =
+                    columns.iter().map(|c| c.1).sum::<usize>() + gap * (columns.len() - 1);
+                assert!(total <= width.max(40), "{width}/{gap}: {columns:?}");
+                let shown: Vec<usize> = columns.iter().map(|c| c.0).collect();
+                for always in [0, 1, 2, 8] {
+                    assert!(shown.contains(&always), "{width}: {shown:?}");
+                }
+            }
+        }
+        let all: Vec<usize> = fit_columns(140, 1).iter().map(|c| c.0).collect();
+        assert_eq!(all, (0..9).collect::<Vec<_>>());
+        let at_80: Vec<usize> = fit_columns(80, 1).iter().map(|c| c.0).collect();
+        assert_eq!(at_80, [0, 1, 2, 7, 8]);
     }
 }

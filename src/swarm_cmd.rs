@@ -52,6 +52,14 @@ pub fn run(
         crate::worker_cmd::nats_options(&args.run.nats, url, env, "ahelper swarm coordinator")
     });
     let nats = nats.as_ref();
+    if nats.is_some() && !config.added_dirs.is_empty() {
+        eprintln!(
+            "ahelper: --add-dir cannot be used with NATS workers: they run on other machines, \
+             where the added directory is not; run the swarm without --nats (or without \
+             swarm.nats_url) to give workers an added directory"
+        );
+        return EXIT_USAGE;
+    }
     match args.command {
         Some(SwarmCommand::Ls { all }) => ls(&config, all),
         Some(SwarmCommand::Status { run }) => status(&config, run.as_deref()),
@@ -122,6 +130,18 @@ pub fn run(
     }
 }
 
+/// The width of the terminal stdout is, in columns; `None` when stdout is not a terminal (a
+/// pipe or file gets the whole table).
+fn terminal_width() -> Option<usize> {
+    use std::io::IsTerminal;
+    if !std::io::stdout().is_terminal() {
+        return None;
+    }
+    crossterm::terminal::size()
+        .ok()
+        .map(|(columns, _)| usize::from(columns))
+}
+
 /// The exit status of a finished run: 0 all merged, 130 cancelled, 1 otherwise.
 fn exit_code(outcome: RunOutcome) -> i32 {
     match outcome {
@@ -167,12 +187,16 @@ fn find_run_or_latest(config: &Config, run: Option<&str>) -> Result<(PathBuf, Ru
     }
 }
 
-/// `swarm logs [RUN] [WORKER]`: a lone argument that is a worker id (`w1`; run ids are hex)
-/// names a worker of the latest run.
+/// `swarm logs [RUN] [WORKER]`: a lone argument that names a transcript of a run — a worker
+/// (`w1`), a fixer or merger (`fix-1`, `merge-1`) or `coordinator`; run ids are hex, so none
+/// of these can be one — names that transcript of the latest run.
 fn logs_target(run: Option<String>, worker: Option<String>) -> (Option<String>, Option<String>) {
-    let is_worker_id = |s: &str| {
-        s.strip_prefix('w')
+    let numbered = |s: &str, prefix: &str| {
+        s.strip_prefix(prefix)
             .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    };
+    let is_worker_id = |s: &str| {
+        s == "coordinator" || numbered(s, "w") || numbered(s, "fix-") || numbered(s, "merge-")
     };
     match (run, worker) {
         (Some(r), None) if is_worker_id(&r) => (None, Some(r)),
@@ -670,7 +694,8 @@ async fn execute_run(
             for_terminal(&status_table::render_text(
                 &record,
                 elapsed,
-                config.pricing.price(model)
+                config.pricing.price(model),
+                None
             ))
         );
     }
@@ -934,7 +959,12 @@ fn status(config: &Config, run: Option<&str>) -> i32 {
     // The record does not name its model: no price is assumed.
     print!(
         "{}",
-        for_terminal(&status_table::render_text(&r, elapsed, None))
+        for_terminal(&status_table::render_text(
+            &r,
+            elapsed,
+            None,
+            terminal_width()
+        ))
     );
     match &r.summary {
         Some(s) => println!("\n{}", for_terminal(s)),

@@ -27,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 pub struct PromptJob {
     /// What is asked.
     pub request: PromptRequest,
-    /// True once the policy allows the call without asking (an `a` answer to another
+    /// `Some(rule)` once the policy allows the call without asking (an `a` answer to another
     /// question added a rule that covers it); `None`: always ask.
     pub settled: Option<SettledCheck>,
     /// Where the answer goes.
@@ -200,6 +200,13 @@ type LiveTerminal = Terminal<CrosstermBackend<std::io::Stdout>>;
 /// Rows of the live view kept for a permission question, wrapped to the terminal's width.
 const QUESTION_ROWS: u16 = 4;
 
+/// Rows kept for the totals line, which wraps on a narrow terminal.
+const TOTALS_ROWS: u16 = 2;
+
+/// Longest requester (`w1 · <subtask title>`) in a question, in characters: a long title is
+/// cut with `…` so that the call itself keeps its room.
+const MAX_REQUESTER_CHARS: usize = 40;
+
 /// `text` wrapped at spaces into lines of at most `width` characters (a longer word is split).
 fn wrap(text: &str, width: usize) -> Vec<String> {
     let width = width.max(8);
@@ -230,11 +237,28 @@ fn wrap(text: &str, width: usize) -> Vec<String> {
     lines
 }
 
-/// The question in `rows` lines of `width`: its keys always whole (the last paragraph), the
-/// question above them cut with `…` only when both do not fit.
+/// The choices `y = yes once · n = no · …` wrapped into lines of at most `width` characters,
+/// each choice kept on one line (a choice longer than a line is wrapped at spaces).
+fn wrap_choices(keys: &str, width: usize) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    for choice in keys.split(" · ") {
+        match lines.last_mut() {
+            Some(line) if line.chars().count() + 3 + choice.chars().count() <= width => {
+                line.push_str(" · ");
+                line.push_str(choice);
+            }
+            _ if choice.chars().count() <= width => lines.push(choice.to_string()),
+            _ => lines.extend(wrap(choice, width)),
+        }
+    }
+    lines
+}
+
+/// The question in `rows` lines of `width`: its keys always whole (the last paragraph, each
+/// choice on one line), the question above them cut with `…` only when both do not fit.
 fn fit_question(text: &str, width: usize, rows: usize) -> Vec<String> {
     let (question, keys) = text.rsplit_once('\n').unwrap_or(("", text));
-    let keys = wrap(keys, width);
+    let keys = wrap_choices(keys, width);
     let mut lines: Vec<String> = question.lines().flat_map(|l| wrap(l, width)).collect();
     let room = rows.saturating_sub(keys.len()).max(1);
     if lines.len() > room {
@@ -252,7 +276,7 @@ fn fit_question(text: &str, width: usize, rows: usize) -> Vec<String> {
 /// terminal); `None` (raw mode off again) when the terminal cannot be set up.
 fn open_inline_terminal(workers: u16) -> Option<LiveTerminal> {
     let (_, term_height) = crossterm::terminal::size().unwrap_or((120, 40));
-    let height = (workers + 3 + QUESTION_ROWS)
+    let height = (workers + 2 + TOTALS_ROWS + QUESTION_ROWS)
         .min(term_height.saturating_sub(1))
         .max(4);
     let _ = crossterm::terminal::enable_raw_mode();
@@ -464,23 +488,26 @@ impl LiveView {
         self.deny_pending();
     }
 
-    /// Answers "yes" to the waiting questions that a rule added meanwhile (an `a` answer)
-    /// now covers, so no other worker asks again for the same program.
+    /// Withdraws the waiting questions that a rule added meanwhile (an `a` answer) now
+    /// covers, so no other worker asks again for the same program: each is answered
+    /// [`PromptAnswer::AllowedByRule`] (recorded as settled by that rule, not as the user's
+    /// answer) with a line naming the rule.
     fn settle_pending(&mut self) {
-        let (settled, waiting): (VecDeque<PromptJob>, VecDeque<PromptJob>) = self
-            .pending
-            .drain(..)
-            .partition(|job| job.settled.as_ref().is_some_and(|check| check()));
-        self.pending = waiting;
-        for job in settled {
+        let mut waiting = VecDeque::new();
+        for job in self.pending.drain(..) {
+            let Some(rule) = job.settled.as_ref().and_then(|check| check()) else {
+                waiting.push_back(job);
+                continue;
+            };
             self.notes.push(format!(
-                "[{}] allowed {} {} by the rule just added",
+                "[{}] allowed {} {} by the rule `{rule}` (added while it waited; not asked)",
                 job.request.requester.as_deref().unwrap_or_default(),
                 job.request.tool,
                 job.request.subject.as_deref().unwrap_or_default()
             ));
-            let _ = job.reply.send(PromptAnswer::AllowOnce);
+            let _ = job.reply.send(PromptAnswer::AllowedByRule);
         }
+        self.pending = waiting;
     }
 
     /// Prints the pending notes above the viewport, then redraws the table, the totals and the
@@ -528,7 +555,10 @@ fn mark_waiting<'a>(record: &mut RunRecord, pending: impl Iterator<Item = &'a Pr
 fn question_text(r: &PromptRequest) -> String {
     format!(
         "[{}] Allow {} {}? ({})\ny = yes once · n = no · a = always: add `{}` for this run · d = never",
-        r.requester.clone().unwrap_or_default(),
+        ahelper_agents::text::first_line_clipped(
+            r.requester.as_deref().unwrap_or_default(),
+            MAX_REQUESTER_CHARS
+        ),
         r.tool,
         r.subject.clone().unwrap_or_default(),
         r.reason,
@@ -567,9 +597,10 @@ fn render_frame(
     let question = prompt_line
         .map(|p| fit_question(&for_terminal(&p), width, usize::from(QUESTION_ROWS)))
         .unwrap_or_default();
+    let totals = wrap(&status_table::totals_line(record, elapsed, price), width);
     let areas = Layout::vertical([
         Constraint::Min(2),
-        Constraint::Length(1),
+        Constraint::Length(totals.len() as u16),
         Constraint::Length(question.len() as u16),
     ])
     .split(frame.area());
@@ -583,11 +614,12 @@ fn render_frame(
     };
     let now = chrono::Utc::now();
     let live = |i: usize| live_elapsed(&record.workers[i], now);
-    frame.render_widget(status_table::table_widget(record, &claims, &live), areas[0]);
     frame.render_widget(
-        Paragraph::new(status_table::totals_line(record, elapsed, price)),
-        areas[1],
+        status_table::table_widget(record, &claims, &live, frame.area().width),
+        areas[0],
     );
+    let totals: Vec<Line> = totals.into_iter().map(Line::from).collect();
+    frame.render_widget(Paragraph::new(totals), areas[1]);
     if !question.is_empty() {
         let lines: Vec<Line> = question.into_iter().map(Line::from).collect();
         frame.render_widget(
@@ -671,5 +703,16 @@ mod tests {
             "{lines:?}"
         );
         assert!(lines[0].ends_with('…'), "{lines:?}");
+        let keys = wrap_choices(
+            "y = yes once · n = no · a = always: add `run_command(sed -i:*)` for this run · d = never",
+            80,
+        );
+        assert_eq!(
+            keys,
+            [
+                "y = yes once · n = no · a = always: add `run_command(sed -i:*)` for this run",
+                "d = never"
+            ]
+        );
     }
 }

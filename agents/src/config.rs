@@ -438,6 +438,9 @@ pub struct CliOverrides {
     pub max_turns: Option<u32>,
     /// `--sandbox` (`enforce` or `off`).
     pub sandbox: Option<String>,
+    /// `--add-dir`: more writable roots, as given (relative to the process's current
+    /// directory); each must be an existing directory.
+    pub add_dirs: Vec<PathBuf>,
     /// The project config's settings apply whatever its trust
     /// ([`crate::project_trust`]): set by the binary once the user trusted the file.
     pub trusted_project: bool,
@@ -576,6 +579,9 @@ pub struct Config {
     pub swarm: SwarmLimits,
     /// Command sandbox settings (paths absolute, default denied paths included).
     pub sandbox: SandboxSettings,
+    /// The directories of `--add-dir` (canonical): further roots the file tools accept and
+    /// commands may write; also in `permissions.added_dirs` and `sandbox.added_dirs`.
+    pub added_dirs: Vec<PathBuf>,
     /// Files that were read, highest precedence first.
     pub files_read: Vec<PathBuf>,
     /// The project config's widening settings that were ignored because the user has not
@@ -673,9 +679,12 @@ impl Config {
         let permissions = resolve_permissions(&merged.permissions, "configuration")?;
         let agent = resolve_agent(&merged)?;
         let swarm = resolve_swarm(&merged.swarm);
-        let sandbox = resolve_sandbox(&merged.sandbox, &workspace_root, env)?;
+        let added_dirs = resolve_added_dirs(&cli.add_dirs)?;
+        let mut sandbox = resolve_sandbox(&merged.sandbox, &workspace_root, env)?;
+        sandbox.added_dirs = added_dirs.clone();
         let mut permissions = permissions;
         permissions.network_off = !sandbox.network;
+        permissions.added_dirs = added_dirs.clone();
         let mut provider = match resolve_provider(&merged, env) {
             Ok(p) => Ok(p),
             Err(ProviderProblem::Unusable(reason)) => Err(reason),
@@ -693,6 +702,7 @@ impl Config {
             agent,
             swarm,
             sandbox,
+            added_dirs,
             files_read,
             untrusted,
             trust_file,
@@ -1005,7 +1015,40 @@ fn resolve_sandbox(
         writable: file.writable.iter().map(absolute).collect(),
         deny_read,
         network: file.network.unwrap_or(true),
+        added_dirs: Vec::new(),
     })
+}
+
+/// The directories of `--add-dir`, canonical, each once.
+///
+/// # Errors
+/// [`ConfigError::Invalid`] (key `--add-dir`) naming a path that does not exist or is not a
+/// directory.
+fn resolve_added_dirs(dirs: &[PathBuf]) -> Result<Vec<PathBuf>, ConfigError> {
+    let invalid = |message: String| ConfigError::Invalid {
+        key: "--add-dir".into(),
+        origin: "the command line".into(),
+        message,
+    };
+    let mut out: Vec<PathBuf> = Vec::new();
+    for dir in dirs {
+        let canonical = std::fs::canonicalize(dir).map_err(|e| {
+            invalid(format!(
+                "{} cannot be used ({e}); give an existing directory",
+                dir.display()
+            ))
+        })?;
+        if !canonical.is_dir() {
+            return Err(invalid(format!(
+                "{} is not a directory; give a directory (it becomes a second writable root)",
+                dir.display()
+            )));
+        }
+        if !out.contains(&canonical) {
+            out.push(canonical);
+        }
+    }
+    Ok(out)
 }
 
 /// Tools that permission rules may name.
@@ -1084,6 +1127,7 @@ fn resolve_permissions(
         mode,
         rules,
         network_off: false,
+        added_dirs: Vec::new(),
     })
 }
 

@@ -16,6 +16,9 @@
 //!   never by string prefix;
 //! - writes to protected paths ([`protected`], the list the permission decision uses too) are
 //!   refused whatever their spelling.
+//! - directories added with `--add-dir` are further roots ([`resolve_in_roots`]): a path in one
+//!   is accepted the same way, with its protected paths refused, and opened beneath that
+//!   directory.
 //!
 //! Opening uses Linux `openat2(2)` with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS` relative to an
 //! fd of the workspace root, so a directory swapped for a symlink between the check and the
@@ -40,14 +43,19 @@ pub mod protected;
 pub enum SandboxError {
     /// The path resolves outside the workspace.
     #[error(
-        "path `{requested}` is outside the workspace {root}; file tools only work on paths inside \
-         the workspace (use a path relative to the workspace, without `..` leading out of it)"
+        "path `{requested}` is outside the workspace {root}{}; file tools only work on paths \
+         inside the workspace (use a path relative to the workspace, without `..` leading out of \
+         it){}",
+        added_dirs_phrase(added),
+        if added.is_empty() { "" } else { " or inside an added directory" }
     )]
     Outside {
         /// As given.
         requested: String,
         /// Workspace root.
         root: PathBuf,
+        /// The directories added with `--add-dir` (canonical), also writable roots.
+        added: Vec<PathBuf>,
     },
     /// The path is spelled inside the workspace but a symlink on the way leads outside it.
     #[error(
@@ -125,15 +133,49 @@ pub enum Access {
     Write,
 }
 
-/// A path checked to be inside the workspace.
+/// A path checked to be inside the workspace or inside a directory added with `--add-dir`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResolvedPath {
     /// Physical path: every symlink resolved (realpath of the deepest existing ancestor joined
     /// with the components that do not exist yet). Tools open this path, never the path as
     /// given.
     pub physical: PathBuf,
-    /// The same path relative to the canonical workspace root (empty for the root itself).
+    /// The same path relative to the root it lies in: the canonical workspace root, or
+    /// `added_root` (empty for the root itself).
     pub relative: PathBuf,
+    /// The added directory (canonical) the path lies in, when it is not in the workspace; the
+    /// openers then open beneath it instead of the workspace root.
+    pub added_root: Option<PathBuf>,
+}
+
+impl ResolvedPath {
+    /// The path for messages and tool results: relative to the workspace, or absolute when it
+    /// lies in an added directory (a relative path would name a workspace file); `.` for the
+    /// workspace root itself.
+    pub fn display(&self) -> String {
+        if self.added_root.is_some() {
+            self.physical.display().to_string()
+        } else if self.relative.as_os_str().is_empty() {
+            ".".to_string()
+        } else {
+            self.relative.display().to_string()
+        }
+    }
+
+    /// The root this path is opened beneath: `added_root`, else `workspace_root`.
+    fn root<'a>(&'a self, workspace_root: &'a Path) -> &'a Path {
+        self.added_root.as_deref().unwrap_or(workspace_root)
+    }
+}
+
+/// ` (nor in the added directories A, B)` for an error message; empty without added
+/// directories.
+fn added_dirs_phrase(added: &[PathBuf]) -> String {
+    if added.is_empty() {
+        return String::new();
+    }
+    let list: Vec<String> = added.iter().map(|d| d.display().to_string()).collect();
+    format!(" and outside the added directories {}", list.join(", "))
 }
 
 /// Most symlinks followed while resolving one path (Linux's own limit is 40).
@@ -159,6 +201,23 @@ pub fn resolve(
     requested: &str,
     access: Access,
 ) -> Result<ResolvedPath, SandboxError> {
+    resolve_in_roots(workspace_root, &[], cwd, requested, access)
+}
+
+/// [`resolve`] with more writable roots: the path may also lie in one of `added_dirs` (the
+/// directories of `--add-dir`, canonical or not). The workspace is tried first; a path in an
+/// added directory gets [`ResolvedPath::added_root`], and protected paths inside an added
+/// directory (its `.git/`, `.ahelper/`…) are refused for writing as in the workspace.
+///
+/// # Errors
+/// As [`resolve`]; [`SandboxError::Outside`] names the added directories too.
+pub fn resolve_in_roots(
+    workspace_root: &Path,
+    added_dirs: &[PathBuf],
+    cwd: &Path,
+    requested: &str,
+    access: Access,
+) -> Result<ResolvedPath, SandboxError> {
     check_characters(requested)?;
     let root = canonical_root(workspace_root)?;
     let requested_path = Path::new(requested);
@@ -174,19 +233,40 @@ pub fn resolve(
         message: e.to_string(),
         kind: e.kind(),
     })?;
-    let Ok(relative) = physical.strip_prefix(&root).map(Path::to_path_buf) else {
-        return Err(outside(
-            workspace_root,
-            root,
-            requested,
-            &absolute,
+    if let Ok(relative) = physical.strip_prefix(&root).map(Path::to_path_buf) {
+        if access == Access::Write {
+            check_unprotected(workspace_root, &root, requested, &absolute, &relative)?;
+        }
+        return Ok(ResolvedPath {
             physical,
-        ));
-    };
-    if access == Access::Write {
-        check_unprotected(workspace_root, &root, requested, &absolute, &relative)?;
+            relative,
+            added_root: None,
+        });
     }
-    Ok(ResolvedPath { physical, relative })
+    let added: Vec<PathBuf> = added_dirs
+        .iter()
+        .filter_map(|d| std::fs::canonicalize(d).ok())
+        .collect();
+    for dir in &added {
+        if let Ok(relative) = physical.strip_prefix(dir).map(Path::to_path_buf) {
+            if access == Access::Write {
+                check_unprotected(dir, dir, requested, &absolute, &relative)?;
+            }
+            return Ok(ResolvedPath {
+                physical,
+                relative,
+                added_root: Some(dir.clone()),
+            });
+        }
+    }
+    Err(outside(
+        workspace_root,
+        root,
+        added,
+        requested,
+        &absolute,
+        physical,
+    ))
 }
 
 /// The canonical workspace root.
@@ -203,6 +283,7 @@ fn canonical_root(workspace_root: &Path) -> Result<PathBuf, SandboxError> {
 fn outside(
     workspace_root: &Path,
     root: PathBuf,
+    added: Vec<PathBuf>,
     requested: &str,
     absolute: &Path,
     physical: PathBuf,
@@ -218,7 +299,11 @@ fn outside(
             physical,
         }
     } else {
-        SandboxError::Outside { requested, root }
+        SandboxError::Outside {
+            requested,
+            root,
+            added,
+        }
     }
 }
 
@@ -563,14 +648,19 @@ fn open_beneath(
 }
 
 /// Opens a resolved path for reading. The file opened is guaranteed to be
-/// `resolved.relative` beneath the workspace root with no symlink on the way (else
-/// [`SandboxError::Changed`]).
+/// `resolved.relative` beneath the workspace root (or its [`ResolvedPath::added_root`]) with
+/// no symlink on the way (else [`SandboxError::Changed`]).
 ///
 /// # Errors
 /// [`SandboxError::Changed`] when the path changed since [`resolve`]; [`SandboxError::Io`]
 /// when it cannot be opened (not found, permission denied…).
 pub fn open_read(workspace_root: &Path, resolved: &ResolvedPath) -> Result<File, SandboxError> {
-    open_beneath(workspace_root, &resolved.relative, libc::O_RDONLY, 0)
+    open_beneath(
+        resolved.root(workspace_root),
+        &resolved.relative,
+        libc::O_RDONLY,
+        0,
+    )
 }
 
 /// Opens a resolved path for writing, creating it (mode `0o666` minus umask) when `create` is
@@ -585,12 +675,17 @@ pub fn open_write(
     create: bool,
 ) -> Result<File, SandboxError> {
     let flags = libc::O_WRONLY | if create { libc::O_CREAT } else { 0 };
-    open_beneath(workspace_root, &resolved.relative, flags, 0o666)
+    open_beneath(
+        resolved.root(workspace_root),
+        &resolved.relative,
+        flags,
+        0o666,
+    )
 }
 
 /// Opens the directory that holds a resolved path (read-only, for `openat`/`renameat` calls
-/// such as [`crate::atomic_write::replace_in_dir`]), beneath the workspace root with no
-/// symlink on the way.
+/// such as [`crate::atomic_write::replace_in_dir`]), beneath the workspace root (or the
+/// path's added directory) with no symlink on the way.
 ///
 /// # Errors
 /// As [`open_read`]; also when the parent is not a directory.
@@ -600,7 +695,7 @@ pub fn open_parent_dir(
 ) -> Result<File, SandboxError> {
     let parent = resolved.relative.parent().unwrap_or(Path::new(""));
     open_beneath(
-        workspace_root,
+        resolved.root(workspace_root),
         parent,
         libc::O_RDONLY | libc::O_DIRECTORY,
         0,
@@ -608,7 +703,8 @@ pub fn open_parent_dir(
 }
 
 /// Creates the missing parent directories of a resolved path, one at a time beneath the
-/// workspace root, each created inside a directory opened without following symlinks.
+/// workspace root (or the path's added directory), each created inside a directory opened
+/// without following symlinks.
 ///
 /// # Errors
 /// [`SandboxError::Changed`] when a symlink appeared on the way; [`SandboxError::Io`] when a
@@ -620,6 +716,7 @@ pub fn create_parent_dirs(
     let Some(parent) = resolved.relative.parent() else {
         return Ok(());
     };
+    let workspace_root = resolved.root(workspace_root);
     let mut done = PathBuf::new();
     for component in parent.components() {
         let Component::Normal(name) = component else {

@@ -171,6 +171,9 @@ pub struct SandboxSettings {
     pub deny_read: Vec<PathBuf>,
     /// `sandbox.network`; default `true`. `false` denies TCP bind and connect (ABI ≥ 4).
     pub network: bool,
+    /// The directories of `--add-dir` (canonical): writable like the workspace, with their
+    /// protected top-level entries (`.git`, `.ahelper`…) bound read-only as the workspace's.
+    pub added_dirs: Vec<PathBuf>,
 }
 
 impl SandboxSettings {
@@ -181,6 +184,7 @@ impl SandboxSettings {
             writable: Vec::new(),
             deny_read: default_deny_read(home),
             network: true,
+            added_dirs: Vec::new(),
         }
     }
 }
@@ -299,8 +303,12 @@ pub struct CommandSandbox {
     pub namespaces: bool,
     /// The workspace this policy was built for (first entry of `writable`).
     workspace_root: PathBuf,
-    /// `writable` minus the workspace: what [`CommandSandbox::for_workspace`] keeps.
+    /// `writable` minus the workspace and the added directories: what
+    /// [`CommandSandbox::for_workspace`] keeps.
     extra_writable: Vec<PathBuf>,
+    /// The directories of `--add-dir` (canonical), kept by [`CommandSandbox::for_workspace`]:
+    /// writable, with their protected entries read-only like the workspace's.
+    added_dirs: Vec<PathBuf>,
 }
 
 impl CommandSandbox {
@@ -323,6 +331,7 @@ impl CommandSandbox {
             settings.network,
             status,
         );
+        sandbox.add_dirs(&settings.added_dirs);
         sandbox.namespaces = settings.mode == SandboxMode::Enforce
             && owned_by_me(&sandbox.workspace_root)
             && namespaces_available();
@@ -345,7 +354,31 @@ impl CommandSandbox {
             self.status,
         );
         sandbox.namespaces = self.namespaces;
+        sandbox.add_dirs(&self.added_dirs);
         sandbox
+    }
+
+    /// Makes `dirs` (the directories of `--add-dir`) writable roots, their protected entries
+    /// read-only.
+    fn add_dirs(&mut self, dirs: &[PathBuf]) {
+        for dir in dirs.iter().map(|d| canonical(d)) {
+            if !self.writable.contains(&dir) {
+                self.writable.push(dir.clone());
+            }
+            if !self.added_dirs.contains(&dir) {
+                self.added_dirs.push(dir);
+            }
+        }
+    }
+
+    /// The directories of `--add-dir` that are still writable (a swarm worker drops one that
+    /// holds the user's checkout).
+    pub fn added_dirs(&self) -> Vec<PathBuf> {
+        self.added_dirs
+            .iter()
+            .filter(|d| self.writable.contains(d))
+            .cloned()
+            .collect()
     }
 
     fn build(
@@ -373,6 +406,7 @@ impl CommandSandbox {
             namespaces: false,
             workspace_root,
             extra_writable,
+            added_dirs: Vec::new(),
         }
     }
 
@@ -525,9 +559,12 @@ impl CommandSandbox {
             created = add_path_rule(created, path, all, abi).map_err(err)?;
         }
         let read_only = if self.namespaces {
-            let mut mounts: Vec<ReadOnlyMount> = protected_entries(&self.workspace_root)
+            let mut roots = vec![self.workspace_root.clone()];
+            roots.extend(self.added_dirs());
+            let mut mounts: Vec<ReadOnlyMount> = roots
                 .iter()
-                .filter_map(|p| ReadOnlyMount::new(p))
+                .flat_map(|root| protected_entries(root))
+                .filter_map(|p| ReadOnlyMount::new(&p))
                 .collect();
             mounts.extend(hiding_mounts(hidden, temp_dir)?);
             mounts

@@ -149,6 +149,7 @@ impl Session {
 fn session_tool_context(config: &Config) -> Result<ToolContext, SessionError> {
     let root = &config.workspace_root;
     let mut tool_context = ToolContext::new(root)?;
+    tool_context.added_dirs = config.added_dirs.clone();
     tool_context.command_sandbox = Some(Arc::new(crate::sandbox_os::CommandSandbox::new(
         &config.sandbox,
         &tool_context.workspace_root,

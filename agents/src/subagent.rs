@@ -286,6 +286,7 @@ impl AgentTool {
         context.redactor = ctx.redactor.clone();
         context.max_output_chars = ctx.max_output_chars;
         context.read_deny = ctx.read_deny.clone();
+        context.added_dirs = ctx.added_dirs.clone();
         if let Some(sandbox) = &ctx.command_sandbox {
             let sandbox = isolated_sandbox(sandbox, &ctx.workspace_root, &context.workspace_root);
             context.command_sandbox = Some(Arc::new(sandbox));

@@ -95,7 +95,9 @@ pub enum TranscriptEntry {
     Permission {
         /// Call id.
         tool_use_id: String,
-        /// `allow`, `deny`, `allow_always`, `deny_always`.
+        /// `allow`, `deny`, `allow_always`, `deny_always` (the user's answers, or `deny` when
+        /// nobody could answer), or `allowed_by_rule`: the question was withdrawn unanswered
+        /// because a rule added meanwhile allows the call (the reason names it).
         decision: String,
         /// Why.
         reason: String,

@@ -210,6 +210,9 @@ fn status_and_logs_default_to_the_latest_run_and_ls_hides_cleaned_runs() {
     );
     let worker_logs = stdout_of(&mut swarm(&repo, &server, &["logs", "w1"]));
     assert!(worker_logs.contains("write_file"), "{worker_logs}");
+    // the README's other transcript names work alone too
+    let coordinator = stdout_of(&mut swarm(&repo, &server, &["logs", "coordinator"]));
+    assert_eq!(coordinator, logs);
 
     swarm(&repo, &server, &["clean", &id, "--force"])
         .assert()

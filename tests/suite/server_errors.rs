@@ -167,3 +167,49 @@ fn a_refused_key_while_planning_a_swarm_is_a_key_error() {
     );
     assert_eq!(server.model_requests().len(), 1);
 }
+
+/// `base_url` pointing at a plain web server (here one that answers every request as
+/// `python3 -m http.server` answers a POST: 501 with an HTML error page): one request, an
+/// error naming the URL and `base_url` with the page's title, not the whole page, no retries.
+#[test]
+fn a_web_server_that_takes_no_post_is_not_an_endpoint_and_is_not_retried() {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let requests = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = requests.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let mut buf = [0u8; 65536];
+            let _ = stream.read(&mut buf);
+            let page = "<!DOCTYPE HTML>\n<html><head><title>Error response</title></head>\
+                        <body><h1>Error response</h1><p>Error code: 501</p></body></html>\n";
+            let _ = write!(
+                stream,
+                "HTTP/1.1 501 Not Implemented\r\nContent-Type: text/html;charset=utf-8\r\n\
+                 Content-Length: {}\r\nConnection: close\r\n\r\n{page}",
+                page.len()
+            );
+        }
+    });
+    let repo = repo_with(&[("a.txt", "x\n")]);
+    let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("ahelper"));
+    isolate(&mut cmd, &repo)
+        .env("ANTHROPIC_API_KEY", "sk-test")
+        .env("ANTHROPIC_BASE_URL", &url);
+    let (code, stderr) = run_p(&mut assert_cmd::Command::from_std(cmd));
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "this does not look like an Anthropic/OpenAI-compatible endpoint (HTTP 501 Not \
+             Implemented: an HTML page titled \"Error response\" from {url}/v1/messages)"
+        )),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("<h1>"), "{stderr}");
+    assert!(!stderr.contains("retrying"), "{stderr}");
+    assert!(!stderr.contains("--resume"), "{stderr}");
+    assert_eq!(requests.load(std::sync::atomic::Ordering::SeqCst), 1);
+}

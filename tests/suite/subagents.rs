@@ -86,7 +86,7 @@ fn two_agent_calls_of_one_response_run_at_once_and_answer_as_tool_results() {
     user_config(
         &repo,
         &format!(
-            "[[hooks.SubagentStop]]\nhooks = [{{ type = \"command\", command = \"cat >> {0}/stops.jsonl; echo >> {0}/stops.jsonl\" }}]\n",
+            "[[hooks.SubagentStop]]\nhooks = [{{ type = \"command\", command = \"cat > {0}/stop-$$.json\" }}]\n",
             marks.display()
         ),
     );
@@ -142,13 +142,19 @@ fn two_agent_calls_of_one_response_run_at_once_and_answer_as_tool_results() {
             "{text}"
         );
     }
-    let stops = std::fs::read_to_string(marks.join("stops.jsonl")).expect("SubagentStop ran");
-    let events: Vec<Value> = stops
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| serde_json::from_str(l).unwrap())
+    // one file per hook run: the two hooks run at once, and appends to one file interleave
+    let events: Vec<Value> = std::fs::read_dir(&marks)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("stop-")
+        })
+        .map(|p| serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap())
         .collect();
-    assert_eq!(events.len(), 2, "{stops}");
+    assert_eq!(events.len(), 2, "SubagentStop ran twice: {events:?}");
     assert!(
         events
             .iter()

@@ -112,10 +112,9 @@ fn always_in_the_live_view_adds_the_shown_prefix_rule_for_every_worker() {
     let tmux = Tmux::start_sized(&repo, &server, &args, 70);
     let screen = tmux.wait_for("d = never");
     assert!(screen.contains("`run_command(sed -i:*)`"), "{screen}");
-    assert!(
-        screen.contains("waiting for permission: run_co"),
-        "{screen}"
-    );
+    let w1 = screen.lines().rev().find(|l| l.starts_with("w1 ")).unwrap();
+    assert!(w1.contains("waiting for permission"), "{screen}");
+    assert!(w1.trim_end().chars().count() <= 70, "{screen}");
     let keys = screen.lines().find(|l| l.contains("d = never")).unwrap();
     assert!(keys.trim_end().chars().count() <= 70, "{screen}");
     tmux.type_text("a");

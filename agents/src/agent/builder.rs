@@ -135,6 +135,7 @@ impl AgentBuilder {
             None => build_system_prompt(&SystemPromptParams {
                 workspace_root: &self.tool_context.workspace_root,
                 cwd: &self.tool_context.cwd,
+                added_dirs: &self.tool_context.added_dirs,
                 date: chrono::Local::now().format("%Y-%m-%d").to_string(),
                 role_instructions: self.role_instructions.as_deref(),
                 tools: &self.tools,

@@ -205,12 +205,19 @@ impl Agent {
                     allow_rule,
                 },
             )),
-            GateOutcome::Allowed { answer } => {
+            GateOutcome::Allowed { answer, settled_by } => {
                 if let Some(answer) = answer {
+                    let reason = match settled_by {
+                        Some(rule) => format!(
+                            "settled by the rule `{rule}`, added while the question waited (not \
+                             answered by the user)"
+                        ),
+                        None => "user answered".into(),
+                    };
                     self.record(TranscriptEntry::Permission {
                         tool_use_id: call.id.clone(),
                         decision: answer_name(answer).into(),
-                        reason: "user answered".into(),
+                        reason,
                     });
                 }
                 Admission::Run(tool.kind())
@@ -344,6 +351,7 @@ fn answer_name(answer: PromptAnswer) -> &'static str {
         PromptAnswer::Deny => "deny",
         PromptAnswer::AllowAlways => "allow_always",
         PromptAnswer::DenyAlways => "deny_always",
+        PromptAnswer::AllowedByRule => "allowed_by_rule",
     }
 }
 

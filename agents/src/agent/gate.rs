@@ -65,6 +65,38 @@ fn decide_call(
     ask_for_auto_run(decision, mode, call)
 }
 
+/// When the policy allows `call` now: the allow rule that does (the newest one that allows it
+/// on its own), or a description of what does when no single rule does (the mode, several
+/// rules together). `None` while the call still needs the user.
+fn allowing_rule(
+    policy: &RwLock<PermissionPolicy>,
+    call: &CallFacts,
+    hook: Option<HookPermission>,
+) -> Option<String> {
+    if decide_call(policy, call, hook) != Decision::Allow {
+        return None;
+    }
+    let now = policy.read().unwrap_or_else(|e| e.into_inner()).clone();
+    let mut without_rules = now.clone();
+    without_rules.rules.allow.clear();
+    if decide_call(&RwLock::new(without_rules), call, hook) == Decision::Allow {
+        let mode = serde_json::to_value(now.mode)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default();
+        return Some(format!("the permission mode {mode}"));
+    }
+    let rule = now.rules.allow.iter().rev().find(|rule| {
+        let mut alone = now.clone();
+        alone.rules.allow = vec![(*rule).clone()];
+        decide_call(&RwLock::new(alone), call, hook) == Decision::Allow
+    });
+    Some(rule.map_or_else(
+        || "the permission rules now in force".to_string(),
+        ToString::to_string,
+    ))
+}
+
 /// In `accept-edits`, an edit of an auto-run file ([`ahelper_worktrees::is_auto_run`]: CI
 /// workflows, editor tasks, hook managers, `.envrc`) that the mode allowed asks instead: such a
 /// file runs code when the user merely opens or pushes the repository.
@@ -101,8 +133,12 @@ fn ask_for_auto_run(
 pub enum GateOutcome {
     /// Run the call. `answer` is set when the user was asked.
     Allowed {
-        /// The user's answer, if there was a prompt.
+        /// The user's answer, if there was a prompt ([`PromptAnswer::AllowedByRule`] when the
+        /// question was withdrawn unanswered).
         answer: Option<PromptAnswer>,
+        /// The allow rule that settled the waiting question, with
+        /// [`PromptAnswer::AllowedByRule`].
+        settled_by: Option<String>,
     },
     /// Do not run it; `reason` is sent back to the model as an error result.
     Denied {
@@ -186,7 +222,12 @@ impl PermissionGate {
         let subject = call.subject.clone();
         let decision = decide_call(&self.policy, &call, hook);
         let reason = match decision {
-            Decision::Allow => return GateOutcome::Allowed { answer: None },
+            Decision::Allow => {
+                return GateOutcome::Allowed {
+                    answer: None,
+                    settled_by: None,
+                };
+            }
             Decision::Deny { reason } => {
                 return GateOutcome::Denied {
                     reason: format!("Permission denied: {reason}"),
@@ -221,17 +262,22 @@ impl PermissionGate {
         };
         self.notify(&request, ctx);
         let (policy, facts) = (self.policy.clone(), call.clone());
-        let settled: SettledCheck =
-            Arc::new(move || decide_call(&policy, &facts, hook) == Decision::Allow);
+        let settled: SettledCheck = Arc::new(move || allowing_rule(&policy, &facts, hook));
         let answer = self.prompter.ask_unless_settled(&request, settled).await;
         match answer {
             PromptAnswer::AllowOnce => GateOutcome::Allowed {
                 answer: Some(answer),
+                settled_by: None,
+            },
+            PromptAnswer::AllowedByRule => GateOutcome::Allowed {
+                answer: Some(answer),
+                settled_by: allowing_rule(&self.policy, &call, hook),
             },
             PromptAnswer::AllowAlways => {
                 self.remember(RuleList::Allow, &suggested_rule);
                 GateOutcome::Allowed {
                     answer: Some(answer),
+                    settled_by: None,
                 }
             }
             PromptAnswer::Deny => GateOutcome::Denied {

@@ -13,6 +13,8 @@ pub struct SystemPromptParams<'a> {
     pub workspace_root: &'a Path,
     /// Working directory of tool calls.
     pub cwd: &'a Path,
+    /// Directories added with `--add-dir` (canonical), writable like the workspace.
+    pub added_dirs: &'a [std::path::PathBuf],
     /// Today's date (`YYYY-MM-DD`).
     pub date: String,
     /// Role instructions (swarm coordinator/worker), appended after the base prompt.
@@ -84,6 +86,18 @@ pub fn build_system_prompt(params: &SystemPromptParams<'_>) -> String {
         params.workspace_root.display()
     ));
     s.push_str(&format!("- Working directory: {}\n", params.cwd.display()));
+    if !params.added_dirs.is_empty() {
+        let dirs: Vec<String> = params
+            .added_dirs
+            .iter()
+            .map(|d| d.display().to_string())
+            .collect();
+        s.push_str(&format!(
+            "- Added directories (also readable and writable; name files in them by absolute \
+             path): {}\n",
+            dirs.join(", ")
+        ));
+    }
     s.push_str(&format!("- Date: {}\n", params.date));
     s.push_str(&format!(
         "- Platform: {} ({})\n",
@@ -93,7 +107,7 @@ pub fn build_system_prompt(params: &SystemPromptParams<'_>) -> String {
     s.push_str(&format!("- Tools: {}\n\n", params.tools.names().join(", ")));
     s.push_str(
         "# Rules\n\
-         - Paths are relative to the working directory; you cannot read or write outside the workspace root.\n\
+         - Paths are relative to the working directory; you cannot read or write outside the workspace root (and the added directories, when listed above).\n\
          - Read a file before editing it; edit_file needs the exact text to replace.\n\
          - When a tool result is available, use it instead of calling the same tool again.\n\
          - A tool result marked as an error tells you what went wrong: fix the call or choose another approach.\n\
@@ -129,6 +143,7 @@ mod tests {
         let params = SystemPromptParams {
             workspace_root: &ws,
             cwd: &ws,
+            added_dirs: &[],
             date: "2026-11-30".into(),
             role_instructions: None,
             tools: &tools,

@@ -169,7 +169,10 @@ impl HttpTransport {
         let status = response.status();
         if !status.is_success() {
             let retry_after_ms = retry_after_from_headers(response.headers(), chrono::Utc::now());
+            let html =
+                matches!(body_kind(response.headers()), BodyKind::Other(t) if t == "text/html");
             let body = self.read_error_body(response).await;
+            let body = if html { html_summary(&body) } else { body };
             return Err(self.status_error(url, status.as_u16(), body, retry_after_ms));
         }
         let is_json = match body_kind(response.headers()) {
@@ -190,7 +193,8 @@ impl HttpTransport {
 
     /// The error for a non-2xx `status` from `url`: [`ModelError::Auth`] for 401/403 (naming
     /// the key's environment variable), [`ModelError::NotFound`] for 404 (naming `base_url` and
-    /// where it was set), else [`ModelError::Http`].
+    /// where it was set), [`ModelError::NotAnEndpoint`] for 405/501 (the server takes no POST
+    /// there: a web server, not a model API), else [`ModelError::Http`].
     fn status_error(
         &self,
         url: &str,
@@ -210,6 +214,15 @@ impl HttpTransport {
                 base_url_origin: self.origin.base_url.clone(),
                 body,
             },
+            405 | 501 => ModelError::not_an_endpoint(format!(
+                "HTTP {status} {}: {body}",
+                if status == 405 {
+                    "Method Not Allowed"
+                } else {
+                    "Not Implemented"
+                }
+            ))
+            .with_endpoint(url, &self.base_url, &self.origin),
             _ => ModelError::Http {
                 status,
                 body,
@@ -386,6 +399,21 @@ fn body_kind(headers: &HeaderMap) -> BodyKind {
     }
 }
 
+/// An HTML error page in a few words: `an HTML page titled "502 Bad Gateway"` (or `an HTML
+/// page` without a title), instead of the whole page in the error message.
+fn html_summary(body: &str) -> String {
+    let lower = body.to_ascii_lowercase();
+    let title = lower.find("<title>").and_then(|start| {
+        let start = start + "<title>".len();
+        let end = start + lower[start..].find("</title>")?;
+        body.get(start..end)
+    });
+    match title.map(str::trim).filter(|t| !t.is_empty()) {
+        Some(t) => format!("an HTML page titled \"{}\"", truncate_bytes(t, 200)),
+        None => "an HTML page".to_string(),
+    }
+}
+
 /// `base_url` without trailing slashes joined with `path` (which starts with `/`).
 pub(crate) fn join_url(base_url: &str, path: &str) -> String {
     format!("{}{}", base_url.trim_end_matches('/'), path)
@@ -448,7 +476,24 @@ mod tests {
             t.status_error(url, 500, String::new(), None),
             ModelError::Http { status: 500, .. }
         ));
+        // a web server that takes no POST: not a model API, not retried
+        let e = t.status_error(url, 501, html_summary(PYTHON_501), None);
+        let text = e.to_string();
+        assert!(
+            text.starts_with(
+                "this does not look like an Anthropic/OpenAI-compatible endpoint (HTTP 501 Not \
+                 Implemented: an HTML page titled \"Error response\" from http://127.0.0.1:1/v1/messages)"
+            ),
+            "{text}"
+        );
+        assert!(!e.is_retryable() && e.is_settings_error());
+        assert_eq!(html_summary("<html>x</html>"), "an HTML page");
     }
+
+    /// What `python3 -m http.server` answers to a POST.
+    const PYTHON_501: &str = "<!DOCTYPE HTML>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+        <title>Error response</title>\n</head>\n<body>\n<h1>Error response</h1>\n\
+        <p>Error code: 501</p>\n</body>\n</html>";
 
     #[tokio::test]
     async fn a_foreign_reply_echoing_the_key_is_scrubbed() {

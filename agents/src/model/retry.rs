@@ -1,6 +1,6 @@
 //! Retries with exponential backoff, jitter and `retry-after`, shared by both HTTP providers.
 //!
-//! What is retried is decided by [`ModelError::is_retryable`]: HTTP 408/409/429/500–504/529,
+//! What is retried is decided by [`ModelError::is_retryable`]: HTTP 408/409/429/500/502–504/529,
 //! provider error events (e.g. `overloaded_error`), incomplete streams and connection errors
 //! (including the idle timeout). Other 4xx statuses are never retried.
 //!
@@ -254,10 +254,10 @@ mod tests {
 
     #[test]
     fn classification_matches_the_retry_rules() {
-        for status in [408, 409, 429, 500, 501, 502, 503, 504, 529] {
+        for status in [408, 409, 429, 500, 502, 503, 504, 529] {
             assert!(http(status, None).is_retryable(), "{status} retried");
         }
-        for status in [400, 401, 403, 404, 405, 413, 422, 505] {
+        for status in [400, 401, 403, 404, 405, 413, 422, 501, 505] {
             assert!(!http(status, None).is_retryable(), "{status} not retried");
         }
         let api = |kind: &str| ModelError::Api {

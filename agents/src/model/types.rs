@@ -290,12 +290,12 @@ pub enum ModelError {
 }
 
 impl ModelError {
-    /// Whether a retry may succeed: 408/409/429/500–504/529, provider error events,
-    /// incomplete streams and connection errors.
+    /// Whether a retry may succeed: 408/409/429/500/502–504/529, provider error events,
+    /// incomplete streams and connection errors (501 Not Implemented never changes).
     pub fn is_retryable(&self) -> bool {
         match self {
             ModelError::Http { status, .. } => {
-                matches!(status, 408 | 409 | 429 | 500..=504 | 529)
+                matches!(status, 408 | 409 | 429 | 500 | 502..=504 | 529)
             }
             ModelError::Api { kind, .. } => !matches!(
                 kind.as_str(),

@@ -120,9 +120,11 @@ impl ToolCheck<'_> {
         self.request.subject.unwrap_or("(no path)")
     }
 
-    /// True when the path is inside the workspace.
+    /// True when the path is inside the workspace or an added directory.
     fn inside(&self) -> bool {
-        self.placed.as_ref().is_some_and(|p| p.rel.is_some())
+        self.placed
+            .as_ref()
+            .is_some_and(|p| p.inside(&self.policy.added_dirs))
     }
 
     fn decide(&self) -> Decision {

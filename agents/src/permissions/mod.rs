@@ -95,6 +95,10 @@ pub enum PromptAnswer {
     AllowAlways,
     /// `d`: refuse, and add a deny rule.
     DenyAlways,
+    /// Not the user's answer: a prompter that queues questions withdrew this one because, while
+    /// it waited, the policy came to allow the call (a rule added by an `a` answer to another
+    /// question; see [`SettledCheck`]). The call runs.
+    AllowedByRule,
 }
 
 /// What a prompt shows.
@@ -114,9 +118,10 @@ pub struct PromptRequest {
     pub suggested_rule: String,
 }
 
-/// Whether the permission policy now allows a call that is waiting for an answer; called by a
-/// prompter that queues questions, any number of times.
-pub type SettledCheck = std::sync::Arc<dyn Fn() -> bool + Send + Sync>;
+/// Whether the permission policy now allows a call that is waiting for an answer: `Some` with
+/// the allow rule that does (e.g. `run_command(sed -i:*)`), `None` while the call still needs
+/// the user. Called by a prompter that queues questions, any number of times.
+pub type SettledCheck = std::sync::Arc<dyn Fn() -> Option<String> + Send + Sync>;
 
 /// Asks the user about a tool call. Implemented by the terminal UI; [`DenyPrompter`] is used when
 /// there is no terminal.
@@ -125,8 +130,9 @@ pub trait Prompter: Send + Sync {
     /// Shows `request` and waits for the answer.
     async fn ask(&self, request: &PromptRequest) -> PromptAnswer;
     /// Like [`Prompter::ask`], for a prompter that queues questions: a queued question whose
-    /// `settled` check turns true (a rule added by an `a` answer to another question now allows
-    /// the call) is answered [`PromptAnswer::AllowOnce`] without being shown. The default asks.
+    /// `settled` check turns `Some` (a rule added by an `a` answer to another question now
+    /// allows the call) is withdrawn with [`PromptAnswer::AllowedByRule`], never as the user's
+    /// answer. The default asks.
     async fn ask_unless_settled(
         &self,
         request: &PromptRequest,
@@ -162,6 +168,10 @@ pub struct PermissionPolicy {
     /// True when the command sandbox turns the network off (`[sandbox] network = false`):
     /// commands that open `/dev/tcp`/`/dev/udp` connections are then refused, not asked about.
     pub network_off: bool,
+    /// Directories added with `--add-dir` (canonical): paths in them count as inside the
+    /// workspace (reads allowed, edits allowed in `accept-edits`, command writes not refused
+    /// as outside); their protected paths stay refused.
+    pub added_dirs: Vec<std::path::PathBuf>,
 }
 
 impl PermissionPolicy {

@@ -168,7 +168,7 @@ mod tests {
         let policy = PermissionPolicy {
             mode: PermissionMode::Bypass,
             rules: RuleSet::default(),
-            network_off: false,
+            ..PermissionPolicy::default()
         };
         policy.decide(&PermissionRequest {
             tool: "run_command",

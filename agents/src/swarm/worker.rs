@@ -491,6 +491,7 @@ pub(super) fn worker_sandbox(
         }
     }
     confine_reads(&mut sandbox, &protected[0], &base);
+    tool_context.added_dirs = sandbox.added_dirs();
     sandbox
 }
 

@@ -62,26 +62,23 @@ pub(crate) fn open_error(requested: &str, e: SandboxError) -> ToolError {
     }
 }
 
-/// Claims `resolved` for this worker when the call runs inside a swarm.
+/// Claims `resolved` for this worker when the call runs inside a swarm (by its path relative
+/// to the worktree, or its absolute path in an added directory, which every worker shares).
 fn claim(ctx: &ToolContext, resolved: &ResolvedPath) -> Result<(), ToolError> {
+    let key = match resolved.added_root {
+        Some(_) => &resolved.physical,
+        None => &resolved.relative,
+    };
     if let Some(claims) = &ctx.claims
-        && let Err(other) = claims.claim(&resolved.relative)
+        && let Err(other) = claims.claim(key)
     {
         return Err(ToolError::new(format!(
             "`{}` is claimed by worker `{other}`, which is editing it; leave this file to that \
              worker and change other files, or report that you need it changed",
-            resolved.relative.display()
+            resolved.display()
         )));
     }
     Ok(())
-}
-
-fn display_rel(resolved: &ResolvedPath) -> String {
-    if resolved.relative.as_os_str().is_empty() {
-        ".".to_string()
-    } else {
-        resolved.relative.display().to_string()
-    }
 }
 
 /// Reads the whole file at a resolved path through the sandbox opener.
@@ -206,7 +203,7 @@ fn read_file(args: &ReadFileArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolE
     if limit == 0 {
         return Err(ToolError::new("limit must be at least 1 line"));
     }
-    let resolved = sandbox::resolve(&ctx.workspace_root, &ctx.cwd, &args.path, Access::Read)?;
+    let resolved = ctx.resolve(&args.path, Access::Read)?;
     let file = sandbox::open_read(&ctx.workspace_root, &resolved)
         .map_err(|e| open_error(&args.path, e))?;
     let meta = file
@@ -233,7 +230,7 @@ fn read_file(args: &ReadFileArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolE
     if head.is_empty() {
         return Ok(ToolOutput::ok(format!(
             "`{}` is empty (0 bytes).",
-            display_rel(&resolved)
+            resolved.display()
         )));
     }
 
@@ -341,7 +338,7 @@ impl Tool for WriteFile {
 }
 
 fn write_file(args: &WriteFileArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-    let resolved = sandbox::resolve(&ctx.workspace_root, &ctx.cwd, &args.path, Access::Write)?;
+    let resolved = ctx.resolve(&args.path, Access::Write)?;
     if resolved.relative.as_os_str().is_empty() || resolved.physical.is_dir() {
         return Err(ToolError::new(format!(
             "`{}` is a directory; give the path of a file inside it",
@@ -357,7 +354,7 @@ fn write_file(args: &WriteFileArgs, ctx: &ToolContext) -> Result<ToolOutput, Too
     Ok(ToolOutput::ok(format!(
         "{} `{}` ({} bytes written).",
         if existed { "Overwrote" } else { "Created" },
-        display_rel(&resolved),
+        resolved.display(),
         args.content.len()
     )))
 }
@@ -427,7 +424,7 @@ fn edit_file(args: &EditFileArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolE
             "old_string and new_string are identical, so the edit would change nothing",
         ));
     }
-    let resolved = sandbox::resolve(&ctx.workspace_root, &ctx.cwd, &args.path, Access::Write)?;
+    let resolved = ctx.resolve(&args.path, Access::Write)?;
     let bytes = read_bytes(ctx, &args.path, &resolved)?;
     let original = String::from_utf8(bytes).map_err(|e| {
         ToolError::new(format!(
@@ -472,7 +469,7 @@ fn edit_file(args: &EditFileArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolE
     claim(ctx, &resolved)?;
     write_bytes(ctx, &args.path, &resolved, updated.as_bytes(), false)?;
 
-    let rel = display_rel(&resolved);
+    let rel = resolved.display();
     let diff = similar::TextDiff::from_lines(&original, &updated)
         .unified_diff()
         .context_radius(3)
@@ -534,7 +531,7 @@ impl Tool for ListDir {
 
 fn list_dir(args: &ListDirArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
     let requested = args.path.as_deref().unwrap_or(".");
-    let resolved = sandbox::resolve(&ctx.workspace_root, &ctx.cwd, requested, Access::Read)?;
+    let resolved = ctx.resolve(requested, Access::Read)?;
     let meta = std::fs::metadata(&resolved.physical).map_err(|e| {
         if e.kind() == std::io::ErrorKind::NotFound {
             ToolError::new(format!(
@@ -575,7 +572,7 @@ fn list_dir(args: &ListDirArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolErr
     }
     entries.sort();
     let total = entries.len();
-    let mut out = format!("{}/\n", display_rel(&resolved));
+    let mut out = format!("{}/\n", resolved.display());
     if total == 0 {
         out.push_str("(empty directory)\n");
     }

@@ -59,8 +59,13 @@ impl FileClaims {
 /// Everything a tool call may depend on besides its arguments. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct ToolContext {
-    /// Canonical (realpath) workspace root; file tools never touch anything outside it.
+    /// Canonical (realpath) workspace root; file tools never touch anything outside it and
+    /// `added_dirs`.
     pub workspace_root: PathBuf,
+    /// Directories added with `--add-dir` (canonical): further roots the file tools accept
+    /// paths in and commands may run in, protected paths inside them refused as in the
+    /// workspace. Empty unless set.
+    pub added_dirs: Vec<PathBuf>,
     /// Directory relative paths are resolved against and commands run in (inside the root).
     pub cwd: PathBuf,
     /// Extra environment variables for child processes (e.g. `AHELPER_RUN_ID`).
@@ -98,6 +103,7 @@ impl ToolContext {
         Ok(ToolContext {
             cwd: root.clone(),
             workspace_root: root,
+            added_dirs: Vec::new(),
             env: BTreeMap::new(),
             cancel: CancellationToken::new(),
             claims: None,
@@ -106,6 +112,25 @@ impl ToolContext {
             redactor: crate::redact::Redactor::default(),
             read_deny: Vec::new(),
         })
+    }
+
+    /// Resolves a path the model gave, relative to this call's cwd, inside the workspace or an
+    /// added directory ([`crate::sandbox::resolve_in_roots`]).
+    ///
+    /// # Errors
+    /// The [`crate::sandbox::SandboxError`] of a refused path.
+    pub fn resolve(
+        &self,
+        requested: &str,
+        access: crate::sandbox::Access,
+    ) -> Result<crate::sandbox::ResolvedPath, crate::sandbox::SandboxError> {
+        crate::sandbox::resolve_in_roots(
+            &self.workspace_root,
+            &self.added_dirs,
+            &self.cwd,
+            requested,
+            access,
+        )
     }
 }
 

@@ -48,7 +48,7 @@ fn search_root(
     requested: Option<&str>,
 ) -> Result<(sandbox::ResolvedPath, PathBuf), ToolError> {
     let requested = requested.unwrap_or(".");
-    let resolved = sandbox::resolve(&ctx.workspace_root, &ctx.cwd, requested, Access::Read)?;
+    let resolved = ctx.resolve(requested, Access::Read)?;
     if !resolved.physical.exists() {
         return Err(ToolError::new(format!(
             "path not found: `{requested}`. Use list_dir to see what exists"
@@ -145,7 +145,7 @@ fn glob(args: &GlobArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let shown = relative_display(path, &root);
         if ft.is_symlink() {
             // Report a link only when it leads to a file inside the workspace.
-            match sandbox::resolve(&root, &root, &shown, Access::Read) {
+            match sandbox::resolve_in_roots(&root, &ctx.added_dirs, &root, &shown, Access::Read) {
                 Ok(r) if r.physical.is_file() => {}
                 _ => continue,
             }

@@ -32,7 +32,7 @@ use super::*;
 use crate::command_temp::CommandTemp;
 use crate::process_sweep;
 use crate::redact::StreamRedactor;
-use crate::sandbox::{self, Access};
+use crate::sandbox::Access;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use std::collections::VecDeque;
@@ -459,7 +459,7 @@ fn describe_status(status: &ExitStatus) -> (String, bool) {
 async fn run_command(args: &RunCommandArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
     let requested_ms = checked_timeout(args)?;
     let timeout_ms = requested_ms.min(MAX_TIMEOUT_MS);
-    let cwd = sandbox::resolve(&ctx.workspace_root, &ctx.cwd, ".", Access::Read)?;
+    let cwd = ctx.resolve(".", Access::Read)?;
     if !cwd.physical.is_dir() {
         return Err(ToolError::new(format!(
             "the working directory {} does not exist",

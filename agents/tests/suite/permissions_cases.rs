@@ -57,7 +57,7 @@ fn decide_case(c: &Case) -> Decision {
     let policy = PermissionPolicy {
         mode: c.mode,
         rules,
-        network_off: false,
+        ..PermissionPolicy::default()
     };
     decide_command(&policy, c.command)
 }

@@ -28,7 +28,7 @@ fn policy(mode: PermissionMode, deny: &[&str]) -> PermissionPolicy {
     PermissionPolicy {
         mode,
         rules: RuleSet::parse(&[], &[], deny).unwrap(),
-        network_off: false,
+        ..PermissionPolicy::default()
     }
 }
 

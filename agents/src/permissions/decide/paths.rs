@@ -14,6 +14,14 @@ pub(super) struct Placed {
     pub(super) rel: Option<PathBuf>,
 }
 
+impl Placed {
+    /// True when the path is inside the workspace or one of `added_dirs` (the directories of
+    /// `--add-dir`, canonical).
+    pub(super) fn inside(&self, added_dirs: &[PathBuf]) -> bool {
+        self.rel.is_some() || added_dirs.iter().any(|d| self.abs.starts_with(d))
+    }
+}
+
 /// Resolves a path as written (relative to `cwd`; `~` is the home directory) without touching
 /// the file system.
 pub(super) fn place(path: &str, tilde: bool, cwd: &Path, root: &Path) -> Option<Placed> {

@@ -307,7 +307,7 @@ impl SimpleCheck<'_> {
             if let Some(why) = protection_reason(p.rel.as_deref().unwrap_or(&p.abs)) {
                 return WritePlace::Deny(format!("writes to {}: {why}", p.abs.display()));
             }
-            if p.rel.is_none() && !in_temp_dir(&p.abs) {
+            if !p.inside(&self.ctx.policy.added_dirs) && !in_temp_dir(&p.abs) {
                 return WritePlace::Deny(format!(
                     "writes to {}, which is outside the workspace",
                     p.abs.display()
@@ -343,7 +343,7 @@ impl SimpleCheck<'_> {
             return Outcome::Ask(format!("the rule `{rule}` asks before writing {shown}"));
         }
         if policy.mode == PermissionMode::Bypass
-            || (policy.mode == PermissionMode::AcceptEdits && placed.rel.is_some())
+            || (policy.mode == PermissionMode::AcceptEdits && placed.inside(&policy.added_dirs))
             || edit_rules(&policy.rules.allow, false).is_some()
         {
             return Outcome::Allow;

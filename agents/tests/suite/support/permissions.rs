@@ -17,7 +17,7 @@ pub fn policy(
     PermissionPolicy {
         mode,
         rules: RuleSet::parse(allow, ask, deny).expect("valid rules"),
-        network_off: false,
+        ..PermissionPolicy::default()
     }
 }
 

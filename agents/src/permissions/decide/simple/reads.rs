@@ -186,7 +186,7 @@ impl SimpleCheck<'_> {
         if self.facts.recursive && p.abs.is_dir() && self.read_denies().next().is_some() {
             self.recursive_read(p)?;
         }
-        if p.rel.is_none() && !is_harmless_device(&p.abs) {
+        if !p.inside(&self.ctx.policy.added_dirs) && !is_harmless_device(&p.abs) {
             self.concern(
                 index,
                 ConcernKind::OutsideRead,

@@ -1,4 +1,4 @@
-//! The swarm status table: one row per worker (worker, subtask, state, turn, tokens in/out, tool
+//! The swarm status table: one row per worker (worker, the machine it runs on, subtask, state, turn, tokens in/out, tool
 //! calls, files changed by its file tools or commands, elapsed, what it does now) and a totals line. Rendered live with ratatui in
 //! an inline viewport, or as plain text for `swarm status` and the end of a run.
 
@@ -10,9 +10,13 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::Line;
 use ratatui::widgets::{Cell, Row, Table};
 
+/// Number of columns.
+pub const COLUMNS: usize = 10;
+
 /// Column headers.
-pub const HEADERS: [&str; 9] = [
+pub const HEADERS: [&str; COLUMNS] = [
     "worker",
+    "machine",
     "subtask",
     "state",
     "turn",
@@ -72,9 +76,14 @@ fn files_cell(w: &WorkerRecord, claims: usize) -> String {
 }
 
 /// The cells of one worker row. `claims` is the number of files the worker has claimed.
-pub fn row_cells(w: &WorkerRecord, claims: usize, live_elapsed_ms: Option<u64>) -> [String; 9] {
+pub fn row_cells(
+    w: &WorkerRecord,
+    claims: usize,
+    live_elapsed_ms: Option<u64>,
+) -> [String; COLUMNS] {
     [
         w.id.clone(),
+        machine_cell(w),
         clip(&w.title, 36),
         w.state_label(),
         if w.turns > 0 {
@@ -92,6 +101,16 @@ pub fn row_cells(w: &WorkerRecord, claims: usize, live_elapsed_ms: Option<u64>) 
         format_elapsed(live_elapsed_ms.unwrap_or(w.elapsed_ms)),
         clip(&action_cell(w, chrono::Utc::now()), 60),
     ]
+}
+
+/// Where the worker runs: `local` (this process), the `--name` of the `ahelper worker` machine
+/// running it, or `<name>: machine lost` once that machine's heartbeat expired.
+pub fn machine_cell(w: &WorkerRecord) -> String {
+    match (&w.machine, w.machine_lost) {
+        (None, _) => "local".into(),
+        (Some(name), false) => clip(name, 24),
+        (Some(name), true) => format!("{}: machine lost", clip(name, 24)),
+    }
 }
 
 /// What the worker is doing now (`running \`cargo test\` for 12s`, `waiting for permission:
@@ -147,7 +166,7 @@ fn format_seconds(ms: u64) -> String {
 
 /// The row of the run's verification worktree, when verification is on: its state (`idle`,
 /// `verifying w2's merge candidate`) and the baseline.
-pub fn verify_row_cells(record: &RunRecord) -> Option<[String; 9]> {
+pub fn verify_row_cells(record: &RunRecord) -> Option<[String; COLUMNS]> {
     record.verify_worktree.as_ref()?;
     let state = record
         .verify_activity
@@ -163,6 +182,7 @@ pub fn verify_row_cells(record: &RunRecord) -> Option<[String; 9]> {
     let dash = || "-".to_string();
     Some([
         "verify".into(),
+        "local".into(),
         "verification worktree".into(),
         clip(&state, 22),
         dash(),
@@ -218,10 +238,10 @@ pub fn table_widget<'a>(
 ) -> Table<'a> {
     let header = Row::new(HEADERS.iter().map(|h| Cell::from(*h)))
         .style(Style::default().add_modifier(Modifier::BOLD));
-    let row = |cells: [String; 9], color: Color| {
+    let row = |cells: [String; COLUMNS], color: Color| {
         Row::new(cells.into_iter().enumerate().map(move |(c, text)| {
             let cell = Cell::from(Line::from(for_terminal(&text).into_owned()));
-            if c == 2 {
+            if c == 3 {
                 cell.style(Style::default().fg(color))
             } else {
                 cell
@@ -239,7 +259,8 @@ pub fn table_widget<'a>(
         rows,
         [
             Constraint::Length(6),
-            Constraint::Length(36),
+            Constraint::Length(16),
+            Constraint::Length(28),
             Constraint::Length(22),
             Constraint::Length(4),
             Constraint::Length(13),
@@ -254,7 +275,7 @@ pub fn table_widget<'a>(
 
 /// The table as plain text (for `swarm status` and non-terminal output).
 pub fn render_text(record: &RunRecord, elapsed_ms: u64, price: Option<Price>) -> String {
-    let rows: Vec<[String; 9]> = record
+    let rows: Vec<[String; COLUMNS]> = record
         .workers
         .iter()
         .map(|w| row_cells(w, w.claims, None))
@@ -300,5 +321,19 @@ mod tests {
         assert_eq!(format_tokens(12_345), "12k");
         assert_eq!(format_tokens(1_234), "1.2k");
         assert_eq!(clip("abcdef", 4), "abc…");
+    }
+
+    #[test]
+    fn the_machine_cell_names_the_worker_machine_and_a_lost_one() {
+        let json = serde_json::json!({"id": "w1", "subtask_id": "s1", "title": "t", "branch": "b",
+            "worktree": "/w", "start_commit": null, "status": "running", "turns": 0,
+            "usage": {"input_tokens": 0, "output_tokens": 0}, "tool_calls": 0, "last_action": "", "started_at": null, "elapsed_ms": 0,
+            "report": null});
+        let mut w: WorkerRecord = serde_json::from_value(json).unwrap();
+        assert_eq!(machine_cell(&w), "local");
+        w.machine = Some("build-01".into());
+        assert_eq!(machine_cell(&w), "build-01");
+        w.machine_lost = true;
+        assert_eq!(machine_cell(&w), "build-01: machine lost");
     }
 }

@@ -13,6 +13,7 @@ mod instructions;
 mod key_protection;
 mod mcp;
 mod nats;
+mod nats_features;
 mod opaque_code;
 mod print_mode;
 mod processes;

@@ -293,10 +293,17 @@ impl ConfiguredNats {
             .stderr(log)
             .spawn()
             .expect("nats-server runs");
-        wait_for("nats-server to listen", Duration::from_secs(60), || {
-            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
-        });
-        ConfiguredNats { child, port, dir }
+        let mut server = ConfiguredNats { child, port, dir };
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            let exited = server.child.try_wait().unwrap().is_some();
+            if exited || std::time::Instant::now() > deadline {
+                let log = std::fs::read_to_string(server.dir.path().join("server.log"));
+                panic!("nats-server did not listen:\n{}", log.unwrap_or_default());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        server
     }
 
     fn address(&self) -> String {
@@ -485,5 +492,115 @@ fn tls_with_a_private_ca() {
         stderr.contains(&format!("cannot connect to NATS at {url}")),
         "{stderr}\n{}",
         std::fs::read_to_string(server.dir.path().join("server.log")).unwrap_or_default()
+    );
+}
+
+/// A signed NATS JWT (`ed25519-nkey`) of `claims` for subject `subject`, issued by `issuer`.
+fn jwt(issuer: &nkeys::KeyPair, subject: &str, name: &str, nats: Value) -> String {
+    use base64::Engine;
+    let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let iat = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let claims = json!({
+        "jti": format!("T{iat}{}", &subject[1..12]),
+        "iat": iat,
+        "iss": issuer.public_key(),
+        "name": name,
+        "sub": subject,
+        "nats": nats,
+    });
+    let header = b64.encode(json!({"typ": "JWT", "alg": "ed25519-nkey"}).to_string());
+    let body = b64.encode(claims.to_string());
+    let signed = format!("{header}.{body}");
+    let signature = b64.encode(issuer.sign(signed.as_bytes()).unwrap());
+    format!("{signed}.{signature}")
+}
+
+/// An operator-mode server configuration (operator, a system account and one JetStream-enabled
+/// account preloaded in a memory resolver) and a `.creds` file of a user of that account, written in `dir`.
+fn operator_mode(dir: &Path) -> (String, PathBuf) {
+    let operator = nkeys::KeyPair::new_operator();
+    let account = nkeys::KeyPair::new_account();
+    let user = nkeys::KeyPair::new_user();
+    let operator_jwt = jwt(
+        &operator,
+        &operator.public_key(),
+        "test-operator",
+        json!({"type": "operator", "version": 2}),
+    );
+    let limits = json!({"subs": -1, "data": -1, "payload": -1, "imports": -1, "exports": -1,
+        "wildcards": true, "conn": -1, "leaf": -1, "mem_storage": -1, "disk_storage": -1,
+        "streams": -1, "consumer": -1});
+    let account_jwt = jwt(
+        &operator,
+        &account.public_key(),
+        "test-account",
+        json!({"limits": limits, "default_permissions": {"pub": {}, "sub": {}},
+               "type": "account", "version": 2}),
+    );
+    let user_jwt = jwt(
+        &account,
+        &user.public_key(),
+        "test-user",
+        json!({"pub": {}, "sub": {}, "subs": -1, "data": -1, "payload": -1,
+               "type": "user", "version": 2}),
+    );
+    let creds = dir.join("user.creds");
+    std::fs::write(
+        &creds,
+        format!(
+            "-----BEGIN NATS USER JWT-----\n{user_jwt}\n------END NATS USER JWT------\n\n\
+             -----BEGIN USER NKEY SEED-----\n{}\n------END USER NKEY SEED------\n",
+            user.seed().unwrap()
+        ),
+    )
+    .unwrap();
+    // JetStream needs the server's system account.
+    let system = nkeys::KeyPair::new_account();
+    let system_jwt = jwt(
+        &operator,
+        &system.public_key(),
+        "SYS",
+        json!({"limits": {"subs": -1, "data": -1, "payload": -1, "imports": -1, "exports": -1,
+               "wildcards": true, "conn": -1, "leaf": -1}, "type": "account", "version": 2}),
+    );
+    let config = format!(
+        "operator: \"{operator_jwt}\"\nsystem_account: {sys}\nresolver: MEMORY\n\
+         resolver_preload: {{ {acc}: \"{account_jwt}\", {sys}: \"{system_jwt}\" }}\n",
+        acc = account.public_key(),
+        sys = system.public_key(),
+    );
+    (config, creds)
+}
+
+/// A server in operator mode (JWT authentication): both sides connect with a `.creds` file
+/// (`--nats-creds`, `AHELPER_NATS_CREDS`); without it the connection is refused with a clear
+/// error.
+#[test]
+fn a_creds_file_authenticates_with_a_jwt_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let (config, creds) = operator_mode(dir.path());
+    let server = ConfiguredNats::start(&config, dir);
+    let url = format!("nats://{}", server.address());
+    let creds = creds.to_str().unwrap();
+    one_subtask_over(
+        &["--nats", &url, "--nats-creds", creds],
+        &["--nats", &url],
+        &[("AHELPER_NATS_CREDS", creds)],
+    );
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let model = start(Script::new());
+    let out = ahelper(&repo, &model, Wire::Anthropic)
+        .args(["worker", "--nats", &url, "--name", "w"])
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!("cannot connect to NATS at {url}")),
+        "{stderr}"
     );
 }

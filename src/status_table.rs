@@ -1,4 +1,4 @@
-//! The swarm status table: one row per worker (worker, subtask, state, turn, tokens in/out, tool
+//! The swarm status table: one row per worker (worker, the machine it runs on, subtask, state, turn, tokens in/out, tool
 //! calls, files changed by its file tools or commands, elapsed, what it does now) and a totals line. Rendered live with ratatui in
 //! an inline viewport, or as plain text for `swarm status` and the end of a run.
 
@@ -10,9 +10,13 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::Line;
 use ratatui::widgets::{Cell, Row, Table};
 
+/// Number of columns.
+pub const COLUMNS: usize = 10;
+
 /// Column headers.
-pub const HEADERS: [&str; 9] = [
+pub const HEADERS: [&str; COLUMNS] = [
     "worker",
+    "machine",
     "subtask",
     "state",
     "turn",
@@ -72,9 +76,14 @@ fn files_cell(w: &WorkerRecord, claims: usize) -> String {
 }
 
 /// The cells of one worker row. `claims` is the number of files the worker has claimed.
-pub fn row_cells(w: &WorkerRecord, claims: usize, live_elapsed_ms: Option<u64>) -> [String; 9] {
+pub fn row_cells(
+    w: &WorkerRecord,
+    claims: usize,
+    live_elapsed_ms: Option<u64>,
+) -> [String; COLUMNS] {
     [
         w.id.clone(),
+        machine_cell(w),
         clip(&w.title, 36),
         w.state_label(),
         if w.turns > 0 {
@@ -92,6 +101,16 @@ pub fn row_cells(w: &WorkerRecord, claims: usize, live_elapsed_ms: Option<u64>) 
         format_elapsed(live_elapsed_ms.unwrap_or(w.elapsed_ms)),
         clip(&action_cell(w, chrono::Utc::now()), 60),
     ]
+}
+
+/// Where the worker runs: `local` (this process), the `--name` of the `ahelper worker` machine
+/// running it, or `<name>: machine lost` once that machine's heartbeat expired.
+pub fn machine_cell(w: &WorkerRecord) -> String {
+    match (&w.machine, w.machine_lost) {
+        (None, _) => "local".into(),
+        (Some(name), false) => clip(name, 24),
+        (Some(name), true) => format!("{}: machine lost", clip(name, 24)),
+    }
 }
 
 /// What the worker is doing now (`running \`cargo test\` for 12s`, `waiting for permission:
@@ -147,7 +166,7 @@ fn format_seconds(ms: u64) -> String {
 
 /// The row of the run's verification worktree, when verification is on: its state (`idle`,
 /// `verifying w2's merge candidate`) and the baseline.
-pub fn verify_row_cells(record: &RunRecord) -> Option<[String; 9]> {
+pub fn verify_row_cells(record: &RunRecord) -> Option<[String; COLUMNS]> {
     record.verify_worktree.as_ref()?;
     let state = record
         .verify_activity
@@ -163,6 +182,7 @@ pub fn verify_row_cells(record: &RunRecord) -> Option<[String; 9]> {
     let dash = || "-".to_string();
     Some([
         "verify".into(),
+        "local".into(),
         "verification worktree".into(),
         clip(&state, 22),
         dash(),
@@ -211,12 +231,12 @@ fn status_color(status: WorkerStatus) -> Color {
 }
 
 /// Columns the table drops, in this order, when the terminal is too narrow for all of them:
-/// tools, turn, files, tokens in/out, elapsed (indices into [`HEADERS`]). Worker, subtask,
-/// state and last action always stay.
-const DROP_ORDER: [usize; 5] = [5, 3, 6, 4, 7];
+/// tools, turn, machine, files, tokens in/out, elapsed (indices into [`HEADERS`]). Worker,
+/// subtask, state and last action always stay.
+const DROP_ORDER: [usize; 6] = [6, 4, 1, 7, 5, 8];
 
-/// Widths of the columns other than subtask (1) and last action (8), in characters.
-const FIXED_WIDTHS: [usize; 9] = [6, 0, 22, 4, 13, 5, 6, 8, 0];
+/// Widths of the columns other than subtask (2) and last action (9), in characters.
+const FIXED_WIDTHS: [usize; COLUMNS] = [6, 22, 0, 22, 4, 13, 5, 6, 8, 0];
 
 /// Narrowest subtask and last-action columns before another column is dropped.
 const MIN_SUBTASK: usize = 12;
@@ -246,8 +266,8 @@ pub fn fit_columns(width: usize, gap: usize) -> Vec<(usize, usize)> {
         .into_iter()
         .map(|c| {
             let w = match c {
-                1 => subtask,
-                8 => action,
+                2 => subtask,
+                9 => action,
                 _ => FIXED_WIDTHS[c],
             };
             (c, w)
@@ -270,11 +290,11 @@ pub fn table_widget<'a>(
             .map(|&(c, w)| Cell::from(clip(HEADERS[c], w))),
     )
     .style(Style::default().add_modifier(Modifier::BOLD));
-    let row = |cells: [String; 9], color: Color| {
+    let row = |cells: [String; COLUMNS], color: Color| {
         Row::new(columns.iter().map(move |&(c, w)| {
             let text = clip(&for_terminal(&cells[c]), w);
             let cell = Cell::from(Line::from(text));
-            if c == 2 {
+            if c == 3 {
                 cell.style(Style::default().fg(color))
             } else {
                 cell
@@ -305,7 +325,7 @@ pub fn render_text(
     price: Option<Price>,
     max_width: Option<usize>,
 ) -> String {
-    let rows: Vec<[String; 9]> = record
+    let rows: Vec<[String; COLUMNS]> = record
         .workers
         .iter()
         .map(|w| row_cells(w, w.claims, None))
@@ -369,14 +389,28 @@ mod tests {
                     columns.iter().map(|c| c.1).sum::<usize>() + gap * (columns.len() - 1);
                 assert!(total <= width.max(40), "{width}/{gap}: {columns:?}");
                 let shown: Vec<usize> = columns.iter().map(|c| c.0).collect();
-                for always in [0, 1, 2, 8] {
+                for always in [0, 2, 3, 9] {
                     assert!(shown.contains(&always), "{width}: {shown:?}");
                 }
             }
         }
         let all: Vec<usize> = fit_columns(140, 1).iter().map(|c| c.0).collect();
-        assert_eq!(all, (0..9).collect::<Vec<_>>());
+        assert_eq!(all, (0..COLUMNS).collect::<Vec<_>>());
         let at_80: Vec<usize> = fit_columns(80, 1).iter().map(|c| c.0).collect();
-        assert_eq!(at_80, [0, 1, 2, 7, 8]);
+        assert_eq!(at_80, [0, 2, 3, 8, 9]);
+    }
+
+    #[test]
+    fn the_machine_cell_names_the_worker_machine_and_a_lost_one() {
+        let json = serde_json::json!({"id": "w1", "subtask_id": "s1", "title": "t", "branch": "b",
+            "worktree": "/w", "start_commit": null, "status": "running", "turns": 0,
+            "usage": {"input_tokens": 0, "output_tokens": 0}, "tool_calls": 0, "last_action": "", "started_at": null, "elapsed_ms": 0,
+            "report": null});
+        let mut w: WorkerRecord = serde_json::from_value(json).unwrap();
+        assert_eq!(machine_cell(&w), "local");
+        w.machine = Some("build-01".into());
+        assert_eq!(machine_cell(&w), "build-01");
+        w.machine_lost = true;
+        assert_eq!(machine_cell(&w), "build-01: machine lost");
     }
 }

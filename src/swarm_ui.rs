@@ -682,8 +682,9 @@ mod tests {
             "waiting for permission: run_command make test"
         );
         let cells = status_table::row_cells(w1, 0, None);
-        assert_eq!(cells[2], "waiting for permission");
-        assert!(cells[8].starts_with("waiting for permission"), "{cells:?}");
+        assert_eq!(cells[1], "local");
+        assert_eq!(cells[3], "waiting for permission");
+        assert!(cells[9].starts_with("waiting for permission"), "{cells:?}");
     }
 
     #[test]

@@ -91,7 +91,7 @@ async fn work(nats: NatsOptions, options: HostOptions, model: HostModel) -> i32 
     eprintln!(
         "ahelper worker {}: pulling subtasks from {} ({} at once, work dir {})",
         options.name,
-        nats.url,
+        ahelper_agents::swarm::remote::connect::redacted(&nats.url),
         options.concurrency,
         options.work_dir.display()
     );

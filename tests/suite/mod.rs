@@ -16,6 +16,7 @@ mod key_protection;
 mod mcp;
 mod narrow_terminal;
 mod nats;
+mod nats_features;
 mod opaque_code;
 mod print_mode;
 mod processes;

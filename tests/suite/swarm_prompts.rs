@@ -157,7 +157,7 @@ fn the_live_table_shows_the_running_command_and_how_workers_ended() {
         .unwrap()
         .split_whitespace()
         .collect();
-    assert_eq!((row[7], row[8]), ("2", "3"), "tools 2, files 3: {row:?}");
+    assert_eq!((row[8], row[9]), ("2", "3"), "tools 2, files 3: {row:?}");
     let screen = tmux.wait_for("Integration branch:");
     let row = screen.lines().rev().find(|l| l.starts_with("w1 ")).unwrap();
     assert!(row.contains("merged as "), "{screen}");

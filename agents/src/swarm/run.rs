@@ -725,7 +725,9 @@ pub struct RemoteRunParts {
 impl RunContext {
     /// The context of one remote subtask: this machine's `[agent]`, `[swarm]` worker limits,
     /// permission rules, sandbox and redaction; permission prompts are denied at once (no
-    /// terminal); no verification (the coordinator verifies every merge); events stay local.
+    /// terminal) — the caller replaces `prompter` when the coordinator answers them
+    /// ([`super::remote::ask`]); no verification (the coordinator verifies every merge); events
+    /// stay local.
     pub fn for_remote_worker(
         parts: RemoteRunParts,
         config: &Config,

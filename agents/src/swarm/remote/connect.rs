@@ -38,7 +38,7 @@ pub struct NatsOptions {
 /// Connecting or setting up JetStream failed.
 #[derive(Debug, thiserror::Error)]
 pub enum NatsError {
-    /// The server could not be reached or refused the credentials.
+    /// The server could not be reached or refused the credentials (`url` without passwords).
     #[error(
         "cannot connect to NATS at {url}: {message}; check that nats-server runs there with JetStream (`nats-server -js`) and the credentials"
     )]
@@ -105,9 +105,16 @@ pub async fn connect(options: &NatsOptions) -> Result<Nats, NatsError> {
                 source,
             })?;
     }
-    if let Some((user, password)) = &options.user_password {
-        connect = connect.user_and_password(user.clone(), password.clone());
+    match (&options.user_password, &url_credentials(&options.url)) {
+        (Some((user, password)), _) | (None, Some(UrlAuth::UserPassword(user, password))) => {
+            connect = connect.user_and_password(user.clone(), password.clone());
+        }
+        (None, Some(UrlAuth::Token(token))) => connect = connect.token(token.clone()),
+        (None, None) => {}
     }
+    // Both of rustls' crypto providers are linked in (reqwest's and async-nats'), so the
+    // process-wide default must be chosen before a `tls://` connection; a second call is a no-op.
+    let _ = async_nats::rustls::crypto::ring::default_provider().install_default();
     if let Some(ca) = &options.ca_file {
         connect = connect.add_root_certificates(ca.clone());
     }
@@ -115,11 +122,51 @@ pub async fn connect(options: &NatsOptions) -> Result<Nats, NatsError> {
         .connect(options.url.as_str())
         .await
         .map_err(|e| NatsError::Connect {
-            url: options.url.clone(),
+            url: redacted(&options.url),
             message: e.to_string(),
         })?;
     let js = jetstream::new(client.clone());
     Ok(Nats { client, js })
+}
+
+/// Credentials written in a server URL (`nats://user:password@host`, `nats://token@host`).
+enum UrlAuth {
+    UserPassword(String, String),
+    Token(String),
+}
+
+/// The credentials of the first of the comma-separated `url`s that has some; the client does
+/// not read them from the URL itself.
+fn url_credentials(url: &str) -> Option<UrlAuth> {
+    url.split(',').find_map(|one| {
+        let addr: async_nats::ServerAddr = one.trim().parse().ok()?;
+        let user = addr.username()?.to_string();
+        Some(match addr.password() {
+            Some(password) => UrlAuth::UserPassword(user, password.to_string()),
+            None => UrlAuth::Token(user),
+        })
+    })
+}
+
+/// `url` (comma-separated server URLs) with each password replaced by `***`
+/// (`nats://user:***@host:4222`), for messages and logs.
+pub fn redacted(url: &str) -> String {
+    url.split(',')
+        .map(|one| {
+            let Some((scheme, rest)) = one.split_once("://") else {
+                return one.to_string();
+            };
+            let authority_end = rest.find('/').unwrap_or(rest.len());
+            let Some(at) = rest[..authority_end].rfind('@') else {
+                return one.to_string();
+            };
+            match rest[..at].split_once(':') {
+                Some((user, _)) => format!("{scheme}://{user}:***{}", &rest[at..]),
+                None => one.to_string(),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 impl Nats {
@@ -233,5 +280,20 @@ impl Nats {
             .await
             .map_err(|e| NatsError::js("publishing (acknowledgement)", e))?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redacted;
+
+    #[test]
+    fn passwords_in_urls_are_redacted() {
+        assert_eq!(
+            redacted("nats://u:pw@h:4222,tls://v:p@w@k:1/x"),
+            "nats://u:***@h:4222,tls://v:***@k:1/x"
+        );
+        assert_eq!(redacted("nats://token@h:4222"), "nats://token@h:4222");
+        assert_eq!(redacted("nats://h:4222"), "nats://h:4222");
     }
 }

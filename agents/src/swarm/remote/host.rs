@@ -364,12 +364,12 @@ impl Subtask {
             cancel: self.cancel.clone(),
         };
         let model = &self.host.model;
-        let run = Arc::new(RunContext::for_remote_worker(
-            parts,
-            &model.config,
-            model.client.clone(),
-            &model.model,
-        ));
+        let mut run =
+            RunContext::for_remote_worker(parts, &model.config, model.client.clone(), &model.model);
+        if self.msg.ask_coordinator {
+            run.prompter = Arc::new(self.remote_prompter());
+        }
+        let run = Arc::new(run);
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let tail = TranscriptTail::new(spec.transcript.clone());
         let worker =
@@ -389,6 +389,16 @@ impl Subtask {
         }
         self.send_transcript(&mut tail).await;
         done
+    }
+
+    /// Asks the coordinator this subtask's permission questions ([`super::ask`]).
+    fn remote_prompter(&self) -> super::ask::RemotePrompter {
+        super::ask::RemotePrompter {
+            client: self.host.nats.client.clone(),
+            run_id: self.msg.run_id.clone(),
+            worker_id: self.msg.worker_id.clone(),
+            machine: self.host.options.name.clone(),
+        }
     }
 
     /// New transcript lines, in batches of at most [`TRANSCRIPT_BATCH_BYTES`] (one longer line

@@ -3,10 +3,12 @@
 //! on any number of machines pull them. `docs/distributed.md` describes the set-up.
 //!
 //! - [`wire`]: the versioned messages and their validation;
+//! - [`ask`]: remote workers' permission questions, answered on the coordinator;
 //! - [`connect`]: the connection and the JetStream objects (streams, consumer, heartbeat KV);
 //! - [`slots`]: [`NatsSlots`], the coordinator's [`super::slots::WorkerSlots`] for remote workers;
 //! - [`host`]: [`host::serve`], the `ahelper worker` loop.
 
+pub mod ask;
 pub mod connect;
 pub mod host;
 pub mod slots;

@@ -76,6 +76,8 @@ pub struct NatsSlots {
     run_id: String,
     shared: Arc<Mutex<Shared>>,
     listener: tokio::sync::OnceCell<()>,
+    /// The workers' permission questions ([`super::ask`]).
+    questions: Arc<super::ask::Questions>,
 }
 
 impl NatsSlots {
@@ -115,6 +117,7 @@ impl NatsSlots {
             run_id: run_id.to_string(),
             shared: Arc::default(),
             listener: tokio::sync::OnceCell::new(),
+            questions: Arc::default(),
         })
     }
 
@@ -135,8 +138,27 @@ impl NatsSlots {
                     coordinator: coordinator.clone(),
                 };
                 tokio::spawn(listener.run());
+                tokio::spawn(self.question_server(coordinator, run).run());
             })
             .await;
+    }
+}
+
+impl NatsSlots {
+    /// The server answering the run's remote permission questions with its prompter.
+    fn question_server(
+        &self,
+        coordinator: &ActorRef<CoordinatorActor>,
+        run: &Arc<RunContext>,
+    ) -> super::ask::QuestionServer {
+        super::ask::QuestionServer {
+            client: self.nats.client.clone(),
+            run_id: run.run_id.clone(),
+            prompter: run.prompter.clone(),
+            policy: run.policy.clone(),
+            questions: self.questions.clone(),
+            coordinator: coordinator.clone(),
+        }
     }
 }
 
@@ -162,6 +184,8 @@ impl WorkerSlots for NatsSlots {
                 },
             );
         }
+        let label = format!("{} · {}", spec.id, spec.subtask.title);
+        self.questions.expect(&spec.id, label);
         let message = SubtaskMessage {
             version: WIRE_VERSION,
             run_id: self.run_id.clone(),
@@ -171,6 +195,7 @@ impl WorkerSlots for NatsSlots {
             subtask: spec.subtask.clone(),
             task: run.task.clone(),
             role: spec.role.clone(),
+            ask_coordinator: run.prompter.is_interactive(),
         };
         let dispatch = Dispatch {
             nats: self.nats.clone(),

@@ -71,6 +71,10 @@ pub struct SubtaskMessage {
     pub task: String,
     /// The run's worker role (tools, turn cap, instructions).
     pub role: RoleDefinition,
+    /// The coordinator answers permission questions (it has a terminal): the worker asks it
+    /// ([`super::ask`]) instead of denying at once. Absent in older messages: `false`.
+    #[serde(default)]
+    pub ask_coordinator: bool,
 }
 
 /// What a remote worker tells the coordinator.
@@ -305,6 +309,7 @@ mod tests {
                 max_turns: None,
                 instructions: String::new(),
             },
+            ask_coordinator: true,
         }
     }
 

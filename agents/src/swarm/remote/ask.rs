@@ -1,0 +1,350 @@
+//! Permission questions of remote workers, answered on the coordinator's terminal.
+//!
+//! When the coordinator can ask its user (the live view), each subtask message says so
+//! ([`super::wire::SubtaskMessage::ask_coordinator`]) and the worker machine's permission gate
+//! asks through a [`RemotePrompter`]: the question becomes a NATS request on
+//! `ahelper.ask.<run>.<worker>` ([`ask_subject`]), the coordinator's [`QuestionServer`] shows it
+//! through the run's own prompter — exactly as a local worker's question, labelled
+//! `<worker> · <subtask title>` from the coordinator's own record, never from the message — and
+//! replies with the answer. `a` (always) and `d` (never) answers are stored on the coordinator
+//! (the run's policy, and the rule text, so that a later question of any machine that would add
+//! the same rule is answered without being shown) and on the asking machine (its gate remembers
+//! the rule for that subtask).
+//!
+//! When the coordinator has no terminal, the flag is off and the worker's gate denies at once,
+//! as for a local worker of such a run; the refusal is reported as a worker event.
+//!
+//! Messages: [`AskMessage`] (the request) and [`AnswerMessage`] (the reply), JSON, carrying
+//! [`WIRE_VERSION`]; a request that does not validate, or names a worker the coordinator did
+//! not start, is answered "no".
+
+use super::super::coordinator::CoordinatorActor;
+use super::wire::{WIRE_VERSION, WireError, check_machine, check_run_id, check_worker_id};
+use crate::config::RuleList;
+use crate::permissions::{
+    PermissionPolicy, PermissionRule, PromptAnswer, PromptRequest, Prompter, SettledCheck,
+};
+use futures::StreamExt;
+use kameo::prelude::*;
+use serde::{Deserialize, Serialize};
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, RwLock};
+
+/// The subject of worker `worker`'s permission questions in run `run`.
+pub fn ask_subject(run: &str, worker: &str) -> String {
+    format!("ahelper.ask.{run}.{worker}")
+}
+
+/// A remote worker's permission question (the body of a NATS request).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AskMessage {
+    /// [`WIRE_VERSION`].
+    pub version: u32,
+    /// Run id (a UUID).
+    pub run_id: String,
+    /// Worker id (`w1`, …).
+    pub worker_id: String,
+    /// The machine asking (`--name`).
+    pub machine: String,
+    /// The question as its gate built it (its `requester` is replaced by the coordinator).
+    pub request: PromptRequest,
+}
+
+/// The coordinator's reply to an [`AskMessage`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AnswerMessage {
+    /// [`WIRE_VERSION`].
+    pub version: u32,
+    /// The user's answer.
+    pub answer: PromptAnswer,
+}
+
+impl AskMessage {
+    /// Parses and validates a question that arrived on `subject`.
+    ///
+    /// # Errors
+    /// [`WireError`]: malformed JSON, another version, a bad id or machine name, a subject
+    /// that disagrees.
+    pub fn parse(subject: &str, payload: &[u8]) -> Result<Self, WireError> {
+        let msg: AskMessage =
+            serde_json::from_slice(payload).map_err(|e| WireError::Malformed(e.to_string()))?;
+        if msg.version != WIRE_VERSION {
+            return Err(WireError::Version { found: msg.version });
+        }
+        check_run_id(&msg.run_id)?;
+        check_worker_id(&msg.worker_id)?;
+        check_machine(&msg.machine)?;
+        if subject != ask_subject(&msg.run_id, &msg.worker_id) {
+            return Err(WireError::SubjectMismatch {
+                subject: crate::text::clip(subject, 120).0.to_string(),
+                run_id: msg.run_id,
+                worker_id: msg.worker_id,
+            });
+        }
+        Ok(msg)
+    }
+}
+
+/// The worker machine's prompter when the coordinator can answer: each question is a request to
+/// the coordinator, waiting as long as the user takes. A question that cannot be delivered (no
+/// coordinator listening, a lost connection) or a reply that does not parse is a "no".
+pub struct RemotePrompter {
+    /// The connection.
+    pub client: async_nats::Client,
+    /// Run id.
+    pub run_id: String,
+    /// Worker id.
+    pub worker_id: String,
+    /// This machine's name.
+    pub machine: String,
+}
+
+#[async_trait::async_trait]
+impl Prompter for RemotePrompter {
+    async fn ask(&self, request: &PromptRequest) -> PromptAnswer {
+        let message = AskMessage {
+            version: WIRE_VERSION,
+            run_id: self.run_id.clone(),
+            worker_id: self.worker_id.clone(),
+            machine: self.machine.clone(),
+            request: request.clone(),
+        };
+        let payload = serde_json::to_vec(&message).unwrap_or_default();
+        let subject = ask_subject(&self.run_id, &self.worker_id);
+        let sent = self
+            .client
+            .send_request(
+                subject,
+                async_nats::Request::new()
+                    .payload(payload.into())
+                    .timeout(None),
+            )
+            .await;
+        let reply = match sent {
+            Ok(reply) => reply,
+            Err(error) => {
+                tracing::warn!(%error, "asking the coordinator failed; the call is refused");
+                return PromptAnswer::Deny;
+            }
+        };
+        match serde_json::from_slice::<AnswerMessage>(&reply.payload) {
+            Ok(a) if a.version == WIRE_VERSION => a.answer,
+            _ => {
+                tracing::warn!("the coordinator's answer did not parse; the call is refused");
+                PromptAnswer::Deny
+            }
+        }
+    }
+
+    fn is_interactive(&self) -> bool {
+        true
+    }
+}
+
+/// What the coordinator knows about remote questions: the label of each worker it started and
+/// the rules its user answered `a` or `d` for.
+#[derive(Default)]
+pub struct Questions {
+    labels: Mutex<HashMap<String, String>>,
+    always: Mutex<HashSet<String>>,
+    never: Mutex<HashSet<String>>,
+}
+
+impl Questions {
+    /// Worker `worker` was started: its questions are shown labelled `label`.
+    pub fn expect(&self, worker: &str, label: String) {
+        if let Ok(mut labels) = self.labels.lock() {
+            labels.insert(worker.to_string(), label);
+        }
+    }
+
+    fn label(&self, worker: &str) -> Option<String> {
+        self.labels.lock().ok()?.get(worker).cloned()
+    }
+
+    /// The answer a stored `a`/`d` gives to a question that would add `rule`.
+    fn stored(&self, rule: &str) -> Option<PromptAnswer> {
+        let has = |set: &Mutex<HashSet<String>>| set.lock().is_ok_and(|s| s.contains(rule));
+        if has(&self.never) {
+            Some(PromptAnswer::DenyAlways)
+        } else if has(&self.always) {
+            Some(PromptAnswer::AllowAlways)
+        } else {
+            None
+        }
+    }
+
+    fn store(&self, rule: &str, list: RuleList) {
+        let set = match list {
+            RuleList::Allow => &self.always,
+            RuleList::Deny => &self.never,
+        };
+        if let Ok(mut set) = set.lock() {
+            set.insert(rule.to_string());
+        }
+    }
+}
+
+/// Answers the run's remote permission questions with the coordinator's prompter until the
+/// coordinator stops.
+pub struct QuestionServer {
+    /// The connection.
+    pub client: async_nats::Client,
+    /// Run id.
+    pub run_id: String,
+    /// The run's prompter (the live view's question queue).
+    pub prompter: Arc<dyn Prompter>,
+    /// The run's policy: `a`/`d` answers add their rule here.
+    pub policy: Arc<RwLock<PermissionPolicy>>,
+    /// Labels and stored answers.
+    pub questions: Arc<Questions>,
+    /// The coordinator; the server stops when it has stopped.
+    pub coordinator: ActorRef<CoordinatorActor>,
+}
+
+impl QuestionServer {
+    /// Serves questions (each in its own task: the prompter queues them) until the coordinator
+    /// has stopped; retries the subscription when it fails.
+    pub async fn run(self) {
+        let this = Arc::new(self);
+        let subject = format!("ahelper.ask.{}.*", this.run_id);
+        while this.coordinator.is_alive() {
+            let mut questions = match this.client.subscribe(subject.clone()).await {
+                Ok(s) => s,
+                Err(error) => {
+                    tracing::warn!(%error, "subscribing to worker questions failed; retrying");
+                    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                    continue;
+                }
+            };
+            let mut tick = tokio::time::interval(std::time::Duration::from_millis(500));
+            loop {
+                tokio::select! {
+                    next = questions.next() => match next {
+                        Some(message) => { tokio::spawn(this.clone().answer(message)); }
+                        None => break,
+                    },
+                    _ = tick.tick() => if !this.coordinator.is_alive() { return; },
+                }
+            }
+        }
+    }
+
+    /// One question: validated, shown (unless a stored answer settles it), answered.
+    async fn answer(self: Arc<Self>, message: async_nats::Message) {
+        let Some(reply) = message.reply.clone() else {
+            return;
+        };
+        let answer = self.decide(&message.subject, &message.payload).await;
+        let body = AnswerMessage {
+            version: WIRE_VERSION,
+            answer,
+        };
+        let payload = serde_json::to_vec(&body).unwrap_or_default();
+        if let Err(error) = self.client.publish(reply, payload.into()).await {
+            tracing::warn!(%error, "sending a permission answer failed");
+        }
+    }
+
+    async fn decide(&self, subject: &str, payload: &[u8]) -> PromptAnswer {
+        let ask = match AskMessage::parse(subject, payload) {
+            Ok(ask) if ask.run_id == self.run_id => ask,
+            Ok(_) => return PromptAnswer::Deny,
+            Err(error) => {
+                tracing::warn!(%subject, %error, "refused a permission question");
+                return PromptAnswer::Deny;
+            }
+        };
+        let Some(label) = self.questions.label(&ask.worker_id) else {
+            tracing::warn!(worker = %ask.worker_id, "question of a worker this run did not start refused");
+            return PromptAnswer::Deny;
+        };
+        let mut request = ask.request;
+        request.requester = Some(label);
+        let rule = request.suggested_rule.clone();
+        if let Some(stored) = self.questions.stored(&rule) {
+            return stored;
+        }
+        let questions = self.questions.clone();
+        let pending_rule = rule.clone();
+        let settled: SettledCheck =
+            Arc::new(move || questions.stored(&pending_rule) == Some(PromptAnswer::AllowAlways));
+        let answer = self.prompter.ask_unless_settled(&request, settled).await;
+        match answer {
+            PromptAnswer::AllowAlways => self.remember(&rule, RuleList::Allow),
+            PromptAnswer::DenyAlways => self.remember(&rule, RuleList::Deny),
+            PromptAnswer::AllowOnce | PromptAnswer::Deny => {}
+        }
+        answer
+    }
+
+    /// Stores an `a`/`d` answer: in the run's policy (when the rule parses) and by its text.
+    fn remember(&self, rule: &str, list: RuleList) {
+        self.questions.store(rule, list);
+        let Ok(parsed) = PermissionRule::parse(rule) else {
+            return;
+        };
+        let mut policy = self.policy.write().unwrap_or_else(|e| e.into_inner());
+        match list {
+            RuleList::Allow => policy.rules.allow.push(parsed),
+            RuleList::Deny => policy.rules.deny.push(parsed),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const RUN: &str = "0190f2a4-6b1c-7cc3-a3f1-2b7d5e9c1a20";
+
+    fn ask(worker: &str) -> AskMessage {
+        AskMessage {
+            version: WIRE_VERSION,
+            run_id: RUN.into(),
+            worker_id: worker.into(),
+            machine: "m1".into(),
+            request: PromptRequest {
+                requester: Some("w9 · forged label".into()),
+                tool: "run_command".into(),
+                subject: Some("make".into()),
+                input: serde_json::json!({"command": "make"}),
+                reason: "not allowed by a rule".into(),
+                suggested_rule: "run_command(make)".into(),
+            },
+        }
+    }
+
+    #[test]
+    fn a_question_on_another_workers_subject_or_version_is_refused() {
+        let payload = serde_json::to_vec(&ask("w1")).unwrap();
+        assert!(AskMessage::parse(&ask_subject(RUN, "w1"), &payload).is_ok());
+        assert!(matches!(
+            AskMessage::parse(&ask_subject(RUN, "w2"), &payload),
+            Err(WireError::SubjectMismatch { .. })
+        ));
+        let mut newer = ask("w1");
+        newer.version += 1;
+        let payload = serde_json::to_vec(&newer).unwrap();
+        assert!(matches!(
+            AskMessage::parse(&ask_subject(RUN, "w1"), &payload),
+            Err(WireError::Version { .. })
+        ));
+    }
+
+    #[test]
+    fn stored_answers_settle_later_questions_of_the_same_rule() {
+        let questions = Questions::default();
+        assert_eq!(questions.stored("run_command(make)"), None);
+        questions.store("run_command(make)", RuleList::Allow);
+        questions.store("run_command(rm:*)", RuleList::Deny);
+        assert_eq!(
+            questions.stored("run_command(make)"),
+            Some(PromptAnswer::AllowAlways)
+        );
+        assert_eq!(
+            questions.stored("run_command(rm:*)"),
+            Some(PromptAnswer::DenyAlways)
+        );
+    }
+}

@@ -353,7 +353,12 @@ impl Listener {
             }
         };
         let Some(index) = self.index_of(&event.worker_id) else {
-            tracing::info!(worker = %event.worker_id, "event of a worker that is not running ignored");
+            tracing::info!(
+                worker = %event.worker_id,
+                machine = %event.machine,
+                kind = event_kind(&event.body),
+                "event of a worker that is not running ignored (a duplicate delivery or an earlier attempt)"
+            );
             return;
         };
         self.note_machine(index, &event.worker_id, &event.machine)
@@ -563,6 +568,17 @@ fn with_index(progress: Progress, i: usize) -> Option<Progress> {
             fix_round,
         },
     })
+}
+
+/// The `kind` of an event as it is on the wire, for logs.
+fn event_kind(body: &EventBody) -> &'static str {
+    match body {
+        EventBody::Accepted => "accepted",
+        EventBody::Progress { .. } => "progress",
+        EventBody::Transcript { .. } => "transcript",
+        EventBody::Done { .. } => "done",
+        EventBody::Released => "released",
+    }
 }
 
 fn append_lines(path: &Path, lines: &[&String]) -> std::io::Result<()> {

@@ -606,3 +606,125 @@ fn forged_subtasks_and_events_are_refused_and_the_run_goes_on() {
         .count();
     assert_eq!(runs, 0, "a request matched no subtask of the plan");
 }
+
+/// The refs of run `run_id` on the bare remote next to `repo`.
+fn remote_refs_of(repo: &TestRepo, run_id: &str) -> Vec<String> {
+    let remote = repo.root().join("remote.git");
+    repo.git(&["ls-remote", remote.to_str().unwrap()])
+        .lines()
+        .filter_map(|l| l.split_once('\t').map(|(_, name)| name.to_string()))
+        .filter(|name| name.contains(run_id))
+        .collect()
+}
+
+/// The coordinator killed with SIGKILL while all four subtasks are in their slow second turn
+/// on a worker machine: `swarm resume RUN` (no `--nats`: the run recorded its server)
+/// re-attaches to the subtasks still in flight — it publishes none again — and to the run's
+/// consumer, and merges all four. The finished run leaves no consumer behind; `swarm clean`
+/// then deletes its refs and pushed branches on the shared remote.
+#[test]
+fn swarm_resume_reattaches_after_the_coordinator_is_killed_and_clean_removes_the_remote_refs() {
+    let nats = NatsServer::start();
+    let repo = repo_with_remote();
+    let server = start(four_slow_subtasks(30_000));
+    let client = NatsClient::connect(&nats.url());
+    client.capture("ahelper.work.>");
+    let m1 = WorkerProcess::start(&nats.url(), "m1", &server.base_url(), 4);
+    let mut run = coordinator(&repo, &server, &nats.url());
+    wait_for_second_turn_of_all_four(&server);
+    run.0.kill().unwrap();
+    run.0.wait().unwrap();
+    let record = last_run(&repo);
+    let run_id = record["run_id"].as_str().unwrap().to_string();
+    assert_eq!(record["remote"]["nats_url"], nats.url(), "{record:#}");
+    let out = ahelper(&repo, &server, Wire::Anthropic)
+        .args(["swarm", "resume", &run_id])
+        .timeout(Duration::from_secs(400))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "{}\n{stderr}\nm1:\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        m1.log()
+    );
+    assert!(stderr.contains("Re-attaching"), "{stderr}");
+    let record = assert_all_four_merged(&repo);
+    for i in 0..4 {
+        assert_eq!(record["workers"][i]["machine"], "m1", "{record:#}");
+        let subject = format!("ahelper.work.{run_id}.w{}", i + 1);
+        assert_eq!(
+            client.captured(&subject).len(),
+            1,
+            "w{} was published again instead of re-attached",
+            i + 1
+        );
+    }
+    assert!(
+        client.consumers("AHELPER_EVENTS").is_empty(),
+        "{:?}",
+        client.consumers("AHELPER_EVENTS")
+    );
+    let refs = remote_refs_of(&repo, &run_id);
+    assert!(
+        refs.iter()
+            .any(|r| r == &format!("refs/ahelper/{run_id}/base")),
+        "{refs:?}"
+    );
+    assert!(
+        refs.iter()
+            .any(|r| r == &format!("refs/heads/ahelper/{run_id}/w1")),
+        "{refs:?}"
+    );
+    let out = ahelper(&repo, &server, Wire::Anthropic)
+        .args(["swarm", "clean", &run_id])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(remote_refs_of(&repo, &run_id), Vec::<String>::new());
+}
+
+/// `swarm clean` of a run whose coordinator and worker machine were both killed mid-run:
+/// its durable consumer, its subtasks still in the work queue and its refs on the shared
+/// remote are removed.
+#[test]
+fn swarm_clean_removes_a_killed_runs_consumer_queued_subtasks_and_remote_refs() {
+    let nats = NatsServer::start();
+    let repo = repo_with_remote();
+    let server = start(four_slow_subtasks(60_000));
+    let client = NatsClient::connect(&nats.url());
+    let mut m1 = WorkerProcess::start(&nats.url(), "m1", &server.base_url(), 4);
+    let mut run = coordinator(&repo, &server, &nats.url());
+    wait_for_second_turn_of_all_four(&server);
+    run.0.kill().unwrap();
+    run.0.wait().unwrap();
+    m1.signal("KILL");
+    assert_eq!(m1.wait_exit(Duration::from_secs(30)), None);
+    let run_id = last_run(&repo)["run_id"].as_str().unwrap().to_string();
+    let consumer = format!("coordinator-{run_id}");
+    assert_eq!(client.consumers("AHELPER_EVENTS"), vec![consumer]);
+    let queued = format!("ahelper.work.{run_id}.w1");
+    assert!(client.last_message("AHELPER_WORK", &queued).is_some());
+    assert!(!remote_refs_of(&repo, &run_id).is_empty());
+    let out = ahelper(&repo, &server, Wire::Anthropic)
+        .args(["swarm", "clean", &run_id, "--force"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("deleted its consumer"), "{stdout}");
+    assert!(stdout.contains("4 queued subtask(s) removed"), "{stdout}");
+    assert!(client.consumers("AHELPER_EVENTS").is_empty());
+    assert!(client.last_message("AHELPER_WORK", &queued).is_none());
+    assert_eq!(remote_refs_of(&repo, &run_id), Vec::<String>::new());
+}

@@ -307,24 +307,6 @@ impl NatsClient {
         })
     }
 
-    /// Every message on `subject` in `stream`, oldest first.
-    pub fn messages(&self, stream: &str, subject: &str) -> Vec<Vec<u8>> {
-        self.rt.block_on(async {
-            let Ok(stream) = self.nats.js.get_stream(stream).await else {
-                return Vec::new();
-            };
-            let mut out = Vec::new();
-            let mut sequence = 1;
-            while let Ok(message) = stream.get_raw_message(sequence).await {
-                if message.subject.as_str() == subject {
-                    out.push(message.payload.to_vec());
-                }
-                sequence += 1;
-            }
-            out
-        })
-    }
-
     /// The names of the consumers of `stream`.
     pub fn consumers(&self, stream: &str) -> Vec<String> {
         self.rt.block_on(async {

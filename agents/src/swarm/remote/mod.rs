@@ -5,10 +5,12 @@
 //! - [`wire`]: the versioned messages and their validation;
 //! - [`connect`]: the connection and the JetStream objects (streams, consumer, heartbeat KV);
 //! - [`slots`]: [`NatsSlots`], the coordinator's [`super::slots::WorkerSlots`] for remote workers;
-//! - [`host`]: [`host::serve`], the `ahelper worker` loop.
+//! - [`host`]: [`host::serve`], the `ahelper worker` loop;
+//! - [`lifecycle`]: re-attaching on resume, releasing a finished run, `swarm clean`.
 
 pub mod connect;
 pub mod host;
+pub mod lifecycle;
 pub mod slots;
 pub mod wire;
 

@@ -7,6 +7,7 @@
 //! worker id that is not running (a duplicate delivery, a forged message) is ignored.
 
 use super::connect::{HEARTBEAT_EVERY, Nats, NatsError};
+use super::lifecycle;
 use super::wire::{
     self, EventBody, EventMessage, SubtaskMessage, WIRE_VERSION, base_ref, start_ref,
 };
@@ -57,8 +58,11 @@ struct RemoteWorker {
     index: usize,
     branch: String,
     transcript: PathBuf,
-    /// Transcript lines written so far.
+    /// Lines of `lines_from`'s transcript written so far.
     lines: u64,
+    /// The machine whose transcript lines are being written: each machine numbers the lines
+    /// of its own transcript (an attempt on another machine starts at 0 again).
+    lines_from: Option<String>,
     machine: Option<String>,
     machine_lost: bool,
 }
@@ -76,6 +80,9 @@ pub struct NatsSlots {
     run_id: String,
     shared: Arc<Mutex<Shared>>,
     listener: tokio::sync::OnceCell<()>,
+    /// The events stream's last sequence when the run was prepared: a new consumer of the
+    /// run's events starts after it.
+    events_from: u64,
 }
 
 impl NatsSlots {
@@ -95,6 +102,7 @@ impl NatsSlots {
         nats.work_stream().await?;
         nats.events_stream().await?;
         nats.heartbeats().await?;
+        let events_from = lifecycle::events_position(&nats).await?;
         let root = repo_root.to_path_buf();
         let name = remote.to_string();
         let repo_url = git_task(move || Ok(git::remote_url(&root, &name)?))
@@ -115,7 +123,13 @@ impl NatsSlots {
             run_id: run_id.to_string(),
             shared: Arc::default(),
             listener: tokio::sync::OnceCell::new(),
+            events_from,
         })
+    }
+
+    /// The URL of the git remote the run's refs and branches go to.
+    pub fn repo_url(&self) -> &str {
+        &self.repo_url
     }
 
     /// Starts the task that consumes this run's events (once).
@@ -133,6 +147,7 @@ impl NatsSlots {
                     repo_url: self.repo_url.clone(),
                     shared: self.shared.clone(),
                     coordinator: coordinator.clone(),
+                    events_from: self.events_from,
                 };
                 tokio::spawn(listener.run());
             })
@@ -157,6 +172,7 @@ impl WorkerSlots for NatsSlots {
                     branch: spec.branch.clone(),
                     transcript: spec.transcript.clone(),
                     lines: 0,
+                    lines_from: None,
                     machine: None,
                     machine_lost: false,
                 },
@@ -184,6 +200,20 @@ impl WorkerSlots for NatsSlots {
             client: self.nats.client.clone(),
             subject: format!("ahelper.control.{}.{}", self.run_id, spec.id),
         })
+    }
+
+    async fn close(&self, run_id: &str) {
+        match lifecycle::release_run(&self.nats, run_id).await {
+            Ok(released) => tracing::info!(
+                run = %run_id,
+                consumer_deleted = released.consumer_deleted,
+                subtasks_purged = released.subtasks_purged,
+                "released the run on NATS"
+            ),
+            Err(error) => {
+                tracing::warn!(run = %run_id, %error, "releasing the run on NATS failed; `swarm clean` removes its consumer")
+            }
+        }
     }
 }
 
@@ -234,6 +264,11 @@ impl Dispatch {
     }
 
     async fn send(&self, message: &SubtaskMessage) -> Result<(), String> {
+        let (run, worker) = (&message.run_id, &message.worker_id);
+        if lifecycle::subtask_queued(&self.nats, run, worker).await {
+            tracing::info!(%run, %worker, "re-attached to the subtask still in the work queue");
+            return Ok(());
+        }
         let commit = git::Oid::from_str(&message.start_commit).map_err(|e| e.to_string())?;
         let refname = start_ref(&message.run_id, &message.worker_id);
         push(&self.repo_root, &message.repo_url, commit, refname)
@@ -285,6 +320,7 @@ struct Listener {
     repo_url: String,
     shared: Arc<Mutex<Shared>>,
     coordinator: ActorRef<CoordinatorActor>,
+    events_from: u64,
 }
 
 impl Listener {
@@ -305,7 +341,9 @@ impl Listener {
     /// Reads events until the run is over (the coordinator is gone).
     async fn consume(&self) -> Result<(), NatsError> {
         let stream = self.nats.events_stream().await?;
-        let name = format!("coordinator-{}", self.run_id);
+        let name = lifecycle::coordinator_consumer(&self.run_id);
+        // An existing consumer (a coordinator that died, resumed) is taken as it is: it
+        // continues with the events its predecessor did not acknowledge.
         let consumer: consumer::PullConsumer = stream
             .get_or_create_consumer(
                 &name,
@@ -313,6 +351,9 @@ impl Listener {
                     durable_name: Some(name.clone()),
                     filter_subject: format!("ahelper.events.{}.>", self.run_id),
                     ack_policy: consumer::AckPolicy::Explicit,
+                    deliver_policy: consumer::DeliverPolicy::ByStartSequence {
+                        start_sequence: self.events_from + 1,
+                    },
                     ..Default::default()
                 },
             )
@@ -371,7 +412,7 @@ impl Listener {
                 }
             }
             EventBody::Transcript { from_line, lines } => {
-                self.write_transcript(&event.worker_id, from_line, &lines);
+                self.write_transcript(&event.worker_id, &event.machine, from_line, &lines);
             }
             EventBody::Done { status, report } => {
                 self.finish(&event.worker_id, index, status, report).await;
@@ -414,13 +455,17 @@ impl Listener {
     }
 
     /// Appends the lines not written yet to the worker's transcript.
-    fn write_transcript(&self, worker: &str, from_line: u64, lines: &[String]) {
+    fn write_transcript(&self, worker: &str, machine: &str, from_line: u64, lines: &[String]) {
         let Ok(mut shared) = self.shared.lock() else {
             return;
         };
         let Some(w) = shared.running.get_mut(worker) else {
             return;
         };
+        if w.lines_from.as_deref() != Some(machine) {
+            w.lines_from = Some(machine.to_string());
+            w.lines = 0;
+        }
         let skip = w.lines.saturating_sub(from_line) as usize;
         let new: Vec<&String> = lines.iter().skip(skip).collect();
         if new.is_empty() {

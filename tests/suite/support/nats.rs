@@ -230,8 +230,11 @@ pub fn wait_for_or_show(
 pub struct NatsClient {
     rt: tokio::runtime::Runtime,
     nats: ahelper_agents::swarm::remote::Nats,
-    captured: std::sync::Arc<std::sync::Mutex<Vec<(String, Vec<u8>)>>>,
+    captured: std::sync::Arc<std::sync::Mutex<Vec<Captured>>>,
 }
+
+/// A message seen on a captured subject: (subject, payload).
+type Captured = (String, Vec<u8>);
 
 impl NatsClient {
     /// Connects to `url`.

@@ -38,9 +38,7 @@ pub trait WorkerSlots: Send + Sync {
 
     /// Run `run_id` ended in this process (every worker it started has reported): releases
     /// what the slots hold for it elsewhere. Never fails; problems are logged.
-    async fn close(&self, run_id: &str) {
-        let _ = run_id;
-    }
+    async fn close(&self, _run_id: &str) {}
 }
 
 /// Workers in this process: one [`WorkerActor`] per subtask, linked to the coordinator.

@@ -194,6 +194,7 @@ impl WorkerSlots for NatsSlots {
             shared: self.shared.clone(),
             coordinator: coordinator.clone(),
             index: spec.index,
+            reattach: spec.resume,
         };
         tokio::spawn(dispatch.run(message));
         Box::new(RemoteHandle {
@@ -236,6 +237,8 @@ struct Dispatch {
     shared: Arc<Mutex<Shared>>,
     coordinator: ActorRef<CoordinatorActor>,
     index: usize,
+    /// The worker was started before (`swarm resume`): its subtask may still be in the queue.
+    reattach: bool,
 }
 
 impl Dispatch {
@@ -265,7 +268,7 @@ impl Dispatch {
 
     async fn send(&self, message: &SubtaskMessage) -> Result<(), String> {
         let (run, worker) = (&message.run_id, &message.worker_id);
-        if lifecycle::subtask_queued(&self.nats, run, worker).await {
+        if self.reattach && lifecycle::subtask_queued(&self.nats, run, worker).await {
             tracing::info!(%run, %worker, "re-attached to the subtask still in the work queue");
             return Ok(());
         }

@@ -17,7 +17,7 @@ use ahelper_agents::swarm::plan::Plan;
 use ahelper_agents::swarm::remote::{NatsOptions, NatsSlots};
 use ahelper_agents::swarm::resume::{self, Resumable, ResumeSelection};
 use ahelper_agents::swarm::slots::WorkerSlots;
-use ahelper_agents::swarm::state::{RunOutcome, RunRecord, WorkerStatus};
+use ahelper_agents::swarm::state::{RemoteRecord, RunOutcome, RunRecord, WorkerStatus};
 use ahelper_agents::swarm::summary::short_commit;
 use ahelper_agents::swarm::verification::{BaselineHandle, RunVerifier};
 use ahelper_agents::swarm::{self, PlannedRun, PreparedRun, RunIo, RunOptions};
@@ -83,12 +83,15 @@ pub fn run(
             all,
             force,
             purge,
-        }) => clean(
-            &config,
-            env,
-            run.as_deref(),
-            CleanFlags { all, force, purge },
-        ),
+        }) => {
+            let remote = RemoteAccess {
+                nats,
+                args: &args.run.nats,
+                env,
+            };
+            let flags = CleanFlags { all, force, purge };
+            clean(rt, &config, &remote, run.as_deref(), flags)
+        }
         Some(SwarmCommand::Resume {
             run,
             only_failed,
@@ -106,6 +109,11 @@ pub fn run(
                 (false, false) => ResumeSelection::Workers(worker),
                 (false, true) => ResumeSelection::All,
             };
+            let remote = RemoteAccess {
+                nats,
+                args: &args.run.nats,
+                env,
+            };
             rt.block_on(resume(
                 &config,
                 &run,
@@ -113,7 +121,7 @@ pub fn run(
                 &run_args,
                 mode_given,
                 &mcp_servers,
-                nats,
+                remote,
             ))
         }
         None => match args.task {
@@ -375,7 +383,7 @@ async fn remote_slots(
     nats: &NatsOptions,
     config: &Config,
     record: &RunRecord,
-) -> Result<Arc<dyn WorkerSlots>, String> {
+) -> Result<(Arc<dyn WorkerSlots>, RemoteRecord), String> {
     let base = git::Oid::from_str(&record.base_commit).map_err(|e| e.to_string())?;
     let connection = swarm::remote::connect(nats)
         .await
@@ -389,7 +397,11 @@ async fn remote_slots(
     )
     .await
     .map_err(|e| e.to_string())?;
-    Ok(Arc::new(slots))
+    let remote = RemoteRecord {
+        nats_url: nats.url.clone(),
+        repo_url: slots.repo_url().to_string(),
+    };
+    Ok((Arc::new(slots), remote))
 }
 
 /// Names the runs of the repository that a dead process left `planning` or `running`, and how
@@ -621,7 +633,7 @@ fn print_plan(plan: &Plan) {
 /// Runs the workers with the live table (or lines, or JSON) and prints the final table and
 /// summary. Ctrl-C outside raw mode: the first cancels, the second kills and exits.
 async fn execute_run(
-    run: PlannedRun,
+    mut run: PlannedRun,
     config: &Config,
     client: Arc<dyn ModelClient>,
     model: &str,
@@ -631,7 +643,13 @@ async fn execute_run(
 ) -> i32 {
     let worker_slots = match nats {
         Some(nats) => match remote_slots(nats, config, run.record()).await {
-            Ok(slots) => Some(slots),
+            Ok((slots, remote)) => {
+                if let Err(e) = run.set_remote(remote) {
+                    eprintln!("ahelper: {e}");
+                    return 1;
+                }
+                Some(slots)
+            }
             Err(e) => {
                 eprintln!("ahelper: {e}");
                 return 1;
@@ -801,7 +819,7 @@ async fn resume(
     run_args: &SwarmRunArgs,
     mode_given: bool,
     mcp_servers: &[McpServerSpec],
-    nats: Option<&NatsOptions>,
+    remote: RemoteAccess<'_>,
 ) -> i32 {
     let mut config = with_max_workers(config, run_args);
     let record = match find_run(&config, run) {
@@ -847,6 +865,13 @@ async fn resume(
     );
     let client = model_client(&provider);
     let mode = output_mode(run_args.output_format);
+    let nats = remote.for_run(run.record());
+    if let Some(nats) = &nats {
+        eprintln!(
+            "Re-attaching to the run's workers through NATS at {}.",
+            nats.url
+        );
+    }
     execute_run(
         run,
         &config,
@@ -854,9 +879,33 @@ async fn resume(
         &provider.model,
         mode,
         mcp_servers,
-        nats,
+        nats.as_ref(),
     )
     .await
+}
+
+/// How `swarm resume` and `swarm clean` reach a distributed run's NATS server: the one given
+/// (`--nats`, `[swarm] nats_url`), else the one the run recorded, with the credentials of this
+/// command's flags and environment.
+struct RemoteAccess<'a> {
+    nats: Option<&'a NatsOptions>,
+    args: &'a crate::cli::NatsArgs,
+    env: &'a EnvSnapshot,
+}
+
+impl RemoteAccess<'_> {
+    fn for_run(&self, record: &RunRecord) -> Option<NatsOptions> {
+        if let Some(nats) = self.nats {
+            return Some(nats.clone());
+        }
+        let url = record.remote.as_ref()?.nats_url.clone();
+        Some(crate::worker_cmd::nats_options(
+            self.args,
+            url,
+            self.env,
+            "ahelper swarm coordinator",
+        ))
+    }
 }
 
 /// Prunes git's registrations of the run's worktrees whose directories were deleted by hand and
@@ -1034,7 +1083,14 @@ struct CleanFlags {
 }
 
 /// `swarm clean [<run>|--all] [--force] [--purge]`.
-fn clean(config: &Config, env: &EnvSnapshot, run: Option<&str>, flags: CleanFlags) -> i32 {
+fn clean(
+    rt: &tokio::runtime::Runtime,
+    config: &Config,
+    remote: &RemoteAccess<'_>,
+    run: Option<&str>,
+    flags: CleanFlags,
+) -> i32 {
+    let env = remote.env;
     let Ok(root) = repo_root(config) else {
         return EXIT_USAGE;
     };
@@ -1067,6 +1123,9 @@ fn clean(config: &Config, env: &EnvSnapshot, run: Option<&str>, flags: CleanFlag
                 }
                 println!("  {}", integration_line(&cleaned.integration, &r));
                 refused += cleaned.refusals();
+                if cleaned.refusals() == 0 || flags.force {
+                    refused += clean_remote(rt, remote, &r);
+                }
                 finish_clean(&mut r, &cleaned, flags.purge);
             }
             Err(e) => {
@@ -1076,6 +1135,45 @@ fn clean(config: &Config, env: &EnvSnapshot, run: Option<&str>, flags: CleanFlag
         }
     }
     if refused > 0 { 1 } else { 0 }
+}
+
+/// A distributed run's refs on the shared git remote and its consumer and queued subtasks on
+/// NATS are removed (after its local branches: a branch kept locally keeps its commits).
+/// Returns 1 when that failed (said why), else 0.
+fn clean_remote(rt: &tokio::runtime::Runtime, access: &RemoteAccess<'_>, r: &RunRecord) -> usize {
+    let (Some(remote), Some(nats)) = (&r.remote, access.for_run(r)) else {
+        return 0;
+    };
+    let cleaned = rt.block_on(swarm::remote::lifecycle::clean_run(
+        &r.repo_root,
+        remote,
+        &nats,
+        &r.run_id,
+    ));
+    match cleaned {
+        Ok(cleaned) => {
+            println!(
+                "  deleted {} ref(s) of the run on {}",
+                cleaned.refs_deleted.len(),
+                for_terminal(&remote.repo_url)
+            );
+            let consumer = if cleaned.released.consumer_deleted {
+                "deleted its consumer"
+            } else {
+                "no consumer left"
+            };
+            println!(
+                "  NATS {}: {consumer}, {} queued subtask(s) removed",
+                for_terminal(&nats.url),
+                cleaned.released.subtasks_purged
+            );
+            0
+        }
+        Err(e) => {
+            eprintln!("ahelper: run {}: {e}", r.run_id);
+            1
+        }
+    }
 }
 
 /// After a clean-up: a run with nothing left in git is marked cleaned (`swarm ls` hides it), and

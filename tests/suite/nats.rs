@@ -2,7 +2,9 @@
 //! as the shared git remote, `ahelper worker` processes with their own HOMEs and work dirs, the
 //! coordinator `ahelper swarm --nats URL`, all against the fake LLM server.
 
-use super::support::nats::{NatsServer, WorkerProcess, bare_remote, wait_for};
+use super::support::nats::{
+    NatsClient, NatsServer, WorkerProcess, bare_remote, wait_for, wait_for_or_show,
+};
 use super::support::*;
 use ahelper_fake_llm::{Conversation, FakeLlm, Script, Turn};
 use serde_json::{Value, json};
@@ -54,6 +56,18 @@ fn repo_with_remote() -> TestRepo {
     ]);
     bare_remote(&repo.path(), repo.root());
     repo
+}
+
+/// The record of the repository's latest run, once it has one.
+fn try_last_run(repo: &TestRepo) -> Option<Value> {
+    let dir = repo.path().join(".ahelper/runs");
+    let mut runs: Vec<_> = std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(|e| Some(e.ok()?.path()))
+        .collect();
+    runs.sort();
+    let text = std::fs::read_to_string(runs.last()?.join("run.json")).ok()?;
+    serde_json::from_str(&text).ok()
 }
 
 /// A 4-subtask run completes over NATS on two worker machines: every branch merged into the
@@ -272,4 +286,419 @@ fn a_sigtermed_worker_hands_its_subtasks_back_and_exits_0() {
         assert_eq!(w["status"], "merged", "{w:#}");
         assert_eq!(w["machine"], "m2", "{w:#}");
     }
+}
+
+/// Waits (generously) for the coordinator to exit; `context` is shown when it does not.
+fn wait_for_exit(run: &mut Killed, context: impl Fn() -> String) -> std::process::ExitStatus {
+    let deadline = std::time::Instant::now() + Duration::from_secs(400);
+    loop {
+        if let Some(status) = run.0.try_wait().unwrap() {
+            return status;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the run did not end:\n{}",
+            context()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// What the coordinator printed on stderr, then its log file (`AHELPER_LOG=debug`).
+fn coordinator_log(repo: &TestRepo) -> String {
+    let read = |p: std::path::PathBuf| std::fs::read_to_string(p).unwrap_or_default();
+    let printed = read(repo.root().join("coordinator.err"));
+    let logged = read(repo.home().join("state/ahelper/logs/ahelper.log"));
+    format!("{printed}\n--- log file:\n{logged}")
+}
+
+/// Every worker of the last run merged, each file as its subtask wrote it.
+fn assert_all_four_merged(repo: &TestRepo) -> Value {
+    let record = last_run(repo);
+    assert_eq!(record["status"], "finished", "{record:#}");
+    let integration = record["integration_branch"].as_str().unwrap();
+    for (i, (id, file)) in FILES.iter().enumerate() {
+        let w = &record["workers"][i];
+        assert_eq!(w["status"], "merged", "{w:#}");
+        assert_eq!(
+            repo.git(&["show", &format!("{integration}:{file}")]),
+            format!("{id} was here\n")
+        );
+    }
+    record
+}
+
+/// nats-server stopped (SIGTERM) while all four subtasks are in their slow second turn and
+/// started again on the same port with the same store: the workers and the coordinator
+/// reconnect by themselves, the subtasks and events on disk survive, and all four merge.
+#[test]
+fn a_restarted_nats_server_does_not_lose_the_run() {
+    let mut nats = NatsServer::start();
+    let repo = repo_with_remote();
+    let server = start(four_slow_subtasks(20_000));
+    let m1 = WorkerProcess::start(&nats.url(), "m1", &server.base_url(), 2);
+    let m2 = WorkerProcess::start(&nats.url(), "m2", &server.base_url(), 2);
+    let mut run = coordinator(&repo, &server, &nats.url());
+    wait_for_second_turn_of_all_four(&server);
+    nats.restart();
+    let status = wait_for_exit(&mut run, || {
+        format!(
+            "{}\nm1:\n{}\nm2:\n{}\nnats:\n{}",
+            coordinator_log(&repo),
+            m1.log(),
+            m2.log(),
+            nats.log()
+        )
+    });
+    assert!(
+        status.success(),
+        "{}\nm1:\n{}\nm2:\n{}",
+        coordinator_log(&repo),
+        m1.log(),
+        m2.log()
+    );
+    assert_all_four_merged(&repo);
+}
+
+/// s1 is quick (write, done); s2, s3 and s4 have a slow second turn (`slow_ms`), so the run
+/// goes on while the test plays with s1's messages or forges its own.
+fn one_quick_three_slow(slow_ms: u64) -> Script {
+    let mut script = four_slow_subtasks(slow_ms);
+    script.conversations[1] = four_subtasks().conversations[1].clone();
+    script
+}
+
+/// The last run's record once it exists and `condition` holds for it.
+fn wait_for_run(
+    repo: &TestRepo,
+    what: &str,
+    condition: impl Fn(&Value) -> bool,
+    logs: impl Fn() -> String,
+) -> Value {
+    let found = || try_last_run(repo).filter(&condition);
+    wait_for_or_show(what, Duration::from_secs(300), || found().is_some(), logs);
+    found().unwrap()
+}
+
+/// The lines of `log` that contain every one of `parts`.
+fn lines_with(log: &str, parts: &[&str]) -> usize {
+    log.lines()
+        .filter(|l| parts.iter().all(|p| l.contains(p)))
+        .count()
+}
+
+/// Duplicate delivery never merges twice: after w1 merged, its `done` event is published twice
+/// more and its subtask is delivered again and run to the end by a worker machine. The
+/// coordinator ignores every later end of w1 (idempotent by run and worker id): the merge
+/// queue merges it once and the summary counts it once.
+#[test]
+fn duplicate_deliveries_merge_once_and_count_once() {
+    let nats = NatsServer::start();
+    let repo = repo_with_remote();
+    let server = start(one_quick_three_slow(90_000));
+    let client = NatsClient::connect(&nats.url());
+    client.capture("ahelper.work.>");
+    let m1 = WorkerProcess::start(&nats.url(), "m1", &server.base_url(), 4);
+    let mut run = coordinator(&repo, &server, &nats.url());
+    let logs = || format!("{}\nm1:\n{}", coordinator_log(&repo), m1.log());
+    let record = wait_for_run(
+        &repo,
+        "w1 to merge",
+        |r| r["workers"][0]["status"] == "merged",
+        logs,
+    );
+    let run_id = record["run_id"].as_str().unwrap().to_string();
+    let events = format!("ahelper.events.{run_id}.w1");
+    let done = client
+        .last_message("AHELPER_EVENTS", &events)
+        .expect("w1's events are in the stream");
+    let done_json: Value = serde_json::from_slice(&done).unwrap();
+    assert_eq!(done_json["body"]["kind"], "done", "{done_json:#}");
+    client.publish(&events, &done);
+    client.publish(&events, &done);
+    let work = format!("ahelper.work.{run_id}.w1");
+    let subtask = client.captured(&work);
+    assert_eq!(subtask.len(), 1, "w1's subtask was published once");
+    client.publish(&work, &subtask[0]);
+    // the two copies and the second attempt's own `done` reach the coordinator and are ignored
+    wait_for_or_show(
+        "three later ends of w1 ignored",
+        Duration::from_secs(300),
+        || {
+            let log = coordinator_log(&repo);
+            lines_with(&log, &["not running ignored", "worker=w1", "kind=\"done\""]) >= 3
+        },
+        logs,
+    );
+    let status = wait_for_exit(&mut run, logs);
+    assert!(
+        status.success(),
+        "{}\nm1:\n{}",
+        coordinator_log(&repo),
+        m1.log()
+    );
+    let record = assert_all_four_merged(&repo);
+    let range = format!(
+        "{}..{}",
+        record["base_commit"].as_str().unwrap(),
+        record["integration_branch"].as_str().unwrap()
+    );
+    // one step of the integration branch per worker (a fast-forward or a merge commit)
+    let steps = repo.git(&["rev-list", "--first-parent", &range]);
+    assert_eq!(steps.lines().count(), 4, "one merge per worker: {steps}");
+    assert_eq!(
+        record["workers"][0]["turns"], 2,
+        "{:#}",
+        record["workers"][0]
+    );
+    let out = std::fs::read_to_string(repo.root().join("coordinator.out")).unwrap();
+    assert!(out.contains("— 4 merged,"), "{out}");
+    assert!(out.contains("of 4 subtasks"), "{out}");
+}
+
+/// `value` with `edit` applied, as JSON bytes.
+fn edited(value: &Value, edit: impl FnOnce(&mut Value)) -> Vec<u8> {
+    let mut value = value.clone();
+    edit(&mut value);
+    serde_json::to_vec(&value).unwrap()
+}
+
+/// Forged messages end to end: subtasks with a bad run id (a path escape of the work dir), a
+/// worker id that makes a ref outside `ahelper/`, a repository URL that runs a program, a
+/// subject that disagrees, a bad commit, another version and garbage are published onto the
+/// work queue; events with a bad worker id, another run's id, a bad machine name, another
+/// version and garbage onto a running worker's subject. The worker machines refuse each
+/// subtask (logged, terminated, never run), the coordinator refuses each event (logged, not
+/// applied), and the run goes on to merge all four.
+#[test]
+fn forged_subtasks_and_events_are_refused_and_the_run_goes_on() {
+    let nats = NatsServer::start();
+    let repo = repo_with_remote();
+    let server = start(one_quick_three_slow(60_000));
+    let client = NatsClient::connect(&nats.url());
+    client.capture("ahelper.work.>");
+    let m1 = WorkerProcess::start(&nats.url(), "m1", &server.base_url(), 4);
+    let m2 = WorkerProcess::start(&nats.url(), "m2", &server.base_url(), 1);
+    let mut run = coordinator(&repo, &server, &nats.url());
+    wait_for_second_turn_of_all_four(&server);
+    let run_id = last_run(&repo)["run_id"].as_str().unwrap().to_string();
+    let real = client.captured(&format!("ahelper.work.{run_id}.w2"));
+    let real: Value = serde_json::from_slice(&real[0]).unwrap();
+    let escape = repo.root().join("escaped");
+    let w9 = format!("ahelper.work.{run_id}.w9");
+    let forged_subtasks: Vec<(String, Vec<u8>)> = vec![
+        (
+            w9.clone(),
+            edited(&real, |m| m["run_id"] = json!("../../../../escaped")),
+        ),
+        (
+            format!("ahelper.work.{run_id}.main"),
+            edited(&real, |m| m["worker_id"] = json!("../../heads/main")),
+        ),
+        (
+            w9.clone(),
+            edited(&real, |m| {
+                m["worker_id"] = json!("w9");
+                m["repo_url"] = json!(format!("ext::sh -c touch% {}", escape.display()));
+            }),
+        ),
+        (w9.clone(), edited(&real, |_| {})),
+        (
+            w9.clone(),
+            edited(&real, |m| {
+                m["worker_id"] = json!("w9");
+                m["start_commit"] = json!("HEAD~1");
+            }),
+        ),
+        (
+            w9.clone(),
+            edited(&real, |m| {
+                m["worker_id"] = json!("w9");
+                m["version"] = json!(99);
+            }),
+        ),
+        (w9.clone(), b"{\"not\": \"a subtask\"".to_vec()),
+    ];
+    for (subject, payload) in &forged_subtasks {
+        client.publish(subject, payload);
+    }
+    let events = format!("ahelper.events.{run_id}.w2");
+    let accepted = json!({"version": 1, "run_id": run_id, "worker_id": "w2", "machine": "m1",
+        "body": {"kind": "done", "status": "finished",
+                 "report": {"summary": "forged", "commit": "0".repeat(40)}}});
+    let forged_events = [
+        edited(&accepted, |e| e["worker_id"] = json!("../w2")),
+        edited(&accepted, |e| {
+            e["run_id"] = json!("0190f2a4-6b1c-7cc3-a3f1-2b7d5e9c1a20")
+        }),
+        edited(&accepted, |e| e["machine"] = json!("../../evil")),
+        edited(&accepted, |e| e["version"] = json!(2)),
+        b"garbage".to_vec(),
+    ];
+    for payload in &forged_events {
+        client.publish(&events, payload);
+    }
+    let logs = || {
+        format!(
+            "{}\nm1:\n{}\nm2:\n{}",
+            coordinator_log(&repo),
+            m1.log(),
+            m2.log()
+        )
+    };
+    wait_for_or_show(
+        "the worker machines to refuse every forged subtask",
+        Duration::from_secs(300),
+        || {
+            let refused = lines_with(&m1.log(), &["refused a subtask message"])
+                + lines_with(&m2.log(), &["refused a subtask message"]);
+            refused >= forged_subtasks.len()
+        },
+        logs,
+    );
+    wait_for_or_show(
+        "the coordinator to refuse every forged event",
+        Duration::from_secs(300),
+        || lines_with(&coordinator_log(&repo), &["refused a worker event"]) >= forged_events.len(),
+        logs,
+    );
+    let status = wait_for_exit(&mut run, logs);
+    assert!(status.success(), "{}", logs());
+    assert_all_four_merged(&repo);
+    assert!(!escape.exists(), "the ext:: URL ran a program");
+    assert!(!repo.root().join("escaped").exists());
+    for m in [&m1, &m2] {
+        let work = m.dir.path().join("work");
+        assert!(!work.join("worktrees").join("escaped").exists());
+        assert!(!m.dir.path().join("escaped").exists());
+    }
+    // no forged subtask ran: only the four real ones reached the model
+    let runs = server
+        .model_requests()
+        .iter()
+        .filter(|r| r.conversation.is_none())
+        .count();
+    assert_eq!(runs, 0, "a request matched no subtask of the plan");
+}
+
+/// The refs of run `run_id` on the bare remote next to `repo`.
+fn remote_refs_of(repo: &TestRepo, run_id: &str) -> Vec<String> {
+    let remote = repo.root().join("remote.git");
+    repo.git(&["ls-remote", remote.to_str().unwrap()])
+        .lines()
+        .filter_map(|l| l.split_once('\t').map(|(_, name)| name.to_string()))
+        .filter(|name| name.contains(run_id))
+        .collect()
+}
+
+/// The coordinator killed with SIGKILL while all four subtasks are in their slow second turn
+/// on a worker machine: `swarm resume RUN` (no `--nats`: the run recorded its server)
+/// re-attaches to the subtasks still in flight — it publishes none again — and to the run's
+/// consumer, and merges all four. The finished run leaves no consumer behind; `swarm clean`
+/// then deletes its refs and pushed branches on the shared remote.
+#[test]
+fn swarm_resume_reattaches_after_the_coordinator_is_killed_and_clean_removes_the_remote_refs() {
+    let nats = NatsServer::start();
+    let repo = repo_with_remote();
+    let server = start(four_slow_subtasks(30_000));
+    let client = NatsClient::connect(&nats.url());
+    client.capture("ahelper.work.>");
+    let m1 = WorkerProcess::start(&nats.url(), "m1", &server.base_url(), 4);
+    let mut run = coordinator(&repo, &server, &nats.url());
+    wait_for_second_turn_of_all_four(&server);
+    run.0.kill().unwrap();
+    run.0.wait().unwrap();
+    let record = last_run(&repo);
+    let run_id = record["run_id"].as_str().unwrap().to_string();
+    assert_eq!(record["remote"]["nats_url"], nats.url(), "{record:#}");
+    let out = ahelper(&repo, &server, Wire::Anthropic)
+        .args(["swarm", "resume", &run_id])
+        .timeout(Duration::from_secs(400))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "{}\n{stderr}\nm1:\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        m1.log()
+    );
+    assert!(stderr.contains("Re-attaching"), "{stderr}");
+    let record = assert_all_four_merged(&repo);
+    for i in 0..4 {
+        assert_eq!(record["workers"][i]["machine"], "m1", "{record:#}");
+        let subject = format!("ahelper.work.{run_id}.w{}", i + 1);
+        assert_eq!(
+            client.captured(&subject).len(),
+            1,
+            "w{} was published again instead of re-attached",
+            i + 1
+        );
+    }
+    assert!(
+        client.consumers("AHELPER_EVENTS").is_empty(),
+        "{:?}",
+        client.consumers("AHELPER_EVENTS")
+    );
+    let refs = remote_refs_of(&repo, &run_id);
+    assert!(
+        refs.iter()
+            .any(|r| r == &format!("refs/ahelper/{run_id}/base")),
+        "{refs:?}"
+    );
+    assert!(
+        refs.iter()
+            .any(|r| r == &format!("refs/heads/ahelper/{run_id}/w1")),
+        "{refs:?}"
+    );
+    let out = ahelper(&repo, &server, Wire::Anthropic)
+        .args(["swarm", "clean", &run_id])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(remote_refs_of(&repo, &run_id), Vec::<String>::new());
+}
+
+/// `swarm clean` of a run whose coordinator and worker machine were both killed mid-run:
+/// its durable consumer, its subtasks still in the work queue and its refs on the shared
+/// remote are removed.
+#[test]
+fn swarm_clean_removes_a_killed_runs_consumer_queued_subtasks_and_remote_refs() {
+    let nats = NatsServer::start();
+    let repo = repo_with_remote();
+    let server = start(four_slow_subtasks(60_000));
+    let client = NatsClient::connect(&nats.url());
+    let mut m1 = WorkerProcess::start(&nats.url(), "m1", &server.base_url(), 4);
+    let mut run = coordinator(&repo, &server, &nats.url());
+    wait_for_second_turn_of_all_four(&server);
+    run.0.kill().unwrap();
+    run.0.wait().unwrap();
+    m1.signal("KILL");
+    assert_eq!(m1.wait_exit(Duration::from_secs(30)), None);
+    let run_id = last_run(&repo)["run_id"].as_str().unwrap().to_string();
+    let consumer = format!("coordinator-{run_id}");
+    assert_eq!(client.consumers("AHELPER_EVENTS"), vec![consumer]);
+    let queued = format!("ahelper.work.{run_id}.w1");
+    assert!(client.last_message("AHELPER_WORK", &queued).is_some());
+    assert!(!remote_refs_of(&repo, &run_id).is_empty());
+    let out = ahelper(&repo, &server, Wire::Anthropic)
+        .args(["swarm", "clean", &run_id, "--force"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("deleted its consumer"), "{stdout}");
+    assert!(stdout.contains("4 queued subtask(s) removed"), "{stdout}");
+    assert!(client.consumers("AHELPER_EVENTS").is_empty());
+    assert!(client.last_message("AHELPER_WORK", &queued).is_none());
+    assert_eq!(remote_refs_of(&repo, &run_id), Vec::<String>::new());
 }

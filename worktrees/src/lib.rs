@@ -67,7 +67,10 @@ pub use merge::{
     ApplyOutcome, Candidate, ConflictFile, MergeOutcome, advance_branch, apply_to_current,
     checkout_detached, clean_untracked, conclude_merge, merge_candidate, merge_into, start_merge,
 };
-pub use remote::{ensure_clone, fetch_refspecs, push_commit, remote_ref, remote_url};
+pub use remote::{
+    delete_remote_refs, ensure_clone, fetch_refspecs, push_commit, remote_ref, remote_refs,
+    remote_url,
+};
 pub use repo::{
     AHELPER_DIR, Head, Identity, RepoInfo, dirty_paths, ensure_excluded, snapshot_uncommitted,
 };

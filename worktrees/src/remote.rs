@@ -84,3 +84,36 @@ pub fn ensure_clone(url: &str, dir: &Path) -> Result<(), GitError> {
     )?;
     Ok(())
 }
+
+/// The refs of `url` whose names start with `prefix` (e.g. `refs/ahelper/<run>/`), with the
+/// commits they point to, in the remote's order.
+///
+/// # Errors
+/// [`GitError::GitCommand`] when the remote cannot be read.
+pub fn remote_refs(repo: &Path, url: &str, prefix: &str) -> Result<Vec<(String, Oid)>, GitError> {
+    let out = cli::git(repo, ["ls-remote", url])?;
+    Ok(out
+        .lines()
+        .filter_map(|l| {
+            let (hash, name) = l.split_once('\t')?;
+            let oid = Oid::from_str(hash).ok()?;
+            name.starts_with(prefix).then(|| (name.to_string(), oid))
+        })
+        .collect())
+}
+
+/// Deletes `refnames` (full refs) on `url` in one push; nothing to do when empty.
+///
+/// # Errors
+/// [`GitError::GitCommand`] with git's message when the push is refused or the remote is
+/// unreachable.
+pub fn delete_remote_refs(repo: &Path, url: &str, refnames: &[String]) -> Result<(), GitError> {
+    if refnames.is_empty() {
+        return Ok(());
+    }
+    let specs: Vec<String> = refnames.iter().map(|r| format!(":{r}")).collect();
+    let mut args = vec!["push", "--quiet", "--no-verify", url];
+    args.extend(specs.iter().map(String::as_str));
+    cli::git(repo, args)?;
+    Ok(())
+}

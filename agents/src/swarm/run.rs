@@ -321,6 +321,15 @@ impl PlannedRun {
         }
     }
 
+    /// Records where the run's workers run (a distributed run) and saves the record.
+    ///
+    /// # Errors
+    /// [`RunStoreError`] when `run.json` cannot be written.
+    pub fn set_remote(&mut self, remote: super::state::RemoteRecord) -> Result<(), RunStoreError> {
+        self.record.remote = Some(remote);
+        self.record.save()
+    }
+
     /// Records the run's verification setting (`swarm resume` keeps it) and saves the record.
     ///
     /// # Errors
@@ -493,6 +502,7 @@ pub async fn execute(
         integration_branch: record.integration_branch.clone(),
     });
     let final_record = coordinate(context.clone(), record, plan, held, io.cancel).await;
+    context.worker_slots.close(&final_record.run_id).await;
     context.publish(SwarmEvent::RunFinished {
         record: Box::new(final_record.clone()),
     });

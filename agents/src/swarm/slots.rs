@@ -35,6 +35,10 @@ pub trait WorkerSlots: Send + Sync {
         run: Arc<RunContext>,
         spec: WorkerSpec,
     ) -> Box<dyn RunningWorker>;
+
+    /// Run `run_id` ended in this process (every worker it started has reported): releases
+    /// what the slots hold for it elsewhere. Never fails; problems are logged.
+    async fn close(&self, _run_id: &str) {}
 }
 
 /// Workers in this process: one [`WorkerActor`] per subtask, linked to the coordinator.

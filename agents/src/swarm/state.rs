@@ -530,6 +530,20 @@ pub struct RunRecord {
     /// (`None`: idle).
     #[serde(default)]
     pub verify_activity: Option<String>,
+    /// Where a distributed run's workers run (`swarm --nats`): `swarm resume` re-attaches
+    /// there and `swarm clean` removes what the run left there. `None`: local workers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote: Option<RemoteRecord>,
+}
+
+/// The NATS server and git remote of a distributed run, as the coordinator used them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemoteRecord {
+    /// The NATS server URL (`nats://…`, `tls://…`; comma-separated for a cluster). Credentials
+    /// are never recorded: they come from the flags and environment of each command.
+    pub nats_url: String,
+    /// The URL of the git remote the run's refs and worker branches were pushed to.
+    pub repo_url: String,
 }
 
 /// Errors reading or writing run records.
@@ -610,6 +624,7 @@ impl RunRecord {
             helpers: Vec::new(),
             synthesis: None,
             verify_activity: None,
+            remote: None,
         }
     }
 

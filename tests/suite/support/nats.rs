@@ -36,7 +36,11 @@ impl NatsServer {
     }
 
     fn spawn(&mut self) {
-        let log = std::fs::File::create(self.store.path().join("server.log")).unwrap();
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.store.path().join("server.log"))
+            .unwrap();
         let child = Command::new("nats-server")
             .args([
                 "-js",
@@ -58,6 +62,24 @@ impl NatsServer {
             assert!(Instant::now() < deadline, "nats-server did not listen");
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+
+    /// Stops the server with SIGTERM (a clean shutdown that keeps its store), waits for it to
+    /// exit, and starts it again on the same port with the same store.
+    pub fn restart(&mut self) {
+        let mut child = self.child.take().expect("the server runs");
+        let status = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        child.wait().unwrap();
+        self.spawn();
+    }
+
+    /// What the server logged (all its runs).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.store.path().join("server.log")).unwrap_or_default()
     }
 
     fn stop(&mut self) {
@@ -120,9 +142,12 @@ impl WorkerProcess {
         WorkerProcess { child, dir }
     }
 
-    /// What it printed.
+    /// What it printed, then its log file (`AHELPER_LOG=debug`).
     pub fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("worker.log")).unwrap_or_default()
+        let read = |p: PathBuf| std::fs::read_to_string(p).unwrap_or_default();
+        let printed = read(self.dir.path().join("worker.log"));
+        let logged = read(self.dir.path().join("home/state/ahelper/logs/ahelper.log"));
+        format!("{printed}\n--- log file:\n{logged}")
     }
 
     /// Sends `signal` to it.
@@ -178,10 +203,122 @@ pub fn bare_remote(repo: &Path, dir: &Path) -> PathBuf {
 }
 
 /// Waits up to `timeout` for `condition`.
-pub fn wait_for(what: &str, timeout: Duration, mut condition: impl FnMut() -> bool) {
+pub fn wait_for(what: &str, timeout: Duration, condition: impl FnMut() -> bool) {
+    wait_for_or_show(what, timeout, condition, String::new);
+}
+
+/// Waits up to `timeout` for `condition`; on timeout the panic shows `context()` (logs).
+pub fn wait_for_or_show(
+    what: &str,
+    timeout: Duration,
+    mut condition: impl FnMut() -> bool,
+    context: impl Fn() -> String,
+) {
     let deadline = Instant::now() + timeout;
     while !condition() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what}\n{}",
+            context()
+        );
         std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The test's own NATS client (the same `async-nats` connection ahelper uses): it publishes
+/// what a forged or duplicated message would look like and reads the JetStream state.
+pub struct NatsClient {
+    rt: tokio::runtime::Runtime,
+    nats: ahelper_agents::swarm::remote::Nats,
+    captured: std::sync::Arc<std::sync::Mutex<Vec<Captured>>>,
+}
+
+/// A message seen on a captured subject: (subject, payload).
+type Captured = (String, Vec<u8>);
+
+impl NatsClient {
+    /// Connects to `url`.
+    pub fn connect(url: &str) -> NatsClient {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let options = ahelper_agents::swarm::remote::NatsOptions {
+            url: url.to_string(),
+            name: "test client".into(),
+            ..Default::default()
+        };
+        let nats = rt
+            .block_on(ahelper_agents::swarm::remote::connect(&options))
+            .expect("the test connects to nats-server");
+        NatsClient {
+            rt,
+            nats,
+            captured: Default::default(),
+        }
+    }
+
+    /// Keeps a copy of every message published on `subject` (a core subscription, beside the
+    /// JetStream streams) from now on; read them with [`NatsClient::captured`].
+    pub fn capture(&self, subject: &str) {
+        let client = self.nats.client.clone();
+        let subject = subject.to_string();
+        let captured = self.captured.clone();
+        let mut sub = self
+            .rt
+            .block_on(client.subscribe(subject))
+            .expect("subscribing");
+        self.rt.block_on(client.flush()).unwrap();
+        self.rt.spawn(async move {
+            use futures::StreamExt;
+            while let Some(message) = sub.next().await {
+                let entry = (message.subject.to_string(), message.payload.to_vec());
+                captured.lock().unwrap().push(entry);
+            }
+        });
+    }
+
+    /// The captured messages whose subject is `subject`.
+    pub fn captured(&self, subject: &str) -> Vec<Vec<u8>> {
+        let captured = self.captured.lock().unwrap();
+        captured
+            .iter()
+            .filter(|(s, _)| s == subject)
+            .map(|(_, p)| p.clone())
+            .collect()
+    }
+
+    /// Publishes `payload` on `subject` into JetStream (a fresh message id, so it is never
+    /// taken for a duplicate by the stream).
+    pub fn publish(&self, subject: &str, payload: &[u8]) {
+        let id = format!("test-{}", uuid::Uuid::now_v7());
+        self.rt
+            .block_on(
+                self.nats
+                    .publish(subject.to_string(), &id, payload.to_vec()),
+            )
+            .expect("publishing into JetStream");
+    }
+
+    /// The payload of the last message on `subject` in `stream`, if it holds one.
+    pub fn last_message(&self, stream: &str, subject: &str) -> Option<Vec<u8>> {
+        self.rt.block_on(async {
+            let stream = self.nats.js.get_stream(stream).await.ok()?;
+            let message = stream.get_last_raw_message_by_subject(subject).await.ok()?;
+            Some(message.payload.to_vec())
+        })
+    }
+
+    /// The names of the consumers of `stream`.
+    pub fn consumers(&self, stream: &str) -> Vec<String> {
+        self.rt.block_on(async {
+            use futures::StreamExt;
+            let Ok(stream) = self.nats.js.get_stream(stream).await else {
+                return Vec::new();
+            };
+            let names: Vec<_> = stream.consumer_names().collect().await;
+            names.into_iter().filter_map(Result::ok).collect()
+        })
     }
 }

@@ -243,6 +243,24 @@ async fn keep_in_progress(message: Message) {
     }
 }
 
+/// Publishes an event until JetStream has stored it: through a NATS restart or a network
+/// drop of any length (the client reconnects by itself), waiting 1 s, then up to 5 s, between
+/// attempts. One message id for every attempt, so an attempt whose acknowledgement was lost is
+/// stored once.
+async fn publish_until_stored(nats: &Nats, subject: String, payload: Vec<u8>) {
+    let id = uuid::Uuid::now_v7().to_string();
+    let mut wait = std::time::Duration::from_secs(1);
+    let mut attempt = 0u32;
+    while let Err(error) = nats.publish(subject.clone(), &id, payload.clone()).await {
+        attempt += 1;
+        if attempt % 10 == 1 {
+            tracing::warn!(%error, %subject, attempt, "publishing an event failed; retrying");
+        }
+        tokio::time::sleep(wait).await;
+        wait = (wait * 2).min(std::time::Duration::from_secs(5));
+    }
+}
+
 /// One subtask on this machine.
 struct Subtask {
     host: Arc<Host>,
@@ -266,22 +284,8 @@ impl Subtask {
             body,
         };
         let subject = wire::events_subject(&self.msg.run_id, &self.msg.worker_id);
-        let id = uuid::Uuid::now_v7().to_string();
         let payload = serde_json::to_vec(&event).unwrap_or_default();
-        for attempt in 0..30 {
-            match self
-                .host
-                .nats
-                .publish(subject.clone(), &id, payload.clone())
-                .await
-            {
-                Ok(()) => return,
-                Err(e) if attempt == 29 => {
-                    tracing::error!(error = %e, "publishing an event failed")
-                }
-                Err(_) => tokio::time::sleep(std::time::Duration::from_secs(1)).await,
-            }
-        }
+        publish_until_stored(&self.host.nats, subject, payload).await;
     }
 
     /// The subtask from accepting it to its report.

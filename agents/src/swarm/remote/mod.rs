@@ -6,11 +6,13 @@
 //! - [`ask`]: remote workers' permission questions, answered on the coordinator;
 //! - [`connect`]: the connection and the JetStream objects (streams, consumer, heartbeat KV);
 //! - [`slots`]: [`NatsSlots`], the coordinator's [`super::slots::WorkerSlots`] for remote workers;
-//! - [`host`]: [`host::serve`], the `ahelper worker` loop.
+//! - [`host`]: [`host::serve`], the `ahelper worker` loop;
+//! - [`lifecycle`]: re-attaching on resume, releasing a finished run, `swarm clean`.
 
 pub mod ask;
 pub mod connect;
 pub mod host;
+pub mod lifecycle;
 pub mod slots;
 pub mod wire;
 

@@ -7,6 +7,7 @@
 //! worker id that is not running (a duplicate delivery, a forged message) is ignored.
 
 use super::connect::{HEARTBEAT_EVERY, Nats, NatsError};
+use super::lifecycle;
 use super::wire::{
     self, EventBody, EventMessage, SubtaskMessage, WIRE_VERSION, base_ref, start_ref,
 };
@@ -57,8 +58,11 @@ struct RemoteWorker {
     index: usize,
     branch: String,
     transcript: PathBuf,
-    /// Transcript lines written so far.
+    /// Lines of `lines_from`'s transcript written so far.
     lines: u64,
+    /// The machine whose transcript lines are being written: each machine numbers the lines
+    /// of its own transcript (an attempt on another machine starts at 0 again).
+    lines_from: Option<String>,
     machine: Option<String>,
     machine_lost: bool,
 }
@@ -78,6 +82,9 @@ pub struct NatsSlots {
     listener: tokio::sync::OnceCell<()>,
     /// The workers' permission questions ([`super::ask`]).
     questions: Arc<super::ask::Questions>,
+    /// The events stream's last sequence when the run was prepared: a new consumer of the
+    /// run's events starts after it.
+    events_from: u64,
 }
 
 impl NatsSlots {
@@ -97,6 +104,7 @@ impl NatsSlots {
         nats.work_stream().await?;
         nats.events_stream().await?;
         nats.heartbeats().await?;
+        let events_from = lifecycle::events_position(&nats).await?;
         let root = repo_root.to_path_buf();
         let name = remote.to_string();
         let repo_url = git_task(move || Ok(git::remote_url(&root, &name)?))
@@ -118,7 +126,13 @@ impl NatsSlots {
             shared: Arc::default(),
             listener: tokio::sync::OnceCell::new(),
             questions: Arc::default(),
+            events_from,
         })
+    }
+
+    /// The URL of the git remote the run's refs and branches go to.
+    pub fn repo_url(&self) -> &str {
+        &self.repo_url
     }
 
     /// Starts the task that consumes this run's events (once).
@@ -136,6 +150,7 @@ impl NatsSlots {
                     repo_url: self.repo_url.clone(),
                     shared: self.shared.clone(),
                     coordinator: coordinator.clone(),
+                    events_from: self.events_from,
                 };
                 tokio::spawn(listener.run());
                 tokio::spawn(self.question_server(coordinator, run).run());
@@ -179,6 +194,7 @@ impl WorkerSlots for NatsSlots {
                     branch: spec.branch.clone(),
                     transcript: spec.transcript.clone(),
                     lines: 0,
+                    lines_from: None,
                     machine: None,
                     machine_lost: false,
                 },
@@ -203,12 +219,27 @@ impl WorkerSlots for NatsSlots {
             shared: self.shared.clone(),
             coordinator: coordinator.clone(),
             index: spec.index,
+            reattach: spec.resume,
         };
         tokio::spawn(dispatch.run(message));
         Box::new(RemoteHandle {
             client: self.nats.client.clone(),
             subject: format!("ahelper.control.{}.{}", self.run_id, spec.id),
         })
+    }
+
+    async fn close(&self, run_id: &str) {
+        match lifecycle::release_run(&self.nats, run_id).await {
+            Ok(released) => tracing::info!(
+                run = %run_id,
+                consumer_deleted = released.consumer_deleted,
+                subtasks_purged = released.subtasks_purged,
+                "released the run on NATS"
+            ),
+            Err(error) => {
+                tracing::warn!(run = %run_id, %error, "releasing the run on NATS failed; `swarm clean` removes its consumer")
+            }
+        }
     }
 }
 
@@ -231,6 +262,8 @@ struct Dispatch {
     shared: Arc<Mutex<Shared>>,
     coordinator: ActorRef<CoordinatorActor>,
     index: usize,
+    /// The worker was started before (`swarm resume`): its subtask may still be in the queue.
+    reattach: bool,
 }
 
 impl Dispatch {
@@ -259,6 +292,11 @@ impl Dispatch {
     }
 
     async fn send(&self, message: &SubtaskMessage) -> Result<(), String> {
+        let (run, worker) = (&message.run_id, &message.worker_id);
+        if self.reattach && lifecycle::subtask_queued(&self.nats, run, worker).await {
+            tracing::info!(%run, %worker, "re-attached to the subtask still in the work queue");
+            return Ok(());
+        }
         let commit = git::Oid::from_str(&message.start_commit).map_err(|e| e.to_string())?;
         let refname = start_ref(&message.run_id, &message.worker_id);
         push(&self.repo_root, &message.repo_url, commit, refname)
@@ -310,6 +348,7 @@ struct Listener {
     repo_url: String,
     shared: Arc<Mutex<Shared>>,
     coordinator: ActorRef<CoordinatorActor>,
+    events_from: u64,
 }
 
 impl Listener {
@@ -330,7 +369,9 @@ impl Listener {
     /// Reads events until the run is over (the coordinator is gone).
     async fn consume(&self) -> Result<(), NatsError> {
         let stream = self.nats.events_stream().await?;
-        let name = format!("coordinator-{}", self.run_id);
+        let name = lifecycle::coordinator_consumer(&self.run_id);
+        // An existing consumer (a coordinator that died, resumed) is taken as it is: it
+        // continues with the events its predecessor did not acknowledge.
         let consumer: consumer::PullConsumer = stream
             .get_or_create_consumer(
                 &name,
@@ -338,6 +379,9 @@ impl Listener {
                     durable_name: Some(name.clone()),
                     filter_subject: format!("ahelper.events.{}.>", self.run_id),
                     ack_policy: consumer::AckPolicy::Explicit,
+                    deliver_policy: consumer::DeliverPolicy::ByStartSequence {
+                        start_sequence: self.events_from + 1,
+                    },
                     ..Default::default()
                 },
             )
@@ -378,7 +422,12 @@ impl Listener {
             }
         };
         let Some(index) = self.index_of(&event.worker_id) else {
-            tracing::info!(worker = %event.worker_id, "event of a worker that is not running ignored");
+            tracing::info!(
+                worker = %event.worker_id,
+                machine = %event.machine,
+                kind = event_kind(&event.body),
+                "event of a worker that is not running ignored (a duplicate delivery or an earlier attempt)"
+            );
             return;
         };
         self.note_machine(index, &event.worker_id, &event.machine)
@@ -391,7 +440,7 @@ impl Listener {
                 }
             }
             EventBody::Transcript { from_line, lines } => {
-                self.write_transcript(&event.worker_id, from_line, &lines);
+                self.write_transcript(&event.worker_id, &event.machine, from_line, &lines);
             }
             EventBody::Done { status, report } => {
                 self.finish(&event.worker_id, index, status, report).await;
@@ -434,13 +483,17 @@ impl Listener {
     }
 
     /// Appends the lines not written yet to the worker's transcript.
-    fn write_transcript(&self, worker: &str, from_line: u64, lines: &[String]) {
+    fn write_transcript(&self, worker: &str, machine: &str, from_line: u64, lines: &[String]) {
         let Ok(mut shared) = self.shared.lock() else {
             return;
         };
         let Some(w) = shared.running.get_mut(worker) else {
             return;
         };
+        if w.lines_from.as_deref() != Some(machine) {
+            w.lines_from = Some(machine.to_string());
+            w.lines = 0;
+        }
         let skip = w.lines.saturating_sub(from_line) as usize;
         let new: Vec<&String> = lines.iter().skip(skip).collect();
         if new.is_empty() {
@@ -588,6 +641,17 @@ fn with_index(progress: Progress, i: usize) -> Option<Progress> {
             fix_round,
         },
     })
+}
+
+/// The `kind` of an event as it is on the wire, for logs.
+fn event_kind(body: &EventBody) -> &'static str {
+    match body {
+        EventBody::Accepted => "accepted",
+        EventBody::Progress { .. } => "progress",
+        EventBody::Transcript { .. } => "transcript",
+        EventBody::Done { .. } => "done",
+        EventBody::Released => "released",
+    }
 }
 
 fn append_lines(path: &Path, lines: &[&String]) -> std::io::Result<()> {

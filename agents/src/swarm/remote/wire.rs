@@ -195,6 +195,32 @@ pub fn check_machine(name: &str) -> Result<(), WireError> {
         .ok_or_else(|| invalid("machine name", name, "1-64 of A-Z a-z 0-9 . _ -"))
 }
 
+/// Checks a repository URL from the queue before `git clone`/`fetch`/`push` see it: not
+/// empty, at most 2,048 bytes, no control characters, not starting with `-` (read as an
+/// option) and no `<transport>::` prefix (git's remote-helper syntax, e.g. `ext::<command>`,
+/// which runs a program). URLs (`https://`, `ssh://`, `file://`), scp-like `host:path` and
+/// plain paths pass.
+///
+/// # Errors
+/// [`WireError::InvalidId`].
+pub fn check_repo_url(url: &str) -> Result<(), WireError> {
+    let helper = url
+        .split_once("::")
+        .is_some_and(|(transport, _)| !transport.contains('/') && !transport.contains(':'));
+    let ok = !url.is_empty()
+        && url.len() <= 2048
+        && !url.starts_with('-')
+        && !url.chars().any(char::is_control)
+        && !helper;
+    ok.then_some(()).ok_or_else(|| {
+        invalid(
+            "repository URL",
+            url,
+            "a git URL or path (no option, no `transport::` helper, no control characters)",
+        )
+    })
+}
+
 fn invalid(what: &'static str, value: &str, expected: &'static str) -> WireError {
     WireError::InvalidId {
         what,
@@ -247,13 +273,7 @@ impl SubtaskMessage {
         if !hex {
             return Err(invalid("start commit", &msg.start_commit, "40 hex digits"));
         }
-        if msg.repo_url.is_empty() || msg.repo_url.starts_with('-') {
-            return Err(invalid(
-                "repository URL",
-                &msg.repo_url,
-                "a git URL or path",
-            ));
-        }
+        check_repo_url(&msg.repo_url)?;
         Ok(msg)
     }
 }
@@ -376,6 +396,41 @@ mod tests {
         assert!(matches!(parse(&option), Err(WireError::InvalidId { .. })));
         let garbage = SubtaskMessage::parse(&work_subject(RUN, "w2"), b"{not json");
         assert!(matches!(garbage, Err(WireError::Malformed(_))));
+    }
+
+    #[test]
+    fn repository_urls_that_run_programs_or_read_as_options_are_refused() {
+        for url in [
+            "ext::sh -c touch% /tmp/pwned",
+            "fd::17",
+            "-uhttps://x",
+            "https://host/repo.git\n--upload-pack=x",
+            "",
+        ] {
+            let mut msg = subtask();
+            msg.repo_url = url.into();
+            assert!(
+                matches!(
+                    parse(&msg),
+                    Err(WireError::InvalidId {
+                        what: "repository URL",
+                        ..
+                    })
+                ),
+                "{url:?}"
+            );
+        }
+        for url in [
+            "https://forge.example/team/project.git",
+            "ssh://git@forge.example/team/project.git",
+            "git@forge.example:team/project.git",
+            "file:///srv/git/project.git",
+            "/srv/git/a::b/project.git",
+        ] {
+            let mut msg = subtask();
+            msg.repo_url = url.into();
+            assert!(parse(&msg).is_ok(), "{url}");
+        }
     }
 
     #[test]

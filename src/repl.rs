@@ -330,6 +330,8 @@ impl Repl<'_> {
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
+        // The model chosen with `/model` plans and works the run, as it answers the prompts.
+        config.set_model(self.session.agent.model());
         let run_args = crate::cli::SwarmRunArgs::default();
         let servers = self.session.mcp.specs();
         let code = crate::swarm_cmd::start(&config, task, &run_args, &servers, None).await;

@@ -13,6 +13,11 @@
 //!   over the run's two gaps. With 0 ms latency this is the server's reply time (tiny: a few
 //!   chunks on loopback) plus the client's parse, tool execution and next request — an upper
 //!   bound of the process's own gap.
+//! - exit tail: from the fake server receiving the last model request to the process reaped,
+//!   and that tail as a share of the wall time (issue 11 item 1: ≤ 2 ms, ≤ 10 %). With 0 ms
+//!   latency the last response is a few chunks on loopback, so this is an upper bound of the
+//!   time from the final model event to exit (it includes the client's parse of that response,
+//!   the transcript lines, the printed answer, and the process's teardown).
 //! - peak RSS: `ru_maxrss` of the child from `wait4(2)`.
 //! - `--version`: wall time of `ahelper --version`.
 
@@ -37,6 +42,7 @@ struct Run {
     wall: Duration,
     first_request: Duration,
     gap: Duration,
+    tail: Duration,
     max_rss_bytes: u64,
 }
 
@@ -71,6 +77,12 @@ fn main() {
     let wall = median(runs.iter().map(|r| ms(r.wall)).collect());
     let first = median(runs.iter().map(|r| ms(r.first_request)).collect());
     let gap = median(runs.iter().map(|r| ms(r.gap)).collect());
+    let tail = median(runs.iter().map(|r| ms(r.tail)).collect());
+    let tail_share = median(
+        runs.iter()
+            .map(|r| r.tail.as_secs_f64() / r.wall.as_secs_f64())
+            .collect(),
+    );
     let rss = median(
         runs.iter()
             .map(|r| r.max_rss_bytes as f64 / (1024.0 * 1024.0))
@@ -87,9 +99,18 @@ fn main() {
     report("wall time of `ahelper -p`", wall, 50.0, "ms");
     report("process start → 1st request", first, 15.0, "ms");
     report("gap between turns", gap, 3.0, "ms");
+    report("exit tail (last request → exit)", tail, 2.0, "ms");
+    report("exit tail / wall", tail_share * 100.0, 10.0, "%");
     report("peak RSS", rss, 25.0, "MiB");
     report("`ahelper --version` wall time", version, 3.0, "ms");
     println!("(fastest `ahelper -p` run: {min_wall:.2} ms)");
+    println!("load average: {}", load_average());
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".into())
 }
 
 fn report(what: &str, figure: f64, target: f64, unit: &str) {
@@ -194,10 +215,12 @@ fn run_once(server: &FakeLlm, repo: &Path, home: &Path) -> Run {
         .map(|w| w[1].received.duration_since(w[0].received))
         .collect();
     let gap = gaps.iter().sum::<Duration>() / gaps.len() as u32;
+    let tail = wall.saturating_sub(requests[2].received.saturating_duration_since(spawned));
     Run {
         wall,
         first_request,
         gap,
+        tail,
         max_rss_bytes,
     }
 }

@@ -89,13 +89,10 @@ fn run(cli: Cli, hardening: HardeningReport) -> i32 {
             return EXIT_USAGE;
         }
     };
-    let _log_guard = match scrub_then_log(&config, &env, cli.common.verbose, hardening) {
-        Ok(guard) => guard,
-        Err(e) => {
-            eprintln!("ahelper: {e}");
-            return 1;
-        }
-    };
+    if let Err(e) = scrub_then_log(&config, &env, cli.common.verbose, hardening) {
+        eprintln!("ahelper: {e}");
+        return 1;
+    }
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -284,9 +281,8 @@ fn run_session_with(
 }
 
 /// The keys are in memory now (in `config`): takes them out of the environment block and of
-/// what children inherit, still before the first thread (the logger's and the runtime's)
-/// starts; then starts logging through the configuration's redactor. Returns the log writer's
-/// guard (`None` when there is no log directory).
+/// what children inherit, still before the first thread (the runtime's) starts; then starts
+/// logging through the configuration's redactor.
 ///
 /// # Errors
 /// [`hardening::HardeningError`] when the environment cannot be scrubbed.
@@ -295,12 +291,12 @@ fn scrub_then_log(
     env: &EnvSnapshot,
     verbose: bool,
     hardening: HardeningReport,
-) -> Result<Option<tracing_appender::non_blocking::WorkerGuard>, hardening::HardeningError> {
+) -> Result<(), hardening::HardeningError> {
     // SAFETY: no other thread exists yet; the call checks it.
     let scrub = unsafe { hardening::scrub_environment(&config.secret_env) }?;
-    let guard = init_logging(env, verbose, &config.redactor);
+    init_logging(env, verbose, &config.redactor);
     tracing::info!(?hardening, ?scrub, redacted = ?config.redactor.names(), "process hardened");
-    Ok(guard)
+    Ok(())
 }
 
 /// The prompt of `-p`: the text, or stdin when it is `-`; an empty prompt is a usage error.
@@ -369,16 +365,14 @@ fn overrides(common: &CommonArgs) -> CliOverrides {
 
 /// Logs go to `$XDG_STATE_HOME/ahelper/logs/ahelper.log` (never over the terminal UI); the filter
 /// comes from `AHELPER_LOG` (default `warn`, `info` with `-v`). Every line is written through
-/// `redactor`.
-fn init_logging(
-    env: &EnvSnapshot,
-    verbose: bool,
-    redactor: &Redactor,
-) -> Option<tracing_appender::non_blocking::WorkerGuard> {
+/// `redactor`. Each record is written by the thread that logs it, in one `write` to the file
+/// opened for appending ([`LogFile`]): no writer thread, so nothing to hand over or wait for
+/// when the process exits, and no record lost then. Without a state directory, or when the
+/// file cannot be opened, nothing is logged.
+fn init_logging(env: &EnvSnapshot, verbose: bool, redactor: &Redactor) -> Option<()> {
     let dir = env.state_dir()?.join("logs");
     std::fs::create_dir_all(&dir).ok()?;
-    let appender = tracing_appender::rolling::never(&dir, "ahelper.log");
-    let (writer, guard) = tracing_appender::non_blocking(appender);
+    let writer = LogFile::open(&dir.join("ahelper.log")).ok()?;
     let default = if verbose { "info" } else { "warn" };
     let filter = tracing_subscriber::EnvFilter::try_new(env.get("AHELPER_LOG").unwrap_or(default))
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
@@ -393,7 +387,37 @@ fn init_logging(
         tracing::error!(%info, "panic");
         eprintln!("ahelper: internal error: {info}");
     }));
-    Some(guard)
+    Some(())
+}
+
+/// The log file, shared by every thread that logs. Opened with `O_APPEND`, so each `write` —
+/// one whole record, as the tracing formatter hands it over — lands at the end in one piece,
+/// whichever thread (or ahelper process) writes it.
+#[derive(Clone)]
+struct LogFile(Arc<std::fs::File>);
+
+impl LogFile {
+    /// Opens (creating) `path` for appending.
+    ///
+    /// # Errors
+    /// The I/O error of opening it.
+    fn open(path: &std::path::Path) -> std::io::Result<LogFile> {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)?;
+        Ok(LogFile(Arc::new(file)))
+    }
+}
+
+impl std::io::Write for LogFile {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        (&*self.0).write(buf)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// Cancels `cancel` on the first Ctrl-C; exits the process on the second. For the REPL: it

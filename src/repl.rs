@@ -334,6 +334,8 @@ impl Repl<'_> {
         let before = newest(root);
         let mut config = self.config.clone();
         config.permissions = self.policy();
+        // The model chosen with `/model` plans and works the run, as it answers the prompts.
+        config.set_model(self.session.agent.model());
         let run_args = crate::cli::SwarmRunArgs::default();
         let servers = self.session.mcp.specs();
         let code = crate::swarm_cmd::start(&config, task, &run_args, &servers, None).await;

@@ -724,6 +724,15 @@ impl Config {
                 reason: reason.clone(),
             })
     }
+
+    /// Uses `model` instead of the configured model name (the REPL's `/model` for a `/swarm`
+    /// run started from the session). Nothing changes when no provider is usable: the error
+    /// of [`Config::provider`] still says what to set.
+    pub fn set_model(&mut self, model: &str) {
+        if let Ok(provider) = &mut self.provider {
+            provider.model = model.to_string();
+        }
+    }
 }
 
 /// The environment (`AHELPER_*`) and command-line layers on top of the files, each checked.

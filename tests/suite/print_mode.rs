@@ -266,3 +266,43 @@ fn resume_and_continue_pick_the_session_up() {
         .code(2)
         .stderr(predicate::str::contains("no-such-session"));
 }
+
+/// What `-p` writes is all there once it exits (issue 11 item 1: it exits at once after the
+/// last model event, without a log thread to wait for): the transcript ends with the final
+/// answer, and the log file (written by the threads that log, `O_APPEND`) holds every run's
+/// records whole, one per line.
+#[test]
+fn transcript_and_log_are_complete_when_print_mode_exits() {
+    let repo = repo_with(&[("a.txt", "hello\n")]);
+    let server = start(agent([
+        Turn::tool_call("read_file", json!({"path": "a.txt"})),
+        Turn::text("The file says hello."),
+    ]));
+    for _ in 0..2 {
+        let out = stdout_of(
+            ahelper(&repo, &server, Wire::Anthropic)
+                .env("AHELPER_LOG", "info")
+                .args(["-p", "what does a.txt say", "--output-format", "json"]),
+        );
+        let result: Value = serde_json::from_str(out.trim()).expect("one JSON result");
+        let transcript =
+            std::fs::read_to_string(result["transcript"].as_str().expect("transcript path"))
+                .unwrap();
+        assert!(transcript.ends_with('\n'), "{transcript}");
+        let last_message = transcript
+            .lines()
+            .rfind(|l| l.contains("The file says hello."))
+            .expect("the final answer is in the transcript");
+        serde_json::from_str::<Value>(last_message).expect("a whole JSON line");
+    }
+    let log = std::fs::read_to_string(repo.home().join("state/ahelper/logs/ahelper.log"))
+        .expect("the log file is written");
+    assert!(log.ends_with('\n'), "{log}");
+    assert_eq!(
+        log.lines()
+            .filter(|l| l.contains("process hardened"))
+            .count(),
+        2,
+        "one record per run, each whole on its line:\n{log}"
+    );
+}

@@ -231,3 +231,51 @@ fn slash_swarm_runs_a_swarm_and_the_conversation_learns_its_outcome() {
     // The user's checkout is untouched; the work is on the integration branch.
     assert_eq!(repo.file("a.txt"), "a\n");
 }
+
+/// `/swarm` after `/model NAME`: the coordinator and the worker of the run ask for the model
+/// chosen in the session, not the configured one.
+#[test]
+fn slash_swarm_uses_the_model_chosen_with_slash_model() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let plan = json!({"summary": "one part", "subtasks": [{"id": "s1", "title": "Update a",
+        "instructions": "Write A into a.txt.", "scope": ["a.txt"]}]});
+    let server = start(
+        Script::new()
+            .with_conversation(
+                Conversation::new()
+                    .matching("You are the coordinator of a swarm")
+                    .turn(Turn::text(plan.to_string())),
+            )
+            .with_conversation(
+                Conversation::new()
+                    .matching("Your subtask `s1`")
+                    .turn(Turn::tool_call(
+                        "write_file",
+                        json!({"path": "a.txt", "content": "A\n"}),
+                    ))
+                    .turn(Turn::text("wrote A")),
+            ),
+    );
+    let tmux = Tmux::start(&repo, &server, &["--permission-mode", "bypass"]);
+    tmux.wait_for("Type /help");
+    tmux.line("/model chosen-in-repl");
+    tmux.wait_for("Model set to chosen-in-repl");
+    tmux.line("/swarm update a.txt");
+    tmux.wait_for("[y]es");
+    tmux.type_text("y");
+    tmux.press("Enter");
+    tmux.wait_for("goes to the model with your next prompt");
+    tmux.line("/exit");
+    drop(tmux);
+    let requests = server.model_requests();
+    let models: Vec<&str> = requests
+        .iter()
+        .map(|r| r.body["model"].as_str().unwrap_or(""))
+        .collect();
+    // the coordinator's plan, then the worker's two turns
+    assert!(requests.len() >= 3, "{models:?}");
+    assert!(
+        models.iter().all(|m| *m == "chosen-in-repl"),
+        "every request of the run names the chosen model: {models:?}"
+    );
+}

@@ -1,6 +1,12 @@
 //! The coordinator's plan: subtasks with scopes and dependencies, validated against a JSON
-//! Schema (draft 2020-12, <https://json-schema.org/draft/2020-12>) and then for meaning (unique
-//! ids, known dependencies, no cycles, the subtask cap).
+//! Schema (draft 7, <https://json-schema.org/draft-07>) and then for meaning (unique ids, known
+//! dependencies, no cycles, the subtask cap).
+//!
+//! Draft 7, not 2020-12: the schema uses no keyword newer than draft 7, and the `jsonschema`
+//! crate checks a schema against its draft's meta-schema when it compiles it — the 2020-12
+//! meta-schema (vocabularies, `$dynamicRef`) compiles to ~15 MB of heap that stays for the
+//! rest of the run, the draft-7 one to a fraction of that (issue 11 item 5; see
+//! `benches/swarm_memory.rs`).
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -32,10 +38,10 @@ pub struct Plan {
     pub subtasks: Vec<Subtask>,
 }
 
-/// The JSON Schema a plan must satisfy.
+/// The JSON Schema (draft 7) a plan must satisfy.
 pub fn plan_schema() -> Value {
     json!({
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$schema": "http://json-schema.org/draft-07/schema#",
         "type": "object",
         "required": ["subtasks"],
         "additionalProperties": false,

@@ -404,9 +404,11 @@ fn checkout_new_worktree(repo: &Repository, worktree: &Path, commit: Oid) -> Res
 ///
 /// * Registered worktree: refused when locked ([`GitError::WorktreeLocked`], even with `force`);
 ///   without `force` also when it has uncommitted or untracked changes ([`GitError::WorktreeDirty`])
-///   or a detached HEAD whose commits no ref contains ([`GitError::UnreachableCommits`], S29). Removed
-///   with `git worktree remove [--force]`. A registered worktree whose directory is already gone has
-///   just its admin entry pruned.
+///   or a detached HEAD whose commits no ref contains ([`GitError::UnreachableCommits`], S29). Under
+///   the lock its directory is renamed aside and its admin entry pruned; its files are deleted after
+///   the lock is released, so other worktrees are created and removed meanwhile (with submodules, or
+///   when the rename fails: `git worktree remove [--force]` under the lock). A registered worktree
+///   whose directory is already gone has just its admin entry pruned.
 /// * Orphan (S07): the directory is not registered, its `.git` file points to a missing
 ///   `<common>/worktrees/<name>`, and ahelper's marker names it — the directory is deleted.
 ///
@@ -421,14 +423,42 @@ pub fn remove_worktree(
     force: bool,
 ) -> Result<RemovedWorktree, GitError> {
     let repo = open_repo(repo)?;
-    let _guard = lock.acquire(&repo)?;
+    let guard = lock.acquire(&repo)?;
     let common = canonical(repo.commondir())?;
     let main = main_workdir(&repo)?;
     let target = check_removal_target(&repo, &main, &common, base_dir, path)?;
     let worktrees = list(&repo)?;
-    match worktrees.iter().find(|w| !w.is_main && w.path == target) {
-        Some(wt) => remove_registered(&repo, &main, &common, wt, target, force),
-        None => remove_orphan(&common, target, path),
+    let removed = match worktrees.iter().find(|w| !w.is_main && w.path == target) {
+        Some(wt) => remove_registered(&repo, &main, &common, wt, target, force)?,
+        None => return remove_orphan(&common, target, path),
+    };
+    drop(guard);
+    Ok(removed.delete_files())
+}
+
+/// A removed worktree whose files may still have to be deleted: [`remove_registered`]
+/// unregisters it under the lock and leaves its directory, renamed aside, to be deleted after
+/// the lock is released, so that other workers' worktrees are created and removed meanwhile.
+struct Unregistered {
+    removed: RemovedWorktree,
+    /// The directory renamed aside (`<dir>/.removing-<name>-<pid>-<nanos>`), when there is one.
+    aside: Option<PathBuf>,
+}
+
+impl Unregistered {
+    /// Deletes the directory renamed aside; what could not be deleted is logged and reported
+    /// through `directory_removed` (the worktree is unregistered either way).
+    fn delete_files(self) -> RemovedWorktree {
+        let Some(aside) = self.aside else {
+            return self.removed;
+        };
+        if let Err(e) = fs::remove_dir_all(&aside) {
+            tracing::warn!(dir = %aside.display(), error = %e, "could not delete a removed worktree's files");
+        }
+        RemovedWorktree {
+            directory_removed: !aside.exists() && !self.removed.path.exists(),
+            ..self.removed
+        }
     }
 }
 
@@ -507,7 +537,7 @@ fn remove_registered(
     wt: &WorktreeInfo,
     target: PathBuf,
     force: bool,
-) -> Result<RemovedWorktree, GitError> {
+) -> Result<Unregistered, GitError> {
     if wt.locked {
         return Err(GitError::WorktreeLocked {
             path: target,
@@ -523,10 +553,22 @@ fn remove_registered(
     };
     if !target.exists() {
         prune_admin_entry(repo, common, wt)?;
-        return Ok(removed(true, target));
+        let removed = removed(true, target);
+        return Ok(Unregistered {
+            removed,
+            aside: None,
+        });
     }
     if !force {
         refuse_losing_work(repo, wt, &target)?;
+    }
+    if let Some(aside) = move_aside(&target) {
+        prune_admin_entry(repo, common, wt)?;
+        tracing::info!(path = %target.display(), "removed worktree");
+        return Ok(Unregistered {
+            removed: removed(false, target),
+            aside: Some(aside),
+        });
     }
     let mut cmd = cli::command(main, ["worktree", "remove"]);
     if force {
@@ -536,7 +578,40 @@ fn remove_registered(
     cli::run(cmd)?;
     remove_marker(common, &target);
     tracing::info!(path = %target.display(), "removed worktree");
-    Ok(removed(!target.exists(), target))
+    Ok(Unregistered {
+        removed: removed(!target.exists(), target),
+        aside: None,
+    })
+}
+
+/// Renames the worktree directory `target` aside, next to it
+/// (`.removing-<name>-<pid>-<nanos>`), so that unregistering it is a rename and an admin-dir
+/// prune under the lock and deleting its files happens after. `None` (nothing moved: let
+/// `git worktree remove` do it) when the worktree has submodules (git refuses to remove those
+/// without `--force`, and their git dirs live elsewhere) or the rename fails.
+fn move_aside(target: &Path) -> Option<PathBuf> {
+    if target.join(".gitmodules").exists() {
+        return None;
+    }
+    let (Some(parent), Some(name)) = (target.parent(), target.file_name()) else {
+        return None;
+    };
+    // Unique: the lock is held, and the name of a registered worktree is unique among them.
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let aside = parent.join(format!(
+        ".removing-{}-{}-{nanos}",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    match fs::rename(target, &aside) {
+        Ok(()) => Some(aside),
+        Err(e) => {
+            tracing::debug!(path = %target.display(), error = %e, "could not rename the worktree aside; git removes it");
+            None
+        }
+    }
 }
 
 /// Prunes the admin entry (`<common>/worktrees/<name>`) of a registered worktree whose

@@ -815,11 +815,14 @@ impl CoordinatorActor {
             // Its command's process group is gone before the run reports that it stopped.
             baseline.stop_and_wait().await;
         }
-        for cleanup in std::mem::take(&mut self.cleanups) {
-            let _ = cleanup.await;
-        }
+        // The last removals run while the coordinator writes its summary (it reads the
+        // record, not the worktrees); the run reports that it finished once both are done.
+        let cleanups = std::mem::take(&mut self.cleanups);
         if self.cancelled.is_none() {
             self.synthesize().await;
+        }
+        for cleanup in cleanups {
+            let _ = cleanup.await;
         }
         self.finish_run();
     }

@@ -45,6 +45,7 @@ mod merge;
 mod remote;
 mod repo;
 mod serde_oid;
+mod spare;
 mod worktree;
 
 pub use branch::{
@@ -71,6 +72,7 @@ pub use remote::{ensure_clone, fetch_refspecs, push_commit, remote_ref, remote_u
 pub use repo::{
     AHELPER_DIR, Head, Identity, RepoInfo, dirty_paths, ensure_excluded, snapshot_uncommitted,
 };
+pub use spare::{create_spare_worktree, park_worktree, recycle_worktree};
 pub use worktree::{
     RemovedWorktree, WorktreeInfo, WorktreeMarker, create_worktree, list_worktrees,
     prune_worktrees, remove_worktree, resume_worktree,

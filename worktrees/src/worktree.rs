@@ -62,7 +62,8 @@ impl WorktreeInfo {
 pub struct WorktreeMarker {
     /// Canonical path of the worktree directory.
     pub path: PathBuf,
-    /// The branch it was created on (short name).
+    /// The branch it was created on (short name); empty for a spare worktree (HEAD detached,
+    /// see [`crate::park_worktree`]).
     pub branch: String,
     /// The commit its HEAD was verified to be at creation.
     #[serde(with = "crate::serde_oid")]
@@ -208,7 +209,7 @@ fn add(
 }
 
 /// S01: a branch checked out by any worktree gets no second one.
-fn refuse_checked_out(repo: &Repository, branch: &str) -> Result<(), GitError> {
+pub(crate) fn refuse_checked_out(repo: &Repository, branch: &str) -> Result<(), GitError> {
     match list(repo)?
         .into_iter()
         .find(|w| w.branch.as_deref() == Some(branch))
@@ -225,7 +226,7 @@ fn refuse_checked_out(repo: &Repository, branch: &str) -> Result<(), GitError> {
 /// The commit the new worktree must start at, and whether the branch was created here: a new
 /// branch at `base`; an existing one only at exactly `base` (S02; never reset, S32); the
 /// existing branch's tip when resuming (`base` `None`).
-fn prepare_branch(
+pub(crate) fn prepare_branch(
     repo: &Repository,
     branch: &str,
     base: Option<Oid>,
@@ -257,19 +258,19 @@ fn prepare_branch(
 }
 
 /// A worktree being created by [`add`], and how to undo it.
-struct NewWorktree<'r> {
-    repo: &'r Repository,
-    main: PathBuf,
-    common: PathBuf,
+pub(crate) struct NewWorktree<'r> {
+    pub(crate) repo: &'r Repository,
+    pub(crate) main: PathBuf,
+    pub(crate) common: PathBuf,
     /// The directory (canonical once registered).
-    target: PathBuf,
-    branch: &'r str,
-    created_branch: bool,
+    pub(crate) target: PathBuf,
+    pub(crate) branch: &'r str,
+    pub(crate) created_branch: bool,
 }
 
 impl NewWorktree<'_> {
     /// Deletes the branch again when it was created for this worktree.
-    fn undo_branch(&self) {
+    pub(crate) fn undo_branch(&self) {
         if self.created_branch
             && let Ok(mut b) = self.repo.find_branch(self.branch, BranchType::Local)
             && let Err(e) = b.delete()
@@ -304,23 +305,13 @@ impl NewWorktree<'_> {
     }
 
     /// Records ahelper's marker for the new worktree.
-    fn write_marker(&self, base: Oid) -> Result<(), GitError> {
-        let marker = WorktreeMarker {
-            path: self.target.clone(),
-            branch: self.branch.to_owned(),
-            base,
-            created_unix_ms: SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map(|d| d.as_millis() as u64)
-                .unwrap_or(0),
-            pid: std::process::id(),
-        };
-        write_marker(&self.common, &marker)
+    pub(crate) fn write_marker(&self, base: Oid) -> Result<(), GitError> {
+        write_marker_for(&self.common, &self.target, self.branch, base)
     }
 
     /// S04: the worktree must start exactly where it was asked to: HEAD is `refs/heads/<branch>`
     /// at `expected`.
-    fn verify_head(&self, expected: Oid) -> Result<(), GitError> {
+    pub(crate) fn verify_head(&self, expected: Oid) -> Result<(), GitError> {
         let refname = format!("refs/heads/{}", self.branch);
         let actual = Repository::open(&self.target)
             .and_then(|r| {
@@ -348,7 +339,7 @@ impl NewWorktree<'_> {
 
     /// Removes the registered worktree, the branch created for it and the marker (the caller
     /// holds the lock).
-    fn remove(&self) {
+    pub(crate) fn remove(&self) {
         let _ = cli::run({
             let mut cmd = cli::command(&self.main, ["worktree", "remove", "--force"]);
             cmd.arg(&self.target);
@@ -367,7 +358,11 @@ impl NewWorktree<'_> {
 ///
 /// # Errors
 /// [`GitError::GitCommand`] / [`GitError::GitNotFound`] when `git` or the hook fails.
-fn checkout_new_worktree(repo: &Repository, worktree: &Path, commit: Oid) -> Result<(), GitError> {
+pub(crate) fn checkout_new_worktree(
+    repo: &Repository,
+    worktree: &Path,
+    commit: Oid,
+) -> Result<(), GitError> {
     cli::git(
         worktree,
         ["reset", "--hard", "--no-recurse-submodules", "--quiet"],
@@ -472,7 +467,7 @@ fn unsafe_removal(path: &Path, reason: impl Into<String>) -> GitError {
 /// S10: the resolved directory to remove, only when it lies strictly inside `base_dir`, is not a
 /// symlink, and neither is, contains nor lies inside the main worktree's or the repository's
 /// git dirs.
-fn check_removal_target(
+pub(crate) fn check_removal_target(
     repo: &Repository,
     main: &Path,
     common: &Path,
@@ -630,7 +625,11 @@ fn prune_admin_entry(repo: &Repository, common: &Path, wt: &WorktreeInfo) -> Res
 
 /// Uncommitted or untracked changes ([`GitError::WorktreeDirty`]), or a detached HEAD no ref
 /// contains ([`GitError::UnreachableCommits`]), would be lost by removing the worktree.
-fn refuse_losing_work(repo: &Repository, wt: &WorktreeInfo, target: &Path) -> Result<(), GitError> {
+pub(crate) fn refuse_losing_work(
+    repo: &Repository,
+    wt: &WorktreeInfo,
+    target: &Path,
+) -> Result<(), GitError> {
     let wt_repo =
         Repository::open(target).ctx(|| format!("opening the worktree {}", target.display()))?;
     let dirty = status_paths(&wt_repo, false)?;
@@ -744,7 +743,7 @@ pub fn prune_worktrees(lock: &RepoLock, repo: &Path) -> Result<Vec<PathBuf>, Git
 
 // ---- helpers -------------------------------------------------------------------------------------
 
-fn check_branch_name(branch: &str) -> Result<(), GitError> {
+pub(crate) fn check_branch_name(branch: &str) -> Result<(), GitError> {
     let valid = !branch.starts_with('-')
         && branch != "HEAD"
         && Branch::name_is_valid(branch).unwrap_or(false);
@@ -798,7 +797,7 @@ fn resolve_lexically_missing(path: &Path) -> Result<PathBuf, GitError> {
     Ok(out)
 }
 
-fn check_new_path(
+pub(crate) fn check_new_path(
     repo: &Repository,
     main: &Path,
     common: &Path,
@@ -958,6 +957,27 @@ pub(crate) fn read_marker(common: &Path, path: &Path) -> Option<WorktreeMarker> 
         .filter(|m| m.path == path)
 }
 
+/// Records ahelper's marker for the worktree at `path` on `branch` (empty for a spare, HEAD
+/// detached) at `base`, created now by this process.
+pub(crate) fn write_marker_for(
+    common: &Path,
+    path: &Path,
+    branch: &str,
+    base: Oid,
+) -> Result<(), GitError> {
+    let marker = WorktreeMarker {
+        path: path.to_path_buf(),
+        branch: branch.to_owned(),
+        base,
+        created_unix_ms: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0),
+        pid: std::process::id(),
+    };
+    write_marker(common, &marker)
+}
+
 fn write_marker(common: &Path, marker: &WorktreeMarker) -> Result<(), GitError> {
     let dir = markers_dir(common);
     fs::create_dir_all(&dir).map_err(io_err("creating", &dir))?;
@@ -980,7 +1000,7 @@ fn write_synced(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     file.sync_all()
 }
 
-fn remove_marker(common: &Path, path: &Path) {
+pub(crate) fn remove_marker(common: &Path, path: &Path) {
     let file = marker_file(common, path);
     if let Err(e) = fs::remove_file(&file)
         && e.kind() != std::io::ErrorKind::NotFound

@@ -261,6 +261,11 @@ pub(crate) async fn start(
     tell_interrupted_runs(&prepared.record, mode);
     announce(&prepared, &options, &config, mode);
     let mut baseline = start_baseline(&prepared.record, &config, &choice);
+    // The first workers' worktrees are made while the coordinator plans.
+    let warm = nats
+        .is_none()
+        .then(|| swarm::spares::warm_up(&prepared.record, &config, config.swarm.max_workers))
+        .flatten();
     let client = model_client(&provider);
     let planned = plan(
         &mut prepared,
@@ -274,6 +279,7 @@ pub(crate) async fn start(
         Ok(planned) => planned,
         Err(e) => {
             stop_baseline(baseline).await;
+            discard(warm).await;
             eprintln!("ahelper: {e}");
             eprintln!(
                 "The coordinator's conversation is in {}",
@@ -285,15 +291,18 @@ pub(crate) async fn start(
     match confirm(&planned, &config, run_args, mode, &choice) {
         Confirmed::Stop(code) => {
             stop_baseline(baseline).await;
+            discard(warm).await;
             return code;
         }
         Confirmed::Start => {}
         Confirmed::StartWith(changed) => {
             stop_baseline(baseline).await;
             if let Err(code) = precheck(&changed, &root).await {
+                discard(warm).await;
                 return code;
             }
             if let Err(e) = planned.set_verify(changed.clone()) {
+                discard(warm).await;
                 return usage_error(&e);
             }
             baseline = start_baseline(planned.record(), &config, &changed);
@@ -303,6 +312,9 @@ pub(crate) async fn start(
     // merge queue waits for it before its first verification).
     if let Some(baseline) = baseline {
         planned.set_pending_baseline(baseline);
+    }
+    if let Some(warm) = warm {
+        planned.set_warm_start(warm);
     }
     let run_id = planned.record().run_id.clone();
     let code = execute_run(
@@ -399,6 +411,13 @@ fn start_baseline(
 
 /// Stops the baseline (the run does not start, or with another command) and waits until its
 /// command is gone.
+/// Removes the spare worktrees made for a run that does not start.
+async fn discard(warm: Option<swarm::spares::WarmStart>) {
+    if let Some(warm) = warm {
+        warm.discard().await;
+    }
+}
+
 async fn stop_baseline(baseline: Option<BaselineHandle>) {
     if let Some(baseline) = baseline {
         baseline.stop_and_wait().await;

@@ -59,8 +59,8 @@ pub use hazards::{
     AUTO_RUN_NAMES, AUTO_RUN_PATHS, Hazard, HazardKind, HazardLimits, is_auto_run, scan_hazards,
 };
 pub use include::{
-    DEFAULT_INCLUDE_MAX_BYTES, INCLUDE_FILE, IncludeLimits, IncludeReport, SkipReason,
-    SkippedInclude, bring_included,
+    DEFAULT_INCLUDE_MAX_BYTES, INCLUDE_FILE, IncludeLimits, IncludeList, IncludeReport, SkipReason,
+    SkippedInclude, bring_included, bring_listed, list_included,
 };
 pub use index_lock::{StaleLockOutcome, remove_stale_index_lock};
 pub use lock::{GitOwner, RepoLock};

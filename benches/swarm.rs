@@ -94,11 +94,6 @@ fn file_name(i: usize) -> String {
     format!("f{i:02}.txt")
 }
 
-/// The coordinator's plan (one subtask per file) and each worker's 5 turns.
-fn script(workers: usize) -> Script {
-    script_for(&Shape::sixteen(workers))
-}
-
 /// What each worker plays.
 #[derive(Debug, Clone, Copy)]
 enum Play {

@@ -528,7 +528,6 @@ fn main() {
         let _ = std::fs::write(&path, &sixteen[sixteen.len() - 1].log);
         println!("  log of the last 16-worker run: {}", path.display());
     }
-    verified_figures();
     shape_figures(
         "4. 24 subtasks on 8 workers x 3 turns, 200 ms per reply",
         &Shape {
@@ -549,6 +548,7 @@ fn main() {
         },
         1.03,
     );
+    verified_figures();
     println!("\nload average after: {}\n", load_average());
     divan::main();
 }

@@ -260,11 +260,19 @@ pub(crate) async fn start(
     let mode = output_mode(run_args.output_format);
     tell_interrupted_runs(&prepared.record, mode);
     announce(&prepared, &options, &config, mode);
-    let mut baseline = start_baseline(&prepared.record, &config, &choice);
+    // One lock for every worktree made from here on: the baseline's, the spares', the run's.
+    let lock = match git::RepoLock::new(&root) {
+        Ok(lock) => Arc::new(lock),
+        Err(e) => return usage_error(&e),
+    };
+    let mut baseline = start_baseline(&prepared.record, &config, &choice, &lock);
     // The first workers' worktrees are made while the coordinator plans.
     let warm = nats
         .is_none()
-        .then(|| swarm::spares::warm_up(&prepared.record, &config, config.swarm.max_workers))
+        .then(|| {
+            let workers = config.swarm.max_workers;
+            swarm::spares::warm_up(&prepared.record, &config, lock.clone(), workers)
+        })
         .flatten();
     let client = model_client(&provider);
     let planned = plan(
@@ -305,7 +313,7 @@ pub(crate) async fn start(
                 discard(warm).await;
                 return usage_error(&e);
             }
-            baseline = start_baseline(planned.record(), &config, &changed);
+            baseline = start_baseline(planned.record(), &config, &changed, &lock);
         }
     }
     // The workers start now; the baseline goes on beside them (the run records it and the
@@ -400,13 +408,13 @@ fn start_baseline(
     record: &RunRecord,
     config: &Config,
     choice: &VerifyChoice,
+    lock: &Arc<git::RepoLock>,
 ) -> Option<BaselineHandle> {
     let command = choice.command()?;
     let verifier = RunVerifier::new(record, config, command);
     let root = record.repo_root.clone();
     let base = git::Oid::from_str(&record.base_commit).ok()?;
-    let lock = Arc::new(git::RepoLock::new(&root).ok()?);
-    Some(BaselineHandle::start(verifier, lock, root, base))
+    Some(BaselineHandle::start(verifier, lock.clone(), root, base))
 }
 
 /// Stops the baseline (the run does not start, or with another command) and waits until its

@@ -315,15 +315,16 @@ impl WarmStart {
 
 /// Starts creating up to `count` spares at the run's base commit in the background, one after
 /// another, while the coordinator plans; each goes into the pool as soon as it is ready.
-/// `None` when the base commit or the repository is unreadable (workers then create their
-/// worktrees as usual).
+/// `lock` must be the one every other worktree of the repository is made under meanwhile (the
+/// baseline's): git itself reads half-made admin dirs. `None` when the base commit is
+/// unreadable (workers then create their worktrees as usual).
 pub fn warm_up(
     record: &super::state::RunRecord,
     config: &Config,
+    lock: Arc<RepoLock>,
     count: usize,
 ) -> Option<WarmStart> {
     let base = git::Oid::from_str(&record.base_commit).ok()?;
-    let lock = Arc::new(RepoLock::new(&record.repo_root).ok()?);
     let dir = super::run::worktree_base(
         config,
         &EnvSnapshot::capture(),

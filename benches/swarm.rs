@@ -58,6 +58,11 @@ struct Fixture {
 
 impl Fixture {
     fn new(workers: usize) -> Fixture {
+        Fixture::with_slots(workers, workers)
+    }
+    /// `subtasks` files, at most `max_workers` workers at once.
+    fn with_slots(subtasks: usize, max_workers: usize) -> Fixture {
+        let workers = subtasks;
         let dir = tempfile::tempdir().expect("tempdir");
         let f = Fixture { dir };
         std::fs::create_dir_all(f.repo()).unwrap();
@@ -69,7 +74,7 @@ impl Fixture {
         std::fs::create_dir_all(f.repo().join(".ahelper")).unwrap();
         std::fs::write(
             f.repo().join(".ahelper/config.toml"),
-            format!("[swarm]\nmax_workers = {workers}\nmax_subtasks = {workers}\n"),
+            format!("[swarm]\nmax_workers = {max_workers}\nmax_subtasks = {workers}\n"),
         )
         .unwrap();
         f
@@ -89,8 +94,95 @@ fn file_name(i: usize) -> String {
     format!("f{i:02}.txt")
 }
 
-/// The coordinator's plan (one subtask per file) and each worker's 5 turns.
-fn script(workers: usize) -> Script {
+/// What each worker plays.
+#[derive(Debug, Clone, Copy)]
+enum Play {
+    /// `turns` turns: `turns - 1` tool calls alternating `write_file` / `read_file` on its file,
+    /// then the final text.
+    Edit { turns: u64 },
+    /// `run_command sleep <secs>`, then `write_file` on its file, then the final text.
+    SleepTool { secs: u64 },
+}
+
+/// One swarm configuration: subtasks, slots, model latency and what each worker plays.
+#[derive(Debug, Clone, Copy)]
+struct Shape {
+    subtasks: usize,
+    max_workers: usize,
+    latency_ms: u64,
+    play: Play,
+}
+
+impl Shape {
+    /// Config 1: `workers` workers at once, 5 turns each, 200 ms.
+    fn sixteen(workers: usize) -> Shape {
+        Shape {
+            subtasks: workers,
+            max_workers: workers,
+            latency_ms: LATENCY_MS,
+            play: Play::Edit {
+                turns: WORKER_TURNS,
+            },
+        }
+    }
+    /// Model turns per worker.
+    fn turns(&self) -> u64 {
+        match self.play {
+            Play::Edit { turns } => turns,
+            Play::SleepTool { .. } => 3,
+        }
+    }
+    /// One worker's ideal duration: its model turns plus its tool time.
+    fn worker_ideal(&self) -> Duration {
+        let tool = match self.play {
+            Play::Edit { .. } => 0,
+            Play::SleepTool { secs } => secs * 1000,
+        };
+        Duration::from_millis(self.turns() * self.latency_ms + tool)
+    }
+    /// Waves of workers: `ceil(subtasks / max_workers)`.
+    fn waves(&self) -> u32 {
+        self.subtasks.div_ceil(self.max_workers) as u32
+    }
+    /// The whole run's ideal: planning, the waves of workers back to back, the closing turn.
+    fn process_ideal(&self) -> Duration {
+        Duration::from_millis(2 * self.latency_ms) + self.worker_ideal() * self.waves()
+    }
+}
+
+/// A worker's conversation for `shape`.
+fn worker_conversation(shape: &Shape, i: usize) -> Conversation {
+    let file = file_name(i);
+    let conversation = Conversation::new()
+        .named(format!("s{i}"))
+        .matching(format!("Your subtask `s{i}`"));
+    let conversation = match shape.play {
+        Play::Edit { turns } => (1..turns).fold(conversation, |c, t| {
+            if t % 2 == 1 {
+                c.turn(Turn::tool_call(
+                    "write_file",
+                    json!({"path": file, "content": format!("worker {i} turn {t}\n")}),
+                ))
+            } else {
+                c.turn(Turn::tool_call("read_file", json!({"path": file})))
+            }
+        }),
+        Play::SleepTool { secs } => conversation
+            .turn(Turn::tool_call(
+                "run_command",
+                json!({"command": format!("sleep {secs}")}),
+            ))
+            .turn(Turn::tool_call(
+                "write_file",
+                json!({"path": file, "content": format!("worker {i} slept\n")}),
+            )),
+    };
+    conversation.turn(Turn::text(format!("s{i} done")).with_usage(100, 10))
+}
+
+/// The coordinator's plan (one subtask per file) and each worker's conversation for `shape`.
+fn script_for(shape: &Shape) -> Script {
+    let workers = shape.subtasks;
     let subtasks: Vec<Value> = (1..=workers)
         .map(|i| {
             json!({"id": format!("s{i}"), "title": format!("Edit {}", file_name(i)),
@@ -99,30 +191,16 @@ fn script(workers: usize) -> Script {
         })
         .collect();
     let plan = json!({"summary": "one file each", "subtasks": subtasks}).to_string();
-    let mut script = Script::new().with_latency_ms(LATENCY_MS).with_conversation(
-        Conversation::new()
-            .named("coordinator")
-            .matching(COORDINATOR)
-            .turn(Turn::text(plan)),
-    );
-    for i in 1..=workers {
-        let file = file_name(i);
-        script = script.with_conversation(
+    let mut script = Script::new()
+        .with_latency_ms(shape.latency_ms)
+        .with_conversation(
             Conversation::new()
-                .named(format!("s{i}"))
-                .matching(format!("Your subtask `s{i}`"))
-                .turn(Turn::tool_call(
-                    "write_file",
-                    json!({"path": file, "content": format!("worker {i} draft\n")}),
-                ))
-                .turn(Turn::tool_call("read_file", json!({"path": file})))
-                .turn(Turn::tool_call(
-                    "write_file",
-                    json!({"path": file, "content": format!("worker {i} final\n")}),
-                ))
-                .turn(Turn::tool_call("read_file", json!({"path": file})))
-                .turn(Turn::text(format!("s{i} done")).with_usage(100, 10)),
+                .named("coordinator")
+                .matching(COORDINATOR)
+                .turn(Turn::text(plan)),
         );
+    for i in 1..=workers {
+        script = script.with_conversation(worker_conversation(shape, i));
     }
     script
 }
@@ -214,7 +292,17 @@ fn run_verified() -> VerifiedSample {
 /// Runs `ahelper swarm` in `fixture` with `workers` subtasks, alone, waits for it with `wait4`;
 /// the sample and the model requests.
 fn run_in(fixture: &Fixture, workers: usize) -> (Sample, Vec<ahelper_fake_llm::RecordedRequest>) {
-    let server = FakeLlm::start_blocking(script(workers)).expect("fake LLM server starts");
+    run_shape_in(fixture, &Shape::sixteen(workers))
+}
+
+/// Runs `ahelper swarm` in `fixture` playing `shape`, alone, waits for it with `wait4`; the
+/// sample and the model requests.
+fn run_shape_in(
+    fixture: &Fixture,
+    shape: &Shape,
+) -> (Sample, Vec<ahelper_fake_llm::RecordedRequest>) {
+    let workers = shape.subtasks;
+    let server = FakeLlm::start_blocking(script_for(shape)).expect("fake LLM server starts");
     let home = fixture.home();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_ahelper"));
     cmd.current_dir(fixture.repo())
@@ -264,12 +352,12 @@ fn run_in(fixture: &Fixture, workers: usize) -> (Sample, Vec<ahelper_fake_llm::R
         .collect();
     assert_eq!(
         worker_requests.len(),
-        workers * WORKER_TURNS as usize,
-        "every worker played its 5 turns"
+        workers * shape.turns() as usize,
+        "every worker played its turns"
     );
     let first = worker_requests.iter().map(|r| r.received).min().unwrap();
     let last = worker_requests.iter().map(|r| r.received).max().unwrap();
-    let worker_phase = last.duration_since(first) + Duration::from_millis(LATENCY_MS);
+    let worker_phase = last.duration_since(first) + Duration::from_millis(shape.latency_ms);
     let sample = Sample {
         process,
         worker_phase,
@@ -351,6 +439,40 @@ fn verified_figures() {
     }
 }
 
+/// Configs 4 and 5: wall / ideal of `shape` (median of [`ROUNDS`] runs), worker phase and whole
+/// process.
+fn shape_figures(label: &str, shape: &Shape, target: f64) {
+    let samples: Vec<Sample> = (0..ROUNDS)
+        .map(|_| {
+            let fixture = Fixture::with_slots(shape.subtasks, shape.max_workers);
+            run_shape_in(&fixture, shape).0
+        })
+        .collect();
+    let phase = median_by(&samples, |s| s.worker_phase);
+    let process = median_by(&samples, |s| s.process);
+    let ideal_phase = shape.worker_ideal() * shape.waves();
+    let ideal_process = shape.process_ideal();
+    println!(
+        "\n{label} (median of {ROUNDS}, load average {}):",
+        load_average()
+    );
+    println!(
+        "  worker phase {:>7.1} ms = {:.3}x ideal {:.0} ms (target <= {target:.2}x); \
+         whole process {:>7.1} ms = {:.3}x ideal {:.0} ms",
+        ms(phase),
+        phase.as_secs_f64() / ideal_phase.as_secs_f64(),
+        ms(ideal_phase),
+        ms(process),
+        process.as_secs_f64() / ideal_process.as_secs_f64(),
+        ms(ideal_process),
+    );
+    let all: Vec<String> = samples
+        .iter()
+        .map(|s| format!("{:.0}/{:.0}", ms(s.worker_phase), ms(s.process)))
+        .collect();
+    println!("  per round, worker phase/process (ms): {}", all.join(", "));
+}
+
 fn main() {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     println!(
@@ -374,7 +496,7 @@ fn main() {
         let phase = median_by(samples, |s| s.worker_phase);
         let process = median_by(samples, |s| s.process);
         println!(
-            "  {label}: worker phase {:>7.1} ms = {:.2}x ideal {:.0} ms (target <= 1.10x); \
+            "  {label}: worker phase {:>7.1} ms = {:.2}x ideal {:.0} ms (target <= 1.08x); \
              whole process {:>7.1} ms = {:.2}x ideal {:.0} ms",
             ms(phase),
             phase.as_secs_f64() / ideal_workers.as_secs_f64(),
@@ -406,6 +528,26 @@ fn main() {
         let _ = std::fs::write(&path, &sixteen[sixteen.len() - 1].log);
         println!("  log of the last 16-worker run: {}", path.display());
     }
+    shape_figures(
+        "4. 24 subtasks on 8 workers x 3 turns, 200 ms per reply",
+        &Shape {
+            subtasks: 24,
+            max_workers: 8,
+            latency_ms: LATENCY_MS,
+            play: Play::Edit { turns: 3 },
+        },
+        1.08,
+    );
+    shape_figures(
+        "5. 2 workers, 300 ms per reply, a 1 s tool (`run_command sleep 1`)",
+        &Shape {
+            subtasks: 2,
+            max_workers: 2,
+            latency_ms: 300,
+            play: Play::SleepTool { secs: 1 },
+        },
+        1.03,
+    );
     verified_figures();
     println!("\nload average after: {}\n", load_average());
     divan::main();

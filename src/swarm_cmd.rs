@@ -292,7 +292,13 @@ pub(crate) async fn start(
     let mode = output_mode(run_args.output_format);
     tell_interrupted_runs(&prepared.record, mode);
     announce(&prepared, &options, &config, mode);
-    let baseline = start_baseline(&prepared.record, &config, &choice);
+    // One lock for every worktree made from here on: the baseline's, the spares', the run's.
+    let lock = match git::RepoLock::new(&root) {
+        Ok(lock) => Arc::new(lock),
+        Err(e) => return usage_error(&e),
+    };
+    let baseline = start_baseline(&prepared.record, &config, &choice, &lock);
+    let warm = warm_up(&prepared.record, &config, &lock, nats.is_some());
     let client = model_client(&provider);
     let planned = plan(
         &mut prepared,
@@ -306,6 +312,7 @@ pub(crate) async fn start(
         Ok(planned) => planned,
         Err(e) => {
             stop_baseline(baseline).await;
+            discard(warm).await;
             eprintln!("ahelper: {e}");
             eprintln!(
                 "The coordinator's conversation is in {}",
@@ -320,17 +327,23 @@ pub(crate) async fn start(
         run_args,
         mode,
         &choice,
-        &root,
+        &lock,
         baseline,
     );
     let baseline = match answered.await {
         Ok(baseline) => baseline,
-        Err(code) => return code,
+        Err(code) => {
+            discard(warm).await;
+            return code;
+        }
     };
     // The workers start now; the baseline goes on beside them (the run records it and the
     // merge queue waits for it before its first verification).
     if let Some(baseline) = baseline {
         planned.set_pending_baseline(baseline);
+    }
+    if let Some(warm) = warm {
+        planned.set_warm_start(warm);
     }
     let run_id = planned.record().run_id.clone();
     let code = execute_run(
@@ -357,7 +370,7 @@ async fn confirm_keeping_baseline(
     run_args: &SwarmRunArgs,
     mode: EventOutput,
     choice: &VerifyChoice,
-    root: &Path,
+    lock: &Arc<git::RepoLock>,
     baseline: Option<BaselineHandle>,
 ) -> Result<Option<BaselineHandle>, i32> {
     match confirm(planned, config, run_args, mode, choice) {
@@ -368,11 +381,11 @@ async fn confirm_keeping_baseline(
         Confirmed::Start => Ok(baseline),
         Confirmed::StartWith(changed) => {
             stop_baseline(baseline).await;
-            precheck(&changed, root).await?;
+            precheck(&changed, &planned.record().repo_root).await?;
             planned
                 .set_verify(changed.clone())
                 .map_err(|e| usage_error(&e))?;
-            Ok(start_baseline(planned.record(), config, &changed))
+            Ok(start_baseline(planned.record(), config, &changed, lock))
         }
     }
 }
@@ -448,13 +461,34 @@ fn start_baseline(
     record: &RunRecord,
     config: &Config,
     choice: &VerifyChoice,
+    lock: &Arc<git::RepoLock>,
 ) -> Option<BaselineHandle> {
     let command = choice.command()?;
     let verifier = RunVerifier::new(record, config, command);
     let root = record.repo_root.clone();
     let base = git::Oid::from_str(&record.base_commit).ok()?;
-    let lock = Arc::new(git::RepoLock::new(&root).ok()?);
-    Some(BaselineHandle::start(verifier, lock, root, base))
+    Some(BaselineHandle::start(verifier, lock.clone(), root, base))
+}
+
+/// The first workers' worktrees, made while the coordinator plans (`None` for a distributed
+/// run, whose workers make their own on their machines).
+fn warm_up(
+    record: &RunRecord,
+    config: &Config,
+    lock: &Arc<git::RepoLock>,
+    distributed: bool,
+) -> Option<swarm::spares::WarmStart> {
+    if distributed {
+        return None;
+    }
+    swarm::spares::warm_up(record, config, lock.clone(), config.swarm.max_workers)
+}
+
+/// Removes the spare worktrees made for a run that does not start.
+async fn discard(warm: Option<swarm::spares::WarmStart>) {
+    if let Some(warm) = warm {
+        warm.discard().await;
+    }
 }
 
 /// Stops the baseline (the run does not start, or with another command) and waits until its

@@ -877,3 +877,68 @@ fn a_plan_cut_off_by_the_output_token_limit_is_named_as_such() {
     assert!(reask.contains("answer with a shorter plan"), "{reask}");
     assert_eq!(swarm.last_run()["status"], "failed");
 }
+
+/// Worker start-up from spare worktrees: six subtasks on two workers. The first workers
+/// recycle the spares made while the coordinator planned, later ones the parked worktrees of
+/// merged workers; each starts clean (a previous worker's ignored build output may stay, its
+/// other files never do) on its own branch, and no spare is left when the run ends.
+#[test]
+fn recycled_worktrees_start_clean_on_their_own_branch_and_none_is_left() {
+    let files: Vec<String> = (1..=6).map(|i| format!("f{i}.txt")).collect();
+    let mut initial: Vec<(&str, &str)> = files.iter().map(|f| (f.as_str(), "0\n")).collect();
+    initial.push((".gitignore", "build/\n"));
+    let repo = repo_with(&initial);
+    repo.write(
+        ".ahelper/config.toml",
+        "[swarm]\nmax_workers = 2\nmax_subtasks = 6\n",
+    );
+    let subtasks: Vec<Value> = (1..=6)
+        .map(|i| subtask(&format!("s{i}"), &format!("f{i}.txt")))
+        .collect();
+    let mut script = plan(json!(subtasks));
+    for i in 1..=6 {
+        // What the worktree looked like when the worker got it, then its own build output
+        // (ignored: it may stay warm for the next worker, never committed).
+        let look = format!(
+            "mkdir -p build; git status --porcelain > build/seen; \
+             git rev-parse --abbrev-ref HEAD >> build/seen; cp build/seen seen-s{i}.txt; \
+             echo s{i} > build/out"
+        );
+        script = script.with_conversation(worker(
+            &format!("s{i}"),
+            [
+                runs(&look),
+                writes(&format!("f{i}.txt"), &format!("s{i}\n")),
+                Turn::text(format!("s{i} done")),
+            ],
+        ));
+    }
+    let swarm = Swarm::new(repo, script);
+    swarm.run("six files").success();
+    let run = swarm.last_run();
+    let integration = run["integration_branch"].as_str().unwrap().to_string();
+    for i in 1..=6 {
+        let w = format!("w{i}");
+        assert_eq!(worker_status(&run, &w), "merged");
+        let seen = swarm
+            .repo
+            .git(&["show", &format!("{integration}:seen-s{i}.txt")]);
+        assert_eq!(
+            seen,
+            format!("{}/{w}\n", integration.trim_end_matches("/integration")),
+            "w{i} started clean on its own branch"
+        );
+        assert_eq!(
+            swarm
+                .repo
+                .git(&["show", &format!("{integration}:f{i}.txt")]),
+            format!("s{i}\n")
+        );
+    }
+    let log =
+        std::fs::read_to_string(swarm.repo.home().join("state/ahelper/logs/ahelper.log")).unwrap();
+    assert!(log.contains("recycled worktree"), "spares were used");
+    // Every worktree and spare is gone: only the main checkout is registered.
+    let listed = swarm.repo.git(&["worktree", "list", "--porcelain"]);
+    assert_eq!(listed.matches("worktree ").count(), 1, "{listed}");
+}

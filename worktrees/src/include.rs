@@ -134,11 +134,58 @@ pub fn bring_included(
     worktree: &Path,
     limits: IncludeLimits,
 ) -> Result<IncludeReport, GitError> {
+    bring_listed(&list_included(main)?, worktree, limits)
+}
+
+/// The ignored files and symlinks of the checkout `main` that its `.worktreeinclude` matches,
+/// listed once (a walk of every ignored directory) and brought into any number of worktrees
+/// with [`bring_listed`]. Files that change later are read when brought; files added later are
+/// not in the list.
+#[derive(Debug, Default)]
+pub struct IncludeList {
+    main: PathBuf,
+    has_include_file: bool,
+    /// Each ignored entry as git reports it, with its matched items.
+    entries: Vec<(String, Vec<Item>)>,
+}
+
+/// Lists what [`bring_listed`] brings from the checkout `main` (see [`bring_included`]).
+///
+/// # Errors
+/// As [`bring_included`], for reading.
+pub fn list_included(main: &Path) -> Result<IncludeList, GitError> {
     let Some(matcher) = read_patterns(main)? else {
-        return Ok(IncludeReport::default());
+        return Ok(IncludeList {
+            main: main.to_path_buf(),
+            ..IncludeList::default()
+        });
     };
+    let mut entries = Vec::new();
+    for entry in ignored_entries(main)? {
+        let items = matched_items(main, &matcher, &entry)?;
+        entries.push((entry, items));
+    }
+    Ok(IncludeList {
+        main: main.to_path_buf(),
+        has_include_file: true,
+        entries,
+    })
+}
+
+/// Brings the files of `list` into `worktree`, as [`bring_included`] does.
+///
+/// # Errors
+/// As [`bring_included`], for writing.
+pub fn bring_listed(
+    list: &IncludeList,
+    worktree: &Path,
+    limits: IncludeLimits,
+) -> Result<IncludeReport, GitError> {
+    if !list.has_include_file {
+        return Ok(IncludeReport::default());
+    }
     let mut copier = Copier {
-        main,
+        main: &list.main,
         worktree,
         remaining: limits.max_bytes,
         checked_dirs: HashSet::new(),
@@ -147,9 +194,8 @@ pub fn bring_included(
             ..IncludeReport::default()
         },
     };
-    for entry in ignored_entries(main)? {
-        let items = matched_items(main, &matcher, &entry)?;
-        copier.bring_entry(&entry, items)?;
+    for (entry, items) in &list.entries {
+        copier.bring_entry(entry, items)?;
     }
     Ok(copier.report)
 }
@@ -289,7 +335,7 @@ struct Copier<'a> {
 
 impl Copier<'_> {
     /// The size guard for the entry as a whole, then each of its items.
-    fn bring_entry(&mut self, entry: &str, items: Vec<Item>) -> Result<(), GitError> {
+    fn bring_entry(&mut self, entry: &str, items: &[Item]) -> Result<(), GitError> {
         let bytes: u64 = items
             .iter()
             .map(|i| match i {
@@ -320,12 +366,12 @@ impl Copier<'_> {
         });
     }
 
-    fn bring(&mut self, item: Item) -> Result<(), GitError> {
-        if let Item::Other(rel) = &item {
+    fn bring(&mut self, item: &Item) -> Result<(), GitError> {
+        if let Item::Other(rel) = item {
             self.skip(rel, SkipReason::NotAFile);
             return Ok(());
         }
-        if let Item::Symlink(rel, target) = &item
+        if let Item::Symlink(rel, target) = item
             && !symlink_stays_inside(rel, target)
         {
             self.skip(
@@ -336,7 +382,7 @@ impl Copier<'_> {
             );
             return Ok(());
         }
-        let rel = item_path(&item).to_string();
+        let rel = item_path(item).to_string();
         let dest = self.worktree.join(&rel);
         if !self.safe_parent(&rel)? {
             self.skip(&rel, SkipReason::SymlinkedParent);
@@ -346,9 +392,9 @@ impl Copier<'_> {
             return Ok(());
         }
         match item {
-            Item::File(_, len) => self.copy_file(&rel, &dest, len)?,
+            Item::File(_, len) => self.copy_file(&rel, &dest, *len)?,
             Item::Symlink(_, target) => {
-                std::os::unix::fs::symlink(&target, &dest).map_err(io_err("creating", &dest))?;
+                std::os::unix::fs::symlink(target, &dest).map_err(io_err("creating", &dest))?;
             }
             Item::Other(_) => {}
         }

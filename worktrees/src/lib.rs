@@ -45,6 +45,7 @@ mod merge;
 mod remote;
 mod repo;
 mod serde_oid;
+mod spare;
 mod worktree;
 
 pub use branch::{
@@ -58,8 +59,8 @@ pub use hazards::{
     AUTO_RUN_NAMES, AUTO_RUN_PATHS, Hazard, HazardKind, HazardLimits, is_auto_run, scan_hazards,
 };
 pub use include::{
-    DEFAULT_INCLUDE_MAX_BYTES, INCLUDE_FILE, IncludeLimits, IncludeReport, SkipReason,
-    SkippedInclude, bring_included,
+    DEFAULT_INCLUDE_MAX_BYTES, INCLUDE_FILE, IncludeLimits, IncludeList, IncludeReport, SkipReason,
+    SkippedInclude, bring_included, bring_listed, list_included,
 };
 pub use index_lock::{StaleLockOutcome, remove_stale_index_lock};
 pub use lock::{GitOwner, RepoLock};
@@ -74,6 +75,7 @@ pub use remote::{
 pub use repo::{
     AHELPER_DIR, Head, Identity, RepoInfo, dirty_paths, ensure_excluded, snapshot_uncommitted,
 };
+pub use spare::{create_spare_worktree, park_worktree, recycle_worktree};
 pub use worktree::{
     RemovedWorktree, WorktreeInfo, WorktreeMarker, create_worktree, list_worktrees,
     prune_worktrees, remove_worktree, resume_worktree,

@@ -62,7 +62,8 @@ impl WorktreeInfo {
 pub struct WorktreeMarker {
     /// Canonical path of the worktree directory.
     pub path: PathBuf,
-    /// The branch it was created on (short name).
+    /// The branch it was created on (short name); empty for a spare worktree (HEAD detached,
+    /// see [`crate::park_worktree`]).
     pub branch: String,
     /// The commit its HEAD was verified to be at creation.
     #[serde(with = "crate::serde_oid")]
@@ -208,7 +209,7 @@ fn add(
 }
 
 /// S01: a branch checked out by any worktree gets no second one.
-fn refuse_checked_out(repo: &Repository, branch: &str) -> Result<(), GitError> {
+pub(crate) fn refuse_checked_out(repo: &Repository, branch: &str) -> Result<(), GitError> {
     match checked_out_by(repo, branch)? {
         Some(owner) => Err(GitError::BranchCheckedOut {
             branch: branch.to_owned(),
@@ -222,7 +223,7 @@ fn refuse_checked_out(repo: &Repository, branch: &str) -> Result<(), GitError> {
 /// The commit the new worktree must start at, and whether the branch was created here: a new
 /// branch at `base`; an existing one only at exactly `base` (S02; never reset, S32); the
 /// existing branch's tip when resuming (`base` `None`).
-fn prepare_branch(
+pub(crate) fn prepare_branch(
     repo: &Repository,
     branch: &str,
     base: Option<Oid>,
@@ -254,19 +255,19 @@ fn prepare_branch(
 }
 
 /// A worktree being created by [`add`], and how to undo it.
-struct NewWorktree<'r> {
-    repo: &'r Repository,
-    main: PathBuf,
-    common: PathBuf,
+pub(crate) struct NewWorktree<'r> {
+    pub(crate) repo: &'r Repository,
+    pub(crate) main: PathBuf,
+    pub(crate) common: PathBuf,
     /// The directory (canonical once registered).
-    target: PathBuf,
-    branch: &'r str,
-    created_branch: bool,
+    pub(crate) target: PathBuf,
+    pub(crate) branch: &'r str,
+    pub(crate) created_branch: bool,
 }
 
 impl NewWorktree<'_> {
     /// Deletes the branch again when it was created for this worktree.
-    fn undo_branch(&self) {
+    pub(crate) fn undo_branch(&self) {
         if self.created_branch
             && let Ok(mut b) = self.repo.find_branch(self.branch, BranchType::Local)
             && let Err(e) = b.delete()
@@ -301,23 +302,13 @@ impl NewWorktree<'_> {
     }
 
     /// Records ahelper's marker for the new worktree.
-    fn write_marker(&self, base: Oid) -> Result<(), GitError> {
-        let marker = WorktreeMarker {
-            path: self.target.clone(),
-            branch: self.branch.to_owned(),
-            base,
-            created_unix_ms: SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map(|d| d.as_millis() as u64)
-                .unwrap_or(0),
-            pid: std::process::id(),
-        };
-        write_marker(&self.common, &marker)
+    pub(crate) fn write_marker(&self, base: Oid) -> Result<(), GitError> {
+        write_marker_for(&self.common, &self.target, self.branch, base)
     }
 
     /// S04: the worktree must start exactly where it was asked to: HEAD is `refs/heads/<branch>`
     /// at `expected`.
-    fn verify_head(&self, expected: Oid) -> Result<(), GitError> {
+    pub(crate) fn verify_head(&self, expected: Oid) -> Result<(), GitError> {
         let refname = format!("refs/heads/{}", self.branch);
         let actual = Repository::open(&self.target)
             .and_then(|r| {
@@ -345,7 +336,7 @@ impl NewWorktree<'_> {
 
     /// Removes the registered worktree, the branch created for it and the marker (the caller
     /// holds the lock).
-    fn remove(&self) {
+    pub(crate) fn remove(&self) {
         let _ = cli::run({
             let mut cmd = cli::command(&self.main, ["worktree", "remove", "--force"]);
             cmd.arg(&self.target);
@@ -364,7 +355,11 @@ impl NewWorktree<'_> {
 ///
 /// # Errors
 /// [`GitError::GitCommand`] / [`GitError::GitNotFound`] when `git` or the hook fails.
-fn checkout_new_worktree(repo: &Repository, worktree: &Path, commit: Oid) -> Result<(), GitError> {
+pub(crate) fn checkout_new_worktree(
+    repo: &Repository,
+    worktree: &Path,
+    commit: Oid,
+) -> Result<(), GitError> {
     cli::git(
         worktree,
         ["reset", "--hard", "--no-recurse-submodules", "--quiet"],
@@ -401,9 +396,11 @@ fn checkout_new_worktree(repo: &Repository, worktree: &Path, commit: Oid) -> Res
 ///
 /// * Registered worktree: refused when locked ([`GitError::WorktreeLocked`], even with `force`);
 ///   without `force` also when it has uncommitted or untracked changes ([`GitError::WorktreeDirty`])
-///   or a detached HEAD whose commits no ref contains ([`GitError::UnreachableCommits`], S29). Removed
-///   with `git worktree remove [--force]`. A registered worktree whose directory is already gone has
-///   just its admin entry pruned.
+///   or a detached HEAD whose commits no ref contains ([`GitError::UnreachableCommits`], S29). Under
+///   the lock its directory is renamed aside and its admin entry pruned; its files are deleted after
+///   the lock is released, so other worktrees are created and removed meanwhile (with submodules, or
+///   when the rename fails: `git worktree remove [--force]` under the lock). A registered worktree
+///   whose directory is already gone has just its admin entry pruned.
 /// * Orphan (S07): the directory is not registered, its `.git` file points to a missing
 ///   `<common>/worktrees/<name>`, and ahelper's marker names it — the directory is deleted.
 ///
@@ -418,14 +415,42 @@ pub fn remove_worktree(
     force: bool,
 ) -> Result<RemovedWorktree, GitError> {
     let repo = open_repo(repo)?;
-    let _guard = lock.acquire(&repo)?;
+    let guard = lock.acquire(&repo)?;
     let common = canonical(repo.commondir())?;
     let main = main_workdir(&repo)?;
     let target = check_removal_target(&repo, &main, &common, base_dir, path)?;
     let worktrees = list(&repo)?;
-    match worktrees.iter().find(|w| !w.is_main && w.path == target) {
-        Some(wt) => remove_registered(&repo, &main, &common, wt, target, force),
-        None => remove_orphan(&common, target, path),
+    let removed = match worktrees.iter().find(|w| !w.is_main && w.path == target) {
+        Some(wt) => remove_registered(&repo, &main, &common, wt, target, force)?,
+        None => return remove_orphan(&common, target, path),
+    };
+    drop(guard);
+    Ok(removed.delete_files())
+}
+
+/// A removed worktree whose files may still have to be deleted: [`remove_registered`]
+/// unregisters it under the lock and leaves its directory, renamed aside, to be deleted after
+/// the lock is released, so that other workers' worktrees are created and removed meanwhile.
+struct Unregistered {
+    removed: RemovedWorktree,
+    /// The directory renamed aside (`<dir>/.removing-<name>-<pid>-<nanos>`), when there is one.
+    aside: Option<PathBuf>,
+}
+
+impl Unregistered {
+    /// Deletes the directory renamed aside; what could not be deleted is logged and reported
+    /// through `directory_removed` (the worktree is unregistered either way).
+    fn delete_files(self) -> RemovedWorktree {
+        let Some(aside) = self.aside else {
+            return self.removed;
+        };
+        if let Err(e) = fs::remove_dir_all(&aside) {
+            tracing::warn!(dir = %aside.display(), error = %e, "could not delete a removed worktree's files");
+        }
+        RemovedWorktree {
+            directory_removed: !aside.exists() && !self.removed.path.exists(),
+            ..self.removed
+        }
     }
 }
 
@@ -439,7 +464,7 @@ fn unsafe_removal(path: &Path, reason: impl Into<String>) -> GitError {
 /// S10: the resolved directory to remove, only when it lies strictly inside `base_dir`, is not a
 /// symlink, and neither is, contains nor lies inside the main worktree's or the repository's
 /// git dirs.
-fn check_removal_target(
+pub(crate) fn check_removal_target(
     repo: &Repository,
     main: &Path,
     common: &Path,
@@ -504,7 +529,7 @@ fn remove_registered(
     wt: &WorktreeInfo,
     target: PathBuf,
     force: bool,
-) -> Result<RemovedWorktree, GitError> {
+) -> Result<Unregistered, GitError> {
     if wt.locked {
         return Err(GitError::WorktreeLocked {
             path: target,
@@ -520,10 +545,22 @@ fn remove_registered(
     };
     if !target.exists() {
         prune_admin_entry(repo, common, wt)?;
-        return Ok(removed(true, target));
+        let removed = removed(true, target);
+        return Ok(Unregistered {
+            removed,
+            aside: None,
+        });
     }
     if !force {
         refuse_losing_work(repo, wt, &target)?;
+    }
+    if let Some(aside) = move_aside(&target) {
+        prune_admin_entry(repo, common, wt)?;
+        tracing::info!(path = %target.display(), "removed worktree");
+        return Ok(Unregistered {
+            removed: removed(false, target),
+            aside: Some(aside),
+        });
     }
     let mut cmd = cli::command(main, ["worktree", "remove"]);
     if force {
@@ -533,7 +570,40 @@ fn remove_registered(
     cli::run(cmd)?;
     remove_marker(common, &target);
     tracing::info!(path = %target.display(), "removed worktree");
-    Ok(removed(!target.exists(), target))
+    Ok(Unregistered {
+        removed: removed(!target.exists(), target),
+        aside: None,
+    })
+}
+
+/// Renames the worktree directory `target` aside, next to it
+/// (`.removing-<name>-<pid>-<nanos>`), so that unregistering it is a rename and an admin-dir
+/// prune under the lock and deleting its files happens after. `None` (nothing moved: let
+/// `git worktree remove` do it) when the worktree has submodules (git refuses to remove those
+/// without `--force`, and their git dirs live elsewhere) or the rename fails.
+fn move_aside(target: &Path) -> Option<PathBuf> {
+    if target.join(".gitmodules").exists() {
+        return None;
+    }
+    let (Some(parent), Some(name)) = (target.parent(), target.file_name()) else {
+        return None;
+    };
+    // Unique: the lock is held, and the name of a registered worktree is unique among them.
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let aside = parent.join(format!(
+        ".removing-{}-{}-{nanos}",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    match fs::rename(target, &aside) {
+        Ok(()) => Some(aside),
+        Err(e) => {
+            tracing::debug!(path = %target.display(), error = %e, "could not rename the worktree aside; git removes it");
+            None
+        }
+    }
 }
 
 /// Prunes the admin entry (`<common>/worktrees/<name>`) of a registered worktree whose
@@ -552,7 +622,11 @@ fn prune_admin_entry(repo: &Repository, common: &Path, wt: &WorktreeInfo) -> Res
 
 /// Uncommitted or untracked changes ([`GitError::WorktreeDirty`]), or a detached HEAD no ref
 /// contains ([`GitError::UnreachableCommits`]), would be lost by removing the worktree.
-fn refuse_losing_work(repo: &Repository, wt: &WorktreeInfo, target: &Path) -> Result<(), GitError> {
+pub(crate) fn refuse_losing_work(
+    repo: &Repository,
+    wt: &WorktreeInfo,
+    target: &Path,
+) -> Result<(), GitError> {
     let wt_repo =
         Repository::open(target).ctx(|| format!("opening the worktree {}", target.display()))?;
     let dirty = status_paths(&wt_repo, false)?;
@@ -666,7 +740,7 @@ pub fn prune_worktrees(lock: &RepoLock, repo: &Path) -> Result<Vec<PathBuf>, Git
 
 // ---- helpers -------------------------------------------------------------------------------------
 
-fn check_branch_name(branch: &str) -> Result<(), GitError> {
+pub(crate) fn check_branch_name(branch: &str) -> Result<(), GitError> {
     let valid = !branch.starts_with('-')
         && branch != "HEAD"
         && Branch::name_is_valid(branch).unwrap_or(false);
@@ -720,7 +794,7 @@ fn resolve_lexically_missing(path: &Path) -> Result<PathBuf, GitError> {
     Ok(out)
 }
 
-fn check_new_path(
+pub(crate) fn check_new_path(
     repo: &Repository,
     main: &Path,
     common: &Path,
@@ -893,6 +967,27 @@ pub(crate) fn read_marker(common: &Path, path: &Path) -> Option<WorktreeMarker> 
         .filter(|m| m.path == path)
 }
 
+/// Records ahelper's marker for the worktree at `path` on `branch` (empty for a spare, HEAD
+/// detached) at `base`, created now by this process.
+pub(crate) fn write_marker_for(
+    common: &Path,
+    path: &Path,
+    branch: &str,
+    base: Oid,
+) -> Result<(), GitError> {
+    let marker = WorktreeMarker {
+        path: path.to_path_buf(),
+        branch: branch.to_owned(),
+        base,
+        created_unix_ms: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0),
+        pid: std::process::id(),
+    };
+    write_marker(common, &marker)
+}
+
 fn write_marker(common: &Path, marker: &WorktreeMarker) -> Result<(), GitError> {
     let dir = markers_dir(common);
     fs::create_dir_all(&dir).map_err(io_err("creating", &dir))?;
@@ -915,7 +1010,7 @@ fn write_synced(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     file.sync_all()
 }
 
-fn remove_marker(common: &Path, path: &Path) {
+pub(crate) fn remove_marker(common: &Path, path: &Path) {
     let file = marker_file(common, path);
     if let Err(e) = fs::remove_file(&file)
         && e.kind() != std::io::ErrorKind::NotFound

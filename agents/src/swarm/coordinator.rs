@@ -403,6 +403,18 @@ impl CoordinatorActor {
                 self.set_status(i, WorkerStatus::Skipped);
             }
         }
+        if !self.scheduler.has_queued() {
+            self.close_worktree_pool();
+        }
+    }
+
+    /// No subtask waits to start any more: the spare worktrees go, in the background.
+    fn close_worktree_pool(&mut self) {
+        if let Some(pool) = self.run.worktree_pool.as_ref().filter(|p| p.is_open()) {
+            let (lock, repo) = (self.run.git_lock.clone(), self.run.repo_root.clone());
+            self.cleanups
+                .push(super::spares::close_and_remove(pool, lock, repo));
+        }
     }
 
     /// Where worker `index` starts, and whether it resumes an earlier attempt: its recorded
@@ -758,6 +770,7 @@ impl CoordinatorActor {
     /// transcript stays. Anything unexpected (dirty files, unmerged commits) keeps them and is
     /// reported.
     fn remove_merged_worktree(&mut self, index: usize) {
+        let ticket = self.park_ticket(index);
         let worker = &self.record.workers[index];
         // Its fixers' and merger's worktrees and branches go with it (their commits are merged
         // too; a branch with unmerged commits is kept and reported).
@@ -777,6 +790,9 @@ impl CoordinatorActor {
         let integration = self.record.integration_branch.clone();
         let run = self.run.clone();
         self.cleanups.push(tokio::task::spawn_blocking(move || {
+            if let Some(ticket) = ticket {
+                park(&run, ticket);
+            }
             for work in work {
                 if let Err(e) =
                     remove_merged_worker(&run.git_lock, &run.repo_root, &work, &integration)
@@ -790,6 +806,23 @@ impl CoordinatorActor {
                 }
             }
         }));
+    }
+
+    /// The hold to park worker `index`'s merged worktree as a spare, while subtasks wait to
+    /// start and its worktree is held by nobody; `None`: it is removed as usual.
+    fn park_ticket(&self, index: usize) -> Option<super::spares::ParkTicket> {
+        if !self.scheduler.has_queued() {
+            return None;
+        }
+        let pool = self.run.worktree_pool.as_ref()?;
+        let worktree = &self.record.workers[index].worktree;
+        match pool.begin_park(worktree) {
+            Ok(ticket) => Some(ticket),
+            Err(e) => {
+                tracing::debug!(error = %e, "not parking a merged worktree");
+                None
+            }
+        }
     }
 
     async fn maybe_finish(&mut self, me: &ActorRef<Self>) {
@@ -815,11 +848,23 @@ impl CoordinatorActor {
             // Its command's process group is gone before the run reports that it stopped.
             baseline.stop_and_wait().await;
         }
-        for cleanup in std::mem::take(&mut self.cleanups) {
-            let _ = cleanup.await;
+        // The last removals run while the coordinator writes its summary (it reads the
+        // record, not the worktrees); the run reports that it finished once both are done.
+        self.close_worktree_pool();
+        let mut cleanups = std::mem::take(&mut self.cleanups);
+        if let Some(warm_up) = self
+            .run
+            .worktree_pool
+            .as_ref()
+            .and_then(|p| p.take_warm_up())
+        {
+            cleanups.push(warm_up);
         }
         if self.cancelled.is_none() {
             self.synthesize().await;
+        }
+        for cleanup in cleanups {
+            let _ = cleanup.await;
         }
         self.finish_run();
     }
@@ -1065,5 +1110,26 @@ impl Message<CancelRun> for CoordinatorActor {
             self.publish_snapshot(true);
             self.maybe_finish(&me).await;
         }
+    }
+}
+
+/// Parks a merged worker's clean worktree as a spare for the next worker
+/// ([`git::park_worktree`]); when that fails it is removed as usual afterwards.
+fn park(run: &RunContext, ticket: super::spares::ParkTicket) {
+    let base = super::cleanup::worktree_base_of(ticket.worktree());
+    match git::park_worktree(
+        &run.git_lock,
+        &run.repo_root,
+        &base,
+        ticket.worktree(),
+        ticket.spare(),
+    ) {
+        Ok(_) => {
+            if let Some(spare) = ticket.parked() {
+                // The pool closed meanwhile.
+                super::spares::remove_spare(&run.git_lock, &run.repo_root, &spare);
+            }
+        }
+        Err(e) => tracing::debug!(error = %e, "could not park a merged worktree; removing it"),
     }
 }

@@ -31,6 +31,7 @@ pub mod run;
 pub mod scheduler;
 pub mod setup;
 pub mod slots;
+pub mod spares;
 pub mod state;
 pub mod summary;
 pub mod synthesis;

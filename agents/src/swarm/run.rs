@@ -160,6 +160,9 @@ pub struct RunContext {
     pub mcp_servers: Vec<crate::mcp::McpServerSpec>,
     /// Where workers run: in this process, or on other machines through NATS.
     pub worker_slots: Arc<dyn super::slots::WorkerSlots>,
+    /// The run's spare worktrees and who holds which worktree directory, for workers in this
+    /// process; `None` when workers run elsewhere.
+    pub worktree_pool: Option<Arc<super::spares::WorktreePool>>,
 }
 
 impl RunContext {
@@ -264,6 +267,8 @@ pub struct PlannedRun {
     plan: Plan,
     /// The baseline started before planning, still running or finished.
     pending_baseline: Option<super::verification::BaselineHandle>,
+    /// Spare worktrees made while the coordinator planned.
+    warm_start: Option<super::spares::WarmStart>,
     /// Plan indices of unfinished workers this process must not start (`swarm resume
     /// --only-failed` / `--worker`): they keep their state for a later resume.
     held: BTreeSet<usize>,
@@ -280,6 +285,7 @@ impl PlannedRun {
                 record,
                 plan,
                 pending_baseline: None,
+                warm_start: None,
                 held: BTreeSet::new(),
             }),
             None => Err(SwarmError::NotPlanned {
@@ -343,6 +349,12 @@ impl PlannedRun {
     /// workers start without waiting for it, and its result is recorded when it ends.
     pub fn set_pending_baseline(&mut self, baseline: super::verification::BaselineHandle) {
         self.pending_baseline = Some(baseline);
+    }
+
+    /// Hands over the spare worktrees made while the coordinator planned
+    /// ([`super::spares::warm_up`]): the first workers recycle them instead of creating theirs.
+    pub fn set_warm_start(&mut self, warm: super::spares::WarmStart) {
+        self.warm_start = Some(warm);
     }
 }
 
@@ -481,20 +493,42 @@ pub async fn execute(
     snapshots: tokio::sync::watch::Sender<RunRecord>,
 ) -> Result<RunRecord, SwarmError> {
     let pending = run.pending_baseline.clone();
+    let warm = run.warm_start.clone();
     let held = run.held.clone();
     let (mut record, plan) = run.into_parts();
     // A resumed run is this process's now: `swarm ls` must see it running, not interrupted.
     record.claim_for_this_process();
-    ensure_integration_branch(&record)?;
-    let baseline = ensure_baseline(&mut record, config, pending)?;
-    let context = Arc::new(run_context(
+    let baseline = match ensure_integration_branch(&record)
+        .and_then(|()| ensure_baseline(&mut record, config, pending))
+    {
+        Ok(baseline) => baseline,
+        Err(e) => {
+            discard_warm_start(warm).await;
+            return Err(e);
+        }
+    };
+    let warm = match warm {
+        Some(warm) if io.worker_slots.is_some() => {
+            // Workers run elsewhere: spares in this checkout serve nobody.
+            warm.discard().await;
+            None
+        }
+        warm => warm,
+    };
+    let context = match run_context(
         &record,
         config,
         (client, model),
-        &io,
+        (&io, warm.clone()),
         snapshots,
         baseline,
-    )?);
+    ) {
+        Ok(context) => Arc::new(context),
+        Err(e) => {
+            discard_warm_start(warm).await;
+            return Err(e);
+        }
+    };
     requeue_unfinished(&mut record);
     context.publish(SwarmEvent::RunStarted {
         run_id: record.run_id.clone(),
@@ -578,15 +612,39 @@ fn ensure_integration_branch(record: &RunRecord) -> Result<(), SwarmError> {
     Ok(())
 }
 
+/// Removes the spares of a run that does not start.
+async fn discard_warm_start(warm: Option<super::spares::WarmStart>) {
+    if let Some(warm) = warm {
+        warm.discard().await;
+    }
+}
+
 fn run_context(
     record: &RunRecord,
     config: &Config,
     (client, model): (Arc<dyn ModelClient>, &str),
-    io: &RunIo,
+    (io, warm): (&RunIo, Option<super::spares::WarmStart>),
     snapshots: tokio::sync::watch::Sender<RunRecord>,
     baseline: Option<BaselineHandle>,
 ) -> Result<RunContext, SwarmError> {
     let root = record.repo_root.clone();
+    let (git_lock, worktree_pool) = match warm {
+        Some(warm) => (warm.lock, Some(warm.pool)),
+        None => {
+            // Spares go next to the workers' worktrees.
+            let pool = io.worker_slots.is_none().then(|| {
+                let base = record
+                    .workers
+                    .first()
+                    .map(|w| super::cleanup::worktree_base_of(&w.worktree))
+                    .unwrap_or_else(|| {
+                        worktree_base(config, &EnvSnapshot::capture(), &root, &record.run_id)
+                    });
+                super::spares::WorktreePool::new(base)
+            });
+            (Arc::new(git::RepoLock::new(&root)?), pool)
+        }
+    };
     let events_log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -621,10 +679,12 @@ fn run_context(
             },
             command: config.swarm.setup.clone(),
             timeout: std::time::Duration::from_secs(config.swarm.verify_timeout_s),
+            included: Default::default(),
         },
         run_id: record.run_id.clone(),
         task: record.task.clone(),
-        git_lock: Arc::new(git::RepoLock::new(&root)?),
+        git_lock,
+        worktree_pool,
         client,
         model: model.to_string(),
         worker_settings,
@@ -764,6 +824,7 @@ impl RunContext {
                 },
                 command: config.swarm.setup.clone(),
                 timeout: std::time::Duration::from_secs(config.swarm.verify_timeout_s),
+                included: Default::default(),
             },
             mcp_servers: Vec::new(),
             run_id: parts.run_id,
@@ -788,6 +849,7 @@ impl RunContext {
             redactor: config.redactor.clone(),
             repo_root: root,
             worker_slots: Arc::new(super::slots::LocalSlots),
+            worktree_pool: None,
         }
     }
 }

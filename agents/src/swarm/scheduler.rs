@@ -121,6 +121,11 @@ impl Scheduler {
         self.skip_blocked();
     }
 
+    /// Whether a subtask still waits to start.
+    pub fn has_queued(&self) -> bool {
+        self.states.contains(&SlotState::Queued)
+    }
+
     /// Whether nothing is queued or running any more.
     pub fn is_finished(&self) -> bool {
         self.states.iter().all(|s| {

@@ -13,6 +13,7 @@ use crate::transcript::{TranscriptEntry, TranscriptError, TranscriptWriter};
 use crate::verify::{VerifyOutcome, VerifySpec, run_verification};
 use ahelper_worktrees as git;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
@@ -30,6 +31,9 @@ pub struct WorktreeSetup {
     pub command: Option<String>,
     /// Time limit of the setup command (`[swarm] verify_timeout_s`).
     pub timeout: Duration,
+    /// The checkout's `.worktreeinclude` matches, listed by the first worktree that needs them
+    /// and reused by the others (one walk of the ignored directories per run).
+    pub included: tokio::sync::OnceCell<Arc<git::IncludeList>>,
 }
 
 /// Why a worktree could not be prepared; the worker fails with this message.
@@ -136,9 +140,17 @@ impl WorktreeSetup {
         worktree: &Path,
         writer: &mut TranscriptWriter,
     ) -> Result<(), SetupFailure> {
-        let (main, dest): (PathBuf, PathBuf) = (repo_root.into(), worktree.into());
-        let limits = self.include_limits;
-        let report = git_task(move || Ok(git::bring_included(&main, &dest, limits)?))
+        let main: PathBuf = repo_root.into();
+        let list = self
+            .included
+            .get_or_try_init(|| async move {
+                git_task(move || Ok(Arc::new(git::list_included(&main)?))).await
+            })
+            .await
+            .map_err(SetupFailure::Include)?
+            .clone();
+        let (dest, limits): (PathBuf, _) = (worktree.into(), self.include_limits);
+        let report = git_task(move || Ok(git::bring_listed(&list, &dest, limits)?))
             .await
             .map_err(SetupFailure::Include)?;
         if !report.has_include_file {

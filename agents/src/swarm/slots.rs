@@ -41,7 +41,9 @@ pub trait WorkerSlots: Send + Sync {
     async fn close(&self, _run_id: &str) {}
 }
 
-/// Workers in this process: one [`WorkerActor`] per subtask, linked to the coordinator.
+/// Workers in this process: one [`WorkerActor`] per subtask, linked to the coordinator, holding
+/// a lease on its worktree directory from the run's [`super::spares::WorktreePool`] (with a
+/// spare worktree to recycle when one is ready).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct LocalSlots;
 
@@ -53,12 +55,18 @@ impl WorkerSlots for LocalSlots {
         run: Arc<RunContext>,
         spec: WorkerSpec,
     ) -> Box<dyn RunningWorker> {
+        let lease = run
+            .worktree_pool
+            .as_ref()
+            .map(|pool| pool.lease(spec.index, spec.worktree.clone()))
+            .transpose();
         let worker = WorkerActor::spawn_link(
             coordinator,
             WorkerArgs {
                 run,
                 spec,
                 coordinator: coordinator.clone(),
+                lease,
             },
         )
         .await;

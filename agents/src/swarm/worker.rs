@@ -14,6 +14,7 @@ use super::plan::Subtask;
 use super::roles::RoleDefinition;
 use super::run::RunContext;
 use super::setup::SetupFailure;
+use super::spares::{LeaseError, WorktreeLease};
 use super::state::{FixRound, MAX_REPORT_SUMMARY_CHARS, WorkerReport, WorkerStatus};
 use super::verification::RunVerifier;
 use super::{GitTaskError, git_task};
@@ -71,6 +72,10 @@ pub struct WorkerArgs {
     pub spec: WorkerSpec,
     /// Who to report to.
     pub coordinator: ActorRef<CoordinatorActor>,
+    /// Its hold on its worktree directory and the spare it may recycle
+    /// ([`super::spares::WorktreePool::lease`]); held until the worker reports. `Ok(None)`:
+    /// no pool (the worktree is created as usual).
+    pub lease: Result<Option<WorktreeLease>, LeaseError>,
 }
 
 impl Actor for WorkerActor {
@@ -85,8 +90,14 @@ impl Actor for WorkerActor {
             let index = args.spec.index;
             let coordinator = args.coordinator.clone();
             let sink = ProgressSink::Coordinator(coordinator.clone());
-            let (status, report) =
-                run_worker_catching_panics(args.run, args.spec, sink, task_cancel).await;
+            let (status, report) = run_leased_worker_catching_panics(
+                args.run,
+                args.spec,
+                sink,
+                task_cancel,
+                args.lease,
+            )
+            .await;
             let _ = coordinator
                 .tell(WorkerDone {
                     index,
@@ -151,6 +162,9 @@ pub enum WorkerFailure {
     /// The new worktree could not be prepared (`.worktreeinclude`, `[swarm] setup`).
     #[error("{0}")]
     Setup(#[source] SetupFailure),
+    /// Its worktree directory is held by someone else (never shared while in use).
+    #[error("{0}")]
+    Lease(#[source] LeaseError),
 }
 
 /// The prompt a worker starts with.
@@ -178,11 +192,22 @@ pub async fn run_worker_catching_panics(
     coordinator: ProgressSink,
     cancel: CancellationToken,
 ) -> (WorkerStatus, WorkerReport) {
+    run_leased_worker_catching_panics(run, spec, coordinator, cancel, Ok(None)).await
+}
+
+/// [`run_worker_catching_panics`] for a local worker holding `lease` (its worktree directory,
+/// maybe a spare to recycle into it), held until the worker ends.
+pub async fn run_leased_worker_catching_panics(
+    run: Arc<RunContext>,
+    spec: WorkerSpec,
+    coordinator: ProgressSink,
+    cancel: CancellationToken,
+    lease: Result<Option<WorktreeLease>, LeaseError>,
+) -> (WorkerStatus, WorkerReport) {
     let started = Instant::now();
     let index = spec.index;
-    let result = std::panic::AssertUnwindSafe(run_worker(run, spec, coordinator, cancel, started))
-        .catch_unwind()
-        .await;
+    let worker = run_worker(run, spec, coordinator, cancel, (started, lease));
+    let result = std::panic::AssertUnwindSafe(worker).catch_unwind().await;
     result.unwrap_or_else(|panic| {
         let message = panic
             .downcast_ref::<String>()
@@ -202,12 +227,26 @@ async fn run_worker(
     spec: WorkerSpec,
     coordinator: ProgressSink,
     cancel: CancellationToken,
-    started: Instant,
+    (started, lease): (Instant, Result<Option<WorktreeLease>, LeaseError>),
 ) -> (WorkerStatus, WorkerReport) {
+    // Held to the end of this function: nobody else gets this worktree meanwhile.
+    let mut lease = match lease {
+        Ok(lease) => lease,
+        Err(e) => return failed(WorkerFailure::Lease(e), started),
+    };
     let prepared = async {
-        let (worktree, created) = create_worktree(&run, &spec)
-            .await
-            .map_err(WorkerFailure::Worktree)?;
+        let recycled = match lease.as_mut() {
+            Some(lease) if !spec.resume => {
+                super::spares::recycle_into(lease, &run, &spec.branch, spec.start_commit).await
+            }
+            _ => None,
+        };
+        let (worktree, created) = match recycled {
+            Some(worktree) => (worktree, true),
+            None => create_worktree(&run, &spec)
+                .await
+                .map_err(WorkerFailure::Worktree)?,
+        };
         let tool_context = bind_tool_context(&run, &spec, &worktree)?;
         if created {
             run.worktree_setup

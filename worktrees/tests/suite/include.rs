@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use super::support::{Fixture, git, read, write};
 use ahelper_worktrees::{
-    GitError, GitOwner, IncludeLimits, RepoLock, SkipReason, bring_included, create_worktree,
+    GitError, GitOwner, IncludeLimits, RepoLock, SkipReason, bring_included, bring_listed,
+    create_worktree, list_included,
 };
 
 fn lock(f: &Fixture) -> Arc<RepoLock> {
@@ -234,4 +235,28 @@ fn include_without_file_does_nothing_and_bad_pattern_is_an_error() {
             .contains(".worktreeinclude is not a valid include file"),
         "{err}"
     );
+}
+
+#[test]
+fn one_listing_serves_every_worktree_of_a_run() {
+    let f = fixture_with_ignores();
+    write(
+        &f.repo,
+        ".worktreeinclude",
+        ".env
+target/
+",
+    );
+    write(&f.repo, ".env", "KEY=1\n");
+    write(&f.repo, "target/debug/app", "binary");
+    let list = list_included(&f.repo).unwrap();
+    let (w1, w2) = (new_worktree(&f, "w1"), new_worktree(&f, "w2"));
+    let first = bring_listed(&list, &w1, IncludeLimits::default()).unwrap();
+    // A file's content is read when it is brought: an edit after the listing is seen.
+    write(&f.repo, ".env", "KEY=2\n");
+    let second = bring_listed(&list, &w2, IncludeLimits::default()).unwrap();
+    assert_eq!((first.files, second.files), (2, 2));
+    assert_eq!(read(&w1, ".env"), "KEY=1\n");
+    assert_eq!(read(&w2, ".env"), "KEY=2\n");
+    assert_eq!(read(&w2, "target/debug/app"), "binary");
 }

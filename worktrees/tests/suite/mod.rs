@@ -3,5 +3,6 @@ mod commit_merge;
 mod include;
 mod index_lock;
 mod repo;
+mod spare;
 mod support;
 mod worktrees;

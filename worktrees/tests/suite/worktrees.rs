@@ -200,6 +200,19 @@ fn remove_clean_worktree_keeps_branch_and_reports_state() {
     assert!(!path.exists());
     assert_eq!(f.rev("ahelper/r/w1"), f.head(), "branch kept");
     assert_eq!(list_worktrees(&f.repo).unwrap().len(), 1);
+    // Its files were renamed aside under the lock and deleted after it: nothing is left next
+    // to it, and git's admin entry is gone (no stale registration to prune).
+    let left: Vec<_> = fs::read_dir(path.parent().unwrap())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+    assert_eq!(
+        git(&f.repo, &["worktree", "list", "--porcelain"])
+            .matches("worktree ")
+            .count(),
+        1
+    );
     // the branch can get a new worktree again
     create_worktree(&lock, &f.repo, &path, "ahelper/r/w1", f.head()).unwrap();
 }

@@ -1,0 +1,526 @@
+//! The run's spare worktrees and who holds which worktree directory: worker start-up without
+//! `git worktree add` on its critical path.
+//!
+//! * While the coordinator plans, [`warm_up`] creates spares (HEAD detached at the base commit,
+//!   [`git::create_spare_worktree`]) for the first worker slots.
+//! * A local worker starts with a [`WorktreeLease`]: the exclusive right to its worktree
+//!   directory, and a spare to turn into it when one is ready ([`git::recycle_worktree`]: a
+//!   rename and a branch under the lock, `git reset --hard` outside it).
+//! * A merged worker's clean worktree is parked as a spare ([`ParkTicket`],
+//!   [`git::park_worktree`]) while subtasks still wait to start, instead of being removed.
+//! * When no subtask waits any more, [`WorktreePool::close`] hands back the spares left for
+//!   removal.
+//!
+//! Ownership is checked here, not by path strings scattered over the run: a directory held by a
+//! lease or being parked is never leased, parked or handed out again until its holder lets go,
+//! and a spare is handed to one lease only ([`WorktreePool`] tests).
+
+use super::GitTaskError;
+use crate::config::{Config, EnvSnapshot};
+use ahelper_worktrees::{self as git, RepoLock};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// Who holds a worktree directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Holder {
+    /// The running worker of this plan index.
+    Worker(usize),
+    /// The coordinator, turning a merged worker's worktree into a spare.
+    Parking,
+}
+
+/// Why a directory cannot be leased or parked.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum LeaseError {
+    /// Someone holds it.
+    #[error(
+        "worktree {} is held by {holder:?}; it is never handed to a second owner while in use",
+        path.display()
+    )]
+    Held {
+        /// The directory.
+        path: PathBuf,
+        /// Its holder.
+        holder: Holder,
+    },
+    /// No subtask waits to start any more: no new spares.
+    #[error("the run needs no more spare worktrees")]
+    Closed,
+}
+
+/// The spares of one run and the directories held in it. Shared by the run's local worker
+/// slots and its coordinator as `Arc<WorktreePool>`; its state is behind one mutex, held only
+/// for bookkeeping (never across git work).
+#[derive(Debug)]
+pub struct WorktreePool {
+    /// The run's worktree directory (`<root>/<repo-id>/<run>`): spares are `.spare-<n>` in it.
+    base: PathBuf,
+    state: Mutex<PoolState>,
+}
+
+#[derive(Debug, Default)]
+struct PoolState {
+    /// Ready spares, HEAD detached, held by nobody.
+    spares: Vec<PathBuf>,
+    /// Directories held, and by whom.
+    held: BTreeMap<PathBuf, Holder>,
+    /// Spares left behind by a failed recycle: removed with the others.
+    retired: Vec<PathBuf>,
+    /// Spare paths handed out so far (for unique names).
+    named: u64,
+    closed: bool,
+    /// The warm-up task, awaited before the run reports its end.
+    warm_up: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl WorktreePool {
+    /// An empty, open pool for the run whose worktrees live in `base`.
+    pub fn new(base: PathBuf) -> Arc<WorktreePool> {
+        Arc::new(WorktreePool {
+            base,
+            state: Mutex::new(PoolState::default()),
+        })
+    }
+
+    fn state(&self) -> MutexGuard<'_, PoolState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A new spare path, `<base>/.spare-<n>`, unique in this pool.
+    pub fn next_spare_path(&self) -> PathBuf {
+        let mut state = self.state();
+        state.named += 1;
+        self.base.join(format!(".spare-{}", state.named))
+    }
+
+    /// Worker `worker` takes its worktree directory `worktree`, with a ready spare when there
+    /// is one.
+    ///
+    /// # Errors
+    /// [`LeaseError::Held`] when someone else holds `worktree`.
+    pub fn lease(
+        self: &Arc<Self>,
+        worker: usize,
+        worktree: PathBuf,
+    ) -> Result<WorktreeLease, LeaseError> {
+        let mut state = self.state();
+        if let Some(&holder) = state.held.get(&worktree) {
+            return Err(LeaseError::Held {
+                path: worktree,
+                holder,
+            });
+        }
+        state.held.insert(worktree.clone(), Holder::Worker(worker));
+        let spare = state.spares.pop();
+        if let Some(spare) = &spare {
+            state.held.insert(spare.clone(), Holder::Worker(worker));
+        }
+        Ok(WorktreeLease {
+            pool: self.clone(),
+            worktree,
+            spare,
+        })
+    }
+
+    /// The coordinator starts parking the merged worktree `worktree` as a spare.
+    ///
+    /// # Errors
+    /// [`LeaseError::Closed`] when no subtask waits any more (remove it instead);
+    /// [`LeaseError::Held`] when someone holds it (leave it alone).
+    pub fn begin_park(self: &Arc<Self>, worktree: &Path) -> Result<ParkTicket, LeaseError> {
+        let spare = self.next_spare_path();
+        let mut state = self.state();
+        if let Some(&holder) = state.held.get(worktree) {
+            return Err(LeaseError::Held {
+                path: worktree.to_path_buf(),
+                holder,
+            });
+        }
+        if state.closed {
+            return Err(LeaseError::Closed);
+        }
+        state.held.insert(worktree.to_path_buf(), Holder::Parking);
+        state.held.insert(spare.clone(), Holder::Parking);
+        Ok(ParkTicket {
+            pool: self.clone(),
+            worktree: worktree.to_path_buf(),
+            spare,
+        })
+    }
+
+    /// A new spare (from [`warm_up`]) is ready. `false` when the pool is closed: the caller
+    /// removes it.
+    pub fn add_spare(&self, spare: PathBuf) -> bool {
+        let mut state = self.state();
+        if state.closed {
+            return false;
+        }
+        state.spares.push(spare);
+        true
+    }
+
+    /// Whether spares are still wanted.
+    pub fn is_open(&self) -> bool {
+        !self.state().closed
+    }
+
+    /// No subtask waits any more: no new spares; the ready and retired ones are returned for
+    /// removal (held ones stay with their holders).
+    pub fn close(&self) -> Vec<PathBuf> {
+        let mut state = self.state();
+        state.closed = true;
+        let mut out = std::mem::take(&mut state.spares);
+        out.append(&mut state.retired);
+        out
+    }
+
+    /// The warm-up task, once (to await before the run ends).
+    pub fn take_warm_up(&self) -> Option<tokio::task::JoinHandle<()>> {
+        self.state().warm_up.take()
+    }
+
+    /// The holder of `path`, if any.
+    pub fn holder(&self, path: &Path) -> Option<Holder> {
+        self.state().held.get(path).copied()
+    }
+}
+
+/// One worker's exclusive right to its worktree directory, and the spare it may turn into
+/// it. Not `Clone`: one holder. Dropping it lets go of both (a spare not taken goes back to
+/// the pool).
+#[derive(Debug)]
+pub struct WorktreeLease {
+    pool: Arc<WorktreePool>,
+    worktree: PathBuf,
+    spare: Option<PathBuf>,
+}
+
+impl WorktreeLease {
+    /// The worker's worktree directory.
+    pub fn worktree(&self) -> &Path {
+        &self.worktree
+    }
+
+    /// The spare handed to this lease, taken (to recycle it into [`Self::worktree`]); it stays
+    /// held until [`Self::spare_used`] or [`Self::spare_failed`].
+    pub fn take_spare(&mut self) -> Option<PathBuf> {
+        self.spare.clone()
+    }
+
+    /// The spare became the worktree (it no longer exists as a spare).
+    pub fn spare_used(&mut self) {
+        if let Some(spare) = self.spare.take() {
+            self.pool.state().held.remove(&spare);
+        }
+    }
+
+    /// Recycling the spare failed: when it is still there (the failure came before it was
+    /// moved) it is a spare again, else nothing is left of it.
+    pub fn spare_failed(&mut self) {
+        if let Some(spare) = self.spare.take() {
+            let mut state = self.pool.state();
+            state.held.remove(&spare);
+            if spare.exists() {
+                if state.closed {
+                    state.retired.push(spare);
+                } else {
+                    state.spares.push(spare);
+                }
+            }
+        }
+    }
+}
+
+impl Drop for WorktreeLease {
+    fn drop(&mut self) {
+        let mut state = self.pool.state();
+        state.held.remove(&self.worktree);
+        if let Some(spare) = self.spare.take() {
+            state.held.remove(&spare);
+            if state.closed {
+                state.retired.push(spare);
+            } else {
+                state.spares.push(spare);
+            }
+        }
+    }
+}
+
+/// The coordinator's hold on a merged worktree while it becomes a spare.
+#[derive(Debug)]
+pub struct ParkTicket {
+    pool: Arc<WorktreePool>,
+    worktree: PathBuf,
+    spare: PathBuf,
+}
+
+impl ParkTicket {
+    /// The worktree being parked.
+    pub fn worktree(&self) -> &Path {
+        &self.worktree
+    }
+
+    /// Where the spare goes.
+    pub fn spare(&self) -> &Path {
+        &self.spare
+    }
+
+    /// Parked: the spare is ready (or, when the pool closed meanwhile, returned for removal).
+    pub fn parked(self) -> Option<PathBuf> {
+        let spare = self.spare.clone();
+        let mut state = self.pool.state();
+        state.held.remove(&spare);
+        if state.closed {
+            return Some(spare);
+        }
+        state.spares.push(spare);
+        None
+    }
+}
+
+impl Drop for ParkTicket {
+    fn drop(&mut self) {
+        let mut state = self.pool.state();
+        state.held.remove(&self.worktree);
+        state.held.remove(&self.spare);
+    }
+}
+
+/// Spares being made while the coordinator plans: the pool they go into and the repository
+/// lock they were made under (the run's lock from then on: one lock per repository).
+#[derive(Debug, Clone)]
+pub struct WarmStart {
+    /// The run's pool.
+    pub pool: Arc<WorktreePool>,
+    /// The repository's lock.
+    pub lock: Arc<RepoLock>,
+    repo: PathBuf,
+}
+
+impl WarmStart {
+    /// Discards a warm-up that no run will use (the plan failed or was declined): waits for
+    /// it and removes its spares.
+    pub async fn discard(self) {
+        let removal = close_and_remove(&self.pool, self.lock.clone(), self.repo.clone());
+        let _ = removal.await;
+        if let Some(task) = self.pool.take_warm_up() {
+            let _ = task.await;
+        }
+        // A spare that was finished after the close was removed by the warm-up itself.
+        let _ = close_and_remove(&self.pool, self.lock, self.repo).await;
+    }
+}
+
+/// Starts creating up to `count` spares at the run's base commit in the background, one after
+/// another, while the coordinator plans; each goes into the pool as soon as it is ready.
+/// `lock` must be the one every other worktree of the repository is made under meanwhile (the
+/// baseline's): git itself reads half-made admin dirs. `None` when the base commit is
+/// unreadable (workers then create their worktrees as usual).
+pub fn warm_up(
+    record: &super::state::RunRecord,
+    config: &Config,
+    lock: Arc<RepoLock>,
+    count: usize,
+) -> Option<WarmStart> {
+    let base = git::Oid::from_str(&record.base_commit).ok()?;
+    let dir = super::run::worktree_base(
+        config,
+        &EnvSnapshot::capture(),
+        &record.repo_root,
+        &record.run_id,
+    );
+    let pool = WorktreePool::new(dir);
+    let repo = record.repo_root.clone();
+    let task = tokio::task::spawn_blocking({
+        let (pool, lock, repo) = (pool.clone(), lock.clone(), repo.clone());
+        move || {
+            for _ in 0..count {
+                if !pool.is_open() {
+                    return;
+                }
+                let path = pool.next_spare_path();
+                match git::create_spare_worktree(&lock, &repo, &path, base) {
+                    Ok(info) => {
+                        if !pool.add_spare(info.path.clone()) {
+                            remove_spare(&lock, &repo, &info.path);
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "could not create a spare worktree; workers create theirs");
+                        return;
+                    }
+                }
+            }
+        }
+    });
+    pool.state().warm_up = Some(task);
+    Some(WarmStart { pool, lock, repo })
+}
+
+/// Removes a spare (`git worktree remove`, files deleted outside the lock); a failure is
+/// logged: a spare holds no work.
+pub fn remove_spare(lock: &RepoLock, repo: &Path, spare: &Path) {
+    let base = super::cleanup::worktree_base_of(spare);
+    if let Err(e) = git::remove_worktree(lock, repo, &base, spare, true) {
+        tracing::warn!(spare = %spare.display(), error = %e, "could not remove a spare worktree");
+    }
+}
+
+/// Closes `pool` and removes its spares in the background; the task to await.
+pub fn close_and_remove(
+    pool: &WorktreePool,
+    lock: Arc<RepoLock>,
+    repo: PathBuf,
+) -> tokio::task::JoinHandle<()> {
+    let spares = pool.close();
+    tokio::task::spawn_blocking(move || {
+        for spare in spares {
+            remove_spare(&lock, &repo, &spare);
+        }
+    })
+}
+
+/// Step 1 of a local worker, with a lease: its spare turned into its worktree, or `None` when
+/// it has no spare or recycling failed (then it creates its worktree as usual).
+pub(crate) async fn recycle_into(
+    lease: &mut WorktreeLease,
+    run: &super::run::RunContext,
+    branch: &str,
+    start: git::Oid,
+) -> Option<PathBuf> {
+    let spare = lease.take_spare()?;
+    let (lock, repo) = (run.git_lock.clone(), run.repo_root.clone());
+    let (path, branch) = (lease.worktree().to_path_buf(), branch.to_string());
+    let recycled = super::git_task(move || {
+        Ok::<_, GitTaskError>(git::recycle_worktree(
+            &lock, &repo, &spare, &path, &branch, start,
+        )?)
+    })
+    .await;
+    match recycled {
+        Ok(info) => {
+            lease.spare_used();
+            Some(info.path)
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "could not recycle a spare worktree; creating one");
+            lease.spare_failed();
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    fn pool_with_spares(n: usize) -> Arc<WorktreePool> {
+        let pool = WorktreePool::new(PathBuf::from("/runs/r1"));
+        for _ in 0..n {
+            let spare = pool.next_spare_path();
+            assert!(pool.add_spare(spare));
+        }
+        pool
+    }
+
+    #[test]
+    fn a_worktree_in_use_is_never_leased_or_parked_by_another() {
+        let pool = pool_with_spares(0);
+        let w1 = PathBuf::from("/runs/r1/w1");
+        let lease = pool.lease(0, w1.clone()).unwrap();
+        assert_eq!(
+            pool.lease(1, w1.clone()).unwrap_err(),
+            LeaseError::Held {
+                path: w1.clone(),
+                holder: Holder::Worker(0)
+            }
+        );
+        assert_eq!(
+            pool.begin_park(&w1).unwrap_err(),
+            LeaseError::Held {
+                path: w1.clone(),
+                holder: Holder::Worker(0)
+            }
+        );
+        drop(lease);
+        // Its worker is gone: now it may be parked, and while it is, nobody leases it.
+        let ticket = pool.begin_park(&w1).unwrap();
+        assert_eq!(pool.holder(&w1), Some(Holder::Parking));
+        assert!(matches!(
+            pool.lease(2, w1.clone()),
+            Err(LeaseError::Held {
+                holder: Holder::Parking,
+                ..
+            })
+        ));
+        let spare = ticket.spare().to_path_buf();
+        assert_eq!(ticket.parked(), None);
+        assert_eq!(pool.holder(&w1), None);
+        // The spare goes to exactly one next worker.
+        let mut next = pool.lease(3, PathBuf::from("/runs/r1/w4")).unwrap();
+        assert_eq!(next.take_spare(), Some(spare.clone()));
+        assert_eq!(pool.holder(&spare), Some(Holder::Worker(3)));
+        let other = pool.lease(4, PathBuf::from("/runs/r1/w5")).unwrap();
+        assert_eq!(other.spare, None);
+        next.spare_used();
+        assert_eq!(pool.holder(&spare), None);
+    }
+
+    #[test]
+    fn concurrent_workers_never_share_a_spare() {
+        let pool = pool_with_spares(64);
+        let all_taken = std::sync::Barrier::new(8);
+        let handed: Vec<Option<PathBuf>> = std::thread::scope(|s| {
+            let threads: Vec<_> = (0..8)
+                .map(|t| {
+                    let pool = pool.clone();
+                    let all_taken = &all_taken;
+                    s.spawn(move || {
+                        // Each thread holds its leases until the end: all in use at once.
+                        let leases: Vec<WorktreeLease> = (0..10)
+                            .map(|i| {
+                                let path = PathBuf::from(format!("/runs/r1/w{t}-{i}"));
+                                pool.lease(t * 10 + i, path).unwrap()
+                            })
+                            .collect();
+                        let spares = leases.iter().map(|l| l.spare.clone()).collect::<Vec<_>>();
+                        // Nobody lets go before everyone has taken theirs.
+                        all_taken.wait();
+                        spares
+                    })
+                })
+                .collect();
+            threads
+                .into_iter()
+                .flat_map(|t| t.join().unwrap())
+                .collect()
+        });
+        let given: Vec<PathBuf> = handed.into_iter().flatten().collect();
+        let unique: BTreeSet<&PathBuf> = given.iter().collect();
+        assert_eq!(given.len(), 64, "every spare was handed out");
+        assert_eq!(unique.len(), 64, "no spare went to two workers");
+        // Their leases were dropped without using them: they are spares again.
+        assert_eq!(pool.close().len(), 64);
+    }
+
+    #[test]
+    fn a_closed_pool_takes_no_new_spares_and_returns_the_ready_ones() {
+        let pool = pool_with_spares(2);
+        let lease = pool.lease(0, PathBuf::from("/runs/r1/w1")).unwrap();
+        assert_eq!(pool.close().len(), 1, "the one not leased");
+        assert!(!pool.add_spare(PathBuf::from("/runs/r1/.spare-9")));
+        assert_eq!(
+            pool.begin_park(Path::new("/runs/r1/w2")).unwrap_err(),
+            LeaseError::Closed
+        );
+        drop(lease);
+        assert_eq!(
+            pool.close().len(),
+            1,
+            "the leased one, unused, goes to removal"
+        );
+    }
+}

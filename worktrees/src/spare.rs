@@ -1,0 +1,259 @@
+//! Spare worktrees: a worktree kept ready, HEAD detached, to become the next worker's worktree
+//! faster than `git worktree add` + `git worktree remove` would make and unmake one.
+//!
+//! * [`create_spare_worktree`]: a new detached worktree at a commit (made while the coordinator
+//!   is still planning, before any worker branch exists);
+//! * [`park_worktree`]: a finished, clean worktree (its branch merged) becomes a spare: HEAD
+//!   detached at its commit, the directory renamed to the spare's path — its branch is then no
+//!   longer checked out anywhere and can be deleted;
+//! * [`recycle_worktree`]: a spare becomes a worker's worktree on a new branch at its start
+//!   commit: renamed to the worker's path, HEAD set to the branch, then `git reset --hard` (only
+//!   the files that differ are rewritten) outside the lock.
+//!
+//! Ref and admin-file updates (branch creation, HEAD, `<common>/worktrees/<name>/gitdir`, the
+//! marker) happen under the [`RepoLock`]; populating files happens outside it. Ignored files of
+//! a parked worktree (build outputs, `.worktreeinclude` copies) stay: the next worker starts
+//! with them warm. Untracked files that are not ignored never do: only a clean worktree is
+//! parked.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use git2::{Oid, Repository};
+
+use crate::error::{Context as _, io_err};
+use crate::repo::{canonical, open_repo};
+use crate::worktree::{
+    NewWorktree, WorktreeInfo, check_branch_name, check_new_path, check_removal_target,
+    checkout_new_worktree, list, main_workdir, prepare_branch, refuse_checked_out,
+    refuse_losing_work, remove_marker, write_marker_for,
+};
+use crate::{GitError, RepoLock, cli};
+
+/// Creates a worktree at `path` with HEAD detached at `commit` (`git worktree add --detach
+/// --no-checkout` and the marker under `lock`, the checkout outside it), to be recycled by
+/// [`recycle_worktree`]. Same path rules as [`crate::create_worktree`]; its marker's `branch`
+/// is empty.
+///
+/// # Errors
+/// [`GitError::CommitNotFound`], [`GitError::WorktreePathExists`],
+/// [`GitError::WorktreeInsideCheckout`], [`GitError::GitCommand`] / [`GitError::GitNotFound`],
+/// [`GitError::Io`], [`GitError::Libgit2`], [`GitError::WrongLock`].
+pub fn create_spare_worktree(
+    lock: &RepoLock,
+    repo: &Path,
+    path: &Path,
+    commit: Oid,
+) -> Result<WorktreeInfo, GitError> {
+    let repo = open_repo(repo)?;
+    let guard = lock.acquire(&repo)?;
+    repo.find_commit(commit)
+        .map_err(|_| GitError::CommitNotFound {
+            rev: commit.to_string(),
+        })?;
+    let common = canonical(repo.commondir())?;
+    let main = main_workdir(&repo)?;
+    let target = check_new_path(&repo, &main, &common, path)?;
+    if let Some(parent) = target.parent() {
+        fs::create_dir_all(parent).map_err(io_err("creating", parent))?;
+    }
+    cli::run({
+        let mut cmd = cli::command(
+            &main,
+            ["worktree", "add", "--quiet", "--no-checkout", "--detach"],
+        );
+        cmd.arg(&target).arg(commit.to_string());
+        cmd
+    })?;
+    let target = canonical(&target)?;
+    write_marker_for(&common, &target, "", commit)?;
+    drop(guard);
+    if let Err(e) = checkout_new_worktree(&repo, &target, commit) {
+        let _guard = lock.acquire(&repo)?;
+        force_remove(&main, &common, &target);
+        return Err(e);
+    }
+    find_registered(&repo, &target)
+}
+
+/// Parks the clean worktree at `path` (strictly inside `base_dir`, registered, ahelper's, not
+/// locked) as a spare at `spare`: HEAD detached at its commit, the directory renamed to
+/// `spare`, git's admin entry and the marker updated — all under `lock`, no file rewritten.
+/// Returns the spare's canonical path. Its branch is kept and no longer checked out.
+///
+/// # Errors
+/// [`GitError::UnsafeRemoval`] when `path` is not inside `base_dir`,
+/// [`GitError::InvalidWorktreePath`] when it is not a registered worktree of ahelper; [`GitError::WorktreeLocked`]; [`GitError::WorktreeDirty`] /
+/// [`GitError::UnreachableCommits`] when parking would lose work; [`GitError::WorktreePathExists`]
+/// for a taken `spare`; [`GitError::Io`], [`GitError::Libgit2`], [`GitError::WrongLock`].
+pub fn park_worktree(
+    lock: &RepoLock,
+    repo: &Path,
+    base_dir: &Path,
+    path: &Path,
+    spare: &Path,
+) -> Result<PathBuf, GitError> {
+    let repo = open_repo(repo)?;
+    let _guard = lock.acquire(&repo)?;
+    let common = canonical(repo.commondir())?;
+    let main = main_workdir(&repo)?;
+    let target = check_removal_target(&repo, &main, &common, base_dir, path)?;
+    let wt = registered_ours(&repo, &target)?;
+    refuse_losing_work(&repo, &wt, &target)?;
+    let head = wt.head.ok_or_else(|| GitError::BaseMismatch {
+        path: target.clone(),
+        expected: "a commit".to_owned(),
+        actual: "unborn".to_owned(),
+    })?;
+    let spare = check_new_path(&repo, &main, &common, spare)?;
+    Repository::open(&target)
+        .and_then(|r| r.set_head_detached(head))
+        .ctx(|| format!("detaching HEAD of {}", target.display()))?;
+    let spare = move_registered(&common, &wt, &target, &spare)?;
+    write_marker_for(&common, &spare, "", head)?;
+    remove_marker(&common, &target);
+    tracing::info!(from = %target.display(), to = %spare.display(), "parked worktree");
+    Ok(spare)
+}
+
+/// Turns the spare at `spare` (made by [`create_spare_worktree`] or [`park_worktree`]) into a
+/// worktree at `path` on a new branch `branch` at `base`, as [`crate::create_worktree`] would
+/// make it: same branch rules (S01, S02, S32) and path rules, HEAD verified (S04). Under `lock`:
+/// the branch, the rename, HEAD, the admin entry and the marker; outside it: `git reset --hard`
+/// (rewrites only the files that differ) and the `post-checkout` hook. On a failure after the
+/// rename the worktree is removed and the branch created here deleted.
+///
+/// # Errors
+/// Those of [`crate::create_worktree`], and [`GitError::InvalidWorktreePath`] when `spare` is not a
+/// detached, unlocked, registered worktree of ahelper.
+pub fn recycle_worktree(
+    lock: &RepoLock,
+    repo_path: &Path,
+    spare: &Path,
+    path: &Path,
+    branch: &str,
+    base: Oid,
+) -> Result<WorktreeInfo, GitError> {
+    let repo = open_repo(repo_path)?;
+    let guard = lock.acquire(&repo)?;
+    check_branch_name(branch)?;
+    let common = canonical(repo.commondir())?;
+    let main = main_workdir(&repo)?;
+    let spare = canonical(spare)?;
+    let wt = registered_ours(&repo, &spare)?;
+    if wt.branch.is_some() {
+        return Err(not_a_spare(&spare, "its HEAD is on a branch"));
+    }
+    let target = check_new_path(&repo, &main, &common, path)?;
+    refuse_checked_out(&repo, branch)?;
+    let (expected, created_branch) = prepare_branch(&repo, branch, Some(base))?;
+    let mut new = NewWorktree {
+        repo: &repo,
+        main,
+        common: common.clone(),
+        target,
+        branch,
+        created_branch,
+    };
+    if let Some(parent) = new.target.parent() {
+        fs::create_dir_all(parent).map_err(io_err("creating", parent))?;
+    }
+    new.target = match move_registered(&common, &wt, &spare, &new.target) {
+        Ok(target) => target,
+        Err(e) => {
+            new.undo_branch();
+            return Err(e);
+        }
+    };
+    remove_marker(&common, &spare);
+    let pointed = Repository::open(&new.target)
+        .and_then(|r| r.set_head(&format!("refs/heads/{branch}")))
+        .ctx(|| format!("setting HEAD of {}", new.target.display()))
+        .and_then(|()| new.write_marker(expected));
+    if let Err(e) = pointed {
+        new.remove();
+        return Err(e);
+    }
+    drop(guard);
+    let populated = checkout_new_worktree(&repo, &new.target, expected)
+        .and_then(|()| new.verify_head(expected));
+    if let Err(e) = populated {
+        let _guard = lock.acquire(&repo)?;
+        new.remove();
+        return Err(e);
+    }
+    tracing::info!(from = %spare.display(), path = %new.target.display(), branch, base = %expected, "recycled worktree");
+    find_registered(&repo, &new.target)
+}
+
+/// The registered worktree at `target`, ahelper's and not locked.
+fn registered_ours(repo: &Repository, target: &Path) -> Result<WorktreeInfo, GitError> {
+    let wt = list(repo)?
+        .into_iter()
+        .find(|w| !w.is_main && w.path == target)
+        .ok_or_else(|| not_a_spare(target, "it is not a registered worktree of this repository"))?;
+    if !wt.is_ours() {
+        return Err(not_a_spare(target, "ahelper did not create it (no marker)"));
+    }
+    if wt.locked {
+        return Err(GitError::WorktreeLocked {
+            path: target.to_path_buf(),
+            reason: wt.lock_reason.clone(),
+        });
+    }
+    Ok(wt)
+}
+
+/// Renames the registered worktree `wt` from `from` to `to` and points its admin entry
+/// (`<common>/worktrees/<name>/gitdir`) at the new place, as `git worktree move` does. The
+/// canonical new path.
+fn move_registered(
+    common: &Path,
+    wt: &WorktreeInfo,
+    from: &Path,
+    to: &Path,
+) -> Result<PathBuf, GitError> {
+    let name = wt.name.clone().unwrap_or_default();
+    let gitdir_file = common.join("worktrees").join(&name).join("gitdir");
+    fs::rename(from, to).map_err(io_err("renaming the worktree to", to))?;
+    let to = canonical(to)?;
+    let tmp = gitdir_file.with_extension("tmp");
+    let written = fs::write(&tmp, format!("{}\n", to.join(".git").display()))
+        .and_then(|()| fs::rename(&tmp, &gitdir_file));
+    if let Err(e) = written {
+        // Back where git expects it.
+        let _ = fs::remove_file(&tmp);
+        let _ = fs::rename(&to, from);
+        return Err(io_err("writing", &gitdir_file)(e));
+    }
+    Ok(to)
+}
+
+/// `git worktree remove --force` and the marker (the caller holds the lock).
+fn force_remove(main: &Path, common: &Path, target: &Path) {
+    let _ = cli::run({
+        let mut cmd = cli::command(main, ["worktree", "remove", "--force"]);
+        cmd.arg(target);
+        cmd
+    });
+    remove_marker(common, target);
+}
+
+/// The registered worktree at `target`, as [`crate::list_worktrees`] reports it.
+fn find_registered(repo: &Repository, target: &Path) -> Result<WorktreeInfo, GitError> {
+    list(repo)?
+        .into_iter()
+        .find(|w| !w.is_main && w.path == target)
+        .ok_or_else(|| GitError::GitCommand {
+            command: format!("git worktree add {}", target.display()),
+            status: "exit status: 0".to_owned(),
+            stderr: "the new worktree is not registered in the repository".to_owned(),
+        })
+}
+
+fn not_a_spare(path: &Path, reason: &str) -> GitError {
+    GitError::InvalidWorktreePath {
+        path: path.to_path_buf(),
+        reason: format!("it cannot be parked or recycled as a spare worktree: {reason}"),
+    }
+}

@@ -1,0 +1,114 @@
+//! Spare worktrees: created detached, parked after use, recycled onto a new branch.
+
+use std::sync::Arc;
+
+use super::support::{Fixture, git, read, write};
+use ahelper_worktrees::{
+    GitError, GitOwner, RepoLock, commit_all, create_spare_worktree, create_worktree,
+    delete_branch, list_worktrees, park_worktree, recycle_worktree, remove_worktree,
+};
+
+fn lock(f: &Fixture) -> Arc<RepoLock> {
+    GitOwner::new().lock_for(&f.repo).unwrap()
+}
+
+#[test]
+fn spare_is_detached_and_recycles_onto_a_new_branch_at_its_start_commit() {
+    let f = Fixture::new();
+    let lock = lock(&f);
+    let base = f.head();
+    let spare = create_spare_worktree(&lock, &f.repo, &f.wt("r/.spare-1"), base).unwrap();
+    assert_eq!(spare.branch, None, "a spare's HEAD is detached");
+    assert_eq!(spare.head, Some(base));
+    assert!(spare.is_ours());
+    assert_eq!(read(&spare.path, "src/a.rs"), "fn a() {}\n");
+    // The integration branch moved on: the worker starts from a later commit.
+    write(&f.repo, "src/a.rs", "fn a() { 1 }\n");
+    git(&f.repo, &["commit", "-qam", "later"]);
+    let later = f.head();
+    let path = f.wt("r/w1");
+    let info = recycle_worktree(&lock, &f.repo, &spare.path, &path, "ahelper/r/w1", later).unwrap();
+    assert_eq!(info.path, path);
+    assert_eq!(info.branch.as_deref(), Some("ahelper/r/w1"));
+    assert_eq!(info.head, Some(later));
+    assert_eq!(info.marker.unwrap().branch, "ahelper/r/w1");
+    assert!(
+        !spare.path.exists(),
+        "the spare became the worker's worktree"
+    );
+    assert_eq!(read(&path, "src/a.rs"), "fn a() { 1 }\n");
+    assert_eq!(git(&path, &["status", "--porcelain"]), "");
+    assert_eq!(
+        git(&path, &["symbolic-ref", "--short", "HEAD"]),
+        "ahelper/r/w1"
+    );
+    assert_eq!(list_worktrees(&f.repo).unwrap().len(), 2);
+    // git agrees on where it is.
+    assert!(git(&f.repo, &["worktree", "list", "--porcelain"]).contains(path.to_str().unwrap()));
+}
+
+#[test]
+fn parked_worktree_keeps_ignored_files_frees_its_branch_and_serves_the_next_worker() {
+    let f = Fixture::new();
+    let lock = lock(&f);
+    let base = f.head();
+    let w1 = f.wt("r/w1");
+    create_worktree(&lock, &f.repo, &w1, "ahelper/r/w1", base).unwrap();
+    write(&w1, "src/b.rs", "fn b() { 1 }\n");
+    write(&w1, "target/build.bin", "warm");
+    commit_all(&w1, "w1 work", None).unwrap();
+    let w1_tip = f.rev("ahelper/r/w1");
+    git(&f.repo, &["merge", "-q", "--no-edit", "ahelper/r/w1"]);
+
+    let spare = park_worktree(&lock, &f.repo, &f.wt_base, &w1, &f.wt("r/.spare-1")).unwrap();
+    assert!(!w1.exists());
+    let listed = list_worktrees(&f.repo).unwrap();
+    let parked = listed.iter().find(|w| w.path == spare).unwrap();
+    assert_eq!(
+        (parked.branch.as_deref(), parked.head),
+        (None, Some(w1_tip))
+    );
+    // Its branch is checked out nowhere now: it can be deleted (it is merged).
+    delete_branch(&lock, &f.repo, "ahelper/r/w1", "main", false).unwrap();
+
+    let w2 = f.wt("r/w2");
+    recycle_worktree(&lock, &f.repo, &spare, &w2, "ahelper/r/w2", base).unwrap();
+    assert_eq!(
+        read(&w2, "src/b.rs"),
+        "fn b() {}\n",
+        "back at w2's start commit"
+    );
+    assert_eq!(
+        read(&w2, "target/build.bin"),
+        "warm",
+        "ignored build outputs stay warm"
+    );
+    assert_eq!(git(&w2, &["status", "--porcelain"]), "");
+    remove_worktree(&lock, &f.repo, &f.wt_base, &w2, false).unwrap();
+    assert_eq!(list_worktrees(&f.repo).unwrap().len(), 1);
+}
+
+#[test]
+fn parking_refuses_a_worktree_with_work_and_recycling_refuses_one_on_a_branch() {
+    let f = Fixture::new();
+    let lock = lock(&f);
+    let w1 = f.wt("r/w1");
+    create_worktree(&lock, &f.repo, &w1, "ahelper/r/w1", f.head()).unwrap();
+    write(&w1, "new.txt", "not committed");
+    let err = park_worktree(&lock, &f.repo, &f.wt_base, &w1, &f.wt("r/.spare-1")).unwrap_err();
+    assert!(matches!(err, GitError::WorktreeDirty { .. }), "{err:?}");
+    assert_eq!(read(&w1, "new.txt"), "not committed");
+    assert!(!f.wt("r/.spare-1").exists());
+    // A worktree on a branch is somebody's: it is never recycled.
+    let err =
+        recycle_worktree(&lock, &f.repo, &w1, &f.wt("r/w2"), "ahelper/r/w2", f.head()).unwrap_err();
+    assert!(
+        matches!(err, GitError::InvalidWorktreePath { .. }),
+        "{err:?}"
+    );
+    assert_eq!(
+        git(&w1, &["symbolic-ref", "--short", "HEAD"]),
+        "ahelper/r/w1"
+    );
+    assert!(git(&f.repo, &["branch", "--list", "ahelper/r/w2"]).is_empty());
+}

@@ -267,28 +267,10 @@ pub(crate) async fn start(
         Ok(root) => root,
         Err(code) => return code,
     };
-    let choice = choose_command(
-        &verify_flag(run_args),
-        config.swarm.verify.as_deref(),
-        &root,
-    );
-    if let Err(code) = precheck(&choice, &root).await {
-        return code;
-    }
-    let options = RunOptions {
-        base: run_args.base.clone(),
-        include_uncommitted: run_args.include_uncommitted,
-        max_workers: run_args.max_workers,
+    let (mut prepared, choice, options) = match prepare(&config, task, run_args, &root).await {
+        Ok(prepared) => prepared,
+        Err(code) => return code,
     };
-    stop_leftovers_of_inactive_runs(&config);
-    let mut prepared = match swarm::prepare_run(&config, task, &options) {
-        Ok(p) => p,
-        Err(e) => return usage_error(&e),
-    };
-    prepared.record.verify = Some(choice.clone());
-    prepared.record.verify_worktree = choice
-        .command()
-        .map(|command| RunVerifier::new(&prepared.record, &config, command).worktree);
     let mode = output_mode(run_args.output_format);
     tell_interrupted_runs(&prepared.record, mode);
     announce(&prepared, &options, &config, mode);
@@ -360,6 +342,31 @@ pub(crate) async fn start(
         return apply(&config, &run_id, run_args.allow_hazards);
     }
     code
+}
+
+/// The run's record, made before planning, with its verification choice (`--verify`,
+/// `[swarm] verify` or detected; checked to run at all) and the options it was made with; `Err`
+/// with the exit status.
+async fn prepare(
+    config: &Config,
+    task: &str,
+    run_args: &SwarmRunArgs,
+    root: &Path,
+) -> Result<(PreparedRun, VerifyChoice, RunOptions), i32> {
+    let choice = choose_command(&verify_flag(run_args), config.swarm.verify.as_deref(), root);
+    precheck(&choice, root).await?;
+    let options = RunOptions {
+        base: run_args.base.clone(),
+        include_uncommitted: run_args.include_uncommitted,
+        max_workers: run_args.max_workers,
+    };
+    stop_leftovers_of_inactive_runs(config);
+    let mut prepared = swarm::prepare_run(config, task, &options).map_err(|e| usage_error(&e))?;
+    prepared.record.verify = Some(choice.clone());
+    prepared.record.verify_worktree = choice
+        .command()
+        .map(|command| RunVerifier::new(&prepared.record, config, command).worktree);
+    Ok((prepared, choice, options))
 }
 
 /// Asks the user about the plan ([`confirm`]) and acts on the answer: `Ok` with the baseline run to keep — restarted when the answer changed

@@ -267,11 +267,10 @@ impl QuestionServer {
         }
         let questions = self.questions.clone();
         let pending_rule = rule.clone();
-        let settled: SettledCheck =
-            Arc::new(move || {
-                (questions.stored(&pending_rule) == Some(PromptAnswer::AllowAlways))
-                    .then(|| pending_rule.clone())
-            });
+        let settled: SettledCheck = Arc::new(move || {
+            (questions.stored(&pending_rule) == Some(PromptAnswer::AllowAlways))
+                .then(|| pending_rule.clone())
+        });
         let answer = self.prompter.ask_unless_settled(&request, settled).await;
         match answer {
             PromptAnswer::AllowAlways => self.remember(&rule, RuleList::Allow),

@@ -20,6 +20,7 @@ use std::collections::BTreeSet;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use tokio_util::sync::CancellationToken;
 
 /// What the REPL needs besides the first session: how to start another one (`/clear`,
@@ -118,6 +119,50 @@ pub fn run(
     code
 }
 
+/// Exit status when the terminal hung up at the prompt: 128 + `SIGHUP`, as the signal's
+/// default action reports it.
+const EXIT_HANGUP: i32 = 129;
+
+/// Starts a thread that ends the process when standard input, the REPL's terminal, hangs up
+/// (its window closed) while the REPL waits at its prompt: the line editor (reedline on
+/// crossterm) would read end-of-file from it forever, spinning a core, once a turn has
+/// installed ahelper's `SIGHUP` handler. A turn running at that moment is left to that
+/// handler ([`crate::interrupts`]), which cancels it; the prompt that follows ends the REPL.
+/// Returns the flag the loop sets while it waits at the prompt.
+fn watch_for_hangup() -> Arc<AtomicBool> {
+    let at_prompt = Arc::new(AtomicBool::new(false));
+    let flag = at_prompt.clone();
+    let _ = std::thread::Builder::new()
+        .name("hangup-watch".into())
+        .spawn(move || {
+            while !terminal_hung_up(1_000) {}
+            while !flag.load(Ordering::SeqCst) {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            std::process::exit(EXIT_HANGUP);
+        });
+    at_prompt
+}
+
+/// Whether standard input, a terminal, hung up within `wait_ms` milliseconds (`poll(2)` with
+/// no events asked reports only `POLLHUP`/`POLLERR`/`POLLNVAL`, so keys waiting to be read do
+/// not wake it). Never true when standard input is not a terminal.
+fn terminal_hung_up(wait_ms: i32) -> bool {
+    // SAFETY: isatty only inspects the descriptor.
+    if unsafe { libc::isatty(libc::STDIN_FILENO) } != 1 {
+        std::thread::sleep(std::time::Duration::from_millis(wait_ms as u64));
+        return false;
+    }
+    let mut fd = libc::pollfd {
+        fd: libc::STDIN_FILENO,
+        events: 0,
+        revents: 0,
+    };
+    // SAFETY: one valid `pollfd` for the duration of the call.
+    let n = unsafe { libc::poll(&mut fd, 1, wait_ms) };
+    n > 0 && fd.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0
+}
+
 /// Runs `first_prompt`, then reads and runs lines until the user exits; returns the exit code.
 fn read_eval_loop(
     rt: &tokio::runtime::Runtime,
@@ -132,12 +177,16 @@ fn read_eval_loop(
         rt.block_on(repl.run_prompt(&prompt, color));
     }
     let mut ctrl_c_once = false;
+    let at_prompt = watch_for_hangup();
     loop {
         let typed = repl.setup.typeahead.take_text();
         if !typed.is_empty() {
             editor.run_edit_commands(&[EditCommand::InsertString(typed)]);
         }
-        let line = match editor.read_line(prompt) {
+        at_prompt.store(true, Ordering::SeqCst);
+        let read = editor.read_line(prompt);
+        at_prompt.store(false, Ordering::SeqCst);
+        let line = match read {
             Ok(Signal::Success(line)) => {
                 ctrl_c_once = false;
                 line

@@ -279,3 +279,48 @@ fn slash_swarm_uses_the_model_chosen_with_slash_model() {
         "every request of the run names the chosen model: {models:?}"
     );
 }
+
+/// A REPL whose terminal closes while it waits at its prompt — after a `/swarm`, whose live
+/// view installed ahelper's `SIGHUP` handler, so the signal no longer ends it — exits instead
+/// of reading end-of-file from the closed terminal forever (it spun a core before).
+#[test]
+fn a_closed_terminal_ends_the_repl_waiting_at_its_prompt() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let plan = json!({"summary": "one part", "subtasks": [{"id": "s1", "title": "Update a",
+        "instructions": "Write A into a.txt.", "scope": ["a.txt"]}]});
+    let server = start(
+        coordinator(Turn::text(plan.to_string())).with_conversation(worker(
+            "s1",
+            [writes("a.txt", "A\n"), Turn::text("wrote A")],
+        )),
+    );
+    let tmux = Tmux::start(&repo, &server, &["--permission-mode", "bypass"]);
+    tmux.wait_for("Type /help");
+    tmux.line("/swarm update a.txt");
+    tmux.wait_for("[y]es");
+    tmux.type_text("y");
+    tmux.press("Enter");
+    tmux.wait_for("goes to the model with your next prompt");
+    tmux.wait_ready();
+    let pane = tmux
+        .run(&["display-message", "-p", "#{pane_pid}"])
+        .output()
+        .unwrap();
+    let pid: u32 = String::from_utf8_lossy(&pane.stdout)
+        .trim()
+        .parse()
+        .expect("tmux names the pane's process");
+    assert!(std::path::Path::new(&format!("/proc/{pid}")).exists());
+    drop(tmux);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while std::path::Path::new(&format!("/proc/{pid}")).exists()
+        && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .is_ok_and(|s| s.split(' ').nth(2) == Some("Z"))
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the REPL {pid} still runs 60 s after its terminal closed"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

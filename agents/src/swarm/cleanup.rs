@@ -224,11 +224,40 @@ pub fn clean_run(
         }
         let _ = std::fs::remove_dir_all(private_tmp_dir(worktree_base, &owned.id));
     }
+    steps.extend(clean_leftover_spares(lock, root, worktree_base));
     let _ = std::fs::remove_dir(worktree_base);
     Ok(RunCleanup {
         steps,
         integration: clean_integration_branch(lock, root, run, force),
     })
+}
+
+/// What a run killed mid-way can leave in its base directory besides the workers' worktrees:
+/// spare worktrees (`.spare-<n>`, detached at a commit, made ahead for workers and never holding
+/// work: only clean worktrees are parked as spares) are removed with their registration, and
+/// directories renamed aside for deletion (`.removing-…`, already unregistered) are deleted.
+fn clean_leftover_spares(lock: &RepoLock, root: &Path, worktree_base: &Path) -> Vec<CleanStep> {
+    let Ok(entries) = std::fs::read_dir(worktree_base) else {
+        return Vec::new();
+    };
+    let mut steps = Vec::new();
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with(".removing-") {
+            if std::fs::remove_dir_all(&path).is_ok() {
+                steps.push(CleanStep::WorktreeRemoved { path });
+            }
+        } else if name.starts_with(".spare-") {
+            steps.push(
+                match git::remove_worktree(lock, root, worktree_base, &path, true) {
+                    Ok(_) => CleanStep::WorktreeRemoved { path },
+                    Err(error) => CleanStep::WorktreeKept { path, error },
+                },
+            );
+        }
+    }
+    steps
 }
 
 /// A registration of a run's worktree whose directory was gone, now pruned.
@@ -390,5 +419,52 @@ pub fn clean_integration_branch(
     match git::delete_branch(lock, root, branch, &into, true) {
         Ok(_) => IntegrationCleanup::Deleted(reason),
         Err(e) => IntegrationCleanup::Failed(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::swarm::state::RunStatus;
+    use std::process::Command;
+
+    fn git_in(dir: &Path, args: &[&str]) {
+        let status = Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+            .args(args)
+            .current_dir(dir)
+            .status()
+            .unwrap();
+        assert!(status.success(), "git {args:?}");
+    }
+
+    /// A run killed while it had a spare worktree and a directory renamed aside for deletion:
+    /// `clean_run` removes both (and the spare's registration), and the base directory goes.
+    #[test]
+    fn clean_removes_spares_and_directories_left_aside_by_a_killed_run() {
+        let repo = tempfile::tempdir().unwrap();
+        let root = repo.path();
+        git_in(root, &["init", "-q"]);
+        std::fs::write(root.join("a.txt"), "a\n").unwrap();
+        git_in(root, &["add", "."]);
+        git_in(root, &["commit", "-qm", "base"]);
+        let outside = tempfile::tempdir().unwrap();
+        let base = outside.path().join("run");
+        let lock = git::GitOwner::new().lock_for(root).unwrap();
+        let head = git::RepoInfo::discover(root).unwrap().head_commit;
+        let spare = base.join(".spare-1");
+        git::create_spare_worktree(&lock, root, &spare, head).unwrap();
+        let aside = base.join(".removing-w1-1-2");
+        std::fs::create_dir_all(aside.join("src")).unwrap();
+        std::fs::write(aside.join("src/x.rs"), "x").unwrap();
+        let mut run = RunRecord::new("r".into(), root.to_path_buf(), RunStatus::Cancelled);
+        run.pid = 0;
+        let cleanup = clean_run(&lock, root, &run, &base, false).unwrap();
+        assert!(
+            !spare.exists() && !aside.exists() && !base.exists(),
+            "{cleanup:?}"
+        );
+        let listed = git::list_worktrees(root).unwrap();
+        assert!(listed.iter().all(|w| w.path != spare), "{listed:?}");
     }
 }

@@ -8,8 +8,10 @@
 //! handler it stays for the life of the process, so the REPL (which waits for input between
 //! prompts) and the planning and confirmation steps of a swarm leave `SIGTERM` and `SIGHUP`
 //! their default action — ahelper ends at once and its watchdog ends the commands' processes.
-//! After a `/swarm` in the REPL the handlers stay installed: the REPL's hang-up watcher
-//! (`repl::watch_for_hangup`) then ends it when its terminal closes at the prompt.
+//! After a `/swarm` in the REPL the handlers stay installed: the REPL then listens for both
+//! signals itself and, outside a `/swarm`, restores their default action and raises them again
+//! (`repl::restore_stop_signals`); its hang-up watcher (`repl::watch_for_hangup`) ends it when
+//! its terminal closes at the prompt.
 
 use std::io::Write;
 use tokio::signal::unix::{Signal, SignalKind, signal};

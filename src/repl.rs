@@ -46,6 +46,10 @@ struct Repl<'a> {
     written: BTreeSet<String>,
     /// Tokens and cost of the prompts of this REPL.
     meter: CostMeter,
+    /// Set while a `/swarm` runs: its own handlers answer `SIGTERM` and `SIGHUP` then.
+    swarm_running: Arc<AtomicBool>,
+    /// Whether [`restore_stop_signals`] runs (after the first `/swarm`).
+    stop_signals_restored: bool,
 }
 
 /// Sessions `/resume` lists.
@@ -113,6 +117,8 @@ pub fn run(
         session,
         written: BTreeSet::new(),
         meter: CostMeter::default(),
+        swarm_running: Arc::new(AtomicBool::new(false)),
+        stop_signals_restored: false,
     };
     let code = read_eval_loop(rt, &mut repl, first_prompt, color, &mut editor, &prompt);
     rt.block_on(repl.session.agent.end_session("prompt_input_exit"));
@@ -142,6 +148,38 @@ fn watch_for_hangup() -> Arc<AtomicBool> {
             std::process::exit(EXIT_HANGUP);
         });
     at_prompt
+}
+
+/// Gives `SIGTERM` and `SIGHUP` back their default action (end the process) outside `/swarm`.
+/// A swarm's live view installs ahelper's handlers for them, and tokio never removes a handler,
+/// so after the first `/swarm` they would be swallowed at the prompt and during ordinary turns.
+/// This task listens for both: while `swarm_running` is set the swarm's own handler answers;
+/// otherwise the terminal leaves raw mode and the signal's default action is restored and the
+/// signal raised again, so the process ends as it would have before the `/swarm` (status
+/// 128 + the signal; the commands' watchdog ends their processes).
+async fn restore_stop_signals(swarm_running: Arc<AtomicBool>) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut hup)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::hangup()),
+    ) else {
+        return;
+    };
+    loop {
+        let signo = tokio::select! {
+            _ = term.recv() => libc::SIGTERM,
+            _ = hup.recv() => libc::SIGHUP,
+        };
+        if swarm_running.load(Ordering::SeqCst) {
+            continue;
+        }
+        let _ = crossterm::terminal::disable_raw_mode();
+        // SAFETY: resetting a disposition to SIG_DFL and raising the signal in this process.
+        unsafe {
+            libc::signal(signo, libc::SIG_DFL);
+            libc::raise(signo);
+        }
+    }
 }
 
 /// Whether standard input, a terminal, hung up within `wait_ms` milliseconds (`poll(2)` with
@@ -387,7 +425,13 @@ impl Repl<'_> {
         config.set_model(self.session.agent.model());
         let run_args = crate::cli::SwarmRunArgs::default();
         let servers = self.session.mcp.specs();
+        self.swarm_running.store(true, Ordering::SeqCst);
         let code = crate::swarm_cmd::start(&config, task, &run_args, &servers, None).await;
+        self.swarm_running.store(false, Ordering::SeqCst);
+        if !self.stop_signals_restored {
+            self.stop_signals_restored = true;
+            tokio::spawn(restore_stop_signals(self.swarm_running.clone()));
+        }
         let record = RunRecord::list(root)
             .pop()
             .filter(|r| Some(&r.run_id) != before.as_ref());

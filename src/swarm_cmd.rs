@@ -594,7 +594,11 @@ fn confirm(
     let run_id = &planned.record().run_id;
     if mode != EventOutput::Json {
         print_plan(plan);
-        eprintln!("{}\n", for_terminal(&choice.describe()));
+        // The start of the run printed the verification line already; repeat it only beside
+        // the question that may change it.
+        if !run_args.yes && !run_args.plan_only {
+            eprintln!("{}\n", for_terminal(&choice.describe()));
+        }
     }
     if run_args.plan_only {
         eprintln!(

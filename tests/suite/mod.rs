@@ -25,6 +25,7 @@ mod read_deny_os;
 mod refusals;
 mod repl;
 mod repl_cost;
+mod repl_signals;
 mod run_lifecycle;
 mod scope_report;
 mod self_escalation;

@@ -1,4 +1,5 @@
 mod add_dir;
+mod add_dir_hiding;
 mod closed_stdout;
 mod compaction;
 mod config_ranges;

@@ -16,7 +16,7 @@ use super::rules::{PermissionRule, RulePattern, is_command_tool};
 use super::{Decision, PermissionMode, PermissionPolicy, PermissionRequest};
 use crate::sandbox::protection_reason;
 use crate::tools::ToolKind;
-pub use hidden::{HiddenPaths, HiddenPathsError, hidden_paths};
+pub use hidden::{HiddenPaths, HiddenPathsError, hidden_paths, hidden_paths_in};
 use paths::{Placed, path_rule_matches, place};
 
 mod command;

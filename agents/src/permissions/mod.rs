@@ -17,7 +17,7 @@ pub mod command;
 mod decide;
 pub mod rules;
 
-pub use decide::{HiddenPaths, HiddenPathsError, hidden_paths, read_denied};
+pub use decide::{HiddenPaths, HiddenPathsError, hidden_paths, hidden_paths_in, read_denied};
 pub use rules::{PermissionRule, RuleSet};
 
 /// Permission mode (`--permission-mode`, `permissions.mode`).

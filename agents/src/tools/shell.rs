@@ -598,7 +598,8 @@ impl RunningCommand {
     /// secrets, plus `env`, the command marker and a private `TMPDIR`), stdin from
     /// `/dev/null`, stdout and stderr into one pipe, in a new process group, dying with
     /// ahelper, confined by `sandbox` when it is enforced — with what the `read_deny` rules
-    /// cover in the workspace hidden ([`crate::permissions::hidden_paths`]).
+    /// cover in the workspace and the `--add-dir` directories hidden
+    /// ([`crate::permissions::hidden_paths_in`]).
     fn spawn(
         command: &str,
         cwd: &Path,
@@ -634,8 +635,12 @@ impl RunningCommand {
             Some(policy) if policy.is_enforced() => {
                 // Without its sandbox no command may run, and the model cannot change that.
                 let hidden = if policy.namespaces {
-                    crate::permissions::hidden_paths(read_deny, policy.workspace_root())
-                        .map_err(|e| ToolError::new(e.to_string()))?
+                    crate::permissions::hidden_paths_in(
+                        read_deny,
+                        policy.workspace_root(),
+                        &policy.added_dirs(),
+                    )
+                    .map_err(|e| ToolError::new(e.to_string()))?
                 } else {
                     crate::permissions::HiddenPaths::default()
                 };

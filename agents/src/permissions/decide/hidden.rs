@@ -69,7 +69,7 @@ pub enum HiddenPathsError {
 /// and not entered), where a matching symbolic link inside the workspace leads, and every
 /// other name of a covered file (a hard link: same device and inode). `.git` directories are
 /// not entered (they are bound read-only, and git's own files are not what these rules name).
-/// Empty when there is no such rule.
+/// Empty when there is no such rule. [`hidden_paths_in`] with no added directory.
 ///
 /// # Errors
 /// [`HiddenPathsError`] when the workspace has more than [`MAX_WALKED_ENTRIES`] entries or the
@@ -77,6 +77,23 @@ pub enum HiddenPathsError {
 pub fn hidden_paths(
     rules: &[PermissionRule],
     root: &Path,
+) -> Result<HiddenPaths, HiddenPathsError> {
+    hidden_paths_in(rules, root, &[])
+}
+
+/// [`hidden_paths`] of the workspace `root` and of each directory added with `--add-dir`
+/// (`added`, canonical): a rule covers a path as the permission decision does for a deny rule
+/// — an absolute rule matches the absolute path; a relative rule matches the path relative to
+/// the workspace or the absolute path (so `**/.env` covers `/elsewhere/.env`). An added
+/// directory inside the workspace is not walked twice, nor the workspace inside an added
+/// directory. The limits count all roots together.
+///
+/// # Errors
+/// [`HiddenPathsError`] as for [`hidden_paths`].
+pub fn hidden_paths_in(
+    rules: &[PermissionRule],
+    root: &Path,
+    added: &[PathBuf],
 ) -> Result<HiddenPaths, HiddenPathsError> {
     let denies: Vec<&PermissionRule> = rules
         .iter()
@@ -87,30 +104,53 @@ pub fn hidden_paths(
     if denies.is_empty() {
         return Ok(hidden);
     }
-    // Every walked path is inside the workspace: a relative rule is matched against the path
-    // relative to it, an absolute rule against the absolute path (`path_rule_matches`).
-    let covered = |abs: &Path| {
-        denies.iter().any(|r| match &r.pattern {
-            RulePattern::Path {
-                absolute: true,
-                matcher,
-                ..
-            } => matcher.is_match(abs),
-            RulePattern::Path { matcher, .. } => abs
-                .strip_prefix(root)
-                .is_ok_and(|rel| matcher.is_match(rel)),
-            _ => false,
-        })
-    };
+    let covered = |abs: &Path| denies.iter().any(|r| deny_covers(r, root, abs));
     let mut walk = Walk::default();
-    walk.run(root, &mut |path, kind, _| {
+    let extra = added.iter().filter(|d| !d.starts_with(root));
+    for walk_root in std::iter::once(root).chain(extra.map(PathBuf::as_path)) {
+        walk.skip = (walk_root != root).then(|| root.to_path_buf());
+        collect_covered(&mut walk, walk_root, &covered, &mut hidden)?;
+        add_hard_links(&mut hidden, walk_root)?;
+    }
+    if hidden.len() > MAX_HIDDEN_PATHS {
+        return Err(HiddenPathsError::TooManyPaths);
+    }
+    Ok(hidden)
+}
+
+/// Whether the deny rule `rule` covers the absolute path `abs`, `root` being the workspace.
+fn deny_covers(rule: &PermissionRule, root: &Path, abs: &Path) -> bool {
+    match &rule.pattern {
+        RulePattern::Path {
+            absolute: true,
+            matcher,
+            ..
+        } => matcher.is_match(abs),
+        RulePattern::Path { matcher, .. } => {
+            abs.strip_prefix(root)
+                .is_ok_and(|rel| matcher.is_match(rel))
+                || matcher.is_match(abs)
+        }
+        _ => false,
+    }
+}
+
+/// Walks `walk_root` and adds to `hidden` what `covered` names: a covered directory whole, a
+/// covered file, the target of a covered symbolic link when it lies inside `walk_root`.
+fn collect_covered(
+    walk: &mut Walk,
+    walk_root: &Path,
+    covered: &dyn Fn(&Path) -> bool,
+    hidden: &mut HiddenPaths,
+) -> Result<(), HiddenPathsError> {
+    walk.run(walk_root, &mut |path, kind, _| {
         if !covered(path) {
             return Visit::Continue;
         }
         match kind {
             Kind::Symlink => {
                 if let Ok(target) = std::fs::canonicalize(path)
-                    && target.starts_with(root)
+                    && target.starts_with(walk_root)
                 {
                     hidden.push(target.clone(), target.is_dir());
                 }
@@ -125,12 +165,7 @@ pub fn hidden_paths(
                 Visit::Continue
             }
         }
-    })?;
-    add_hard_links(&mut hidden, root)?;
-    if hidden.len() > MAX_HIDDEN_PATHS {
-        return Err(HiddenPathsError::TooManyPaths);
-    }
-    Ok(hidden)
+    })
 }
 
 /// Adds the other names of covered files that have more than one (`nlink > 1`): a second walk,
@@ -180,6 +215,8 @@ enum Visit {
 #[derive(Default)]
 struct Walk {
     seen: usize,
+    /// A directory not entered (the workspace, when an added directory holds it).
+    skip: Option<PathBuf>,
 }
 
 impl Walk {
@@ -211,7 +248,8 @@ impl Walk {
                 };
                 let descend = matches!(visit(&path, kind, entry.ino()), Visit::Continue)
                     && kind == Kind::Dir
-                    && entry.file_name() != ".git";
+                    && entry.file_name() != ".git"
+                    && self.skip.as_ref() != Some(&path);
                 if descend {
                     stack.push(path);
                 }
@@ -227,6 +265,30 @@ mod tests {
 
     fn rules(texts: &[&str]) -> Vec<PermissionRule> {
         texts.iter().map(|t| t.parse().unwrap()).collect()
+    }
+
+    #[test]
+    fn added_dirs_are_walked_once_with_rules_matched_as_for_a_deny() {
+        let dir = tempfile::tempdir().unwrap();
+        let top = std::fs::canonicalize(dir.path()).unwrap();
+        let root = top.join("repo");
+        let extra = top.join("extra");
+        std::fs::create_dir_all(root.join("inner")).unwrap();
+        std::fs::create_dir_all(extra.join("deep")).unwrap();
+        std::fs::write(root.join(".env"), "S=1").unwrap();
+        std::fs::write(extra.join("deep/.env"), "S=2").unwrap();
+        std::fs::write(extra.join("ok.txt"), "o").unwrap();
+        let rules = rules(&["read_file(**/.env)"]);
+        // `top` holds the workspace and `inner` lies inside it: neither walks it twice.
+        let added = [extra.clone(), top.clone(), root.join("inner")];
+        let found = hidden_paths_in(&rules, &root, &added).unwrap();
+        let mut files = found.files.clone();
+        files.sort();
+        assert_eq!(files, vec![extra.join("deep/.env"), root.join(".env")]);
+        assert_eq!(
+            hidden_paths(&rules, &root).unwrap().files,
+            vec![root.join(".env")]
+        );
     }
 
     #[test]

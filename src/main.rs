@@ -111,7 +111,9 @@ fn run(cli: Cli, hardening: HardeningReport) -> i32 {
         );
         return EXIT_USAGE;
     }
-    match cli.command {
+    let one_shot =
+        cli.command.is_none() && (cli.prompt.is_some() || !std::io::stdin().is_terminal());
+    let code = match cli.command {
         Some(cli::Command::Swarm(args)) => {
             let mode_given = cli.common.permission_mode.is_some()
                 || cli.common.dangerously_skip_permissions
@@ -139,7 +141,14 @@ fn run(cli: Cli, hardening: HardeningReport) -> i32 {
         Some(cli::Command::Trust) => 0,
         Some(cli::Command::Worker(args)) => worker_cmd::run(&rt, args, config, &env),
         None => run_session(&rt, cli, &config, &env),
+    };
+    if one_shot {
+        // The answer is printed, the transcript written and closed, the MCP servers shut down:
+        // nothing is left running. Waiting for the runtime's idle threads to wake and join
+        // would only delay the exit (issue 11: exit within 2 ms of the final event).
+        rt.shutdown_background();
     }
+    code
 }
 
 /// The layered configuration with the session rules of `--allowed-tools`/`--disallowed-tools`.

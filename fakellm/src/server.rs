@@ -523,14 +523,22 @@ async fn respond(
             )
         }
         Route::Models => {
-            tokio::time::sleep(latency).await;
+            pause(latency).await;
             json_response(StatusCode::OK, &models_body(state.script.model_name()))
         }
         Route::Model(format) => {
             let delay = selection.as_ref().map_or(0, |s| s.turn.delay_ms);
-            tokio::time::sleep(latency + Duration::from_millis(delay)).await;
+            pause(latency + Duration::from_millis(delay)).await;
             respond_model(state, arrival, format, selection, serial, fault).await
         }
+    }
+}
+
+/// Waits `duration`; no wait at all when it is zero. (A zero `tokio::time::sleep` still waits
+/// for the timer's next 1 ms tick, which a 0 ms latency script must not add to every reply.)
+async fn pause(duration: Duration) {
+    if !duration.is_zero() {
+        tokio::time::sleep(duration).await;
     }
 }
 

@@ -1,6 +1,7 @@
 //! Cost in `--output-format json`: `total_cost_usd` from the built-in price table or the
 //! configuration's `[pricing]`, null when the model's price is unknown.
 
+use super::support::run::assert_usage_error;
 use super::support::scripts::*;
 use super::support::*;
 use ahelper_fake_llm::Turn;
@@ -50,11 +51,10 @@ fn a_negative_price_is_refused() {
         "[pricing.\"m\"]\ninput_per_mtok = -1.0\noutput_per_mtok = 2.0\n",
     );
     let server = start(agent([Turn::text("ok")]));
-    ahelper(&repo, &server, Wire::Anthropic)
-        .args(["-p", "hi"])
-        .assert()
-        .code(2)
-        .stderr(predicates::str::contains("input_per_mtok"));
+    assert_usage_error(
+        ahelper(&repo, &server, Wire::Anthropic).args(["-p", "hi"]),
+        "input_per_mtok",
+    );
 }
 
 #[test]

@@ -4,6 +4,7 @@
 //! `/dev/tcp`. The command sandbox is off in the runs that write markers outside the workspace
 //! (`--sandbox off`), so that only the permission layer stands between the model and them.
 
+use super::support::requests::assert_never_sent;
 use super::support::scripts::*;
 use super::support::*;
 use ahelper_fake_llm::{RecordedRequest, Turn};
@@ -28,6 +29,17 @@ fn refused_commands(stderr: &str) -> usize {
         .lines()
         .filter(|l| l.starts_with("ahelper: refused run_command("))
         .count()
+}
+
+/// Asserts that `ahelper -p` refused `count` commands and said `reason`; `case` names the run in
+/// a failure.
+#[track_caller]
+fn assert_refused(case: &str, stderr: &str, count: usize, reason: &str) {
+    assert_eq!(refused_commands(stderr), count, "{case}: {stderr}");
+    assert!(
+        stderr.contains(reason),
+        "{case}: no {reason:?} in\n{stderr}"
+    );
 }
 
 /// The files of a directory laid out like a git dir whose configuration runs `script` through
@@ -88,11 +100,7 @@ fn git_in_a_planted_git_dir_runs_no_code() {
             !marker.exists(),
             "{mode}: git ran the planted fsmonitor script\n{stderr}"
         );
-        assert_eq!(refused_commands(&stderr), 2, "{mode}: {stderr}");
-        assert!(
-            stderr.contains("not the workspace's own repository"),
-            "{stderr}"
-        );
+        assert_refused(mode, &stderr, 2, "not the workspace's own repository");
     }
 }
 
@@ -206,13 +214,7 @@ fn read_deny_rules_hold_for_links_globs_redirections_and_searches() {
     turns.push(Turn::tool_call("grep", json!({"pattern": "SECRET"})));
     turns.push(Turn::tool_call("glob", json!({"pattern": "**/.env"})));
     let (requests, stderr) = play(&repo, &["--disallowedTools", "read_file(**/.env)"], turns);
-    for (i, request) in requests.iter().enumerate() {
-        let body = request.body.to_string();
-        assert!(
-            !body.contains("hunter2"),
-            "the secret reached the model in request {i}: {body}\n{stderr}"
-        );
-    }
+    assert_never_sent(&requests, "hunter2", &stderr);
     assert_eq!(refused_commands(&stderr), 9, "{stderr}");
     // Ordinary reads still work.
     let (requests, stderr) = play(
@@ -244,8 +246,7 @@ fn dev_tcp_is_network_access() {
         &["--permission-mode", "bypass"],
         vec![runs(&command), runs("echo 1 > /dev/udp/127.0.0.1/9")],
     );
-    assert_eq!(refused_commands(&stderr), 2, "network off: {stderr}");
-    assert!(stderr.contains("network"), "{stderr}");
+    assert_refused("network off", &stderr, 2, "network");
     match listener.accept() {
         Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
         other => panic!("the listener was connected to: {other:?}"),

@@ -1,10 +1,18 @@
 //! Helpers shared by the end-to-end tests: temporary git repositories, the fake LLM server and
 //! an `ahelper` command with an isolated environment.
 
+pub mod files;
+
 pub mod git;
 
 pub mod nats;
 pub mod pyproject;
+
+pub mod requests;
+
+pub mod run;
+
+pub mod sandbox;
 
 pub mod scripts;
 

@@ -1,19 +1,13 @@
 //! Hooks through the binary: Claude Code's events, input on stdin, exit codes and JSON
 //! decisions, timeouts, and project-config hooks ignored.
 
+use super::support::config::write_user_config;
 use super::support::run::run_ok;
 use super::support::scripts::*;
 use super::support::*;
 use ahelper_fake_llm::{Script, Turn};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-
-/// Writes the user config (`$XDG_CONFIG_HOME/ahelper/config.toml`).
-fn user_config(repo: &TestRepo, text: &str) {
-    let dir = repo.home().join("config/ahelper");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("config.toml"), text).unwrap();
-}
 
 /// A directory outside the repository where hooks leave their marker files.
 fn marks(repo: &TestRepo) -> PathBuf {
@@ -52,7 +46,7 @@ fn hook(event: &str, matcher: &str, command: &str) -> String {
 fn repo_with_hooks(hooks: &str) -> (TestRepo, PathBuf) {
     let repo = repo_with(&[("a.txt", "a\n")]);
     let marks = marks(&repo);
-    user_config(
+    write_user_config(
         &repo,
         &hooks.replace("{marks}", &marks.display().to_string()),
     );

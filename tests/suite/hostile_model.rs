@@ -4,6 +4,7 @@
 //! `/dev/tcp`. The command sandbox is off in the runs that write markers outside the workspace
 //! (`--sandbox off`), so that only the permission layer stands between the model and them.
 
+use super::support::config::write_user_config;
 use super::support::requests::assert_never_sent;
 use super::support::scripts::*;
 use super::support::*;
@@ -238,9 +239,7 @@ fn dev_tcp_is_network_access() {
     let repo = repo_with(&[("a.txt", "a\n")]);
     let (_, stderr) = play(&repo, &[], vec![runs(&command)]);
     assert_eq!(refused_commands(&stderr), 1, "default mode: {stderr}");
-    let config = repo.home().join("config/ahelper/config.toml");
-    std::fs::create_dir_all(config.parent().unwrap()).unwrap();
-    std::fs::write(&config, "[sandbox]\nnetwork = false\n").unwrap();
+    write_user_config(&repo, "[sandbox]\nnetwork = false\n");
     let (_, stderr) = play(
         &repo,
         &["--permission-mode", "bypass"],

@@ -1,6 +1,8 @@
 //! Helpers shared by the end-to-end tests: temporary git repositories, the fake LLM server and
 //! an `ahelper` command with an isolated environment.
 
+pub mod config;
+
 pub mod files;
 
 pub mod git;
@@ -15,6 +17,8 @@ pub mod run;
 pub mod sandbox;
 
 pub mod scripts;
+
+pub mod text;
 
 pub mod tmpfs;
 

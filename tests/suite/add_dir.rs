@@ -4,7 +4,7 @@
 
 use super::support::files::assert_file;
 use super::support::run::{run_ok, stderr_of_run};
-use super::support::sandbox::landlock_or_skip;
+use super::support::sandbox::{Needs, require_sandbox};
 use super::support::scripts::*;
 use super::support::*;
 use ahelper_fake_llm::Turn;
@@ -115,9 +115,7 @@ fn without_add_dir_the_same_write_is_refused_and_a_missing_dir_is_an_error() {
 /// in bypass mode still cannot rewrite the added dir's `.git/config`.
 #[test]
 fn commands_write_in_the_added_dir_under_the_sandbox() {
-    if !landlock_or_skip() {
-        return;
-    }
+    require_sandbox!(Needs::Landlock);
     let repo = repo_with(&[("a.txt", "a\n")]);
     let (extra, _) = extra_and_other(&repo);
     std::fs::write(

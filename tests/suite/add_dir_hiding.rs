@@ -4,16 +4,14 @@
 
 use super::support::files::assert_file;
 use super::support::requests::assert_never_sent;
-use super::support::sandbox::full_sandbox_or_skip;
+use super::support::sandbox::{Needs, require_sandbox};
 use super::support::scripts::*;
 use super::support::*;
 use ahelper_fake_llm::Turn;
 
 #[test]
 fn allowed_code_cannot_read_what_read_deny_rules_cover_in_an_added_dir() {
-    if !full_sandbox_or_skip() {
-        return;
-    }
+    require_sandbox!(Needs::LandlockAndNamespaces);
     let repo = repo_with(&[("a.txt", "a\n")]);
     let extra = repo.root().join("extra");
     std::fs::create_dir_all(extra.join("deep")).unwrap();

@@ -53,7 +53,7 @@ fn a_negative_price_is_refused() {
     let server = start(agent([Turn::text("ok")]));
     assert_usage_error(
         ahelper(&repo, &server, Wire::Anthropic).args(["-p", "hi"]),
-        "input_per_mtok",
+        &["input_per_mtok"],
     );
 }
 

@@ -73,7 +73,10 @@ fn misused_flags_are_usage_errors_with_the_reason() {
             "invalid permission rule `Bash(`",
         ),
     ] {
-        assert_usage_error(ahelper(&repo, &server, Wire::Anthropic).args(args), reason);
+        assert_usage_error(
+            ahelper(&repo, &server, Wire::Anthropic).args(args),
+            &[reason],
+        );
     }
 }
 

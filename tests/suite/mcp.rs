@@ -436,15 +436,13 @@ fn bad_server_files_name_the_file_and_the_key() {
         ahelper(&repo, &server, Wire::Anthropic)
             .args(["-p", "go", "--mcp-config"])
             .arg(&file),
-        "bad.json",
-    )
-    .stderr(predicates::str::contains("comand"));
+        &["bad.json", "comand"],
+    );
     write_user_config(&repo, "[mcp_servers.y]\nargs = []\n");
     assert_usage_error(
         ahelper(&repo, &server, Wire::Anthropic).args(["-p", "go"]),
-        "MCP server `y`",
-    )
-    .stderr(predicates::str::contains("needs `command`"));
+        &["MCP server `y`", "needs `command`"],
+    );
 }
 
 /// Runs `run` and asserts it took less than `limit`; `why` says why it must.

@@ -5,20 +5,20 @@ pub mod config;
 
 pub mod files;
 
+pub mod requests;
+
+pub mod run;
+
+pub mod text;
+
 pub mod git;
 
 pub mod nats;
 pub mod pyproject;
 
-pub mod requests;
-
-pub mod run;
-
 pub mod sandbox;
 
 pub mod scripts;
-
-pub mod text;
 
 pub mod tmpfs;
 

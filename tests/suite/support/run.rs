@@ -26,9 +26,12 @@ pub fn stderr_of_run(repo: &TestRepo, script: Script, args: &[&str]) -> (FakeLlm
     (server, stderr)
 }
 
-/// Runs `cmd` and asserts it stops with a usage or configuration error (exit code 2) whose
-/// stderr holds `text`; the assertion, for more checks.
+/// Runs `cmd`, asserts it exits with code 2 (a usage or configuration error) and that its
+/// stderr contains every one of `texts`.
 #[track_caller]
-pub fn assert_usage_error(cmd: &mut Command, text: &str) -> Assert {
-    cmd.assert().code(2).stderr(predicates::str::contains(text))
+pub fn assert_usage_error(cmd: &mut Command, texts: &[&str]) {
+    let stderr = String::from_utf8_lossy(&cmd.assert().code(2).get_output().stderr).into_owned();
+    for text in texts {
+        assert!(stderr.contains(text), "no {text:?} in stderr:\n{stderr}");
+    }
 }

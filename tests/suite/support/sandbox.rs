@@ -1,28 +1,49 @@
-//! Whether the parts of the OS sandbox a test needs work on this machine: a test that needs one
-//! asks here first and, where it is missing, says on stderr that it is skipped and returns.
+//! What of the OS sandbox this machine offers, for the tests that need it: on a machine without
+//! it they say on stderr that they were skipped, and pass.
 
-use ahelper_agents::sandbox_os;
+use ahelper_agents::sandbox_os::{landlock_status, namespaces_available};
 
-/// True when commands are confined by landlock on this machine.
-pub fn landlock_available() -> bool {
-    sandbox_os::landlock_status().abi().is_some()
+/// What a test needs of the OS sandbox.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Needs {
+    /// Landlock confines the commands.
+    Landlock,
+    /// Landlock, and unprivileged user namespaces (a command gets its own PID, mount and
+    /// network namespaces).
+    LandlockAndNamespaces,
 }
 
-/// True when landlock confines commands; otherwise prints that the test is skipped and why.
-pub fn landlock_or_skip() -> bool {
-    let available = landlock_available();
+/// Whether this machine offers what `needs` names.
+pub fn available(needs: Needs) -> bool {
+    let landlock = landlock_status().abi().is_some();
+    match needs {
+        Needs::Landlock => landlock,
+        Needs::LandlockAndNamespaces => landlock && namespaces_available(),
+    }
+}
+
+/// Whether a test that needs `needs` can run here; when it cannot, says on stderr that it is
+/// skipped and why.
+pub fn runnable(needs: Needs) -> bool {
+    let available = available(needs);
     if !available {
-        eprintln!("skipped: landlock is not enabled on this kernel");
+        match needs {
+            Needs::Landlock => eprintln!("skipped: no landlock on this machine"),
+            Needs::LandlockAndNamespaces => {
+                eprintln!("skipped: no landlock or no user namespaces on this machine")
+            }
+        }
     }
     available
 }
 
-/// True when landlock confines commands and user namespaces can hide paths from them (the
-/// whole OS sandbox); otherwise prints that the test is skipped and why.
-pub fn full_sandbox_or_skip() -> bool {
-    let available = landlock_available() && sandbox_os::namespaces_available();
-    if !available {
-        eprintln!("skipped: no landlock or no user namespaces on this machine");
-    }
-    available
+/// Returns from the calling test — which passes, saying on stderr that it was skipped — when
+/// this machine does not offer what `$needs` (a [`Needs`]) names.
+macro_rules! require_sandbox {
+    ($needs:expr) => {
+        if !$crate::suite::support::sandbox::runnable($needs) {
+            return;
+        }
+    };
 }
+pub(crate) use require_sandbox;

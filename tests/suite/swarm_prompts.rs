@@ -6,7 +6,7 @@
 use super::support::scripts::*;
 use super::support::tmux::{Tmux, two_questions_in_the_live_view};
 use super::support::*;
-use ahelper_fake_llm::{FakeLlm, Turn};
+use ahelper_fake_llm::FakeLlm;
 use std::time::Duration;
 
 /// A repository with `a.txt` and a server whose one worker (`s1`, on `a.txt`) runs `command`.

@@ -35,7 +35,7 @@ fn at(dir: &std::path::Path, rel: &str) -> String {
 
 /// `-p go --permission-mode MODE`, then `more`.
 fn go<'a>(mode: &'a str, more: &[&'a str]) -> Vec<&'a str> {
-    [&["-p", "go", "--permission-mode", mode], more].concat()
+    [&["-p", "go", "--permission-mode", mode][..], more].concat()
 }
 
 #[test]

@@ -3,7 +3,6 @@
 //! allowed) reads an empty file there, and the rest of the added directory as before.
 
 use super::support::files::assert_file;
-use super::support::requests::assert_never_sent;
 use super::support::sandbox::{Needs, require_sandbox};
 use super::support::scripts::*;
 use super::support::*;

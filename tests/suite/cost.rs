@@ -1,7 +1,6 @@
 //! Cost in `--output-format json`: `total_cost_usd` from the built-in price table or the
 //! configuration's `[pricing]`, null when the model's price is unknown.
 
-use super::support::run::assert_usage_error;
 use super::support::scripts::*;
 use super::support::*;
 use ahelper_fake_llm::Turn;

@@ -2,7 +2,6 @@
 //! Claude Code's names (`--dangerously-skip-permissions`, `--allowedTools`, `--disallowedTools`,
 //! `--append-system-prompt`).
 
-use super::support::run::assert_usage_error;
 use super::support::scripts::*;
 use super::support::*;
 use ahelper_fake_llm::{Script, Turn};

@@ -4,6 +4,7 @@
 use super::support::config::write_user_config;
 use super::support::run::run_ok;
 use super::support::scripts::*;
+use super::support::tmux::process_ended;
 use super::support::*;
 use ahelper_fake_llm::{Script, Turn};
 use serde_json::Value;
@@ -197,11 +198,8 @@ hooks = [{ type = "command", command = "echo $$ > {marks}/hook.pid; sleep 300; t
         "a timeout does not block"
     );
     let pid = std::fs::read_to_string(marks.join("hook.pid")).unwrap();
-    let stat = format!("/proc/{}/stat", pid.trim());
-    let alive = std::fs::read_to_string(&stat)
-        .map(|s| !s.contains(") Z "))
-        .unwrap_or(false);
-    assert!(!alive, "the hook's process group was killed");
+    let pid = pid.trim().parse().expect("the hook wrote its pid");
+    assert!(process_ended(pid), "the hook's process group was killed");
 }
 
 #[test]

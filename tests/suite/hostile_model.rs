@@ -5,32 +5,11 @@
 //! (`--sandbox off`), so that only the permission layer stands between the model and them.
 
 use super::support::config::write_user_config;
-use super::support::requests::assert_never_sent;
 use super::support::scripts::*;
 use super::support::*;
-use ahelper_fake_llm::{RecordedRequest, Turn};
+use ahelper_fake_llm::Turn;
 use serde_json::{Value, json};
 use std::path::Path;
-
-/// `ahelper -p go` in `repo` with `args`, playing `turns` (then a final text); returns the
-/// model requests and stderr.
-fn play(repo: &TestRepo, args: &[&str], turns: Vec<Turn>) -> (Vec<RecordedRequest>, String) {
-    let server = start(agent(turns.into_iter().chain([Turn::text("done")])));
-    let stderr = stderr_of(
-        ahelper(repo, &server, Wire::Anthropic)
-            .args(["-p", "go"])
-            .args(args),
-    );
-    (server.model_requests(), stderr)
-}
-
-/// The number of refused `run_command` calls `ahelper -p` reported on stderr.
-fn refused_commands(stderr: &str) -> usize {
-    stderr
-        .lines()
-        .filter(|l| l.starts_with("ahelper: refused run_command("))
-        .count()
-}
 
 /// Asserts that `ahelper -p` refused `count` commands and said `reason`; `case` names the run in
 /// a failure.
@@ -169,7 +148,7 @@ fn deny_rules_hold_against_hidden_code_in_bypass() {
             "--disallowedTools",
             "run_command(rm:*)",
         ],
-        forms.iter().map(|f| runs(f)).collect(),
+        forms.iter().map(|f| runs(f)),
     );
     for n in 1..=forms.len() {
         assert!(

@@ -5,11 +5,11 @@
 //! requests the fake server recorded.
 
 use super::support::config::write_user_config;
-use super::support::nats::wait_for;
 use super::support::requests::last_tool_results;
-use super::support::run::assert_usage_error;
 use super::support::scripts::*;
 use super::support::text::assert_contains_all;
+use super::support::tmux::process_ended;
+use super::support::wait::wait_for;
 use super::support::*;
 use ahelper_fake_llm::{Conversation, FakeLlm, Script, Turn};
 use predicates::prelude::PredicateBooleanExt;
@@ -117,7 +117,8 @@ fn mini_writing_pids(pid_file: &Path) -> Value {
 
 /// A project's `.mcp.json` in `repo` naming `mini` with `args`.
 fn write_project_servers(repo: &TestRepo, args: &[&str]) {
-    let mini_args = [&[mini_server().as_str()], args].concat();
+    let server = mini_server();
+    let mini_args = [&[server.as_str()], args].concat();
     let servers = json!({"mcpServers": {"mini": stdio("python3", &mini_args)}});
     write_json(&repo.path().join(".mcp.json"), &servers);
 }
@@ -454,20 +455,6 @@ fn within<T>(limit: Duration, why: &str, run: impl FnOnce() -> T) -> T {
     result
 }
 
-/// Whether process `pid` still runs (a zombie counts as ended).
-fn running(pid: &str) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|stat| {
-            !stat
-                .rsplit(')')
-                .next()
-                .unwrap_or("")
-                .trim_start()
-                .starts_with('Z')
-        })
-        .unwrap_or(false)
-}
-
 #[test]
 fn a_stdio_server_gets_expanded_variables_and_ends_with_its_children() {
     let repo = repo_with(&[("a.txt", "a\n")]);
@@ -494,7 +481,7 @@ fn assert_all_end(pids: &str, what: &str, timeout: Duration) {
     for pid in pids.split_whitespace() {
         let left = deadline.saturating_duration_since(Instant::now());
         wait_for(&format!("process {pid} to end after {what}"), left, || {
-            !running(pid)
+            process_ended(pid.parse().expect("a pid"))
         });
     }
 }

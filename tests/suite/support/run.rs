@@ -2,7 +2,6 @@
 
 use super::{TestRepo, Wire, ahelper, start};
 use ahelper_fake_llm::{FakeLlm, Script};
-use assert_cmd::Command;
 use assert_cmd::assert::Assert;
 
 /// Starts the fake model playing `script`, runs `ahelper args…` in `repo` against it (Anthropic
@@ -24,14 +23,4 @@ pub fn stderr_of_run(repo: &TestRepo, script: Script, args: &[&str]) -> (FakeLlm
     let (server, assert) = run_ok(repo, script, args);
     let stderr = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
     (server, stderr)
-}
-
-/// Runs `cmd`, asserts it exits with code 2 (a usage or configuration error) and that its
-/// stderr contains every one of `texts`.
-#[track_caller]
-pub fn assert_usage_error(cmd: &mut Command, texts: &[&str]) {
-    let stderr = String::from_utf8_lossy(&cmd.assert().code(2).get_output().stderr).into_owned();
-    for text in texts {
-        assert!(stderr.contains(text), "no {text:?} in stderr:\n{stderr}");
-    }
 }

@@ -359,11 +359,12 @@ fn lines_with(log: &str, parts: &[&str]) -> usize {
 #[test]
 fn duplicate_deliveries_merge_once_and_count_once() {
     let RunOnM1 {
+        nats: _nats,
+        server: _server,
         repo,
         client,
         m1,
         mut run,
-        ..
     } = run_on_m1(one_quick_three_slow(90_000));
     let logs = || format!("{}\nm1:\n{}", coordinator_log(&repo), m1.log());
     let record = wait_for_run(
@@ -622,23 +623,18 @@ fn swarm_clean_removes_a_killed_runs_consumer_queued_subtasks_and_remote_refs() 
         .to_string();
     running.m1.signal("KILL");
     assert_eq!(running.m1.wait_exit(Duration::from_secs(30)), None);
-    let RunOnM1 {
-        repo,
-        server,
-        client,
-        ..
-    } = running;
+    let (repo, server, client) = (&running.repo, &running.server, &running.client);
     let consumer = format!("coordinator-{run_id}");
     assert_eq!(client.consumers("AHELPER_EVENTS"), vec![consumer]);
     let queued = format!("ahelper.work.{run_id}.w1");
     assert!(client.last_message("AHELPER_WORK", &queued).is_some());
-    assert!(!remote_refs_of(&repo, &run_id).is_empty());
+    assert!(!remote_refs_of(repo, &run_id).is_empty());
     let stdout = stdout_of(
-        ahelper(&repo, &server, Wire::Anthropic).args(["swarm", "clean", &run_id, "--force"]),
+        ahelper(repo, server, Wire::Anthropic).args(["swarm", "clean", &run_id, "--force"]),
     );
     assert!(stdout.contains("deleted its consumer"), "{stdout}");
     assert!(stdout.contains("4 queued subtask(s) removed"), "{stdout}");
     assert!(client.consumers("AHELPER_EVENTS").is_empty());
     assert!(client.last_message("AHELPER_WORK", &queued).is_none());
-    assert_eq!(remote_refs_of(&repo, &run_id), Vec::<String>::new());
+    assert_eq!(remote_refs_of(repo, &run_id), Vec::<String>::new());
 }

@@ -79,21 +79,13 @@ pub struct CommonArgs {
     /// Allow rules for this session, e.g. `run_command(git diff:*)`; several per value separated
     /// by commas or spaces, and the flag may be repeated. Claude Code's tool names work too
     /// (`Bash(git diff:*)`, Read, Edit, Write, Glob, Grep).
-    #[arg(
-        long,
-        global = true,
-        value_name = "RULES",
-        visible_alias = "allowedTools"
-    )]
+    #[arg(long, global = true, value_name = "RULES")]
+    #[arg(visible_alias = "allowedTools")]
     pub allowed_tools: Vec<String>,
 
     /// Deny rules for this session, in the syntax of `--allowed-tools`.
-    #[arg(
-        long,
-        global = true,
-        value_name = "RULES",
-        visible_alias = "disallowedTools"
-    )]
+    #[arg(long, global = true, value_name = "RULES")]
+    #[arg(visible_alias = "disallowedTools")]
     pub disallowed_tools: Vec<String>,
 
     /// Another writable root besides the workspace (Claude Code's flag): file tools accept

@@ -909,12 +909,16 @@ mod tests {
 
     #[test]
     fn first_sentence_skips_abbreviations() {
-        assert_eq!(
-            first_sentence("Find files by name pattern (e.g. `**/*.rs`). Sorted."),
-            "Find files by name pattern (e.g. `**/*.rs`)"
-        );
-        assert_eq!(first_sentence("One. Two."), "One");
-        assert_eq!(first_sentence("No stop"), "No stop");
+        for (text, first) in [
+            (
+                "Find files by name pattern (e.g. `**/*.rs`). Sorted.",
+                "Find files by name pattern (e.g. `**/*.rs`)",
+            ),
+            ("One. Two.", "One"),
+            ("No stop", "No stop"),
+        ] {
+            assert_eq!(first_sentence(text), first, "{text:?}");
+        }
         assert_eq!(one_line("abcdef", 4), "abc…");
     }
 

@@ -56,13 +56,11 @@ impl TypeAhead {
 /// Skips the rest of an escape sequence (`ESC [ … final byte` or `ESC O x`).
 fn skip_escape(chars: &mut std::iter::Peekable<std::str::Chars<'_>>) {
     match chars.next() {
+        // CSI: parameter and intermediate bytes up to the final byte
         Some('[') => {
-            for c in chars.by_ref() {
-                if ('@'..='~').contains(&c) {
-                    break;
-                }
-            }
+            chars.find(|c| ('@'..='~').contains(c));
         }
+        // SS3: one more character
         Some('O') => {
             chars.next();
         }

@@ -2,19 +2,15 @@
 //! paths in it, the permission decision counts it as inside the workspace, commands may write
 //! in it under the OS sandbox, its protected paths stay protected, and swarm workers get it.
 
+use super::support::files::assert_file;
+use super::support::run::{run_ok, stderr_of_run};
+use super::support::sandbox::{Needs, require_sandbox};
 use super::support::scripts::*;
 use super::support::*;
 use ahelper_fake_llm::Turn;
 use predicates::prelude::*;
 use serde_json::json;
 use std::path::PathBuf;
-
-/// True when commands are confined by landlock on this machine.
-fn landlock_available() -> bool {
-    ahelper_agents::sandbox_os::landlock_status()
-        .abi()
-        .is_some()
-}
 
 /// An added directory `extra/` beside the repository, with a `.git/config` and a
 /// `.ahelper/config.toml` of its own, and a directory `other/` that is never added; both
@@ -37,35 +33,28 @@ fn at(dir: &std::path::Path, rel: &str) -> String {
     dir.join(rel).display().to_string()
 }
 
+/// `-p go --permission-mode MODE`, then `more`.
+fn go<'a>(mode: &'a str, more: &[&'a str]) -> Vec<&'a str> {
+    [&["-p", "go", "--permission-mode", mode][..], more].concat()
+}
+
 #[test]
 fn file_tools_write_in_the_added_dir_and_nowhere_else() {
     let repo = repo_with(&[("a.txt", "a\n")]);
     let (extra, other) = extra_and_other(&repo);
-    let server = start(agent([
+    let script = agent([
         writes(&at(&extra, "notes.txt"), "notes\n"),
         writes(&at(&other, "x.txt"), "x\n"),
         writes(&at(&extra, ".git/config"), "[core]\n\tfsmonitor = evil\n"),
         writes(&at(&extra, ".ahelper/config.toml"), "mode = \"bypass\"\n"),
         Turn::tool_call("read_file", json!({"path": at(&extra, "notes.txt")})),
         Turn::text("done"),
-    ]));
+    ]);
     let dir = extra.display().to_string();
-    let stderr = String::from_utf8(
-        ahelper(&repo, &server, Wire::Anthropic)
-            .args(["-p", "go", "--permission-mode", "accept-edits"])
-            .args(["--add-dir", &dir])
-            .assert()
-            .success()
-            .get_output()
-            .stderr
-            .clone(),
-    )
-    .unwrap();
+    let args = go("accept-edits", &["--add-dir", &dir]);
+    let (server, stderr) = stderr_of_run(&repo, script, &args);
     // inside the added dir: allowed by accept-edits like the workspace, written, read back
-    assert_eq!(
-        std::fs::read_to_string(extra.join("notes.txt")).unwrap(),
-        "notes\n"
-    );
+    assert_file(&extra.join("notes.txt"), "notes\n");
     let requests = server.model_requests();
     assert!(
         requests[5].body.to_string().contains("notes\\n"),
@@ -73,14 +62,8 @@ fn file_tools_write_in_the_added_dir_and_nowhere_else() {
     );
     // outside every root, and the protected paths of the added dir: refused
     assert!(!other.join("x.txt").exists());
-    assert_eq!(
-        std::fs::read_to_string(extra.join(".git/config")).unwrap(),
-        "[core]\n"
-    );
-    assert_eq!(
-        std::fs::read_to_string(extra.join(".ahelper/config.toml")).unwrap(),
-        "# extra\n"
-    );
+    assert_file(&extra.join(".git/config"), "[core]\n");
+    assert_file(&extra.join(".ahelper/config.toml"), "# extra\n");
     assert!(stderr.contains("3 tool calls were refused"), "{stderr}");
     // the model is told where it may write
     let system = requests[0].body["system"].to_string();
@@ -132,10 +115,7 @@ fn without_add_dir_the_same_write_is_refused_and_a_missing_dir_is_an_error() {
 /// in bypass mode still cannot rewrite the added dir's `.git/config`.
 #[test]
 fn commands_write_in_the_added_dir_under_the_sandbox() {
-    if !landlock_available() {
-        eprintln!("skipped: landlock is not enabled on this kernel");
-        return;
-    }
+    require_sandbox!(Needs::Landlock);
     let repo = repo_with(&[("a.txt", "a\n")]);
     let (extra, _) = extra_and_other(&repo);
     std::fs::write(
@@ -152,48 +132,17 @@ fn commands_write_in_the_added_dir_under_the_sandbox() {
             Turn::text("done"),
         ])
     };
-    let server = start(script());
-    ahelper(&repo, &server, Wire::Anthropic)
-        .args([
-            "-p",
-            "go",
-            "--permission-mode",
-            "bypass",
-            "--sandbox",
-            "enforce",
-        ])
-        .assert()
-        .success();
+    run_ok(&repo, script(), &go("bypass", &["--sandbox", "enforce"]));
     assert!(
         !extra.join("one.txt").exists(),
         "landlock let a command out"
     );
 
-    let server = start(script());
-    ahelper(&repo, &server, Wire::Anthropic)
-        .args([
-            "-p",
-            "go",
-            "--permission-mode",
-            "bypass",
-            "--sandbox",
-            "enforce",
-        ])
-        .args(["--add-dir", &dir])
-        .assert()
-        .success();
-    assert_eq!(
-        std::fs::read_to_string(extra.join("one.txt")).unwrap(),
-        "one\n"
-    );
-    assert_eq!(
-        std::fs::read_to_string(extra.join("two.txt")).unwrap(),
-        "two\n"
-    );
-    assert_eq!(
-        std::fs::read_to_string(extra.join("made.txt")).unwrap(),
-        "made\n"
-    );
+    let args = go("bypass", &["--sandbox", "enforce", "--add-dir", &dir]);
+    run_ok(&repo, script(), &args);
+    assert_file(&extra.join("one.txt"), "one\n");
+    assert_file(&extra.join("two.txt"), "two\n");
+    assert_file(&extra.join("made.txt"), "made\n");
     if ahelper_agents::sandbox_os::namespaces_available() {
         assert_eq!(
             std::fs::read_to_string(extra.join(".git/config")).unwrap(),
@@ -210,26 +159,14 @@ fn the_permission_decision_counts_the_added_dir_as_inside() {
     let repo = repo_with(&[("a.txt", "a\n")]);
     let (extra, _) = extra_and_other(&repo);
     let dir = extra.display().to_string();
-    let server = start(agent([
+    let script = agent([
         runs(&format!("echo one > {dir}/one.txt")),
         runs("echo home > /home/not-a-root.txt"),
         Turn::text("done"),
-    ]));
-    let stderr = String::from_utf8(
-        ahelper(&repo, &server, Wire::Anthropic)
-            .args(["-p", "go", "--permission-mode", "accept-edits"])
-            .args(["--add-dir", &dir, "--sandbox", "off"])
-            .assert()
-            .success()
-            .get_output()
-            .stderr
-            .clone(),
-    )
-    .unwrap();
-    assert_eq!(
-        std::fs::read_to_string(extra.join("one.txt")).unwrap(),
-        "one\n"
-    );
+    ]);
+    let args = go("accept-edits", &["--add-dir", &dir, "--sandbox", "off"]);
+    let (_, stderr) = stderr_of_run(&repo, script, &args);
+    assert_file(&extra.join("one.txt"), "one\n");
     assert!(stderr.contains("1 tool call was refused"), "{stderr}");
     assert!(stderr.contains("outside the workspace"), "{stderr}");
 }
@@ -249,20 +186,10 @@ fn swarm_workers_get_the_added_dir() {
             Turn::text("d"),
         ],
     ));
-    let server = start(script);
-    ahelper(&repo, &server, Wire::Anthropic)
-        .args(["swarm", "x", "--yes", "--permission-mode", "accept-edits"])
-        .args(["--add-dir", &dir])
-        .assert()
-        .success();
-    assert_eq!(
-        std::fs::read_to_string(extra.join("from-worker.txt")).unwrap(),
-        "w\n"
-    );
-    assert_eq!(
-        std::fs::read_to_string(extra.join("from-command.txt")).unwrap(),
-        "c\n"
-    );
+    let swarm = ["swarm", "x", "--yes", "--permission-mode", "accept-edits"];
+    run_ok(&repo, script, &[&swarm[..], &["--add-dir", &dir]].concat());
+    assert_file(&extra.join("from-worker.txt"), "w\n");
+    assert_file(&extra.join("from-command.txt"), "c\n");
 }
 
 /// The REPL takes `--add-dir` too: `/status` names the added dir and a write there runs in
@@ -286,8 +213,5 @@ fn the_repl_takes_add_dir() {
     tmux.wait_for(&format!("Added dir:  {dir} (--add-dir)"));
     tmux.line("write it");
     tmux.wait_for("written");
-    assert_eq!(
-        std::fs::read_to_string(extra.join("repl.txt")).unwrap(),
-        "r\n"
-    );
+    assert_file(&extra.join("repl.txt"), "r\n");
 }

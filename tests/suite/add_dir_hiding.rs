@@ -2,23 +2,15 @@
 //! commands by the OS sandbox, as it is in the workspace: allowed code (an interpreter the user
 //! allowed) reads an empty file there, and the rest of the added directory as before.
 
+use super::support::files::assert_file;
+use super::support::sandbox::{Needs, require_sandbox};
 use super::support::scripts::*;
 use super::support::*;
 use ahelper_fake_llm::Turn;
 
-fn namespaces_available() -> bool {
-    ahelper_agents::sandbox_os::landlock_status()
-        .abi()
-        .is_some()
-        && ahelper_agents::sandbox_os::namespaces_available()
-}
-
 #[test]
 fn allowed_code_cannot_read_what_read_deny_rules_cover_in_an_added_dir() {
-    if !namespaces_available() {
-        eprintln!("skipped: no landlock or no user namespaces on this machine");
-        return;
-    }
+    require_sandbox!(Needs::LandlockAndNamespaces);
     let repo = repo_with(&[("a.txt", "a\n")]);
     let extra = repo.root().join("extra");
     std::fs::create_dir_all(extra.join("deep")).unwrap();
@@ -31,8 +23,8 @@ fn allowed_code_cannot_read_what_read_deny_rules_cover_in_an_added_dir() {
          open(\"{0}/notes.txt\").read())'",
         extra.display()
     );
-    let server = start(agent([runs(&read), Turn::text("done")]));
     let dir = extra.display().to_string();
+    let server = start(agent([runs(&read), Turn::text("done")]));
     let stderr = stderr_of(
         ahelper(&repo, &server, Wire::Anthropic)
             .args(["-p", "go", "--permission-mode", "bypass", "--add-dir", &dir])
@@ -40,17 +32,8 @@ fn allowed_code_cannot_read_what_read_deny_rules_cover_in_an_added_dir() {
             .args(["--allowedTools", "run_command(python3:*)"]),
     );
     let requests = server.model_requests();
-    for (i, request) in requests.iter().enumerate() {
-        let body = request.body.to_string();
-        assert!(
-            !body.contains("hunter2"),
-            "a secret reached the model in request {i}: {body}\n{stderr}"
-        );
-    }
+    assert_never_sent(&requests, "hunter2", &stderr);
     let result = requests[1].body.to_string();
     assert!(result.contains("plain-notes-ok"), "{result}\n{stderr}");
-    assert_eq!(
-        std::fs::read_to_string(extra.join(".env")).unwrap(),
-        "SECRET=hunter2-extra\n"
-    );
+    assert_file(&extra.join(".env"), "SECRET=hunter2-extra\n");
 }

@@ -50,11 +50,10 @@ fn a_negative_price_is_refused() {
         "[pricing.\"m\"]\ninput_per_mtok = -1.0\noutput_per_mtok = 2.0\n",
     );
     let server = start(agent([Turn::text("ok")]));
-    ahelper(&repo, &server, Wire::Anthropic)
-        .args(["-p", "hi"])
-        .assert()
-        .code(2)
-        .stderr(predicates::str::contains("input_per_mtok"));
+    assert_usage_error(
+        ahelper(&repo, &server, Wire::Anthropic).args(["-p", "hi"]),
+        &["input_per_mtok"],
+    );
 }
 
 #[test]

@@ -54,14 +54,29 @@ fn common_flags_work_before_the_subcommand() {
         .assert()
         .success()
         .stdout(predicate::str::contains("planned"));
-    // flags of -p are refused with swarm, with the reason
-    ahelper(&repo, &server, Wire::Anthropic)
-        .args(["-p", "x", "swarm", "ls"])
-        .assert()
-        .code(2)
-        .stderr(predicate::str::contains(
+}
+
+/// Flags that do not go together, or a rule that does not parse, are usage errors that say why.
+#[test]
+fn misused_flags_are_usage_errors_with_the_reason() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let server = start(writes_notes());
+    for (args, reason) in [
+        // flags of -p are refused with swarm
+        (
+            &["-p", "x", "swarm", "ls"],
             "-p/--print belongs to `ahelper -p`",
-        ));
+        ),
+        (
+            &["-p", "notes", "--allowedTools", "Bash("],
+            "invalid permission rule `Bash(`",
+        ),
+    ] {
+        assert_usage_error(
+            ahelper(&repo, &server, Wire::Anthropic).args(args),
+            &[reason],
+        );
+    }
 }
 
 #[test]
@@ -132,11 +147,6 @@ fn allowed_and_disallowed_tools_add_session_rules() {
             "ahelper: refused write_file(notes.txt): ",
         ));
     assert!(!repo.path().join("notes.txt").exists());
-    ahelper(&repo, &server, Wire::Anthropic)
-        .args(["-p", "notes", "--allowedTools", "Bash("])
-        .assert()
-        .code(2)
-        .stderr(predicate::str::contains("invalid permission rule `Bash(`"));
 }
 
 #[test]

@@ -1,23 +1,27 @@
 //! Help texts and the README say what the program does (issue 10 item 8).
 
-use predicates::prelude::*;
 use std::path::Path;
 
 fn readme() -> String {
     std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap()
 }
 
-/// `ahelper --help`, which succeeds.
-fn help() -> String {
+/// The stdout of `ahelper args…` (a help text), which succeeds.
+fn help_of(args: &[&str]) -> String {
     let help = assert_cmd::Command::cargo_bin("ahelper")
         .unwrap()
-        .arg("--help")
+        .args(args)
         .assert()
         .success()
         .get_output()
         .stdout
         .clone();
     String::from_utf8(help).unwrap()
+}
+
+/// `ahelper --help`.
+fn help() -> String {
+    help_of(&["--help"])
 }
 
 /// `-v` is described for each mode it affects (and for those it does not change).
@@ -29,12 +33,8 @@ fn verbose_help_covers_every_mode() {
     for mode in ["`-p`", "REPL", "`swarm`", "ahelper.log"] {
         assert!(verbose.contains(mode), "-v help lacks {mode}: {verbose}");
     }
-    assert_cmd::Command::cargo_bin("ahelper")
-        .unwrap()
-        .args(["swarm", "--help"])
-        .assert()
-        .success()
-        .stdout(predicate::str::contains("--verbose"));
+    let swarm_help = help_of(&["swarm", "--help"]);
+    assert!(swarm_help.contains("--verbose"), "{swarm_help}");
 }
 
 /// The README mentions `AGENTS.md` and the demo's temporary directory with how to remove it,

@@ -1,19 +1,14 @@
 //! Hooks through the binary: Claude Code's events, input on stdin, exit codes and JSON
 //! decisions, timeouts, and project-config hooks ignored.
 
+use super::support::config::write_user_config;
+use super::support::run::run_ok;
 use super::support::scripts::*;
+use super::support::tmux::process_ended;
 use super::support::*;
-use ahelper_fake_llm::{FakeLlm, Script, Turn};
-use assert_cmd::assert::Assert;
+use ahelper_fake_llm::{Script, Turn};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-
-/// Writes the user config (`$XDG_CONFIG_HOME/ahelper/config.toml`).
-fn user_config(repo: &TestRepo, text: &str) {
-    let dir = repo.home().join("config/ahelper");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("config.toml"), text).unwrap();
-}
 
 /// A directory outside the repository where hooks leave their marker files.
 fn marks(repo: &TestRepo) -> PathBuf {
@@ -32,43 +27,41 @@ fn command_then_answer(command: &str) -> Script {
     agent([runs(command), Turn::text("done")])
 }
 
+/// The arguments of a one-shot run that asks for a file in bypass mode.
+const MAKE_A_FILE: &[&str] = &["-p", "make a file", "--permission-mode", "bypass"];
+
+/// One command hook in TOML: `command` runs on `event`, for the tools `matcher` matches (every
+/// tool when it is empty).
+fn hook(event: &str, matcher: &str, command: &str) -> String {
+    let quoted = |text: &str| serde_json::to_string(text).expect("a string is JSON");
+    let matcher = match matcher {
+        "" => String::new(),
+        tools => format!("matcher = {}\n", quoted(tools)),
+    };
+    let command = quoted(command);
+    format!("[[hooks.{event}]]\n{matcher}hooks = [{{ type = \"command\", command = {command} }}]\n")
+}
+
 /// A repository with `a.txt` whose user config holds `hooks` (TOML, where `{marks}` stands for
 /// the [`marks`] directory); (repository, marks directory).
 fn repo_with_hooks(hooks: &str) -> (TestRepo, PathBuf) {
     let repo = repo_with(&[("a.txt", "a\n")]);
     let marks = marks(&repo);
-    user_config(
+    write_user_config(
         &repo,
         &hooks.replace("{marks}", &marks.display().to_string()),
     );
     (repo, marks)
 }
 
-/// Runs `ahelper args…` in `repo` against the fake model playing `script` and asserts it
-/// succeeds; (the server, for its requests; the assertion, for more checks).
-fn run_ok(repo: &TestRepo, script: Script, args: &[&str]) -> (FakeLlm, Assert) {
-    let server = start(script);
-    let assert = ahelper(repo, &server, Wire::Anthropic)
-        .args(args)
-        .assert()
-        .success();
-    (server, assert)
-}
-
 #[test]
 fn pre_tool_use_exit_2_blocks_the_call_and_the_model_reads_stderr() {
-    let (repo, marks) = repo_with_hooks(
-        r#"
-[[hooks.PreToolUse]]
-matcher = "run_command|edit_file"
-hooks = [{ type = "command", command = "cat > {marks}/pre.json; echo 'no commands today' >&2; exit 2" }]
-"#,
-    );
-    let (server, _) = run_ok(
-        &repo,
-        command_then_answer("touch ran.txt"),
-        &["-p", "make a file", "--permission-mode", "bypass"],
-    );
+    let (repo, marks) = repo_with_hooks(&hook(
+        "PreToolUse",
+        "run_command|edit_file",
+        "cat > {marks}/pre.json; echo 'no commands today' >&2; exit 2",
+    ));
+    let (server, _) = run_ok(&repo, command_then_answer("touch ran.txt"), MAKE_A_FILE);
     assert!(
         !repo.path().join("ran.txt").exists(),
         "the command never ran"
@@ -87,13 +80,11 @@ hooks = [{ type = "command", command = "cat > {marks}/pre.json; echo 'no command
 
 #[test]
 fn json_permission_deny_overrides_an_allow_rule() {
-    let (repo, _) = repo_with_hooks(
-        r#"
-[[hooks.PreToolUse]]
-matcher = "run_command"
-hooks = [{ type = "command", command = "echo '{\"hookSpecificOutput\": {\"hookEventName\": \"PreToolUse\", \"permissionDecision\": \"deny\", \"permissionDecisionReason\": \"touching is forbidden\"}}'" }]
-"#,
-    );
+    let (repo, _) = repo_with_hooks(&hook(
+        "PreToolUse",
+        "run_command",
+        r#"echo '{"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny", "permissionDecisionReason": "touching is forbidden"}}'"#,
+    ));
     repo.write(
         ".ahelper/config.toml",
         "[permissions]\nallow = [\"run_command(touch:*)\"]\n",
@@ -117,12 +108,11 @@ hooks = [{ type = "command", command = "echo '{\"hookSpecificOutput\": {\"hookEv
 
 #[test]
 fn json_permission_allow_cannot_override_a_deny_rule() {
-    let (repo, _) = repo_with_hooks(
-        r#"
-[[hooks.PreToolUse]]
-hooks = [{ type = "command", command = "echo '{\"hookSpecificOutput\": {\"permissionDecision\": \"allow\"}}'" }]
-"#,
-    );
+    let (repo, _) = repo_with_hooks(&hook(
+        "PreToolUse",
+        "",
+        r#"echo '{"hookSpecificOutput": {"permissionDecision": "allow"}}'"#,
+    ));
     repo.write(
         ".ahelper/config.toml",
         "[permissions]\nmode = \"bypass\"\ndeny = [\"run_command(touch:*)\"]\n",
@@ -137,13 +127,11 @@ hooks = [{ type = "command", command = "echo '{\"hookSpecificOutput\": {\"permis
 
 #[test]
 fn post_tool_use_receives_the_tool_response() {
-    let (repo, marks) = repo_with_hooks(
-        r#"
-[[hooks.PostToolUse]]
-matcher = "run_command"
-hooks = [{ type = "command", command = "cat > {marks}/post.json" }]
-"#,
-    );
+    let (repo, marks) = repo_with_hooks(&hook(
+        "PostToolUse",
+        "run_command",
+        "cat > {marks}/post.json",
+    ));
     run_ok(
         &repo,
         command_then_answer("echo hello-from-the-tool"),
@@ -163,17 +151,15 @@ hooks = [{ type = "command", command = "cat > {marks}/post.json" }]
 
 #[test]
 fn session_prompt_and_stop_hooks_run() {
+    let prompt = "cat > {marks}/prompt.json; echo 'The build uses make.'";
     let (repo, marks) = repo_with_hooks(
-        r#"
-[[hooks.SessionStart]]
-hooks = [{ type = "command", command = "cat > {marks}/start.json" }]
-[[hooks.UserPromptSubmit]]
-hooks = [{ type = "command", command = "cat > {marks}/prompt.json; echo 'The build uses make.'" }]
-[[hooks.Stop]]
-hooks = [{ type = "command", command = "cat > {marks}/stop.json" }]
-[[hooks.SessionEnd]]
-hooks = [{ type = "command", command = "cat > {marks}/end.json" }]
-"#,
+        &[
+            hook("SessionStart", "", "cat > {marks}/start.json"),
+            hook("UserPromptSubmit", "", prompt),
+            hook("Stop", "", "cat > {marks}/stop.json"),
+            hook("SessionEnd", "", "cat > {marks}/end.json"),
+        ]
+        .concat(),
     );
     let (server, _) = run_ok(&repo, agent([Turn::text("hi")]), &["-p", "hello there"]);
     assert_eq!(read_json(&marks.join("start.json"))["source"], "startup");
@@ -204,36 +190,24 @@ fn a_hanging_hook_is_killed_at_its_timeout_and_does_not_block() {
 hooks = [{ type = "command", command = "echo $$ > {marks}/hook.pid; sleep 300; true", timeout = 1 }]
 "#,
     );
-    run_ok(
-        &repo,
-        command_then_answer("touch ran.txt"),
-        &["-p", "make a file", "--permission-mode", "bypass"],
-    )
-    .1
-    .stderr(predicates::str::contains("killed after its timeout of 1 s"));
+    run_ok(&repo, command_then_answer("touch ran.txt"), MAKE_A_FILE)
+        .1
+        .stderr(predicates::str::contains("killed after its timeout of 1 s"));
     assert!(
         repo.path().join("ran.txt").exists(),
         "a timeout does not block"
     );
     let pid = std::fs::read_to_string(marks.join("hook.pid")).unwrap();
-    let stat = format!("/proc/{}/stat", pid.trim());
-    let alive = std::fs::read_to_string(&stat)
-        .map(|s| !s.contains(") Z "))
-        .unwrap_or(false);
-    assert!(!alive, "the hook's process group was killed");
+    let pid = pid.trim().parse().expect("the hook wrote its pid");
+    assert!(process_ended(pid), "the hook's process group was killed");
 }
 
 #[test]
 fn project_config_hooks_are_ignored_with_a_warning() {
     let repo = repo_with(&[("a.txt", "a\n")]);
     let marks = marks(&repo);
-    repo.write(
-        ".ahelper/config.toml",
-        &format!(
-            "[[hooks.SessionStart]]\nhooks = [{{ type = \"command\", command = \"touch {}/project-hook-ran\" }}]\n",
-            marks.display()
-        ),
-    );
+    let command = format!("touch {}/project-hook-ran", marks.display());
+    repo.write(".ahelper/config.toml", &hook("SessionStart", "", &command));
     run_ok(&repo, agent([Turn::text("hi")]), &["-p", "hello"])
         .1
         .stderr(predicates::str::contains(
@@ -247,12 +221,12 @@ fn project_config_hooks_are_ignored_with_a_warning() {
 #[test]
 fn a_stop_hook_that_blocks_makes_the_model_go_on() {
     // blocks the first stop only: the second time the marker exists
-    let (repo, _) = repo_with_hooks(
-        r#"
-[[hooks.Stop]]
-hooks = [{ type = "command", command = "if [ -e {marks}/once ]; then exit 0; fi; touch {marks}/once; echo 'run the tests first' >&2; exit 2" }]
-"#,
-    );
+    let (repo, _) = repo_with_hooks(&hook(
+        "Stop",
+        "",
+        "if [ -e {marks}/once ]; then exit 0; fi; touch {marks}/once; \
+         echo 'run the tests first' >&2; exit 2",
+    ));
     let (server, _) = run_ok(&repo, agent([Turn::text("finished")]), &["-p", "do it"]);
     let requests = server.model_requests();
     assert_eq!(requests.len(), 2, "the model was asked to go on once");
@@ -261,12 +235,7 @@ hooks = [{ type = "command", command = "if [ -e {marks}/once ]; then exit 0; fi;
 
 #[test]
 fn a_swarm_worker_runs_subagent_stop_hooks_in_its_worktree() {
-    let (repo, marks) = repo_with_hooks(
-        r#"
-[[hooks.SubagentStop]]
-hooks = [{ type = "command", command = "cat > {marks}/subagent.json" }]
-"#,
-    );
+    let (repo, marks) = repo_with_hooks(&hook("SubagentStop", "", "cat > {marks}/subagent.json"));
     run_ok(
         &repo,
         one_worker([writes("a.txt", "A\n"), Turn::text("done")]),

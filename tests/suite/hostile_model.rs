@@ -4,30 +4,22 @@
 //! `/dev/tcp`. The command sandbox is off in the runs that write markers outside the workspace
 //! (`--sandbox off`), so that only the permission layer stands between the model and them.
 
+use super::support::config::write_user_config;
 use super::support::scripts::*;
 use super::support::*;
-use ahelper_fake_llm::{RecordedRequest, Turn};
+use ahelper_fake_llm::Turn;
 use serde_json::{Value, json};
 use std::path::Path;
 
-/// `ahelper -p go` in `repo` with `args`, playing `turns` (then a final text); returns the
-/// model requests and stderr.
-fn play(repo: &TestRepo, args: &[&str], turns: Vec<Turn>) -> (Vec<RecordedRequest>, String) {
-    let server = start(agent(turns.into_iter().chain([Turn::text("done")])));
-    let stderr = stderr_of(
-        ahelper(repo, &server, Wire::Anthropic)
-            .args(["-p", "go"])
-            .args(args),
+/// Asserts that `ahelper -p` refused `count` commands and said `reason`; `case` names the run in
+/// a failure.
+#[track_caller]
+fn assert_refused(case: &str, stderr: &str, count: usize, reason: &str) {
+    assert_eq!(refused_commands(stderr), count, "{case}: {stderr}");
+    assert!(
+        stderr.contains(reason),
+        "{case}: no {reason:?} in\n{stderr}"
     );
-    (server.model_requests(), stderr)
-}
-
-/// The number of refused `run_command` calls `ahelper -p` reported on stderr.
-fn refused_commands(stderr: &str) -> usize {
-    stderr
-        .lines()
-        .filter(|l| l.starts_with("ahelper: refused run_command("))
-        .count()
 }
 
 /// The files of a directory laid out like a git dir whose configuration runs `script` through
@@ -88,11 +80,7 @@ fn git_in_a_planted_git_dir_runs_no_code() {
             !marker.exists(),
             "{mode}: git ran the planted fsmonitor script\n{stderr}"
         );
-        assert_eq!(refused_commands(&stderr), 2, "{mode}: {stderr}");
-        assert!(
-            stderr.contains("not the workspace's own repository"),
-            "{stderr}"
-        );
+        assert_refused(mode, &stderr, 2, "not the workspace's own repository");
     }
 }
 
@@ -160,7 +148,7 @@ fn deny_rules_hold_against_hidden_code_in_bypass() {
             "--disallowedTools",
             "run_command(rm:*)",
         ],
-        forms.iter().map(|f| runs(f)).collect(),
+        forms.iter().map(|f| runs(f)),
     );
     for n in 1..=forms.len() {
         assert!(
@@ -206,13 +194,7 @@ fn read_deny_rules_hold_for_links_globs_redirections_and_searches() {
     turns.push(Turn::tool_call("grep", json!({"pattern": "SECRET"})));
     turns.push(Turn::tool_call("glob", json!({"pattern": "**/.env"})));
     let (requests, stderr) = play(&repo, &["--disallowedTools", "read_file(**/.env)"], turns);
-    for (i, request) in requests.iter().enumerate() {
-        let body = request.body.to_string();
-        assert!(
-            !body.contains("hunter2"),
-            "the secret reached the model in request {i}: {body}\n{stderr}"
-        );
-    }
+    assert_never_sent(&requests, "hunter2", &stderr);
     assert_eq!(refused_commands(&stderr), 9, "{stderr}");
     // Ordinary reads still work.
     let (requests, stderr) = play(
@@ -236,16 +218,13 @@ fn dev_tcp_is_network_access() {
     let repo = repo_with(&[("a.txt", "a\n")]);
     let (_, stderr) = play(&repo, &[], vec![runs(&command)]);
     assert_eq!(refused_commands(&stderr), 1, "default mode: {stderr}");
-    let config = repo.home().join("config/ahelper/config.toml");
-    std::fs::create_dir_all(config.parent().unwrap()).unwrap();
-    std::fs::write(&config, "[sandbox]\nnetwork = false\n").unwrap();
+    write_user_config(&repo, "[sandbox]\nnetwork = false\n");
     let (_, stderr) = play(
         &repo,
         &["--permission-mode", "bypass"],
         vec![runs(&command), runs("echo 1 > /dev/udp/127.0.0.1/9")],
     );
-    assert_eq!(refused_commands(&stderr), 2, "network off: {stderr}");
-    assert!(stderr.contains("network"), "{stderr}");
+    assert_refused("network off", &stderr, 2, "network");
     match listener.accept() {
         Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
         other => panic!("the listener was connected to: {other:?}"),

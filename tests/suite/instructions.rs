@@ -13,35 +13,48 @@ fn system_prompt_seen(repo: &TestRepo) -> String {
     requests[0].body["system"].to_string()
 }
 
+/// Asserts that `ahelper -p` in a repository of `files` tells the model every text of `seen`
+/// in its system prompt, and none of `unseen`.
+#[track_caller]
+fn assert_system_prompt(files: &[(&str, &str)], seen: &[&str], unseen: &[&str]) {
+    let system = system_prompt_seen(&repo_with(files));
+    for text in seen {
+        assert!(system.contains(text), "{text:?} is not in {system}");
+    }
+    for text in unseen {
+        assert!(!system.contains(text), "{text:?} is in {system}");
+    }
+}
+
 #[test]
 fn claude_md_is_read_when_there_is_no_agents_md() {
-    let repo = repo_with(&[("CLAUDE.md", "Always answer in haiku.\n")]);
-    let system = system_prompt_seen(&repo);
-    assert!(
-        system.contains("Project instructions (CLAUDE.md)"),
-        "{system}"
+    assert_system_prompt(
+        &[("CLAUDE.md", "Always answer in haiku.\n")],
+        &[
+            "Project instructions (CLAUDE.md)",
+            "Always answer in haiku.",
+        ],
+        &[],
     );
-    assert!(system.contains("Always answer in haiku."), "{system}");
 }
 
 #[test]
 fn agents_md_wins_over_claude_md() {
-    let repo = repo_with(&[
-        ("CLAUDE.md", "CLAUDE RULES\n"),
-        ("AGENTS.md", "AGENTS RULES\n"),
-    ]);
-    let system = system_prompt_seen(&repo);
-    assert!(
-        system.contains("Project instructions (AGENTS.md)"),
-        "{system}"
+    assert_system_prompt(
+        &[
+            ("CLAUDE.md", "CLAUDE RULES\n"),
+            ("AGENTS.md", "AGENTS RULES\n"),
+        ],
+        &["Project instructions (AGENTS.md)", "AGENTS RULES"],
+        &["CLAUDE RULES"],
     );
-    assert!(system.contains("AGENTS RULES"), "{system}");
-    assert!(!system.contains("CLAUDE RULES"), "{system}");
 }
 
 #[test]
 fn claude_md_in_a_subdirectory_is_not_read() {
-    let repo = repo_with(&[("sub/CLAUDE.md", "NESTED RULES\n"), ("a.txt", "a\n")]);
-    let system = system_prompt_seen(&repo);
-    assert!(!system.contains("NESTED RULES"), "{system}");
+    assert_system_prompt(
+        &[("sub/CLAUDE.md", "NESTED RULES\n"), ("a.txt", "a\n")],
+        &[],
+        &["NESTED RULES"],
+    );
 }

@@ -8,10 +8,11 @@
 //! they find *reversed*, so that output redaction cannot hide an open channel: the control probe
 //! shows that a reversed key does come through when a command can read it.
 
+use super::support::requests::last_tool_results;
 use super::support::scripts::*;
 use super::support::*;
 use ahelper_fake_llm::{Conversation, FakeLlm, Script, Turn};
-use serde_json::{Value, json};
+use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -237,22 +238,17 @@ fn probe_repo(secrets: &Secrets, who: Who) -> TestRepo {
     repo
 }
 
+/// What a run printed: its stdout, then its stderr.
+fn screen_of(out: &std::process::Output) -> String {
+    let mut screen = String::from_utf8_lossy(&out.stdout).into_owned();
+    screen.push_str(&String::from_utf8_lossy(&out.stderr));
+    screen
+}
+
 /// The tool results of the last model request, in call order.
 fn tool_results(server: &FakeLlm) -> Vec<String> {
-    let requests = server.model_requests();
-    let last = requests.last().expect("ahelper called the model");
-    last.body["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|m| m["content"].as_array())
-        .flatten()
-        .filter(|b| b["type"] == "tool_result")
-        .map(|b| match &b["content"] {
-            Value::String(s) => s.clone(),
-            other => other.to_string(),
-        })
-        .collect()
+    let results = last_tool_results(server);
+    results.into_iter().map(|(content, _)| content).collect()
 }
 
 /// Everything one run left behind, for the assertions.
@@ -324,11 +320,7 @@ fn run_probes(sandbox: &str, who: Who) -> Option<RunReport> {
         "stream-json",
     ]);
     let out = cmd.output().expect("ahelper starts");
-    let screen = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let screen = screen_of(&out);
     assert!(out.status.success(), "{label}: ahelper failed: {screen}");
     let results = tool_results(&server);
     assert_eq!(results.len(), probes.len(), "{label}: {results:?}");
@@ -406,24 +398,20 @@ fn assert_protected(report: &RunReport, probes: &[Probe], secrets: &Secrets) {
     );
 }
 
+/// The probes as root, with landlock (`--sandbox enforce`) and without (`--sandbox off`).
 #[test]
-fn hostile_probes_as_root_with_landlock() {
-    run_probes("enforce", Who::Root);
+fn hostile_probes_as_root_with_and_without_landlock() {
+    for sandbox in ["enforce", "off"] {
+        run_probes(sandbox, Who::Root);
+    }
 }
 
+/// The probes as `nobody`, with landlock and without.
 #[test]
-fn hostile_probes_as_root_without_landlock() {
-    run_probes("off", Who::Root);
-}
-
-#[test]
-fn hostile_probes_unprivileged_with_landlock() {
-    run_probes("enforce", Who::Unprivileged);
-}
-
-#[test]
-fn hostile_probes_unprivileged_without_landlock() {
-    run_probes("off", Who::Unprivileged);
+fn hostile_probes_unprivileged_with_and_without_landlock() {
+    for sandbox in ["enforce", "off"] {
+        run_probes(sandbox, Who::Unprivileged);
+    }
 }
 
 fn wait_for(path: &Path, child: &mut std::process::Child) {
@@ -629,11 +617,7 @@ fn swarm_worker_commands_cannot_read_the_key() {
     isolated_env(&mut cmd, &repo, &server, &secrets);
     cmd.args(["swarm", "probe", "--yes", "--permission-mode", "bypass"]);
     let out = cmd.output().expect("ahelper starts");
-    let screen = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let screen = screen_of(&out);
     assert!(out.status.success(), "{screen}");
     let bodies: String = server
         .model_requests()

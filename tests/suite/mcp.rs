@@ -4,13 +4,19 @@
 //! The fake model calls `mcp__<server>__<tool>`; what the tools returned is read back from the
 //! requests the fake server recorded.
 
+use super::support::config::write_user_config;
+use super::support::requests::last_tool_results;
 use super::support::scripts::*;
+use super::support::text::assert_contains_all;
+use super::support::tmux::process_ended;
+use super::support::wait::wait_for;
 use super::support::*;
 use ahelper_fake_llm::{Conversation, FakeLlm, Script, Turn};
 use predicates::prelude::PredicateBooleanExt;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 /// Version of `@modelcontextprotocol/server-everything` the tests run (also in `.ci/run`).
 const EVERYTHING_VERSION: &str = "2026.8.31";
@@ -72,24 +78,9 @@ fn calling(calls: &[(&str, Value)]) -> FakeLlm {
     start(Script::new().with_conversation(conversation.turn(Turn::text("Done."))))
 }
 
-/// Every `tool_result` block of the last model request: (content, is_error).
-fn tool_results(server: &FakeLlm) -> Vec<(String, bool)> {
-    let requests = server.model_requests();
-    let last = requests.last().expect("the model was asked");
-    last.body["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .flat_map(|m| m["content"].as_array().cloned().unwrap_or_default())
-        .filter(|b| b["type"] == "tool_result")
-        .map(|b| {
-            let content = match &b["content"] {
-                Value::String(s) => s.clone(),
-                other => other.to_string(),
-            };
-            (content, b["is_error"] == json!(true))
-        })
-        .collect()
+/// Whether any of `tools` is named `prefix…`.
+fn any_named(tools: &[String], prefix: &str) -> bool {
+    tools.iter().any(|t| t.starts_with(prefix))
 }
 
 /// Tool names offered in model request `index`.
@@ -112,15 +103,34 @@ fn stdio(command: &str, args: &[&str]) -> Value {
     json!({"command": command, "args": args})
 }
 
-/// A repository with `a.txt` and a server file with the `mini` test server; (repository,
-/// server file).
-fn repo_with_mini() -> (TestRepo, PathBuf) {
+/// The server entry of the `mini` test server that works.
+fn mini() -> Value {
+    stdio("python3", &[&mini_server(), "ok"])
+}
+
+/// [`mini`], which writes its pid and its child's to `pid_file`.
+fn mini_writing_pids(pid_file: &Path) -> Value {
+    let mut entry = mini();
+    entry["env"] = json!({"MINI_PID_FILE": pid_file.display().to_string()});
+    entry
+}
+
+/// A project's `.mcp.json` in `repo` naming `mini` with `args`.
+fn write_project_servers(repo: &TestRepo, args: &[&str]) {
+    let server = mini_server();
+    let mini_args = [&[server.as_str()], args].concat();
+    let servers = json!({"mcpServers": {"mini": stdio("python3", &mini_args)}});
+    write_json(&repo.path().join(".mcp.json"), &servers);
+}
+
+/// `ahelper args… --mcp-config servers.json` in a repository with `a.txt`, whose server file
+/// names the `mini` test server, against a model that makes `calls`; (the model, the stderr).
+fn run_mini(calls: &[(&str, Value)], args: &[&str]) -> (FakeLlm, String) {
     let repo = repo_with(&[("a.txt", "a\n")]);
-    let file = servers_file(
-        &repo,
-        json!({"mini": stdio("python3", &[&mini_server(), "ok"])}),
-    );
-    (repo, file)
+    let file = servers_file(&repo, json!({"mini": mini()}));
+    let server = calling(calls);
+    let stderr = run_with_servers(&repo, &server, &file, args);
+    (server, stderr)
 }
 
 /// Runs `ahelper args… --mcp-config file` in `repo` against `server` and asserts it succeeds;
@@ -166,7 +176,7 @@ fn the_model_calls_server_everything_echo_and_get_sum() {
             "mcp__everything__*",
         ],
     );
-    let results = tool_results(&server);
+    let results = last_tool_results(&server);
     assert_eq!(results.len(), 3, "{results:?}\n{stderr}");
     assert_eq!(results[0], ("Echo: hello from ahelper".to_string(), false));
     assert!(
@@ -199,36 +209,33 @@ fn the_model_calls_server_everything_echo_and_get_sum() {
 
 #[test]
 fn mcp_tools_ask_by_default_so_print_mode_refuses_them() {
-    let (repo, file) = repo_with_mini();
-    let server = calling(&[("mcp__mini__shout", json!({"text": "hi"}))]);
-    let stderr = run_with_servers(&repo, &server, &file, &["-p", "shout"]);
-    assert!(
-        stderr.contains("refused mcp__mini__shout")
-            && stderr.contains("--allowedTools 'mcp__mini__shout'"),
-        "no refusal on stderr:\n{stderr}"
+    let (server, stderr) = run_mini(
+        &[("mcp__mini__shout", json!({"text": "hi"}))],
+        &["-p", "shout"],
     );
-    let results = tool_results(&server);
+    // the refusal, on stderr
+    assert_contains_all(
+        &stderr,
+        &[
+            "refused mcp__mini__shout",
+            "--allowedTools 'mcp__mini__shout'",
+        ],
+    );
+    let results = last_tool_results(&server);
     assert!(results[0].1, "{results:?}");
     assert!(!results[0].0.contains("HI"), "{results:?}");
 }
 
 #[test]
 fn results_errors_and_images_of_a_server_go_back_as_tool_results() {
-    let (repo, file) = repo_with_mini();
-    let server = calling(&[
+    let calls = [
         ("mcp__mini__shout", json!({"text": "quiet please"})),
         ("mcp__mini__fail", json!({})),
         ("mcp__mini__picture", json!({})),
-    ]);
-    run_with_servers(
-        &repo,
-        &server,
-        &file,
-        &["-p", "go", "--allowedTools", "mcp__mini"],
-    );
-    let results = tool_results(&server);
+    ];
+    let (server, _) = run_mini(&calls, &["-p", "go", "--allowedTools", "mcp__mini"]);
     assert_eq!(
-        results,
+        last_tool_results(&server),
         vec![
             ("QUIET PLEASE".to_string(), false),
             ("the fail tool failed".to_string(), true),
@@ -239,29 +246,22 @@ fn results_errors_and_images_of_a_server_go_back_as_tool_results() {
 
 #[test]
 fn a_server_that_dies_mid_session_is_withdrawn_and_the_agent_goes_on() {
-    let (repo, file) = repo_with_mini();
-    let server = calling(&[
+    let calls = [
         ("mcp__mini__die", json!({})),
         ("mcp__mini__shout", json!({"text": "still there?"})),
         ("read_file", json!({"path": "a.txt"})),
-    ]);
-    run_with_servers(
-        &repo,
-        &server,
-        &file,
-        &["-p", "go", "--allowedTools", "mcp__mini__*"],
-    );
-    let results = tool_results(&server);
+    ];
+    let (server, _) = run_mini(&calls, &["-p", "go", "--allowedTools", "mcp__mini__*"]);
+    let results = last_tool_results(&server);
     assert_eq!(results.len(), 3, "{results:?}");
     assert!(
         results[0].1,
         "the call that killed the server is an error: {results:?}"
     );
     assert!(results[1].1, "{results:?}");
-    assert!(
-        results[1].0.contains("MCP server `mini` has stopped")
-            && results[1].0.contains("dying as asked"),
-        "{results:?}"
+    assert_contains_all(
+        &results[1].0,
+        &["MCP server `mini` has stopped", "dying as asked"],
     );
     assert!(
         !results[2].1,
@@ -274,7 +274,7 @@ fn a_server_that_dies_mid_session_is_withdrawn_and_the_agent_goes_on() {
         "{before:?}"
     );
     assert!(
-        !after.iter().any(|t| t.starts_with("mcp__mini")),
+        !any_named(&after, "mcp__mini"),
         "withdrawn tools are no longer offered: {after:?}"
     );
 }
@@ -290,51 +290,35 @@ fn servers_that_fail_to_start_or_hang_are_reported_and_the_agent_goes_on() {
             "crashes": stdio("python3", &[&mini_server(), "crash"]),
             "hangs": hang,
             "missing": stdio("/nonexistent/mcp-server", &[]),
-            "mini": stdio("python3", &[&mini_server(), "ok"]),
+            "mini": mini(),
         }),
     );
     let server = calling(&[("mcp__mini__shout", json!({"text": "ok"}))]);
-    let started = std::time::Instant::now();
-    let stderr = run_with_servers(
-        &repo,
-        &server,
-        &file,
-        &["-p", "go", "--allowedTools", "mcp__mini__shout"],
+    let args = ["-p", "go", "--allowedTools", "mcp__mini__shout"];
+    let stderr = within(
+        Duration::from_secs(60),
+        "a hanging server must not hold the session",
+        || run_with_servers(&repo, &server, &file, &args),
     );
-    assert!(
-        stderr.contains("MCP server `crashes` did not start")
-            && stderr.contains("cannot open the database"),
-        "{stderr}"
+    assert_contains_all(
+        &stderr,
+        &[
+            "MCP server `crashes` did not start",
+            "cannot open the database",
+            "MCP server `hangs` did not start: no answer to initialize within 1 s",
+            "MCP server `missing` did not start: cannot start `/nonexistent/mcp-server`",
+        ],
     );
-    assert!(
-        stderr.contains("MCP server `hangs` did not start: no answer to initialize within 1 s"),
-        "{stderr}"
-    );
-    assert!(
-        stderr
-            .contains("MCP server `missing` did not start: cannot start `/nonexistent/mcp-server`"),
-        "{stderr}"
-    );
-    assert_eq!(tool_results(&server), vec![("OK".to_string(), false)]);
+    assert_eq!(last_tool_results(&server), vec![("OK".to_string(), false)]);
     let tools = offered_tools(&server, 0);
-    assert!(
-        !tools.iter().any(|t| t.starts_with("mcp__hangs")),
-        "{tools:?}"
-    );
-    assert!(
-        started.elapsed() < std::time::Duration::from_secs(60),
-        "a hanging server must not hold the session"
-    );
+    assert!(!any_named(&tools, "mcp__hangs"), "{tools:?}");
 }
 
 #[test]
 fn a_project_mcp_json_needs_approval_and_print_mode_ignores_it_with_a_warning() {
     let repo = repo_with(&[("a.txt", "a\n")]);
     let project = repo.path().join(".mcp.json");
-    write_json(
-        &project,
-        &json!({"mcpServers": {"mini": stdio("python3", &[&mini_server(), "ok"])}}),
-    );
+    write_project_servers(&repo, &["ok"]);
     let server = calling(&[("mcp__mini__shout", json!({"text": "x"}))]);
     let out = ahelper(&repo, &server, Wire::Anthropic)
         .args(["-p", "go", "--allowedTools", "mcp__mini__*"])
@@ -343,17 +327,15 @@ fn a_project_mcp_json_needs_approval_and_print_mode_ignores_it_with_a_warning() 
         .get_output()
         .clone();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains("ignoring the MCP servers of")
-            && stderr.contains(".mcp.json (mini)")
-            && stderr.contains("--mcp-config"),
-        "{stderr}"
+    assert_contains_all(
+        &stderr,
+        &[
+            "ignoring the MCP servers of",
+            ".mcp.json (mini)",
+            "--mcp-config",
+        ],
     );
-    assert!(
-        !offered_tools(&server, 0)
-            .iter()
-            .any(|t| t.starts_with("mcp__"))
-    );
+    assert!(!any_named(&offered_tools(&server, 0), "mcp__"));
 
     // Approved (as the REPL records a "y"): started in -p too.
     let state = repo.home().join("state/ahelper");
@@ -369,13 +351,10 @@ fn a_project_mcp_json_needs_approval_and_print_mode_ignores_it_with_a_warning() 
         .assert()
         .success()
         .stderr(predicates::str::contains("ignoring the MCP servers").not());
-    assert_eq!(tool_results(&server), vec![("X".to_string(), false)]);
+    assert_eq!(last_tool_results(&server), vec![("X".to_string(), false)]);
 
     // A changed file asks again.
-    write_json(
-        &project,
-        &json!({"mcpServers": {"mini": stdio("python3", &[&mini_server(), "ok", "changed"])}}),
-    );
+    write_project_servers(&repo, &["ok", "changed"]);
     let server = calling(&[]);
     ahelper(&repo, &server, Wire::Anthropic)
         .args(["-p", "go"])
@@ -397,7 +376,7 @@ fn a_project_mcp_json_needs_approval_and_print_mode_ignores_it_with_a_warning() 
         .assert()
         .success()
         .stderr(predicates::str::contains("ignoring the MCP servers").not());
-    assert_eq!(tool_results(&server), vec![("Y".to_string(), false)]);
+    assert_eq!(last_tool_results(&server), vec![("Y".to_string(), false)]);
 }
 
 #[test]
@@ -410,29 +389,20 @@ fn config_toml_servers_and_rules_are_trusted_and_http_servers_work() {
         .arg(&port_file)
         .spawn()
         .expect("python3 runs");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    let port = loop {
-        if let Ok(p) = std::fs::read_to_string(&port_file) {
-            break p;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the HTTP server did not start"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    };
-    let config_dir = repo.home().join("config/ahelper");
-    std::fs::create_dir_all(&config_dir).unwrap();
-    std::fs::write(
-        config_dir.join("config.toml"),
-        format!(
+    let mut port = String::new();
+    wait_for("the HTTP server to start", Duration::from_secs(30), || {
+        port = std::fs::read_to_string(&port_file).unwrap_or_default();
+        !port.is_empty()
+    });
+    write_user_config(
+        &repo,
+        &format!(
             "[mcp_servers.web]\nurl = \"http://127.0.0.1:{port}/mcp\"\n\n\
              [mcp_servers.local]\ncommand = \"python3\"\nargs = [\"{}\", \"ok\"]\n\n\
              [permissions]\nallow = [\"mcp__web\", \"mcp__local__*\"]\n",
             mini_server()
         ),
-    )
-    .unwrap();
+    );
     let server = calling(&[
         ("mcp__web__shout", json!({"text": "over http"})),
         ("mcp__local__shout", json!({"text": "over stdio"})),
@@ -449,7 +419,7 @@ fn config_toml_servers_and_rules_are_trusted_and_http_servers_work() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert_eq!(
-        tool_results(&server),
+        last_tool_results(&server),
         vec![
             ("OVER HTTP".to_string(), false),
             ("OVER STDIO".to_string(), false)
@@ -463,48 +433,33 @@ fn bad_server_files_name_the_file_and_the_key() {
     let server = calling(&[]);
     let file = repo.root().join("bad.json");
     std::fs::write(&file, r#"{"mcpServers": {"x": {"comand": "node"}}}"#).unwrap();
-    ahelper(&repo, &server, Wire::Anthropic)
-        .args(["-p", "go", "--mcp-config"])
-        .arg(&file)
-        .assert()
-        .code(2)
-        .stderr(predicates::str::contains("bad.json").and(predicates::str::contains("comand")));
-    let config_dir = repo.home().join("config/ahelper");
-    std::fs::create_dir_all(&config_dir).unwrap();
-    std::fs::write(
-        config_dir.join("config.toml"),
-        "[mcp_servers.y]\nargs = []\n",
-    )
-    .unwrap();
-    ahelper(&repo, &server, Wire::Anthropic)
-        .args(["-p", "go"])
-        .assert()
-        .code(2)
-        .stderr(
-            predicates::str::contains("MCP server `y`")
-                .and(predicates::str::contains("needs `command`")),
-        );
+    assert_usage_error(
+        ahelper(&repo, &server, Wire::Anthropic)
+            .args(["-p", "go", "--mcp-config"])
+            .arg(&file),
+        &["bad.json", "comand"],
+    );
+    write_user_config(&repo, "[mcp_servers.y]\nargs = []\n");
+    assert_usage_error(
+        ahelper(&repo, &server, Wire::Anthropic).args(["-p", "go"]),
+        &["MCP server `y`", "needs `command`"],
+    );
 }
 
-/// Whether process `pid` still runs (a zombie counts as ended).
-fn running(pid: &str) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|stat| {
-            !stat
-                .rsplit(')')
-                .next()
-                .unwrap_or("")
-                .trim_start()
-                .starts_with('Z')
-        })
-        .unwrap_or(false)
+/// Runs `run` and asserts it took less than `limit`; `why` says why it must.
+#[track_caller]
+fn within<T>(limit: Duration, why: &str, run: impl FnOnce() -> T) -> T {
+    let started = Instant::now();
+    let result = run();
+    assert!(started.elapsed() < limit, "{why}");
+    result
 }
 
 #[test]
 fn a_stdio_server_gets_expanded_variables_and_ends_with_its_children() {
     let repo = repo_with(&[("a.txt", "a\n")]);
     let pid_file = repo.root().join("pids");
-    let mut entry = stdio("python3", &[&mini_server(), "ok"]);
+    let mut entry = mini();
     // `${VAR}` is read from ahelper's environment, as Claude Code does.
     entry["env"] = json!({"MINI_PID_FILE": "${MINI_PIDS}"});
     let file = servers_file(&repo, json!({"mini": entry}));
@@ -516,21 +471,18 @@ fn a_stdio_server_gets_expanded_variables_and_ends_with_its_children() {
         .assert()
         .success();
     let pids = std::fs::read_to_string(&pid_file).expect("the server started");
-    assert_all_end(&pids, "the session");
+    assert_all_end(&pids, "the session", Duration::from_secs(10));
 }
 
-/// Waits up to 10 s for every pid in `pids` (whitespace-separated) to end.
+/// Waits up to `timeout` for every pid in `pids` (whitespace-separated) to end, after `what`.
 #[track_caller]
-fn assert_all_end(pids: &str, what: &str) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+fn assert_all_end(pids: &str, what: &str, timeout: Duration) {
+    let deadline = Instant::now() + timeout;
     for pid in pids.split_whitespace() {
-        while running(pid) {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "process {pid} outlived {what}"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        wait_for(&format!("process {pid} to end after {what}"), left, || {
+            process_ended(pid.parse().expect("a pid"))
+        });
     }
 }
 
@@ -541,11 +493,9 @@ fn swarm_workers_start_their_own_mcp_servers_in_their_worktrees() {
     };
     let repo = repo_with(&[("a.txt", "a\n")]);
     let pid_file = repo.root().join("pids");
-    let mut mini = stdio("python3", &[&mini_server(), "ok"]);
-    mini["env"] = json!({"MINI_PID_FILE": pid_file.display().to_string()});
     let file = servers_file(
         &repo,
-        json!({"everything": stdio(&node, &[&entry, "stdio"]), "mini": mini}),
+        json!({"everything": stdio(&node, &[&entry, "stdio"]), "mini": mini_writing_pids(&pid_file)}),
     );
     let server = start(one_worker([
         Turn::tool_call("mcp__everything__get-roots-list", json!({})),
@@ -569,13 +519,8 @@ fn swarm_workers_start_their_own_mcp_servers_in_their_worktrees() {
         .filter(|r| r.conversation == Some(1))
         .collect();
     // Tools by role: the coordinator's read-only role names no MCP tool; the worker's does.
-    assert!(
-        !tool_names(coordinator)
-            .iter()
-            .any(|t| t.starts_with("mcp__")),
-        "{:?}",
-        tool_names(coordinator)
-    );
+    let offered = tool_names(coordinator);
+    assert!(!any_named(&offered, "mcp__"), "{offered:?}");
     let offered = tool_names(worker[0]);
     assert!(
         offered.contains(&"mcp__mini__shout".to_string()),
@@ -616,16 +561,13 @@ fn swarm_workers_start_their_own_mcp_servers_in_their_worktrees() {
     );
     // The worker's servers ended with it.
     let pids = std::fs::read_to_string(&pid_file).expect("the worker started mini");
-    assert_all_end(&pids, "the swarm");
+    assert_all_end(&pids, "the swarm", Duration::from_secs(10));
 }
 
 #[test]
 fn swarm_ignores_an_unapproved_project_mcp_file_without_a_terminal() {
     let repo = repo_with(&[("a.txt", "a\n")]);
-    write_json(
-        &repo.path().join(".mcp.json"),
-        &json!({"mcpServers": {"mini": stdio("python3", &[&mini_server(), "ok"])}}),
-    );
+    write_project_servers(&repo, &["ok"]);
     let server = calling(&[]);
     ahelper(&repo, &server, Wire::Anthropic)
         .args(["swarm", "do it", "--plan-only"])
@@ -640,20 +582,20 @@ fn swarm_ignores_an_unapproved_project_mcp_file_without_a_terminal() {
 #[test]
 fn a_tool_call_that_hangs_times_out_and_the_agent_goes_on() {
     let repo = repo_with(&[("a.txt", "a\n")]);
-    let mut entry = stdio("python3", &[&mini_server(), "ok"]);
+    let mut entry = mini();
     entry["tool_timeout_s"] = json!(1);
     let file = servers_file(&repo, json!({"mini": entry}));
     let server = calling(&[
         ("mcp__mini__stall", json!({})),
         ("read_file", json!({"path": "a.txt"})),
     ]);
-    let started = std::time::Instant::now();
-    ahelper(&repo, &server, Wire::Anthropic)
-        .args(["-p", "go", "--allowedTools", "mcp__mini__*", "--mcp-config"])
-        .arg(&file)
-        .assert()
-        .success();
-    let results = tool_results(&server);
+    let args = ["-p", "go", "--allowedTools", "mcp__mini__*"];
+    within(
+        Duration::from_secs(50),
+        "the stalled server is ended at exit, not waited for",
+        || run_with_servers(&repo, &server, &file, &args),
+    );
+    let results = last_tool_results(&server);
     assert!(results[0].1, "{results:?}");
     assert!(
         results[0]
@@ -662,19 +604,13 @@ fn a_tool_call_that_hangs_times_out_and_the_agent_goes_on() {
         "{results:?}"
     );
     assert!(!results[1].1, "{results:?}");
-    assert!(
-        started.elapsed() < std::time::Duration::from_secs(50),
-        "the stalled server is ended at exit, not waited for"
-    );
 }
 
 #[test]
 fn a_killed_ahelper_leaves_no_mcp_server_behind() {
     let repo = repo_with(&[("a.txt", "a\n")]);
     let pid_file = repo.root().join("pids");
-    let mut entry = stdio("python3", &[&mini_server(), "ok"]);
-    entry["env"] = json!({"MINI_PID_FILE": pid_file.display().to_string()});
-    let file = servers_file(&repo, json!({"mini": entry}));
+    let file = servers_file(&repo, json!({"mini": mini_writing_pids(&pid_file)}));
     // The model takes a minute to answer: ahelper is killed while it waits.
     let server = start(
         Script::new()
@@ -687,25 +623,11 @@ fn a_killed_ahelper_leaves_no_mcp_server_behind() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while server.model_requests().is_empty() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "ahelper never asked the model"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    wait_for("ahelper to ask the model", Duration::from_secs(60), || {
+        !server.model_requests().is_empty()
+    });
     let pids = std::fs::read_to_string(&pid_file).expect("the server started");
     child.kill().unwrap(); // SIGKILL: no shutdown code runs
     child.wait().unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    for pid in pids.split_whitespace() {
-        while running(pid) {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "process {pid} outlived a killed ahelper"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
-    }
+    assert_all_end(&pids, "a killed ahelper", Duration::from_secs(20));
 }

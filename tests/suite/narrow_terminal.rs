@@ -3,12 +3,12 @@
 //! row stays on one line; the permission question wraps, its choices never cut. The REPL's
 //! `/tools`: one line per tool at any width. Run in a real pseudo-terminal (tmux).
 
-use super::support::tmux::Tmux;
+use super::support::scripts::{done, plan, runs_then_done, worker, writes};
+use super::support::tmux::{Tmux, accept_edits_swarm, indented_lines_after};
 use super::support::*;
-use ahelper_fake_llm::{Conversation, Script, Turn};
+use ahelper_fake_llm::Script;
 use serde_json::json;
 
-const COORDINATOR: &str = "You are the coordinator of a swarm";
 const LONG_TITLE: &str =
     "Rewrite the configuration loader so that every layer is validated before merging";
 const COMMAND: &str = "sed -i s/a/A/ a.txt && sed -i s/x/y/ a.txt";
@@ -20,30 +20,9 @@ fn script() -> Script {
         {"id": "s1", "title": LONG_TITLE, "instructions": "Do s1.", "scope": ["a.txt"]},
         {"id": "s2", "title": "Short", "instructions": "Do s2.", "scope": ["b.txt"]},
     ]);
-    let plan = json!({"summary": "split by file", "subtasks": subtasks}).to_string();
-    Script::new()
-        .with_conversation(
-            Conversation::new()
-                .matching(COORDINATOR)
-                .turn(Turn::text(plan)),
-        )
-        .with_conversation(
-            Conversation::new()
-                .named("s1")
-                .matching("Your subtask `s1`")
-                .turn(Turn::tool_call("run_command", json!({"command": COMMAND})))
-                .turn(Turn::text("s1 done")),
-        )
-        .with_conversation(
-            Conversation::new()
-                .named("s2")
-                .matching("Your subtask `s2`")
-                .turn(Turn::tool_call(
-                    "write_file",
-                    json!({"path": "b.txt", "content": "B\n"}),
-                ))
-                .turn(Turn::text("s2 done")),
-        )
+    plan(subtasks)
+        .with_conversation(runs_then_done("s1", COMMAND))
+        .with_conversation(worker("s2", [writes("b.txt", "B\n"), done("s2")]))
 }
 
 /// The table's lines on `screen`: its header and the worker rows (ratatui draws them at
@@ -70,14 +49,7 @@ fn table_rows(screen: &str, width: usize) -> Vec<String> {
 fn at_80_columns_the_table_cuts_text_and_the_question_keeps_its_choices() {
     let repo = repo_with(&[("a.txt", "a\n"), ("b.txt", "b\n")]);
     let server = start(script());
-    let args = [
-        "swarm",
-        "upper",
-        "--yes",
-        "--permission-mode",
-        "accept-edits",
-    ];
-    let tmux = Tmux::start_sized(&repo, &server, &args, 80);
+    let tmux = accept_edits_swarm(&repo, &server, 80);
     let screen = tmux.wait_for("d = never");
     let rows = table_rows(&screen, 80);
     let header = rows
@@ -134,12 +106,7 @@ fn tools_prints_one_line_per_tool_at_80_columns() {
     tmux.wait_for("write_file");
     tmux.wait_ready();
     let screen = tmux.screen();
-    let lines: Vec<&str> = screen
-        .lines()
-        .skip_while(|l| !l.contains("/tools"))
-        .skip(1)
-        .take_while(|l| l.starts_with("  "))
-        .collect();
+    let lines = indented_lines_after(&screen, "/tools");
     assert_eq!(lines.len(), 8, "{screen}");
     assert!(
         lines.iter().all(|l| l.trim_end().chars().count() <= 80),

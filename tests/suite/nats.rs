@@ -2,15 +2,14 @@
 //! as the shared git remote, `ahelper worker` processes with their own HOMEs and work dirs, the
 //! coordinator `ahelper swarm --nats URL`, all against the fake LLM server.
 
-use super::support::nats::{
-    NatsClient, NatsServer, WorkerProcess, bare_remote, wait_for, wait_for_or_show,
-};
+use super::support::nats::{NatsClient, NatsServer, WorkerProcess, repo_with_remote};
+use super::support::scripts::{done, plan_files, was_here, worker};
+use super::support::wait::{wait_for, wait_for_or_show};
 use super::support::*;
-use ahelper_fake_llm::{Conversation, FakeLlm, Script, Turn};
+use ahelper_fake_llm::{FakeLlm, Script, Turn};
 use serde_json::{Value, json};
 use std::time::Duration;
 
-const COORDINATOR: &str = "You are the coordinator of a swarm";
 const FILES: [(&str, &str); 4] = [
     ("s1", "a.txt"),
     ("s2", "b.txt"),
@@ -18,56 +17,27 @@ const FILES: [(&str, &str); 4] = [
     ("s4", "d.txt"),
 ];
 
-/// Four subtasks on four files; each worker writes `<id> was here` into its file.
-fn four_subtasks() -> Script {
-    let subtasks: Vec<Value> = FILES
-        .iter()
-        .map(|(id, file)| {
-            json!({"id": id, "title": format!("Work on {id}"), "instructions": format!("Do {id}."), "scope": [file]})
-        })
-        .collect();
-    let plan = json!({"summary": "split by file", "subtasks": subtasks}).to_string();
-    let mut script = Script::new().with_conversation(
-        Conversation::new()
-            .matching(COORDINATOR)
-            .turn(Turn::text(plan)),
-    );
-    for (id, file) in FILES {
-        script = script.with_conversation(
-            Conversation::new()
-                .named(id)
-                .matching(format!("Your subtask `{id}`"))
-                .turn(Turn::tool_call(
-                    "write_file",
-                    json!({"path": file, "content": format!("{id} was here\n")}),
-                ))
-                .turn(Turn::text(format!("{id} done"))),
-        );
-    }
-    script
+/// Four subtasks on four files ([`FILES`]); the worker of each plays `turns(id, file)`.
+fn four_subtasks_playing(turns: impl Fn(&str, &str) -> Vec<Turn>) -> Script {
+    let script = plan_files(&FILES.map(|(_, file)| file));
+    FILES.iter().fold(script, |script, (id, file)| {
+        script.with_conversation(worker(id, turns(id, file)))
+    })
 }
 
-fn repo_with_remote() -> TestRepo {
-    let repo = repo_with(&[
+/// Four subtasks on four files; each worker writes `<id> was here` into its file.
+fn four_subtasks() -> Script {
+    four_subtasks_playing(|id, file| vec![was_here(id, file), done(id)])
+}
+
+/// The repository of the four subtasks, with a bare clone as its remote `origin`.
+fn four_file_repo() -> TestRepo {
+    repo_with_remote(&[
         ("a.txt", "a\n"),
         ("b.txt", "b\n"),
         ("c.txt", "c\n"),
         ("d.txt", "d\n"),
-    ]);
-    bare_remote(&repo.path(), repo.root());
-    repo
-}
-
-/// The record of the repository's latest run, once it has one.
-fn try_last_run(repo: &TestRepo) -> Option<Value> {
-    let dir = repo.path().join(".ahelper/runs");
-    let mut runs: Vec<_> = std::fs::read_dir(dir)
-        .ok()?
-        .filter_map(|e| Some(e.ok()?.path()))
-        .collect();
-    runs.sort();
-    let text = std::fs::read_to_string(runs.last()?.join("run.json")).ok()?;
-    serde_json::from_str(&text).ok()
+    ])
 }
 
 /// A 4-subtask run completes over NATS on two worker machines: every branch merged into the
@@ -75,7 +45,7 @@ fn try_last_run(repo: &TestRepo) -> Option<Value> {
 #[test]
 fn four_subtasks_complete_over_nats_on_two_worker_processes() {
     let nats = NatsServer::start();
-    let repo = repo_with_remote();
+    let repo = four_file_repo();
     let server = start(four_subtasks());
     let mut workers = [
         WorkerProcess::start(&nats.url(), "m1", &server.base_url(), 2),
@@ -119,11 +89,7 @@ fn four_subtasks_complete_over_nats_on_two_worker_processes() {
             repo.git(&["show", &format!("{integration}:{file}")]),
             format!("{id} was here\n")
         );
-        let transcript = repo
-            .path()
-            .join(".ahelper/runs")
-            .join(run["run_id"].as_str().unwrap())
-            .join(format!("workers/w{}.jsonl", i + 1));
+        let transcript = worker_transcript(&repo, &run, &format!("w{}", i + 1));
         let text = std::fs::read_to_string(&transcript).unwrap_or_default();
         assert!(
             text.contains("write_file"),
@@ -151,23 +117,10 @@ fn four_subtasks_complete_over_nats_on_two_worker_processes() {
 /// a worker killed during that turn leaves its subtask half done (nothing pushed), and the
 /// machine that gets it redelivered plays turns 3 and 4 (write, done).
 fn four_slow_subtasks(slow_ms: u64) -> Script {
-    let mut script = four_subtasks();
-    for (i, (id, file)) in FILES.iter().enumerate() {
-        let write = || {
-            Turn::tool_call(
-                "write_file",
-                json!({"path": file, "content": format!("{id} was here\n")}),
-            )
-        };
-        script.conversations[i + 1] = Conversation::new()
-            .named(*id)
-            .matching(format!("Your subtask `{id}`"))
-            .turn(write())
-            .turn(write().with_delay_ms(slow_ms))
-            .turn(write())
-            .turn(Turn::text(format!("{id} done")));
-    }
-    script
+    four_subtasks_playing(|id, file| {
+        let write = || was_here(id, file);
+        vec![write(), write().with_delay_ms(slow_ms), write(), done(id)]
+    })
 }
 
 /// A child process killed (by PID) when the test ends.
@@ -195,36 +148,66 @@ fn coordinator(repo: &TestRepo, server: &ahelper_fake_llm::FakeLlm, nats_url: &s
     Killed(child.spawn().unwrap())
 }
 
-/// A run of four slow subtasks over NATS, every one in its slow second turn on machine `m1`:
-/// (the NATS server, the repository, the model server, `m1`, the coordinator).
-fn four_slow_subtasks_on_m1() -> (NatsServer, TestRepo, FakeLlm, WorkerProcess, Killed) {
-    let nats = NatsServer::start();
-    let repo = repo_with_remote();
-    let server = start(four_slow_subtasks(60_000));
-    let m1 = WorkerProcess::start(&nats.url(), "m1", &server.base_url(), 4);
-    let run = coordinator(&repo, &server, &nats.url());
-    wait_for_second_turn_of_all_four(&server);
-    (nats, repo, server, m1, run)
+/// A run over NATS under way: its coordinator, worker machine `m1` (four subtasks at once),
+/// the test's own client (capturing every subtask published), the model server, the repository
+/// and the NATS server, dropped in that order.
+struct RunOnM1 {
+    run: Killed,
+    m1: WorkerProcess,
+    client: NatsClient,
+    server: FakeLlm,
+    repo: TestRepo,
+    nats: NatsServer,
 }
 
-/// Waits (up to 300 s) for the coordinator `run` to end while machine `m2` works, checks that
-/// it succeeded, and returns the run's record.
-fn run_finished_on(run: &mut Killed, m2: &WorkerProcess, repo: &TestRepo) -> Value {
-    let deadline = std::time::Instant::now() + Duration::from_secs(300);
-    let status = loop {
-        if let Some(status) = run.0.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the run did not end:\n{}",
-            m2.log()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    };
-    let err = std::fs::read_to_string(repo.root().join("coordinator.err")).unwrap_or_default();
+/// Starts a run of `script` over NATS on machine `m1` ([`RunOnM1`]).
+fn run_on_m1(script: Script) -> RunOnM1 {
+    let nats = NatsServer::start();
+    let repo = four_file_repo();
+    let server = start(script);
+    let client = NatsClient::connect(&nats.url());
+    client.capture("ahelper.work.>");
+    let m1 = WorkerProcess::start(&nats.url(), "m1", &server.base_url(), 4);
+    let run = coordinator(&repo, &server, &nats.url());
+    RunOnM1 {
+        run,
+        m1,
+        client,
+        server,
+        repo,
+        nats,
+    }
+}
+
+impl RunOnM1 {
+    /// Kills the coordinator with SIGKILL and waits for it; the run's record then.
+    fn kill_coordinator(&mut self) -> Value {
+        self.run.0.kill().unwrap();
+        self.run.0.wait().unwrap();
+        last_run(&self.repo)
+    }
+}
+
+/// A run of four slow subtasks (`slow_ms`) over NATS, every one in its slow second turn on
+/// machine `m1`.
+fn four_slow_subtasks_on_m1(slow_ms: u64) -> RunOnM1 {
+    let running = run_on_m1(four_slow_subtasks(slow_ms));
+    wait_for_second_turn_of_all_four(&running.server);
+    running
+}
+
+/// A run of four slow subtasks on machine `m1`, all four in their slow second turn when
+/// `stop_m1` stops that machine; then machine `m2` (four subtasks at once) starts, and the run
+/// must succeed with all four merged, each run to its end on `m2`.
+fn m2_finishes_the_run_after(stop_m1: impl FnOnce(&mut WorkerProcess)) {
+    let mut running = four_slow_subtasks_on_m1(60_000);
+    stop_m1(&mut running.m1);
+    let m2 = WorkerProcess::start(&running.nats.url(), "m2", &running.server.base_url(), 4);
+    let status = wait_for_exit(&mut running.run, || m2.log());
+    let coordinator = running.repo.root().join("coordinator.err");
+    let err = std::fs::read_to_string(coordinator).unwrap_or_default();
     assert!(status.success(), "{err}\nm2:\n{}", m2.log());
-    last_run(repo)
+    assert_all_four_merged(&running.repo, Some("m2"));
 }
 
 /// Waits until each of the four subtasks' conversations is in its (slow) second turn.
@@ -249,59 +232,37 @@ fn wait_for_second_turn_of_all_four(server: &FakeLlm) {
 /// the ack wait to the other machine, and the run still ends with all four merged.
 #[test]
 fn a_sigkilled_worker_machine_is_replaced_and_all_four_merge() {
-    let (nats, repo, server, mut m1, mut run) = four_slow_subtasks_on_m1();
-    m1.signal("KILL");
-    assert_eq!(m1.wait_exit(Duration::from_secs(30)), None);
-    let m2 = WorkerProcess::start(&nats.url(), "m2", &server.base_url(), 4);
-    let record = run_finished_on(&mut run, &m2, &repo);
-    let integration = record["integration_branch"].as_str().unwrap();
-    for (i, (id, file)) in FILES.iter().enumerate() {
-        let w = &record["workers"][i];
-        assert_eq!(w["status"], "merged", "{w:#}");
-        assert_eq!(w["machine"], "m2", "{w:#}");
-        assert_eq!(
-            repo.git(&["show", &format!("{integration}:{file}")]),
-            format!("{id} was here\n")
-        );
-    }
+    m2_finishes_the_run_after(|m1| {
+        m1.signal("KILL");
+        assert_eq!(m1.wait_exit(Duration::from_secs(30)), None);
+    });
 }
 
 /// SIGTERM on a worker machine: its running subtasks commit and push `wip`, are handed back
 /// (nak) and it exits 0; the other machine continues them from the pushed `wip` branches.
 #[test]
 fn a_sigtermed_worker_hands_its_subtasks_back_and_exits_0() {
-    let (nats, repo, server, mut m1, mut run) = four_slow_subtasks_on_m1();
-    m1.signal("TERM");
-    assert_eq!(
-        m1.wait_exit(Duration::from_secs(120)),
-        Some(0),
-        "{}",
-        m1.log()
-    );
-    assert!(m1.log().contains("4 handed back"), "{}", m1.log());
-    let m2 = WorkerProcess::start(&nats.url(), "m2", &server.base_url(), 4);
-    let record = run_finished_on(&mut run, &m2, &repo);
-    for (i, _) in FILES.iter().enumerate() {
-        let w = &record["workers"][i];
-        assert_eq!(w["status"], "merged", "{w:#}");
-        assert_eq!(w["machine"], "m2", "{w:#}");
-    }
+    m2_finishes_the_run_after(|m1| {
+        m1.signal("TERM");
+        assert_eq!(
+            m1.wait_exit(Duration::from_secs(120)),
+            Some(0),
+            "{}",
+            m1.log()
+        );
+        assert!(m1.log().contains("4 handed back"), "{}", m1.log());
+    });
 }
 
 /// Waits (generously) for the coordinator to exit; `context` is shown when it does not.
 fn wait_for_exit(run: &mut Killed, context: impl Fn() -> String) -> std::process::ExitStatus {
-    let deadline = std::time::Instant::now() + Duration::from_secs(400);
-    loop {
-        if let Some(status) = run.0.try_wait().unwrap() {
-            return status;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the run did not end:\n{}",
-            context()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    let mut status = None;
+    let ended = || {
+        status = run.0.try_wait().unwrap();
+        status.is_some()
+    };
+    wait_for_or_show("the run to end", Duration::from_secs(400), ended, context);
+    status.expect("the run ended")
 }
 
 /// What the coordinator printed on stderr, then its log file (`AHELPER_LOG=debug`).
@@ -312,14 +273,18 @@ fn coordinator_log(repo: &TestRepo) -> String {
     format!("{printed}\n--- log file:\n{logged}")
 }
 
-/// Every worker of the last run merged, each file as its subtask wrote it.
-fn assert_all_four_merged(repo: &TestRepo) -> Value {
+/// Every worker of the last run merged (on `machine`, when one is given), each file as its
+/// subtask wrote it; the run's record.
+fn assert_all_four_merged(repo: &TestRepo, machine: Option<&str>) -> Value {
     let record = last_run(repo);
     assert_eq!(record["status"], "finished", "{record:#}");
     let integration = record["integration_branch"].as_str().unwrap();
     for (i, (id, file)) in FILES.iter().enumerate() {
         let w = &record["workers"][i];
         assert_eq!(w["status"], "merged", "{w:#}");
+        if let Some(machine) = machine {
+            assert_eq!(w["machine"], machine, "{w:#}");
+        }
         assert_eq!(
             repo.git(&["show", &format!("{integration}:{file}")]),
             format!("{id} was here\n")
@@ -334,7 +299,7 @@ fn assert_all_four_merged(repo: &TestRepo) -> Value {
 #[test]
 fn a_restarted_nats_server_does_not_lose_the_run() {
     let mut nats = NatsServer::start();
-    let repo = repo_with_remote();
+    let repo = four_file_repo();
     let server = start(four_slow_subtasks(20_000));
     let m1 = WorkerProcess::start(&nats.url(), "m1", &server.base_url(), 2);
     let m2 = WorkerProcess::start(&nats.url(), "m2", &server.base_url(), 2);
@@ -357,7 +322,7 @@ fn a_restarted_nats_server_does_not_lose_the_run() {
         m1.log(),
         m2.log()
     );
-    assert_all_four_merged(&repo);
+    assert_all_four_merged(&repo, None);
 }
 
 /// s1 is quick (write, done); s2, s3 and s4 have a slow second turn (`slow_ms`), so the run
@@ -393,13 +358,14 @@ fn lines_with(log: &str, parts: &[&str]) -> usize {
 /// queue merges it once and the summary counts it once.
 #[test]
 fn duplicate_deliveries_merge_once_and_count_once() {
-    let nats = NatsServer::start();
-    let repo = repo_with_remote();
-    let server = start(one_quick_three_slow(90_000));
-    let client = NatsClient::connect(&nats.url());
-    client.capture("ahelper.work.>");
-    let m1 = WorkerProcess::start(&nats.url(), "m1", &server.base_url(), 4);
-    let mut run = coordinator(&repo, &server, &nats.url());
+    let RunOnM1 {
+        nats: _nats,
+        server: _server,
+        repo,
+        client,
+        m1,
+        mut run,
+    } = run_on_m1(one_quick_three_slow(90_000));
     let logs = || format!("{}\nm1:\n{}", coordinator_log(&repo), m1.log());
     let record = wait_for_run(
         &repo,
@@ -437,7 +403,7 @@ fn duplicate_deliveries_merge_once_and_count_once() {
         coordinator_log(&repo),
         m1.log()
     );
-    let record = assert_all_four_merged(&repo);
+    let record = assert_all_four_merged(&repo, None);
     let range = format!(
         "{}..{}",
         record["base_commit"].as_str().unwrap(),
@@ -472,14 +438,15 @@ fn edited(value: &Value, edit: impl FnOnce(&mut Value)) -> Vec<u8> {
 /// applied), and the run goes on to merge all four.
 #[test]
 fn forged_subtasks_and_events_are_refused_and_the_run_goes_on() {
-    let nats = NatsServer::start();
-    let repo = repo_with_remote();
-    let server = start(one_quick_three_slow(60_000));
-    let client = NatsClient::connect(&nats.url());
-    client.capture("ahelper.work.>");
-    let m1 = WorkerProcess::start(&nats.url(), "m1", &server.base_url(), 4);
+    let RunOnM1 {
+        nats,
+        repo,
+        server,
+        client,
+        m1,
+        mut run,
+    } = run_on_m1(one_quick_three_slow(60_000));
     let m2 = WorkerProcess::start(&nats.url(), "m2", &server.base_url(), 1);
-    let mut run = coordinator(&repo, &server, &nats.url());
     wait_for_second_turn_of_all_four(&server);
     let run_id = last_run(&repo)["run_id"].as_str().unwrap().to_string();
     let real = client.captured(&format!("ahelper.work.{run_id}.w2"));
@@ -564,7 +531,7 @@ fn forged_subtasks_and_events_are_refused_and_the_run_goes_on() {
     );
     let status = wait_for_exit(&mut run, logs);
     assert!(status.success(), "{}", logs());
-    assert_all_four_merged(&repo);
+    assert_all_four_merged(&repo, None);
     assert!(!escape.exists(), "the ext:: URL ran a program");
     assert!(!repo.root().join("escaped").exists());
     for m in [&m1, &m2] {
@@ -598,35 +565,24 @@ fn remote_refs_of(repo: &TestRepo, run_id: &str) -> Vec<String> {
 /// then deletes its refs and pushed branches on the shared remote.
 #[test]
 fn swarm_resume_reattaches_after_the_coordinator_is_killed_and_clean_removes_the_remote_refs() {
-    let nats = NatsServer::start();
-    let repo = repo_with_remote();
-    let server = start(four_slow_subtasks(30_000));
-    let client = NatsClient::connect(&nats.url());
-    client.capture("ahelper.work.>");
-    let m1 = WorkerProcess::start(&nats.url(), "m1", &server.base_url(), 4);
-    let mut run = coordinator(&repo, &server, &nats.url());
-    wait_for_second_turn_of_all_four(&server);
-    run.0.kill().unwrap();
-    run.0.wait().unwrap();
-    let record = last_run(&repo);
+    let mut running = four_slow_subtasks_on_m1(30_000);
+    let record = running.kill_coordinator();
     let run_id = record["run_id"].as_str().unwrap().to_string();
-    assert_eq!(record["remote"]["nats_url"], nats.url(), "{record:#}");
-    let out = ahelper(&repo, &server, Wire::Anthropic)
-        .args(["swarm", "resume", &run_id])
-        .timeout(Duration::from_secs(400))
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "{}\n{stderr}\nm1:\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        m1.log()
+    assert_eq!(
+        record["remote"]["nats_url"],
+        running.nats.url(),
+        "{record:#}"
     );
+    let (repo, server, client) = (&running.repo, &running.server, &running.client);
+    let (code, stdout, stderr) = outcome_of(
+        ahelper(repo, server, Wire::Anthropic)
+            .args(["swarm", "resume", &run_id])
+            .timeout(Duration::from_secs(400)),
+    );
+    assert_eq!(code, 0, "{stdout}\n{stderr}\nm1:\n{}", running.m1.log());
     assert!(stderr.contains("Re-attaching"), "{stderr}");
-    let record = assert_all_four_merged(&repo);
+    assert_all_four_merged(repo, Some("m1"));
     for i in 0..4 {
-        assert_eq!(record["workers"][i]["machine"], "m1", "{record:#}");
         let subject = format!("ahelper.work.{run_id}.w{}", i + 1);
         assert_eq!(
             client.captured(&subject).len(),
@@ -640,7 +596,7 @@ fn swarm_resume_reattaches_after_the_coordinator_is_killed_and_clean_removes_the
         "{:?}",
         client.consumers("AHELPER_EVENTS")
     );
-    let refs = remote_refs_of(&repo, &run_id);
+    let refs = remote_refs_of(repo, &run_id);
     assert!(
         refs.iter()
             .any(|r| r == &format!("refs/ahelper/{run_id}/base")),
@@ -651,17 +607,8 @@ fn swarm_resume_reattaches_after_the_coordinator_is_killed_and_clean_removes_the
             .any(|r| r == &format!("refs/heads/ahelper/{run_id}/w1")),
         "{refs:?}"
     );
-    let out = ahelper(&repo, &server, Wire::Anthropic)
-        .args(["swarm", "clean", &run_id])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(remote_refs_of(&repo, &run_id), Vec::<String>::new());
+    stdout_of(ahelper(repo, server, Wire::Anthropic).args(["swarm", "clean", &run_id]));
+    assert_eq!(remote_refs_of(repo, &run_id), Vec::<String>::new());
 }
 
 /// `swarm clean` of a run whose coordinator and worker machine were both killed mid-run:
@@ -669,36 +616,25 @@ fn swarm_resume_reattaches_after_the_coordinator_is_killed_and_clean_removes_the
 /// remote are removed.
 #[test]
 fn swarm_clean_removes_a_killed_runs_consumer_queued_subtasks_and_remote_refs() {
-    let nats = NatsServer::start();
-    let repo = repo_with_remote();
-    let server = start(four_slow_subtasks(60_000));
-    let client = NatsClient::connect(&nats.url());
-    let mut m1 = WorkerProcess::start(&nats.url(), "m1", &server.base_url(), 4);
-    let mut run = coordinator(&repo, &server, &nats.url());
-    wait_for_second_turn_of_all_four(&server);
-    run.0.kill().unwrap();
-    run.0.wait().unwrap();
-    m1.signal("KILL");
-    assert_eq!(m1.wait_exit(Duration::from_secs(30)), None);
-    let run_id = last_run(&repo)["run_id"].as_str().unwrap().to_string();
+    let mut running = four_slow_subtasks_on_m1(60_000);
+    let run_id = running.kill_coordinator()["run_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    running.m1.signal("KILL");
+    assert_eq!(running.m1.wait_exit(Duration::from_secs(30)), None);
+    let (repo, server, client) = (&running.repo, &running.server, &running.client);
     let consumer = format!("coordinator-{run_id}");
     assert_eq!(client.consumers("AHELPER_EVENTS"), vec![consumer]);
     let queued = format!("ahelper.work.{run_id}.w1");
     assert!(client.last_message("AHELPER_WORK", &queued).is_some());
-    assert!(!remote_refs_of(&repo, &run_id).is_empty());
-    let out = ahelper(&repo, &server, Wire::Anthropic)
-        .args(["swarm", "clean", &run_id, "--force"])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
+    assert!(!remote_refs_of(repo, &run_id).is_empty());
+    let stdout = stdout_of(
+        ahelper(repo, server, Wire::Anthropic).args(["swarm", "clean", &run_id, "--force"]),
     );
     assert!(stdout.contains("deleted its consumer"), "{stdout}");
     assert!(stdout.contains("4 queued subtask(s) removed"), "{stdout}");
     assert!(client.consumers("AHELPER_EVENTS").is_empty());
     assert!(client.last_message("AHELPER_WORK", &queued).is_none());
-    assert_eq!(remote_refs_of(&repo, &run_id), Vec::<String>::new());
+    assert_eq!(remote_refs_of(repo, &run_id), Vec::<String>::new());
 }

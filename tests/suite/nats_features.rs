@@ -4,110 +4,49 @@
 //! 127.0.0.1, `ahelper worker` processes and the coordinator through the built binary, against
 //! the fake LLM server.
 
-use super::support::nats::{NatsServer, WorkerProcess, bare_remote, wait_for};
+use super::support::nats::{NatsServer, WorkerProcess, repo_with_remote};
+use super::support::scripts::{done, plan_files, runs_then_done, was_here, worker};
 use super::support::tmux::Tmux;
+use super::support::wait::wait_for;
 use super::support::*;
-use ahelper_fake_llm::{Conversation, FakeLlm, Script, Turn};
+use ahelper_fake_llm::{FakeLlm, Script};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
-const COORDINATOR: &str = "You are the coordinator of a swarm";
-
-/// A coordinator that plans one subtask per file of `files` (`s1`, `s2`, …).
-fn plan(files: &[&str]) -> Script {
-    let subtasks: Vec<Value> = files
-        .iter()
-        .enumerate()
-        .map(|(i, f)| {
-            let id = format!("s{}", i + 1);
-            json!({"id": id, "title": format!("Work on {id}"), "instructions": format!("Do {id}."), "scope": [f]})
-        })
-        .collect();
-    let plan = json!({"summary": "split by file", "subtasks": subtasks}).to_string();
-    Script::new().with_conversation(
-        Conversation::new()
-            .matching(COORDINATOR)
-            .turn(Turn::text(plan)),
-    )
+/// One subtask `s1` on `a.txt` whose worker writes `s1 was here` into it, then waits `slow_ms`
+/// in its second turn and says it is done.
+fn writes_slowly(slow_ms: u64) -> Script {
+    plan_files(&["a.txt"]).with_conversation(worker(
+        "s1",
+        [was_here("s1", "a.txt"), done("s1").with_delay_ms(slow_ms)],
+    ))
 }
 
-/// The worker of subtask `id`: runs `command`, then says it is done.
-fn runs(id: &str, command: &str) -> Conversation {
-    Conversation::new()
-        .named(id)
-        .matching(format!("Your subtask `{id}`"))
-        .turn(Turn::tool_call("run_command", json!({"command": command})))
-        .turn(Turn::text(format!("{id} done")))
+/// `ahelper worker --concurrency 2 args…` with `env`, named `name`, talking to `model`.
+fn worker_of_two(
+    model: &FakeLlm,
+    name: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> WorkerProcess {
+    let args = [&["--concurrency", "2"][..], args].concat();
+    WorkerProcess::start_with(&model.base_url(), name, &args, env)
 }
 
-/// The worker of subtask `id`: writes `file`, waits `slow_ms` in its second turn, says done.
-fn writes_slowly(id: &str, file: &str, slow_ms: u64) -> Conversation {
-    Conversation::new()
-        .named(id)
-        .matching(format!("Your subtask `{id}`"))
-        .turn(Turn::tool_call(
-            "write_file",
-            json!({"path": file, "content": format!("{id} was here\n")}),
-        ))
-        .turn(Turn::text(format!("{id} done")).with_delay_ms(slow_ms))
-}
-
-/// A repository with `files` and a bare clone as its remote `origin`.
-fn repo_with_remote(files: &[(&str, &str)]) -> TestRepo {
-    let repo = repo_with(files);
-    bare_remote(&repo.path(), repo.root());
-    repo
-}
-
-/// `ahelper worker --name NAME --concurrency 2 extra…` with its own HOME and work dir.
-struct Worker {
-    child: Child,
-    dir: tempfile::TempDir,
-}
-
-impl Worker {
-    fn start(model_url: &str, name: &str, extra: &[&str], env: &[(&str, &str)]) -> Worker {
-        let dir = tempfile::tempdir().unwrap();
-        let home = dir.path().join("home");
-        std::fs::create_dir_all(&home).unwrap();
-        let log = std::fs::File::create(dir.path().join("worker.log")).unwrap();
-        let child = Command::new(assert_cmd::cargo::cargo_bin("ahelper"))
-            .args(["worker", "--name", name, "--concurrency", "2", "--work-dir"])
-            .arg(dir.path().join("work"))
-            .args(extra)
-            .current_dir(&home)
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("HOME", &home)
-            .env("XDG_CONFIG_HOME", home.join("config"))
-            .env("XDG_STATE_HOME", home.join("state"))
-            .envs(super::support::git::GIT_ENV)
-            .envs(env.iter().copied())
-            .env("AHELPER_LOG", "debug")
-            .env("ANTHROPIC_API_KEY", "sk-test-secret-key-123")
-            .env("ANTHROPIC_BASE_URL", model_url)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .expect("ahelper worker starts");
-        Worker { child, dir }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("worker.log")).unwrap_or_default()
-    }
-}
-
-impl Drop for Worker {
-    fn drop(&mut self) {
-        if self.child.try_wait().ok().flatten().is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
+/// `ahelper worker --nats <url>` without the credentials or CA the server wants: it exits 1 at
+/// once; what it printed on stderr.
+fn refused_worker(url: &str) -> String {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let model = start(Script::new());
+    let (code, _, stderr) = outcome_of(
+        ahelper(&repo, &model, Wire::Anthropic)
+            .args(["worker", "--nats", url, "--name", "w"])
+            .timeout(Duration::from_secs(60)),
+    );
+    assert_eq!(code, 1, "{stderr}");
+    stderr
 }
 
 /// A remote worker's question in a run whose coordinator has no terminal is denied at once,
@@ -117,9 +56,10 @@ impl Drop for Worker {
 fn a_remote_question_is_denied_at_once_without_a_terminal_and_the_table_names_the_machine() {
     let nats = NatsServer::start();
     let repo = repo_with_remote(&[("a.txt", "a\n")]);
-    let server = start(plan(&["a.txt"]).with_conversation(runs("s1", "cargo test --quiet")));
-    let worker = Worker::start(
-        &server.base_url(),
+    let server =
+        start(plan_files(&["a.txt"]).with_conversation(runs_then_done("s1", "cargo test --quiet")));
+    let worker = worker_of_two(
+        &server,
         "m1",
         &["--nats", &nats.url(), "--permission-mode", "accept-edits"],
         &[],
@@ -171,12 +111,9 @@ fn a_remote_question_is_denied_at_once_without_a_terminal_and_the_table_names_th
 fn remote_questions_are_answered_in_the_live_view_and_always_is_stored_on_the_coordinator() {
     let nats = NatsServer::start();
     let repo = repo_with_remote(&[("a.txt", "a\n"), ("b.txt", "b\n")]);
-    let script = plan(&["a.txt", "b.txt"])
-        .with_conversation(runs("s1", "sed -i s/a/A/ a.txt"))
-        .with_conversation(runs("s2", "sed -i s/b/B/ b.txt"));
-    let server = start(script);
-    let worker = Worker::start(
-        &server.base_url(),
+    let server = start(scripts::two_sed_workers());
+    let worker = worker_of_two(
+        &server,
         "m1",
         &["--nats", &nats.url(), "--permission-mode", "accept-edits"],
         &[],
@@ -219,7 +156,7 @@ fn remote_questions_are_answered_in_the_live_view_and_always_is_stored_on_the_co
 fn swarm_status_shows_a_machine_lost_when_its_heartbeat_expires() {
     let nats = NatsServer::start();
     let repo = repo_with_remote(&[("a.txt", "a\n")]);
-    let server = start(plan(&["a.txt"]).with_conversation(writes_slowly("s1", "a.txt", 120_000)));
+    let server = start(writes_slowly(120_000));
     let mut m1 = WorkerProcess::start(&nats.url(), "m1", &server.base_url(), 1);
     let mut coordinator = ahelper_process(&repo, &server, Wire::Anthropic)
         .args([
@@ -264,68 +201,13 @@ fn swarm_status(repo: &TestRepo, server: &FakeLlm) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// A `nats-server -js` started from a configuration file (`listen` and `jetstream` are added).
-struct ConfiguredNats {
-    child: Child,
-    port: u16,
-    dir: tempfile::TempDir,
-}
-
-impl ConfiguredNats {
-    fn start(config: &str, dir: tempfile::TempDir) -> ConfiguredNats {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .unwrap()
-            .port();
-        let store = dir.path().join("js");
-        let text = format!(
-            "listen: \"127.0.0.1:{port}\"\njetstream {{ store_dir: \"{}\" }}\n{config}\n",
-            store.display()
-        );
-        let file = dir.path().join("server.conf");
-        std::fs::write(&file, text).unwrap();
-        let log = std::fs::File::create(dir.path().join("server.log")).unwrap();
-        let child = Command::new("nats-server")
-            .arg("-c")
-            .arg(&file)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .expect("nats-server runs");
-        let mut server = ConfiguredNats { child, port, dir };
-        let deadline = std::time::Instant::now() + Duration::from_secs(60);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            let exited = server.child.try_wait().unwrap().is_some();
-            if exited || std::time::Instant::now() > deadline {
-                let log = std::fs::read_to_string(server.dir.path().join("server.log"));
-                panic!("nats-server did not listen:\n{}", log.unwrap_or_default());
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        server
-    }
-
-    fn address(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
-    }
-}
-
-impl Drop for ConfiguredNats {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// One subtask (`s1` writes `a.txt`) run over `coordinator_args`' server by a worker started
 /// with `worker_args`/`worker_env`; asserts it merged.
 fn one_subtask_over(coordinator_args: &[&str], worker_args: &[&str], worker_env: &[(&str, &str)]) {
     let repo = repo_with_remote(&[("a.txt", "a\n")]);
-    let server = start(plan(&["a.txt"]).with_conversation(writes_slowly("s1", "a.txt", 0)));
-    let mut args = vec!["--permission-mode", "bypass"];
-    args.extend_from_slice(worker_args);
-    let worker = Worker::start(&server.base_url(), "secure-1", &args, worker_env);
+    let server = start(writes_slowly(0));
+    let args = [&["--permission-mode", "bypass"][..], worker_args].concat();
+    let worker = worker_of_two(&server, "secure-1", &args, worker_env);
     let out = ahelper(&repo, &server, Wire::Anthropic)
         .args([
             "swarm",
@@ -356,7 +238,7 @@ fn one_subtask_over(coordinator_args: &[&str], worker_args: &[&str], worker_env:
 /// error naming the server (without the password), not a hang.
 #[test]
 fn user_and_password_in_the_url_or_flags_and_a_wrong_password_is_a_clear_error() {
-    let server = ConfiguredNats::start(
+    let server = NatsServer::with_config(
         "authorization { user: ahelper, password: \"s3cret-pw\" }",
         tempfile::tempdir().unwrap(),
     );
@@ -368,16 +250,7 @@ fn user_and_password_in_the_url_or_flags_and_a_wrong_password_is_a_clear_error()
         &["--nats", &plain, "--nats-user", "ahelper"],
         &[("AHELPER_NATS_PASSWORD", "s3cret-pw")],
     );
-    let repo = repo_with(&[("a.txt", "a\n")]);
-    let model = start(Script::new());
-    let wrong = format!("nats://ahelper:wrong-pw@{address}");
-    let out = ahelper(&repo, &model, Wire::Anthropic)
-        .args(["worker", "--nats", &wrong, "--name", "w"])
-        .timeout(Duration::from_secs(60))
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let stderr = refused_worker(&format!("nats://ahelper:wrong-pw@{address}"));
     assert!(
         stderr.contains(&format!(
             "cannot connect to NATS at nats://ahelper:***@{address}"
@@ -395,16 +268,7 @@ fn user_and_password_in_the_url_or_flags_and_a_wrong_password_is_a_clear_error()
 /// (CA file, certificate, key).
 fn certificates(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
     let openssl = |args: &[&str]| {
-        let out = Command::new("openssl")
-            .args(args)
-            .current_dir(dir)
-            .output()
-            .expect("openssl runs");
-        assert!(
-            out.status.success(),
-            "openssl {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        succeeds(Command::new("openssl").args(args).current_dir(dir));
     };
     openssl(&[
         "req",
@@ -464,7 +328,7 @@ fn certificates(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
 fn tls_with_a_private_ca() {
     let dir = tempfile::tempdir().unwrap();
     let (ca, cert, key) = certificates(dir.path());
-    let server = ConfiguredNats::start(
+    let server = NatsServer::with_config(
         &format!(
             "tls {{ cert_file: \"{}\", key_file: \"{}\" }}",
             cert.display(),
@@ -479,19 +343,11 @@ fn tls_with_a_private_ca() {
         &["--nats", &url, "--nats-ca", ca],
         &[],
     );
-    let repo = repo_with(&[("a.txt", "a\n")]);
-    let model = start(Script::new());
-    let out = ahelper(&repo, &model, Wire::Anthropic)
-        .args(["worker", "--nats", &url, "--name", "w"])
-        .timeout(Duration::from_secs(60))
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let stderr = refused_worker(&url);
     assert!(
         stderr.contains(&format!("cannot connect to NATS at {url}")),
         "{stderr}\n{}",
-        std::fs::read_to_string(server.dir.path().join("server.log")).unwrap_or_default()
+        server.log()
     );
 }
 
@@ -582,7 +438,7 @@ fn operator_mode(dir: &Path) -> (String, PathBuf) {
 fn a_creds_file_authenticates_with_a_jwt_server() {
     let dir = tempfile::tempdir().unwrap();
     let (config, creds) = operator_mode(dir.path());
-    let server = ConfiguredNats::start(&config, dir);
+    let server = NatsServer::with_config(&config, dir);
     let url = format!("nats://{}", server.address());
     let creds = creds.to_str().unwrap();
     one_subtask_over(
@@ -590,15 +446,7 @@ fn a_creds_file_authenticates_with_a_jwt_server() {
         &["--nats", &url],
         &[("AHELPER_NATS_CREDS", creds)],
     );
-    let repo = repo_with(&[("a.txt", "a\n")]);
-    let model = start(Script::new());
-    let out = ahelper(&repo, &model, Wire::Anthropic)
-        .args(["worker", "--nats", &url, "--name", "w"])
-        .timeout(Duration::from_secs(60))
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let stderr = refused_worker(&url);
     assert!(
         stderr.contains(&format!("cannot connect to NATS at {url}")),
         "{stderr}"

@@ -4,42 +4,8 @@
 //! commands that print file contents never leak a tracked file a read deny rule covers — in
 //! every permission mode, through the built binary.
 
+use super::support::scripts::runs;
 use super::support::*;
-use ahelper_fake_llm::{Conversation, RecordedRequest, Script, Turn};
-use serde_json::json;
-
-fn run_command(command: &str) -> Turn {
-    Turn::tool_call("run_command", json!({ "command": command }))
-}
-
-/// `ahelper -p go` in `repo` with `args`, playing `turns` (then a final text); returns the
-/// model requests and stderr.
-fn play(repo: &TestRepo, args: &[&str], turns: Vec<Turn>) -> (Vec<RecordedRequest>, String) {
-    let conversation = turns
-        .into_iter()
-        .chain([Turn::text("done")])
-        .fold(Conversation::new(), Conversation::turn);
-    let server = start(Script::new().with_conversation(conversation));
-    let out = ahelper(repo, &server, Wire::Anthropic)
-        .args(["-p", "go"])
-        .args(args)
-        .assert()
-        .success()
-        .get_output()
-        .clone();
-    (
-        server.model_requests(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-/// The number of refused `run_command` calls `ahelper -p` reported on stderr.
-fn refused_commands(stderr: &str) -> usize {
-    stderr
-        .lines()
-        .filter(|l| l.starts_with("ahelper: refused run_command("))
-        .count()
-}
 
 /// A repository whose files make ordinary-looking commands run the model's code: each form
 /// creates the marker `mN` when it runs.
@@ -99,8 +65,7 @@ fn workspace_code_is_never_known_safe_in_any_mode() {
     ];
     for args in refusing {
         let repo = repo_with_workspace_code();
-        let turns = FORMS.iter().map(|f| run_command(f)).collect();
-        let (_, stderr) = play(&repo, args, turns);
+        let (_, stderr) = play(&repo, args, FORMS.iter().map(|f| runs(f)));
         assert_eq!(
             markers(&repo),
             Vec::<usize>::new(),
@@ -123,11 +88,11 @@ fn workspace_code_is_never_known_safe_in_any_mode() {
             "--allowedTools",
             "run_command(npm test:*)",
         ],
-        vec![run_command(FORMS[4]), run_command(FORMS[3])],
+        [runs(FORMS[4]), runs(FORMS[3])],
     );
     assert_eq!(markers(&repo), vec![5], "{stderr}");
     let repo = repo_with_workspace_code();
-    let turns = FORMS.iter().map(|f| run_command(f)).collect();
+    let turns = FORMS.iter().map(|f| runs(f));
     let (_, stderr) = play(&repo, &["--permission-mode", "bypass"], turns);
     assert_eq!(refused_commands(&stderr), 0, "{stderr}");
     assert!(markers(&repo).contains(&1), "{stderr}");
@@ -139,9 +104,10 @@ fn workspace_code_is_never_known_safe_in_any_mode() {
 /// in default and bypass mode; `git status` and `git log --oneline` still run.
 #[test]
 fn git_and_interpreters_do_not_print_a_tracked_denied_file() {
-    // `repo_with` commits the files: `.env` is tracked.
-    let repo = repo_with(&[(".env", "SECRET=hunter2-9f1c\n"), ("a.txt", "a\n")]);
-    repo.write(".env", "SECRET=hunter2-9f1c\nMORE=hunter2-77aa\n");
+    let repo = repo_with_changed_env(
+        "SECRET=hunter2-9f1c\n",
+        "SECRET=hunter2-9f1c\nMORE=hunter2-77aa\n",
+    );
     let forms = [
         "git diff",
         "git log -p",
@@ -156,8 +122,10 @@ fn git_and_interpreters_do_not_print_a_tracked_denied_file() {
         "awk '{ while ((getline l < \".env\") > 0) print l }' a.txt",
     ];
     for mode in ["default", "bypass"] {
-        let mut turns: Vec<Turn> = forms.iter().map(|c| run_command(c)).collect();
-        turns.push(run_command("git status --short; git log --oneline"));
+        let turns = forms
+            .iter()
+            .map(|c| runs(c))
+            .chain([runs("git status --short; git log --oneline")]);
         let (requests, stderr) = play(
             &repo,
             &[
@@ -168,13 +136,7 @@ fn git_and_interpreters_do_not_print_a_tracked_denied_file() {
             ],
             turns,
         );
-        for (i, request) in requests.iter().enumerate() {
-            let body = request.body.to_string();
-            assert!(
-                !body.contains("hunter2"),
-                "{mode}: the secret reached the model in request {i}: {body}\n{stderr}"
-            );
-        }
+        assert_never_sent(&requests, "hunter2", &format!("{mode}\n{stderr}"));
         assert_eq!(refused_commands(&stderr), forms.len(), "{mode}\n{stderr}");
         let last = requests.last().unwrap().body.to_string();
         assert!(

@@ -2,11 +2,13 @@
 //! outlives its command, its ahelper (even after `kill -9`) or a `SIGTERM`/`SIGHUP`; each
 //! command's private `TMPDIR`; no UDP with `sandbox.network = false`.
 
+use super::support::sandbox::{Needs, available, require_sandbox};
 use super::support::scripts::*;
+use super::support::wait::{poll_every, wait_for_some};
 use super::support::*;
 use ahelper_fake_llm::{FakeLlm, RecordedRequest, Turn};
 use serde_json::{Value, json};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Child;
 use std::time::{Duration, Instant};
 
@@ -22,18 +24,10 @@ fn unique() -> String {
 /// Live (not zombie) processes whose `/proc/<pid>/<file>` holds `needle`; `cmdline` and
 /// `environ` entries are separated by NUL, turned into spaces for `cmdline`.
 fn live_processes_with(file: &str, needle: &str) -> Vec<u32> {
-    let mut found = vec![];
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let Ok(bytes) = std::fs::read(entry.path().join(file)) else {
-            continue;
-        };
+    let processes = std::fs::read_dir("/proc").unwrap().flatten();
+    let live_with = |entry: std::fs::DirEntry| {
+        let pid = entry.file_name().to_str()?.parse::<u32>().ok()?;
+        let bytes = std::fs::read(entry.path().join(file)).ok()?;
         let hit = if file == "environ" {
             bytes.split(|b| *b == 0).any(|e| e == needle.as_bytes())
         } else {
@@ -44,18 +38,9 @@ fn live_processes_with(file: &str, needle: &str) -> Vec<u32> {
         let zombie = std::fs::read_to_string(entry.path().join("stat"))
             .map(|s| s.rsplit_once(") ").is_some_and(|(_, r)| r.starts_with('Z')))
             .unwrap_or(true);
-        if hit && !zombie {
-            found.push(pid);
-        }
-    }
-    found
-}
-
-/// True when commands are confined by landlock on this machine.
-fn landlock_available() -> bool {
-    ahelper_agents::sandbox_os::landlock_status()
-        .abi()
-        .is_some()
+        (hit && !zombie).then_some(pid)
+    };
+    processes.filter_map(live_with).collect()
 }
 
 /// The tool results the model received in `request`, as one string.
@@ -78,25 +63,9 @@ fn print_run(repo: &TestRepo, turns: Vec<Turn>) -> Vec<RecordedRequest> {
 #[test]
 fn no_process_outlives_its_command_or_ahelper() {
     let x = unique();
-    let repo = repo_with(&[("a.txt", "a\n")]);
     let forms =
         format!("nohup sleep 300.{x}1 & setsid sleep 300.{x}2 & (sleep 300.{x}3 &) & echo started");
-    let timed_out =
-        json!({"command": format!("setsid sleep 300.{x}4 & sleep 60"), "timeout_ms": 1000});
-    // The pattern is written so that the checking shell's own command line does not match it.
-    let check = format!(
-        "X={x}; for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null \
-         | grep -q \"sleep 300\\.$X\" && echo SURVIVOR $p; done; echo checked"
-    );
-    let requests = print_run(
-        &repo,
-        vec![
-            runs(&forms),
-            Turn::tool_call("run_command", timed_out),
-            runs(&check),
-            Turn::text("done"),
-        ],
-    );
+    let requests = leave_processes_behind(&x, &forms, &format!("setsid sleep 300.{x}4"));
     assert_eq!(requests.len(), 4);
     assert_told(&requests[1], "started");
     assert!(
@@ -106,6 +75,23 @@ fn no_process_outlives_its_command_or_ahelper() {
     );
     assert!(body(&requests[2]).contains("timed out"));
     assert_none_survived(&body(&requests[3]), &x, "a process");
+}
+
+/// `ahelper -p` (bypass) in a new repository running `detached` (it starts processes meant to
+/// outlive it), then `left & sleep 60` with a 1 s timeout, then the [`survivor_check`] of `x`;
+/// the model requests (the three tool results are in requests 1, 2 and 3).
+fn leave_processes_behind(x: &str, detached: &str, left: &str) -> Vec<RecordedRequest> {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let timed_out = json!({"command": format!("{left} & sleep 60"), "timeout_ms": 1000});
+    print_run(
+        &repo,
+        vec![
+            runs(detached),
+            Turn::tool_call("run_command", timed_out),
+            runs(&survivor_check(x)),
+            Turn::text("done"),
+        ],
+    )
 }
 
 /// Asserts that the model was told `text` in `request` (a tool result).
@@ -120,7 +106,17 @@ fn assert_not_told(request: &RecordedRequest, text: &str) {
     assert!(!body(request).contains(text), "{}", body(request));
 }
 
-/// `checked` (the tool result of the survivor check) ran to its end and found no `sleep
+/// A command that prints `SURVIVOR /proc/<pid>` for every process whose command line holds
+/// `sleep 300.<x>`, then `checked`.
+fn survivor_check(x: &str) -> String {
+    // The pattern is written so that the checking shell's own command line does not match it.
+    format!(
+        "X={x}; for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null \
+         | grep -q \"sleep 300\\.$X\" && echo SURVIVOR $p; done; echo checked"
+    )
+}
+
+/// `checked` (the tool result of [`survivor_check`]) ran to its end and found no `sleep
 /// 300.<x>` process (`who` names the kind, e.g. "a process"), and none is left now.
 fn assert_none_survived(checked: &str, x: impl std::fmt::Display, who: &str) {
     assert!(checked.contains("checked"), "{checked}");
@@ -142,37 +138,18 @@ fn assert_none_survived(checked: &str, x: impl std::fmt::Display, who: &str) {
 /// the only one.)
 #[test]
 fn processes_that_clear_their_environment_do_not_outlive_their_command() {
-    if !landlock_available() {
-        eprintln!("skipped: landlock is not available, so commands get no user namespace");
-        return;
-    }
+    require_sandbox!(Needs::Landlock);
     let x = unique();
-    let repo = repo_with(&[("a.txt", "a\n")]);
     let forms = format!(
         "env -i setsid sh -c 'sleep 300.{x}1' & env -i nohup sleep 300.{x}2 >/dev/null 2>&1 & \
          (env -i sleep 300.{x}3 &) ; env -i sleep 300.{x}4 & disown; \
          unshare -U env -i setsid sleep 300.{x}5 & echo started"
     );
-    let check = format!(
-        "X={x}; for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null \
-         | grep -q \"sleep 300\\.$X\" && echo SURVIVOR $p; done; echo checked"
+    let left_by_the_timed_out = format!(
+        "nohup sleep 300.{x}6 >/dev/null 2>&1 & setsid sleep 300.{x}7 & (sleep 300.{x}8 &); \
+         env -i setsid sleep 300.{x}9"
     );
-    let timed_out = json!({
-        "command": format!(
-            "nohup sleep 300.{x}6 >/dev/null 2>&1 & setsid sleep 300.{x}7 & (sleep 300.{x}8 &); \
-             env -i setsid sleep 300.{x}9 & sleep 60"
-        ),
-        "timeout_ms": 1000
-    });
-    let requests = print_run(
-        &repo,
-        vec![
-            runs(&forms),
-            Turn::tool_call("run_command", timed_out),
-            runs(&check),
-            Turn::text("done"),
-        ],
-    );
+    let requests = leave_processes_behind(&x, &forms, &left_by_the_timed_out);
     assert_told(&requests[1], "started");
     assert_told(&requests[1], "left running were killed");
     assert_told(&requests[2], "timed out");
@@ -223,7 +200,7 @@ fn start_sleeping_run(command: &str, extra_args: &[&str]) -> SleepingRun {
     let mut args = vec!["swarm", "do it", "--yes", "--permission-mode", "bypass"];
     args.extend_from_slice(extra_args);
     let child = spawn_ahelper(&repo, &server, &args);
-    let run = wait_for_worker_command(&repo.path());
+    let run = wait_for_worker_command(&repo);
     SleepingRun {
         repo,
         server,
@@ -233,31 +210,42 @@ fn start_sleeping_run(command: &str, extra_args: &[&str]) -> SleepingRun {
 }
 
 /// The run record of the only run, once its worker's command wrote `sleeper.pid`.
-fn wait_for_worker_command(repo: &Path) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(90);
-    loop {
-        assert!(
-            Instant::now() < deadline,
-            "the worker never started its command"
-        );
-        if let Some(run) = only_run(repo) {
+fn wait_for_worker_command(repo: &TestRepo) -> Value {
+    wait_for_some(
+        "the worker to start its command",
+        Duration::from_secs(90),
+        || {
+            let run = try_last_run(repo)?;
             let worktree = PathBuf::from(run["workers"][0]["worktree"].as_str().unwrap_or(""));
-            if std::fs::read_to_string(worktree.join("sleeper.pid"))
+            std::fs::read_to_string(worktree.join("sleeper.pid"))
                 .is_ok_and(|s| s.ends_with('\n'))
-            {
-                return run;
-            }
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+                .then_some(run)
+        },
+    )
 }
 
-fn only_run(repo: &Path) -> Option<Value> {
-    let entry = std::fs::read_dir(repo.join(".ahelper/runs"))
-        .ok()?
-        .flatten()
-        .next()?;
-    serde_json::from_str(&std::fs::read_to_string(entry.path().join("run.json")).ok()?).ok()
+/// Waits up to `timeout`, checking every `every`, until no live process's `/proc/<pid>/<file>`
+/// holds `needle` ([`live_processes_with`]); `what` names them when some are left.
+fn wait_until_gone(file: &str, needle: &str, every: Duration, timeout: Duration, what: &str) {
+    poll_every(
+        every,
+        &format!("{what} to be gone"),
+        timeout,
+        || live_processes_with(file, needle).is_empty(),
+        || format!("left: {:?}", live_processes_with(file, needle)),
+    );
+}
+
+/// Kills `child` (ahelper) with SIGKILL, then waits up to `timeout`, checking every
+/// millisecond, until no live process's `/proc/<pid>/<file>` holds `needle`; prints how soon
+/// they were all gone.
+fn kill_9_then_wait_until_gone(child: &mut Child, (file, needle): (&str, &str), timeout: Duration) {
+    child.kill().unwrap();
+    let killed_at = Instant::now();
+    child.wait().unwrap();
+    let what = format!("the processes whose {file} holds {needle:?}, after kill -9 of ahelper,");
+    wait_until_gone(file, needle, Duration::from_millis(1), timeout, &what);
+    eprintln!("the last of {what} gone {:?} later", killed_at.elapsed());
 }
 
 fn run_marker(run: &Value) -> String {
@@ -273,21 +261,10 @@ fn kill_9_leaves_no_command_running_and_resume_finishes() {
     let mut sleeping = start_sleeping_run(&nohup_and_sleep(&x), &[]);
     let marker = run_marker(&sleeping.run);
     assert!(!live_processes_with("environ", &marker).is_empty());
-    sleeping.child.kill().unwrap();
-    let killed_at = Instant::now();
-    sleeping.child.wait().unwrap();
-    let deadline = killed_at + Duration::from_secs(60);
-    while !live_processes_with("environ", &marker).is_empty() {
-        assert!(
-            Instant::now() < deadline,
-            "processes of the run survived kill -9: {:?}",
-            live_processes_with("environ", &marker)
-        );
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    eprintln!(
-        "last process of the run gone {:?} after kill -9 of ahelper",
-        killed_at.elapsed()
+    kill_9_then_wait_until_gone(
+        &mut sleeping.child,
+        ("environ", &marker),
+        Duration::from_secs(60),
     );
     assert_eq!(
         live_processes_with("cmdline", &format!("sleep 300.{x}")),
@@ -295,32 +272,31 @@ fn kill_9_leaves_no_command_running_and_resume_finishes() {
     );
 
     sleeping.resume();
-    let run = only_run(&sleeping.repo.path()).unwrap();
+    let run = last_run(&sleeping.repo);
     assert_eq!(run["status"], "finished", "{run}");
 }
 
 /// The watchdog ahelper `parent` forked (`ahelper-reaper`).
 fn watchdog_of(parent: u32) -> u32 {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-            let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-                continue;
-            };
-            let Some((head, rest)) = stat.rsplit_once(") ") else {
-                continue;
-            };
-            let ppid = rest.split(' ').nth(1).and_then(|p| p.parse::<u32>().ok());
-            if head.ends_with("(ahelper-reaper") && ppid == Some(parent) {
-                return entry.file_name().to_str().unwrap().parse().unwrap();
-            }
+    let watchdog = |entry: std::fs::DirEntry| {
+        let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+        let (head, rest) = stat.rsplit_once(") ")?;
+        let ppid = rest.split(' ').nth(1).and_then(|p| p.parse::<u32>().ok());
+        if !head.ends_with("(ahelper-reaper") || ppid != Some(parent) {
+            return None;
         }
-        assert!(
-            Instant::now() < deadline,
-            "no watchdog for ahelper {parent}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+        entry.file_name().to_str()?.parse::<u32>().ok()
+    };
+    wait_for_some(
+        &format!("the watchdog of ahelper {parent}"),
+        Duration::from_secs(10),
+        || {
+            std::fs::read_dir("/proc")
+                .unwrap()
+                .flatten()
+                .find_map(watchdog)
+        },
+    )
 }
 
 /// 9.1, second layer: ahelper and its watchdog both killed with `kill -9`, commands without
@@ -337,15 +313,13 @@ fn resume_kills_leftovers_of_a_run_whose_watchdog_died_too() {
     std::thread::sleep(Duration::from_millis(100));
     sleeping.child.kill().unwrap();
     sleeping.child.wait().unwrap();
-    let shell = format!("sleep 300.{x}2");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !live_processes_with("cmdline", &shell).is_empty() {
-        assert!(
-            Instant::now() < deadline,
-            "the worker's shell outlived ahelper"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_until_gone(
+        "cmdline",
+        &format!("sleep 300.{x}2"),
+        Duration::from_millis(10),
+        Duration::from_secs(30),
+        "the worker's shell, after ahelper,",
+    );
     let marker = run_marker(&sleeping.run);
     assert_eq!(
         live_processes_with("environ", &marker).len(),
@@ -357,10 +331,7 @@ fn resume_kills_leftovers_of_a_run_whose_watchdog_died_too() {
         "Stopped 1 process(es) left running",
     ));
     assert_eq!(live_processes_with("environ", &marker), Vec::<u32>::new());
-    assert_eq!(
-        only_run(&sleeping.repo.path()).unwrap()["status"],
-        "finished"
-    );
+    assert_eq!(last_run(&sleeping.repo)["status"], "finished");
 }
 
 /// 15.7 after `kill -9`: ahelper *and* its watchdog killed while a worker's command runs that
@@ -369,10 +340,7 @@ fn resume_kills_leftovers_of_a_run_whose_watchdog_died_too() {
 /// the waiter ahelper spawned (`PR_SET_PDEATHSIG`), and with it every process in it.
 #[test]
 fn kill_9_of_ahelper_and_its_watchdog_leaves_nothing_of_a_sandboxed_command() {
-    if !landlock_available() {
-        eprintln!("skipped: landlock is not available, so commands get no PID namespace");
-        return;
-    }
+    require_sandbox!(Needs::Landlock);
     let x = unique();
     let SleepingRun { mut child, .. } = start_sleeping_run(
         &format!(
@@ -382,33 +350,17 @@ fn kill_9_of_ahelper_and_its_watchdog_leaves_nothing_of_a_sandboxed_command() {
         &[],
     );
     let pattern = format!("sleep 300.{x}");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while live_processes_with("cmdline", &pattern).len() < 5 {
-        assert!(
-            Instant::now() < deadline,
-            "the command's processes never all started"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    poll_every(
+        Duration::from_millis(10),
+        "the command's five processes to start",
+        Duration::from_secs(30),
+        || live_processes_with("cmdline", &pattern).len() >= 5,
+        String::new,
+    );
     let watchdog = watchdog_of(child.id());
     // SAFETY: signalling the watchdog of our own child.
     unsafe { libc::kill(watchdog as i32, libc::SIGKILL) };
-    child.kill().unwrap();
-    let killed_at = Instant::now();
-    child.wait().unwrap();
-    let deadline = killed_at + Duration::from_secs(30);
-    while !live_processes_with("cmdline", &pattern).is_empty() {
-        assert!(
-            Instant::now() < deadline,
-            "processes of the command survived kill -9 of ahelper and its watchdog: {:?}",
-            live_processes_with("cmdline", &pattern)
-        );
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    eprintln!(
-        "last process of the command gone {:?} after kill -9",
-        killed_at.elapsed()
-    );
+    kill_9_then_wait_until_gone(&mut child, ("cmdline", &pattern), Duration::from_secs(30));
 }
 
 /// 9.2: `signal` mid-run is handled like the first Ctrl-C: the worker commits `wip`, the
@@ -433,7 +385,7 @@ fn signal_mid_run_commits_wip_and_prints_resume(signal: i32) {
         Vec::<u32>::new(),
         "a process of the run survived the signal"
     );
-    let run = only_run(&repo.path()).unwrap();
+    let run = last_run(&repo);
     assert_eq!(run["status"], "cancelled");
     let branch = run["workers"][0]["branch"].as_str().unwrap();
     assert!(
@@ -472,7 +424,7 @@ fn each_command_gets_a_private_temp_dir() {
         first.contains("mode=700") && first.contains("private-ok"),
         "{first}"
     );
-    if landlock_available() {
+    if available(Needs::Landlock) {
         assert!(first.contains("shared-denied"), "{first}");
         assert!(!shared.exists());
     }
@@ -501,7 +453,7 @@ fn network_off_stops_udp() {
             .args(["-Urn", "true"])
             .status()
             .is_ok_and(|s| s.success());
-    if !landlock_available() || !namespaces {
+    if !available(Needs::Landlock) || !namespaces {
         return;
     }
     let listener = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -539,10 +491,7 @@ fn network_off_stops_udp() {
 /// through the namespace's init and the waiter.
 #[test]
 fn a_command_sees_its_own_pid_namespace_and_keeps_its_exit_status() {
-    if !landlock_available() || !ahelper_agents::sandbox_os::namespaces_available() {
-        eprintln!("skipped: no landlock or no user namespaces on this machine");
-        return;
-    }
+    require_sandbox!(Needs::LandlockAndNamespaces);
     let repo = repo_with(&[("a.txt", "a\n")]);
     let probe = "echo \"shell=$$\"; read -r pid comm rest < /proc/$$/stat; echo \"stat=$pid $comm\"; \
                  echo \"count=$(ls /proc | grep -c '^[0-9]')\"";

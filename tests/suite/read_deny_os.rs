@@ -3,28 +3,19 @@
 //! the permission analysis cannot see into. And the git commands that print file contents ask
 //! under read deny rules (refused in `-p`).
 
-use super::support::scripts::*;
+use super::support::sandbox::{Needs, require_sandbox};
+use super::support::scripts::runs;
 use super::support::*;
-use ahelper_fake_llm::{RecordedRequest, Turn};
-
-fn namespaces_available() -> bool {
-    ahelper_agents::sandbox_os::landlock_status()
-        .abi()
-        .is_some()
-        && ahelper_agents::sandbox_os::namespaces_available()
-}
 
 /// `ahelper -p go --permission-mode bypass` in `repo` with `args`, playing `commands`; returns
 /// the model requests and stderr.
-fn play(repo: &TestRepo, args: &[&str], commands: &[&str]) -> (Vec<RecordedRequest>, String) {
-    let turns = commands.iter().map(|c| runs(c)).chain([Turn::text("done")]);
-    let server = start(agent(turns));
-    let stderr = stderr_of(
-        ahelper(repo, &server, Wire::Anthropic)
-            .args(["-p", "go", "--permission-mode", "bypass"])
-            .args(args),
-    );
-    (server.model_requests(), stderr)
+fn play_bypass(
+    repo: &TestRepo,
+    args: &[&str],
+    commands: &[&str],
+) -> (Vec<ahelper_fake_llm::RecordedRequest>, String) {
+    let args = [&["--permission-mode", "bypass"][..], args].concat();
+    play(repo, &args, commands.iter().map(|c| runs(c)))
 }
 
 /// An allowed interpreter and an allowed script read `.env` (directly, through a symbolic link
@@ -32,10 +23,7 @@ fn play(repo: &TestRepo, args: &[&str], commands: &[&str]) -> (Vec<RecordedReque
 /// secrets, cannot write the hidden files, and read the other files as before.
 #[test]
 fn allowed_code_cannot_read_what_read_deny_rules_cover() {
-    if !namespaces_available() {
-        eprintln!("skipped: no landlock or no user namespaces on this machine");
-        return;
-    }
+    require_sandbox!(Needs::LandlockAndNamespaces);
     let repo = repo_with(&[
         (".env", "SECRET=hunter2-top\n"),
         ("app/.env", "SECRET=hunter2-app\n"),
@@ -51,7 +39,7 @@ fn allowed_code_cannot_read_what_read_deny_rules_cover() {
     let read_env = "python3 -c 'print(open(\".env\").read(), open(\"link.txt\").read(), \
                     open(\"copy.txt\").read(), open(\"a.txt\").read())'";
     let write_env = "python3 -c 'open(\".env\", \"w\").write(\"overwritten\")'";
-    let (requests, stderr) = play(
+    let (requests, stderr) = play_bypass(
         &repo,
         &[
             "--disallowedTools",
@@ -65,13 +53,7 @@ fn allowed_code_cannot_read_what_read_deny_rules_cover() {
         ],
         &[read_env, "sh t.sh", write_env],
     );
-    for (i, request) in requests.iter().enumerate() {
-        let body = request.body.to_string();
-        assert!(
-            !body.contains("hunter2"),
-            "a secret reached the model in request {i}: {body}\n{stderr}"
-        );
-    }
+    assert_never_sent(&requests, "hunter2", &stderr);
     let read = requests[1].body.to_string();
     assert!(read.contains("plain-text-ok"), "{read}");
     assert!(requests[2].body.to_string().contains("script-ran"));
@@ -86,8 +68,7 @@ fn allowed_code_cannot_read_what_read_deny_rules_cover() {
 /// denied file's contents come from the object store, which no bind hides.
 #[test]
 fn git_content_commands_are_refused_under_read_deny_rules() {
-    let repo = repo_with(&[(".env", "SECRET=hunter2-git\n"), ("a.txt", "a\n")]);
-    repo.write(".env", "SECRET=hunter2-changed\n");
+    let repo = repo_with_changed_env("SECRET=hunter2-git\n", "SECRET=hunter2-changed\n");
     let forms = [
         "git diff",
         "git diff HEAD~0 -- .",
@@ -97,17 +78,8 @@ fn git_content_commands_are_refused_under_read_deny_rules() {
         "git grep SECRET",
         "git show HEAD",
     ];
-    let (requests, stderr) = play(&repo, &["--disallowedTools", "read_file(**/.env)"], &forms);
-    for (i, request) in requests.iter().enumerate() {
-        let body = request.body.to_string();
-        assert!(
-            !body.contains("hunter2"),
-            "the secret reached the model in request {i}: {body}\n{stderr}"
-        );
-    }
-    let refused = stderr
-        .lines()
-        .filter(|l| l.starts_with("ahelper: refused run_command("))
-        .count();
-    assert_eq!(refused, forms.len(), "{stderr}");
+    let (requests, stderr) =
+        play_bypass(&repo, &["--disallowedTools", "read_file(**/.env)"], &forms);
+    assert_never_sent(&requests, "hunter2", &stderr);
+    assert_eq!(refused_commands(&stderr), forms.len(), "{stderr}");
 }

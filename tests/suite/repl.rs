@@ -4,11 +4,11 @@
 //! questions (issue 10 item 5).
 
 use super::support::scripts::*;
-use super::support::tmux::Tmux;
+use super::support::tmux::{Tmux, indented_lines_after, repl_idle_after_a_swarm, repl_with};
+use super::support::wait::wait_for;
 use super::support::*;
-use ahelper_fake_llm::{Conversation, FakeLlm, Script, Turn};
-use serde_json::json;
-use std::time::{Duration, Instant};
+use ahelper_fake_llm::{Conversation, FakeLlm, Turn};
+use std::time::Duration;
 
 /// The body of model request `index` (0-based), once it has come (up to 60 s).
 fn request_body(server: &FakeLlm, index: usize) -> String {
@@ -19,28 +19,19 @@ fn request_body(server: &FakeLlm, index: usize) -> String {
 /// Waits until the fake model has received `n` requests.
 #[track_caller]
 fn wait_for_requests(server: &FakeLlm, n: usize) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while server.model_requests().len() < n {
-        assert!(Instant::now() < deadline, "the model never got request {n}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_for(
+        &format!("request {n} to the model"),
+        Duration::from_secs(60),
+        || server.model_requests().len() >= n,
+    );
 }
 
 /// Ctrl-C at a permission question cancels the turn (no y/n/a/d insisted on); the question
 /// shows a diff of the write.
 #[test]
 fn ctrl_c_at_a_permission_question_cancels_the_turn() {
-    let repo = repo_with(&[("a.txt", "old line\n")]);
-    let server = start(
-        Script::new()
-            .with_conversation(Conversation::new().turn(Turn::tool_call(
-                "write_file",
-                json!({"path": "a.txt", "content": "new line\n"}),
-            )))
-            .with_fallback_text("after"),
-    );
-    let tmux = Tmux::start(&repo, &server, &[]);
-    tmux.wait_for("Type /help");
+    let script = agent([writes("a.txt", "new line\n")]).with_fallback_text("after");
+    let (repo, _server, tmux) = repl_with(&[("a.txt", "old line\n")], script, &[]);
     tmux.line("change a.txt");
     let screen = tmux.wait_for("Allow write_file");
     assert!(
@@ -60,13 +51,9 @@ fn ctrl_c_at_a_permission_question_cancels_the_turn() {
 /// next prompt.
 #[test]
 fn input_typed_during_a_turn_is_kept_for_the_next_prompt() {
-    let repo = repo_with(&[("a.txt", "a\n")]);
     // Every request of the session is the conversation's first turn (no tool results).
-    let server = start(Script::new().with_conversation(
-        Conversation::new().turn(Turn::text("slow answer").with_delay_ms(3_000)),
-    ));
-    let tmux = Tmux::start(&repo, &server, &[]);
-    tmux.wait_for("Type /help");
+    let script = agent([Turn::text("slow answer").with_delay_ms(3_000)]);
+    let (_repo, server, tmux) = repl_with(&[("a.txt", "a\n")], script, &[]);
     tmux.line("first question");
     wait_for_requests(&server, 1);
     tmux.type_text("typed early");
@@ -94,11 +81,8 @@ fn input_typed_during_a_turn_is_kept_for_the_next_prompt() {
 /// shows the last exchange; `/resume` lists sessions and switches by number.
 #[test]
 fn clear_starts_a_new_session_and_resume_picks_one() {
-    let repo = repo_with(&[("a.txt", "a\n")]);
-    let server =
-        start(Script::new().with_conversation(Conversation::new().turn(Turn::text("noted"))));
-    let tmux = Tmux::start(&repo, &server, &[]);
-    tmux.wait_for("Type /help");
+    let script = agent([Turn::text("noted")]);
+    let (repo, server, tmux) = repl_with(&[("a.txt", "a\n")], script, &[]);
     tmux.line("remember banana");
     tmux.wait_for("[completed");
     tmux.line("/clear");
@@ -134,22 +118,18 @@ fn clear_starts_a_new_session_and_resume_picks_one() {
 /// workspace's `git diff`.
 #[test]
 fn tools_and_diff_commands() {
-    let repo = repo_with(&[("a.txt", "a\n")]);
-    let server =
-        start(agent([writes("a.txt", "changed\n"), Turn::text("done")]).with_fallback_text("ok"));
-    let tmux = Tmux::start(&repo, &server, &["--permission-mode", "bypass"]);
-    tmux.wait_for("Type /help");
+    let script = agent([writes("a.txt", "changed\n"), Turn::text("done")]).with_fallback_text("ok");
+    let (_repo, _server, tmux) = repl_with(
+        &[("a.txt", "a\n")],
+        script,
+        &["--permission-mode", "bypass"],
+    );
     tmux.line("/tools");
     tmux.wait_for("write_file");
     // Every tool line is printed at once; give the terminal a moment to show the last ones.
     std::thread::sleep(Duration::from_millis(500));
     let screen = tmux.screen();
-    let tool_lines: Vec<&str> = screen
-        .lines()
-        .skip_while(|l| !l.contains("/tools"))
-        .skip(1)
-        .take_while(|l| l.starts_with("  "))
-        .collect();
+    let tool_lines = indented_lines_after(&screen, "/tools");
     assert!(tool_lines.len() >= 5, "{screen}");
     assert!(tool_lines.iter().all(|l| l.len() <= 110), "{screen}");
     tmux.line("change a.txt");
@@ -167,9 +147,7 @@ fn tools_and_diff_commands() {
 #[test]
 fn ctrl_c_cancels_a_turn_and_the_terminal_is_restored_on_exit() {
     let repo = repo_with(&[("a.txt", "a\n")]);
-    let server = start(Script::new().with_conversation(
-        Conversation::new().turn(Turn::text("never seen").with_delay_ms(20_000)),
-    ));
+    let server = start(agent([Turn::text("never seen").with_delay_ms(20_000)]));
     let after = "echo \"exit=$?\"; stty -a | tr ' ;' '\\n\\n' | grep -x -- '-\\{0,1\\}echo' | sed 's/^/mode:/'";
     let tmux = Tmux::start_then(&repo, &server, &[], Some(after));
     tmux.wait_for("Type /help");
@@ -192,24 +170,13 @@ fn ctrl_c_cancels_a_turn_and_the_terminal_is_restored_on_exit() {
 /// next prompt.
 #[test]
 fn slash_swarm_runs_a_swarm_and_the_conversation_learns_its_outcome() {
-    let repo = repo_with(&[("a.txt", "a\n")]);
-    let plan = json!({"summary": "one part", "subtasks": [{"id": "s1", "title": "Update a",
-        "instructions": "Write A into a.txt.", "scope": ["a.txt"]}]});
-    let server = start(
-        coordinator(Turn::text(plan.to_string()))
-            .with_conversation(worker(
-                "s1",
-                [writes("a.txt", "A\n"), Turn::text("wrote A")],
-            ))
-            .with_conversation(Conversation::new().turn(Turn::text("noted"))),
+    let script = update_a().with_conversation(Conversation::new().turn(Turn::text("noted")));
+    let (repo, server, tmux) = repl_with(
+        &[("a.txt", "a\n")],
+        script,
+        &["--permission-mode", "bypass"],
     );
-    let tmux = Tmux::start(&repo, &server, &["--permission-mode", "bypass"]);
-    tmux.wait_for("Type /help");
-    tmux.line("/swarm update a.txt");
-    tmux.wait_for("[y]es");
-    tmux.type_text("y");
-    tmux.press("Enter");
-    let screen = tmux.wait_for("goes to the model with your next prompt");
+    let screen = tmux.swarm("update a.txt");
     assert!(
         screen.contains("1 merged") || screen.contains("merged"),
         "{screen}"
@@ -236,35 +203,14 @@ fn slash_swarm_runs_a_swarm_and_the_conversation_learns_its_outcome() {
 /// chosen in the session, not the configured one.
 #[test]
 fn slash_swarm_uses_the_model_chosen_with_slash_model() {
-    let repo = repo_with(&[("a.txt", "a\n")]);
-    let plan = json!({"summary": "one part", "subtasks": [{"id": "s1", "title": "Update a",
-        "instructions": "Write A into a.txt.", "scope": ["a.txt"]}]});
-    let server = start(
-        Script::new()
-            .with_conversation(
-                Conversation::new()
-                    .matching("You are the coordinator of a swarm")
-                    .turn(Turn::text(plan.to_string())),
-            )
-            .with_conversation(
-                Conversation::new()
-                    .matching("Your subtask `s1`")
-                    .turn(Turn::tool_call(
-                        "write_file",
-                        json!({"path": "a.txt", "content": "A\n"}),
-                    ))
-                    .turn(Turn::text("wrote A")),
-            ),
+    let (_repo, server, tmux) = repl_with(
+        &[("a.txt", "a\n")],
+        update_a(),
+        &["--permission-mode", "bypass"],
     );
-    let tmux = Tmux::start(&repo, &server, &["--permission-mode", "bypass"]);
-    tmux.wait_for("Type /help");
     tmux.line("/model chosen-in-repl");
     tmux.wait_for("Model set to chosen-in-repl");
-    tmux.line("/swarm update a.txt");
-    tmux.wait_for("[y]es");
-    tmux.type_text("y");
-    tmux.press("Enter");
-    tmux.wait_for("goes to the model with your next prompt");
+    tmux.swarm("update a.txt");
     tmux.line("/exit");
     drop(tmux);
     let requests = server.model_requests();
@@ -285,42 +231,7 @@ fn slash_swarm_uses_the_model_chosen_with_slash_model() {
 /// of reading end-of-file from the closed terminal forever (it spun a core before).
 #[test]
 fn a_closed_terminal_ends_the_repl_waiting_at_its_prompt() {
-    let repo = repo_with(&[("a.txt", "a\n")]);
-    let plan = json!({"summary": "one part", "subtasks": [{"id": "s1", "title": "Update a",
-        "instructions": "Write A into a.txt.", "scope": ["a.txt"]}]});
-    let server = start(
-        coordinator(Turn::text(plan.to_string())).with_conversation(worker(
-            "s1",
-            [writes("a.txt", "A\n"), Turn::text("wrote A")],
-        )),
-    );
-    let tmux = Tmux::start(&repo, &server, &["--permission-mode", "bypass"]);
-    tmux.wait_for("Type /help");
-    tmux.line("/swarm update a.txt");
-    tmux.wait_for("[y]es");
-    tmux.type_text("y");
-    tmux.press("Enter");
-    tmux.wait_for("goes to the model with your next prompt");
-    tmux.wait_ready();
-    let pane = tmux
-        .run(&["display-message", "-p", "#{pane_pid}"])
-        .output()
-        .unwrap();
-    let pid: u32 = String::from_utf8_lossy(&pane.stdout)
-        .trim()
-        .parse()
-        .expect("tmux names the pane's process");
-    assert!(std::path::Path::new(&format!("/proc/{pid}")).exists());
-    drop(tmux);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while std::path::Path::new(&format!("/proc/{pid}")).exists()
-        && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .is_ok_and(|s| s.split(' ').nth(2) == Some("Z"))
-    {
-        assert!(
-            Instant::now() < deadline,
-            "the REPL {pid} still runs 60 s after its terminal closed"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let (_repo, _server, tmux) = repl_idle_after_a_swarm();
+    let pid = tmux.pane_pid();
+    tmux.close_then_wait_for_end_of(pid, Duration::from_secs(60));
 }

@@ -2,22 +2,14 @@
 //! new session at zero (found trying the README as a new user: `/cost` went on counting the
 //! cleared session while `/status` said 0 tokens). Run in a real pseudo-terminal (tmux).
 
-use super::support::tmux::Tmux;
-use super::support::*;
-use ahelper_fake_llm::{Script, Turn};
+use super::support::scripts::agent;
+use super::support::tmux::repl_with;
+use ahelper_fake_llm::Turn;
 
 #[test]
 fn clear_starts_the_cost_of_the_new_session_at_zero() {
-    let repo = repo_with(&[("a.txt", "a\n")]);
-    let server = start(
-        Script::new()
-            .with_conversation(
-                ahelper_fake_llm::Conversation::new().turn(Turn::text("hello there")),
-            )
-            .with_fallback_text("ok"),
-    );
-    let tmux = Tmux::start(&repo, &server, &[]);
-    tmux.wait_for("Type /help");
+    let script = agent([Turn::text("hello there")]).with_fallback_text("ok");
+    let (_repo, _server, tmux) = repl_with(&[("a.txt", "a\n")], script, &[]);
     tmux.line("hi");
     tmux.wait_for("hello there");
     tmux.line("/cost");

@@ -30,11 +30,11 @@ fn edits_outside_its_scope() -> Script {
 fn edits_outside_the_scope_are_reported_and_the_last_action_is_the_merge() {
     let repo = repo_with(&[("README.md", "readme\n")]);
     let server = start(edits_outside_its_scope());
-    let out = ahelper(&repo, &server, Wire::Anthropic)
-        .args(["swarm", "do it", "--yes", "--permission-mode", "bypass"])
-        .assert()
-        .success();
-    let summary = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    let summary = stdout_of(
+        ahelper(&repo, &server, Wire::Anthropic)
+            .args(["swarm", "do it", "--yes"])
+            .args(["--permission-mode", "bypass"]),
+    );
     let line = summary
         .lines()
         .find(|l| l.contains("edited outside its scope (a.txt): "))
@@ -57,16 +57,19 @@ fn edits_outside_the_scope_are_reported_and_the_last_action_is_the_merge() {
     let action = w1["last_action"].as_str().unwrap();
     assert!(action.starts_with("merged as "), "{action}");
 
-    let status = ahelper(&repo, &server, Wire::Anthropic)
-        .args(["swarm", "status"])
-        .assert()
-        .success();
-    let status = String::from_utf8(status.get_output().stdout.clone()).unwrap();
+    let status = stdout_of(ahelper(&repo, &server, Wire::Anthropic).args(["swarm", "status"]));
     let row = status.lines().find(|l| l.starts_with("w1")).unwrap();
-    assert!(row.contains("merged as "), "{status}");
-    assert!(!status.contains("waiting for the model"), "{status}");
-    assert!(
-        status.contains("edited outside its scope (a.txt): "),
-        "{status}"
-    );
+    for (shown, text) in [
+        (row.contains("merged as "), "the merge in w1's row"),
+        (
+            !status.contains("waiting for the model"),
+            "no worker waiting",
+        ),
+        (
+            status.contains("edited outside its scope (a.txt): "),
+            "the edits outside the scope",
+        ),
+    ] {
+        assert!(shown, "{text}:\n{status}");
+    }
 }

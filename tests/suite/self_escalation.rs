@@ -2,6 +2,7 @@
 //! `git status`, an unrestricted next session), while it still writes the rest of the
 //! workspace.
 
+use super::support::sandbox::{Needs, require_sandbox};
 use super::support::scripts::{agent, runs};
 use super::support::*;
 use ahelper_fake_llm::Turn;
@@ -17,28 +18,13 @@ echo made > made-by-script.txt
 mkdir -p newdir && echo x > newdir/f.txt
 "#;
 
-fn landlock_available() -> bool {
-    ahelper_agents::sandbox_os::landlock_status()
-        .abi()
-        .is_some()
-        && ahelper_agents::sandbox_os::namespaces_available()
-}
-
 #[test]
 fn a_script_cannot_rewrite_git_or_ahelper_config() {
-    if !landlock_available() {
-        eprintln!("skipped: no landlock or no user namespaces on this machine");
-        return;
-    }
+    require_sandbox!(Needs::LandlockAndNamespaces);
     let repo = repo_with(&[("s.sh", ESCALATE), ("a.txt", "a\n")]);
     repo.write(".ahelper/config.toml", "# project settings\n");
     let config_before = repo.file(".git/config");
-    let script = agent([runs("sh s.sh"), Turn::text("done")]);
-    let server = start(script);
-    ahelper(&repo, &server, Wire::Anthropic)
-        .args(["-p", "go", "--permission-mode", "bypass"])
-        .assert()
-        .success();
+    let (requests, _) = play(&repo, &["--permission-mode", "bypass"], [runs("sh s.sh")]);
     assert_eq!(repo.file(".git/config"), config_before);
     assert!(!repo.path().join(".git/hooks/pre-commit").exists());
     assert_eq!(repo.file(".ahelper/config.toml"), "# project settings\n");
@@ -46,7 +32,6 @@ fn a_script_cannot_rewrite_git_or_ahelper_config() {
     assert!(!repo.path().join(".git-old").exists());
     assert_eq!(repo.file("made-by-script.txt"), "made\n");
     assert_eq!(repo.file("newdir/f.txt"), "x\n");
-    let requests = server.model_requests();
     let last = requests.last().unwrap().body.to_string();
     assert!(last.contains("Read-only file system"), "{last}");
 }
@@ -96,12 +81,7 @@ fn undo_binds(repo: &TestRepo, as_nobody: bool) -> String {
             .args(["-p", "go", "--permission-mode", "bypass"]);
         isolate(&mut wrapped, repo);
         talk_to(&mut wrapped, &server, Wire::Anthropic);
-        let out = wrapped.output().unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        succeeds(&mut wrapped);
     } else {
         cmd.args(["-p", "go", "--permission-mode", "bypass"])
             .assert()
@@ -122,10 +102,7 @@ fn undo_binds(repo: &TestRepo, as_nobody: bool) -> String {
 /// user 65534 through `setpriv`.
 #[test]
 fn namespace_capabilities_cannot_undo_the_read_only_binds() {
-    if !landlock_available() {
-        eprintln!("skipped: no landlock or no user namespaces on this machine");
-        return;
-    }
+    require_sandbox!(Needs::LandlockAndNamespaces);
     let repo = repo_with(&[("a.txt", "a\n"), ("undo.sh", UNDO_BINDS)]);
     let config_before = repo.file(".git/config");
     let result = undo_binds(&repo, false);

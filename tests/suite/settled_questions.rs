@@ -3,31 +3,15 @@
 //! worker's transcript and on the line above the live table — never as the user's answer
 //! (issue 10 item 6). Run in a real pseudo-terminal (tmux).
 
-use super::support::scripts::{COORDINATOR, plan_turn, subtask};
-use super::support::tmux::Tmux;
+use super::support::tmux::two_questions_in_the_live_view;
+use super::support::wait::wait_for_or_show;
 use super::support::*;
-use ahelper_fake_llm::{Conversation, Script, Turn};
-use serde_json::{Value, json};
-use std::time::{Duration, Instant};
-
-/// The worker of subtask `id`: runs `command`, then says it is done.
-fn runs(id: &str, command: &str) -> Conversation {
-    Conversation::new()
-        .named(id)
-        .matching(format!("Your subtask `{id}`"))
-        .turn(Turn::tool_call("run_command", json!({"command": command})))
-        .turn(Turn::text(format!("{id} done")))
-}
+use serde_json::Value;
+use std::time::Duration;
 
 /// The `permission` lines of worker `id`'s transcript in the newest run.
 fn permission_lines(repo: &TestRepo, id: &str) -> Vec<Value> {
-    let run = last_run(repo);
-    let path = repo
-        .path()
-        .join(".ahelper/runs")
-        .join(run["run_id"].as_str().unwrap())
-        .join("workers")
-        .join(format!("{id}.jsonl"));
+    let path = worker_transcript(repo, &last_run(repo), id);
     std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
         .lines()
@@ -38,44 +22,24 @@ fn permission_lines(repo: &TestRepo, id: &str) -> Vec<Value> {
 
 #[test]
 fn a_question_settled_by_another_answer_is_recorded_as_settled_by_its_rule() {
-    let script = Script::new()
-        .with_conversation(
-            Conversation::new()
-                .matching(COORDINATOR)
-                .turn(plan_turn(json!([
-                    subtask("s1", "a.txt"),
-                    subtask("s2", "b.txt")
-                ]))),
-        )
-        .with_conversation(runs("s1", "sed -i s/a/A/ a.txt"))
-        .with_conversation(runs("s2", "sed -i s/b/B/ b.txt"));
-    let repo = repo_with(&[("a.txt", "a\n"), ("b.txt", "b\n")]);
-    let server = start(script);
-    let args = [
-        "swarm",
-        "upper",
-        "--yes",
-        "--permission-mode",
-        "accept-edits",
-    ];
-    let tmux = Tmux::start_sized(&repo, &server, &args, 140);
+    let (repo, _server, tmux) = two_questions_in_the_live_view(140);
     // both questions wait before the first is answered
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
+    let both_wait = || {
         let screen = tmux.screen();
-        let waiting = ["w1 ", "w2 "].iter().all(|w| {
+        ["w1 ", "w2 "].iter().all(|w| {
             screen
                 .lines()
                 .rev()
                 .find(|l| l.starts_with(w))
                 .is_some_and(|l| l.contains("waiting for permission"))
-        });
-        if waiting {
-            break;
-        }
-        assert!(Instant::now() < deadline, "both never waited:\n{screen}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+        })
+    };
+    wait_for_or_show(
+        "both workers to wait for permission",
+        Duration::from_secs(60),
+        both_wait,
+        || tmux.screen(),
+    );
     tmux.type_text("a");
     let screen = tmux.wait_for("Integration branch:");
     assert!(screen.contains("2 merged"), "{screen}");

@@ -4,7 +4,8 @@
 //! parent's usage, permissions are the parent's, and `isolation: "worktree"` keeps the
 //! sub-agent's work on its own branch.
 
-use super::support::scripts::writes;
+use super::support::sandbox::{Needs, require_sandbox};
+use super::support::scripts::{runs, writes};
 use super::support::*;
 use ahelper_fake_llm::{Conversation, FakeLlm, RecordedRequest, Script, Turn};
 use serde_json::{Value, json};
@@ -30,16 +31,18 @@ fn child(prompt_marker: &str, command: &str, reply: &str) -> Conversation {
 
 /// The parent: two `agent` calls in one response, then its answer.
 fn two_children_script() -> Script {
-    let calls = Turn::new()
-        .with_tool_call(
+    let calls = [
+        ("left half", "Child one: meet child two."),
+        ("right half", "Child two: meet child one."),
+    ]
+    .into_iter()
+    .fold(Turn::new(), |turn, (description, prompt)| {
+        turn.with_tool_call(
             "agent",
-            json!({"description": "left half", "prompt": "Child one: meet child two."}),
+            json!({"description": description, "prompt": prompt}),
         )
-        .with_tool_call(
-            "agent",
-            json!({"description": "right half", "prompt": "Child two: meet child one."}),
-        )
-        .with_usage(10, 1);
+    })
+    .with_usage(10, 1);
     Script::new()
         .with_conversation(child(
             "Child one:",
@@ -58,6 +61,25 @@ fn two_children_script() -> Script {
                 .turn(calls)
                 .turn(Turn::text("Both halves surveyed.").with_usage(10, 1)),
         )
+}
+
+/// The parent makes one `agent` call with `call` (its description, prompt, …), then answers
+/// `answer`; the sub-agent it starts (its prompt begins "Child one:") plays `child_turns`.
+fn one_child_script(
+    child_turns: impl IntoIterator<Item = Turn>,
+    call: Value,
+    answer: &str,
+) -> Script {
+    let child = child_turns.into_iter().fold(
+        Conversation::new().matching("Child one:"),
+        Conversation::turn,
+    );
+    Script::new().with_conversation(child).with_conversation(
+        Conversation::new()
+            .matching(PARENT)
+            .turn(Turn::tool_call("agent", call))
+            .turn(Turn::text(answer)),
+    )
 }
 
 fn requests_of(server: &FakeLlm, marker: &str) -> Vec<RecordedRequest> {
@@ -165,23 +187,14 @@ fn two_agent_calls_of_one_response_run_at_once_and_answer_as_tool_results() {
 #[test]
 fn a_subagent_is_bound_by_the_parents_permissions() {
     let repo = repo_with(&[("a.txt", "a\n")]);
-    let server = start(
-        Script::new()
-            .with_conversation(child(
-                "Child one:",
-                "touch made-by-child.txt",
-                "child one finished",
-            ))
-            .with_conversation(
-                Conversation::new()
-                    .matching(PARENT)
-                    .turn(Turn::tool_call(
-                        "agent",
-                        json!({"description": "make a file", "prompt": "Child one: make it."}),
-                    ))
-                    .turn(Turn::text("Asked.")),
-            ),
-    );
+    let server = start(one_child_script(
+        [
+            runs("touch made-by-child.txt"),
+            Turn::text("child one finished"),
+        ],
+        json!({"description": "make a file", "prompt": "Child one: make it."}),
+        "Asked.",
+    ));
     // `-p` in the default mode: nobody can answer a question, so the child's command is refused
     // as the parent's own would be.
     ahelper(&repo, &server, Wire::Anthropic)
@@ -197,25 +210,15 @@ fn a_subagent_is_bound_by_the_parents_permissions() {
 #[test]
 fn isolation_worktree_keeps_the_subagents_work_on_its_own_branch() {
     let repo = repo_with(&[("a.txt", "a\n")]);
-    let server = start(
-        Script::new()
-            .with_conversation(
-                Conversation::new()
-                    .matching("Child one:")
-                    .turn(writes("new.txt", "from the sub-agent\n"))
-                    .turn(Turn::text("wrote new.txt")),
-            )
-            .with_conversation(
-                Conversation::new()
-                    .matching(PARENT)
-                    .turn(Turn::tool_call(
-                        "agent",
-                        json!({"description": "add a file", "prompt": "Child one: add new.txt.",
-                               "subagent_type": "worker", "isolation": "worktree"}),
-                    ))
-                    .turn(Turn::text("Added on a branch.")),
-            ),
-    );
+    let server = start(one_child_script(
+        [
+            writes("new.txt", "from the sub-agent\n"),
+            Turn::text("wrote new.txt"),
+        ],
+        json!({"description": "add a file", "prompt": "Child one: add new.txt.",
+               "subagent_type": "worker", "isolation": "worktree"}),
+        "Added on a branch.",
+    ));
     ahelper(&repo, &server, Wire::Anthropic)
         .args(["-p", PARENT, "--permission-mode", "accept-edits"])
         .assert()
@@ -247,37 +250,17 @@ fn isolation_worktree_keeps_the_subagents_work_on_its_own_branch() {
 /// `.ahelper/worktrees/`, while its own worktree and git history stay readable.
 #[test]
 fn an_isolated_subagent_cannot_read_the_checkout_or_other_worktrees() {
-    if ahelper_agents::sandbox_os::landlock_status()
-        .abi()
-        .is_none()
-    {
-        eprintln!("skipped: landlock is not available");
-        return;
-    }
+    require_sandbox!(Needs::Landlock);
     let repo = repo_with(&[("a.txt", "committed-a\n")]);
     repo.write("draft.txt", "uncommitted-draft-4f1\n");
     repo.write(".ahelper/worktrees/other/notes.txt", "sibling-notes-9c2\n");
     let probe = "cat ../../../draft.txt; cat ../other/notes.txt; cat a.txt; \
                  git log --format=%s -1; echo probe-done";
-    let server = start(
-        Script::new()
-            .with_conversation(
-                Conversation::new()
-                    .matching("Child one:")
-                    .turn(Turn::tool_call("run_command", json!({"command": probe})))
-                    .turn(Turn::text("probed")),
-            )
-            .with_conversation(
-                Conversation::new()
-                    .matching(PARENT)
-                    .turn(Turn::tool_call(
-                        "agent",
-                        json!({"description": "probe", "prompt": "Child one: probe.",
-                               "isolation": "worktree"}),
-                    ))
-                    .turn(Turn::text("Done.")),
-            ),
-    );
+    let server = start(one_child_script(
+        [runs(probe), Turn::text("probed")],
+        json!({"description": "probe", "prompt": "Child one: probe.", "isolation": "worktree"}),
+        "Done.",
+    ));
     ahelper(&repo, &server, Wire::Anthropic)
         .args(["-p", PARENT, "--permission-mode", "bypass"])
         .assert()

@@ -2,6 +2,7 @@
 //! Case ids S01… are the rows of `worktrees/tests/data/swarm.md`, P01… of
 //! `agents/tests/data/paths.md`.
 
+use super::support::sandbox::{Needs, require_sandbox};
 use super::support::scripts::*;
 use super::support::*;
 use ahelper_fake_llm::{Conversation, FakeLlm, Fault, FaultKind, RecordedRequest, Script, Turn};
@@ -36,6 +37,23 @@ impl Swarm {
             .assert()
     }
 
+    /// Runs `ahelper <args>`, asserts that it exits with code 1 (the run failed); (stdout,
+    /// stderr).
+    fn fails(&self, args: &[&str]) -> (String, String) {
+        let (code, stdout, stderr) = outcome_of(&mut self.ahelper(args));
+        assert_eq!(code, 1, "stdout:\n{stdout}\nstderr:\n{stderr}");
+        (stdout, stderr)
+    }
+
+    /// `file` as the newest run's integration branch holds it.
+    fn integrated(&self, file: &str) -> String {
+        let run = self.last_run();
+        let integration = run["integration_branch"]
+            .as_str()
+            .expect("an integration branch");
+        self.repo.git(&["show", &format!("{integration}:{file}")])
+    }
+
     /// The newest run record, `.ahelper/runs/<newest>/run.json`.
     fn last_run(&self) -> Value {
         last_run(&self.repo)
@@ -68,10 +86,39 @@ fn one_worker_writes_a() -> Script {
         .with_conversation(worker("s1", [writes("a.txt", "A\n"), Turn::text("d")]))
 }
 
+/// `n` subtasks, `s<i>` on `f<i>.txt` for `i` in `1..=n`, the worker of each playing
+/// `turns(i)`; the repository's config lets the run have `max_workers` workers at once.
+fn numbered_subtasks(
+    repo: &TestRepo,
+    n: usize,
+    max_workers: usize,
+    turns: impl Fn(usize) -> Vec<Turn>,
+) -> Script {
+    repo.write(
+        ".ahelper/config.toml",
+        &format!("[swarm]\nmax_workers = {max_workers}\nmax_subtasks = {n}\n"),
+    );
+    let subtasks: Vec<Value> = (1..=n)
+        .map(|i| subtask(&format!("s{i}"), &format!("f{i}.txt")))
+        .collect();
+    (1..=n).fold(plan(json!(subtasks)), |script, i| {
+        script.with_conversation(worker(&format!("s{i}"), turns(i)))
+    })
+}
+
 fn worker_status(run: &Value, id: &str) -> String {
     worker_record(run, id)["status"]
         .as_str()
         .unwrap()
+        .to_string()
+}
+
+/// The error worker `id` of `run` reported (its report's `error`).
+fn worker_error(run: &Value, id: &str) -> String {
+    let error = &worker_record(run, id)["report"]["error"];
+    error
+        .as_str()
+        .expect("the worker reported an error")
         .to_string()
 }
 
@@ -180,7 +227,7 @@ fn three_disjoint_subtasks_merge_into_the_integration_branch() {
 #[test]
 fn conflicting_workers_keep_both_branches_and_report_the_conflict() {
     let repo = repo_with(&[("README.md", "title\n"), ("a.txt", "a\n"), ("b.txt", "b\n")]);
-    let script = plan(json!([subtask("s1", "a.txt"), subtask("s2", "b.txt")]))
+    let script = plan_files(&["a.txt", "b.txt"])
         .with_conversation(worker(
             "s1",
             [
@@ -204,11 +251,7 @@ fn conflicting_workers_keep_both_branches_and_report_the_conflict() {
     assert_eq!(worker_status(&run, "w2"), "conflict");
     let w2 = &run["workers"][1];
     assert_eq!(w2["conflicts"][0]["path"], "README.md");
-    let integration = run["integration_branch"].as_str().unwrap();
-    assert_eq!(
-        repo.git(&["show", &format!("{integration}:README.md")]),
-        "title by w1\n"
-    );
+    assert_eq!(swarm.integrated("README.md"), "title by w1\n");
     // the conflicting branch is kept with its commit
     let branch = w2["branch"].as_str().unwrap();
     assert_eq!(
@@ -244,12 +287,7 @@ fn a_failing_worker_is_reported_and_the_others_finish() {
     let run = swarm.last_run();
     assert_eq!(worker_status(&run, "w1"), "merged");
     assert_eq!(worker_status(&run, "w2"), "failed");
-    assert!(
-        run["workers"][1]["report"]["error"]
-            .as_str()
-            .unwrap()
-            .contains("500")
-    );
+    assert!(worker_error(&run, "w2").contains("500"), "{run:#}");
     assert_eq!(swarm.requests_of(2).len(), 2, "retried up to max_attempts");
 }
 
@@ -263,11 +301,11 @@ fn an_invalid_plan_is_reasked_once_then_fails() {
         repo_with(&[("a.txt", "a\n")]),
         script.with_fallback_text("still not json"),
     );
-    swarm
-        .ahelper(&["swarm", "do it", "--yes"])
-        .assert()
-        .code(1)
-        .stderr(predicate::str::contains("could not produce a valid plan"));
+    let (_, stderr) = swarm.fails(&["swarm", "do it", "--yes"]);
+    assert!(
+        stderr.contains("could not produce a valid plan"),
+        "{stderr}"
+    );
     let requests = swarm.server.model_requests();
     assert_eq!(requests.len(), 2);
     assert!(
@@ -415,23 +453,12 @@ fn logs_work_after_clean_and_clean_refuses_unmerged_branches() {
 #[test]
 fn sixteen_subtasks_never_exceed_four_workers() {
     let repo = repo_with(&[("README.md", "x\n")]);
-    repo.write(
-        ".ahelper/config.toml",
-        "[swarm]\nmax_workers = 4\nmax_subtasks = 16\n",
-    );
-    let subtasks: Vec<Value> = (1..=16)
-        .map(|i| subtask(&format!("s{i}"), &format!("f{i}.txt")))
-        .collect();
-    let mut script = plan(json!(subtasks));
-    for i in 1..=16 {
-        script = script.with_conversation(worker(
-            &format!("s{i}"),
-            [
-                writes(&format!("f{i}.txt"), "x\n").with_delay_ms(150),
-                Turn::text("done").with_delay_ms(150),
-            ],
-        ));
-    }
+    let script = numbered_subtasks(&repo, 16, 4, |i| {
+        vec![
+            writes(&format!("f{i}.txt"), "x\n").with_delay_ms(150),
+            Turn::text("done").with_delay_ms(150),
+        ]
+    });
     let swarm = Swarm::new(repo, script);
     swarm.run("sixteen files").success();
     let run = swarm.last_run();
@@ -609,11 +636,7 @@ fn ctrl_c_commits_wip_and_resume_finishes_the_run() {
     let run = swarm.last_run();
     assert_eq!(run["status"], "finished");
     assert_eq!(worker_status(&run, "w1"), "merged");
-    let integration = run["integration_branch"].as_str().unwrap();
-    assert_eq!(
-        repo.git(&["show", &format!("{integration}:a.txt")]),
-        "complete\n"
-    );
+    assert_eq!(swarm.integrated("a.txt"), "complete\n");
     // the resumed worker's model saw its earlier conversation
     let last = swarm.requests_of(1).pop().unwrap();
     assert_told(&last, "interrupted");
@@ -649,12 +672,7 @@ fn a_worker_cannot_edit_the_main_checkout_by_absolute_or_relative_path() {
         "the main checkout is untouched"
     );
     assert_eq!(repo.git(&["status", "--porcelain"]), "");
-    let run = swarm.last_run();
-    let integration = run["integration_branch"].as_str().unwrap();
-    assert_eq!(
-        repo.git(&["show", &format!("{integration}:src/a.rs")]),
-        "fn renamed() {}\n"
-    );
+    assert_eq!(swarm.integrated("src/a.rs"), "fn renamed() {}\n");
     let reqs = swarm.requests_of(1);
     assert_told(&reqs[1], "outside the workspace");
     assert_told(&reqs[2], "outside the workspace");
@@ -680,12 +698,7 @@ fn worktree_creation_failure_fails_the_worker_without_fallback() {
         .code(1);
     let run = swarm.last_run();
     assert_eq!(worker_status(&run, "w1"), "failed");
-    assert!(
-        run["workers"][0]["report"]["error"]
-            .as_str()
-            .unwrap()
-            .contains("worktree")
-    );
+    assert!(worker_error(&run, "w1").contains("worktree"), "{run:#}");
     assert_eq!(repo.file("a.txt"), "a\n");
     // planning and the coordinator's closing summary; the worker's model was never called
     assert_eq!(swarm.server.model_requests().len(), 2);
@@ -721,13 +734,7 @@ fn a_second_run_uses_its_own_names() {
 /// sandbox refuses it).
 #[test]
 fn landlock_keeps_workers_out_of_the_main_checkout() {
-    if ahelper_agents::sandbox_os::landlock_status()
-        .abi()
-        .is_none()
-    {
-        eprintln!("landlock is not enabled on this kernel; skipping");
-        return;
-    }
+    require_sandbox!(Needs::Landlock);
     let repo = repo_with(&[("a.txt", "a\n"), ("b.txt", "b\n")]);
     let target = repo.path().join("pwned.txt");
     let cmd = format!(
@@ -739,13 +746,7 @@ fn landlock_keeps_workers_out_of_the_main_checkout() {
     let swarm = Swarm::new(repo, script);
     swarm.run("x").success();
     assert!(!target.exists(), "a worker wrote into the main checkout");
-    let run = swarm.last_run();
-    let repo = &swarm.repo;
-    let integration = run["integration_branch"].as_str().unwrap();
-    assert_eq!(
-        repo.git(&["show", &format!("{integration}:mine.txt")]),
-        "inside\n"
-    );
+    assert_eq!(swarm.integrated("mine.txt"), "inside\n");
     let reqs = swarm.requests_of(1);
     assert_told(&reqs[1], "Permission denied");
 }
@@ -862,15 +863,14 @@ fn a_plan_cut_off_by_the_output_token_limit_is_named_as_such() {
             .turn(Turn::text(cut).with_stop_reason("max_tokens")),
     );
     let swarm = Swarm::new(repo, script);
-    swarm
-        .ahelper(&["swarm", "do it", "--yes"])
-        .assert()
-        .code(1)
-        .stderr(predicate::str::contains(
-            "cut off by the output-token limit (512 tokens)",
-        ))
-        .stderr(predicate::str::contains("raise `max_output_tokens`"))
-        .stderr(predicate::str::contains("no JSON plan found").not());
+    let (_, stderr) = swarm.fails(&["swarm", "do it", "--yes"]);
+    for said in [
+        "cut off by the output-token limit (512 tokens)",
+        "raise `max_output_tokens`",
+    ] {
+        assert!(stderr.contains(said), "{stderr}");
+    }
+    assert!(!stderr.contains("no JSON plan found"), "{stderr}");
     let requests = swarm.server.model_requests();
     assert_eq!(requests.len(), 2);
     let reask = requests[1].body.to_string();
@@ -888,15 +888,7 @@ fn recycled_worktrees_start_clean_on_their_own_branch_and_none_is_left() {
     let mut initial: Vec<(&str, &str)> = files.iter().map(|f| (f.as_str(), "0\n")).collect();
     initial.push((".gitignore", "build/\n"));
     let repo = repo_with(&initial);
-    repo.write(
-        ".ahelper/config.toml",
-        "[swarm]\nmax_workers = 2\nmax_subtasks = 6\n",
-    );
-    let subtasks: Vec<Value> = (1..=6)
-        .map(|i| subtask(&format!("s{i}"), &format!("f{i}.txt")))
-        .collect();
-    let mut script = plan(json!(subtasks));
-    for i in 1..=6 {
+    let script = numbered_subtasks(&repo, 6, 2, |i| {
         // What the worktree looked like when the worker got it, then its own build output
         // (ignored: it may stay warm for the next worker, never committed).
         let look = format!(
@@ -904,15 +896,12 @@ fn recycled_worktrees_start_clean_on_their_own_branch_and_none_is_left() {
              git rev-parse --abbrev-ref HEAD >> build/seen; cp build/seen seen-s{i}.txt; \
              echo s{i} > build/out"
         );
-        script = script.with_conversation(worker(
-            &format!("s{i}"),
-            [
-                runs(&look),
-                writes(&format!("f{i}.txt"), &format!("s{i}\n")),
-                Turn::text(format!("s{i} done")),
-            ],
-        ));
-    }
+        vec![
+            runs(&look),
+            writes(&format!("f{i}.txt"), &format!("s{i}\n")),
+            done(&format!("s{i}")),
+        ]
+    });
     let swarm = Swarm::new(repo, script);
     swarm.run("six files").success();
     let run = swarm.last_run();

@@ -4,20 +4,10 @@
 //! not ask again for the same program. The live view runs in a real pseudo-terminal (tmux).
 
 use super::support::scripts::*;
-use super::support::tmux::Tmux;
+use super::support::tmux::{Tmux, two_questions_in_the_live_view};
 use super::support::*;
-use ahelper_fake_llm::{Conversation, FakeLlm, Script, Turn};
-use serde_json::{Value, json};
-
-/// A coordinator that plans one subtask per file of `files` (`s1`, `s2`, …).
-fn plan_files(files: &[&str]) -> Script {
-    let subtasks = files
-        .iter()
-        .enumerate()
-        .map(|(i, f)| subtask(&format!("s{}", i + 1), f))
-        .collect();
-    plan(Value::Array(subtasks))
-}
+use ahelper_fake_llm::FakeLlm;
+use std::time::Duration;
 
 /// A repository with `a.txt` and a server whose one worker (`s1`, on `a.txt`) runs `command`.
 fn one_worker_running(command: &str) -> (TestRepo, FakeLlm) {
@@ -30,11 +20,6 @@ fn accept_edits_swarm(repo: &TestRepo, server: &FakeLlm, task: &str) -> assert_c
     let mut cmd = ahelper(repo, server, Wire::Anthropic);
     cmd.args(["swarm", task, "--yes", "--permission-mode", "accept-edits"]);
     cmd
-}
-
-/// The worker of subtask `id`: runs `command`, then says it is done.
-fn runs_then_done(id: &str, command: &str) -> Conversation {
-    worker(id, [runs(command), Turn::text(format!("{id} done"))])
 }
 
 #[test]
@@ -60,12 +45,13 @@ fn refused_commands_are_followed_by_the_rule_that_allows_them_not_the_mode_in_us
         .lines()
         .find(|l| l.starts_with("Refused calls:"))
         .unwrap_or_else(|| panic!("no advice:\n{stdout}"));
-    assert!(
-        advice.contains("--allowedTools 'run_command(cargo test:*)'")
-            && advice.contains("allow = [\"run_command(cargo test:*)\"]")
-            && advice.contains("--permission-mode bypass (this run used accept-edits)"),
-        "{advice}"
-    );
+    for way in [
+        "--allowedTools 'run_command(cargo test:*)'",
+        "allow = [\"run_command(cargo test:*)\"]",
+        "--permission-mode bypass (this run used accept-edits)",
+    ] {
+        assert!(advice.contains(way), "{advice}");
+    }
     assert!(
         !stdout.contains("--permission-mode accept-edits"),
         "advice names the mode in use:\n{stdout}"
@@ -97,19 +83,7 @@ fn calls_refused_for_good_are_not_advised_as_rules() {
 /// terminal with its keys whole.
 #[test]
 fn always_in_the_live_view_adds_the_shown_prefix_rule_for_every_worker() {
-    let script = plan_files(&["a.txt", "b.txt"])
-        .with_conversation(runs_then_done("s1", "sed -i s/a/A/ a.txt"))
-        .with_conversation(runs_then_done("s2", "sed -i s/b/B/ b.txt"));
-    let repo = repo_with(&[("a.txt", "a\n"), ("b.txt", "b\n")]);
-    let server = start(script);
-    let args = [
-        "swarm",
-        "upper",
-        "--yes",
-        "--permission-mode",
-        "accept-edits",
-    ];
-    let tmux = Tmux::start_sized(&repo, &server, &args, 70);
+    let (repo, _server, tmux) = two_questions_in_the_live_view(70);
     let screen = tmux.wait_for("d = never");
     assert!(screen.contains("`run_command(sed -i:*)`"), "{screen}");
     let w1 = screen.lines().rev().find(|l| l.starts_with("w1 ")).unwrap();
@@ -131,17 +105,14 @@ fn always_in_the_live_view_adds_the_shown_prefix_rule_for_every_worker() {
 /// coordinator's turns, tokens and time (issue 10 item 6).
 #[test]
 fn the_live_table_shows_the_running_command_and_how_workers_ended() {
-    let command = |c: &str| Turn::tool_call("run_command", json!({"command": c}));
-    let script = plan_files(&["a.txt"]).with_conversation(
-        Conversation::new()
-            .named("s1")
-            .matching("Your subtask `s1`")
-            .turn(command(
-                "echo A > a.txt && echo B > b2.txt && echo C > c2.txt",
-            ))
-            .turn(command("sleep 4"))
-            .turn(Turn::text("s1 done")),
-    );
+    let script = plan_files(&["a.txt"]).with_conversation(worker(
+        "s1",
+        [
+            runs("echo A > a.txt && echo B > b2.txt && echo C > c2.txt"),
+            runs("sleep 4"),
+            done("s1"),
+        ],
+    ));
     let repo = repo_with(&[("a.txt", "a\n")]);
     let server = start(script);
     let args = ["swarm", "upper", "--yes", "--permission-mode", "bypass"];
@@ -173,20 +144,8 @@ fn a_closed_terminal_ends_the_run_instead_of_waiting_for_an_answer() {
     let tmux = Tmux::start_sized(&repo, &server, &args, 100);
     tmux.wait_for("d = never");
     let pid = last_run(&repo)["pid"]
-        .as_u64()
-        .expect("run.json has the pid") as u32;
-    assert!(std::path::Path::new(&format!("/proc/{pid}")).exists());
-    drop(tmux);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
-    while std::path::Path::new(&format!("/proc/{pid}")).exists()
-        && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .is_ok_and(|s| s.split(' ').nth(2) == Some("Z"))
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "ahelper {pid} still runs 120 s after its terminal closed"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(200));
-    }
+        .as_i64()
+        .expect("run.json has the pid") as i32;
+    tmux.close_then_wait_for_end_of(pid, Duration::from_secs(120));
     assert_ne!(last_run(&repo)["status"], "running", "{}", last_run(&repo));
 }

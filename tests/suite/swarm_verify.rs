@@ -70,6 +70,23 @@ fn run_verified_scenario(repo: &TestRepo, script_name: &str, code: i32) -> (Stri
     run_scenario(repo, script_name, code)
 }
 
+/// Runs the scenario `script_name` on the calculator repository verified by
+/// `python3 -m unittest` (120 s) with two worker fix rounds and one merge fix attempt, and
+/// checks that it exits with `code`; (the repository, the run's record).
+fn with_two_fix_rounds(script_name: &str, code: i32) -> (TestRepo, Value) {
+    let repo = calc_repo();
+    config(&repo, UNITTEST, 120, 2, 1);
+    let (_, _, run) = run_scenario(&repo, script_name, code);
+    (repo, run)
+}
+
+/// The calculator repository verified by `verify` (120 s) and the semantic-conflict scenario.
+fn semantic_conflict_verified_by(verify: &str) -> (TestRepo, FakeLlm) {
+    let repo = calc_repo();
+    write_verify_config(&repo, verify, 120);
+    (repo, start(script("swarm-semantic-conflict")))
+}
+
 /// `python3 -m unittest` on `rev` of the repository, in a fresh worktree: (passed, output).
 fn unittest_at(repo: &TestRepo, rev: &str) -> (bool, String) {
     let dir = repo
@@ -112,14 +129,9 @@ fn branch_exists(repo: &TestRepo, branch: &str) -> bool {
         .success()
 }
 
+/// Worker `id`'s transcript in `run` (empty when it has none).
 fn transcript(repo: &TestRepo, run: &Value, id: &str) -> String {
-    let path = repo
-        .path()
-        .join(".ahelper/runs")
-        .join(run["run_id"].as_str().unwrap())
-        .join("workers")
-        .join(format!("{id}.jsonl"));
-    std::fs::read_to_string(path).unwrap_or_default()
+    std::fs::read_to_string(worker_transcript(repo, run, id)).unwrap_or_default()
 }
 
 #[test]
@@ -281,17 +293,16 @@ fn a_hanging_verification_is_killed_at_its_timeout() {
 
 #[test]
 fn a_missing_verify_program_fails_before_anything_starts() {
-    let repo = calc_repo();
-    write_verify_config(&repo, MISSING_VERIFY, 120);
-    let server = start(script("swarm-semantic-conflict"));
-    let out = ahelper(&repo, &server, Wire::Anthropic)
-        .args(["swarm", "do the task", "--yes", "--trust-project"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("no-such-test-runner"), "{stderr}");
-    assert!(stderr.contains("cannot start"), "{stderr}");
+    let (repo, server) = semantic_conflict_verified_by(MISSING_VERIFY);
+    assert_usage_error(
+        ahelper(&repo, &server, Wire::Anthropic).args([
+            "swarm",
+            "do the task",
+            "--yes",
+            "--trust-project",
+        ]),
+        &["no-such-test-runner", "cannot start"],
+    );
     // nothing was created: no run, no worktree, no branch, no model request
     assert!(!repo.path().join(".ahelper/runs").exists());
     assert_eq!(repo.git(&["worktree", "list"]).lines().count(), 1);
@@ -304,9 +315,7 @@ fn a_missing_verify_program_fails_before_anything_starts() {
 /// detected command.
 #[test]
 fn an_untrusted_project_verify_command_is_not_run() {
-    let repo = calc_repo();
-    write_verify_config(&repo, MISSING_VERIFY, 120);
-    let server = start(script("swarm-semantic-conflict"));
+    let (repo, server) = semantic_conflict_verified_by(MISSING_VERIFY);
     let (_, stdout, stderr) = outcome_of(
         ahelper(&repo, &server, Wire::Anthropic)
             .args(["swarm", "do the task", "--yes"])
@@ -324,9 +333,7 @@ fn an_untrusted_project_verify_command_is_not_run() {
 
 #[test]
 fn the_worker_self_fix_rounds_stop_at_their_bound() {
-    let repo = calc_repo();
-    config(&repo, UNITTEST, 120, 2, 1);
-    let (_, _, run) = run_scenario(&repo, "swarm-worker-self-fix-exhausted", 1);
+    let (repo, run) = with_two_fix_rounds("swarm-worker-self-fix-exhausted", 1);
     let w1 = worker_record(&run, "w1");
     assert_eq!(w1["report"]["fix_rounds"], 2, "{w1:#}");
     assert!(
@@ -345,9 +352,7 @@ fn the_worker_self_fix_rounds_stop_at_their_bound() {
 
 #[test]
 fn a_worker_fixes_its_own_tests_in_its_first_fix_round() {
-    let repo = calc_repo();
-    config(&repo, UNITTEST, 120, 2, 1);
-    let (_, _, run) = run_scenario(&repo, "swarm-worker-self-fix", 0);
+    let (repo, run) = with_two_fix_rounds("swarm-worker-self-fix", 0);
     let w1 = worker_record(&run, "w1");
     assert_eq!(w1["status"], "merged");
     assert_eq!(w1["report"]["fix_rounds"], 1, "{w1:#}");
@@ -482,13 +487,13 @@ fn resume_keeps_the_runs_verification_and_runs_its_baseline() {
     let run_id = planned["run_id"].as_str().unwrap();
     let (code, stdout, stderr) = resume(&repo, &server, run_id);
     assert_eq!(code, 0, "{stdout}\n{stderr}");
-    let run = last_run(&repo);
-    assert_eq!(run["baseline"]["outcome"]["outcome"], "passed", "{run:#}");
-    assert_eq!(run["helpers"][0]["id"], "fix-1");
     assert!(
         stdout.contains("integration branch verified: python3 -m unittest passed"),
         "{stdout}"
     );
+    let run = last_run(&repo);
+    assert_eq!(run["baseline"]["outcome"]["outcome"], "passed", "{run:#}");
+    assert_eq!(run["helpers"][0]["id"], "fix-1");
 }
 
 #[test]
@@ -773,25 +778,14 @@ fn usage_in_transcripts(repo: &TestRepo, run: &Value) -> (u64, u64) {
 
 #[test]
 fn fixer_tokens_are_counted_as_they_stream_and_once_in_the_totals() {
-    let repo = calc_repo();
-    write_verify_config(&repo, UNITTEST, 120);
-    let server = start(script("swarm-semantic-conflict"));
-    let out = ahelper(&repo, &server, Wire::Anthropic)
-        .args([
-            "swarm",
-            "--trust-project",
-            "do the task",
-            "--yes",
-            "--permission-mode",
-            "bypass",
-            "--output-format",
-            "stream-json",
-        ])
-        .timeout(std::time::Duration::from_secs(300))
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    let (repo, server) = semantic_conflict_verified_by(UNITTEST);
+    let (code, stdout, _) = swarm_run(
+        &repo,
+        &server,
+        "do the task",
+        &["--output-format", "stream-json"],
+    );
+    assert_eq!(code, 0, "{stdout}");
     let events: Vec<Value> = stdout
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))

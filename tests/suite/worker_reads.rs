@@ -1,15 +1,10 @@
 //! 15.11: a swarm worker's commands read their own worktree, the system and the repository's
 //! git directory — not a sibling worktree, nor the user's uncommitted files in the checkout.
 
+use super::support::sandbox::{Needs, require_sandbox};
 use super::support::scripts::*;
 use super::support::*;
 use ahelper_fake_llm::Turn;
-
-fn landlock_available() -> bool {
-    ahelper_agents::sandbox_os::landlock_status()
-        .abi()
-        .is_some()
-}
 
 /// The worker's probe: a sibling worktree's file (another run's worker), the user's
 /// uncommitted file, then what a worker needs: its own files, git, the system. (Names in those
@@ -25,10 +20,7 @@ fn probe(repo: &std::path::Path) -> String {
 
 #[test]
 fn a_worker_cannot_read_sibling_worktrees_or_the_users_checkout() {
-    if !landlock_available() {
-        eprintln!("skipped: no landlock on this machine");
-        return;
-    }
+    require_sandbox!(Needs::Landlock);
     let repo = repo_with(&[("a.txt", "committed-a\n")]);
     repo.write("uncommitted.txt", "user-secret-7731\n");
     let canonical = std::fs::canonicalize(repo.path()).unwrap();

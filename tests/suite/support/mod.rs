@@ -1,16 +1,30 @@
 //! Helpers shared by the end-to-end tests: temporary git repositories, the fake LLM server and
 //! an `ahelper` command with an isolated environment.
 
+pub mod config;
+
+pub mod files;
+
+pub mod requests;
+
+pub mod run;
+
+pub mod text;
+
 pub mod git;
 
 pub mod nats;
 pub mod pyproject;
+
+pub mod sandbox;
 
 pub mod scripts;
 
 pub mod tmpfs;
 
 pub mod tmux;
+
+pub mod wait;
 
 use ahelper_fake_llm::{FakeLlm, Script};
 use assert_cmd::Command;
@@ -76,12 +90,20 @@ pub fn isolate<'c>(
     cmd: &'c mut std::process::Command,
     repo: &TestRepo,
 ) -> &'c mut std::process::Command {
-    cmd.current_dir(repo.path())
-        .env_clear()
+    clean_env(cmd.current_dir(repo.path()), &repo.home())
+}
+
+/// Clears `cmd`'s environment but for `PATH`, and gives it `home` as `HOME` (its XDG config and
+/// state dirs inside), git's fixed identity ([`GIT_ENV`]) and `AHELPER_LOG=debug`.
+pub fn clean_env<'c>(
+    cmd: &'c mut std::process::Command,
+    home: &Path,
+) -> &'c mut std::process::Command {
+    cmd.env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", repo.home())
-        .env("XDG_CONFIG_HOME", repo.home().join("config"))
-        .env("XDG_STATE_HOME", repo.home().join("state"))
+        .env("HOME", home)
+        .env("XDG_CONFIG_HOME", home.join("config"))
+        .env("XDG_STATE_HOME", home.join("state"))
         .envs(GIT_ENV)
         .env("AHELPER_LOG", "debug")
 }
@@ -148,6 +170,31 @@ pub fn outcome_of(cmd: &mut Command) -> (i32, String, String) {
     )
 }
 
+/// Runs `cmd`, asserts it exits with code 2 (a usage or configuration error) and that its
+/// stderr contains every one of `texts`.
+#[track_caller]
+pub fn assert_usage_error(cmd: &mut Command, texts: &[&str]) {
+    let stderr = String::from_utf8_lossy(&cmd.assert().code(2).get_output().stderr).into_owned();
+    for text in texts {
+        assert!(stderr.contains(text), "no {text:?} in stderr:\n{stderr}");
+    }
+}
+
+/// Runs the program `cmd` (not `ahelper`: a tool a test needs, e.g. `openssl`) and asserts it
+/// succeeds, showing its stderr when it does not; its output.
+#[track_caller]
+pub fn succeeds(cmd: &mut std::process::Command) -> std::process::Output {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("{cmd:?} does not start: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 /// Runs `cmd`, asserts it succeeds, and returns its stderr as text.
 #[track_caller]
 pub fn stderr_of(cmd: &mut Command) -> String {
@@ -199,16 +246,74 @@ pub fn last_request_after(repo: &TestRepo, server: &FakeLlm, args: &[&str]) -> S
         .to_string()
 }
 
+/// `ahelper -p go args…` in `repo` playing `turns`, then a final "done" (it must succeed);
+/// (the model requests, stderr).
+pub fn play(
+    repo: &TestRepo,
+    args: &[&str],
+    turns: impl IntoIterator<Item = ahelper_fake_llm::Turn>,
+) -> (Vec<ahelper_fake_llm::RecordedRequest>, String) {
+    let turns = turns
+        .into_iter()
+        .chain([ahelper_fake_llm::Turn::text("done")]);
+    let server = start(scripts::agent(turns));
+    let stderr = stderr_of(
+        ahelper(repo, &server, Wire::Anthropic)
+            .args(["-p", "go"])
+            .args(args),
+    );
+    (server.model_requests(), stderr)
+}
+
+/// The number of refused `run_command` calls `ahelper -p` reported on `stderr`.
+pub fn refused_commands(stderr: &str) -> usize {
+    stderr
+        .lines()
+        .filter(|l| l.starts_with("ahelper: refused run_command("))
+        .count()
+}
+
+/// Asserts that no request of `requests` holds `secret`; `context` (stderr, the case) is shown
+/// when one does.
+#[track_caller]
+pub fn assert_never_sent(
+    requests: &[ahelper_fake_llm::RecordedRequest],
+    secret: &str,
+    context: &str,
+) {
+    for (i, request) in requests.iter().enumerate() {
+        let body = request.body.to_string();
+        assert!(
+            !body.contains(secret),
+            "{secret:?} reached the model in request {i}: {body}\n{context}"
+        );
+    }
+}
+
+/// A repository whose tracked `.env` was committed holding `committed` and now holds `changed`,
+/// beside `a.txt`.
+pub fn repo_with_changed_env(committed: &str, changed: &str) -> TestRepo {
+    let repo = repo_with(&[(".env", committed), ("a.txt", "a\n")]);
+    repo.write(".env", changed);
+    repo
+}
+
 /// The newest run's record, `.ahelper/runs/<newest>/run.json`.
+#[track_caller]
 pub fn last_run(repo: &TestRepo) -> serde_json::Value {
+    try_last_run(repo).expect("the repository has a run record")
+}
+
+/// The newest run's record ([`last_run`]) once there is one that reads whole.
+pub fn try_last_run(repo: &TestRepo) -> Option<serde_json::Value> {
     let dir = repo.path().join(".ahelper/runs");
     let mut runs: Vec<_> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
+        .ok()?
+        .filter_map(|e| Some(e.ok()?.path()))
         .collect();
     runs.sort();
-    let record = std::fs::read_to_string(runs.last().expect("a run").join("run.json")).unwrap();
-    serde_json::from_str(&record).unwrap()
+    let text = std::fs::read_to_string(runs.last()?.join("run.json")).ok()?;
+    serde_json::from_str(&text).ok()
 }
 
 /// Worker `id`'s entry in a run record ([`last_run`]); panics naming the record when it has none.
@@ -219,6 +324,16 @@ pub fn worker_record<'a>(run: &'a serde_json::Value, id: &str) -> &'a serde_json
         .iter()
         .find(|w| w["id"] == id)
         .unwrap_or_else(|| panic!("no worker {id} in {run:#}"))
+}
+
+/// Where worker `id` of `run` (a run record, [`last_run`]) keeps its transcript:
+/// `.ahelper/runs/<run id>/workers/<id>.jsonl`.
+pub fn worker_transcript(repo: &TestRepo, run: &serde_json::Value, id: &str) -> PathBuf {
+    repo.path()
+        .join(".ahelper/runs")
+        .join(run["run_id"].as_str().expect("the run record has a run id"))
+        .join("workers")
+        .join(format!("{id}.jsonl"))
 }
 
 /// The names of the tools offered in `request` (its `tools` array; none when it has none).

@@ -7,59 +7,90 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// A JetStream server on a free port of 127.0.0.1, storing in its own temp dir.
+/// A JetStream server on a free port of 127.0.0.1, storing (and logging) in its own temp dir.
 pub struct NatsServer {
     child: Option<Child>,
     port: u16,
-    store: tempfile::TempDir,
+    dir: tempfile::TempDir,
+    /// The configuration file it runs with (`-c`), if it was started with one.
+    config: Option<PathBuf>,
 }
 
 impl NatsServer {
     /// Starts one and waits until it accepts connections.
     pub fn start() -> NatsServer {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
+        NatsServer::launch(tempfile::tempdir().unwrap(), free_port(), None)
+    }
+
+    /// Starts one from a configuration file, written in `dir`, that holds `config` (users, TLS,
+    /// operator mode…) after the `listen` address and `jetstream` store it adds; waits until it
+    /// accepts connections.
+    pub fn with_config(config: &str, dir: tempfile::TempDir) -> NatsServer {
+        let port = free_port();
+        let text = format!(
+            "listen: \"127.0.0.1:{port}\"\njetstream {{ store_dir: \"{}\" }}\n{config}\n",
+            dir.path().join("js").display()
+        );
+        let file = dir.path().join("server.conf");
+        std::fs::write(&file, text).unwrap();
+        NatsServer::launch(dir, port, Some(file))
+    }
+
+    fn launch(dir: tempfile::TempDir, port: u16, config: Option<PathBuf>) -> NatsServer {
         let mut server = NatsServer {
             child: None,
             port,
-            store: tempfile::tempdir().unwrap(),
+            dir,
+            config,
         };
         server.spawn();
         server
     }
 
+    /// `127.0.0.1:<port>`.
+    pub fn address(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
     /// `nats://127.0.0.1:<port>`.
     pub fn url(&self) -> String {
-        format!("nats://127.0.0.1:{}", self.port)
+        format!("nats://{}", self.address())
     }
 
     fn spawn(&mut self) {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
-            .open(self.store.path().join("server.log"))
+            .open(self.dir.path().join("server.log"))
             .unwrap();
-        let child = Command::new("nats-server")
-            .args([
-                "-js",
-                "-a",
-                "127.0.0.1",
-                "-p",
-                &self.port.to_string(),
-                "-sd",
-            ])
-            .arg(self.store.path().join("js"))
+        let mut command = Command::new("nats-server");
+        match &self.config {
+            Some(file) => command.arg("-c").arg(file),
+            None => command
+                .args([
+                    "-js",
+                    "-a",
+                    "127.0.0.1",
+                    "-p",
+                    &self.port.to_string(),
+                    "-sd",
+                ])
+                .arg(self.dir.path().join("js")),
+        };
+        let child = command
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log)
             .spawn()
             .expect("nats-server runs (apt-get install nats-server; .ci/run installs it)");
-        self.child = Some(child);
+        let child = self.child.insert(child);
         let deadline = Instant::now() + Duration::from_secs(60);
         while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
-            assert!(Instant::now() < deadline, "nats-server did not listen");
+            let exited = child.try_wait().unwrap().is_some();
+            if exited || Instant::now() > deadline {
+                let log = std::fs::read_to_string(self.dir.path().join("server.log"));
+                panic!("nats-server did not listen:\n{}", log.unwrap_or_default());
+            }
             std::thread::sleep(Duration::from_millis(50));
         }
     }
@@ -79,7 +110,7 @@ impl NatsServer {
 
     /// What the server logged (all its runs).
     pub fn log(&self) -> String {
-        std::fs::read_to_string(self.store.path().join("server.log")).unwrap_or_default()
+        std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()
     }
 
     fn stop(&mut self) {
@@ -96,6 +127,14 @@ impl Drop for NatsServer {
     }
 }
 
+/// A port of 127.0.0.1 that was free a moment ago.
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
 /// An `ahelper worker` process with its own HOME and work dir; SIGKILLed on drop if still
 /// running.
 pub struct WorkerProcess {
@@ -108,30 +147,38 @@ impl WorkerProcess {
     /// Starts `ahelper worker --nats <url> --name <name>` talking to `model_url` (Anthropic
     /// wire format), permission mode bypass.
     pub fn start(nats_url: &str, name: &str, model_url: &str, concurrency: usize) -> WorkerProcess {
+        let concurrency = concurrency.to_string();
+        let args = [
+            "--nats",
+            nats_url,
+            "--permission-mode",
+            "bypass",
+            "--concurrency",
+            &concurrency,
+        ];
+        WorkerProcess::start_with(model_url, name, &args, &[])
+    }
+
+    /// Starts `ahelper worker --name <name> --work-dir <its own> args…` talking to `model_url`
+    /// (Anthropic wire format), with `env` added to its clean environment.
+    pub fn start_with(
+        model_url: &str,
+        name: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> WorkerProcess {
         let dir = tempfile::tempdir().unwrap();
         let home = dir.path().join("home");
         std::fs::create_dir_all(&home).unwrap();
         let log = std::fs::File::create(dir.path().join("worker.log")).unwrap();
-        let child = Command::new(assert_cmd::cargo::cargo_bin("ahelper"))
-            .args([
-                "worker",
-                "--nats",
-                nats_url,
-                "--name",
-                name,
-                "--permission-mode",
-                "bypass",
-            ])
-            .args(["--concurrency", &concurrency.to_string(), "--work-dir"])
+        let mut command = Command::new(assert_cmd::cargo::cargo_bin("ahelper"));
+        command
+            .args(["worker", "--name", name, "--work-dir"])
             .arg(dir.path().join("work"))
-            .current_dir(&home)
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("HOME", &home)
-            .env("XDG_CONFIG_HOME", home.join("config"))
-            .env("XDG_STATE_HOME", home.join("state"))
-            .envs(super::git::GIT_ENV)
-            .env("AHELPER_LOG", "debug")
+            .args(args)
+            .current_dir(&home);
+        let child = super::clean_env(&mut command, &home)
+            .envs(env.iter().copied())
             .env("ANTHROPIC_API_KEY", "sk-test-secret-key-123")
             .env("ANTHROPIC_BASE_URL", model_url)
             .stdin(Stdio::null())
@@ -185,6 +232,14 @@ impl Drop for WorkerProcess {
     }
 }
 
+/// A repository with `files` committed ([`super::repo_with`]) and a bare clone beside it as its
+/// remote `origin` ([`bare_remote`]).
+pub fn repo_with_remote(files: &[(&str, &str)]) -> super::TestRepo {
+    let repo = super::repo_with(files);
+    bare_remote(&repo.path(), repo.root());
+    repo
+}
+
 /// A bare clone of `repo` at `<dir>/remote.git`, added to `repo` as its remote `origin`.
 pub fn bare_remote(repo: &Path, dir: &Path) -> PathBuf {
     let remote = dir.join("remote.git");
@@ -200,29 +255,6 @@ pub fn bare_remote(repo: &Path, dir: &Path) -> PathBuf {
     );
     super::git::git(repo, &["remote", "add", "origin", remote.to_str().unwrap()]);
     remote
-}
-
-/// Waits up to `timeout` for `condition`.
-pub fn wait_for(what: &str, timeout: Duration, condition: impl FnMut() -> bool) {
-    wait_for_or_show(what, timeout, condition, String::new);
-}
-
-/// Waits up to `timeout` for `condition`; on timeout the panic shows `context()` (logs).
-pub fn wait_for_or_show(
-    what: &str,
-    timeout: Duration,
-    mut condition: impl FnMut() -> bool,
-    context: impl Fn() -> String,
-) {
-    let deadline = Instant::now() + timeout;
-    while !condition() {
-        assert!(
-            Instant::now() < deadline,
-            "timed out waiting for {what}\n{}",
-            context()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
 }
 
 /// The test's own NATS client (the same `async-nats` connection ahelper uses): it publishes

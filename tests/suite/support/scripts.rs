@@ -28,6 +28,16 @@ pub fn subtask(id: &str, scope: &str) -> Value {
     json!({"id": id, "title": format!("Work on {id}"), "instructions": format!("Do {id}."), "scope": [scope]})
 }
 
+/// A coordinator that plans one subtask per file of `files` (`s1`, `s2`, …; see [`subtask`]).
+pub fn plan_files(files: &[&str]) -> Script {
+    let subtasks = files
+        .iter()
+        .enumerate()
+        .map(|(i, f)| subtask(&format!("s{}", i + 1), f))
+        .collect();
+    plan(Value::Array(subtasks))
+}
+
 /// The conversation of the worker of subtask `id`, playing `turns`.
 pub fn worker(id: &str, turns: impl IntoIterator<Item = Turn>) -> Conversation {
     turns.into_iter().fold(
@@ -36,6 +46,39 @@ pub fn worker(id: &str, turns: impl IntoIterator<Item = Turn>) -> Conversation {
             .matching(format!("Your subtask `{id}`")),
         Conversation::turn,
     )
+}
+
+/// The worker of subtask `id`: runs `command`, then says it is done ([`done`]).
+pub fn runs_then_done(id: &str, command: &str) -> Conversation {
+    worker(id, [runs(command), done(id)])
+}
+
+/// The last turn of the worker of subtask `id`: "<id> done".
+pub fn done(id: &str) -> Turn {
+    Turn::text(format!("{id} done"))
+}
+
+/// The write of the worker of subtask `id`: "<id> was here" into `file`.
+pub fn was_here(id: &str, file: &str) -> Turn {
+    writes(file, &format!("{id} was here\n"))
+}
+
+/// Two subtasks, `s1` on `a.txt` and `s2` on `b.txt`, whose workers each run a `sed -i` (a
+/// command that needs the user's approval in `accept-edits`) that upper-cases their file.
+pub fn two_sed_workers() -> Script {
+    plan_files(&["a.txt", "b.txt"])
+        .with_conversation(runs_then_done("s1", "sed -i s/a/A/ a.txt"))
+        .with_conversation(runs_then_done("s2", "sed -i s/b/B/ b.txt"))
+}
+
+/// The one-subtask plan the REPL tests' `/swarm update a.txt` gets: `s1` writes `A` into `a.txt`.
+pub fn update_a() -> Script {
+    let plan = json!({"summary": "one part", "subtasks": [{"id": "s1", "title": "Update a",
+        "instructions": "Write A into a.txt.", "scope": ["a.txt"]}]});
+    coordinator(Turn::text(plan.to_string())).with_conversation(worker(
+        "s1",
+        [writes("a.txt", "A\n"), Turn::text("wrote A")],
+    ))
 }
 
 /// A run of one subtask `s1` on `a.txt` whose worker plays `turns`.

@@ -2,7 +2,7 @@
 //! driven by keys and read from the pane (`.ci/run` installs tmux).
 
 use super::*;
-use ahelper_fake_llm::FakeLlm;
+use ahelper_fake_llm::{FakeLlm, Script};
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -169,6 +169,109 @@ impl Tmux {
     pub fn wait_for(&self, text: &str) -> String {
         self.wait_for_count(text, 1)
     }
+
+    /// Types `/swarm <task>` at the prompt, answers `y` to the plan and waits until the run's
+    /// outcome is reported; the screen then.
+    #[track_caller]
+    pub fn swarm(&self, task: &str) -> String {
+        self.line(&format!("/swarm {task}"));
+        self.wait_for("[y]es");
+        self.type_text("y");
+        self.press("Enter");
+        self.wait_for("goes to the model with your next prompt")
+    }
+
+    /// Closes the terminal (kills the tmux server) while process `pid`, which runs in it, is
+    /// alive, then waits up to `timeout` for that process to end.
+    #[track_caller]
+    pub fn close_then_wait_for_end_of(self, pid: i32, timeout: Duration) {
+        assert!(
+            !process_ended(pid),
+            "{pid} ended before its terminal closed"
+        );
+        drop(self);
+        let what = format!("{pid} to end after its terminal closed");
+        super::wait::wait_for(&what, timeout, || process_ended(pid));
+    }
+
+    /// The PID of the pane's process: `ahelper` itself (the start script `exec`s it).
+    pub fn pane_pid(&self) -> i32 {
+        let pane = self
+            .run(&["display-message", "-p", "#{pane_pid}"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&pane.stdout)
+            .trim()
+            .parse()
+            .expect("tmux names the pane's process")
+    }
+}
+
+/// The live view of `ahelper swarm upper --yes --permission-mode accept-edits` in `repo` on a
+/// terminal `width` columns wide (a worker's command waits there for the user's answer).
+pub fn accept_edits_swarm(repo: &TestRepo, server: &FakeLlm, width: u16) -> Tmux {
+    let args = [
+        "swarm",
+        "upper",
+        "--yes",
+        "--permission-mode",
+        "accept-edits",
+    ];
+    Tmux::start_sized(repo, server, &args, width)
+}
+
+/// The live view ([`accept_edits_swarm`], `width` columns) of a run of
+/// [`scripts::two_sed_workers`] in a repository with `a.txt` and `b.txt`: both workers ask
+/// before their `sed`; (repository, model server, terminal).
+pub fn two_questions_in_the_live_view(width: u16) -> (TestRepo, FakeLlm, Tmux) {
+    let repo = repo_with(&[("a.txt", "a\n"), ("b.txt", "b\n")]);
+    let server = start(scripts::two_sed_workers());
+    let tmux = accept_edits_swarm(&repo, &server, width);
+    (repo, server, tmux)
+}
+
+/// A REPL (`ahelper args…`) in a new repository holding `files`, its model playing `script`,
+/// once it shows its welcome; (repository, model server, terminal).
+pub fn repl_with(
+    files: &[(&str, &str)],
+    script: Script,
+    args: &[&str],
+) -> (TestRepo, FakeLlm, Tmux) {
+    let repo = repo_with(files);
+    let server = start(script);
+    let tmux = Tmux::start(&repo, &server, args);
+    tmux.wait_for("Type /help");
+    (repo, server, tmux)
+}
+
+/// A REPL (`--permission-mode bypass`, [`repl_with`] `a.txt`) that ran `/swarm update a.txt`
+/// ([`scripts::update_a`]) and waits at its empty prompt again.
+pub fn repl_idle_after_a_swarm() -> (TestRepo, FakeLlm, Tmux) {
+    let (repo, server, tmux) = repl_with(
+        &[("a.txt", "a\n")],
+        scripts::update_a(),
+        &["--permission-mode", "bypass"],
+    );
+    tmux.swarm("update a.txt");
+    tmux.wait_ready();
+    (repo, server, tmux)
+}
+
+/// The lines `command`'s output printed on `screen`: those indented by two spaces right after
+/// the line that shows `command` (e.g. `/tools`, one line per tool).
+pub fn indented_lines_after<'s>(screen: &'s str, command: &str) -> Vec<&'s str> {
+    screen
+        .lines()
+        .skip_while(|l| !l.contains(command))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .collect()
+}
+
+/// Whether process `pid` has ended: it is gone or a zombie.
+pub fn process_ended(pid: i32) -> bool {
+    !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|s| s.split(' ').nth(2) != Some("Z"))
 }
 
 impl Drop for Tmux {

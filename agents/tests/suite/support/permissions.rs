@@ -62,9 +62,9 @@ impl Want {
 }
 
 /// The decision of `p` for a tool call written "<tool> <subject>", or "<tool>" for a call without
-/// a subject, in the workspace `/ws` with cwd `/ws/sub`. `read_file` reads, `edit_file` and
-/// `write_file` edit, every other tool executes.
-pub fn decide_call(p: &PermissionPolicy, call: &str) -> Decision {
+/// a subject, in the workspace `root` with cwd `cwd`. `read_file` reads, `edit_file` and
+/// `write_file` edit, every other tool (`run_command` too) executes.
+pub fn decide_call_in(p: &PermissionPolicy, root: &Path, cwd: &Path, call: &str) -> Decision {
     let (tool, subject) = match call.split_once(' ') {
         Some((tool, subject)) => (tool, Some(subject)),
         None => (call, None),
@@ -78,8 +78,8 @@ pub fn decide_call(p: &PermissionPolicy, call: &str) -> Decision {
         tool,
         kind,
         subject,
-        workspace_root: Path::new("/ws"),
-        cwd: Path::new("/ws/sub"),
+        workspace_root: root,
+        cwd,
     })
 }
 
@@ -104,9 +104,9 @@ pub struct Group {
     pub rules: RuleSet,
     /// Whether the sandbox's network is off.
     pub network_off: bool,
-    /// `run_command` with these commands, in the workspace `/ws` ([`decide_command`]).
+    /// `run_command` with these commands, run at the workspace root.
     pub commands: Expected,
-    /// Tool calls as [`decide_call`] reads them.
+    /// Tool calls as [`decide_call_in`] reads them, with cwd `/ws/sub` (or the table's own).
     pub calls: Expected,
 }
 
@@ -137,14 +137,15 @@ impl Group {
         }
     }
 
-    /// Every way the decisions of the group's policy differ from the table, one line each.
-    pub fn failures(&self) -> Vec<String> {
+    /// Every way the decisions of the group's policy differ from the table, one line each,
+    /// in the workspace `root` with tool calls made from `call_cwd`.
+    pub fn failures_in(&self, root: &Path, call_cwd: &Path) -> Vec<String> {
         assert!(!self.name.is_empty(), "a group without a name: {self:?}");
         let p = self.policy();
-        let mut failures = self
-            .commands
-            .failures(&self.name, |c| decide_command(&p, c));
-        failures.extend(self.calls.failures(&self.name, |c| decide_call(&p, c)));
+        let command = |c: &str| decide_call_in(&p, root, root, &format!("run_command {c}"));
+        let mut failures = self.commands.failures(&self.name, command);
+        let call = |c: &str| decide_call_in(&p, root, call_cwd, c);
+        failures.extend(self.calls.failures(&self.name, call));
         failures
     }
 }
@@ -181,11 +182,21 @@ impl Expected {
     }
 }
 
-/// Checks every group of the TOML decision table `text`; a failure lists every case that
-/// differs, by group and subject.
+/// Checks every group of the TOML decision table `text` in the workspace `/ws`, tool calls made
+/// from `/ws/sub`; a failure lists every case that differs, by group and subject.
 #[track_caller]
 pub fn check_table(text: &str) {
+    check_table_in(text, Path::new("/ws"), Path::new("/ws/sub"));
+}
+
+/// [`check_table`] in the workspace `root`, tool calls made from `call_cwd`.
+#[track_caller]
+pub fn check_table_in(text: &str, root: &Path, call_cwd: &Path) {
     let table: DecisionTable = toml::from_str(text).expect("the decision table parses");
-    let failures: Vec<String> = table.group.iter().flat_map(Group::failures).collect();
+    let failures: Vec<String> = table
+        .group
+        .iter()
+        .flat_map(|group| group.failures_in(root, call_cwd))
+        .collect();
     assert!(failures.is_empty(), "\n{}", failures.join("\n"));
 }

@@ -42,15 +42,12 @@ fn around(
         .prop_map(move |(cmd, _)| (format!("{before}{cmd}{after}"), simple))
 }
 
-/// [`around`] with the command single-quoted for the shell.
-fn quoted(
-    inner: &BoxedStrategy<(String, bool)>,
-    before: &'static str,
-    after: &'static str,
-    simple: bool,
-) -> impl Strategy<Value = (String, bool)> {
-    let quoted = inner.clone().prop_map(|(cmd, simple)| (sq(&cmd), simple));
-    around(&quoted.boxed(), before, after, simple)
+/// `inner` with the command single-quoted for the shell.
+fn quote(inner: &BoxedStrategy<(String, bool)>) -> BoxedStrategy<(String, bool)> {
+    inner
+        .clone()
+        .prop_map(|(cmd, simple)| (sq(&cmd), simple))
+        .boxed()
 }
 
 /// (command text, is it a simple command that can take a prefix wrapper)
@@ -88,7 +85,7 @@ fn hidden() -> impl Strategy<Value = (String, bool)> {
                 .prop_map(|((cmd, _), runner)| (format!("{runner} {}", sq(&cmd)), true)),
             // `eval` is a builtin: programs that exec their arguments (`timeout`, `find -exec`)
             // cannot run it, so it is not offered to them as a simple command.
-            quoted(&inner, "eval ", "", false),
+            around(&quote(&inner), "eval ", "", false),
             inner.clone().prop_map(|(cmd, simple)| if simple {
                 (format!("echo a | xargs {cmd}"), false)
             } else {
@@ -129,11 +126,11 @@ fn hidden() -> impl Strategy<Value = (String, bool)> {
                     format!("printf '%s\\n' {} | {shell}", sq(&cmd)),
                     false
                 )),
-            quoted(&inner, "bash <<< ", "", true),
+            around(&quote(&inner), "bash <<< ", "", true),
             around(&inner, "{ sh <<'EOF'\n", "\nEOF\n}", false),
-            quoted(&inner, "echo ", " | xargs -0 sh -c", false),
+            around(&quote(&inner), "echo ", " | xargs -0 sh -c", false),
             // `env -S` splits a string into a command; git aliases run `!` commands.
-            quoted(&inner, "env -S ", "", true),
+            around(&quote(&inner), "env -S ", "", true),
             inner.prop_map(|(cmd, _)| (
                 format!("git -c alias.x={} x", sq(&format!("!{cmd}"))),
                 true

@@ -2,17 +2,12 @@
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
-use std::sync::Arc;
 
 use super::support::{Fixture, git, read, write};
 use ahelper_worktrees::{
-    GitError, GitOwner, IncludeLimits, RepoLock, SkipReason, bring_included, bring_listed,
-    create_worktree, list_included,
+    GitError, IncludeLimits, SkipReason, bring_included, bring_listed, create_worktree,
+    list_included,
 };
-
-fn lock(f: &Fixture) -> Arc<RepoLock> {
-    GitOwner::new().lock_for(&f.repo).unwrap()
-}
 
 /// A fixture whose `.gitignore` ignores `target/`, `*.log`, `.env`, `node_modules/` and `gen/`.
 fn fixture_with_ignores() -> Fixture {

@@ -133,12 +133,11 @@ fn commit_all_falls_back_to_ahelper_identity_when_git_has_none() {
         .env_remove("EMAIL")
         .output()
         .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
     );
+    assert!(out.status.success(), "{stdout}\n{stderr}");
     assert!(stdout.contains("1 passed"), "{stdout}");
 }
 

@@ -36,10 +36,11 @@ fn around(
     before: &'static str,
     after: &'static str,
     simple: bool,
-) -> impl Strategy<Value = (String, bool)> {
+) -> BoxedStrategy<(String, bool)> {
     inner
         .clone()
         .prop_map(move |(cmd, _)| (format!("{before}{cmd}{after}"), simple))
+        .boxed()
 }
 
 /// `inner` with the command single-quoted for the shell.

@@ -399,7 +399,7 @@ fn case_17_broken_xml_without_function_opener() {
 #[test]
 fn case_19_calls_in_code_fences_or_quotes_are_text() {
     let text = case("19-invoke-inside-code-fence-is-documentation.txt");
-    assert_plain_text(&[&text]);
+    assert_plain_text(&[text.as_str()]);
     assert_plain_text(&[
         "Format:\n```\n<tool_call>\n{\"name\": \"run_command\", \"arguments\": {\"command\": \"rm -rf /\"}}\n</tool_call>\n```\n",
         "Write `<tool_call>{\"name\": \"run_command\", \"arguments\": {\"command\": \"ls\"}}</tool_call>` to run.",

@@ -69,17 +69,14 @@ async fn every_tool_has_a_schema_description_kind_and_subject() {
 #[tokio::test]
 async fn invalid_arguments_explain_the_expected_shape() {
     let f = fixture();
-    f.err_says(
-        "read_file",
-        json!({"file": "a.txt"}),
-        &["invalid arguments for read_file"],
-    )
-    .await;
-    assert!(
-        e.contains("unknown field `file`") && e.contains("`path`"),
-        "{e}"
-    );
-    assert!(e.contains(r#""path""#), "{e}");
+    let needles = [
+        "invalid arguments for read_file",
+        "unknown field `file`",
+        "`path`",
+        r#""path""#,
+    ];
+    f.err_says("read_file", json!({"file": "a.txt"}), &needles)
+        .await;
     f.err_says(
         "edit_file",
         json!({"path": "a", "old_string": 3}),

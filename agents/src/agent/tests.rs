@@ -273,7 +273,7 @@ fn default_fixture(client: Arc<dyn ModelClient>) -> Fixture {
 impl Fixture {
     /// Runs the prompt "go" to its end (never cancelled).
     async fn go(&mut self) -> AgentOutcome {
-        self.go().await
+        self.agent.run("go", &CancellationToken::new()).await
     }
 
     /// Runs the prompt "go" with `cancel`; panics if it takes more than 5 s.

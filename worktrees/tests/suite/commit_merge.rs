@@ -404,11 +404,11 @@ fn merge_worker(repo: &Path, worker: &str) -> MergeOutcome {
 }
 
 /// A fixture with an integration branch `ahelper/r/integration` on top of the user's HEAD that
-/// has worker `w1`'s change of `src/a.rs` to `fn a() { applied }`; returns it and the branch tip.
-fn integration() -> (Fixture, Oid) {
+/// has worker `w1`'s `files` (path, content); returns it and the branch tip.
+fn integration(files: &[(&str, &str)]) -> (Fixture, Oid) {
     let f = Fixture::new();
     create_branch(&f.repo, "ahelper/r/integration", f.head()).unwrap();
-    worker(&f, &f.lock(), "w1", &[("src/a.rs", "fn a() { applied }\n")]);
+    worker(&f, &f.lock(), "w1", files);
     merge_worker(&f.repo, "w1");
     let tip = f.rev("ahelper/r/integration");
     (f, tip)
@@ -420,7 +420,7 @@ fn user_files(repo: &Path) -> (String, String) {
 
 #[test]
 fn apply_fast_forwards_and_keeps_non_overlapping_dirty_files() {
-    let (f, integ) = integration();
+    let (f, integ) = integration(&[("src/a.rs", "fn a() { applied }\n")]);
     write(&f.repo, "README.md", "user edit\n");
     write(&f.repo, "notes.txt", "untracked\n");
     let outcome = apply_to_current(&f.repo, "ahelper/r/integration", "apply", None).unwrap();
@@ -439,7 +439,7 @@ fn apply_fast_forwards_and_keeps_non_overlapping_dirty_files() {
 
 #[test]
 fn apply_creates_a_merge_when_the_user_moved_on() {
-    let (f, integ) = integration();
+    let (f, integ) = integration(&[("src/a.rs", "fn a() { applied }\n")]);
     write(&f.repo, "src/c.rs", "fn c() { user }\n");
     git(&f.repo, &["commit", "-qam", "user work"]);
     let user_tip = f.head();
@@ -469,16 +469,10 @@ fn apply_creates_a_merge_when_the_user_moved_on() {
 
 #[test]
 fn apply_refuses_overlapping_dirty_files_conflicts_and_detached_head() {
-    let f = Fixture::new();
-    let lock = f.lock();
-    integration(
-        &f,
-        &lock,
-        &[
-            ("src/a.rs", "fn a() { applied }\n"),
-            ("notes.txt", "from worker\n"),
-        ],
-    );
+    let (f, _) = integration(&[
+        ("src/a.rs", "fn a() { applied }\n"),
+        ("notes.txt", "from worker\n"),
+    ]);
     write(&f.repo, "src/a.rs", "fn a() { user's unsaved }\n");
     write(&f.repo, "notes.txt", "user's untracked notes\n");
     let before = UserState::capture(&f.repo);

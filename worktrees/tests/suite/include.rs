@@ -24,7 +24,7 @@ fn fixture_with_ignores() -> Fixture {
 fn new_worktree(f: &Fixture, name: &str) -> std::path::PathBuf {
     let path = f.wt(name);
     create_worktree(
-        &lock(f),
+        &f.lock(),
         &f.repo,
         &path,
         &format!("ahelper/r/{name}"),

@@ -32,6 +32,35 @@ impl Script {
     }
 }
 
+impl Script {
+    /// A script without turns whose every stream hangs.
+    fn hanging() -> Arc<Self> {
+        Arc::new(Script {
+            turns: Mutex::new(vec![]),
+            requests: Mutex::new(vec![]),
+            hang_after: true,
+        })
+    }
+
+    /// The content and error flag of the first tool result, sent back in the second request.
+    fn first_result(&self) -> (String, bool) {
+        let requests = self.requests.lock().unwrap();
+        match &requests[1].messages[2].content[0] {
+            ContentBlock::ToolResult {
+                content, is_error, ..
+            } => (content.clone(), *is_error),
+            other => panic!("expected a tool result, got {other:?}"),
+        }
+    }
+
+    /// Asserts that the first tool result sent back is an error that mentions `needle`.
+    fn assert_first_result_is_error(&self, needle: &str) {
+        let (content, is_error) = self.first_result();
+        assert!(is_error, "not an error: {content}");
+        assert!(content.contains(needle), "{content}");
+    }
+}
+
 impl ModelClient for Script {
     fn stream(&self, request: ModelRequest) -> ModelStream {
         self.requests.lock().unwrap().push(request);
@@ -64,6 +93,16 @@ fn call(id: &str, name: &str, input: Value) -> Result<ModelEvent, ModelError> {
     }))
 }
 
+/// A turn that makes one tool call.
+fn tool_turn(id: &str, name: &str, input: Value) -> Turn {
+    vec![call(id, name, input), stop(StopReason::ToolUse)]
+}
+
+/// A turn that answers `t` and ends.
+fn answer(t: &str) -> Turn {
+    vec![text(t), stop(StopReason::EndTurn)]
+}
+
 fn stop(reason: StopReason) -> Result<ModelEvent, ModelError> {
     Ok(ModelEvent::Stop { reason })
 }
@@ -72,74 +111,99 @@ fn text(t: &str) -> Result<ModelEvent, ModelError> {
     Ok(ModelEvent::TextDelta { text: t.into() })
 }
 
-/// A read-only tool that echoes its `value` after `delay_ms`, recording start/end times.
-struct Echo {
-    log: Arc<Mutex<Vec<(String, Instant, Instant)>>>,
+/// Start and end times of the `echo` calls, by value.
+type EchoLog = Arc<Mutex<Vec<(String, Instant, Instant)>>>;
+
+/// What a [`TestTool`] does when called.
+enum Behaviour {
+    /// Read-only: echoes its `value` after `delay_ms`, recording start/end times; fails for
+    /// the value "fail".
+    Echo(EchoLog),
+    /// An edit, so permission paths are exercised: writes "touched" to `path`.
+    Touch,
+    /// Cannot work in this environment (here: always): a fatal error.
+    Broken,
+}
+
+/// A tool named after its behaviour.
+struct TestTool {
+    name: &'static str,
+    behaviour: Behaviour,
+}
+
+impl TestTool {
+    fn echo(log: EchoLog) -> Arc<Self> {
+        Arc::new(TestTool {
+            name: "echo",
+            behaviour: Behaviour::Echo(log),
+        })
+    }
+    fn touch() -> Arc<Self> {
+        Arc::new(TestTool {
+            name: "touch",
+            behaviour: Behaviour::Touch,
+        })
+    }
+    fn broken() -> Arc<Self> {
+        Arc::new(TestTool {
+            name: "broken",
+            behaviour: Behaviour::Broken,
+        })
+    }
 }
 
 #[async_trait::async_trait]
-impl Tool for Echo {
+impl Tool for TestTool {
     fn name(&self) -> &'static str {
-        "echo"
+        self.name
     }
     fn description(&self) -> &'static str {
-        "echo"
+        self.name
     }
     fn input_schema(&self) -> Value {
         json!({"type":"object"})
     }
     fn kind(&self) -> ToolKind {
-        ToolKind::Read
-    }
-    fn permission_subject(&self, _input: &Value) -> Option<String> {
-        None
-    }
-    async fn call(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let start = Instant::now();
-        let delay = input["delay_ms"].as_u64().unwrap_or(0);
-        tokio::select! {
-            _ = tokio::time::sleep(std::time::Duration::from_millis(delay)) => {}
-            _ = ctx.cancel.cancelled() => return Err(ToolError::new("cancelled")),
+        match self.behaviour {
+            Behaviour::Touch => ToolKind::Edit,
+            Behaviour::Echo(_) | Behaviour::Broken => ToolKind::Read,
         }
-        let v = input["value"].as_str().unwrap_or("").to_string();
-        self.log
-            .lock()
-            .unwrap()
-            .push((v.clone(), start, Instant::now()));
-        if v == "fail" {
-            return Err(ToolError::new("echo failed as asked"));
-        }
-        Ok(ToolOutput::ok(v))
-    }
-}
-
-/// An "edit" tool so permission paths are exercised.
-struct Touch;
-
-#[async_trait::async_trait]
-impl Tool for Touch {
-    fn name(&self) -> &'static str {
-        "touch"
-    }
-    fn description(&self) -> &'static str {
-        "touch"
-    }
-    fn input_schema(&self) -> Value {
-        json!({"type":"object"})
-    }
-    fn kind(&self) -> ToolKind {
-        ToolKind::Edit
     }
     fn permission_subject(&self, input: &Value) -> Option<String> {
-        input["path"].as_str().map(str::to_string)
+        match self.behaviour {
+            Behaviour::Touch => input["path"].as_str().map(str::to_string),
+            Behaviour::Echo(_) | Behaviour::Broken => None,
+        }
     }
     async fn call(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let p = ctx
-            .workspace_root
-            .join(input["path"].as_str().unwrap_or("x"));
-        std::fs::write(&p, "touched").map_err(|e| ToolError::new(e.to_string()))?;
-        Ok(ToolOutput::ok("ok"))
+        match &self.behaviour {
+            Behaviour::Echo(log) => echo(log, &input, ctx).await,
+            Behaviour::Touch => {
+                let p = ctx
+                    .workspace_root
+                    .join(input["path"].as_str().unwrap_or("x"));
+                std::fs::write(&p, "touched").map_err(|e| ToolError::new(e.to_string()))?;
+                Ok(ToolOutput::ok("ok"))
+            }
+            Behaviour::Broken => Err(ToolError::fatal("the sandbox cannot be set up")),
+        }
     }
+}
+
+/// The `echo` behaviour: waits `delay_ms` (or the cancellation), then logs and returns `value`.
+async fn echo(log: &EchoLog, input: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+    let start = Instant::now();
+    let delay = input["delay_ms"].as_u64().unwrap_or(0);
+    tokio::select! {
+        _ = tokio::time::sleep(std::time::Duration::from_millis(delay)) => {}
+        _ = ctx.cancel.cancelled() => return Err(ToolError::new("cancelled")),
+    }
+    let v = input["value"].as_str().unwrap_or("").to_string();
+    log.lock().unwrap().push((v.clone(), start, Instant::now()));
+    if v == "fail" {
+        return Err(ToolError::new("echo failed as asked"));
+    }
+    Ok(ToolOutput::ok(v))
 }
 
 struct Answer(PromptAnswer, Mutex<Vec<PromptRequest>>);
@@ -158,7 +222,7 @@ impl Prompter for Answer {
 struct Fixture {
     agent: Agent,
     dir: tempfile::TempDir,
-    log: Arc<Mutex<Vec<(String, Instant, Instant)>>>,
+    log: EchoLog,
 }
 
 fn fixture(
@@ -169,20 +233,66 @@ fn fixture(
     let dir = tempfile::tempdir().unwrap();
     let log = Arc::new(Mutex::new(vec![]));
     let mut tools = ToolRegistry::new();
-    tools.register(Arc::new(Echo { log: log.clone() }));
-    tools.register(Arc::new(Touch));
+    tools.register(TestTool::echo(log.clone()));
+    tools.register(TestTool::touch());
+    let gate = gate(mode, prompter);
+    let agent = agent(client, dir.path(), gate, tools, AgentSettings::default());
+    Fixture { agent, dir, log }
+}
+
+/// A gate in `mode` without rules that asks `prompter`; rules it adds stay in memory.
+fn gate(mode: PermissionMode, prompter: Arc<dyn Prompter>) -> PermissionGate {
     let policy = Arc::new(RwLock::new(PermissionPolicy {
         mode,
         ..Default::default()
     }));
-    let gate = PermissionGate::new(policy, prompter, RulePersistence::InMemory);
-    let ctx = ToolContext::new(dir.path()).unwrap();
-    let agent = Agent::builder(client, "m", ctx, gate)
+    PermissionGate::new(policy, prompter, RulePersistence::InMemory)
+}
+
+/// An agent of model "m" with system prompt "sys", in workspace `dir`.
+fn agent(
+    client: Arc<dyn ModelClient>,
+    dir: &std::path::Path,
+    gate: PermissionGate,
+    tools: ToolRegistry,
+    settings: AgentSettings,
+) -> Agent {
+    Agent::builder(client, "m", ToolContext::new(dir).unwrap(), gate)
         .tools(tools)
         .system_prompt("sys")
+        .settings(settings)
         .build()
-        .unwrap();
-    Fixture { agent, dir, log }
+        .unwrap()
+}
+
+/// [`fixture`] with a prompter that denies, in the default permission mode.
+fn default_fixture(client: Arc<dyn ModelClient>) -> Fixture {
+    fixture(client, Arc::new(DenyPrompter), PermissionMode::Default)
+}
+
+impl Fixture {
+    /// Runs the prompt "go" to its end (never cancelled).
+    async fn go(&mut self) -> AgentOutcome {
+        self.agent.run("go", &CancellationToken::new()).await
+    }
+
+    /// Runs the prompt "go" with `cancel`; panics if it takes more than 5 s.
+    async fn go_within_5s(&mut self, cancel: &CancellationToken) -> AgentOutcome {
+        tokio::time::timeout(Duration::from_secs(5), self.agent.run("go", cancel))
+            .await
+            .expect("the run ends within 5 s")
+    }
+}
+
+/// A token that is cancelled `ms` milliseconds from now.
+fn cancelled_after(ms: u64) -> CancellationToken {
+    let cancel = CancellationToken::new();
+    let later = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+        later.cancel();
+    });
+    cancel
 }
 
 #[tokio::test]
@@ -194,14 +304,10 @@ async fn completes_and_feeds_results_back_in_order() {
             call("b", "echo", json!({"value": "fail"})),
             stop(StopReason::ToolUse),
         ],
-        vec![text("all good"), stop(StopReason::EndTurn)],
+        answer("all good"),
     ]);
-    let mut f = fixture(
-        script.clone(),
-        Arc::new(DenyPrompter),
-        PermissionMode::Default,
-    );
-    let out = f.agent.run("go", &CancellationToken::new()).await;
+    let mut f = default_fixture(script.clone());
+    let out = f.go().await;
     assert_eq!(out.stop_reason, AgentStopReason::Completed);
     assert_eq!(out.final_text, "all good");
     assert_eq!(out.turns, 2);
@@ -233,8 +339,8 @@ async fn read_only_calls_run_concurrently() {
         call("c", "echo", json!({"value": "3", "delay_ms": 150})),
         stop(StopReason::ToolUse),
     ]]);
-    let mut f = fixture(script, Arc::new(DenyPrompter), PermissionMode::Default);
-    f.agent.run("go", &CancellationToken::new()).await;
+    let mut f = default_fixture(script);
+    f.go().await;
     let log = f.log.lock().unwrap();
     assert_eq!(log.len(), 3);
     // all three overlapped: every start precedes every end
@@ -246,20 +352,11 @@ async fn read_only_calls_run_concurrently() {
 #[tokio::test]
 async fn max_turns_stops() {
     let turns = (0..10)
-        .map(|i| {
-            vec![
-                call(&format!("c{i}"), "echo", json!({"value": i.to_string()})),
-                stop(StopReason::ToolUse),
-            ]
-        })
+        .map(|i| tool_turn(&format!("c{i}"), "echo", json!({"value": i.to_string()})))
         .collect();
-    let mut f = fixture(
-        Script::new(turns),
-        Arc::new(DenyPrompter),
-        PermissionMode::Default,
-    );
+    let mut f = default_fixture(Script::new(turns));
     f.agent.settings.max_turns = 3;
-    let out = f.agent.run("go", &CancellationToken::new()).await;
+    let out = f.go().await;
     assert_eq!(out.stop_reason, AgentStopReason::MaxTurns);
     assert_eq!(out.turns, 3);
 }
@@ -267,19 +364,10 @@ async fn max_turns_stops() {
 #[tokio::test]
 async fn repeated_identical_call_stops_after_three() {
     let turns = (0..10)
-        .map(|i| {
-            vec![
-                call(&format!("c{i}"), "echo", json!({"value": "same"})),
-                stop(StopReason::ToolUse),
-            ]
-        })
+        .map(|i| tool_turn(&format!("c{i}"), "echo", json!({"value": "same"})))
         .collect();
-    let mut f = fixture(
-        Script::new(turns),
-        Arc::new(DenyPrompter),
-        PermissionMode::Default,
-    );
-    let out = f.agent.run("go", &CancellationToken::new()).await;
+    let mut f = default_fixture(Script::new(turns));
+    let out = f.go().await;
     assert_eq!(out.stop_reason, AgentStopReason::RepeatedCall);
     assert_eq!(out.turns, 3);
     assert_eq!(
@@ -304,8 +392,8 @@ async fn model_error_stops_with_error() {
             message: "Overloaded".into(),
         }),
     ]]);
-    let mut f = fixture(script, Arc::new(DenyPrompter), PermissionMode::Default);
-    let out = f.agent.run("go", &CancellationToken::new()).await;
+    let mut f = default_fixture(script);
+    let out = f.go().await;
     assert_eq!(out.stop_reason, AgentStopReason::Error);
     assert!(out.error.unwrap().contains("Overloaded"));
 }
@@ -313,8 +401,8 @@ async fn model_error_stops_with_error() {
 #[tokio::test]
 async fn stream_without_stop_is_an_error_not_end_turn() {
     let script = Script::new(vec![vec![text("How can I help")]]);
-    let mut f = fixture(script, Arc::new(DenyPrompter), PermissionMode::Default);
-    let out = f.agent.run("go", &CancellationToken::new()).await;
+    let mut f = default_fixture(script);
+    let out = f.go().await;
     assert_eq!(out.stop_reason, AgentStopReason::Error);
 }
 
@@ -331,8 +419,8 @@ async fn retry_discards_partial_output() {
         text("clean answer"),
         stop(StopReason::EndTurn),
     ]]);
-    let mut f = fixture(script, Arc::new(DenyPrompter), PermissionMode::Default);
-    let out = f.agent.run("go", &CancellationToken::new()).await;
+    let mut f = default_fixture(script);
+    let out = f.go().await;
     assert_eq!(out.final_text, "clean answer");
 }
 
@@ -348,25 +436,16 @@ async fn invalid_tool_call_is_not_run_and_model_is_told() {
             }),
             stop(StopReason::MaxTokens),
         ],
-        vec![text("ok"), stop(StopReason::EndTurn)],
+        answer("ok"),
     ]);
     let mut f = fixture(
         script.clone(),
         Arc::new(DenyPrompter),
         PermissionMode::Bypass,
     );
-    f.agent.run("go", &CancellationToken::new()).await;
+    f.go().await;
     assert!(!f.dir.path().join("notes.md").exists());
-    let reqs = script.requests.lock().unwrap();
-    match &reqs[1].messages[2].content[0] {
-        ContentBlock::ToolResult {
-            content, is_error, ..
-        } => {
-            assert!(is_error);
-            assert!(content.contains("truncated"), "{content}");
-        }
-        other => panic!("{other:?}"),
-    }
+    script.assert_first_result_is_error("truncated");
 }
 
 /// Seen with Qwen2.5-Coder-1.5B under the text protocol: the model wrote the same unusable call
@@ -385,12 +464,8 @@ async fn repeated_identical_invalid_call_stops_after_three() {
         ]
     };
     let script = Script::new((0..10).map(|_| invalid()).collect());
-    let mut f = fixture(
-        script.clone(),
-        Arc::new(DenyPrompter),
-        PermissionMode::Default,
-    );
-    let out = f.agent.run("go", &CancellationToken::new()).await;
+    let mut f = default_fixture(script.clone());
+    let out = f.go().await;
     assert_eq!(out.stop_reason, AgentStopReason::RepeatedCall);
     assert_eq!(out.turns, 3);
     let error = out.error.unwrap();
@@ -406,66 +481,36 @@ async fn repeated_identical_invalid_call_stops_after_three() {
     // Different invalid calls, or an invalid call between valid ones, do not stop the loop.
     let script = Script::new(vec![
         invalid(),
-        vec![
-            call("c1", "echo", json!({"value": "a"})),
-            stop(StopReason::ToolUse),
-        ],
+        tool_turn("c1", "echo", json!({"value": "a"})),
         invalid(),
         invalid(),
-        vec![text("done"), stop(StopReason::EndTurn)],
+        answer("done"),
     ]);
-    let mut f = fixture(script, Arc::new(DenyPrompter), PermissionMode::Default);
-    let out = f.agent.run("go", &CancellationToken::new()).await;
+    let mut f = default_fixture(script);
+    let out = f.go().await;
     assert_eq!(out.stop_reason, AgentStopReason::Completed);
     assert_eq!(out.turns, 5);
 }
 
 #[tokio::test]
 async fn non_interactive_ask_is_denied_at_once() {
-    let script = Script::new(vec![vec![
-        call("t", "touch", json!({"path": "a.txt"})),
-        stop(StopReason::ToolUse),
-    ]]);
-    let mut f = fixture(
-        script.clone(),
-        Arc::new(DenyPrompter),
-        PermissionMode::Default,
-    );
-    let out = tokio::time::timeout(
-        std::time::Duration::from_secs(5),
-        f.agent.run("go", &CancellationToken::new()),
-    )
-    .await
-    .expect("no hang");
+    let script = Script::new(vec![tool_turn("t", "touch", json!({"path": "a.txt"}))]);
+    let mut f = default_fixture(script.clone());
+    let out = f.go_within_5s(&CancellationToken::new()).await;
     assert_eq!(out.stop_reason, AgentStopReason::Completed);
     assert!(!f.dir.path().join("a.txt").exists());
-    let reqs = script.requests.lock().unwrap();
-    match &reqs[1].messages[2].content[0] {
-        ContentBlock::ToolResult {
-            content, is_error, ..
-        } => {
-            assert!(is_error);
-            assert!(content.contains("non-interactive"), "{content}");
-        }
-        other => panic!("{other:?}"),
-    }
+    script.assert_first_result_is_error("non-interactive");
 }
 
 #[tokio::test]
 async fn prompt_answers_apply_and_always_adds_rule() {
     let script = Script::new(vec![
-        vec![
-            call("t1", "touch", json!({"path": "a.txt"})),
-            stop(StopReason::ToolUse),
-        ],
-        vec![
-            call("t2", "touch", json!({"path": "a.txt"})),
-            stop(StopReason::ToolUse),
-        ],
+        tool_turn("t1", "touch", json!({"path": "a.txt"})),
+        tool_turn("t2", "touch", json!({"path": "a.txt"})),
     ]);
     let prompter = Arc::new(Answer(PromptAnswer::AllowAlways, Mutex::new(vec![])));
     let mut f = fixture(script, prompter.clone(), PermissionMode::Default);
-    f.agent.run("go", &CancellationToken::new()).await;
+    f.go().await;
     assert!(f.dir.path().join("a.txt").exists());
     assert_eq!(f.agent.gate.policy.read().unwrap().rules.allow.len(), 1);
     assert!(!prompter.1.lock().unwrap().is_empty());
@@ -473,38 +518,25 @@ async fn prompt_answers_apply_and_always_adds_rule() {
 
 #[tokio::test]
 async fn plan_mode_refuses_edits() {
-    let script = Script::new(vec![vec![
-        call("t", "touch", json!({"path": "a.txt"})),
-        stop(StopReason::ToolUse),
-    ]]);
+    let script = Script::new(vec![tool_turn("t", "touch", json!({"path": "a.txt"}))]);
     let mut f = fixture(
         script,
         Arc::new(Answer(PromptAnswer::AllowOnce, Mutex::new(vec![]))),
         PermissionMode::Plan,
     );
-    f.agent.run("go", &CancellationToken::new()).await;
+    f.go().await;
     assert!(!f.dir.path().join("a.txt").exists());
 }
 
 #[tokio::test]
 async fn cancel_during_tool_stops_and_keeps_history_valid() {
-    let script = Script::new(vec![vec![
-        call("a", "echo", json!({"value": "x", "delay_ms": 10_000})),
-        stop(StopReason::ToolUse),
-    ]]);
-    let mut f = fixture(script, Arc::new(DenyPrompter), PermissionMode::Default);
-    let cancel = CancellationToken::new();
-    let c2 = cancel.clone();
-    tokio::spawn(async move {
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-        c2.cancel();
-    });
-    let out = tokio::time::timeout(
-        std::time::Duration::from_secs(5),
-        f.agent.run("go", &cancel),
-    )
-    .await
-    .unwrap();
+    let script = Script::new(vec![tool_turn(
+        "a",
+        "echo",
+        json!({"value": "x", "delay_ms": 10_000}),
+    )]);
+    let mut f = default_fixture(script);
+    let out = f.go_within_5s(&cancelled_after(100)).await;
     assert_eq!(out.stop_reason, AgentStopReason::Cancelled);
     let last = f.agent.history.last().unwrap();
     assert!(
@@ -514,38 +546,19 @@ async fn cancel_during_tool_stops_and_keeps_history_valid() {
 
 #[tokio::test]
 async fn cancel_during_stream() {
-    let script = Arc::new(Script {
-        turns: Mutex::new(vec![]),
-        requests: Mutex::new(vec![]),
-        hang_after: true,
-    });
-    let mut f = fixture(script, Arc::new(DenyPrompter), PermissionMode::Default);
-    let cancel = CancellationToken::new();
-    let c2 = cancel.clone();
-    tokio::spawn(async move {
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        c2.cancel();
-    });
-    let out = tokio::time::timeout(
-        std::time::Duration::from_secs(5),
-        f.agent.run("go", &cancel),
-    )
-    .await
-    .unwrap();
+    let script = Script::hanging();
+    let mut f = default_fixture(script);
+    let out = f.go_within_5s(&cancelled_after(50)).await;
     assert_eq!(out.stop_reason, AgentStopReason::Cancelled);
 }
 
 #[tokio::test]
 async fn time_limit_and_token_budget() {
-    let script = Arc::new(Script {
-        turns: Mutex::new(vec![]),
-        requests: Mutex::new(vec![]),
-        hang_after: true,
-    });
-    let mut f = fixture(script, Arc::new(DenyPrompter), PermissionMode::Default);
+    let script = Script::hanging();
+    let mut f = default_fixture(script);
     f.agent.settings.deadline =
         Some(tokio::time::Instant::now() + std::time::Duration::from_millis(50));
-    let out = f.agent.run("go", &CancellationToken::new()).await;
+    let out = f.go().await;
     assert_eq!(out.stop_reason, AgentStopReason::TimeLimit);
 
     let turns = (0..5)
@@ -560,13 +573,9 @@ async fn time_limit_and_token_budget() {
             ]
         })
         .collect();
-    let mut f = fixture(
-        Script::new(turns),
-        Arc::new(DenyPrompter),
-        PermissionMode::Default,
-    );
+    let mut f = default_fixture(Script::new(turns));
     f.agent.settings.token_budget = Some(1_000);
-    let out = f.agent.run("go", &CancellationToken::new()).await;
+    let out = f.go().await;
     assert_eq!(out.stop_reason, AgentStopReason::TokenBudget);
     assert_eq!(out.turns, 2);
 }
@@ -574,52 +583,24 @@ async fn time_limit_and_token_budget() {
 #[tokio::test]
 async fn long_tool_output_is_truncated_with_marker() {
     let big = "y".repeat(50_000);
-    let script = Script::new(vec![vec![
-        call("a", "echo", json!({"value": big})),
-        stop(StopReason::ToolUse),
-    ]]);
-    let mut f = fixture(
-        script.clone(),
-        Arc::new(DenyPrompter),
-        PermissionMode::Default,
+    let script = Script::new(vec![tool_turn("a", "echo", json!({"value": big}))]);
+    let mut f = default_fixture(script.clone());
+    f.go().await;
+    let (content, _) = script.first_result();
+    assert!(content.len() < 31_000);
+    assert!(
+        content.contains("20000 characters cut"),
+        "{}",
+        &content[17_990..18_100]
     );
-    f.agent.run("go", &CancellationToken::new()).await;
-    let reqs = script.requests.lock().unwrap();
-    match &reqs[1].messages[2].content[0] {
-        ContentBlock::ToolResult { content, .. } => {
-            assert!(content.len() < 31_000);
-            assert!(
-                content.contains("20000 characters cut"),
-                "{}",
-                &content[17_990..18_100]
-            );
-        }
-        other => panic!("{other:?}"),
-    }
 }
 
 #[tokio::test]
 async fn unknown_tool_gets_error_listing_tools() {
-    let script = Script::new(vec![vec![
-        call("a", "security-review", json!({})),
-        stop(StopReason::ToolUse),
-    ]]);
-    let mut f = fixture(
-        script.clone(),
-        Arc::new(DenyPrompter),
-        PermissionMode::Default,
-    );
-    f.agent.run("go", &CancellationToken::new()).await;
-    let reqs = script.requests.lock().unwrap();
-    match &reqs[1].messages[2].content[0] {
-        ContentBlock::ToolResult {
-            content, is_error, ..
-        } => {
-            assert!(is_error);
-            assert!(content.contains("echo"), "{content}");
-        }
-        other => panic!("{other:?}"),
-    }
+    let script = Script::new(vec![tool_turn("a", "security-review", json!({}))]);
+    let mut f = default_fixture(script.clone());
+    f.go().await;
+    script.assert_first_result_is_error("echo");
 }
 
 #[test]
@@ -632,31 +613,6 @@ fn tool_spec_shape() {
     assert_eq!(spec.name, "x");
 }
 
-/// A tool that cannot work in this environment (here: always).
-struct Broken;
-
-#[async_trait::async_trait]
-impl Tool for Broken {
-    fn name(&self) -> &'static str {
-        "broken"
-    }
-    fn description(&self) -> &'static str {
-        "broken"
-    }
-    fn input_schema(&self) -> Value {
-        json!({"type":"object"})
-    }
-    fn kind(&self) -> ToolKind {
-        ToolKind::Read
-    }
-    fn permission_subject(&self, _input: &Value) -> Option<String> {
-        None
-    }
-    async fn call(&self, _input: Value, _ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        Err(ToolError::fatal("the sandbox cannot be set up"))
-    }
-}
-
 #[tokio::test]
 async fn fatal_tool_error_stops_the_loop_and_keeps_history_valid() {
     let script = Script::new(vec![
@@ -665,15 +621,11 @@ async fn fatal_tool_error_stops_the_loop_and_keeps_history_valid() {
             call("b", "broken", json!({})),
             stop(StopReason::ToolUse),
         ],
-        vec![text("never asked"), stop(StopReason::EndTurn)],
+        answer("never asked"),
     ]);
-    let mut f = fixture(
-        script.clone(),
-        Arc::new(DenyPrompter),
-        PermissionMode::Default,
-    );
-    f.agent.tools.register(Arc::new(Broken));
-    let out = f.agent.run("go", &CancellationToken::new()).await;
+    let mut f = default_fixture(script.clone());
+    f.agent.tools.register(TestTool::broken());
+    let out = f.go().await;
     assert_eq!(out.stop_reason, AgentStopReason::Error);
     assert_eq!(out.turns, 1);
     let error = out.error.unwrap();
@@ -695,10 +647,7 @@ async fn fatal_tool_error_stops_the_loop_and_keeps_history_valid() {
 async fn known_secrets_are_redacted_from_results_events_and_streamed_text() {
     const KEY: &str = "sk-ant-agent-0123456789abcdef";
     let script = Script::new(vec![
-        vec![
-            call("a", "echo", json!({"value": format!("the key is {KEY}")})),
-            stop(StopReason::ToolUse),
-        ],
+        tool_turn("a", "echo", json!({"value": format!("the key is {KEY}")})),
         // The model repeats it, split across deltas.
         vec![
             text("you said sk-ant-agent-01234"),
@@ -711,9 +660,7 @@ async fn known_secrets_are_redacted_from_results_events_and_streamed_text() {
     let mut ctx = ToolContext::new(dir.path()).unwrap();
     ctx.redactor = crate::redact::Redactor::new([("ANTHROPIC_API_KEY", KEY)]).unwrap();
     let mut tools = ToolRegistry::new();
-    tools.register(Arc::new(Echo {
-        log: Arc::new(Mutex::new(vec![])),
-    }));
+    tools.register(TestTool::echo(Arc::new(Mutex::new(vec![]))));
     let gate = PermissionGate::new(
         Arc::new(RwLock::new(PermissionPolicy::default())),
         Arc::new(DenyPrompter),
@@ -748,13 +695,12 @@ async fn known_secrets_are_redacted_from_results_events_and_streamed_text() {
     }
     let all = serde_json::to_string(&events).unwrap();
     assert!(!all.contains("0123456789abcdef"), "{all}");
-    let streamed: String = events
-        .iter()
-        .filter_map(|e| match e {
-            AgentEvent::TextDelta { text } => Some(text.as_str()),
-            _ => None,
-        })
-        .collect();
+    let mut streamed = String::new();
+    for event in &events {
+        if let AgentEvent::TextDelta { text } = event {
+            streamed.push_str(text);
+        }
+    }
     assert_eq!(streamed, "you said [REDACTED:ANTHROPIC_API_KEY], right?");
     let written = std::fs::read_to_string(&transcript).unwrap();
     assert!(!written.contains("0123456789abcdef"), "{written}");
@@ -779,16 +725,12 @@ async fn invalid_call_arguments_are_redacted_before_the_cut() {
             }),
             stop(StopReason::ToolUse),
         ],
-        vec![text("ok"), stop(StopReason::EndTurn)],
+        answer("ok"),
     ]);
-    let mut f = fixture(
-        script.clone(),
-        Arc::new(DenyPrompter),
-        PermissionMode::Default,
-    );
+    let mut f = default_fixture(script.clone());
     f.agent.tool_context.redactor =
         crate::redact::Redactor::new([("ANTHROPIC_API_KEY", KEY)]).unwrap();
-    f.agent.run("go", &CancellationToken::new()).await;
+    f.go().await;
     let reqs = script.requests.lock().unwrap();
     let sent = serde_json::to_string(&reqs[1].messages).unwrap();
     assert!(!sent.contains("sk-ant-inv"), "{sent}");
@@ -808,33 +750,21 @@ fn fixture_with_hooks(
     }
     let file: File = toml::from_str(hooks_toml).unwrap();
     let mut f = fixture(client.clone(), prompter.clone(), mode);
-    let policy = Arc::new(RwLock::new(PermissionPolicy {
-        mode,
-        ..Default::default()
-    }));
-    let gate = PermissionGate::new(policy, prompter, RulePersistence::InMemory);
     let mut tools = ToolRegistry::new();
-    tools.register(Arc::new(Touch));
-    f.agent = Agent::builder(client, "m", ToolContext::new(f.dir.path()).unwrap(), gate)
-        .tools(tools)
-        .system_prompt("sys")
-        .settings(AgentSettings {
-            hooks: crate::hooks::Hooks::new(file.hooks),
-            ..AgentSettings::default()
-        })
-        .build()
-        .unwrap();
+    tools.register(TestTool::touch());
+    let settings = AgentSettings {
+        hooks: crate::hooks::Hooks::new(file.hooks),
+        ..AgentSettings::default()
+    };
+    f.agent = agent(client, f.dir.path(), gate(mode, prompter), tools, settings);
     f
 }
 
 #[tokio::test]
 async fn a_pre_tool_use_ask_asks_even_in_bypass_mode_and_notification_hooks_run() {
     let script = Script::new(vec![
-        vec![
-            call("t1", "touch", json!({"path": "a.txt"})),
-            stop(StopReason::ToolUse),
-        ],
-        vec![text("done"), stop(StopReason::EndTurn)],
+        tool_turn("t1", "touch", json!({"path": "a.txt"})),
+        answer("done"),
     ]);
     let prompter = Arc::new(Answer(PromptAnswer::Deny, Mutex::new(vec![])));
     let marks = tempfile::tempdir().unwrap();
@@ -849,7 +779,7 @@ async fn a_pre_tool_use_ask_asks_even_in_bypass_mode_and_notification_hooks_run(
         marker.display()
     );
     let mut f = fixture_with_hooks(script, prompter.clone(), PermissionMode::Bypass, &hooks);
-    f.agent.run("go", &CancellationToken::new()).await;
+    f.go().await;
     assert_eq!(prompter.1.lock().unwrap().len(), 1, "the hook made it ask");
     assert!(!f.dir.path().join("a.txt").exists(), "the user said no");
     // Notification hooks run in the background: wait for the marker (at most 20 s)
@@ -869,12 +799,9 @@ async fn a_pre_tool_use_ask_asks_even_in_bypass_mode_and_notification_hooks_run(
 #[tokio::test]
 async fn compact_on_demand_follows_the_instructions_and_keeps_the_last_turn() {
     let script = Script::new(vec![
-        vec![
-            call("e1", "echo", json!({"value": "OLD-RESULT"})),
-            stop(StopReason::ToolUse),
-        ],
-        vec![text("first answer"), stop(StopReason::EndTurn)],
-        vec![text("THE SUMMARY"), stop(StopReason::EndTurn)],
+        tool_turn("e1", "echo", json!({"value": "OLD-RESULT"})),
+        answer("first answer"),
+        answer("THE SUMMARY"),
     ]);
     let mut f = fixture(
         script.clone(),

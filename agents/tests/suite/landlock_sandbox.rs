@@ -53,7 +53,12 @@ struct Fx {
     home: PathBuf,
 }
 
-fn fixture() -> Fx {
+/// The fixture, or `None` (after a note) when the kernel has no landlock.
+fn fixture() -> Option<Fx> {
+    available().then(fixture_dirs)
+}
+
+fn fixture_dirs() -> Fx {
     let base_dir = base_outside_temp();
     let base = fs::canonicalize(base_dir.path()).unwrap();
     let ws = base.join("ws");
@@ -80,6 +85,30 @@ fn settings(fx: &Fx, network: bool) -> SandboxSettings {
     s
 }
 
+impl Fx {
+    /// A tool context in the workspace, sandboxed with [`settings`].
+    fn ctx(&self, network: bool) -> ToolContext {
+        ctx_with(
+            &self.ws,
+            CommandSandbox::new(&settings(self, network), &self.ws),
+        )
+    }
+
+    /// A repository `main` beside the workspace with one commit of `README` ("hello").
+    fn main_repo(&self) -> PathBuf {
+        let main = self.base.join("main");
+        init_repo(&main, &[("README", "hello\n")]);
+        main
+    }
+}
+
+/// Adds a worktree of `repo` at `path` on a new branch `branch`; returns `path`.
+fn add_worktree(repo: &Path, branch: &str, path: &Path) -> PathBuf {
+    let path_text = path.to_str().unwrap();
+    git(repo, &["worktree", "add", "-q", "-b", branch, path_text]);
+    path.to_path_buf()
+}
+
 fn ctx_with(ws: &Path, sandbox: CommandSandbox) -> ToolContext {
     let mut ctx = ToolContext::new(ws).unwrap();
     ctx.command_sandbox = Some(Arc::new(sandbox));
@@ -90,67 +119,69 @@ async fn run(ctx: &ToolContext, command: &str) -> ToolOutput {
     run_command(ctx, json!({ "command": command })).await
 }
 
+/// Runs `command`, asserting that it fails; returns its output.
+async fn fails(ctx: &ToolContext, command: &str) -> String {
+    let out = run(ctx, command).await;
+    assert!(out.is_error, "{command}: {}", out.content);
+    out.content
+}
+
+/// Runs `command`, asserting that it fails with "Permission denied"; returns its output.
+async fn denied(ctx: &ToolContext, command: &str) -> String {
+    let content = fails(ctx, command).await;
+    assert!(
+        content.contains("Permission denied"),
+        "{command}: {content}"
+    );
+    content
+}
+
+/// Runs `command`, asserting that it succeeds; returns its output.
+async fn succeeds(ctx: &ToolContext, command: &str) -> String {
+    let out = run(ctx, command).await;
+    assert!(!out.is_error, "{command}: {}", out.content);
+    out.content
+}
+
 #[tokio::test]
 async fn write_outside_workspace_fails_with_eacces_inside_succeeds() {
-    if !available() {
+    let Some(fx) = fixture() else {
         return;
-    }
-    let fx = fixture();
-    let ctx = ctx_with(&fx.ws, CommandSandbox::new(&settings(&fx, true), &fx.ws));
+    };
+    let ctx = fx.ctx(true);
     assert!(ctx.command_sandbox.as_ref().unwrap().is_enforced());
 
     let outside_file = fx.outside.join("file.txt");
-    let out = run(&ctx, &format!("echo x > '{}'", outside_file.display())).await;
-    assert!(out.is_error, "{}", out.content);
-    assert!(out.content.contains("Permission denied"), "{}", out.content);
-    assert!(
-        out.content.contains("sandbox"),
-        "hint expected: {}",
-        out.content
-    );
+    let out = denied(&ctx, &format!("echo x > '{}'", outside_file.display())).await;
+    assert!(out.contains("sandbox"), "hint expected: {}", out);
     assert!(!outside_file.exists());
 
-    let out = run(&ctx, "echo x > inside.txt && cat inside.txt").await;
-    assert!(!out.is_error, "{}", out.content);
+    succeeds(&ctx, "echo x > inside.txt && cat inside.txt").await;
     assert_eq!(fs::read_to_string(fx.ws.join("inside.txt")).unwrap(), "x\n");
 
     // Through a nested shell, a pipe into tee, a rename and a mkdir: all confined.
-    let nested = run(
-        &ctx,
-        &format!("bash -c 'echo x > {}/nested.txt'", fx.outside.display()),
-    )
-    .await;
-    assert!(nested.is_error && nested.content.contains("Permission denied"));
-    let tee = run(
-        &ctx,
-        &format!("echo x | tee {}/tee.txt", fx.outside.display()),
-    )
-    .await;
-    assert!(tee.is_error && tee.content.contains("Permission denied"));
-    let mv = run(&ctx, &format!("mv inside.txt {}/", fx.outside.display())).await;
-    assert!(mv.is_error, "{}", mv.content);
+    let outside = fx.outside.display();
+    denied(&ctx, &format!("bash -c 'echo x > {outside}/nested.txt'")).await;
+    denied(&ctx, &format!("echo x | tee {outside}/tee.txt")).await;
+    fails(&ctx, &format!("mv inside.txt {outside}/")).await;
     assert!(fx.ws.join("inside.txt").exists());
-    let mkdir = run(&ctx, &format!("mkdir {}/d", fx.outside.display())).await;
-    assert!(mkdir.is_error, "{}", mkdir.content);
+    fails(&ctx, &format!("mkdir {outside}/d")).await;
     // The restriction is the child's only: this process still writes there.
     fs::write(&outside_file, "parent").unwrap();
-    let truncate = run(&ctx, &format!(": > {}", outside_file.display())).await;
-    assert!(truncate.is_error);
+    fails(&ctx, &format!(": > {}", outside_file.display())).await;
     assert_eq!(fs::read_to_string(&outside_file).unwrap(), "parent");
 }
 
 #[tokio::test]
 async fn same_command_runs_unconfined_when_mode_is_off() {
-    if !available() {
+    let Some(fx) = fixture() else {
         return;
-    }
-    let fx = fixture();
+    };
     let mut s = settings(&fx, true);
     s.mode = SandboxMode::Off;
     let ctx = ctx_with(&fx.ws, CommandSandbox::new(&s, &fx.ws));
     let target = fx.outside.join("off.txt");
-    let out = run(&ctx, &format!("echo x > '{}'", target.display())).await;
-    assert!(!out.is_error, "{}", out.content);
+    succeeds(&ctx, &format!("echo x > '{}'", target.display())).await;
     assert!(target.exists());
 }
 
@@ -158,40 +189,33 @@ async fn same_command_runs_unconfined_when_mode_is_off() {
 /// not.
 #[tokio::test]
 async fn private_temp_dir_and_dev_null_are_writable_shared_temp_is_not() {
-    if !available() {
+    let Some(fx) = fixture() else {
         return;
-    }
-    let fx = fixture();
-    let ctx = ctx_with(&fx.ws, CommandSandbox::new(&settings(&fx, true), &fx.ws));
-    let out = run(
+    };
+    let ctx = fx.ctx(true);
+    let out = succeeds(
         &ctx,
         "echo hi > \"$TMPDIR/scratch.txt\" && cat \"$TMPDIR/scratch.txt\" && echo gone > /dev/null \
          && mktemp -d && ls /dev/null",
     )
     .await;
-    assert!(!out.is_error, "{}", out.content);
-    assert!(out.content.contains("hi"));
+    assert!(out.contains("hi"));
     let tmp = tempfile::tempdir().unwrap();
     let file = tmp.path().join("scratch.txt");
-    let out = run(&ctx, &format!("echo hi > '{}'", file.display())).await;
-    assert!(out.is_error, "{}", out.content);
-    assert!(out.content.contains("Permission denied"), "{}", out.content);
+    denied(&ctx, &format!("echo hi > '{}'", file.display())).await;
     assert!(!file.exists());
 }
 
 #[tokio::test]
 async fn denied_paths_cannot_be_read_by_any_route() {
-    if !available() {
+    let Some(fx) = fixture() else {
         return;
-    }
-    let fx = fixture();
-    let ctx = ctx_with(&fx.ws, CommandSandbox::new(&settings(&fx, true), &fx.ws));
+    };
+    let ctx = fx.ctx(true);
     let key = fx.home.join(".ssh/id_rsa");
 
-    let out = run(&ctx, &format!("cat '{}'", key.display())).await;
-    assert!(out.is_error, "{}", out.content);
-    assert!(out.content.contains("Permission denied"), "{}", out.content);
-    assert!(!out.content.contains("PRIVATE KEY"));
+    let out = denied(&ctx, &format!("cat '{}'", key.display())).await;
+    assert!(!out.contains("PRIVATE KEY"));
 
     // Through /proc's view of the root, a symlink placed in the workspace, and a HOME= cat.
     std::os::unix::fs::symlink(&key, fx.ws.join("key-link")).unwrap();
@@ -201,31 +225,27 @@ async fn denied_paths_cannot_be_read_by_any_route() {
         format!("HOME='{}' bash -c 'cat ~/.ssh/id_rsa'", fx.home.display()),
         format!("cp '{}' stolen", key.display()),
     ] {
-        let out = run(&ctx, &cmd).await;
-        assert!(out.is_error, "{cmd}: {}", out.content);
-        assert!(!out.content.contains("PRIVATE KEY"), "{cmd}");
+        let out = fails(&ctx, &cmd).await;
+        assert!(!out.contains("PRIVATE KEY"), "{cmd}");
     }
     assert!(!fx.ws.join("stolen").exists());
 
     // The rest of the fake home stays readable, and the home can be listed.
-    let out = run(
+    let h = fx.home.display();
+    let out = succeeds(
         &ctx,
-        &format!(
-            "cat '{h}/notes.txt' && ls -a '{h}' && ls '{h}/projects'",
-            h = fx.home.display()
-        ),
+        &format!("cat '{h}/notes.txt' && ls -a '{h}' && ls '{h}/projects'"),
     )
     .await;
-    assert!(!out.is_error, "{}", out.content);
-    assert!(out.content.contains("public notes"));
-    assert!(out.content.contains(".ssh"));
+    assert!(out.contains("public notes"));
+    assert!(out.contains(".ssh"));
 }
 
 #[tokio::test]
 async fn network_off_blocks_tcp_connect_to_a_local_listener() {
-    if !available() {
+    let Some(fx) = fixture() else {
         return;
-    }
+    };
     if !landlock_status().supports_network() {
         eprintln!(
             "note: skipping network test: {} cannot restrict TCP (ABI 4 needed)",
@@ -233,7 +253,6 @@ async fn network_off_blocks_tcp_connect_to_a_local_listener() {
         );
         return;
     }
-    let fx = fixture();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let accept = std::thread::spawn(move || {
@@ -242,10 +261,8 @@ async fn network_off_blocks_tcp_connect_to_a_local_listener() {
     });
     let connect = format!("echo hi > /dev/tcp/127.0.0.1/{port}");
 
-    let off = ctx_with(&fx.ws, CommandSandbox::new(&settings(&fx, false), &fx.ws));
-    let out = run(&off, &connect).await;
-    assert!(out.is_error, "{}", out.content);
-    assert!(out.content.contains("Permission denied"), "{}", out.content);
+    let off = fx.ctx(false);
+    denied(&off, &connect).await;
     assert!(
         off.command_sandbox
             .as_ref()
@@ -254,18 +271,16 @@ async fn network_off_blocks_tcp_connect_to_a_local_listener() {
             .contains("network off")
     );
 
-    let on = ctx_with(&fx.ws, CommandSandbox::new(&settings(&fx, true), &fx.ws));
-    let out = run(&on, &connect).await;
-    assert!(!out.is_error, "{}", out.content);
+    let on = fx.ctx(true);
+    succeeds(&on, &connect).await;
     accept.join().unwrap().unwrap();
 }
 
 #[tokio::test]
 async fn git_and_cargo_still_work_inside_the_sandbox() {
-    if !available() {
+    let Some(fx) = fixture() else {
         return;
-    }
-    let fx = fixture();
+    };
     git(&fx.ws, &["init", "-q", "-b", "main"]);
     fs::write(fx.ws.join("a.txt"), "a\n").unwrap();
     git(&fx.ws, &["add", "a.txt"]);
@@ -286,25 +301,18 @@ async fn git_and_cargo_still_work_inside_the_sandbox() {
     let home = std::env::var_os("HOME").map(PathBuf::from);
     let s = SandboxSettings::with_defaults(home.as_deref());
     let ctx = ctx_with(&fx.ws, CommandSandbox::new(&s, &fx.ws));
-    let out = run(
+    let out = succeeds(
         &ctx,
         "git status --short && git log --oneline | wc -l && git diff --stat HEAD",
     )
     .await;
-    assert!(!out.is_error, "{}", out.content);
-    assert!(out.content.contains("?? b.txt"), "{}", out.content);
+    assert!(out.contains("?? b.txt"), "{}", out);
     // `.git` is read-only for commands: git commands that write it fail.
-    let out = run(&ctx, "git add b.txt").await;
-    assert!(out.is_error, "{}", out.content);
-    assert!(
-        out.content.contains("Read-only file system"),
-        "{}",
-        out.content
-    );
+    let out = fails(&ctx, "git add b.txt").await;
+    assert!(out.contains("Read-only file system"), "{}", out);
     if Command::new("cargo").arg("--version").output().is_ok() {
-        let out = run(&ctx, "cargo --version && rustc --version").await;
-        assert!(!out.is_error, "{}", out.content);
-        assert!(out.content.contains("cargo "), "{}", out.content);
+        let out = succeeds(&ctx, "cargo --version && rustc --version").await;
+        assert!(out.contains("cargo "), "{}", out);
     } else {
         eprintln!("note: cargo is not on PATH; only git was checked");
     }
@@ -312,22 +320,11 @@ async fn git_and_cargo_still_work_inside_the_sandbox() {
 
 #[tokio::test]
 async fn worker_cannot_write_into_main_checkout_or_another_worktree() {
-    if !available() {
+    let Some(fx) = fixture() else {
         return;
-    }
-    let fx = fixture();
-    let main = fx.base.join("main");
-    init_repo(&main, &[("README", "hello\n")]);
-    let wt1 = fx.base.join("wt/w1");
-    let wt2 = fx.base.join("wt/w2");
-    git(
-        &main,
-        &["worktree", "add", "-q", "-b", "w1", wt1.to_str().unwrap()],
-    );
-    git(
-        &main,
-        &["worktree", "add", "-q", "-b", "w2", wt2.to_str().unwrap()],
-    );
+    };
+    let main = fx.main_repo();
+    let [wt1, wt2] = ["w1", "w2"].map(|w| add_worktree(&main, w, &fx.base.join("wt").join(w)));
 
     // The way `swarm::worker` builds it: the run's sandbox, re-rooted at the worktree.
     let run_sandbox = CommandSandbox::new(&settings(&fx, true), &main);
@@ -343,42 +340,33 @@ async fn worker_cannot_write_into_main_checkout_or_another_worktree() {
             format!("bash -c \"echo pwned >> '{}'\"", target.display()),
             format!("sh -c \"cp README '{}'\"", target.display()),
         ] {
-            let out = run(&ctx, &cmd).await;
-            assert!(out.is_error, "{cmd}: {}", out.content);
-            assert!(
-                out.content.contains("Permission denied"),
-                "{cmd}: {}",
-                out.content
-            );
+            denied(&ctx, &cmd).await;
         }
     }
     assert_eq!(fs::read_to_string(main.join("README")).unwrap(), "hello\n");
     assert_eq!(fs::read_to_string(wt2.join("README")).unwrap(), "hello\n");
     assert!(!main.join("new.txt").exists());
     // The main repository's .git (hooks, config, refs) is out of reach too.
-    let out = run(
+    fails(
         &ctx,
         &format!("echo 'exit 0' > '{}/.git/hooks/pre-commit'", main.display()),
     )
     .await;
-    assert!(out.is_error, "{}", out.content);
 
     // Its own worktree is writable, and read-only git commands work there.
-    let out = run(
+    let out = succeeds(
         &ctx,
         "echo mine >> README && git status --short && git diff --stat",
     )
     .await;
-    assert!(!out.is_error, "{}", out.content);
-    assert!(out.content.contains("M README"), "{}", out.content);
+    assert!(out.contains("M README"), "{}", out);
     assert_eq!(
         fs::read_to_string(wt1.join("README")).unwrap(),
         "hello\nmine\n"
     );
     // The index and objects live in the main repository's .git: a worker cannot change them
     // (ahelper commits the worker's work itself).
-    let out = run(&ctx, "git add README").await;
-    assert!(out.is_error, "{}", out.content);
+    fails(&ctx, "git add README").await;
     assert!(
         !run_sandbox
             .for_workspace(&wt1)
@@ -390,29 +378,19 @@ async fn worker_cannot_write_into_main_checkout_or_another_worktree() {
 
 #[tokio::test]
 async fn a_session_in_a_linked_worktree_cannot_write_the_git_directory() {
-    if !available() {
+    let Some(fx) = fixture() else {
         return;
-    }
-    let fx = fixture();
-    let main = fx.base.join("main");
-    init_repo(&main, &[("README", "hello\n")]);
-    let wt = fx.base.join("mine");
-    git(
-        &main,
-        &["worktree", "add", "-q", "-b", "mine", wt.to_str().unwrap()],
-    );
+    };
+    let main = fx.main_repo();
+    let wt = add_worktree(&main, "mine", &fx.base.join("mine"));
     let ctx = ctx_with(&wt, CommandSandbox::new(&settings(&fx, true), &wt));
-    let out = run(&ctx, "echo more >> README && git log --oneline | wc -l").await;
-    assert!(!out.is_error, "{}", out.content);
-    assert!(out.content.starts_with('1'), "{}", out.content);
+    let out = succeeds(&ctx, "echo more >> README && git log --oneline | wc -l").await;
+    assert!(out.starts_with('1'), "{}", out);
     // The repository's git directory (outside the worktree) is not writable: no commit, no
     // config change.
-    let out = run(&ctx, "git add README").await;
-    assert!(out.is_error, "{}", out.content);
+    fails(&ctx, "git add README").await;
     let config = main.join(".git/config");
-    let out = run(&ctx, &format!("echo x >> '{}'", config.display())).await;
-    assert!(out.is_error, "{}", out.content);
+    fails(&ctx, &format!("echo x >> '{}'", config.display())).await;
     // The main checkout's files stay out of reach.
-    let out = run(&ctx, &format!("echo x > '{}/README'", main.display())).await;
-    assert!(out.is_error, "{}", out.content);
+    fails(&ctx, &format!("echo x > '{}/README'", main.display())).await;
 }

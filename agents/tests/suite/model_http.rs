@@ -34,26 +34,28 @@ fn settings(kind: ProviderKind, base_url: &str, key: &str, max_attempts: u32) ->
     }
 }
 
+/// [`settings`] for a `kind` client of `server` with that provider's test key, trying each
+/// request `max_attempts` times.
+fn server_settings(server: &FakeLlm, kind: ProviderKind, max_attempts: u32) -> ProviderSettings {
+    let key = match kind {
+        ProviderKind::Anthropic => ANTHROPIC_KEY,
+        _ => OPENAI_KEY,
+    };
+    settings(kind, &server.base_url(), key, max_attempts)
+}
+
 /// An Anthropic client of `server` with the test key, trying each request `max_attempts` times.
 fn anthropic_client(server: &FakeLlm, max_attempts: u32) -> AnthropicClient {
-    let base = server.base_url();
-    AnthropicClient::new(settings(
+    AnthropicClient::new(server_settings(
+        server,
         ProviderKind::Anthropic,
-        &base,
-        ANTHROPIC_KEY,
         max_attempts,
     ))
 }
 
 /// An OpenAI client of `server` with the test key, trying each request `max_attempts` times.
 fn openai_client(server: &FakeLlm, max_attempts: u32) -> OpenAiClient {
-    let base = server.base_url();
-    OpenAiClient::new(settings(
-        ProviderKind::Openai,
-        &base,
-        OPENAI_KEY,
-        max_attempts,
-    ))
+    OpenAiClient::new(server_settings(server, ProviderKind::Openai, max_attempts))
 }
 
 fn request() -> ModelRequest {
@@ -229,12 +231,8 @@ async fn non_streaming_json_replies_are_understood() {
 
 #[tokio::test]
 async fn http_429_with_retry_after_is_retried_after_that_delay() {
-    let server = faulty_replay(
-        "anthropic-text-basic.sse",
-        11,
-        Fault::new(FaultKind::Http429).retry_after(1),
-    )
-    .await;
+    let fault = Fault::new(FaultKind::Http429).retry_after(1);
+    let server = faulty_replay("anthropic-text-basic.sse", 11, fault).await;
     let client = anthropic_client(&server, 3);
     let started = std::time::Instant::now();
     let items = run(&client).await;
@@ -288,12 +286,8 @@ async fn http_529_and_error_events_are_retried() {
 #[tokio::test]
 async fn http_400_is_not_retried() {
     let message = "max_tokens is too large";
-    let server = faulty_replay(
-        "openai-text-include-usage.sse",
-        64,
-        Fault::new(FaultKind::Http400).message(message),
-    )
-    .await;
+    let fault = Fault::new(FaultKind::Http400).message(message);
+    let server = faulty_replay("openai-text-include-usage.sse", 64, fault).await;
     let client = openai_client(&server, 3);
     let items = run(&client).await;
     let [
@@ -314,12 +308,8 @@ async fn http_400_is_not_retried() {
 
 #[tokio::test]
 async fn connection_dropped_mid_stream_is_retried() {
-    let server = faulty_replay(
-        "openai-text-include-usage.sse",
-        100,
-        Fault::new(FaultKind::DropMidStream).after_chunks(3),
-    )
-    .await;
+    let fault = Fault::new(FaultKind::DropMidStream).after_chunks(3);
+    let server = faulty_replay("openai-text-include-usage.sse", 100, fault).await;
     let client = openai_client(&server, 2);
     let items = run(&client).await;
     let r = retries(&items);
@@ -378,14 +368,10 @@ async fn connection_refused_is_retried_then_reported() {
 #[tokio::test]
 async fn a_stalled_stream_hits_the_idle_timeout() {
     // 300 bytes, then nothing for 10 s.
-    let server = faulty_replay(
-        "anthropic-text-basic.sse",
-        300,
-        Fault::new(FaultKind::Stall)
-            .after_chunks(1)
-            .stall_ms(10_000),
-    )
-    .await;
+    let fault = Fault::new(FaultKind::Stall)
+        .after_chunks(1)
+        .stall_ms(10_000);
+    let server = faulty_replay("anthropic-text-basic.sse", 300, fault).await;
     let mut s = settings(
         ProviderKind::Anthropic,
         &server.base_url(),

@@ -9,23 +9,14 @@ use ahelper_agents::permissions::{Decision, PermissionMode};
 use proptest::prelude::*;
 
 /// `rm` spelled in ways the shell resolves to `rm`.
+#[rustfmt::skip]
+const SPELLED_RM: &[&str] = &[
+    "rm", "'rm'", "\"rm\"", "r''m", "r\"\"m", "\\rm", "r\\m", "$'\\x72\\x6d'", "$'r\\155'",
+    "$'\\162m'", "/bin/rm", "/usr/bin/rm", "r\\\nm",
+];
+
 fn spelled_rm() -> impl Strategy<Value = String> {
-    prop::sample::select(vec![
-        "rm",
-        "'rm'",
-        "\"rm\"",
-        "r''m",
-        "r\"\"m",
-        "\\rm",
-        "r\\m",
-        "$'\\x72\\x6d'",
-        "$'r\\155'",
-        "$'\\162m'",
-        "/bin/rm",
-        "/usr/bin/rm",
-        "r\\\nm",
-    ])
-    .prop_map(str::to_string)
+    prop::sample::select(SPELLED_RM).prop_map(str::to_string)
 }
 
 fn args() -> impl Strategy<Value = String> {
@@ -36,6 +27,28 @@ fn args() -> impl Strategy<Value = String> {
 /// Single-quotes `s` for the shell.
 fn sq(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+/// `inner`'s command between `before` and `after`; `simple` says whether the result is a simple
+/// command that can take a prefix wrapper.
+fn around(
+    inner: &BoxedStrategy<(String, bool)>,
+    before: &'static str,
+    after: &'static str,
+    simple: bool,
+) -> BoxedStrategy<(String, bool)> {
+    inner
+        .clone()
+        .prop_map(move |(cmd, _)| (format!("{before}{cmd}{after}"), simple))
+        .boxed()
+}
+
+/// `inner` with the command single-quoted for the shell.
+fn quote(inner: &BoxedStrategy<(String, bool)>) -> BoxedStrategy<(String, bool)> {
+    inner
+        .clone()
+        .prop_map(|(cmd, simple)| (sq(&cmd), simple))
+        .boxed()
 }
 
 /// (command text, is it a simple command that can take a prefix wrapper)
@@ -73,9 +86,7 @@ fn hidden() -> impl Strategy<Value = (String, bool)> {
                 .prop_map(|((cmd, _), runner)| (format!("{runner} {}", sq(&cmd)), true)),
             // `eval` is a builtin: programs that exec their arguments (`timeout`, `find -exec`)
             // cannot run it, so it is not offered to them as a simple command.
-            inner
-                .clone()
-                .prop_map(|(cmd, _)| (format!("eval {}", sq(&cmd)), false)),
+            around(&quote(&inner), "eval ", "", false),
             inner.clone().prop_map(|(cmd, simple)| if simple {
                 (format!("echo a | xargs {cmd}"), false)
             } else {
@@ -87,39 +98,25 @@ fn hidden() -> impl Strategy<Value = (String, bool)> {
                 (format!("( {cmd} )"), false)
             }),
             // Nesting constructs.
-            inner
-                .clone()
-                .prop_map(|(cmd, _)| (format!("echo \"$( {cmd} )\""), true)),
+            around(&inner, "echo \"$( ", " )\"", true),
             inner.clone().prop_map(|(cmd, _)| if cmd.contains('`') {
                 (format!("echo $( {cmd} )"), true)
             } else {
                 (format!("echo `{cmd}`"), true)
             }),
-            inner
-                .clone()
-                .prop_map(|(cmd, _)| (format!("( {cmd} )"), false)),
-            inner
-                .clone()
-                .prop_map(|(cmd, _)| (format!("if true; then {cmd}; fi"), false)),
-            inner
-                .clone()
-                .prop_map(|(cmd, _)| (format!("for i in 1 2; do {cmd}; done"), false)),
-            inner.clone().prop_map(|(cmd, _)| (
-                format!("while false; do :; done; until true; do {cmd}; done"),
+            around(&inner, "( ", " )", false),
+            around(&inner, "if true; then ", "; fi", false),
+            around(&inner, "for i in 1 2; do ", "; done", false),
+            around(
+                &inner,
+                "while false; do :; done; until true; do ",
+                "; done",
                 false
-            )),
-            inner
-                .clone()
-                .prop_map(|(cmd, _)| (format!("case x in x) {cmd};; esac"), false)),
-            inner
-                .clone()
-                .prop_map(|(cmd, _)| (format!("f() {{ {cmd}; }}; f"), false)),
-            inner
-                .clone()
-                .prop_map(|(cmd, _)| (format!("cat <( {cmd} )"), true)),
-            inner
-                .clone()
-                .prop_map(|(cmd, _)| (format!("! {cmd}"), false)),
+            ),
+            around(&inner, "case x in x) ", ";; esac", false),
+            around(&inner, "f() { ", "; }; f", false),
+            around(&inner, "cat <( ", " )", true),
+            around(&inner, "! ", "", false),
             // Shells and interpreters that read the program from standard input, a here-string,
             // a here-document or a code string.
             (
@@ -130,19 +127,11 @@ fn hidden() -> impl Strategy<Value = (String, bool)> {
                     format!("printf '%s\\n' {} | {shell}", sq(&cmd)),
                     false
                 )),
-            inner
-                .clone()
-                .prop_map(|(cmd, _)| (format!("bash <<< {}", sq(&cmd)), true)),
-            inner
-                .clone()
-                .prop_map(|(cmd, _)| (format!("{{ sh <<'EOF'\n{cmd}\nEOF\n}}"), false)),
-            inner
-                .clone()
-                .prop_map(|(cmd, _)| (format!("echo {} | xargs -0 sh -c", sq(&cmd)), false)),
+            around(&quote(&inner), "bash <<< ", "", true),
+            around(&inner, "{ sh <<'EOF'\n", "\nEOF\n}", false),
+            around(&quote(&inner), "echo ", " | xargs -0 sh -c", false),
             // `env -S` splits a string into a command; git aliases run `!` commands.
-            inner
-                .clone()
-                .prop_map(|(cmd, _)| (format!("env -S {}", sq(&cmd)), true)),
+            around(&quote(&inner), "env -S ", "", true),
             inner.prop_map(|(cmd, _)| (
                 format!("git -c alias.x={} x", sq(&format!("!{cmd}"))),
                 true
@@ -151,19 +140,15 @@ fn hidden() -> impl Strategy<Value = (String, bool)> {
     })
 }
 
+/// Commands allowed on their own, around the hidden one.
+#[rustfmt::skip]
+const BENIGN: &[&str] = &[
+    "ls", "echo hi", "git status", "true", "cat README.md", "cargo test", "pwd", "git diff HEAD",
+    "wc -l src/main.rs",
+];
+
 fn benign() -> impl Strategy<Value = String> {
-    prop::sample::select(vec![
-        "ls",
-        "echo hi",
-        "git status",
-        "true",
-        "cat README.md",
-        "cargo test",
-        "pwd",
-        "git diff HEAD",
-        "wc -l src/main.rs",
-    ])
-    .prop_map(str::to_string)
+    prop::sample::select(BENIGN).prop_map(str::to_string)
 }
 
 fn separator() -> impl Strategy<Value = &'static str> {

@@ -64,6 +64,33 @@ impl Fx {
     fn resolve(&self, path: &str, access: Access) -> Result<sandbox::ResolvedPath, SandboxError> {
         sandbox::resolve(&self.ctx.workspace_root, &self.ctx.cwd, path, access)
     }
+    /// The content of `path` read through the `read_file` tool; panics on a refusal.
+    async fn read_text(&self, path: &str) -> String {
+        self.read(path).await.unwrap().content
+    }
+    /// The name of the [`SandboxError`] variant `resolve` refuses `path` with; panics when it
+    /// resolves.
+    fn refusal(&self, path: &str, access: Access) -> String {
+        let e = self.resolve(path, access).expect_err(path);
+        let debug = format!("{e:?}");
+        debug
+            .split([' ', '('])
+            .next()
+            .unwrap_or_default()
+            .to_string()
+    }
+    /// The content of `path` below the base directory, read directly.
+    fn base_text(&self, path: &str) -> String {
+        fs::read_to_string(self.base.join(path)).unwrap()
+    }
+    /// The content of `path` in the workspace, read directly.
+    fn ws_text(&self, path: &str) -> String {
+        fs::read_to_string(self.ws.join(path)).unwrap()
+    }
+}
+
+fn is_symlink(path: &Path) -> bool {
+    fs::symlink_metadata(path).unwrap().file_type().is_symlink()
 }
 
 /// Asserts a refusal that leaks none of `secret`.
@@ -77,6 +104,12 @@ fn assert_refused(r: Result<ToolOutput, ToolError>, secret: &str) -> String {
     }
 }
 
+/// [`assert_refused`], and the refusal says `says`.
+fn assert_refused_saying(r: Result<ToolOutput, ToolError>, secret: &str, says: &str) {
+    let msg = assert_refused(r, secret);
+    assert!(msg.contains(says), "{msg}");
+}
+
 fn ups(root: &Path) -> String {
     "../".repeat(root.components().count())
 }
@@ -85,12 +118,12 @@ fn ups(root: &Path) -> String {
 async fn p01_sibling_with_common_prefix_is_outside() {
     let f = fixture();
     let p = f.base.join("ws-evil/secret.txt");
-    let msg = assert_refused(f.read(p.to_str().unwrap()).await, "EVIL-SECRET");
-    assert!(msg.contains("outside the workspace"), "{msg}");
-    assert!(matches!(
-        f.resolve(p.to_str().unwrap(), Access::Read),
-        Err(SandboxError::Outside { .. })
-    ));
+    assert_refused_saying(
+        f.read(p.to_str().unwrap()).await,
+        "EVIL-SECRET",
+        "outside the workspace",
+    );
+    assert_eq!(f.refusal(p.to_str().unwrap(), Access::Read), "Outside");
 }
 
 #[tokio::test]
@@ -139,29 +172,28 @@ async fn p08_tilde_is_a_literal_child_never_home() {
     // `~/.bashrc` is a literal `~` directory inside the workspace; `.bashrc` is protected.
     let r = f.resolve("~/.bashrc", Access::Read).unwrap();
     assert_eq!(r.physical, f.ws.join("~/.bashrc"));
-    let msg = assert_refused(f.write("~/.bashrc", "evil").await, "evil");
-    assert!(msg.contains("protected"), "{msg}");
-    assert_eq!(
-        fs::read_to_string(f.base.join("home/.bashrc")).unwrap(),
-        "# home bashrc\n"
-    );
+    assert_refused_saying(f.write("~/.bashrc", "evil").await, "evil", "protected");
+    assert_eq!(f.base_text("home/.bashrc"), "# home bashrc\n");
     assert!(!f.ws.join("~").exists());
     // An unprotected name under `~` is written inside the workspace.
     f.write("~/notes.txt", "n").await.unwrap();
-    assert_eq!(fs::read_to_string(f.ws.join("~/notes.txt")).unwrap(), "n");
+    assert_eq!(f.ws_text("~/notes.txt"), "n");
 }
 
 #[tokio::test]
 async fn p10_new_file_under_dir_symlink_to_outside_is_rejected() {
     let f = fixture();
     symlink(f.base.join("outside"), f.ws.join("outbox")).unwrap();
-    let msg = assert_refused(f.write("outbox/x.txt", "data").await, "data");
-    assert!(msg.contains("symbolic link"), "{msg}");
+    assert_refused_saying(
+        f.write("outbox/x.txt", "data").await,
+        "data",
+        "symbolic link",
+    );
     assert!(!f.base.join("outside/x.txt").exists());
-    assert!(matches!(
-        f.resolve("outbox/new/deeper/x.txt", Access::Write),
-        Err(SandboxError::SymlinkOutside { .. })
-    ));
+    assert_eq!(
+        f.refusal("outbox/new/deeper/x.txt", Access::Write),
+        "SymlinkOutside"
+    );
 }
 
 #[tokio::test]
@@ -169,29 +201,15 @@ async fn p11_symlink_to_inside_file_can_be_read_and_edited() {
     let f = fixture();
     fs::write(f.ws.join("real.txt"), "hello world\n").unwrap();
     symlink(f.ws.join("real.txt"), f.ws.join("alias.txt")).unwrap();
-    assert!(
-        f.read("alias.txt")
-            .await
-            .unwrap()
-            .content
-            .contains("hello world")
-    );
+    assert!(f.read_text("alias.txt").await.contains("hello world"));
     f.call(
         "edit_file",
         json!({"path": "alias.txt", "old_string": "world", "new_string": "there"}),
     )
     .await
     .unwrap();
-    assert_eq!(
-        fs::read_to_string(f.ws.join("real.txt")).unwrap(),
-        "hello there\n"
-    );
-    assert!(
-        fs::symlink_metadata(f.ws.join("alias.txt"))
-            .unwrap()
-            .file_type()
-            .is_symlink()
-    );
+    assert_eq!(f.ws_text("real.txt"), "hello there\n");
+    assert!(is_symlink(&f.ws.join("alias.txt")));
 }
 
 #[tokio::test]
@@ -207,10 +225,7 @@ async fn p13_overwrite_through_file_symlink_to_outside_is_rejected() {
         .await,
         "OUTSIDE-SECRET",
     );
-    assert_eq!(
-        fs::read_to_string(f.base.join("outside/secret.txt")).unwrap(),
-        "OUTSIDE-SECRET"
-    );
+    assert_eq!(f.base_text("outside/secret.txt"), "OUTSIDE-SECRET");
 }
 
 #[tokio::test]
@@ -229,18 +244,29 @@ async fn p14_dotdot_after_dir_symlink_is_decided_physically() {
     }
 }
 
+/// P16, a slashless symlink name, and P23, a symlink to `/proc/1/cmdline`: refused without
+/// leaking the target.
 #[tokio::test]
-async fn p16_slashless_symlink_name_is_checked() {
+async fn p16_p23_symlinks_to_system_files_are_rejected() {
     let f = fixture();
-    symlink("/etc/passwd", f.ws.join("link.txt")).unwrap();
-    assert_refused(f.read("link.txt").await, "root:");
+    for (case, target, link, secret) in [
+        ("P16", "/etc/passwd", "link.txt", "root:"),
+        ("P23", "/proc/1/cmdline", "p", "\0"),
+    ] {
+        symlink(target, f.ws.join(link)).unwrap();
+        let e = f.read(link).await.expect_err(case);
+        assert!(
+            !e.message().contains(secret),
+            "{case}: the error leaks the secret: {e}"
+        );
+    }
 }
 
 #[tokio::test]
 async fn p17_symlink_created_by_the_shell_is_re_resolved() {
     let f = fixture();
     fs::write(f.ws.join("x"), "plain file\n").unwrap();
-    assert!(f.read("x").await.unwrap().content.contains("plain file"));
+    assert!(f.read_text("x").await.contains("plain file"));
     let out = f
         .call(
             "run_command",
@@ -249,12 +275,7 @@ async fn p17_symlink_created_by_the_shell_is_re_resolved() {
         .await
         .unwrap();
     assert!(out.content.contains("linked"), "{out:?}");
-    assert!(
-        fs::symlink_metadata(f.ws.join("x"))
-            .unwrap()
-            .file_type()
-            .is_symlink()
-    );
+    assert!(is_symlink(&f.ws.join("x")));
     assert_refused(f.read("x").await, "root:");
 }
 
@@ -317,13 +338,6 @@ async fn p22_proc_self_environ_is_rejected_directly_and_via_symlink() {
 }
 
 #[tokio::test]
-async fn p23_symlink_to_proc_1_cmdline_is_rejected() {
-    let f = fixture();
-    symlink("/proc/1/cmdline", f.ws.join("p")).unwrap();
-    assert_refused(f.read("p").await, "\0");
-}
-
-#[tokio::test]
 async fn p26_protected_config_matches_case_insensitively() {
     let f = fixture();
     fs::create_dir_all(f.ws.join(".ahelper")).unwrap();
@@ -337,14 +351,8 @@ async fn p26_protected_config_matches_case_insensitively() {
         assert!(msg.contains("protected"), "{spelling}: {msg}");
     }
     let abs = f.ws.join(".AHELPER/Config.toml");
-    assert!(matches!(
-        f.resolve(abs.to_str().unwrap(), Access::Write),
-        Err(SandboxError::Protected { .. })
-    ));
-    assert_eq!(
-        fs::read_to_string(f.ws.join(".ahelper/config.toml")).unwrap(),
-        "model = \"x\"\n"
-    );
+    assert_eq!(f.refusal(abs.to_str().unwrap(), Access::Write), "Protected");
+    assert_eq!(f.ws_text(".ahelper/config.toml"), "model = \"x\"\n");
     assert!(!f.ws.join(".AHELPER").exists());
 }
 
@@ -358,10 +366,7 @@ async fn p28_fullwidth_dots_and_solidus_never_escape() {
     f.write(p, "literal").await.unwrap();
     assert_eq!(fs::read_to_string(&r.physical).unwrap(), "literal");
     // Fullwidth look-alike of a protected name is still protected.
-    assert!(matches!(
-        f.resolve("\u{FF0E}git/config", Access::Write),
-        Err(SandboxError::Protected { .. })
-    ));
+    assert_eq!(f.refusal("\u{FF0E}git/config", Access::Write), "Protected");
 }
 
 #[tokio::test]
@@ -369,17 +374,10 @@ async fn p29_invisible_characters_are_refused() {
     let f = fixture();
     fs::create_dir_all(f.ws.join(".git")).unwrap();
     let p = ".gi\u{200B}t/config";
-    let msg = assert_refused(f.write(p, "x").await, "zzz");
-    assert!(msg.contains("U+200B"), "{msg}");
-    assert!(matches!(
-        f.resolve(p, Access::Read),
-        Err(SandboxError::InvalidPath { .. })
-    ));
+    assert_refused_saying(f.write(p, "x").await, "zzz", "U+200B");
+    assert_eq!(f.refusal(p, Access::Read), "InvalidPath");
     for p in ["a\u{202E}txt.exe", "\u{2066}x", "a\u{FEFF}b"] {
-        assert!(matches!(
-            f.resolve(p, Access::Read),
-            Err(SandboxError::InvalidPath { .. })
-        ));
+        assert_eq!(f.refusal(p, Access::Read), "InvalidPath");
     }
 }
 
@@ -387,7 +385,7 @@ async fn p29_invisible_characters_are_refused() {
 async fn p34_relative_paths_use_the_call_cwd_not_the_process_cwd() {
     let f = fixture();
     fs::write(f.ws.join("sub/a.txt"), "sub a\n").unwrap();
-    assert!(f.read("sub/a.txt").await.unwrap().content.contains("sub a"));
+    assert!(f.read_text("sub/a.txt").await.contains("sub a"));
     let mut ctx = f.ctx.clone();
     ctx.cwd = f.ws.join("sub");
     let out = f
@@ -430,10 +428,7 @@ async fn p35_directory_swapped_for_symlink_never_leaks_outside_bytes() {
     }
     stop.store(true, Ordering::Relaxed);
     toggler.join().unwrap();
-    assert_eq!(
-        fs::read_to_string(f.base.join("outside/passwd")).unwrap(),
-        "OUTSIDE-PASSWD\n"
-    );
+    assert_eq!(f.base_text("outside/passwd"), "OUTSIDE-PASSWD\n");
     // The race is real: some reads happened while `sub` was the real directory.
     eprintln!("reads that succeeded inside: {inside_reads}");
 }
@@ -451,10 +446,7 @@ async fn p35_opener_refuses_a_path_that_became_a_symlink() {
     assert!(matches!(r, Err(SandboxError::Changed { .. })), "{r:?}");
     let w = sandbox::open_write(&f.ctx.workspace_root, &checked, true);
     assert!(matches!(w, Err(SandboxError::Changed { .. })), "{w:?}");
-    assert_eq!(
-        fs::read_to_string(f.base.join("outside/passwd")).unwrap(),
-        "OUTSIDE\n"
-    );
+    assert_eq!(f.base_text("outside/passwd"), "OUTSIDE\n");
 }
 
 #[tokio::test]
@@ -465,7 +457,7 @@ async fn p37_the_opened_path_is_the_checked_path() {
     let r = f.resolve("l", Access::Read).unwrap();
     assert_eq!(r.physical, f.ws.join("real"));
     assert_eq!(r.relative, Path::new("real"));
-    assert!(f.read("l").await.unwrap().content.contains("real content"));
+    assert!(f.read_text("l").await.contains("real content"));
 }
 
 #[tokio::test]
@@ -485,21 +477,22 @@ async fn p38_protection_applies_to_files_that_do_not_exist() {
     assert!(!f.ws.join(".git").exists());
 }
 
-/// A repo at `base/repo` with a worktree nested at `base/repo/.wt/w1`; returns both.
-fn nested_worktree(f: &Fx) -> (PathBuf, PathBuf) {
+/// The fixture with a repo at `base/repo` and a worktree nested at `base/repo/.wt/w1`: returns
+/// the fixture, the repo, the worktree and a tool context in the worktree.
+fn nested_worktree() -> (Fx, PathBuf, PathBuf, ToolContext) {
+    let f = fixture();
     let repo = f.base.join("repo");
     init_repo(&repo, &[("src/a.rs", "fn a() {}\n")]);
     git(&repo, &["worktree", "add", "-q", ".wt/w1", "-b", "w1"]);
     let wt = repo.join(".wt/w1");
     assert!(wt.join(".git").is_file());
-    (repo, wt)
+    let ctx = ToolContext::new(&wt).unwrap();
+    (f, repo, wt, ctx)
 }
 
 #[tokio::test]
 async fn p40_worker_in_nested_worktree_cannot_edit_the_main_checkout() {
-    let f = fixture();
-    let (repo, wt) = nested_worktree(&f);
-    let ctx = ToolContext::new(&wt).unwrap();
+    let (f, repo, wt, ctx) = nested_worktree();
     let edit = f.tools.get("edit_file").unwrap();
     let main_file = repo.join("src/a.rs");
     for p in [main_file.to_str().unwrap(), "../../src/a.rs"] {
@@ -528,9 +521,7 @@ async fn p40_worker_in_nested_worktree_cannot_edit_the_main_checkout() {
 
 #[tokio::test]
 async fn p41_dot_git_file_and_main_hooks_are_not_writable() {
-    let f = fixture();
-    let (repo, wt) = nested_worktree(&f);
-    let ctx = ToolContext::new(&wt).unwrap();
+    let (f, repo, wt, ctx) = nested_worktree();
     let write = f.tools.get("write_file").unwrap();
     let before = fs::read_to_string(wt.join(".git")).unwrap();
     let msg = assert_refused(
@@ -580,12 +571,8 @@ async fn p43_symlinked_dir_to_outside_is_not_followed_by_default() {
 #[tokio::test]
 async fn p44_nul_byte_is_rejected() {
     let f = fixture();
-    let msg = assert_refused(f.read("a.txt\0../../etc/passwd").await, "root:");
-    assert!(msg.contains("NUL"), "{msg}");
-    assert!(matches!(
-        f.resolve("a.txt\0x", Access::Write),
-        Err(SandboxError::InvalidPath { .. })
-    ));
+    assert_refused_saying(f.read("a.txt\0../../etc/passwd").await, "root:", "NUL");
+    assert_eq!(f.refusal("a.txt\0x", Access::Write), "InvalidPath");
 }
 
 #[tokio::test]
@@ -597,13 +584,7 @@ async fn p46_symlinked_state_dir_is_outside_but_ordinary_files_work() {
     assert_refused(f.write(".ahelper/x", "data").await, "zzz");
     assert!(!dotfiles.join("x").exists());
     // (c) no false "outside" errors on ordinary files.
-    assert!(
-        f.read("README.md")
-            .await
-            .unwrap()
-            .content
-            .contains("readme")
-    );
+    assert!(f.read_text("README.md").await.contains("readme"));
 }
 
 // ------------------------------------------------------------------ beyond the listed cases
@@ -611,10 +592,10 @@ async fn p46_symlinked_state_dir_is_outside_but_ordinary_files_work() {
 #[tokio::test]
 async fn dotdot_among_missing_components_cannot_climb_out() {
     let f = fixture();
-    assert!(matches!(
-        f.resolve("nodir/../../ws-evil/x.txt", Access::Write),
-        Err(SandboxError::Outside { .. })
-    ));
+    assert_eq!(
+        f.refusal("nodir/../../ws-evil/x.txt", Access::Write),
+        "Outside"
+    );
     let r = f
         .resolve("nodir/deeper/../../file.txt", Access::Read)
         .unwrap();
@@ -631,10 +612,7 @@ async fn dangling_symlinks_are_resolved_to_their_target() {
     assert!(!f.base.join("outside/new.txt").exists());
     symlink("created.txt", f.ws.join("d-in")).unwrap();
     f.write("d-in", "via dangling link").await.unwrap();
-    assert_eq!(
-        fs::read_to_string(f.ws.join("created.txt")).unwrap(),
-        "via dangling link"
-    );
+    assert_eq!(f.ws_text("created.txt"), "via dangling link");
 }
 
 #[tokio::test]
@@ -642,8 +620,7 @@ async fn symlink_loops_fail_cleanly() {
     let f = fixture();
     symlink("loop-b", f.ws.join("loop-a")).unwrap();
     symlink("loop-a", f.ws.join("loop-b")).unwrap();
-    let msg = assert_refused(f.read("loop-a").await, "zzz");
-    assert!(msg.contains("symbolic links"), "{msg}");
+    assert_refused_saying(f.read("loop-a").await, "zzz", "symbolic links");
 }
 
 #[tokio::test]
@@ -654,10 +631,7 @@ async fn the_root_itself_is_listable_but_not_writable_as_a_file() {
     assert_eq!(r.relative, Path::new(""));
     let ws = f.ws.to_str().unwrap().to_string();
     assert_refused(f.write(&ws, "x").await, "zzz");
-    assert!(matches!(
-        f.resolve("", Access::Read),
-        Err(SandboxError::InvalidPath { .. })
-    ));
+    assert_eq!(f.refusal("", Access::Read), "InvalidPath");
 }
 
 #[tokio::test]
@@ -666,20 +640,17 @@ async fn protected_paths_are_protected_through_symlinks_either_way() {
     fs::create_dir_all(f.ws.join(".git/hooks")).unwrap();
     // A link to a protected file.
     symlink(f.ws.join(".git/hooks"), f.ws.join("hooks")).unwrap();
-    assert!(matches!(
-        f.resolve("hooks/pre-commit", Access::Write),
-        Err(SandboxError::Protected { .. })
-    ));
+    assert_eq!(f.refusal("hooks/pre-commit", Access::Write), "Protected");
     // A protected name that is a link to an ordinary directory.
     fs::create_dir_all(f.ws.join("dotfiles")).unwrap();
     symlink(f.ws.join("dotfiles"), f.ws.join(".ssh")).unwrap();
-    assert!(matches!(
-        f.resolve(".ssh/authorized_keys", Access::Write),
-        Err(SandboxError::Protected { .. })
-    ));
+    assert_eq!(
+        f.refusal(".ssh/authorized_keys", Access::Write),
+        "Protected"
+    );
     assert!(f.write("hooks/pre-commit", "evil").await.is_err());
     assert!(!f.ws.join(".git/hooks/pre-commit").exists());
     // Reading protected files is fine.
     fs::write(f.ws.join(".git/hooks/x"), "hook\n").unwrap();
-    assert!(f.read("hooks/x").await.unwrap().content.contains("hook"));
+    assert!(f.read_text("hooks/x").await.contains("hook"));
 }

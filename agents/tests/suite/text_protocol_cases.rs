@@ -76,6 +76,27 @@ fn ok_calls(p: &ParsedText) -> Vec<(String, Value)> {
         .collect()
 }
 
+/// Asserts that the accepted calls of `p` are `expected`, as (name, input), and that there is no
+/// error.
+#[track_caller]
+fn assert_calls(p: &ParsedText, expected: &[(&str, Value)]) {
+    let expected: Vec<(String, Value)> = expected
+        .iter()
+        .map(|(name, input)| (name.to_string(), input.clone()))
+        .collect();
+    assert_eq!(ok_calls(p), expected);
+}
+
+/// Asserts that each of `texts` parses to no call, its text unchanged.
+#[track_caller]
+fn assert_plain_text(texts: &[&str]) {
+    for text in texts {
+        let p = parse(text);
+        assert!(p.calls.is_empty(), "{text}");
+        assert_eq!(p.text, *text);
+    }
+}
+
 fn single_error(p: &ParsedText) -> TextToolCallError {
     assert_eq!(p.calls.len(), 1, "{:?}", p.calls);
     p.calls[0].clone().expect_err("expected an error")
@@ -140,10 +161,7 @@ fn every_case_file_has_a_test() {
 fn case_01_baseline_hermes_json() {
     let p = parse(&case("01-baseline-hermes-json.txt"));
     assert_eq!(p.text, "I'll read the file first.");
-    assert_eq!(
-        ok_calls(&p),
-        vec![("read_file".into(), json!({"path": "src/lib.rs"}))]
-    );
+    assert_calls(&p, &[("read_file", json!({"path": "src/lib.rs"}))]);
     assert_eq!(p.calls[0].as_ref().unwrap().id, "call_text_1");
     assert!(p.repairs.is_empty());
 }
@@ -153,10 +171,7 @@ fn case_02_bare_json_only_when_whole_message_is_a_registered_call() {
     let text = case("02-bare-json-no-tags.txt");
     let p = parse(&text);
     assert_eq!(p.text, "");
-    assert_eq!(
-        ok_calls(&p),
-        vec![("read_file".into(), json!({"path": "src/lib.rs"}))]
-    );
+    assert_calls(&p, &[("read_file", json!({"path": "src/lib.rs"}))]);
     // Not the whole message → text.
     let with_prose = format!("Here is what I would call:\n{text}");
     let p = parse(&with_prose);
@@ -178,23 +193,15 @@ fn case_02_bare_json_only_when_whole_message_is_a_registered_call() {
 #[test]
 fn case_04_trailing_comma_is_repaired_never_empty_args() {
     let p = parse(&case("04-trailing-comma.txt"));
-    assert_eq!(
-        ok_calls(&p),
-        vec![(
-            "write_file".into(),
-            json!({"path": "notes.md", "content": "hello"})
-        )]
-    );
+    let input = json!({"path": "notes.md", "content": "hello"});
+    assert_calls(&p, &[("write_file", input)]);
     assert_eq!(repairs_of(&p), vec![Repair::TrailingComma]);
 }
 
 #[test]
 fn case_05_single_quotes_repaired_for_simple_read_only_call_only() {
     let p = parse(&case("05-single-quotes.txt"));
-    assert_eq!(
-        ok_calls(&p),
-        vec![("read_file".into(), json!({"path": "README.md"}))]
-    );
+    assert_calls(&p, &[("read_file", json!({"path": "README.md"}))]);
     assert!(repairs_of(&p).contains(&Repair::SingleQuotes));
 
     // An apostrophe inside a single-quoted string → error.
@@ -219,13 +226,8 @@ fn case_05_single_quotes_repaired_for_simple_read_only_call_only() {
 #[test]
 fn case_07_literal_backslash_n_between_tokens() {
     let p = parse(&case("07-literal-backslash-n-outside-string.txt"));
-    assert_eq!(
-        ok_calls(&p),
-        vec![(
-            "read_file".into(),
-            json!({"path": "query.py", "view_range": [2142, 2250]})
-        )]
-    );
+    let input = json!({"path": "query.py", "view_range": [2142, 2250]});
+    assert_calls(&p, &[("read_file", input)]);
     assert!(repairs_of(&p).contains(&Repair::LiteralEscapeBetweenTokens));
 }
 
@@ -241,10 +243,7 @@ fn case_08_truncated_call_is_an_error_for_mutating_tools() {
 
     // A read-only tool cut off after a complete value may be closed.
     let p = parse("<tool_call>\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"a.rs\"\n");
-    assert_eq!(
-        ok_calls(&p),
-        vec![("read_file".into(), json!({"path": "a.rs"}))]
-    );
+    assert_calls(&p, &[("read_file", json!({"path": "a.rs"}))]);
     assert!(repairs_of(&p).contains(&Repair::ClosedTruncatedJson));
 
     // Cut inside a string: never repaired, whatever the tool.
@@ -258,12 +257,12 @@ fn case_08_truncated_call_is_an_error_for_mutating_tools() {
 fn case_10_two_objects_in_one_block() {
     let text = case("10-two-objects-in-one-block.txt");
     let p = parse(&text);
-    assert_eq!(
-        ok_calls(&p),
-        vec![
-            ("read_file".into(), json!({"path": "a.rs"})),
-            ("read_file".into(), json!({"path": "b.rs"})),
-        ]
+    assert_calls(
+        &p,
+        &[
+            ("read_file", json!({"path": "a.rs"})),
+            ("read_file", json!({"path": "b.rs"})),
+        ],
     );
     let ids: Vec<_> = p
         .calls
@@ -283,12 +282,12 @@ fn case_10_two_objects_in_one_block() {
     let p = parse(
         "<tool_call>\n{\"name\": \"write_file\", \"arguments\": {\"path\": \"x\", \"content\": \"}{\"}}{\"name\": \"read_file\", \"arguments\": {\"path\": \"b.rs\"}}\n</tool_call>",
     );
-    assert_eq!(
-        ok_calls(&p),
-        vec![
-            ("write_file".into(), json!({"path": "x", "content": "}{"})),
-            ("read_file".into(), json!({"path": "b.rs"})),
-        ]
+    assert_calls(
+        &p,
+        &[
+            ("write_file", json!({"path": "x", "content": "}{"})),
+            ("read_file", json!({"path": "b.rs"})),
+        ],
     );
 
     // A JSON array of calls in one block.
@@ -302,68 +301,65 @@ fn case_10_two_objects_in_one_block() {
 fn case_11_two_separate_blocks_in_order() {
     let p = parse(&case("11-two-separate-blocks.txt"));
     assert_eq!(p.text, "Reading both files.");
-    assert_eq!(
-        ok_calls(&p),
-        vec![
-            ("read_file".into(), json!({"path": "a.rs"})),
-            ("read_file".into(), json!({"path": "b.rs"})),
-        ]
+    assert_calls(
+        &p,
+        &[
+            ("read_file", json!({"path": "a.rs"})),
+            ("read_file", json!({"path": "b.rs"})),
+        ],
     );
 }
 
 #[test]
 fn case_13_brace_inside_string() {
     let p = parse(&case("13-unbalanced-brace-inside-string.txt"));
-    assert_eq!(
-        ok_calls(&p),
-        vec![(
-            "run_command".into(),
-            json!({"command": "mkdir -p test/{test1,test2"})
-        )]
-    );
+    let input = json!({"command": "mkdir -p test/{test1,test2"});
+    assert_calls(&p, &[("run_command", input)]);
     assert!(p.repairs.is_empty());
 }
 
 #[test]
 fn case_14_qwen3_coder_xml() {
     let p = parse(&case("14-qwen3-coder-xml.txt"));
-    assert_eq!(
-        ok_calls(&p),
-        vec![(
-            "edit_file".into(),
-            json!({
-                "path": "src/app.py",
-                "old_string": "def f():\n    return 1",
-                "new_string": "def f():\n    return 2",
-            })
-        )]
-    );
+    let input = json!({"path": "src/app.py", "old_string": "def f():\n    return 1", "new_string": "def f():\n    return 2"});
+    assert_calls(&p, &[("edit_file", input)]);
     assert_eq!(p.text, "");
     assert!(p.repairs.is_empty());
 
     // Exactly one newline is stripped on each side; typed values follow the schema.
+    let input = json!({"pattern": "\nfn main\n", "max_results": 5, "path": "7"});
     let p = parse(
-        "<tool_call>\n<function=grep>\n<parameter=pattern>\n\nfn main\n\n</parameter>\n<parameter=max_results>\n5\n</parameter>\n<parameter=path>\n7\n</parameter>\n</function>\n</tool_call>",
+        "<tool_call>
+<function=grep>
+<parameter=pattern>
+
+fn main
+
+</parameter>
+<parameter=max_results>
+5
+</parameter>
+<parameter=path>
+7
+</parameter>
+</function>
+</tool_call>",
     );
-    assert_eq!(
-        ok_calls(&p),
-        vec![(
-            "grep".into(),
-            json!({"pattern": "\nfn main\n", "max_results": 5, "path": "7"})
-        )]
-    );
+    assert_calls(&p, &[("grep", input)]);
 
     // `</parameter>` inside a value does not end it when more text of the value follows.
+    let input = json!({"path": "x.xml", "content": "a</parameter>b"});
     let p = parse(
-        "<function=write_file>\n<parameter=path>\nx.xml\n</parameter>\n<parameter=content>\na</parameter>b\n</parameter>\n</function>",
+        "<function=write_file>
+<parameter=path>
+x.xml
+</parameter>
+<parameter=content>
+a</parameter>b
+</parameter>
+</function>",
     );
-    assert_eq!(
-        ok_calls(&p),
-        vec![(
-            "write_file".into(),
-            json!({"path": "x.xml", "content": "a</parameter>b"})
-        )]
-    );
+    assert_calls(&p, &[("write_file", input)]);
 }
 
 #[test]
@@ -378,12 +374,9 @@ fn case_16_bare_function_xml_truncated() {
     let p = parse(
         "<function=grep>\n<parameter=pattern>\npercentage\n</parameter>\n<parameter=path>\nsrc\n</parameter>\n",
     );
-    assert_eq!(
-        ok_calls(&p),
-        vec![(
-            "grep".into(),
-            json!({"pattern": "percentage", "path": "src"})
-        )]
+    assert_calls(
+        &p,
+        &[("grep", json!({"pattern": "percentage", "path": "src"}))],
     );
     assert!(repairs_of(&p).contains(&Repair::TruncatedXmlCall));
 
@@ -406,21 +399,14 @@ fn case_17_broken_xml_without_function_opener() {
 #[test]
 fn case_19_calls_in_code_fences_or_quotes_are_text() {
     let text = case("19-invoke-inside-code-fence-is-documentation.txt");
-    let p = parse(&text);
-    assert!(p.calls.is_empty());
-    assert_eq!(p.text, text);
-
-    for doc in [
+    assert_plain_text(&[text.as_str()]);
+    assert_plain_text(&[
         "Format:\n```\n<tool_call>\n{\"name\": \"run_command\", \"arguments\": {\"command\": \"rm -rf /\"}}\n</tool_call>\n```\n",
         "Write `<tool_call>{\"name\": \"run_command\", \"arguments\": {\"command\": \"ls\"}}</tool_call>` to run.",
         "> <tool_call>{\"name\": \"run_command\", \"arguments\": {\"command\": \"ls\"}}</tool_call>\nquoted",
         "~~~\n<function=run_command>\n<parameter=command>\nls\n</parameter>\n</function>\n~~~",
         "Call it like this:\n```json\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"a\"}}\n```",
-    ] {
-        let p = parse(doc);
-        assert!(p.calls.is_empty(), "{doc}");
-        assert_eq!(p.text, doc);
-    }
+    ]);
 }
 
 /// Seen with Qwen2.5-Coder-1.5B-Instruct under `tool_protocol = "text"`: the whole reply is one
@@ -443,16 +429,12 @@ fn whole_message_fenced_call_is_an_error_not_an_answer() {
         assert!(!e.truncated);
     }
     // Prose around it, an unknown tool, two fences, no arguments object: plain text.
-    for text in [
+    assert_plain_text(&[
         "Call it like this:\n```json\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"a\"}}\n```",
         "```json\n{\"name\": \"read_files\", \"arguments\": {\"path\": \"a\"}}\n```",
         "```json\n{\"name\": \"read_file\", \"path\": \"a\"}\n```",
         "```\n{\"name\": \"read_file\", \"arguments\": {}}\n```\n```\n{}\n```",
-    ] {
-        let p = parse(text);
-        assert!(p.calls.is_empty(), "{text}");
-        assert_eq!(p.text, text);
-    }
+    ]);
 }
 
 /// Splits the Mistral case file into its `--- shape X ... ---` variants.
@@ -494,10 +476,7 @@ fn case_20_mistral_tool_calls_formats() {
     }
     // Split right after the marker, and a trailing end-of-sequence token.
     let p = parse("[TOOL_CALLS]\nglob{\"pattern\": \"*.md\"}</s>");
-    assert_eq!(
-        ok_calls(&p),
-        vec![("glob".into(), json!({"pattern": "*.md"}))]
-    );
+    assert_calls(&p, &[("glob", json!({"pattern": "*.md"}))]);
     // An empty reply is plain (empty) text: the agent loop decides what it means.
     let p = parse("");
     assert!(p.calls.is_empty());
@@ -507,10 +486,7 @@ fn case_20_mistral_tool_calls_formats() {
 #[test]
 fn case_22_special_token_suffix_and_unquoted_key() {
     let p = parse(&case("22-special-token-suffix-and-unquoted-key.txt"));
-    assert_eq!(
-        ok_calls(&p),
-        vec![("glob".into(), json!({"pattern": "**/*.rs"}))]
-    );
+    assert_calls(&p, &[("glob", json!({"pattern": "**/*.rs"}))]);
     let reps = repairs_of(&p);
     assert!(reps.contains(&Repair::StrippedSpecialToken), "{reps:?}");
     assert!(reps.contains(&Repair::UnquotedKey), "{reps:?}");
@@ -519,10 +495,7 @@ fn case_22_special_token_suffix_and_unquoted_key() {
     let p = parse(
         "<tool_call>\n{\"name\": \"run_command\", \"arguments\": {\"command\": \"ls\"}}<|call|>\n</tool_call>",
     );
-    assert_eq!(
-        ok_calls(&p),
-        vec![("run_command".into(), json!({"command": "ls"}))]
-    );
+    assert_calls(&p, &[("run_command", json!({"command": "ls"}))]);
     // The key repair on a mutating tool → error.
     let p = parse(
         "<tool_call>\n{\"name\": \"run_command\", \"arguments\": {command\": \"ls\"}}\n</tool_call>",
@@ -539,10 +512,7 @@ fn case_22_special_token_suffix_and_unquoted_key() {
 #[test]
 fn case_23_prose_inside_tool_block() {
     let p = parse(&case("23-prose-inside-tool-block.txt"));
-    assert_eq!(
-        ok_calls(&p),
-        vec![("read_file".into(), json!({"path": "Cargo.toml"}))]
-    );
+    assert_calls(&p, &[("read_file", json!({"path": "Cargo.toml"}))]);
     assert!(repairs_of(&p).contains(&Repair::ProseAroundJson));
 
     // More than one candidate object with prose → error.
@@ -570,16 +540,11 @@ fn case_25_unknown_tool_name() {
 
 #[test]
 fn closing_tag_inside_a_string_argument() {
+    let input = json!({"path": "doc.md", "content": "end a call with </tool_call> and <tool_call> starts one"});
     let p = parse(
         "Writing the docs.\n<tool_call>\n{\"name\": \"write_file\", \"arguments\": {\"path\": \"doc.md\", \"content\": \"end a call with </tool_call> and <tool_call> starts one\"}}\n</tool_call>\nDone.",
     );
-    assert_eq!(
-        ok_calls(&p),
-        vec![(
-            "write_file".into(),
-            json!({"path": "doc.md", "content": "end a call with </tool_call> and <tool_call> starts one"})
-        )]
-    );
+    assert_calls(&p, &[("write_file", input)]);
     assert_eq!(p.text, "Writing the docs.\n\nDone.");
 }
 
@@ -588,13 +553,13 @@ fn fences_aliases_and_wrappers_inside_blocks() {
     let p = parse(
         "<tool_call>\n```json\n{\"name\": \"read_file\", \"parameters\": {\"path\": \"a\"}}\n```\n</tool_call>\n<tool_call>{\"function\": {\"name\": \"glob\", \"input\": {\"pattern\": \"*\"}}}</tool_call><tool_call>{\"type\": \"function\", \"function\": {\"name\": \"grep\", \"arguments\": \"{\\\"pattern\\\": \\\"x\\\"}\"}}</tool_call>",
     );
-    assert_eq!(
-        ok_calls(&p),
-        vec![
-            ("read_file".into(), json!({"path": "a"})),
-            ("glob".into(), json!({"pattern": "*"})),
-            ("grep".into(), json!({"pattern": "x"})),
-        ]
+    assert_calls(
+        &p,
+        &[
+            ("read_file", json!({"path": "a"})),
+            ("glob", json!({"pattern": "*"})),
+            ("grep", json!({"pattern": "x"})),
+        ],
     );
     let reps = repairs_of(&p);
     assert!(reps.contains(&Repair::StrippedCodeFence));
@@ -603,16 +568,15 @@ fn fences_aliases_and_wrappers_inside_blocks() {
 
 #[test]
 fn raw_newlines_in_strings_are_kept_for_any_tool() {
+    let input = json!({"path": "a.py", "content": "x = 1\n\ty = 2\n"});
     let p = parse(
-        "<tool_call>\n{\"name\": \"write_file\", \"arguments\": {\"path\": \"a.py\", \"content\": \"x = 1\n\ty = 2\n\"}}\n</tool_call>",
+        "<tool_call>
+{\"name\": \"write_file\", \"arguments\": {\"path\": \"a.py\", \"content\": \"x = 1
+\ty = 2
+\"}}
+</tool_call>",
     );
-    assert_eq!(
-        ok_calls(&p),
-        vec![(
-            "write_file".into(),
-            json!({"path": "a.py", "content": "x = 1\n\ty = 2\n"})
-        )]
-    );
+    assert_calls(&p, &[("write_file", input)]);
 }
 
 #[test]
@@ -620,10 +584,7 @@ fn missing_closing_tag_with_complete_json_is_accepted() {
     let p = parse(
         "<tool_call>\n{\"name\": \"run_command\", \"arguments\": {\"command\": \"cargo test\"}}",
     );
-    assert_eq!(
-        ok_calls(&p),
-        vec![("run_command".into(), json!({"command": "cargo test"}))]
-    );
+    assert_calls(&p, &[("run_command", json!({"command": "cargo test"}))]);
     assert!(repairs_of(&p).contains(&Repair::MissingClosingTag));
 }
 
@@ -676,7 +637,7 @@ fn doubled_opener_counts_once() {
     let p = parse(
         "Reading.\n<tool_call>\n<tool_call>{\"name\": \"glob\", \"arguments\": {\"pattern\": \"*\"}}</tool_call>",
     );
-    assert_eq!(ok_calls(&p), vec![("glob".into(), json!({"pattern": "*"}))]);
+    assert_calls(&p, &[("glob", json!({"pattern": "*"}))]);
     assert_eq!(p.text, "Reading.");
 }
 

@@ -294,20 +294,21 @@ async fn invalid_calls_become_invalid_tool_call_events_and_stop_is_tool_use() {
     let client = TextToolProtocol::new(inner);
     let items = run(&client, request(user("x"))).await;
     let events: Vec<&ModelEvent> = items.iter().map(|i| i.as_ref().unwrap()).collect();
-    match events[0] {
-        ModelEvent::InvalidToolCall {
-            id,
-            name,
-            raw_arguments,
-            error,
-        } => {
-            assert_eq!(id, "call_text_1");
-            assert_eq!(name, "security-review");
-            assert!(raw_arguments.contains("security-review"));
-            assert!(error.starts_with("unknown tool `security-review`; available: read_file, write_file, glob, run_command"));
-        }
-        other => panic!("{other:?}"),
-    }
+    let ModelEvent::InvalidToolCall {
+        id,
+        name,
+        raw_arguments,
+        error,
+    } = events[0]
+    else {
+        panic!("expected an invalid tool call, got {:?}", events[0]);
+    };
+    assert_eq!(id, "call_text_1");
+    assert_eq!(name, "security-review");
+    assert!(raw_arguments.contains("security-review"));
+    assert!(error.starts_with(
+        "unknown tool `security-review`; available: read_file, write_file, glob, run_command"
+    ));
     assert!(matches!(events[1], ModelEvent::ToolCall(c) if c.id == "call_text_2"));
     assert_eq!(last_stop(&items), StopReason::ToolUse);
 

@@ -4,7 +4,7 @@
 use super::support::tools::Workspace;
 use ahelper_agents::tools::{FileClaims, ToolKind, ToolRegistry};
 use dashmap::DashMap;
-use serde_json::json;
+use serde_json::{Value, json};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -15,6 +15,16 @@ fn fixture() -> Workspace {
     let f = Workspace::new();
     fs::create_dir_all(f.ws.join(".git")).unwrap();
     f
+}
+
+/// `edit_file` arguments: replace `old` by `new` in `path`.
+fn edit_args(path: &str, old: &str, new: &str) -> Value {
+    json!({"path": path, "old_string": old, "new_string": new})
+}
+
+/// `write_file` arguments: write `content` to `path`.
+fn write_args(path: &str, content: &str) -> Value {
+    json!({"path": path, "content": content})
 }
 
 // ----------------------------------------------------------------------------- schemas, args
@@ -59,32 +69,36 @@ async fn every_tool_has_a_schema_description_kind_and_subject() {
 #[tokio::test]
 async fn invalid_arguments_explain_the_expected_shape() {
     let f = fixture();
-    let e = f.err("read_file", json!({"file": "a.txt"})).await;
-    assert!(e.contains("invalid arguments for read_file"), "{e}");
-    assert!(
-        e.contains("unknown field `file`") && e.contains("`path`"),
-        "{e}"
-    );
-    assert!(e.contains(r#""path""#), "{e}");
-    let e = f
-        .err("edit_file", json!({"path": "a", "old_string": 3}))
+    let needles = [
+        "invalid arguments for read_file",
+        "unknown field `file`",
+        "`path`",
+        r#""path""#,
+    ];
+    f.err_says("read_file", json!({"file": "a.txt"}), &needles)
         .await;
-    assert!(e.contains("edit_file") && e.contains("old_string"), "{e}");
-    let e = f.err("grep", json!("just a string")).await;
-    assert!(e.contains("Expected a JSON object"), "{e}");
+    f.err_says(
+        "edit_file",
+        json!({"path": "a", "old_string": 3}),
+        &["edit_file", "old_string"],
+    )
+    .await;
+    f.err_says("grep", json!("just a string"), &["Expected a JSON object"])
+        .await;
     // Unknown arguments are rejected, never silently dropped (toolcall-text case 07).
     f.put("query.py", "x\n");
-    let e = f
-        .err(
-            "read_file",
-            json!({"path": "query.py", "view_range": [2142, 2250]}),
-        )
-        .await;
-    assert!(e.contains("unknown field `view_range`"), "{e}");
-    let e = f
-        .err("grep", json!({"pattern": "fn", "timeout_ms": null}))
-        .await;
-    assert!(e.contains("timeout_ms"), "{e}");
+    f.err_says(
+        "read_file",
+        json!({"path": "query.py", "view_range": [2142, 2250]}),
+        &["unknown field `view_range`"],
+    )
+    .await;
+    f.err_says(
+        "grep",
+        json!({"pattern": "fn", "timeout_ms": null}),
+        &["timeout_ms"],
+    )
+    .await;
     for tool in f.tools.names() {
         let schema = f.tools.get(tool).unwrap().input_schema();
         assert_eq!(
@@ -117,14 +131,18 @@ async fn read_file_numbers_lines_and_pages() {
         out,
         "     3\tline 3\n     4\tline 4\n[… 6 more lines (file has 10); call read_file with offset=5 to continue]\n"
     );
-    let e = f
-        .err("read_file", json!({"path": "a.txt", "offset": 11}))
-        .await;
-    assert!(e.contains("past the end") && e.contains("10 lines"), "{e}");
-    let e = f
-        .err("read_file", json!({"path": "a.txt", "offset": 0}))
-        .await;
-    assert!(e.contains("1-based"), "{e}");
+    f.err_says(
+        "read_file",
+        json!({"path": "a.txt", "offset": 11}),
+        &["past the end", "10 lines"],
+    )
+    .await;
+    f.err_says(
+        "read_file",
+        json!({"path": "a.txt", "offset": 0}),
+        &["1-based"],
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -151,8 +169,9 @@ async fn read_file_default_limit_is_2000_lines() {
 #[tokio::test]
 async fn read_file_stops_at_the_output_budget_and_says_where_to_continue() {
     let f = fixture();
-    let text: String = (1..=2000).map(|i| format!("{i:0>100}\n")).collect();
-    f.put("wide.txt", &text);
+    // 2,000 lines of 101 characters: more than the output budget.
+    let wide_line = |i: usize| format!("{i:0>100}\n");
+    f.put("wide.txt", (1..=2000).map(wide_line).collect::<String>());
     let out = f.ok("read_file", json!({"path": "wide.txt"})).await;
     assert!(out.len() <= f.ctx.max_output_chars + 200, "{}", out.len());
     assert!(
@@ -180,16 +199,21 @@ async fn read_file_refuses_binary_directories_and_missing_files_clearly() {
     let mut bin = b"\x7fELF".to_vec();
     bin.extend([0u8; 100]);
     f.put("prog", &bin);
-    let e = f.err("read_file", json!({"path": "prog"})).await;
-    assert!(e.contains("binary file"), "{e}");
+    f.err_says("read_file", json!({"path": "prog"}), &["binary file"])
+        .await;
     fs::create_dir_all(f.ws.join("d")).unwrap();
-    let e = f.err("read_file", json!({"path": "d"})).await;
-    assert!(
-        e.contains("is a directory") && e.contains("list_dir"),
-        "{e}"
-    );
-    let e = f.err("read_file", json!({"path": "nope/x.rs"})).await;
-    assert!(e.contains("file not found") && e.contains("glob"), "{e}");
+    f.err_says(
+        "read_file",
+        json!({"path": "d"}),
+        &["is a directory", "list_dir"],
+    )
+    .await;
+    f.err_says(
+        "read_file",
+        json!({"path": "nope/x.rs"}),
+        &["file not found", "glob"],
+    )
+    .await;
     f.put("empty", "");
     let out = f.ok("read_file", json!({"path": "empty"})).await;
     assert!(out.contains("empty"), "{out}");
@@ -201,38 +225,23 @@ async fn read_file_refuses_binary_directories_and_missing_files_clearly() {
 async fn write_file_creates_parents_and_reports_bytes() {
     let f = fixture();
     let out = f
-        .ok(
-            "write_file",
-            json!({"path": "deep/er/new.rs", "content": "fn main() {}\n"}),
-        )
+        .ok("write_file", write_args("deep/er/new.rs", "fn main() {}\n"))
         .await;
     assert!(
         out.contains("Created `deep/er/new.rs` (13 bytes written)"),
         "{out}"
     );
     assert_eq!(f.get("deep/er/new.rs"), b"fn main() {}\n");
-    let out = f
-        .ok(
-            "write_file",
-            json!({"path": "deep/er/new.rs", "content": "x"}),
-        )
-        .await;
+    let out = f.ok("write_file", write_args("deep/er/new.rs", "x")).await;
     assert!(
         out.contains("Overwrote") && out.contains("(1 bytes written)"),
         "{out}"
     );
     assert_eq!(f.get("deep/er/new.rs"), b"x");
-    let e = f
-        .err("write_file", json!({"path": "deep", "content": "x"}))
+    f.err_says("write_file", write_args("deep", "x"), &["directory"])
         .await;
-    assert!(e.contains("directory"), "{e}");
     f.put("file", "f");
-    let e = f
-        .err(
-            "write_file",
-            json!({"path": "file/child.txt", "content": "x"}),
-        )
-        .await;
+    let e = f.err("write_file", write_args("file/child.txt", "x")).await;
     assert!(!e.is_empty());
     assert_eq!(f.get("file"), b"f");
 }
@@ -255,12 +264,12 @@ async fn write_and_edit_claim_files_and_refuse_files_claimed_by_others() {
     let write = f.tools.get("write_file").unwrap();
     let edit = f.tools.get("edit_file").unwrap();
     write
-        .call(json!({"path": "./src/a.rs", "content": "a\n"}), &w1)
+        .call(write_args("./src/a.rs", "a\n"), &w1)
         .await
         .unwrap();
     assert_eq!(map.get(Path::new("src/a.rs")).unwrap().as_str(), "w1");
     let e = write
-        .call(json!({"path": "src/a.rs", "content": "b\n"}), &w2)
+        .call(write_args("src/a.rs", "b\n"), &w2)
         .await
         .unwrap_err();
     assert!(
@@ -269,21 +278,15 @@ async fn write_and_edit_claim_files_and_refuse_files_claimed_by_others() {
     );
     assert!(e.message().contains("`w1`"), "{e}");
     let e = edit
-        .call(
-            json!({"path": "src/a.rs", "old_string": "a", "new_string": "b"}),
-            &w2,
-        )
+        .call(edit_args("src/a.rs", "a", "b"), &w2)
         .await
         .unwrap_err();
     assert!(e.message().contains("`w1`"), "{e}");
     assert_eq!(f.get("src/a.rs"), b"a\n");
     // The owner keeps editing.
-    edit.call(
-        json!({"path": "src/a.rs", "old_string": "a", "new_string": "c"}),
-        &w1,
-    )
-    .await
-    .unwrap();
+    edit.call(edit_args("src/a.rs", "a", "c"), &w1)
+        .await
+        .unwrap();
     assert_eq!(f.get("src/a.rs"), b"c\n");
 }
 
@@ -294,10 +297,7 @@ async fn edit_file_replaces_a_unique_string_and_returns_a_diff() {
     let f = fixture();
     f.put("src/lib.rs", "fn a() {\n    1\n}\n\nfn b() {\n    2\n}\n");
     let out = f
-        .ok(
-            "edit_file",
-            json!({"path": "src/lib.rs", "old_string": "    2\n", "new_string": "    20\n"}),
-        )
+        .ok("edit_file", edit_args("src/lib.rs", "    2\n", "    20\n"))
         .await;
     assert!(out.contains("replaced 1 occurrence."), "{out}");
     assert!(
@@ -318,37 +318,30 @@ async fn edit_file_replaces_a_unique_string_and_returns_a_diff() {
 async fn edit_file_errors_say_what_to_do() {
     let f = fixture();
     f.put("a.txt", "x = 1\nx = 1\ny = 2\n");
-    let e = f
-        .err(
-            "edit_file",
-            json!({"path": "a.txt", "old_string": "z = 3", "new_string": "z = 4"}),
-        )
-        .await;
-    assert!(e.contains("not found") && e.contains("read_file"), "{e}");
-    let e = f
-        .err(
-            "edit_file",
-            json!({"path": "a.txt", "old_string": "x = 1", "new_string": "x = 9"}),
-        )
-        .await;
-    assert!(
-        e.contains("appears 2 times") && e.contains("replace_all"),
-        "{e}"
-    );
-    let e = f
-        .err(
-            "edit_file",
-            json!({"path": "a.txt", "old_string": "y = 2", "new_string": "y = 2"}),
-        )
-        .await;
-    assert!(e.contains("identical"), "{e}");
-    let e = f
-        .err(
-            "edit_file",
-            json!({"path": "missing.txt", "old_string": "a", "new_string": "b"}),
-        )
-        .await;
-    assert!(e.contains("file not found"), "{e}");
+    f.err_says(
+        "edit_file",
+        edit_args("a.txt", "z = 3", "z = 4"),
+        &["not found", "read_file"],
+    )
+    .await;
+    f.err_says(
+        "edit_file",
+        edit_args("a.txt", "x = 1", "x = 9"),
+        &["appears 2 times", "replace_all"],
+    )
+    .await;
+    f.err_says(
+        "edit_file",
+        edit_args("a.txt", "y = 2", "y = 2"),
+        &["identical"],
+    )
+    .await;
+    f.err_says(
+        "edit_file",
+        edit_args("missing.txt", "a", "b"),
+        &["file not found"],
+    )
+    .await;
     assert_eq!(f.get("a.txt"), b"x = 1\nx = 1\ny = 2\n");
 
     let out = f
@@ -367,11 +360,7 @@ async fn edit_file_keeps_every_other_byte() {
     // CRLF, BOM, no trailing newline, tabs, a lone CR: all kept.
     let original = "\u{FEFF}first\r\n\tsecond\r\nthird\rstill third\r\nlast";
     f.put("w.txt", original);
-    f.ok(
-        "edit_file",
-        json!({"path": "w.txt", "old_string": "second", "new_string": "2nd"}),
-    )
-    .await;
+    f.ok("edit_file", edit_args("w.txt", "second", "2nd")).await;
     assert_eq!(
         f.get("w.txt"),
         "\u{FEFF}first\r\n\t2nd\r\nthird\rstill third\r\nlast".as_bytes()
@@ -379,18 +368,14 @@ async fn edit_file_keeps_every_other_byte() {
     // The model writes LF while the file uses CRLF: the file keeps CRLF.
     f.ok(
         "edit_file",
-        json!({"path": "w.txt", "old_string": "first\n\t2nd\n", "new_string": "one\n\ttwo\n"}),
+        edit_args("w.txt", "first\n\t2nd\n", "one\n\ttwo\n"),
     )
     .await;
     assert_eq!(
         f.get("w.txt"),
         "\u{FEFF}one\r\n\ttwo\r\nthird\rstill third\r\nlast".as_bytes()
     );
-    f.ok(
-        "edit_file",
-        json!({"path": "w.txt", "old_string": "last", "new_string": "end"}),
-    )
-    .await;
+    f.ok("edit_file", edit_args("w.txt", "last", "end")).await;
     assert!(f.get("w.txt").ends_with(b"\r\nend"));
 }
 
@@ -399,16 +384,12 @@ async fn edit_file_refuses_non_utf8_files() {
     let f = fixture();
     let bytes = b"caf\xe9 latin-1\n".to_vec();
     f.put("l1.txt", &bytes);
-    let e = f
-        .err(
-            "edit_file",
-            json!({"path": "l1.txt", "old_string": "latin", "new_string": "x"}),
-        )
-        .await;
-    assert!(
-        e.contains("not valid UTF-8") && e.contains("offset 3"),
-        "{e}"
-    );
+    f.err_says(
+        "edit_file",
+        edit_args("l1.txt", "latin", "x"),
+        &["not valid UTF-8", "offset 3"],
+    )
+    .await;
     assert_eq!(f.get("l1.txt"), bytes);
 }
 
@@ -418,13 +399,17 @@ async fn edit_file_refuses_non_utf8_files() {
 async fn list_dir_sorts_marks_dirs_and_respects_gitignore() {
     let f = fixture();
     f.put(".gitignore", "target/\n*.log\n");
-    f.put("b.rs", "");
-    f.put("a.rs", "");
-    f.put("debug.log", "");
-    f.put("src/main.rs", "");
-    f.put("target/x", "");
     f.put(".git/HEAD", "ref: refs/heads/main\n");
-    f.put(".env", "");
+    for empty in [
+        "b.rs",
+        "a.rs",
+        "debug.log",
+        "src/main.rs",
+        "target/x",
+        ".env",
+    ] {
+        f.put(empty, "");
+    }
     std::os::unix::fs::symlink("/etc", f.ws.join("etc-link")).unwrap();
     let out = f.ok("list_dir", json!({})).await;
     assert_eq!(
@@ -433,21 +418,29 @@ async fn list_dir_sorts_marks_dirs_and_respects_gitignore() {
     );
     let out = f.ok("list_dir", json!({"path": "src"})).await;
     assert_eq!(out, "src/\n  main.rs\n");
-    let e = f.err("list_dir", json!({"path": "a.rs"})).await;
-    assert!(e.contains("not a directory"), "{e}");
-    let e = f.err("list_dir", json!({"path": "nope"})).await;
-    assert!(e.contains("not found"), "{e}");
+    f.err_says("list_dir", json!({"path": "a.rs"}), &["not a directory"])
+        .await;
+    f.err_says("list_dir", json!({"path": "nope"}), &["not found"])
+        .await;
 }
 
+/// `list_dir` stops at 1,000 entries and `glob` at 500 files; both say how many they left out.
 #[tokio::test]
-async fn list_dir_is_capped() {
+async fn list_dir_and_glob_are_capped() {
     let f = fixture();
     for i in 0..1010 {
         f.put(&format!("many/f{i:04}"), "");
     }
-    let out = f.ok("list_dir", json!({"path": "many"})).await;
-    assert!(out.contains("f0999") && !out.contains("f1000"));
-    assert!(out.contains("10 more entries omitted"), "{out}");
+    for i in 0..520 {
+        f.put(&format!("g/f{i:03}.txt"), "");
+    }
+    let listed = f.ok("list_dir", json!({"path": "many"})).await;
+    assert!(listed.contains("f0999") && !listed.contains("f1000"));
+    assert!(listed.contains("10 more entries omitted"), "{listed}");
+    let globbed = f.ok("glob", json!({"pattern": "*.txt"})).await;
+    let files = globbed.lines().filter(|l| l.ends_with(".txt")).count();
+    assert_eq!(files, 500);
+    assert!(globbed.contains("20 more files omitted"), "{globbed}");
 }
 
 // ----------------------------------------------------------------------------- glob
@@ -456,12 +449,16 @@ async fn list_dir_is_capped() {
 async fn glob_matches_paths_and_names_newest_first() {
     let f = fixture();
     f.put(".gitignore", "target/\n");
-    f.put("src/old.rs", "");
-    f.put("src/new.rs", "");
-    f.put("src/deep/mid.rs", "");
-    f.put("top.rs", "");
-    f.put("target/gen.rs", "");
-    f.put("README.md", "");
+    for empty in [
+        "src/old.rs",
+        "src/new.rs",
+        "src/deep/mid.rs",
+        "top.rs",
+        "target/gen.rs",
+        "README.md",
+    ] {
+        f.put(empty, "");
+    }
     let now = SystemTime::now();
     let set = |rel: &str, secs: u64| {
         fs::File::options()
@@ -491,19 +488,8 @@ async fn glob_matches_paths_and_names_newest_first() {
     assert_eq!(out, "README.md\n");
     let out = f.ok("glob", json!({"pattern": "*.py"})).await;
     assert!(out.starts_with("No files match"), "{out}");
-    let e = f.err("glob", json!({"pattern": "a[b"})).await;
-    assert!(e.contains("invalid glob"), "{e}");
-}
-
-#[tokio::test]
-async fn glob_caps_results_and_reports_omitted() {
-    let f = fixture();
-    for i in 0..520 {
-        f.put(&format!("g/f{i:03}.txt"), "");
-    }
-    let out = f.ok("glob", json!({"pattern": "*.txt"})).await;
-    assert_eq!(out.lines().filter(|l| l.ends_with(".txt")).count(), 500);
-    assert!(out.contains("20 more files omitted"), "{out}");
+    f.err_says("glob", json!({"pattern": "a[b"}), &["invalid glob"])
+        .await;
 }
 
 #[tokio::test]

@@ -111,13 +111,10 @@ async fn output_is_capped_keeping_head_and_tail() {
 #[tokio::test]
 async fn timeout_kills_the_whole_process_group() {
     let f = fixture();
-    let out = run_with_timeout(
-        &f,
-        "sleep 30 & echo $! > bg.pid; sh -c 'sleep 30 & echo $! > gc.pid; sleep 30'; echo never",
-        400,
-        Duration::from_secs(5),
-    )
-    .await;
+    // A background child and a grandchild in a subshell, each writing its pid.
+    let script =
+        "sleep 30 & echo $! > bg.pid; sh -c 'sleep 30 & echo $! > gc.pid; sleep 30'; echo never";
+    let out = run_with_timeout(&f, script, 400, Duration::from_secs(5)).await;
     assert!(out.is_error);
     assert!(
         out.content.contains("[timed out after 400 ms"),
@@ -137,13 +134,8 @@ async fn timeout_kills_the_whole_process_group() {
 #[tokio::test]
 async fn processes_ignoring_sigterm_get_sigkill() {
     let f = fixture();
-    let out = run_with_timeout(
-        &f,
-        "(trap '' TERM; exec sleep 30) & echo $! > stubborn.pid; wait",
-        200,
-        Duration::from_secs(6),
-    )
-    .await;
+    let script = "(trap '' TERM; exec sleep 30) & echo $! > stubborn.pid; wait";
+    let out = run_with_timeout(&f, script, 200, Duration::from_secs(6)).await;
     assert!(out.content.contains("timed out"), "{out:?}");
     let pid = read_pid(f.ws.join("stubborn.pid"));
     assert!(wait_dead(pid, Duration::from_secs(3)), "pid {pid} survived");

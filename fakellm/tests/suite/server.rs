@@ -45,6 +45,11 @@ fn openai_chunks(body: &str) -> Vec<Value> {
     objects.iter().map(|(_, d)| json_of(d)).collect()
 }
 
+/// The string `v` holds; panics when it is not a string.
+fn str_of(v: &Value) -> &str {
+    v.as_str().unwrap_or_else(|| panic!("not a string: {v}"))
+}
+
 fn json_of(data: &str) -> Value {
     serde_json::from_str(data).unwrap_or_else(|e| panic!("not JSON ({e}): {data}"))
 }
@@ -54,6 +59,15 @@ async fn post(url: String, body: Value) -> reqwest::Response {
         .post(url)
         .header("x-api-key", "sk-test")
         .json(&body)
+        .send()
+        .await
+        .expect("request sent")
+}
+
+/// GETs `url`.
+async fn get(url: String) -> reqwest::Response {
+    reqwest::Client::new()
+        .get(url)
         .send()
         .await
         .expect("request sent")
@@ -74,6 +88,23 @@ async fn post_anthropic(server: &FakeLlm, tool_results: usize, stream: bool) -> 
 async fn post_openai(server: &FakeLlm, tool_results: usize, stream: bool) -> reqwest::Response {
     let url = format!("{}/chat/completions", server.openai_base_url());
     post(url, openai_request("x", tool_results, stream)).await
+}
+
+/// The JSON body of the answer to `post`.
+async fn post_json(url: String, body: Value) -> Value {
+    post(url, body).await.json().await.expect("a JSON body")
+}
+
+/// The JSON body of the answer to a non-streaming `post_anthropic`.
+async fn anthropic_json(server: &FakeLlm, tool_results: usize) -> Value {
+    let response = post_anthropic(server, tool_results, false).await;
+    response.json().await.expect("a JSON body")
+}
+
+/// The JSON body of the answer to a non-streaming `post_openai`.
+async fn openai_json(server: &FakeLlm, tool_results: usize) -> Value {
+    let response = post_openai(server, tool_results, false).await;
+    response.json().await.expect("a JSON body")
 }
 
 fn anthropic_request(user: &str, tool_results: usize, stream: bool) -> Value {
@@ -192,12 +223,7 @@ async fn anthropic_stream_has_the_real_event_sequence_one_event_per_chunk() {
         .unwrap();
     assert_eq!(tool_start["index"], 1);
     assert_eq!(tool_start["content_block"]["name"], "read_file");
-    assert!(
-        tool_start["content_block"]["id"]
-            .as_str()
-            .unwrap()
-            .starts_with("toolu_")
-    );
+    assert!(str_of(&tool_start["content_block"]["id"]).starts_with("toolu_"));
     let delta = json_of(&events[events.len() - 2].1);
     assert_eq!(delta["delta"]["stop_reason"], "tool_use");
     assert!(delta["usage"]["output_tokens"].as_u64().unwrap() > 1);
@@ -206,11 +232,7 @@ async fn anthropic_stream_has_the_real_event_sequence_one_event_per_chunk() {
 #[tokio::test]
 async fn anthropic_non_streaming_message() {
     let server = start(read_then_answer()).await;
-    let body: Value = post_anthropic(&server, 0, false)
-        .await
-        .json()
-        .await
-        .unwrap();
+    let body = anthropic_json(&server, 0).await;
     assert_eq!(body["type"], "message");
     assert_eq!(
         body["content"][0],
@@ -222,11 +244,7 @@ async fn anthropic_non_streaming_message() {
         json!({"path": "src/main.rs", "limit": 20})
     );
     assert_eq!(body["stop_reason"], "tool_use");
-    let body: Value = post_anthropic(&server, 1, false)
-        .await
-        .json()
-        .await
-        .unwrap();
+    let body = anthropic_json(&server, 1).await;
     assert_eq!(body["stop_reason"], "end_turn");
     assert_eq!(
         body["usage"],
@@ -314,7 +332,7 @@ async fn openai_alias_path_without_include_usage_has_no_usage_chunk() {
 #[tokio::test]
 async fn openai_non_streaming_completion() {
     let server = start(read_then_answer()).await;
-    let body: Value = post_openai(&server, 0, false).await.json().await.unwrap();
+    let body = openai_json(&server, 0).await;
     assert_eq!(body["object"], "chat.completion");
     let choice = &body["choices"][0];
     assert_eq!(choice["finish_reason"], "tool_calls");
@@ -326,7 +344,7 @@ async fn openai_non_streaming_completion() {
         json_of(arguments),
         json!({"path": "src/main.rs", "limit": 20})
     );
-    let body: Value = post_openai(&server, 1, false).await.json().await.unwrap();
+    let body = openai_json(&server, 1).await;
     assert_eq!(
         body["usage"],
         json!({"prompt_tokens": 120, "completion_tokens": 7, "total_tokens": 127})
@@ -344,20 +362,12 @@ fn three_turns() -> Conversation {
 async fn turn_is_selected_by_the_number_of_tool_results() {
     let server = start(Script::new().with_conversation(three_turns())).await;
     for (results, expected) in [(0, "zero"), (1, "one"), (2, "two"), (5, "two")] {
-        let body: Value = post_anthropic(&server, results, false)
-            .await
-            .json()
-            .await
-            .unwrap();
+        let body = anthropic_json(&server, results).await;
         assert_eq!(
             body["content"][0]["text"], expected,
             "{results} tool results (anthropic)"
         );
-        let body: Value = post_openai(&server, results, false)
-            .await
-            .json()
-            .await
-            .unwrap();
+        let body = openai_json(&server, results).await;
         assert_eq!(
             body["choices"][0]["message"]["content"], expected,
             "{results} tool results (openai)"
@@ -383,17 +393,9 @@ async fn fallback_text_plays_after_the_last_turn() {
         .with_conversation(three_turns());
     let server = start(script).await;
     let url = format!("{}/v1/messages", server.base_url());
-    let body: Value = post(url.clone(), anthropic_request("own", 3, false))
-        .await
-        .json()
-        .await
-        .unwrap();
+    let body = post_json(url.clone(), anthropic_request("own", 3, false)).await;
     assert_eq!(body["content"][0]["text"], "own fallback");
-    let body: Value = post(url.clone(), anthropic_request("other", 4, false))
-        .await
-        .json()
-        .await
-        .unwrap();
+    let body = post_json(url.clone(), anthropic_request("other", 4, false)).await;
     assert_eq!(body["content"][0]["text"], "script fallback");
     assert_eq!(body["stop_reason"], "end_turn");
     assert_eq!(server.model_requests()[1].turn, Some(3));
@@ -417,20 +419,16 @@ async fn match_picks_the_conversation_by_system_prompt_or_first_user_message() {
     let server = start(script).await;
     let url = format!("{}/v1/messages", server.base_url());
     let mut request = anthropic_request("do task 7", 0, false);
-    let body: Value = post(url.clone(), request.clone())
-        .await
-        .json()
-        .await
-        .unwrap();
+    let body = post_json(url.clone(), request.clone()).await;
     assert_eq!(body["content"][0]["text"], "b");
     request["system"] = json!([{"type": "text", "text": "You are ROLE-A."}]);
-    let body: Value = post(url.clone(), request).await.json().await.unwrap();
+    let body = post_json(url.clone(), request).await;
     assert_eq!(body["content"][0]["text"], "a");
 
     let mut request = openai_request("nothing here", 0, false);
     request["messages"][0]["content"] = json!("I am ROLE-A");
     let url_oa = format!("{}/chat/completions", server.openai_base_url());
-    let body: Value = post(url_oa, request).await.json().await.unwrap();
+    let body = post_json(url_oa, request).await;
     assert_eq!(body["choices"][0]["message"]["content"], "a");
 
     // Only the first user message counts.
@@ -443,12 +441,7 @@ async fn match_picks_the_conversation_by_system_prompt_or_first_user_message() {
     assert_eq!(response.status(), 400);
     let error: Value = response.json().await.unwrap();
     assert_eq!(error["error"]["type"], "invalid_request_error");
-    assert!(
-        error["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("no conversation")
-    );
+    assert!(str_of(&error["error"]["message"]).contains("no conversation"));
     assert_eq!(server.conversation_counts(), vec![2, 1]);
 }
 
@@ -514,12 +507,7 @@ async fn http_error_faults_have_their_status_and_error_type() {
         assert_eq!(response.status().as_u16(), status);
         let body: Value = response.json().await.unwrap();
         assert_eq!(body["error"]["type"], openai_type);
-        assert!(
-            body["error"]["message"]
-                .as_str()
-                .unwrap()
-                .contains("fault injected")
-        );
+        assert!(str_of(&body["error"]["message"]).contains("fault injected"));
         // times = 2: both requests above failed, the third plays the turn.
         assert_eq!(post_openai(&server, 0, true).await.status(), 200);
     }
@@ -689,11 +677,7 @@ async fn raw_sse_file_is_replayed_byte_for_byte() {
 async fn every_request_is_recorded() {
     let server = start(read_then_answer()).await;
     let client = reqwest::Client::new();
-    let health = client
-        .get(format!("{}/health", server.base_url()))
-        .send()
-        .await
-        .unwrap();
+    let health = get(format!("{}/health", server.base_url())).await;
     assert_eq!(
         health.json::<Value>().await.unwrap(),
         json!({"status": "ok"})
@@ -745,26 +729,15 @@ async fn models_health_and_unknown_paths() {
     script.model = Some("tiny-model".into());
     let server = start(script).await;
     let client = reqwest::Client::new();
-    let models: Value = client
-        .get(format!("{}/models", server.openai_base_url()))
-        .send()
+    let models: Value = get(format!("{}/models", server.openai_base_url()))
         .await
-        .unwrap()
         .json()
         .await
         .unwrap();
     assert_eq!(models["data"][0]["id"], "tiny-model");
-    let response = client
-        .get(format!("{}/v2/whatever", server.base_url()))
-        .send()
-        .await
-        .unwrap();
+    let response = get(format!("{}/v2/whatever", server.base_url())).await;
     assert_eq!(response.status(), 404);
-    let response = client
-        .get(format!("{}/v1/messages", server.base_url()))
-        .send()
-        .await
-        .unwrap();
+    let response = get(format!("{}/v1/messages", server.base_url())).await;
     assert_eq!(response.status(), 405);
     let response = client
         .post(format!("{}/v1/messages", server.base_url()))
@@ -774,14 +747,11 @@ async fn models_health_and_unknown_paths() {
         .unwrap();
     assert_eq!(response.status(), 400);
     // A request without `model` gets the script's model name.
-    let body: Value = post(
+    let body = post_json(
         format!("{}/v1/messages", server.base_url()),
         json!({"messages": []}),
     )
-    .await
-    .json()
-    .await
-    .unwrap();
+    .await;
     assert_eq!(body["model"], "tiny-model");
 }
 
@@ -803,11 +773,7 @@ async fn latency_and_turn_delay_are_added_before_the_response() {
     assert_eq!(response.status(), 200);
     assert!(started.elapsed() >= Duration::from_millis(1_550));
     let started = Instant::now();
-    let health = client
-        .get(format!("{}/health", server.base_url()))
-        .send()
-        .await
-        .unwrap();
+    let health = get(format!("{}/health", server.base_url())).await;
     assert_eq!(health.status(), 200);
     assert!(
         started.elapsed() < Duration::from_millis(1_000),
@@ -832,19 +798,12 @@ async fn twenty_parallel_requests_are_served_concurrently() {
             let openai = format!("{}/chat/completions", server.openai_base_url());
             tokio::spawn(async move {
                 let prompt = format!("worker {i}: go");
-                if i % 2 == 0 {
-                    post(anthropic, anthropic_request(&prompt, 0, true))
-                        .await
-                        .text()
-                        .await
-                        .unwrap()
+                let (url, request) = if i % 2 == 0 {
+                    (anthropic, anthropic_request(&prompt, 0, true))
                 } else {
-                    post(openai, openai_request(&prompt, 0, true))
-                        .await
-                        .text()
-                        .await
-                        .unwrap()
-                }
+                    (openai, openai_request(&prompt, 0, true))
+                };
+                post(url, request).await.text().await.unwrap()
             })
         })
         .collect();

@@ -1,18 +1,11 @@
 //! The gated merge's git steps: merge_candidate, advance_branch, checkout_detached,
 //! clean_untracked, start_merge, conclude_merge.
 
-use std::sync::Arc;
-
 use super::support::{Fixture, git, read, write};
 use ahelper_worktrees::{
-    Candidate, GitError, GitOwner, Oid, RepoLock, advance_branch, checkout_detached,
-    clean_untracked, commit_all, conclude_merge, create_branch, create_worktree, merge_candidate,
-    start_merge,
+    Candidate, GitError, Oid, RepoLock, advance_branch, checkout_detached, clean_untracked,
+    commit_all, conclude_merge, create_branch, create_worktree, merge_candidate, start_merge,
 };
-
-fn lock(f: &Fixture) -> Arc<RepoLock> {
-    GitOwner::new().lock_for(&f.repo).unwrap()
-}
 
 /// Worker branch `ahelper/r/<w>` from HEAD with `file` rewritten; its tip.
 fn worker(f: &Fixture, lock: &RepoLock, w: &str, file: &str, content: &str) -> Oid {
@@ -25,7 +18,7 @@ fn worker(f: &Fixture, lock: &RepoLock, w: &str, file: &str, content: &str) -> O
 #[test]
 fn a_candidate_moves_no_ref_until_advanced_with_compare_and_swap() {
     let f = Fixture::new();
-    let lock = lock(&f);
+    let lock = f.lock();
     create_branch(&f.repo, "ahelper/r/integration", f.head()).unwrap();
     let w1 = worker(&f, &lock, "w1", "src/a.rs", "fn a() { 1 }\n");
     let w2 = worker(&f, &lock, "w2", "src/b.rs", "fn b() { 2 }\n");
@@ -71,10 +64,9 @@ fn a_candidate_moves_no_ref_until_advanced_with_compare_and_swap() {
 #[test]
 fn checkout_detached_shows_a_commit_and_drops_leftovers() {
     let f = Fixture::new();
-    let lock = lock(&f);
+    let lock = f.lock();
     let w1 = worker(&f, &lock, "w1", "src/a.rs", "fn a() { 1 }\n");
-    let verify = f.wt("r/verify");
-    create_worktree(&lock, &f.repo, &verify, "ahelper/r/verify", f.head()).unwrap();
+    let verify = f.worker(&lock, "r/verify");
     write(&verify, "leftover.txt", "from a test run\n");
     write(&verify, "target/cache", "ignored build cache\n");
     checkout_detached(&verify, w1).unwrap();
@@ -90,7 +82,7 @@ fn checkout_detached_shows_a_commit_and_drops_leftovers() {
 #[test]
 fn a_conflicting_merge_is_left_in_progress_and_concluded_after_resolution() {
     let f = Fixture::new();
-    let lock = lock(&f);
+    let lock = f.lock();
     let w1 = worker(&f, &lock, "w1", "src/a.rs", "fn a() { 1 }\n");
     let w2 = worker(&f, &lock, "w2", "src/a.rs", "fn a() { 2 }\n");
     create_branch(&f.repo, "ahelper/r/integration", w1).unwrap();

@@ -2,7 +2,6 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use super::support::{Fixture, UserState, git, read, write};
 use ahelper_worktrees::{
@@ -10,10 +9,6 @@ use ahelper_worktrees::{
     branch_tip, commit_all, create_branch, create_worktree, delete_branch, diff_stats, merge_into,
     resolve_commit, unmerged_commits,
 };
-
-fn lock(f: &Fixture) -> Arc<RepoLock> {
-    GitOwner::new().lock_for(&f.repo).unwrap()
-}
 
 /// Creates worker worktree `w` of run `r` at HEAD, writes `files`, commits; returns (path, commit).
 fn worker(f: &Fixture, lock: &RepoLock, w: &str, files: &[(&str, &str)]) -> (PathBuf, Oid) {
@@ -31,9 +26,8 @@ fn worker(f: &Fixture, lock: &RepoLock, w: &str, files: &[(&str, &str)]) -> (Pat
 #[test]
 fn commit_all_stages_everything_respecting_gitignore() {
     let f = Fixture::new();
-    let lock = lock(&f);
-    let path = f.wt("r/w1");
-    create_worktree(&lock, &f.repo, &path, "ahelper/r/w1", f.head()).unwrap();
+    let lock = f.lock();
+    let path = f.worker(&lock, "r/w1");
     assert_eq!(
         commit_all(&path, "nothing", None).unwrap(),
         None,
@@ -80,10 +74,7 @@ fn commit_all_stages_everything_respecting_gitignore() {
 #[test]
 fn commit_all_uses_given_identity() {
     let f = Fixture::new();
-    let lock = lock(&f);
-    let path = f.wt("r/w1");
-    create_worktree(&lock, &f.repo, &path, "ahelper/r/w1", f.head()).unwrap();
-    write(&path, "x.txt", "x\n");
+    let path = f.worker_with("r/w1", &[("x.txt", "x\n")]);
     let who = Identity {
         name: "Worker One".into(),
         email: "w1@ahelper.invalid".into(),
@@ -142,12 +133,11 @@ fn commit_all_falls_back_to_ahelper_identity_when_git_has_none() {
         .env_remove("EMAIL")
         .output()
         .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
     );
+    assert!(out.status.success(), "{stdout}\n{stderr}");
     assert!(stdout.contains("1 passed"), "{stdout}");
 }
 
@@ -174,9 +164,8 @@ fn commit_all_refuses_the_users_checkout_and_foreign_worktrees() {
 #[test]
 fn commit_all_reports_a_held_index_lock() {
     let f = Fixture::new();
-    let lock = lock(&f);
-    let path = f.wt("r/w1");
-    create_worktree(&lock, &f.repo, &path, "ahelper/r/w1", f.head()).unwrap();
+    let lock = f.lock();
+    let path = f.worker(&lock, "r/w1");
     let gitdir = PathBuf::from(git(&path, &["rev-parse", "--absolute-git-dir"]));
     fs::write(gitdir.join("index.lock"), "").unwrap();
     write(&path, "x", "x");
@@ -187,7 +176,7 @@ fn commit_all_reports_a_held_index_lock() {
 #[test]
 fn branches_create_idempotent_never_moved_unmerged_and_delete_safety() {
     let f = Fixture::new();
-    let lock = lock(&f);
+    let lock = f.lock();
     let base = f.head();
     create_branch(&f.repo, "ahelper/r/integration", base).unwrap();
     create_branch(&f.repo, "ahelper/r/integration", base).unwrap();
@@ -265,7 +254,7 @@ fn merge_three_disjoint_workers_into_integration_branch() {
     let f = Fixture::new();
     f.make_dirty();
     let before = UserState::capture(&f.repo);
-    let lock = lock(&f);
+    let lock = f.lock();
     let base = f.head();
     create_branch(&f.repo, "ahelper/r/integration", base).unwrap();
     let (_, c1) = worker(&f, &lock, "w1", &[("src/a.rs", "fn a() { 1 }\n")]);
@@ -332,7 +321,7 @@ fn merge_three_disjoint_workers_into_integration_branch() {
 #[test]
 fn s14_s16_conflict_is_reported_and_leaves_every_ref_untouched() {
     let f = Fixture::new();
-    let lock = lock(&f);
+    let lock = f.lock();
     // S16: the user has feature/y checked out; the merge targets the explicit integration branch
     git(&f.repo, &["switch", "-q", "-c", "feature/y"]);
     let before = UserState::capture(&f.repo);
@@ -394,7 +383,7 @@ fn s14_s16_conflict_is_reported_and_leaves_every_ref_untouched() {
 #[test]
 fn s16_merge_into_a_checked_out_branch_is_refused() {
     let f = Fixture::new();
-    let lock = lock(&f);
+    let lock = f.lock();
     let before = UserState::capture(&f.repo);
     let (_, _) = worker(&f, &lock, "w1", &[("src/a.rs", "x\n")]);
     let err = merge_into(&f.repo, "main", "ahelper/r/w1", "m", None).unwrap_err();
@@ -414,12 +403,15 @@ fn merge_worker(repo: &Path, worker: &str) -> MergeOutcome {
     merge_into(repo, "ahelper/r/integration", &branch, &message, None).unwrap()
 }
 
-/// Builds an integration branch `ahelper/r` on top of the user's HEAD with the given worker changes.
-fn integration(f: &Fixture, lock: &RepoLock, files: &[(&str, &str)]) -> Oid {
+/// A fixture with an integration branch `ahelper/r/integration` on top of the user's HEAD that
+/// has worker `w1`'s `files` (path, content); returns it and the branch tip.
+fn integration(files: &[(&str, &str)]) -> (Fixture, Oid) {
+    let f = Fixture::new();
     create_branch(&f.repo, "ahelper/r/integration", f.head()).unwrap();
-    worker(f, lock, "w1", files);
+    worker(&f, &f.lock(), "w1", files);
     merge_worker(&f.repo, "w1");
-    f.rev("ahelper/r/integration")
+    let tip = f.rev("ahelper/r/integration");
+    (f, tip)
 }
 
 fn user_files(repo: &Path) -> (String, String) {
@@ -428,9 +420,7 @@ fn user_files(repo: &Path) -> (String, String) {
 
 #[test]
 fn apply_fast_forwards_and_keeps_non_overlapping_dirty_files() {
-    let f = Fixture::new();
-    let lock = lock(&f);
-    let integ = integration(&f, &lock, &[("src/a.rs", "fn a() { applied }\n")]);
+    let (f, integ) = integration(&[("src/a.rs", "fn a() { applied }\n")]);
     write(&f.repo, "README.md", "user edit\n");
     write(&f.repo, "notes.txt", "untracked\n");
     let outcome = apply_to_current(&f.repo, "ahelper/r/integration", "apply", None).unwrap();
@@ -449,9 +439,7 @@ fn apply_fast_forwards_and_keeps_non_overlapping_dirty_files() {
 
 #[test]
 fn apply_creates_a_merge_when_the_user_moved_on() {
-    let f = Fixture::new();
-    let lock = lock(&f);
-    let integ = integration(&f, &lock, &[("src/a.rs", "fn a() { applied }\n")]);
+    let (f, integ) = integration(&[("src/a.rs", "fn a() { applied }\n")]);
     write(&f.repo, "src/c.rs", "fn c() { user }\n");
     git(&f.repo, &["commit", "-qam", "user work"]);
     let user_tip = f.head();
@@ -481,16 +469,10 @@ fn apply_creates_a_merge_when_the_user_moved_on() {
 
 #[test]
 fn apply_refuses_overlapping_dirty_files_conflicts_and_detached_head() {
-    let f = Fixture::new();
-    let lock = lock(&f);
-    integration(
-        &f,
-        &lock,
-        &[
-            ("src/a.rs", "fn a() { applied }\n"),
-            ("notes.txt", "from worker\n"),
-        ],
-    );
+    let (f, _) = integration(&[
+        ("src/a.rs", "fn a() { applied }\n"),
+        ("notes.txt", "from worker\n"),
+    ]);
     write(&f.repo, "src/a.rs", "fn a() { user's unsaved }\n");
     write(&f.repo, "notes.txt", "user's untracked notes\n");
     let before = UserState::capture(&f.repo);
@@ -582,7 +564,7 @@ fn s28_users_dirty_checkout_is_byte_identical_after_a_whole_run() {
 #[test]
 fn nesting_branch_names_are_refused_with_a_clear_error() {
     let f = Fixture::new();
-    let lock = lock(&f);
+    let lock = f.lock();
     assert_eq!(
         ahelper_worktrees::integration_branch("r1"),
         "ahelper/r1/integration"

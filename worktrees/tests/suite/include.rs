@@ -2,17 +2,12 @@
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
-use std::sync::Arc;
 
 use super::support::{Fixture, git, read, write};
 use ahelper_worktrees::{
-    GitError, GitOwner, IncludeLimits, RepoLock, SkipReason, bring_included, bring_listed,
-    create_worktree, list_included,
+    GitError, IncludeLimits, SkipReason, bring_included, bring_listed, create_worktree,
+    list_included,
 };
-
-fn lock(f: &Fixture) -> Arc<RepoLock> {
-    GitOwner::new().lock_for(&f.repo).unwrap()
-}
 
 /// A fixture whose `.gitignore` ignores `target/`, `*.log`, `.env`, `node_modules/` and `gen/`.
 fn fixture_with_ignores() -> Fixture {
@@ -29,7 +24,7 @@ fn fixture_with_ignores() -> Fixture {
 fn new_worktree(f: &Fixture, name: &str) -> std::path::PathBuf {
     let path = f.wt(name);
     create_worktree(
-        &lock(f),
+        &f.lock(),
         &f.repo,
         &path,
         &format!("ahelper/r/{name}"),
@@ -213,10 +208,8 @@ fn include_size_guard_skips_whole_entries_and_names_them() {
         }
     );
     let line = report.describe();
-    assert!(
-        line.contains("skipped target/: 1200 bytes, over the size guard"),
-        "{line}"
-    );
+    let says = "skipped target/: 1200 bytes, over the size guard";
+    assert!(line.contains(says), "{line}");
 }
 
 #[test]

@@ -6,12 +6,11 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime};
 
 use super::support::{Fixture, git};
-use ahelper_worktrees::{GitOwner, StaleLockOutcome, create_worktree, remove_stale_index_lock};
+use ahelper_worktrees::{GitOwner, StaleLockOutcome, remove_stale_index_lock};
 
 fn worktree_with_lock(f: &Fixture, age: Duration) -> (PathBuf, PathBuf) {
     let lock = GitOwner::new().lock_for(&f.repo).unwrap();
-    let wt = f.wt("r/w1");
-    create_worktree(&lock, &f.repo, &wt, "ahelper/r/w1", f.head()).unwrap();
+    let wt = f.worker(&lock, "r/w1");
     let gitdir = PathBuf::from(git(&wt, &["rev-parse", "--absolute-git-dir"]));
     let file = gitdir.join("index.lock");
     let handle = fs::File::create(&file).unwrap();

@@ -1,21 +1,15 @@
 //! Spare worktrees: created detached, parked after use, recycled onto a new branch.
 
-use std::sync::Arc;
-
 use super::support::{Fixture, git, read, write};
 use ahelper_worktrees::{
-    GitError, GitOwner, RepoLock, commit_all, create_spare_worktree, create_worktree,
-    delete_branch, list_worktrees, park_worktree, recycle_worktree, remove_worktree,
+    GitError, commit_all, create_spare_worktree, create_worktree, delete_branch, list_worktrees,
+    park_worktree, recycle_worktree, remove_worktree,
 };
-
-fn lock(f: &Fixture) -> Arc<RepoLock> {
-    GitOwner::new().lock_for(&f.repo).unwrap()
-}
 
 #[test]
 fn spare_is_detached_and_recycles_onto_a_new_branch_at_its_start_commit() {
     let f = Fixture::new();
-    let lock = lock(&f);
+    let lock = f.lock();
     let base = f.head();
     let spare = create_spare_worktree(&lock, &f.repo, &f.wt("r/.spare-1"), base).unwrap();
     assert_eq!(spare.branch, None, "a spare's HEAD is detached");
@@ -50,7 +44,7 @@ fn spare_is_detached_and_recycles_onto_a_new_branch_at_its_start_commit() {
 #[test]
 fn parked_worktree_keeps_ignored_files_frees_its_branch_and_serves_the_next_worker() {
     let f = Fixture::new();
-    let lock = lock(&f);
+    let lock = f.lock();
     let base = f.head();
     let w1 = f.wt("r/w1");
     create_worktree(&lock, &f.repo, &w1, "ahelper/r/w1", base).unwrap();
@@ -91,10 +85,8 @@ fn parked_worktree_keeps_ignored_files_frees_its_branch_and_serves_the_next_work
 #[test]
 fn parking_refuses_a_worktree_with_work_and_recycling_refuses_one_on_a_branch() {
     let f = Fixture::new();
-    let lock = lock(&f);
-    let w1 = f.wt("r/w1");
-    create_worktree(&lock, &f.repo, &w1, "ahelper/r/w1", f.head()).unwrap();
-    write(&w1, "new.txt", "not committed");
+    let w1 = f.worker_with("r/w1", &[("new.txt", "not committed")]);
+    let lock = f.lock();
     let err = park_worktree(&lock, &f.repo, &f.wt_base, &w1, &f.wt("r/.spare-1")).unwrap_err();
     assert!(matches!(err, GitError::WorktreeDirty { .. }), "{err:?}");
     assert_eq!(read(&w1, "new.txt"), "not committed");

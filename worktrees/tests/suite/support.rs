@@ -4,7 +4,9 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use ahelper_worktrees::Oid;
+use std::sync::Arc;
+
+use ahelper_worktrees::{GitOwner, Oid, RepoLock, create_worktree};
 
 /// The git helpers the end-to-end tests and the benches use too.
 #[path = "../../../tests/suite/support/git.rs"]
@@ -60,6 +62,29 @@ impl Fixture {
 
     pub fn wt(&self, name: &str) -> PathBuf {
         self.wt_base.join(name)
+    }
+
+    /// The repository lock of a new [`GitOwner`].
+    pub fn lock(&self) -> Arc<RepoLock> {
+        GitOwner::new().lock_for(&self.repo).unwrap()
+    }
+
+    /// A worktree `wt(name)` made by ahelper on a new branch `ahelper/<name>` at HEAD.
+    pub fn worker(&self, lock: &RepoLock, name: &str) -> PathBuf {
+        let path = self.wt(name);
+        let branch = format!("ahelper/{name}");
+        create_worktree(lock, &self.repo, &path, &branch, self.head()).unwrap();
+        path
+    }
+
+    /// [`Fixture::worker`] (with a lock of its own) holding `files` (path, content), not
+    /// committed.
+    pub fn worker_with(&self, name: &str, files: &[(&str, &str)]) -> PathBuf {
+        let path = self.worker(&self.lock(), name);
+        for (rel, content) in files {
+            write(&path, rel, content);
+        }
+        path
     }
 
     /// A linked worktree `wt(name)` on a new `branch`, made with the git CLI (not by ahelper).

@@ -6,18 +6,14 @@ use std::sync::Arc;
 
 use super::support::{Fixture, UserState, git, read, write};
 use ahelper_worktrees::{
-    GitError, GitOwner, RepoLock, create_worktree, ensure_excluded, list_worktrees,
-    prune_worktrees, remove_worktree, resume_worktree,
+    GitError, GitOwner, create_worktree, ensure_excluded, list_worktrees, prune_worktrees,
+    remove_worktree, resume_worktree,
 };
-
-fn lock(f: &Fixture) -> Arc<RepoLock> {
-    GitOwner::new().lock_for(&f.repo).unwrap()
-}
 
 #[test]
 fn create_worktree_on_new_branch_at_base_s04() {
     let f = Fixture::new();
-    let lock = lock(&f);
+    let lock = f.lock();
     let before = UserState::capture(&f.repo);
     let base = f.head();
     let path = f.wt("run1/w1");
@@ -60,7 +56,7 @@ fn create_from_an_older_base_commit() {
     let old = f.head();
     write(&f.repo, "src/a.rs", "fn a() { 2 }\n");
     git(&f.repo, &["commit", "-qam", "second"]);
-    let info = create_worktree(&lock(&f), &f.repo, &f.wt("w"), "ahelper/r/w", old).unwrap();
+    let info = create_worktree(&f.lock(), &f.repo, &f.wt("w"), "ahelper/r/w", old).unwrap();
     assert_eq!(info.head, Some(old));
     assert_eq!(read(&f.wt("w"), "src/a.rs"), "fn a() {}\n");
 }
@@ -68,7 +64,7 @@ fn create_from_an_older_base_commit() {
 #[test]
 fn s01_branch_checked_out_elsewhere_names_the_owner() {
     let f = Fixture::new();
-    let lock = lock(&f);
+    let lock = f.lock();
     let leftover = f.git_worktree("leftover", "feat/x");
     let err = create_worktree(&lock, &f.repo, &f.wt("new"), "feat/x", f.head()).unwrap_err();
     match &err {
@@ -100,7 +96,7 @@ fn s01_branch_checked_out_elsewhere_names_the_owner() {
 fn s02_existing_branch_at_base_without_worktree_is_used() {
     let f = Fixture::new();
     git(&f.repo, &["branch", "tmp"]);
-    let info = create_worktree(&lock(&f), &f.repo, &f.wt("tmp"), "tmp", f.head()).unwrap();
+    let info = create_worktree(&f.lock(), &f.repo, &f.wt("tmp"), "tmp", f.head()).unwrap();
     assert_eq!(info.branch.as_deref(), Some("tmp"));
     assert_eq!(info.head, Some(f.head()));
 }
@@ -114,24 +110,24 @@ fn s32_existing_branch_with_other_commits_is_never_reset() {
     git(&f.repo, &["commit", "-qam", "old run work"]);
     let old_tip = f.head();
     git(&f.repo, &["switch", "-q", "main"]);
-    let err = create_worktree(&lock(&f), &f.repo, &f.wt("w1"), "ahelper/old/w1", base).unwrap_err();
+    let err = create_worktree(&f.lock(), &f.repo, &f.wt("w1"), "ahelper/old/w1", base).unwrap_err();
     assert!(matches!(err, GitError::BranchExists { .. }), "{err:?}");
     assert!(err.to_string().contains("never reset"), "{err}");
     assert_eq!(f.rev("ahelper/old/w1"), old_tip);
     assert!(!f.wt("w1").exists());
 
     // resume_worktree takes the branch as it is
-    let info = resume_worktree(&lock(&f), &f.repo, &f.wt("w1"), "ahelper/old/w1").unwrap();
+    let info = resume_worktree(&f.lock(), &f.repo, &f.wt("w1"), "ahelper/old/w1").unwrap();
     assert_eq!(info.head, Some(old_tip));
     assert_eq!(read(&f.wt("w1"), "src/a.rs"), "fn a() { old run }\n");
-    let err = resume_worktree(&lock(&f), &f.repo, &f.wt("w2"), "nope").unwrap_err();
+    let err = resume_worktree(&f.lock(), &f.repo, &f.wt("w2"), "nope").unwrap_err();
     assert!(matches!(err, GitError::BranchNotFound { .. }), "{err:?}");
 }
 
 #[test]
 fn s04_stale_directory_is_not_reused_and_bad_inputs_are_refused() {
     let f = Fixture::new();
-    let lock = lock(&f);
+    let lock = f.lock();
     write(&f.wt("run/w1"), "stale.txt", "from a previous run");
     let err =
         create_worktree(&lock, &f.repo, &f.wt("run/w1"), "ahelper/run/w1", f.head()).unwrap_err();
@@ -161,7 +157,7 @@ fn s04_stale_directory_is_not_reused_and_bad_inputs_are_refused() {
 #[test]
 fn s31_worktree_inside_checkout_only_under_an_ignored_dir() {
     let f = Fixture::new();
-    let lock = lock(&f);
+    let lock = f.lock();
     let inside = f.repo.join("wt/w1");
     let err = create_worktree(&lock, &f.repo, &inside, "ahelper/r/w1", f.head()).unwrap_err();
     assert!(
@@ -190,9 +186,8 @@ fn s31_worktree_inside_checkout_only_under_an_ignored_dir() {
 #[test]
 fn remove_clean_worktree_keeps_branch_and_reports_state() {
     let f = Fixture::new();
-    let lock = lock(&f);
-    let path = f.wt("r/w1");
-    create_worktree(&lock, &f.repo, &path, "ahelper/r/w1", f.head()).unwrap();
+    let lock = f.lock();
+    let path = f.worker(&lock, "r/w1");
     let removed = remove_worktree(&lock, &f.repo, &f.wt_base, &path, false).unwrap();
     assert!(removed.directory_removed && !removed.orphan);
     assert_eq!(removed.branch.as_deref(), Some("ahelper/r/w1"));
@@ -220,12 +215,15 @@ fn remove_clean_worktree_keeps_branch_and_reports_state() {
 #[test]
 fn remove_refuses_dirty_worktree_unless_forced() {
     let f = Fixture::new();
-    let lock = lock(&f);
-    let path = f.wt("r/w1");
-    create_worktree(&lock, &f.repo, &path, "ahelper/r/w1", f.head()).unwrap();
-    write(&path, "src/a.rs", "changed");
-    write(&path, "new.txt", "new");
-    write(&path, "target/ignored.bin", "ignored files do not count");
+    let path = f.worker_with(
+        "r/w1",
+        &[
+            ("src/a.rs", "changed"),
+            ("new.txt", "new"),
+            ("target/ignored.bin", "ignored files do not count"),
+        ],
+    );
+    let lock = f.lock();
     let err = remove_worktree(&lock, &f.repo, &f.wt_base, &path, false).unwrap_err();
     match &err {
         GitError::WorktreeDirty { paths, .. } => assert_eq!(paths, &vec!["new.txt", "src/a.rs"]),
@@ -241,9 +239,8 @@ fn remove_refuses_dirty_worktree_unless_forced() {
 #[test]
 fn remove_refuses_locked_worktree_even_forced() {
     let f = Fixture::new();
-    let lock = lock(&f);
-    let path = f.wt("r/w1");
-    create_worktree(&lock, &f.repo, &path, "ahelper/r/w1", f.head()).unwrap();
+    let lock = f.lock();
+    let path = f.worker(&lock, "r/w1");
     git(
         &f.repo,
         &[
@@ -263,9 +260,8 @@ fn remove_refuses_locked_worktree_even_forced() {
 #[test]
 fn s29_detached_worktree_with_unreachable_commits_is_kept() {
     let f = Fixture::new();
-    let lock = lock(&f);
-    let path = f.wt("r/w1");
-    create_worktree(&lock, &f.repo, &path, "ahelper/r/w1", f.head()).unwrap();
+    let lock = f.lock();
+    let path = f.worker(&lock, "r/w1");
     git(&path, &["checkout", "-q", "--detach"]);
     write(&path, "src/a.rs", "detached work");
     git(&path, &["commit", "-qam", "work on detached HEAD"]);
@@ -286,9 +282,8 @@ fn s29_detached_worktree_with_unreachable_commits_is_kept() {
 #[test]
 fn s07_orphan_with_marker_is_deleted_foreign_orphan_is_kept() {
     let f = Fixture::new();
-    let lock = lock(&f);
-    let ours = f.wt("r/w1");
-    create_worktree(&lock, &f.repo, &ours, "ahelper/r/w1", f.head()).unwrap();
+    let lock = f.lock();
+    let ours = f.worker(&lock, "r/w1");
     let foreign = f.git_worktree("foreign", "foreign");
     // git's admin metadata disappears (e.g. someone ran `rm -rf .git/worktrees`)
     fs::remove_dir_all(f.repo.join(".git/worktrees")).unwrap();
@@ -308,7 +303,7 @@ fn s07_orphan_with_marker_is_deleted_foreign_orphan_is_kept() {
 #[test]
 fn s10_removal_never_touches_main_checkout_git_dir_or_unregistered_dirs() {
     let f = Fixture::new();
-    let lock = lock(&f);
+    let lock = f.lock();
     let before = UserState::capture(&f.repo);
     create_worktree(&lock, &f.repo, &f.wt("r/w1"), "ahelper/r/w1", f.head()).unwrap();
     let tmp_root = f.tmp.path().canonicalize().unwrap();
@@ -352,7 +347,7 @@ fn s10_removal_never_touches_main_checkout_git_dir_or_unregistered_dirs() {
 #[test]
 fn prunable_worktree_and_prune_only_ours() {
     let f = Fixture::new();
-    let lock = lock(&f);
+    let lock = f.lock();
     create_worktree(&lock, &f.repo, &f.wt("r/w1"), "ahelper/r/w1", f.head()).unwrap();
     create_worktree(&lock, &f.repo, &f.wt("r/w2"), "ahelper/r/w2", f.head()).unwrap();
     let foreign = f.git_worktree("foreign", "foreign");
@@ -463,7 +458,7 @@ fn worktree_creation_runs_post_checkout_hook() {
         use std::os::unix::fs::PermissionsExt;
         fs::set_permissions(&hook, fs::Permissions::from_mode(0o755)).unwrap();
         ensure_excluded(&f.repo, "hook-ran.txt").unwrap();
-        create_worktree(&lock(&f), &f.repo, &f.wt("w"), "ahelper/r/w", f.head()).unwrap();
+        create_worktree(&f.lock(), &f.repo, &f.wt("w"), "ahelper/r/w", f.head()).unwrap();
         assert_eq!(read(&f.wt("w"), "hook-ran.txt"), "ran\n");
     }
 }
@@ -482,7 +477,7 @@ fn s04_head_not_at_base_after_creation_is_detected_and_undone() {
         use std::os::unix::fs::PermissionsExt;
         fs::set_permissions(&hook, fs::Permissions::from_mode(0o755)).unwrap();
         let err =
-            create_worktree(&lock(&f), &f.repo, &f.wt("w"), "ahelper/r/w", f.head()).unwrap_err();
+            create_worktree(&f.lock(), &f.repo, &f.wt("w"), "ahelper/r/w", f.head()).unwrap_err();
         assert!(matches!(err, GitError::BaseMismatch { .. }), "{err:?}");
         assert!(!f.wt("w").exists(), "the bad worktree is removed");
         assert!(
@@ -516,7 +511,7 @@ fn checkouts_of_new_worktrees_run_in_parallel_outside_the_repo_lock() {
     {
         use std::os::unix::fs::PermissionsExt;
         fs::set_permissions(&hook, fs::Permissions::from_mode(0o755)).unwrap();
-        let l = lock(&f);
+        let l = f.lock();
         let (repo, w1, base) = (f.repo.clone(), f.wt("w1"), f.head());
         let first = {
             let l = l.clone();

@@ -74,6 +74,15 @@ impl Workspace {
         }
     }
 
+    /// Asserts that calling `tool` with `input` fails with a tool error whose message contains
+    /// every one of `needles`.
+    pub async fn err_says(&self, tool: &str, input: Value, needles: &[&str]) {
+        let e = self.err(tool, input.clone()).await;
+        for needle in needles {
+            assert!(e.contains(needle), "{tool} {input}: {needle:?} not in {e}");
+        }
+    }
+
     /// Writes `bytes` to `ws/rel`, creating parent directories.
     pub fn put(&self, rel: &str, bytes: impl AsRef<[u8]>) {
         let p = self.ws.join(rel);

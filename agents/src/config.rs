@@ -94,100 +94,115 @@ pub enum ConfigError {
     },
 }
 
-/// `[retry]` table.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RetryFile {
-    /// Total attempts per model request (1 = no retry). Default 5.
-    pub max_attempts: Option<u32>,
-    /// First backoff delay in ms. Default 1,000.
-    pub base_delay_ms: Option<u64>,
-    /// Largest backoff delay in ms. Default 60,000.
-    pub max_delay_ms: Option<u64>,
-    /// Time without a byte from the provider before an attempt fails, in ms. Default 120,000.
-    pub idle_timeout_ms: Option<u64>,
+/// Declares one table of a configuration file (a struct named like `RetryFile`): every field
+/// public, `Default` (an absent table), (de)serialised, and an unknown key is an error.
+macro_rules! config_table {
+    ($(#[$meta:meta])* $name:ident {
+        $($(#[$field_meta:meta])* $field:ident: $ty:ty,)*
+    }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+        #[serde(deny_unknown_fields)]
+        pub struct $name {
+            $($(#[$field_meta])* pub $field: $ty,)*
+        }
+    };
 }
 
-/// `[agent]` table.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AgentFile {
-    /// Turns per prompt before stopping with `max_turns`. Default 40.
-    pub max_turns: Option<u32>,
-    /// Identical consecutive tool calls before stopping with `repeated_call`. Default 3.
-    pub repeat_limit: Option<u32>,
-    /// Tool output cap in characters. Default 30,000.
-    pub max_tool_output_chars: Option<usize>,
-    /// Fraction of `context_window` (0 < x ≤ 1) at which older turns are compacted into a
-    /// summary. Default 0.8.
-    pub compact_threshold: Option<f64>,
+config_table! {
+    /// `[retry]` table.
+    RetryFile {
+        /// Total attempts per model request (1 = no retry). Default 5.
+        max_attempts: Option<u32>,
+        /// First backoff delay in ms. Default 1,000.
+        base_delay_ms: Option<u64>,
+        /// Largest backoff delay in ms. Default 60,000.
+        max_delay_ms: Option<u64>,
+        /// Time without a byte from the provider before an attempt fails, in ms. Default 120,000.
+        idle_timeout_ms: Option<u64>,
+    }
 }
 
-/// `[permissions]` table.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PermissionsFile {
-    /// `default`, `accept-edits`, `plan` or `bypass`.
-    pub mode: Option<String>,
-    /// Rules that allow without asking, e.g. `run_command(cargo test:*)`.
-    #[serde(default)]
-    pub allow: Vec<String>,
-    /// Rules that always ask.
-    #[serde(default)]
-    pub ask: Vec<String>,
-    /// Rules that always refuse (in every mode).
-    #[serde(default)]
-    pub deny: Vec<String>,
+config_table! {
+    /// `[agent]` table.
+    AgentFile {
+        /// Turns per prompt before stopping with `max_turns`. Default 40.
+        max_turns: Option<u32>,
+        /// Identical consecutive tool calls before stopping with `repeated_call`. Default 3.
+        repeat_limit: Option<u32>,
+        /// Tool output cap in characters. Default 30,000.
+        max_tool_output_chars: Option<usize>,
+        /// Fraction of `context_window` (0 < x ≤ 1) at which older turns are compacted into a
+        /// summary. Default 0.8.
+        compact_threshold: Option<f64>,
+    }
 }
 
-/// `[swarm]` table.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SwarmFile {
-    /// Workers running at once. Default 4.
-    pub max_workers: Option<usize>,
-    /// Subtasks a plan may have. Default 12.
-    pub max_subtasks: Option<usize>,
-    /// Turns per worker. Default 30.
-    pub worker_max_turns: Option<u32>,
-    /// Run-wide token budget (input + output tokens). Default 4,000,000.
-    pub token_budget: Option<u64>,
-    /// Run-wide wall-clock limit in seconds. Default 3,600.
-    pub time_limit_s: Option<u64>,
-    /// Where worker worktrees are created. Default
-    /// `$XDG_STATE_HOME/ahelper/worktrees/<repo-id>/<run>/<worker>`.
-    pub worktree_root: Option<PathBuf>,
-    /// Verification command (a shell command line run with `bash -c` in a worktree), e.g.
-    /// `cargo test`. Unset: one is detected from the repository
-    /// ([`crate::verify::detect_command`]). Must not be empty.
-    #[serde(default, deserialize_with = "verify_command")]
-    pub verify: Option<String>,
-    /// Time limit of one verification run, in seconds (1 to 86,400). Default 600.
-    #[serde(default, deserialize_with = "verify_timeout_s")]
-    pub verify_timeout_s: Option<u64>,
-    /// Extra rounds a worker gets to fix new verification failures in its worktree (0 to 10).
-    /// Default 2.
-    #[serde(default, deserialize_with = "worker_fix_rounds")]
-    pub worker_fix_rounds: Option<u32>,
-    /// Fixer agents tried on a merge candidate that fails verification (0 to 10). Default 2.
-    #[serde(default, deserialize_with = "merge_fix_attempts")]
-    pub merge_fix_attempts: Option<u32>,
-    /// A file a worker's branch adds that is larger than this many megabytes (10⁶ bytes) is
-    /// flagged as a hazard ([`ahelper_worktrees::scan_hazards`]). Default 10.
-    pub max_file_mb: Option<u64>,
-    /// Shell command line run (`bash -c`) in each new worker worktree before its worker starts,
-    /// e.g. `npm ci`; its output goes into the worker's transcript, and a failure fails that
-    /// worker. Must not be blank. Unset: nothing runs.
-    #[serde(default, deserialize_with = "setup_command")]
-    pub setup: Option<String>,
-    /// Size guard of `.worktreeinclude`, in megabytes (10⁶ bytes) per worktree: an ignored
-    /// entry that does not fit is skipped and named. Default 1,000.
-    pub worktree_include_max_mb: Option<u64>,
-    /// NATS server of remote workers (`nats://host:4222`, `tls://…`); set, `ahelper swarm`
-    /// runs its workers on `ahelper worker` machines (`docs/distributed.md`). Unset: locally.
-    pub nats_url: Option<String>,
-    /// The git remote remote workers fetch from and push to. Default `origin`.
-    pub remote: Option<String>,
+config_table! {
+    /// `[permissions]` table.
+    PermissionsFile {
+        /// `default`, `accept-edits`, `plan` or `bypass`.
+        mode: Option<String>,
+        /// Rules that allow without asking, e.g. `run_command(cargo test:*)`.
+        #[serde(default)]
+        allow: Vec<String>,
+        /// Rules that always ask.
+        #[serde(default)]
+        ask: Vec<String>,
+        /// Rules that always refuse (in every mode).
+        #[serde(default)]
+        deny: Vec<String>,
+    }
+}
+
+config_table! {
+    /// `[swarm]` table.
+    SwarmFile {
+        /// Workers running at once. Default 4.
+        max_workers: Option<usize>,
+        /// Subtasks a plan may have. Default 12.
+        max_subtasks: Option<usize>,
+        /// Turns per worker. Default 30.
+        worker_max_turns: Option<u32>,
+        /// Run-wide token budget (input + output tokens). Default 4,000,000.
+        token_budget: Option<u64>,
+        /// Run-wide wall-clock limit in seconds. Default 3,600.
+        time_limit_s: Option<u64>,
+        /// Where worker worktrees are created. Default
+        /// `$XDG_STATE_HOME/ahelper/worktrees/<repo-id>/<run>/<worker>`.
+        worktree_root: Option<PathBuf>,
+        /// Verification command (a shell command line run with `bash -c` in a worktree), e.g.
+        /// `cargo test`. Unset: one is detected from the repository
+        /// ([`crate::verify::detect_command`]). Must not be empty.
+        #[serde(default, deserialize_with = "verify_command")]
+        verify: Option<String>,
+        /// Time limit of one verification run, in seconds (1 to 86,400). Default 600.
+        #[serde(default, deserialize_with = "verify_timeout_s")]
+        verify_timeout_s: Option<u64>,
+        /// Extra rounds a worker gets to fix new verification failures in its worktree (0 to 10).
+        /// Default 2.
+        #[serde(default, deserialize_with = "worker_fix_rounds")]
+        worker_fix_rounds: Option<u32>,
+        /// Fixer agents tried on a merge candidate that fails verification (0 to 10). Default 2.
+        #[serde(default, deserialize_with = "merge_fix_attempts")]
+        merge_fix_attempts: Option<u32>,
+        /// A file a worker's branch adds that is larger than this many megabytes (10⁶ bytes) is
+        /// flagged as a hazard ([`ahelper_worktrees::scan_hazards`]). Default 10.
+        max_file_mb: Option<u64>,
+        /// Shell command line run (`bash -c`) in each new worker worktree before its worker starts,
+        /// e.g. `npm ci`; its output goes into the worker's transcript, and a failure fails that
+        /// worker. Must not be blank. Unset: nothing runs.
+        #[serde(default, deserialize_with = "setup_command")]
+        setup: Option<String>,
+        /// Size guard of `.worktreeinclude`, in megabytes (10⁶ bytes) per worktree: an ignored
+        /// entry that does not fit is skipped and named. Default 1,000.
+        worktree_include_max_mb: Option<u64>,
+        /// NATS server of remote workers (`nats://host:4222`, `tls://…`); set, `ahelper swarm`
+        /// runs its workers on `ahelper worker` machines (`docs/distributed.md`). Unset: locally.
+        nats_url: Option<String>,
+        /// The git remote remote workers fetch from and push to. Default `origin`.
+        remote: Option<String>,
+    }
 }
 
 /// Deserialises an integer and checks `min ..= max`; the error names `key` and goes through the
@@ -243,84 +258,84 @@ fn verify_command<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Strin
     Ok(Some(command))
 }
 
-/// `[sandbox]` table: the OS sandbox of `run_command` children (see [`crate::sandbox_os`]).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SandboxFile {
-    /// `enforce` (default; landlock where the kernel has it) or `off`.
-    pub mode: Option<String>,
-    /// Extra paths commands may write (besides the workspace and the temp dir). `~/` is the
-    /// home directory; relative paths are relative to the workspace root. Lists of every layer
-    /// are joined.
-    #[serde(default)]
-    pub writable: Vec<PathBuf>,
-    /// Extra paths commands may not read, added to the defaults `~/.ssh`, `~/.aws`, `~/.gnupg`,
-    /// `~/.config/ahelper`. Lists of every layer are joined.
-    #[serde(default)]
-    pub deny_read: Vec<PathBuf>,
-    /// `false` denies TCP bind and connect to commands (landlock ABI ≥ 4). Default `true`.
-    pub network: Option<bool>,
+config_table! {
+    /// `[sandbox]` table: the OS sandbox of `run_command` children (see [`crate::sandbox_os`]).
+    SandboxFile {
+        /// `enforce` (default; landlock where the kernel has it) or `off`.
+        mode: Option<String>,
+        /// Extra paths commands may write (besides the workspace and the temp dir). `~/` is the
+        /// home directory; relative paths are relative to the workspace root. Lists of every layer
+        /// are joined.
+        #[serde(default)]
+        writable: Vec<PathBuf>,
+        /// Extra paths commands may not read, added to the defaults `~/.ssh`, `~/.aws`, `~/.gnupg`,
+        /// `~/.config/ahelper`. Lists of every layer are joined.
+        #[serde(default)]
+        deny_read: Vec<PathBuf>,
+        /// `false` denies TCP bind and connect to commands (landlock ABI ≥ 4). Default `true`.
+        network: Option<bool>,
+    }
 }
 
-/// `[secrets]` table.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SecretsFile {
-    /// Names of environment variables whose values are replaced by `[REDACTED:<NAME>]` in tool
-    /// results, transcripts, logs and events (besides the provider keys, always redacted).
-    /// Lists of every layer are joined.
-    #[serde(default)]
-    pub redact_env: Vec<String>,
+config_table! {
+    /// `[secrets]` table.
+    SecretsFile {
+        /// Names of environment variables whose values are replaced by `[REDACTED:<NAME>]` in tool
+        /// results, transcripts, logs and events (besides the provider keys, always redacted).
+        /// Lists of every layer are joined.
+        #[serde(default)]
+        redact_env: Vec<String>,
+    }
 }
 
-/// One configuration file, every field optional.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ConfigFile {
-    /// `anthropic` or `openai` (any OpenAI-compatible server).
-    pub provider: Option<String>,
-    /// Model name.
-    pub model: Option<String>,
-    /// Provider base URL.
-    pub base_url: Option<String>,
-    /// Name of the environment variable holding the API key.
-    pub api_key_env: Option<String>,
-    /// Output-token limit per turn. Default 8,192.
-    pub max_output_tokens: Option<u32>,
-    /// Model context window in tokens. Default 200,000 (Anthropic) / 128,000 (OpenAI).
-    pub context_window: Option<u32>,
-    /// `native` or `text`.
-    pub tool_protocol: Option<String>,
-    /// Retry settings.
-    #[serde(default)]
-    pub retry: RetryFile,
-    /// Agent-loop settings.
-    #[serde(default)]
-    pub agent: AgentFile,
-    /// Permission mode and rules.
-    #[serde(default)]
-    pub permissions: PermissionsFile,
-    /// Swarm settings.
-    #[serde(default)]
-    pub swarm: SwarmFile,
-    /// Command sandbox settings.
-    #[serde(default)]
-    pub sandbox: SandboxFile,
-    /// Secret redaction settings.
-    #[serde(default)]
-    pub secrets: SecretsFile,
-    /// Hooks per event (read from the user config only; see [`crate::hooks`]).
-    #[serde(default)]
-    pub hooks: crate::hooks::HooksFile,
-    /// Prices of models without a built-in one (or overriding it), by exact model name:
-    /// `[pricing."model"] input_per_mtok = …, output_per_mtok = …` (US dollars per million
-    /// tokens; see [`crate::pricing`]).
-    #[serde(default)]
-    pub pricing: BTreeMap<String, crate::pricing::Price>,
-    /// `[mcp_servers.NAME]`: MCP servers (Codex's shape; see [`crate::mcp::config`]). A higher
-    /// layer replaces a server of the same name.
-    #[serde(default)]
-    pub mcp_servers: std::collections::BTreeMap<String, crate::mcp::McpServerFile>,
+config_table! {
+    /// One configuration file, every field optional.
+    ConfigFile {
+        /// `anthropic` or `openai` (any OpenAI-compatible server).
+        provider: Option<String>,
+        /// Model name.
+        model: Option<String>,
+        /// Provider base URL.
+        base_url: Option<String>,
+        /// Name of the environment variable holding the API key.
+        api_key_env: Option<String>,
+        /// Output-token limit per turn. Default 8,192.
+        max_output_tokens: Option<u32>,
+        /// Model context window in tokens. Default 200,000 (Anthropic) / 128,000 (OpenAI).
+        context_window: Option<u32>,
+        /// `native` or `text`.
+        tool_protocol: Option<String>,
+        /// Retry settings.
+        #[serde(default)]
+        retry: RetryFile,
+        /// Agent-loop settings.
+        #[serde(default)]
+        agent: AgentFile,
+        /// Permission mode and rules.
+        #[serde(default)]
+        permissions: PermissionsFile,
+        /// Swarm settings.
+        #[serde(default)]
+        swarm: SwarmFile,
+        /// Command sandbox settings.
+        #[serde(default)]
+        sandbox: SandboxFile,
+        /// Secret redaction settings.
+        #[serde(default)]
+        secrets: SecretsFile,
+        /// Hooks per event (read from the user config only; see [`crate::hooks`]).
+        #[serde(default)]
+        hooks: crate::hooks::HooksFile,
+        /// Prices of models without a built-in one (or overriding it), by exact model name:
+        /// `[pricing."model"] input_per_mtok = …, output_per_mtok = …` (US dollars per million
+        /// tokens; see [`crate::pricing`]).
+        #[serde(default)]
+        pricing: BTreeMap<String, crate::pricing::Price>,
+        /// `[mcp_servers.NAME]`: MCP servers (Codex's shape; see [`crate::mcp::config`]). A higher
+        /// layer replaces a server of the same name.
+        #[serde(default)]
+        mcp_servers: std::collections::BTreeMap<String, crate::mcp::McpServerFile>,
+    }
 }
 
 impl ConfigFile {
@@ -999,16 +1014,8 @@ fn resolve_sandbox(
     workspace_root: &Path,
     env: &EnvSnapshot,
 ) -> Result<SandboxSettings, ConfigError> {
-    let mode = match &file.mode {
-        Some(m) => m
-            .parse::<SandboxMode>()
-            .map_err(|message| ConfigError::Invalid {
-                key: "sandbox.mode".into(),
-                origin: "configuration".into(),
-                message,
-            })?,
-        None => SandboxMode::Enforce,
-    };
+    let mode = parse_setting(file.mode.as_deref(), "sandbox.mode", "configuration")?
+        .unwrap_or(SandboxMode::Enforce);
     let home = env.get("HOME").map(PathBuf::from);
     let absolute = |p: &PathBuf| -> PathBuf {
         if let (Some(home), Ok(rest)) = (&home, p.strip_prefix("~")) {
@@ -1092,16 +1099,8 @@ fn resolve_permissions(
     file: &PermissionsFile,
     origin: &str,
 ) -> Result<PermissionPolicy, ConfigError> {
-    let mode = match &file.mode {
-        Some(m) => m
-            .parse::<PermissionMode>()
-            .map_err(|message| ConfigError::Invalid {
-                key: "permissions.mode".into(),
-                origin: origin.into(),
-                message,
-            })?,
-        None => PermissionMode::Default,
-    };
+    let mode = parse_setting(file.mode.as_deref(), "permissions.mode", origin)?
+        .unwrap_or(PermissionMode::Default);
     let parse_list = |key: &str, list: &[String]| -> Result<Vec<PermissionRule>, ConfigError> {
         list.iter()
             .map(|raw| {
@@ -1219,6 +1218,24 @@ impl ProviderDefaults {
             },
         }
     }
+}
+
+/// Parses the value of `key` when it is set; `origin` (a file path, `environment`,
+/// `configuration`…) is named in the error, with the parser's message saying what is expected.
+fn parse_setting<T: std::str::FromStr<Err = String>>(
+    value: Option<&str>,
+    key: &str,
+    origin: &str,
+) -> Result<Option<T>, ConfigError> {
+    value
+        .map(|v| {
+            v.parse().map_err(|message| ConfigError::Invalid {
+                key: key.into(),
+                origin: origin.into(),
+                message,
+            })
+        })
+        .transpose()
 }
 
 fn invalid_setting(key: &str, message: String) -> ConfigError {
@@ -1561,6 +1578,56 @@ mod tests {
         EnvSnapshot::from_pairs(pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())))
     }
 
+    /// The project config file, relative to the workspace root.
+    const PROJECT: &str = ".ahelper/config.toml";
+
+    /// Writes `text` to `root/rel`, creating the directories on the way.
+    fn write_file(root: &Path, rel: &str, text: &str) {
+        let path = root.join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+
+    /// A workspace whose project config holds `text`.
+    fn project(text: &str) -> tempfile::TempDir {
+        let ws = tempfile::tempdir().unwrap();
+        write_file(ws.path(), PROJECT, text);
+        ws
+    }
+
+    /// A workspace, a user config directory and an environment that names the directory
+    /// (`XDG_CONFIG_HOME`).
+    struct Layers {
+        ws: tempfile::TempDir,
+        home: tempfile::TempDir,
+        env: EnvSnapshot,
+    }
+
+    /// Layers whose user and project configs hold `user` and `project_text`; the environment
+    /// also sets `vars`.
+    fn layers(user: &str, project_text: &str, vars: &[(&str, &str)]) -> Layers {
+        let home = tempfile::tempdir().unwrap();
+        write_file(home.path(), "ahelper/config.toml", user);
+        let mut pairs = vec![("XDG_CONFIG_HOME", home.path().to_str().unwrap())];
+        pairs.extend_from_slice(vars);
+        Layers {
+            ws: project(project_text),
+            env: env(&pairs),
+            home,
+        }
+    }
+
+    /// The error of loading the configuration, as shown.
+    fn load_err(ws: &Path, env: &EnvSnapshot, cli: &CliOverrides) -> String {
+        Config::load(ws, env, cli).unwrap_err().to_string()
+    }
+
+    /// The model the configuration resolves to.
+    fn model(ws: &Path, env: &EnvSnapshot, cli: &CliOverrides) -> String {
+        let cfg = Config::load(ws, env, cli).unwrap();
+        cfg.provider().unwrap().model.clone()
+    }
+
     #[test]
     fn unknown_key_names_file_line_and_key() {
         let err = ConfigFile::parse(
@@ -1576,31 +1643,20 @@ mod tests {
 
     #[test]
     fn secrets_redact_keys_and_listed_variables_and_name_what_to_scrub() {
-        let ws = tempfile::tempdir().unwrap();
-        let home = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(home.path().join("ahelper")).unwrap();
-        std::fs::write(
-            home.path().join("ahelper/config.toml"),
+        let l = layers(
             "[secrets]\nredact_env = [\"DB_PASSWORD\"]\n",
-        )
-        .unwrap();
-        std::fs::create_dir_all(ws.path().join(".ahelper")).unwrap();
-        std::fs::write(
-            ws.path().join(".ahelper/config.toml"),
             "api_key_env = \"MY_LLM_TOKEN\"\n[secrets]\nredact_env = [\"GITHUB_TOKEN\"]\n",
-        )
-        .unwrap();
-        let e = env(&[
-            ("XDG_CONFIG_HOME", home.path().to_str().unwrap()),
-            ("MY_LLM_TOKEN", "sk-custom-key-0123456789"),
-            ("ANTHROPIC_API_KEY", "sk-ant-other-0123456789"),
-            ("ANTHROPIC_BASE_URL", "http://127.0.0.1:9"),
-            ("DB_PASSWORD", "correct-horse"),
-            ("GITHUB_TOKEN", "ghp_0123456789"),
-            ("SHORT_API_KEY", "x"),
-            ("PATH", "/usr/bin:/bin"),
-        ]);
-        let cfg = Config::load(ws.path(), &e, &trusted()).unwrap();
+            &[
+                ("MY_LLM_TOKEN", "sk-custom-key-0123456789"),
+                ("ANTHROPIC_API_KEY", "sk-ant-other-0123456789"),
+                ("ANTHROPIC_BASE_URL", "http://127.0.0.1:9"),
+                ("DB_PASSWORD", "correct-horse"),
+                ("GITHUB_TOKEN", "ghp_0123456789"),
+                ("SHORT_API_KEY", "x"),
+                ("PATH", "/usr/bin:/bin"),
+            ],
+        );
+        let cfg = Config::load(l.ws.path(), &l.env, &trusted()).unwrap();
         assert_eq!(
             cfg.merged.secrets.redact_env,
             ["DB_PASSWORD", "GITHUB_TOKEN"],
@@ -1632,16 +1688,8 @@ mod tests {
 
     #[test]
     fn redact_env_names_must_be_variable_names() {
-        let ws = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(ws.path().join(".ahelper")).unwrap();
-        std::fs::write(
-            ws.path().join(".ahelper/config.toml"),
-            "[secrets]\nredact_env = [\"$HOME\"]\n",
-        )
-        .unwrap();
-        let err = Config::load(ws.path(), &env(&[]), &trusted())
-            .unwrap_err()
-            .to_string();
+        let ws = project("[secrets]\nredact_env = [\"$HOME\"]\n");
+        let err = load_err(ws.path(), &env(&[]), &trusted());
         assert!(
             err.contains("secrets.redact_env") && err.contains("$HOME"),
             "{err}"
@@ -1650,22 +1698,12 @@ mod tests {
 
     #[test]
     fn layers_precedence_and_rule_union() {
-        let ws = tempfile::tempdir().unwrap();
-        let home = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(home.path().join("ahelper")).unwrap();
-        std::fs::write(
-            home.path().join("ahelper/config.toml"),
+        let l = layers(
             "provider = \"openai\"\nmodel = \"user-model\"\nbase_url = \"http://127.0.0.1:1/v1\"\n[permissions]\ndeny = [\"run_command(rm:*)\"]\n",
-        )
-        .unwrap();
-        std::fs::create_dir_all(ws.path().join(".ahelper")).unwrap();
-        std::fs::write(
-            ws.path().join(".ahelper/config.toml"),
             "model = \"project-model\"\n[permissions]\nallow = [\"run_command(cargo test:*)\"]\n",
-        )
-        .unwrap();
-        let e = env(&[("XDG_CONFIG_HOME", home.path().to_str().unwrap())]);
-        let cfg = Config::load(ws.path(), &e, &trusted()).unwrap();
+            &[],
+        );
+        let cfg = Config::load(l.ws.path(), &l.env, &trusted()).unwrap();
         let p = cfg.provider().unwrap();
         assert_eq!(p.model, "project-model");
         assert_eq!(p.kind, ProviderKind::Openai);
@@ -1676,25 +1714,11 @@ mod tests {
             ..trusted()
         };
         let e2 = env(&[
-            ("XDG_CONFIG_HOME", home.path().to_str().unwrap()),
+            ("XDG_CONFIG_HOME", l.home.path().to_str().unwrap()),
             ("AHELPER_MODEL", "env-model"),
         ]);
-        assert_eq!(
-            Config::load(ws.path(), &e2, &trusted())
-                .unwrap()
-                .provider()
-                .unwrap()
-                .model,
-            "env-model"
-        );
-        assert_eq!(
-            Config::load(ws.path(), &e2, &cli)
-                .unwrap()
-                .provider()
-                .unwrap()
-                .model,
-            "cli-model"
-        );
+        assert_eq!(model(l.ws.path(), &e2, &trusted()), "env-model");
+        assert_eq!(model(l.ws.path(), &e2, &cli), "cli-model");
     }
 
     #[test]
@@ -1721,38 +1745,23 @@ mod tests {
 
     #[test]
     fn config_above_workspace_is_not_read() {
-        let parent = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(parent.path().join(".ahelper")).unwrap();
-        std::fs::write(
-            parent.path().join(".ahelper/config.toml"),
-            "model = \"evil\"\n",
-        )
-        .unwrap();
+        let parent = project("model = \"evil\"\n");
         let ws = parent.path().join("ws");
         std::fs::create_dir_all(&ws).unwrap();
         let e = env(&[("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")]);
-        let cfg = Config::load(&ws, &e, &trusted()).unwrap();
-        assert_ne!(cfg.provider().unwrap().model, "evil");
+        assert_ne!(model(&ws, &e, &trusted()), "evil");
     }
 
     #[test]
     fn sandbox_table_layers_and_cli_flag() {
-        let ws = tempfile::tempdir().unwrap();
+        let ws = project("[sandbox]\nnetwork = false\nwritable = [\"../common-target\"]\n");
         let home = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(home.path().join(".config/ahelper")).unwrap();
-        std::fs::write(
-            home.path().join(".config/ahelper/config.toml"),
+        write_file(
+            home.path(),
+            ".config/ahelper/config.toml",
             "[sandbox]\nwritable = [\"~/.cargo\"]\ndeny_read = [\"~/.kube\"]\n",
-        )
-        .unwrap();
-        std::fs::create_dir_all(ws.path().join(".ahelper")).unwrap();
-        std::fs::write(
-            ws.path().join(".ahelper/config.toml"),
-            "[sandbox]\nnetwork = false\nwritable = [\"../common-target\"]\n",
-        )
-        .unwrap();
-        let h = home.path().to_str().unwrap();
-        let e = env(&[("HOME", h)]);
+        );
+        let e = env(&[("HOME", home.path().to_str().unwrap())]);
         let cfg = Config::load(ws.path(), &e, &trusted()).unwrap();
         let root = cfg.workspace_root.clone();
         assert_eq!(cfg.sandbox.mode, SandboxMode::Enforce);
@@ -1773,7 +1782,7 @@ mod tests {
             sandbox: Some("sometimes".into()),
             ..Default::default()
         };
-        let err = Config::load(ws.path(), &e, &bad).unwrap_err().to_string();
+        let err = load_err(ws.path(), &e, &bad);
         assert!(
             err.contains("sandbox.mode") && err.contains("enforce"),
             "{err}"
@@ -1782,16 +1791,8 @@ mod tests {
 
     #[test]
     fn rules_naming_unknown_tools_are_errors_that_name_the_file() {
-        let ws = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(ws.path().join(".ahelper")).unwrap();
-        std::fs::write(
-            ws.path().join(".ahelper/config.toml"),
-            "[permissions]\ndeny = [\"Bash(rm:*)\"]\n",
-        )
-        .unwrap();
-        let err = Config::load(ws.path(), &env(&[]), &trusted())
-            .unwrap_err()
-            .to_string();
+        let ws = project("[permissions]\ndeny = [\"Bash(rm:*)\"]\n");
+        let err = load_err(ws.path(), &env(&[]), &trusted());
         assert!(err.contains(".ahelper/config.toml"), "{err}");
         assert!(
             err.contains("unknown tool `Bash`") && err.contains("run_command"),
@@ -1801,38 +1802,26 @@ mod tests {
             permission_mode: Some("yolo".into()),
             ..Default::default()
         };
-        std::fs::write(ws.path().join(".ahelper/config.toml"), "").unwrap();
-        let err = Config::load(ws.path(), &env(&[]), &cli)
-            .unwrap_err()
-            .to_string();
+        std::fs::write(ws.path().join(PROJECT), "").unwrap();
+        let err = load_err(ws.path(), &env(&[]), &cli);
         assert!(err.contains("command line"), "{err}");
     }
 
     #[test]
     fn append_rule_keeps_comments_and_dedups() {
-        let ws = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(ws.path().join(".ahelper")).unwrap();
-        std::fs::write(
-            ws.path().join(".ahelper/config.toml"),
-            "# mine\nmodel = \"m\"\n",
-        )
-        .unwrap();
-        append_project_rule(
-            ws.path(),
-            RuleList::Allow,
-            "run_command(cargo test:*)",
-            None,
-        )
-        .unwrap();
-        append_project_rule(
-            ws.path(),
-            RuleList::Allow,
-            "run_command(cargo test:*)",
-            None,
-        )
-        .unwrap();
+        let ws = project("# mine\nmodel = \"m\"\n");
+        // The same rule twice: it is written once.
+        for _ in 0..2 {
+            append_project_rule(
+                ws.path(),
+                RuleList::Allow,
+                "run_command(cargo test:*)",
+                None,
+            )
+            .unwrap();
+        }
         append_project_rule(ws.path(), RuleList::Deny, "run_command(rm:*)", None).unwrap();
-        let text = std::fs::read_to_string(ws.path().join(".ahelper/config.toml")).unwrap();
+        let text = std::fs::read_to_string(ws.path().join(PROJECT)).unwrap();
         assert!(text.starts_with("# mine"));
         assert_eq!(text.matches("cargo test").count(), 1);
         let parsed = ConfigFile::parse(&text, Path::new("x")).unwrap();
@@ -1844,40 +1833,27 @@ mod tests {
 
     #[test]
     fn verify_settings_default_layer_and_check_ranges() {
-        let ws = tempfile::tempdir().unwrap();
-        let cfg = Config::load(ws.path(), &env(&[]), &CliOverrides::default()).unwrap();
+        let empty = tempfile::tempdir().unwrap();
+        let cfg = Config::load(empty.path(), &env(&[]), &CliOverrides::default()).unwrap();
         assert_eq!(cfg.swarm.verify, None);
         assert_eq!(cfg.swarm.verify_timeout_s, 600);
         assert_eq!(cfg.swarm.worker_fix_rounds, 2);
         assert_eq!(cfg.swarm.merge_fix_attempts, 2);
 
-        let home = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(home.path().join("ahelper")).unwrap();
-        std::fs::write(
-            home.path().join("ahelper/config.toml"),
+        let l = layers(
             "[swarm]\nverify = \"make check\"\nverify_timeout_s = 30\n",
-        )
-        .unwrap();
-        std::fs::create_dir_all(ws.path().join(".ahelper")).unwrap();
-        std::fs::write(
-            ws.path().join(".ahelper/config.toml"),
             "[swarm]\nverify = \"cargo test --offline\"\nworker_fix_rounds = 0\nmerge_fix_attempts = 5\n",
-        )
-        .unwrap();
-        let e = env(&[("XDG_CONFIG_HOME", home.path().to_str().unwrap())]);
+            &[],
+        );
         // Untrusted: the project's verification command (a command ahelper runs) is left out
         // and named; its limits apply.
-        let cfg = Config::load(ws.path(), &e, &CliOverrides::default()).unwrap();
+        let cfg = Config::load(l.ws.path(), &l.env, &CliOverrides::default()).unwrap();
         assert_eq!(cfg.swarm.verify.as_deref(), Some("make check"));
         assert_eq!(cfg.untrusted.unwrap().ignored, vec!["swarm.verify"]);
         assert_eq!(cfg.swarm.verify_timeout_s, 30);
         assert_eq!(cfg.swarm.worker_fix_rounds, 0);
         assert_eq!(cfg.swarm.merge_fix_attempts, 5);
-        let trusted = CliOverrides {
-            trusted_project: true,
-            ..CliOverrides::default()
-        };
-        let cfg = Config::load(ws.path(), &e, &trusted).unwrap();
+        let cfg = Config::load(l.ws.path(), &l.env, &trusted()).unwrap();
         assert_eq!(cfg.swarm.verify.as_deref(), Some("cargo test --offline"));
         assert_eq!(cfg.untrusted, None);
     }
@@ -1929,14 +1905,9 @@ mod tests {
         let (kept, ignored) = split_untrusted(file, None);
         assert!(kept.mcp_servers.is_empty());
         assert!(kept.pricing.contains_key("m"));
-        assert!(
-            ignored.iter().any(|k| k.starts_with("mcp_servers.evil")),
-            "{ignored:?}"
-        );
-        assert!(
-            !ignored.iter().any(|k| k.starts_with("pricing")),
-            "{ignored:?}"
-        );
+        let ignores = |prefix: &str| ignored.iter().any(|k| k.starts_with(prefix));
+        assert!(ignores("mcp_servers.evil"), "{ignored:?}");
+        assert!(!ignores("pricing"), "{ignored:?}");
     }
 
     #[test]

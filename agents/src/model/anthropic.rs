@@ -8,8 +8,7 @@
 //!
 //! Our [`ContentBlock`]s are the Messages API's content blocks, so requests map 1:1.
 
-use super::http::{HttpTransport, join_url, secret_header};
-use super::retry::RetryPolicy;
+use super::http::{HttpTransport, parse_reply_json, secret_header};
 use super::sse::{Flow, WireDecoder, decode_sse};
 use super::tool_args::{check_object, validate_arguments};
 use super::types::{
@@ -65,14 +64,12 @@ impl AnthropicClient {
 
 impl ModelClient for AnthropicClient {
     fn stream(&self, request: ModelRequest) -> ModelStream {
-        let body = Bytes::from(request_body(&request, &self.settings).to_string());
-        let url = join_url(&self.settings.base_url, "/v1/messages");
-        let headers = self.headers();
+        let body = request_body(&request, &self.settings);
         self.transport.stream_with_retries(
-            RetryPolicy::from_settings(&self.settings),
-            url,
-            headers,
-            body,
+            &self.settings,
+            "/v1/messages",
+            self.headers(),
+            &body,
             parse_anthropic_stream,
             parse_anthropic_response,
         )
@@ -200,14 +197,9 @@ fn stop_reason(reason: Option<&str>, any_call: bool) -> StopReason {
 /// [`ModelError::NotAnEndpoint`] for JSON that is neither a reply nor an error (e.g.
 /// `{"hello":"world"}`), [`ModelError::Api`] for an error object.
 pub fn parse_anthropic_response(body: &[u8]) -> Vec<Result<ModelEvent, ModelError>> {
-    let reply: Value = match serde_json::from_slice(body) {
+    let reply = match parse_reply_json(body) {
         Ok(v) => v,
-        Err(e) => {
-            return vec![Err(decode_error(format_args!(
-                "the JSON reply does not parse ({e}): {}",
-                super::sse::truncate_bytes(&String::from_utf8_lossy(body), 200)
-            )))];
-        }
+        Err(why) => return vec![Err(decode_error(why))],
     };
     if reply.get("content").is_none() && reply.get("error").is_none() && reply["type"] != "error" {
         return vec![Err(ModelError::not_an_endpoint(format!(
@@ -684,28 +676,12 @@ mod tests {
         let request = ModelRequest {
             model: String::new(),
             system: "be brief".into(),
-            messages: vec![
-                Message::user_text("list files"),
-                Message {
-                    role: Role::Assistant,
-                    content: vec![
-                        ContentBlock::text(""),
-                        ContentBlock::ToolUse {
-                            id: "toolu_1".into(),
-                            name: "list_dir".into(),
-                            input: json!({"path": "."}),
-                        },
-                    ],
-                },
-                Message {
-                    role: Role::User,
-                    content: vec![ContentBlock::ToolResult {
-                        tool_use_id: "toolu_1".into(),
-                        content: "no such dir".into(),
-                        is_error: true,
-                    }],
-                },
-            ],
+            messages: Message::tool_round(
+                "list files",
+                "",
+                &[("toolu_1", "list_dir", json!({"path": "."}))],
+                &[("toolu_1", "no such dir", true)],
+            ),
             tools: vec![ToolSpec {
                 name: "list_dir".into(),
                 description: "Lists a directory.".into(),

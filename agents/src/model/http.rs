@@ -246,22 +246,26 @@ impl HttpTransport {
         truncate_bytes(&self.scrub(text.trim()), MAX_ERROR_BODY_BYTES)
     }
 
-    /// One model request with retries: POSTs `body` to `url` with `headers` (or fails with the
-    /// header error), turns each reply into events with `parse_sse` (streaming reply) or
-    /// `parse_json` (an `application/json` reply), scrubs the key from every error, and retries
-    /// per `policy`. Shared by both providers.
+    /// One model request with retries: POSTs `body` to `path` under the base URL of `settings`
+    /// with `headers` (or fails with the header error), turns each reply into events with
+    /// `parse_sse` (streaming reply) or `parse_json` (an `application/json` reply), scrubs the
+    /// key from every error, and retries per the retry settings of `settings`. Shared by both
+    /// providers.
     pub(crate) fn stream_with_retries<P>(
         &self,
-        policy: super::retry::RetryPolicy,
-        url: String,
+        settings: &ProviderSettings,
+        path: &str,
         headers: Result<HeaderMap, ModelError>,
-        body: Bytes,
+        body: &serde_json::Value,
         parse_sse: P,
         parse_json: fn(&[u8]) -> Vec<Result<ModelEvent, ModelError>>,
     ) -> ModelStream
     where
         P: Fn(ByteStream) -> ModelStream + Clone + Send + Sync + 'static,
     {
+        let policy = super::retry::RetryPolicy::from_settings(settings);
+        let url = join_url(&settings.base_url, path);
+        let body = Bytes::from(body.to_string());
         let transport = self.clone();
         super::retry::with_retries(policy, move || {
             let (url, headers, body, transport, parse_sse) = (
@@ -417,6 +421,17 @@ fn html_summary(body: &str) -> String {
 /// `base_url` without trailing slashes joined with `path` (which starts with `/`).
 pub(crate) fn join_url(base_url: &str, path: &str) -> String {
     format!("{}{}", base_url.trim_end_matches('/'), path)
+}
+
+/// Parses a whole (non-streaming) reply body as JSON; the error says why and quotes the start of
+/// the body.
+pub(crate) fn parse_reply_json(body: &[u8]) -> Result<serde_json::Value, String> {
+    serde_json::from_slice(body).map_err(|e| {
+        format!(
+            "the JSON reply does not parse ({e}): {}",
+            truncate_bytes(&String::from_utf8_lossy(body), 200)
+        )
+    })
 }
 
 /// A header value holding a secret: marked sensitive so reqwest/http never print it.

@@ -7,8 +7,7 @@
 //! `arguments` sent as a JSON object, tool calls with `finish_reason: "stop"`, `{"error": …}`
 //! objects inside a 200 stream, SSE comment keep-alives.
 
-use super::http::{HttpTransport, join_url, secret_header};
-use super::retry::RetryPolicy;
+use super::http::{HttpTransport, parse_reply_json, secret_header};
 use super::sse::{Flow, WireDecoder, decode_sse, truncate_bytes};
 use super::tool_args::{TRUNCATED_BY_MAX_TOKENS, validate_arguments};
 use super::types::{
@@ -65,15 +64,13 @@ impl OpenAiClient {
 
 impl ModelClient for OpenAiClient {
     fn stream(&self, request: ModelRequest) -> ModelStream {
-        let body = Bytes::from(request_body(&request, &self.settings).to_string());
-        let url = join_url(&self.settings.base_url, "/chat/completions");
-        let headers = self.headers();
+        let body = request_body(&request, &self.settings);
         let ids = self.local_ids.clone();
         self.transport.stream_with_retries(
-            RetryPolicy::from_settings(&self.settings),
-            url,
-            headers,
-            body,
+            &self.settings,
+            "/chat/completions",
+            self.headers(),
+            &body,
             move |bytes| decode_sse(bytes, OpenAiDecoder::new(ids.clone())),
             parse_openai_response,
         )
@@ -210,14 +207,9 @@ where
 /// Errors (as the last item): [`ModelError::Decode`] for a body that is not such JSON,
 /// [`ModelError::Api`] for an error object.
 pub fn parse_openai_response(body: &[u8]) -> Vec<Result<ModelEvent, ModelError>> {
-    let reply: Value = match serde_json::from_slice(body) {
+    let reply = match parse_reply_json(body) {
         Ok(v) => v,
-        Err(e) => {
-            return vec![Err(decode_error(format_args!(
-                "the JSON reply does not parse ({e}): {}",
-                truncate_bytes(&String::from_utf8_lossy(body), 200)
-            )))];
-        }
+        Err(why) => return vec![Err(decode_error(why))],
     };
     if let Some(error) = reply.get("error").filter(|e| !e.is_null()) {
         return vec![Err(api_error(error))];
@@ -657,41 +649,22 @@ mod tests {
         let request = ModelRequest {
             model: "override".into(),
             system: "sys".into(),
-            messages: vec![
-                Message::user_text("read a.rs"),
-                Message {
-                    role: Role::Assistant,
-                    content: vec![
-                        ContentBlock::text("Reading."),
-                        ContentBlock::ToolUse {
-                            id: "call_1".into(),
-                            name: "read_file".into(),
-                            input: json!({"path": "a.rs"}),
-                        },
-                        ContentBlock::ToolUse {
-                            id: "call_2".into(),
-                            name: "read_file".into(),
-                            input: json!({"path": "b.rs"}),
-                        },
+            messages: [
+                Message::tool_round(
+                    "read a.rs",
+                    "Reading.",
+                    &[
+                        ("call_1", "read_file", json!({"path": "a.rs"})),
+                        ("call_2", "read_file", json!({"path": "b.rs"})),
                     ],
-                },
-                Message {
-                    role: Role::User,
-                    content: vec![
-                        ContentBlock::ToolResult {
-                            tool_use_id: "call_1".into(),
-                            content: "fn main() {}".into(),
-                            is_error: false,
-                        },
-                        ContentBlock::ToolResult {
-                            tool_use_id: "call_2".into(),
-                            content: "no such file".into(),
-                            is_error: true,
-                        },
+                    &[
+                        ("call_1", "fn main() {}", false),
+                        ("call_2", "no such file", true),
                     ],
-                },
-                Message::assistant_text("Done."),
-            ],
+                ),
+                vec![Message::assistant_text("Done.")],
+            ]
+            .concat(),
             tools: vec![ToolSpec {
                 name: "read_file".into(),
                 description: "Reads a file.".into(),

@@ -54,6 +54,28 @@ impl ContentBlock {
     pub fn text(text: impl Into<String>) -> Self {
         ContentBlock::Text { text: text.into() }
     }
+
+    /// A tool call block.
+    pub fn tool_use(id: impl Into<String>, name: impl Into<String>, input: Value) -> Self {
+        ContentBlock::ToolUse {
+            id: id.into(),
+            name: name.into(),
+            input,
+        }
+    }
+
+    /// A tool result block answering the call `tool_use_id`.
+    pub fn tool_result(
+        tool_use_id: impl Into<String>,
+        content: impl Into<String>,
+        is_error: bool,
+    ) -> Self {
+        ContentBlock::ToolResult {
+            tool_use_id: tool_use_id.into(),
+            content: content.into(),
+            is_error,
+        }
+    }
 }
 
 /// One message of a conversation.
@@ -80,6 +102,38 @@ impl Message {
             role: Role::Assistant,
             content: vec![ContentBlock::text(text)],
         }
+    }
+
+    /// A user prompt, the assistant's turn (`text`, then the tool `calls` as `(id, name,
+    /// input)`) and the user message carrying the `results` as `(id, content, is_error)`: one
+    /// round of tool use, for tests.
+    #[cfg(test)]
+    pub(crate) fn tool_round(
+        prompt: &str,
+        text: &str,
+        calls: &[(&str, &str, Value)],
+        results: &[(&str, &str, bool)],
+    ) -> Vec<Message> {
+        let mut turn = vec![ContentBlock::text(text)];
+        turn.extend(
+            calls
+                .iter()
+                .map(|(id, name, input)| ContentBlock::tool_use(*id, *name, input.clone())),
+        );
+        let results = results
+            .iter()
+            .map(|(id, content, is_error)| ContentBlock::tool_result(*id, *content, *is_error));
+        vec![
+            Message::user_text(prompt),
+            Message {
+                role: Role::Assistant,
+                content: turn,
+            },
+            Message {
+                role: Role::User,
+                content: results.collect(),
+            },
+        ]
     }
 
     /// All text blocks joined with no separator.

@@ -28,6 +28,23 @@ mod paths;
 mod scan;
 mod simple;
 
+/// Test fixture: a temporary directory holding `entries`, each a path and its content (a path
+/// ending in `/` is a directory); parent directories are created on the way.
+#[cfg(test)]
+fn temp_tree(entries: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for (path, content) in entries {
+        let full = dir.path().join(path);
+        if path.ends_with('/') {
+            std::fs::create_dir_all(&full).unwrap();
+        } else {
+            std::fs::create_dir_all(full.parent().unwrap()).unwrap();
+            std::fs::write(&full, content).unwrap();
+        }
+    }
+    dir
+}
+
 /// The decision for one call; see [`PermissionPolicy::decide`].
 pub(crate) fn decide(policy: &PermissionPolicy, request: &PermissionRequest<'_>) -> Decision {
     if is_command_tool(request.tool) {

@@ -156,30 +156,31 @@ pub fn strip_ansi(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut chars = text.chars().peekable();
     while let Some(c) = chars.next() {
-        if c != '\u{1b}' {
+        if c == '\u{1b}' {
+            skip_escape(&mut chars);
+        } else {
             out.push(c);
-            continue;
-        }
-        match chars.next() {
-            Some('[') => {
-                for c in chars.by_ref() {
-                    if ('@'..='~').contains(&c) {
-                        break;
-                    }
-                }
-            }
-            Some(']') => {
-                // OSC: up to BEL or ESC \.
-                while let Some(c) = chars.next() {
-                    if c == '\u{7}' || (c == '\u{1b}' && chars.next_if_eq(&'\\').is_some()) {
-                        break;
-                    }
-                }
-            }
-            _ => {}
         }
     }
     out
+}
+
+/// Skips what follows an `ESC`: a CSI sequence up to its final byte, an OSC one up to BEL or
+/// `ESC \`, else the one character of a two-byte sequence.
+fn skip_escape(chars: &mut std::iter::Peekable<std::str::Chars<'_>>) {
+    match chars.next() {
+        Some('[') => {
+            chars.find(|c| ('@'..='~').contains(c));
+        }
+        Some(']') => {
+            while let Some(c) = chars.next() {
+                if c == '\u{7}' || (c == '\u{1b}' && chars.next_if_eq(&'\\').is_some()) {
+                    break;
+                }
+            }
+        }
+        _ => {}
+    }
 }
 
 /// libtest: `test NAME ... FAILED`, the `failures:` name list, `test result:` lines, binaries
@@ -529,32 +530,39 @@ mod tests {
             .collect()
     }
 
+    /// Parses the sample `file` and checks its runner and the names of its failed tests.
+    fn parsed(file: &str, runner: TestRunner, failed: &[&str]) -> FailureReport {
+        let r = parse_failures(&sample(file)).unwrap_or_else(|| panic!("{file}: not parsed"));
+        assert_eq!(r.runners, [runner], "{file}");
+        assert_eq!(names(&r), failed, "{file}");
+        r
+    }
+
     #[test]
     fn cargo_no_fail_fast_lists_every_binary() {
-        let r = parse_failures(&sample("cargo-no-fail-fast.txt")).unwrap();
-        assert_eq!(r.runners, [TestRunner::Libtest]);
-        assert_eq!(
-            names(&r),
-            [
+        let r = parsed(
+            "cargo-no-fail-fast.txt",
+            TestRunner::Libtest,
+            &[
                 "doc-tests calc :: src/lib.rs - add (line 3)",
                 "src/lib.rs (calc) :: tests::legacy_parse",
                 "src/lib.rs (calc) :: tests::panics_loudly",
                 "tests/api.rs (api) :: api_roundtrip",
                 "tests/api.rs (api) :: nested::adds",
-            ]
+            ],
         );
         assert!(r.is_complete());
     }
 
     #[test]
     fn cargo_fail_fast_is_marked_stopped_early() {
-        let r = parse_failures(&sample("cargo-fail-fast.txt")).unwrap();
-        assert_eq!(
-            names(&r),
-            [
+        let r = parsed(
+            "cargo-fail-fast.txt",
+            TestRunner::Libtest,
+            &[
                 "src/lib.rs (calc) :: tests::legacy_parse",
-                "src/lib.rs (calc) :: tests::panics_loudly"
-            ]
+                "src/lib.rs (calc) :: tests::panics_loudly",
+            ],
         );
         assert!(r.stopped_early);
         let one = parse_failures(&sample("cargo-one-target.txt")).unwrap();
@@ -563,31 +571,26 @@ mod tests {
 
     #[test]
     fn cargo_pass_and_compile_error() {
-        let r = parse_failures(&sample("cargo-pass.txt")).unwrap();
-        assert!(r.failed.is_empty());
-        assert_eq!(r.runners, [TestRunner::Libtest]);
+        parsed("cargo-pass.txt", TestRunner::Libtest, &[]);
         assert_eq!(parse_failures(&sample("cargo-compile-error.txt")), None);
     }
 
     #[test]
     fn unittest_failures_errors_subtests_and_import_errors() {
         for file in ["unittest-fail.txt", "unittest-verbose.txt"] {
-            let r = parse_failures(&sample(file)).unwrap();
-            assert_eq!(r.runners, [TestRunner::Unittest], "{file}");
-            assert_eq!(
-                names(&r),
-                [
+            parsed(
+                file,
+                TestRunner::Unittest,
+                &[
                     "test_calc.TestCalc.test_legacy",
                     "test_calc.TestCalc.test_negative",
                     "test_calc.TestCalc.test_sub (n=0)",
                     "test_calc.TestCalc.test_sub (n=2)",
                     "unittest.loader._FailedTest.test_report",
                 ],
-                "{file}"
             );
         }
-        let r = parse_failures(&sample("unittest-pass.txt")).unwrap();
-        assert!(r.failed.is_empty());
+        parsed("unittest-pass.txt", TestRunner::Unittest, &[]);
     }
 
     #[test]
@@ -605,26 +608,25 @@ mod tests {
     #[test]
     fn pytest_short_summary() {
         for file in ["pytest-q-fail.txt", "pytest-default-fail.txt"] {
-            let r = parse_failures(&sample(file)).unwrap();
-            assert_eq!(r.runners, [TestRunner::Pytest], "{file}");
-            assert_eq!(
-                names(&r),
-                [
+            let r = parsed(
+                file,
+                TestRunner::Pytest,
+                &[
                     "test_p.py::TestCalc::test_method",
                     "test_p.py::test_legacy",
                     "test_p.py::test_param[2-2]",
                     "test_p.py::test_uses_fixture",
                 ],
-                "{file}"
             );
-            assert!(r.is_complete());
+            assert!(r.is_complete(), "{file}");
         }
-        let r = parse_failures(&sample("pytest-collection-error.txt")).unwrap();
-        assert_eq!(names(&r), ["test_report.py"]);
+        let r = parsed(
+            "pytest-collection-error.txt",
+            TestRunner::Pytest,
+            &["test_report.py"],
+        );
         assert!(r.stopped_early);
-        let r = parse_failures(&sample("pytest-q-pass.txt")).unwrap();
-        assert_eq!(r.runners, [TestRunner::Pytest]);
-        assert!(r.failed.is_empty());
+        parsed("pytest-q-pass.txt", TestRunner::Pytest, &[]);
     }
 
     #[test]
@@ -636,57 +638,49 @@ mod tests {
 
     #[test]
     fn go_test_tests_subtests_and_build_failures_per_package() {
-        let r = parse_failures(&sample("go-fail.txt")).unwrap();
-        assert_eq!(r.runners, [TestRunner::GoTest]);
-        assert_eq!(
-            names(&r),
-            [
+        parsed(
+            "go-fail.txt",
+            TestRunner::GoTest,
+            &[
                 "example.com/calc :: TestAdd",
                 "example.com/calc :: TestTable",
                 "example.com/calc :: TestTable/negative_numbers",
                 "example.com/calc/broken :: [build failed]",
-            ]
+            ],
         );
-        let r = parse_failures(&sample("go-pass.txt")).unwrap();
-        assert_eq!(r.runners, [TestRunner::GoTest]);
-        assert!(r.failed.is_empty());
+        parsed("go-pass.txt", TestRunner::GoTest, &[]);
     }
 
     #[test]
     fn jest_bullets_suites_and_single_file_crosses() {
-        let r = parse_failures(&sample("jest-fail.txt")).unwrap();
-        assert_eq!(r.runners, [TestRunner::Jest]);
-        assert_eq!(
-            names(&r),
-            [
+        parsed(
+            "jest-fail.txt",
+            TestRunner::Jest,
+            &[
                 "src/broken.test.js :: (test suite failed to run)",
                 "src/sum.test.js :: sum › adds 1 + 2 to equal 3",
                 "src/sum.test.js :: sum › nested › negative numbers",
                 "src/sum.test.js :: top level legacy",
-            ]
+            ],
         );
         let r = parse_failures(&sample("jest-single-file.txt")).unwrap();
         assert_eq!(r.failed.len(), 3, "{:?}", names(&r));
-        let r = parse_failures(&sample("jest-pass.txt")).unwrap();
-        assert!(r.failed.is_empty());
+        parsed("jest-pass.txt", TestRunner::Jest, &[]);
     }
 
     #[test]
     fn vitest_fail_headers_and_failed_suites() {
-        let r = parse_failures(&sample("vitest-fail.txt")).unwrap();
-        assert_eq!(r.runners, [TestRunner::Vitest]);
-        assert_eq!(
-            names(&r),
-            [
+        parsed(
+            "vitest-fail.txt",
+            TestRunner::Vitest,
+            &[
                 "src/broken.test.js :: (test file failed to run)",
                 "src/sum.test.js :: sum > adds 1 + 2 to equal 3",
                 "src/sum.test.js :: sum > nested > negative numbers",
                 "src/sum.test.js :: top level legacy",
-            ]
+            ],
         );
-        let r = parse_failures(&sample("vitest-pass.txt")).unwrap();
-        assert_eq!(r.runners, [TestRunner::Vitest]);
-        assert!(r.failed.is_empty());
+        parsed("vitest-pass.txt", TestRunner::Vitest, &[]);
     }
 
     #[test]

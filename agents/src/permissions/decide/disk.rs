@@ -100,12 +100,9 @@ mod tests {
 
     #[test]
     fn globs_expand_against_the_directory_dot_files_included() {
-        let tmp = tempfile::tempdir().unwrap();
+        let tmp =
+            super::super::temp_tree(&[(".env", "SECRET=1\n"), ("a.txt", ""), ("docs/b.md", "")]);
         let base = tmp.path();
-        std::fs::write(base.join(".env"), "SECRET=1\n").unwrap();
-        std::fs::write(base.join("a.txt"), "").unwrap();
-        std::fs::create_dir(base.join("docs")).unwrap();
-        std::fs::write(base.join("docs/b.md"), "").unwrap();
         assert_eq!(expand_glob(".en?", base).unwrap(), [base.join(".env")]);
         assert_eq!(expand_glob(".e*", base).unwrap(), [base.join(".env")]);
         assert_eq!(

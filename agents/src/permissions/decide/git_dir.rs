@@ -34,13 +34,14 @@ mod tests {
 
     #[test]
     fn finds_git_dirs_and_nested_repositories_below_the_root() {
-        let tmp = tempfile::tempdir().unwrap();
+        let tmp = super::super::temp_tree(&[
+            (".git/objects/", ""),
+            ("tools/evil/objects/", ""),
+            ("tools/evil/HEAD", "ref: refs/heads/main\n"),
+            ("vendor/lib/.git/", ""),
+            ("src/deep/", ""),
+        ]);
         let root = tmp.path();
-        std::fs::create_dir_all(root.join(".git/objects")).unwrap();
-        std::fs::create_dir_all(root.join("tools/evil/objects")).unwrap();
-        std::fs::write(root.join("tools/evil/HEAD"), "ref: refs/heads/main\n").unwrap();
-        std::fs::create_dir_all(root.join("vendor/lib/.git")).unwrap();
-        std::fs::create_dir_all(root.join("src/deep")).unwrap();
         assert_eq!(foreign_repository(root, root), None);
         assert_eq!(foreign_repository(&root.join("src/deep"), root), None);
         assert_eq!(

@@ -269,15 +269,15 @@ mod tests {
 
     #[test]
     fn added_dirs_are_walked_once_with_rules_matched_as_for_a_deny() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = super::super::temp_tree(&[
+            ("repo/inner/", ""),
+            ("repo/.env", "S=1"),
+            ("extra/deep/.env", "S=2"),
+            ("extra/ok.txt", "o"),
+        ]);
         let top = std::fs::canonicalize(dir.path()).unwrap();
         let root = top.join("repo");
         let extra = top.join("extra");
-        std::fs::create_dir_all(root.join("inner")).unwrap();
-        std::fs::create_dir_all(extra.join("deep")).unwrap();
-        std::fs::write(root.join(".env"), "S=1").unwrap();
-        std::fs::write(extra.join("deep/.env"), "S=2").unwrap();
-        std::fs::write(extra.join("ok.txt"), "o").unwrap();
         let rules = rules(&["read_file(**/.env)"]);
         // `top` holds the workspace and `inner` lies inside it: neither walks it twice.
         let added = [extra.clone(), top.clone(), root.join("inner")];
@@ -293,16 +293,15 @@ mod tests {
 
     #[test]
     fn finds_files_dirs_links_and_hard_links() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = super::super::temp_tree(&[
+            (".env", "S=1"),
+            ("app/.env", "S=2"),
+            (".git/.env", "not walked"),
+            ("app/secrets/key", "k"),
+            ("private.txt", "p"),
+            ("ok.txt", "o"),
+        ]);
         let root = std::fs::canonicalize(dir.path()).unwrap();
-        std::fs::create_dir_all(root.join("app/secrets")).unwrap();
-        std::fs::create_dir_all(root.join(".git")).unwrap();
-        std::fs::write(root.join(".env"), "S=1").unwrap();
-        std::fs::write(root.join("app/.env"), "S=2").unwrap();
-        std::fs::write(root.join(".git/.env"), "not walked").unwrap();
-        std::fs::write(root.join("app/secrets/key"), "k").unwrap();
-        std::fs::write(root.join("private.txt"), "p").unwrap();
-        std::fs::write(root.join("ok.txt"), "o").unwrap();
         std::os::unix::fs::symlink(root.join("private.txt"), root.join("link.env")).unwrap();
         std::fs::hard_link(root.join(".env"), root.join("copy.txt")).unwrap();
         let found = hidden_paths(

@@ -928,6 +928,46 @@ mod tests {
     }
 
     #[test]
+    fn records_without_the_optional_fields_of_later_versions_still_load() {
+        let mut worker = outcome_worker(WorkerStatus::Finished, &[]);
+        worker.report = Some(WorkerReport::default());
+        let run = outcome_run(RunStatus::Finished, vec![worker]);
+        let mut json = serde_json::to_value(&run).unwrap();
+        let run_fields = [
+            "pid_start_time",
+            "cleaned_at",
+            "permission_mode",
+            "verify",
+            "verify_worktree",
+            "baseline",
+            "final_verdict",
+            "synthesis",
+            "verify_activity",
+        ];
+        let worker_fields = [
+            "action_started_at",
+            "fix_round",
+            "verification",
+            "verify_output",
+            "machine",
+        ];
+        for field in run_fields {
+            assert!(
+                json.as_object_mut().unwrap().remove(field).is_some(),
+                "{field}"
+            );
+        }
+        let old_worker = json["workers"][0].as_object_mut().unwrap();
+        for field in worker_fields {
+            assert!(old_worker.remove(field).is_some(), "{field}");
+        }
+        let old_report = old_worker["report"].as_object_mut().unwrap();
+        assert!(old_report.remove("verification").is_some());
+        let back: RunRecord = serde_json::from_value(json).unwrap();
+        assert_eq!(back, run);
+    }
+
+    #[test]
     fn outcome_follows_the_workers() {
         let worker = outcome_worker;
         let run = outcome_run;

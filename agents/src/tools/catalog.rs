@@ -32,10 +32,10 @@ pub trait ToolArgs: DeserializeOwned + JsonSchema + Send + 'static {
     /// The tool these are the arguments of.
     const SPEC: BuiltinSpec;
 
-    /// Parses the arguments of a call ([`parse_args`] with the spec's name and example).
+    /// Parses the arguments of a call.
     ///
     /// # Errors
-    /// A [`ToolError`] naming the tool and showing the expected shape.
+    /// A [`ToolError`] naming the tool and showing the spec's example.
     fn parse(input: Value) -> Result<Self, ToolError> {
         parse_args(Self::SPEC.name, input, Self::SPEC.example)
     }

@@ -1,6 +1,10 @@
 //! Tools the model may call: the [`Tool`] trait, the per-call [`ToolContext`] and the
 //! [`ToolRegistry`].
 //!
+//! Built-in tools are data plus one function: [`catalog`] says what the model is shown of each
+//! (arguments, name, description, kind, permission subject, example), [`BuiltinTool`] what a
+//! call does, and one generic [`Tool`] implementation joins the two.
+//!
 //! Every call receives its workspace root and cwd in the [`ToolContext`]; no tool reads the
 //! process's current directory.
 
@@ -255,7 +259,7 @@ pub trait BuiltinTool: Send + Sync {
     /// Its arguments.
     type Args: ToolArgs;
 
-    /// Carries out a call whose arguments parsed.
+    /// Carries out a call whose arguments have been parsed.
     fn run(
         &self,
         args: Self::Args,

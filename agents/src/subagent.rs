@@ -26,12 +26,11 @@ use crate::mcp::hub::role_offers;
 use crate::model::ModelClient;
 use crate::permissions::PermissionMode;
 use crate::swarm::roles::{RoleDefinition, load_role};
-use crate::tools::files::{parse_args, schema_of};
-use crate::tools::{Tool, ToolContext, ToolError, ToolKind, ToolOutput, ToolRegistry};
+use crate::tools::catalog::{BuiltinSpec, ToolArgs};
+use crate::tools::{BuiltinTool, ToolContext, ToolError, ToolKind, ToolOutput, ToolRegistry};
 use ahelper_worktrees as git;
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -47,7 +46,7 @@ pub const MAX_RESULT_CHARS: usize = 20_000;
 /// Arguments of an `agent` call.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct AgentArgs {
+pub struct AgentArgs {
     /// A short (3-5 word) description of the task, shown to the user.
     description: String,
     /// The task for the sub-agent: everything it needs to know, since it does not see this
@@ -72,6 +71,23 @@ enum Isolation {
 }
 
 const SHAPE: &str = r#"{"description": "find the parser", "prompt": "Where is …? Answer with paths.", "subagent_type": "explore"}"#;
+
+/// `agent`: a sub-agent on a self-contained task.
+impl ToolArgs for AgentArgs {
+    const SPEC: BuiltinSpec = BuiltinSpec {
+        name: AGENT_TOOL,
+        description: "Starts a sub-agent with its own context window on a self-contained task (research across \
+            many files, a bounded change, a question whose exploration would fill this conversation) \
+            and returns its final reply. Give it everything it needs in `prompt`: it does not see this \
+            conversation. Several `agent` calls in one response run at the same time. The sub-agent \
+            works under the same permissions; it cannot start further agents. `subagent_type`: \
+            `general-purpose` (default) or `explore` (read-only). `isolation: \"worktree\"` gives it \
+            its own git worktree and branch (kept; the result names them).",
+        kind: ToolKind::Read,
+        subject: None,
+        example: SHAPE,
+    };
+}
 
 /// What a sub-agent inherits from the session that offers the `agent` tool.
 #[derive(Clone)]
@@ -107,36 +123,10 @@ impl AgentTool {
     }
 }
 
-#[async_trait::async_trait]
-impl Tool for AgentTool {
-    fn name(&self) -> &str {
-        AGENT_TOOL
-    }
+impl BuiltinTool for AgentTool {
+    type Args = AgentArgs;
 
-    fn description(&self) -> &str {
-        "Starts a sub-agent with its own context window on a self-contained task (research across \
-         many files, a bounded change, a question whose exploration would fill this conversation) \
-         and returns its final reply. Give it everything it needs in `prompt`: it does not see this \
-         conversation. Several `agent` calls in one response run at the same time. The sub-agent \
-         works under the same permissions; it cannot start further agents. `subagent_type`: \
-         `general-purpose` (default) or `explore` (read-only). `isolation: \"worktree\"` gives it \
-         its own git worktree and branch (kept; the result names them)."
-    }
-
-    fn input_schema(&self) -> Value {
-        schema_of::<AgentArgs>()
-    }
-
-    fn kind(&self) -> ToolKind {
-        ToolKind::Read
-    }
-
-    fn permission_subject(&self, _input: &Value) -> Option<String> {
-        None
-    }
-
-    async fn call(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let args: AgentArgs = parse_args(AGENT_TOOL, input, SHAPE)?;
+    async fn run(&self, args: AgentArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let role_name = args
             .subagent_type
             .clone()
@@ -416,6 +406,7 @@ fn isolated_sandbox(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tools::catalog::{parse_args, schema_of};
 
     fn names(registry: &ToolRegistry) -> Vec<String> {
         registry.names().into_iter().map(str::to_string).collect()

@@ -47,16 +47,16 @@ pub struct AgentBuilder {
     stop_event: HookEvent,
 }
 
-impl AgentBuilder {
-    /// An agent of `model` through `client`, whose tool calls run in `tool_context` and are
-    /// decided by `gate`. Defaults: no tools, [`AgentSettings::default`], empty history, no
-    /// transcript, the standard system prompt without role instructions.
-    pub fn new(
+impl Agent {
+    /// Starts building an agent of `model` through `client`, whose tool calls run in
+    /// `tool_context` and are decided by `gate`. Defaults: no tools, [`AgentSettings::default`],
+    /// empty history, no transcript, the standard system prompt without role instructions.
+    pub fn builder(
         client: Arc<dyn ModelClient>,
         model: impl Into<String>,
         tool_context: ToolContext,
         gate: PermissionGate,
-    ) -> Self {
+    ) -> AgentBuilder {
         AgentBuilder {
             client,
             model: model.into(),
@@ -72,7 +72,9 @@ impl AgentBuilder {
             stop_event: HookEvent::Stop,
         }
     }
+}
 
+impl AgentBuilder {
     /// The tools offered to the model (e.g. `ToolRegistry::standard().select(&role.tools)`).
     pub fn tools(mut self, tools: ToolRegistry) -> Self {
         self.tools = tools;

@@ -359,16 +359,6 @@ struct Repeats {
 }
 
 impl Agent {
-    /// Starts building an agent; see [`AgentBuilder`].
-    pub fn builder(
-        client: Arc<dyn ModelClient>,
-        model: impl Into<String>,
-        tool_context: ToolContext,
-        gate: PermissionGate,
-    ) -> AgentBuilder {
-        AgentBuilder::new(client, model, tool_context, gate)
-    }
-
     /// The model client.
     pub fn client(&self) -> &Arc<dyn ModelClient> {
         &self.client

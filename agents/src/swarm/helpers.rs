@@ -9,7 +9,7 @@ use super::roles::load_role;
 use super::run::RunContext;
 use super::state::{HelperRecord, HelperRole, MAX_REPORT_SUMMARY_CHARS, run_dir};
 use super::worker::worker_sandbox;
-use super::{GitTaskError, git_task};
+use super::{GitTaskError, create_parent_dir, git_task};
 use crate::agent::gate::{PermissionGate, RulePersistence};
 use crate::agent::{Agent, AgentEvent, AgentOutcome, AgentSettings};
 use crate::tools::{ToolContext, ToolRegistry};
@@ -64,12 +64,7 @@ pub async fn create_helper_worktree(
     let (lock, repo) = (run.git_lock.clone(), run.repo_root.clone());
     let (path, branch) = (helper.worktree.clone(), helper.branch.clone());
     git_task(move || {
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(|source| GitTaskError::CreateDir {
-                path: parent.to_path_buf(),
-                source,
-            })?;
-        }
+        create_parent_dir(&path)?;
         Ok(git::create_worktree(&lock, &repo, &path, &branch, start)?.path)
     })
     .await

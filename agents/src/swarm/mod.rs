@@ -71,6 +71,20 @@ pub enum GitTaskError {
     Panicked(#[from] tokio::task::JoinError),
 }
 
+/// Creates the directory `path` will be made in (a worktree, a clone), with its parents.
+///
+/// # Errors
+/// [`GitTaskError::CreateDir`].
+pub(crate) fn create_parent_dir(path: &std::path::Path) -> Result<(), GitTaskError> {
+    let Some(parent) = path.parent() else {
+        return Ok(());
+    };
+    std::fs::create_dir_all(parent).map_err(|source| GitTaskError::CreateDir {
+        path: parent.to_path_buf(),
+        source,
+    })
+}
+
 /// Runs `op` (synchronous git work) on tokio's blocking pool.
 pub(crate) async fn git_task<T, F>(op: F) -> Result<T, GitTaskError>
 where

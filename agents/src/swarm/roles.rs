@@ -156,12 +156,10 @@ mod tests {
     #[test]
     fn project_role_overrides_and_bad_front_matter_is_reported() {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(dir.path().join(".ahelper/agents")).unwrap();
-        std::fs::write(
-            dir.path().join(".ahelper/agents/worker.md"),
-            "---\nname: worker\ntools: [read_file]\n---\nBe brief.\n",
-        )
-        .unwrap();
+        let roles = dir.path().join(".ahelper/agents");
+        std::fs::create_dir_all(&roles).unwrap();
+        let worker = "---\nname: worker\ntools: [read_file]\n---\nBe brief.\n";
+        std::fs::write(roles.join("worker.md"), worker).unwrap();
         let role = load_role(dir.path(), "worker").unwrap();
         assert_eq!(role.instructions, "Be brief.");
         assert_eq!(role.tools, vec!["read_file"]);

@@ -673,14 +673,7 @@ fn run_context(
         baseline,
         worker_fix_rounds: config.swarm.worker_fix_rounds,
         merge_fix_attempts: config.swarm.merge_fix_attempts,
-        worktree_setup: super::setup::WorktreeSetup {
-            include_limits: git::IncludeLimits {
-                max_bytes: config.swarm.include_max_bytes,
-            },
-            command: config.swarm.setup.clone(),
-            timeout: std::time::Duration::from_secs(config.swarm.verify_timeout_s),
-            included: Default::default(),
-        },
+        worktree_setup: super::setup::WorktreeSetup::from_config(config),
         run_id: record.run_id.clone(),
         task: record.task.clone(),
         git_lock,
@@ -818,14 +811,7 @@ impl RunContext {
             merge_fix_attempts: 0,
             // This machine's own `[swarm] setup` and `.worktreeinclude` guard; MCP servers are
             // not started for remote subtasks (their approval lives on the coordinator's side).
-            worktree_setup: super::setup::WorktreeSetup {
-                include_limits: git::IncludeLimits {
-                    max_bytes: config.swarm.include_max_bytes,
-                },
-                command: config.swarm.setup.clone(),
-                timeout: std::time::Duration::from_secs(config.swarm.verify_timeout_s),
-                included: Default::default(),
-            },
+            worktree_setup: super::setup::WorktreeSetup::from_config(config),
             mcp_servers: Vec::new(),
             run_id: parts.run_id,
             task: parts.task,

@@ -83,6 +83,19 @@ fn output_tail(output: &str) -> String {
 }
 
 impl WorktreeSetup {
+    /// The preparation `config` asks for: its `[swarm]` setup command, `.worktreeinclude` size
+    /// guard and time limit; nothing listed yet.
+    pub fn from_config(config: &crate::config::Config) -> Self {
+        WorktreeSetup {
+            include_limits: git::IncludeLimits {
+                max_bytes: config.swarm.include_max_bytes,
+            },
+            command: config.swarm.setup.clone(),
+            timeout: Duration::from_secs(config.swarm.verify_timeout_s),
+            included: Default::default(),
+        }
+    }
+
     /// Prepares the new `worktree` of `repo_root` for a worker whose tools are `tools` (its
     /// sandbox and environment are the setup command's) and whose transcript is `transcript`.
     ///

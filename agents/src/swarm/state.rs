@@ -1,6 +1,10 @@
 //! The persistent record of a swarm run: `.ahelper/runs/<run>/run.json`, rewritten atomically
 //! (write to a temporary file, then rename) after every change, so `swarm ls`, `status`,
 //! `resume` and `clean` see a consistent state even after a crash.
+//!
+//! Records written by older versions lack the fields added since: those marked
+//! `#[serde(default)]` read as their default, and an absent `Option` field reads as `None`
+//! (serde's rule for `Option`, so those carry no attribute).
 
 use super::plan::Plan;
 use crate::agent::AgentStopReason;
@@ -175,7 +179,6 @@ pub struct WorkerReport {
     /// Its self-check: the verification of its worktree after its loop (and fix rounds), one
     /// line such as `python3 -m unittest passed`; `None` when verification is off or the worker
     /// did not finish.
-    #[serde(default)]
     pub verification: Option<String>,
     /// Fix rounds it was sent back for.
     #[serde(default)]
@@ -276,7 +279,6 @@ pub struct WorkerRecord {
     /// Start time, RFC 3339.
     pub started_at: Option<String>,
     /// When the tool call named by `last_action` started (RFC 3339); `None` when no call runs.
-    #[serde(default)]
     pub action_started_at: Option<String>,
     /// Milliseconds spent running (updated as it runs).
     pub elapsed_ms: u64,
@@ -304,17 +306,13 @@ pub struct WorkerRecord {
     #[serde(default)]
     pub refused_for_good: usize,
     /// The fix attempt under way while `status` is `fixing` (shown as `fixing 1/2`).
-    #[serde(default)]
     pub fix_round: Option<FixRound>,
     /// The latest verification of its work (its worktree, then its merge candidate), one line
     /// such as `python3 -m unittest passed`.
-    #[serde(default)]
     pub verification: Option<String>,
     /// The failure output (head and tail) when `status` is `verify failed`.
-    #[serde(default)]
     pub verify_output: Option<String>,
     /// The machine a remote worker runs on (`None`: this machine).
-    #[serde(default)]
     pub machine: Option<String>,
     /// Its machine stopped sending heartbeats while it ran.
     #[serde(default)]
@@ -487,11 +485,9 @@ pub struct RunRecord {
     /// Start time of process `pid`, in clock ticks since boot (field 22 of `/proc/<pid>/stat`),
     /// so a recycled pid is not taken for the run's process. `None` in records written before
     /// it was recorded, or where `/proc` is unavailable.
-    #[serde(default)]
     pub pid_start_time: Option<u64>,
     /// When `swarm clean` removed every worktree and branch of the run, RFC 3339; `swarm ls`
     /// hides such runs unless given `--all`.
-    #[serde(default)]
     pub cleaned_at: Option<String>,
     /// The plan once made.
     pub plan: Option<Plan>,
@@ -505,30 +501,23 @@ pub struct RunRecord {
     pub error: Option<String>,
     /// The permission mode the run was started with (`swarm resume` keeps it unless told
     /// otherwise).
-    #[serde(default)]
     pub permission_mode: Option<crate::permissions::PermissionMode>,
     /// The run's verification setting (`swarm resume` keeps it).
-    #[serde(default)]
     pub verify: Option<crate::verify::VerifyChoice>,
     /// The run's verification worktree (checked out detached at the base, then at each merge
     /// candidate).
-    #[serde(default)]
     pub verify_worktree: Option<PathBuf>,
     /// The verification run on the base commit.
-    #[serde(default)]
     pub baseline: Option<crate::verify::VerifyRun>,
     /// The verdict on the integration branch as it is now (after the last merge).
-    #[serde(default)]
     pub final_verdict: Option<crate::verify::Verdict>,
     /// Fixer and merger agents, in the order they started.
     #[serde(default)]
     pub helpers: Vec<HelperRecord>,
     /// The coordinator's summary of the run (its synthesis turn).
-    #[serde(default)]
     pub synthesis: Option<String>,
     /// What the verification worktree is doing, e.g. `verifying w2's merge candidate`
     /// (`None`: idle).
-    #[serde(default)]
     pub verify_activity: Option<String>,
     /// Where a distributed run's workers run (`swarm --nats`): `swarm resume` re-attaches
     /// there and `swarm clean` removes what the run left there. `None`: local workers.
@@ -936,6 +925,46 @@ mod tests {
             workers,
             ..RunRecord::new("r".into(), PathBuf::new(), status)
         }
+    }
+
+    #[test]
+    fn records_without_the_optional_fields_of_later_versions_still_load() {
+        let mut worker = outcome_worker(WorkerStatus::Finished, &[]);
+        worker.report = Some(WorkerReport::default());
+        let run = outcome_run(RunStatus::Finished, vec![worker]);
+        let mut json = serde_json::to_value(&run).unwrap();
+        let run_fields = [
+            "pid_start_time",
+            "cleaned_at",
+            "permission_mode",
+            "verify",
+            "verify_worktree",
+            "baseline",
+            "final_verdict",
+            "synthesis",
+            "verify_activity",
+        ];
+        let worker_fields = [
+            "action_started_at",
+            "fix_round",
+            "verification",
+            "verify_output",
+            "machine",
+        ];
+        for field in run_fields {
+            assert!(
+                json.as_object_mut().unwrap().remove(field).is_some(),
+                "{field}"
+            );
+        }
+        let old_worker = json["workers"][0].as_object_mut().unwrap();
+        for field in worker_fields {
+            assert!(old_worker.remove(field).is_some(), "{field}");
+        }
+        let old_report = old_worker["report"].as_object_mut().unwrap();
+        assert!(old_report.remove("verification").is_some());
+        let back: RunRecord = serde_json::from_value(json).unwrap();
+        assert_eq!(back, run);
     }
 
     #[test]

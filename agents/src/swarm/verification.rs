@@ -7,7 +7,7 @@
 
 use super::run::worktree_base;
 use super::state::RunRecord;
-use super::{GitTaskError, git_task};
+use super::{GitTaskError, create_parent_dir, git_task};
 use crate::config::{Config, EnvSnapshot};
 use crate::redact::Redactor;
 use crate::sandbox_os::CommandSandbox;
@@ -103,12 +103,7 @@ impl RunVerifier {
             if git::list_worktrees(&repo)?.iter().any(|w| w.path == path) {
                 return Ok(());
             }
-            if let Some(parent) = path.parent() {
-                std::fs::create_dir_all(parent).map_err(|source| GitTaskError::CreateDir {
-                    path: parent.to_path_buf(),
-                    source,
-                })?;
-            }
+            create_parent_dir(&path)?;
             git::create_worktree(&lock, &repo, &path, &branch, commit)?;
             Ok(())
         })

@@ -17,7 +17,7 @@ use super::setup::SetupFailure;
 use super::spares::{LeaseError, WorktreeLease};
 use super::state::{FixRound, MAX_REPORT_SUMMARY_CHARS, WorkerReport, WorkerStatus};
 use super::verification::RunVerifier;
-use super::{GitTaskError, git_task};
+use super::{GitTaskError, create_parent_dir, git_task};
 use crate::agent::gate::{PermissionGate, RulePersistence};
 use crate::agent::{Agent, AgentEvent, AgentOutcome, AgentSettings, AgentStopReason};
 use crate::mcp::McpHub;
@@ -442,12 +442,7 @@ async fn create_worktree(
     let lock = run.git_lock.clone();
     let spec = spec.clone();
     git_task(move || {
-        if let Some(parent) = spec.worktree.parent() {
-            std::fs::create_dir_all(parent).map_err(|source| GitTaskError::CreateDir {
-                path: parent.to_path_buf(),
-                source,
-            })?;
-        }
+        create_parent_dir(&spec.worktree)?;
         let existing = git::list_worktrees(&repo)?
             .into_iter()
             .find(|w| w.branch.as_deref() == Some(spec.branch.as_str()));

@@ -1,14 +1,13 @@
-//! File tools: [`ReadFile`], [`WriteFile`], [`EditFile`], [`ListDir`].
+//! File tools: [`read_file`], [`write_file`], [`edit_file`], [`list_dir`] (their arguments and
+//! descriptions are in [`super::catalog`]).
 //!
 //! Every path goes through [`crate::sandbox::resolve`] and every file is opened through the
 //! sandbox openers, so the bytes read or written are those of the checked physical path.
 
+use super::catalog::{EditFileArgs, ListDirArgs, ReadFileArgs, WriteFileArgs};
 use super::*;
 use crate::atomic_write;
 use crate::sandbox::{self, Access, ResolvedPath, SandboxError};
-use schemars::JsonSchema;
-use serde::Deserialize;
-use serde::de::DeserializeOwned;
 use std::io::{BufRead, BufReader, Read};
 
 /// Default number of lines `read_file` returns.
@@ -19,37 +18,6 @@ pub const MAX_LINE_CHARS: usize = 2000;
 pub const BINARY_SNIFF_BYTES: usize = 8192;
 /// Most entries `list_dir` returns.
 pub const LIST_DIR_CAP: usize = 1000;
-
-/// Parses tool arguments, turning a serde error into a [`ToolError`] that names the tool and
-/// shows the expected shape.
-pub(crate) fn parse_args<T: DeserializeOwned>(
-    tool: &str,
-    input: Value,
-    shape: &str,
-) -> Result<T, ToolError> {
-    serde_json::from_value(input).map_err(|e| {
-        ToolError::new(format!(
-            "invalid arguments for {tool}: {e}. Expected a JSON object like {shape}"
-        ))
-    })
-}
-
-/// JSON Schema of an argument struct, without the `$schema` meta key.
-pub(crate) fn schema_of<T: JsonSchema>() -> Value {
-    let mut v = serde_json::to_value(schemars::schema_for!(T)).unwrap_or_default();
-    if let Some(obj) = v.as_object_mut() {
-        obj.remove("$schema");
-    }
-    v
-}
-
-/// The `path` argument of a call, as given.
-pub(crate) fn path_subject(input: &Value) -> Option<String> {
-    input
-        .get("path")
-        .and_then(Value::as_str)
-        .map(str::to_string)
-}
 
 /// A sandbox error reworded for a file the tool expected to exist.
 pub(crate) fn open_error(requested: &str, e: SandboxError) -> ToolError {
@@ -142,57 +110,8 @@ fn write_bytes(
 
 // ---------------------------------------------------------------------------------------------
 
-/// Arguments of `read_file`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ReadFileArgs {
-    /// File to read: relative to the current directory, or absolute inside the workspace.
-    pub path: String,
-    /// First line to return, 1-based (default 1).
-    #[serde(default)]
-    pub offset: Option<usize>,
-    /// How many lines to return (default 2000).
-    #[serde(default)]
-    pub limit: Option<usize>,
-}
-
-/// `read_file`: numbered lines of a text file (`cat -n` style).
-pub struct ReadFile;
-
-#[async_trait::async_trait]
-impl Tool for ReadFile {
-    fn name(&self) -> &'static str {
-        "read_file"
-    }
-    fn description(&self) -> &'static str {
-        "Read a text file in the workspace. Use it before editing a file and whenever you need \
-         its exact content. Returns the lines numbered like `cat -n` (`     1\\tfirst line`), \
-         2000 lines from `offset` (1-based) by default; says how to continue when more lines \
-         remain; cuts lines longer than 2000 characters. Binary files are refused."
-    }
-    fn input_schema(&self) -> Value {
-        schema_of::<ReadFileArgs>()
-    }
-    fn kind(&self) -> ToolKind {
-        ToolKind::Read
-    }
-    fn permission_subject(&self, input: &Value) -> Option<String> {
-        path_subject(input)
-    }
-    async fn call(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let args: ReadFileArgs = parse_args(
-            "read_file",
-            input,
-            r#"{"path": "src/main.rs", "offset": 1, "limit": 2000}"#,
-        )?;
-        let ctx = ctx.clone();
-        tokio::task::spawn_blocking(move || read_file(&args, &ctx))
-            .await
-            .map_err(|e| ToolError::new(format!("read_file failed: {e}")))?
-    }
-}
-
-fn read_file(args: &ReadFileArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+/// Carries out a `read_file` call: numbered lines of a text file (`cat -n` style).
+pub fn read_file(args: &ReadFileArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
     let offset = args.offset.unwrap_or(1);
     if offset == 0 {
         return Err(ToolError::new(
@@ -291,53 +210,8 @@ fn read_file(args: &ReadFileArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolE
 
 // ---------------------------------------------------------------------------------------------
 
-/// Arguments of `write_file`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct WriteFileArgs {
-    /// File to create or overwrite: relative to the current directory, or absolute inside the
-    /// workspace. Missing parent directories are created.
-    pub path: String,
-    /// The complete new content of the file.
-    pub content: String,
-}
-
-/// `write_file`: creates or overwrites a file with the given content.
-pub struct WriteFile;
-
-#[async_trait::async_trait]
-impl Tool for WriteFile {
-    fn name(&self) -> &'static str {
-        "write_file"
-    }
-    fn description(&self) -> &'static str {
-        "Create a new file, or replace a file's whole content, in the workspace. Creates missing \
-         parent directories. Prefer edit_file to change part of an existing file. Returns how \
-         many bytes were written and whether the file was created or overwritten."
-    }
-    fn input_schema(&self) -> Value {
-        schema_of::<WriteFileArgs>()
-    }
-    fn kind(&self) -> ToolKind {
-        ToolKind::Edit
-    }
-    fn permission_subject(&self, input: &Value) -> Option<String> {
-        path_subject(input)
-    }
-    async fn call(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let args: WriteFileArgs = parse_args(
-            "write_file",
-            input,
-            r#"{"path": "src/new.rs", "content": "fn main() {}\n"}"#,
-        )?;
-        let ctx = ctx.clone();
-        tokio::task::spawn_blocking(move || write_file(&args, &ctx))
-            .await
-            .map_err(|e| ToolError::new(format!("write_file failed: {e}")))?
-    }
-}
-
-fn write_file(args: &WriteFileArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+/// Carries out a `write_file` call: creates or overwrites a file with the given content.
+pub fn write_file(args: &WriteFileArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
     let resolved = ctx.resolve(&args.path, Access::Write)?;
     if resolved.relative.as_os_str().is_empty() || resolved.physical.is_dir() {
         return Err(ToolError::new(format!(
@@ -361,59 +235,8 @@ fn write_file(args: &WriteFileArgs, ctx: &ToolContext) -> Result<ToolOutput, Too
 
 // ---------------------------------------------------------------------------------------------
 
-/// Arguments of `edit_file`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct EditFileArgs {
-    /// File to edit: relative to the current directory, or absolute inside the workspace.
-    pub path: String,
-    /// Exact text to replace, including whitespace and indentation (copy it from read_file
-    /// output without the line-number prefix).
-    pub old_string: String,
-    /// Text to put in its place (must differ from old_string).
-    pub new_string: String,
-    /// Replace every occurrence instead of requiring exactly one (default false).
-    #[serde(default)]
-    pub replace_all: bool,
-}
-
-/// `edit_file`: exact string replacement in an existing file.
-pub struct EditFile;
-
-#[async_trait::async_trait]
-impl Tool for EditFile {
-    fn name(&self) -> &'static str {
-        "edit_file"
-    }
-    fn description(&self) -> &'static str {
-        "Change part of an existing text file by exact string replacement: old_string must \
-         appear exactly once (or set replace_all to replace every occurrence). Read the file \
-         first and copy old_string exactly, with its indentation. Everything else in the file \
-         is kept byte for byte (line endings included). Returns a unified diff of the change."
-    }
-    fn input_schema(&self) -> Value {
-        schema_of::<EditFileArgs>()
-    }
-    fn kind(&self) -> ToolKind {
-        ToolKind::Edit
-    }
-    fn permission_subject(&self, input: &Value) -> Option<String> {
-        path_subject(input)
-    }
-    async fn call(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let args: EditFileArgs = parse_args(
-            "edit_file",
-            input,
-            r#"{"path": "src/lib.rs", "old_string": "exact old text", "new_string": "new text", "replace_all": false}"#,
-        )?;
-        let ctx = ctx.clone();
-        tokio::task::spawn_blocking(move || edit_file(&args, &ctx))
-            .await
-            .map_err(|e| ToolError::new(format!("edit_file failed: {e}")))?
-    }
-}
-
-fn edit_file(args: &EditFileArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+/// Carries out an `edit_file` call: exact string replacement in an existing file.
+pub fn edit_file(args: &EditFileArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
     if args.old_string.is_empty() {
         return Err(ToolError::new(
             "old_string is empty; give the exact text to replace (use write_file to create a file)",
@@ -484,52 +307,8 @@ fn edit_file(args: &EditFileArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolE
 
 // ---------------------------------------------------------------------------------------------
 
-/// Arguments of `list_dir`.
-#[derive(Debug, Default, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ListDirArgs {
-    /// Directory to list (default: the current directory).
-    #[serde(default)]
-    pub path: Option<String>,
-}
-
-/// `list_dir`: the entries of one directory.
-pub struct ListDir;
-
-#[async_trait::async_trait]
-impl Tool for ListDir {
-    fn name(&self) -> &'static str {
-        "list_dir"
-    }
-    fn description(&self) -> &'static str {
-        "List the entries of one directory in the workspace (not recursive). Use it to look \
-         around; use glob to find files by name pattern across directories. Returns entry names \
-         sorted, directories with a trailing `/`, symbolic links as `name -> target`; entries \
-         ignored by .gitignore and the .git directory are left out; at most 1000 entries."
-    }
-    fn input_schema(&self) -> Value {
-        schema_of::<ListDirArgs>()
-    }
-    fn kind(&self) -> ToolKind {
-        ToolKind::Read
-    }
-    fn permission_subject(&self, input: &Value) -> Option<String> {
-        path_subject(input)
-    }
-    async fn call(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let args: ListDirArgs = if input.is_null() {
-            ListDirArgs::default()
-        } else {
-            parse_args("list_dir", input, r#"{"path": "src"}"#)?
-        };
-        let ctx = ctx.clone();
-        tokio::task::spawn_blocking(move || list_dir(&args, &ctx))
-            .await
-            .map_err(|e| ToolError::new(format!("list_dir failed: {e}")))?
-    }
-}
-
-fn list_dir(args: &ListDirArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+/// Carries out a `list_dir` call: the entries of one directory.
+pub fn list_dir(args: &ListDirArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
     let requested = args.path.as_deref().unwrap_or(".");
     let resolved = ctx.resolve(requested, Access::Read)?;
     let meta = std::fs::metadata(&resolved.physical).map_err(|e| {

@@ -1,6 +1,10 @@
 //! Tools the model may call: the [`Tool`] trait, the per-call [`ToolContext`] and the
 //! [`ToolRegistry`].
 //!
+//! Built-in tools are data plus one function: [`catalog`] says what the model is shown of each
+//! (arguments, name, description, kind, permission subject, example), [`BuiltinTool`] what a
+//! call does, and one generic [`Tool`] implementation joins the two.
+//!
 //! Every call receives its workspace root and cwd in the [`ToolContext`]; no tool reads the
 //! process's current directory.
 
@@ -12,9 +16,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
+pub mod catalog;
 pub mod files;
 pub mod search;
 pub mod shell;
+
+use catalog::ToolArgs;
 
 /// What a tool does to the world; drives permission defaults and parallel execution.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -246,6 +253,59 @@ pub trait Tool: Send + Sync {
     }
 }
 
+/// A built-in tool: the arguments it takes (which carry its [`catalog::BuiltinSpec`]) and what a
+/// call does. Every built-in tool is a [`Tool`] through this trait.
+pub trait BuiltinTool: Send + Sync {
+    /// Its arguments.
+    type Args: ToolArgs;
+
+    /// Carries out a call whose arguments have been parsed.
+    fn run(
+        &self,
+        args: Self::Args,
+        ctx: &ToolContext,
+    ) -> impl std::future::Future<Output = Result<ToolOutput, ToolError>> + Send;
+}
+
+#[async_trait::async_trait]
+impl<T: BuiltinTool> Tool for T {
+    fn name(&self) -> &'static str {
+        T::Args::SPEC.name
+    }
+    fn description(&self) -> &'static str {
+        T::Args::SPEC.description
+    }
+    fn input_schema(&self) -> Value {
+        catalog::schema_of::<T::Args>()
+    }
+    fn kind(&self) -> ToolKind {
+        T::Args::SPEC.kind
+    }
+    fn permission_subject(&self, input: &Value) -> Option<String> {
+        let key = T::Args::SPEC.subject?;
+        input.get(key).and_then(Value::as_str).map(str::to_string)
+    }
+    async fn call(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let args = T::Args::parse(input)?;
+        self.run(args, ctx).await
+    }
+}
+
+/// A built-in tool that works on tokio's blocking pool (file reads, writes and walks): the
+/// function that carries out a call.
+pub struct Blocking<A>(pub fn(&A, &ToolContext) -> Result<ToolOutput, ToolError>);
+
+impl<A: ToolArgs> BuiltinTool for Blocking<A> {
+    type Args = A;
+
+    async fn run(&self, args: A, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let (work, ctx) = (self.0, ctx.clone());
+        tokio::task::spawn_blocking(move || work(&args, &ctx))
+            .await
+            .map_err(|e| ToolError::new(format!("{} failed: {e}", A::SPEC.name)))?
+    }
+}
+
 /// The tools of one agent, by name.
 #[derive(Clone, Default)]
 pub struct ToolRegistry {
@@ -262,12 +322,12 @@ impl ToolRegistry {
     /// `run_command`.
     pub fn standard() -> Self {
         let mut r = Self::new();
-        r.register(Arc::new(files::ReadFile));
-        r.register(Arc::new(files::WriteFile));
-        r.register(Arc::new(files::EditFile));
-        r.register(Arc::new(files::ListDir));
-        r.register(Arc::new(search::Glob));
-        r.register(Arc::new(search::Grep));
+        r.register(Arc::new(Blocking(files::read_file)));
+        r.register(Arc::new(Blocking(files::write_file)));
+        r.register(Arc::new(Blocking(files::edit_file)));
+        r.register(Arc::new(Blocking(files::list_dir)));
+        r.register(Arc::new(Blocking(search::glob)));
+        r.register(Arc::new(Blocking(search::grep)));
         r.register(Arc::new(shell::RunCommand));
         r
     }

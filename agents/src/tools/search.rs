@@ -1,11 +1,11 @@
-//! Search tools: [`Glob`] (find files by name pattern) and [`Grep`] (search file contents),
+//! Search tools: [`glob`] (find files by name pattern) and [`grep`] (search file contents),
 //! both built on ripgrep's crates (`ignore`, `globset`, `grep-regex`, `grep-searcher`).
 //!
 //! Walks respect `.gitignore`, `.ignore` and `.git/info/exclude`, skip `.git`, and never follow
 //! symbolic links, so nothing outside the workspace is searched or reported. The search root
 //! itself goes through [`crate::sandbox::resolve`].
 
-use super::files::{parse_args, path_subject, schema_of};
+use super::catalog::{GlobArgs, GrepArgs};
 use super::*;
 use crate::permissions::read_denied;
 use crate::sandbox::{self, Access};
@@ -14,8 +14,6 @@ use grep_searcher::sinks::Lossy;
 use grep_searcher::{BinaryDetection, SearcherBuilder};
 use ignore::WalkBuilder;
 use ignore::overrides::OverrideBuilder;
-use schemars::JsonSchema;
-use serde::Deserialize;
 use std::time::SystemTime;
 
 /// Most files `glob` lists.
@@ -68,52 +66,8 @@ fn relative_display(path: &Path, root: &Path) -> String {
 
 // ---------------------------------------------------------------------------------------------
 
-/// Arguments of `glob`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct GlobArgs {
-    /// Glob pattern, e.g. `**/*.rs`, `src/**/mod.rs`, `*.{toml,md}`. `*` does not cross `/`;
-    /// `**` does. A pattern without `/` matches file names at any depth.
-    pub pattern: String,
-    /// Directory to search (default: the current directory).
-    #[serde(default)]
-    pub path: Option<String>,
-}
-
-/// `glob`: files whose path matches a glob pattern, newest first.
-pub struct Glob;
-
-#[async_trait::async_trait]
-impl Tool for Glob {
-    fn name(&self) -> &'static str {
-        "glob"
-    }
-    fn description(&self) -> &'static str {
-        "Find files by name pattern (e.g. `**/*.rs`, `src/**/test_*.py`, `*.md`) under a \
-         directory of the workspace; files ignored by .gitignore are skipped. A pattern with \
-         `/` is matched against the path relative to the searched directory, one without `/` \
-         against file names at any depth. Returns matching file paths relative to the \
-         workspace, most recently modified first, at most 500 (says how many were omitted)."
-    }
-    fn input_schema(&self) -> Value {
-        schema_of::<GlobArgs>()
-    }
-    fn kind(&self) -> ToolKind {
-        ToolKind::Read
-    }
-    fn permission_subject(&self, input: &Value) -> Option<String> {
-        path_subject(input)
-    }
-    async fn call(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let args: GlobArgs = parse_args("glob", input, r#"{"pattern": "**/*.rs", "path": "src"}"#)?;
-        let ctx = ctx.clone();
-        tokio::task::spawn_blocking(move || glob(&args, &ctx))
-            .await
-            .map_err(|e| ToolError::new(format!("glob failed: {e}")))?
-    }
-}
-
-fn glob(args: &GlobArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+/// Carries out a `glob` call: files whose path matches a glob pattern, newest first.
+pub fn glob(args: &GlobArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
     let matcher = globset::GlobBuilder::new(&args.pattern)
         .literal_separator(true)
         .build()
@@ -182,67 +136,11 @@ fn glob(args: &GlobArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
 
 // ---------------------------------------------------------------------------------------------
 
-/// Arguments of `grep`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct GrepArgs {
-    /// Regular expression (Rust `regex` syntax, as ripgrep). Always a pattern, never an
-    /// option, even when it starts with `-`.
-    pub pattern: String,
-    /// File or directory to search (default: the current directory).
-    #[serde(default)]
-    pub path: Option<String>,
-    /// Only search files whose path matches this glob, e.g. `*.rs` or `src/**/*.ts`.
-    #[serde(default)]
-    pub glob: Option<String>,
-    /// Match without regard to case (default false).
-    #[serde(default)]
-    pub case_insensitive: bool,
-    /// Most matching lines to return (default 200, at most 2000).
-    #[serde(default)]
-    pub max_results: Option<usize>,
-}
-
-/// `grep`: lines matching a regular expression, as `path:line:content`.
-pub struct Grep;
-
-#[async_trait::async_trait]
-impl Tool for Grep {
-    fn name(&self) -> &'static str {
-        "grep"
-    }
-    fn description(&self) -> &'static str {
-        "Search file contents in the workspace for a regular expression (ripgrep syntax), \
-         skipping files ignored by .gitignore and binary files. Use it to find definitions, \
-         usages and strings; narrow it with `path` and `glob` (e.g. `*.rs`). Returns one line \
-         per match as `path:line:content` (paths relative to the workspace), at most \
-         max_results (default 200), and says how many more matches were omitted."
-    }
-    fn input_schema(&self) -> Value {
-        schema_of::<GrepArgs>()
-    }
-    fn kind(&self) -> ToolKind {
-        ToolKind::Read
-    }
-    fn permission_subject(&self, input: &Value) -> Option<String> {
-        path_subject(input)
-    }
-    async fn call(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let args: GrepArgs = parse_args(
-            "grep",
-            input,
-            r#"{"pattern": "fn main", "path": "src", "glob": "*.rs", "case_insensitive": false, "max_results": 200}"#,
-        )?;
-        let ctx = ctx.clone();
-        tokio::task::spawn_blocking(move || grep(&args, &ctx))
-            .await
-            .map_err(|e| ToolError::new(format!("grep failed: {e}")))?
-    }
-}
-
+/// Carries out a `grep` call: lines matching a regular expression, as `path:line:content`.
+///
 /// Compiles the pattern → walks the files (narrowed by `glob`) → collects `path:line:content`
 /// lines within the result and size caps → says how many matches were left out.
-fn grep(args: &GrepArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+pub fn grep(args: &GrepArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
     let matcher = grep_matcher(args)?;
     let max_results = args
         .max_results

@@ -27,14 +27,12 @@
 //! The verification runner ([`crate::verify`]) runs its command through [`run_in_group`], which
 //! takes the same [`RunningCommand`] steps, so a verification command gets all of the above.
 
-use super::files::{parse_args, schema_of};
+use super::catalog::RunCommandArgs;
 use super::*;
 use crate::command_temp::CommandTemp;
 use crate::process_sweep;
 use crate::redact::StreamRedactor;
 use crate::sandbox::Access;
-use schemars::JsonSchema;
-use serde::Deserialize;
 use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::os::fd::OwnedFd;
@@ -123,54 +121,13 @@ pub fn command_env(
     env.into_iter().collect()
 }
 
-/// Arguments of `run_command`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct RunCommandArgs {
-    /// Shell command line, run with `bash -c` in the current directory.
-    pub command: String,
-    /// Timeout in milliseconds (default 120000, at most 600000).
-    #[serde(default)]
-    pub timeout_ms: Option<u64>,
-    /// A few words saying what the command does (shown to the user).
-    #[serde(default)]
-    pub description: Option<String>,
-}
-
 /// `run_command`: runs a shell command and returns its output and exit code.
 pub struct RunCommand;
 
-#[async_trait::async_trait]
-impl Tool for RunCommand {
-    fn name(&self) -> &'static str {
-        "run_command"
-    }
-    fn description(&self) -> &'static str {
-        "Run a shell command (bash -c) in the current directory of the workspace: build, test, \
-         git, or anything else without a dedicated tool. Prefer read_file, grep and glob for \
-         reading and searching. stdin is empty, so interactive commands fail; the command is \
-         killed with its whole process group after timeout_ms (default 120000, max 600000). \
-         Returns stdout and stderr interleaved (long output keeps its beginning and end) and \
-         the exit code."
-    }
-    fn input_schema(&self) -> Value {
-        schema_of::<RunCommandArgs>()
-    }
-    fn kind(&self) -> ToolKind {
-        ToolKind::Execute
-    }
-    fn permission_subject(&self, input: &Value) -> Option<String> {
-        input
-            .get("command")
-            .and_then(Value::as_str)
-            .map(str::to_string)
-    }
-    async fn call(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let args: RunCommandArgs = parse_args(
-            "run_command",
-            input,
-            r#"{"command": "cargo test", "timeout_ms": 120000, "description": "run the tests"}"#,
-        )?;
+impl BuiltinTool for RunCommand {
+    type Args = RunCommandArgs;
+
+    async fn run(&self, args: RunCommandArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         run_command(&args, ctx).await
     }
 }

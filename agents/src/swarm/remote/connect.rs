@@ -175,17 +175,11 @@ impl Nats {
     /// # Errors
     /// [`NatsError::JetStream`].
     pub async fn work_stream(&self) -> Result<stream::Stream, NatsError> {
-        self.js
-            .get_or_create_stream(stream::Config {
-                name: WORK_STREAM.into(),
-                subjects: vec!["ahelper.work.>".into()],
-                retention: stream::RetentionPolicy::WorkQueue,
-                storage: stream::StorageType::File,
-                duplicate_window: Duration::from_secs(120),
-                ..Default::default()
-            })
-            .await
-            .map_err(|e| NatsError::js("creating the work stream", e))
+        let config = stream::Config {
+            retention: stream::RetentionPolicy::WorkQueue,
+            ..on_disk(WORK_STREAM, "ahelper.work.>")
+        };
+        self.stream(config, "creating the work stream").await
     }
 
     /// The stream of worker events (on disk, kept a day).
@@ -193,17 +187,24 @@ impl Nats {
     /// # Errors
     /// [`NatsError::JetStream`].
     pub async fn events_stream(&self) -> Result<stream::Stream, NatsError> {
+        let config = stream::Config {
+            max_age: Duration::from_secs(24 * 3600),
+            ..on_disk(EVENTS_STREAM, "ahelper.events.>")
+        };
+        self.stream(config, "creating the events stream").await
+    }
+
+    /// Creates the stream `config` (or finds it, set up the same way); `action` names the step
+    /// in an error.
+    async fn stream(
+        &self,
+        config: stream::Config,
+        action: &'static str,
+    ) -> Result<stream::Stream, NatsError> {
         self.js
-            .get_or_create_stream(stream::Config {
-                name: EVENTS_STREAM.into(),
-                subjects: vec!["ahelper.events.>".into()],
-                storage: stream::StorageType::File,
-                max_age: Duration::from_secs(24 * 3600),
-                duplicate_window: Duration::from_secs(120),
-                ..Default::default()
-            })
+            .get_or_create_stream(config)
             .await
-            .map_err(|e| NatsError::js("creating the events stream", e))
+            .map_err(|e| NatsError::js(action, e))
     }
 
     /// The durable consumer every worker pulls subtasks from.
@@ -238,21 +239,19 @@ impl Nats {
         // The bucket's stream in the KV layout (`KV_<bucket>`, subjects `$KV.<bucket>.>`, one
         // value per key), created directly: the client's `create_key_value` sends settings
         // nats-server 2.9 answers in a form the client does not parse.
-        self.js
-            .get_or_create_stream(stream::Config {
-                name: format!("KV_{HEARTBEAT_BUCKET}"),
-                subjects: vec![format!("$KV.{HEARTBEAT_BUCKET}.>")],
-                max_messages_per_subject: 1,
-                max_age: HEARTBEAT_TTL,
-                storage: stream::StorageType::Memory,
-                allow_rollup: true,
-                deny_delete: true,
-                allow_direct: true,
-                discard: stream::DiscardPolicy::New,
-                ..Default::default()
-            })
-            .await
-            .map_err(|e| NatsError::js("creating the heartbeat bucket", e))?;
+        let config = stream::Config {
+            name: format!("KV_{HEARTBEAT_BUCKET}"),
+            subjects: vec![format!("$KV.{HEARTBEAT_BUCKET}.>")],
+            max_messages_per_subject: 1,
+            max_age: HEARTBEAT_TTL,
+            storage: stream::StorageType::Memory,
+            allow_rollup: true,
+            deny_delete: true,
+            allow_direct: true,
+            discard: stream::DiscardPolicy::New,
+            ..Default::default()
+        };
+        self.stream(config, "creating the heartbeat bucket").await?;
         self.js
             .get_key_value(HEARTBEAT_BUCKET)
             .await
@@ -283,17 +282,33 @@ impl Nats {
     }
 }
 
+/// A stream on disk of the messages on `subjects`, a message id seen within two minutes
+/// dropped as a repeat.
+fn on_disk(name: &str, subjects: &str) -> stream::Config {
+    stream::Config {
+        name: name.into(),
+        subjects: vec![subjects.into()],
+        storage: stream::StorageType::File,
+        duplicate_window: Duration::from_secs(120),
+        ..Default::default()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::redacted;
 
     #[test]
     fn passwords_in_urls_are_redacted() {
-        assert_eq!(
-            redacted("nats://u:pw@h:4222,tls://v:p@w@k:1/x"),
-            "nats://u:***@h:4222,tls://v:***@k:1/x"
-        );
-        assert_eq!(redacted("nats://token@h:4222"), "nats://token@h:4222");
-        assert_eq!(redacted("nats://h:4222"), "nats://h:4222");
+        for (url, shown) in [
+            (
+                "nats://u:pw@h:4222,tls://v:p@w@k:1/x",
+                "nats://u:***@h:4222,tls://v:***@k:1/x",
+            ),
+            ("nats://token@h:4222", "nats://token@h:4222"),
+            ("nats://h:4222", "nats://h:4222"),
+        ] {
+            assert_eq!(redacted(url), shown, "{url}");
+        }
     }
 }

@@ -20,7 +20,7 @@ use crate::model::ModelClient;
 use crate::swarm::run::{RemoteRunParts, RunContext};
 use crate::swarm::state::{WorkerReport, WorkerStatus};
 use crate::swarm::worker::{ProgressSink, WorkerSpec, run_worker_catching_panics};
-use crate::swarm::{GitTaskError, git_task};
+use crate::swarm::{GitTaskError, create_parent_dir, git_task};
 use ahelper_worktrees as git;
 use async_nats::jetstream::{AckKind, Message};
 use futures::StreamExt;
@@ -505,12 +505,7 @@ async fn fetch_run(paths: &WorkPaths, msg: &SubtaskMessage) -> Result<bool, GitT
     let (clone, url) = (paths.clone.clone(), msg.repo_url.clone());
     let (run, worker) = (msg.run_id.clone(), msg.worker_id.clone());
     git_task(move || {
-        if let Some(parent) = clone.parent() {
-            std::fs::create_dir_all(parent).map_err(|source| GitTaskError::CreateDir {
-                path: parent.to_path_buf(),
-                source,
-            })?;
-        }
+        create_parent_dir(&clone)?;
         git::ensure_clone(&url, &clone)?;
         let refs = format!("+refs/ahelper/{run}/*:refs/ahelper/{run}/*");
         git::fetch_refspecs(&clone, &url, &[refs])?;

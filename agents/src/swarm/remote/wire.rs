@@ -229,19 +229,28 @@ fn invalid(what: &'static str, value: &str, expected: &'static str) -> WireError
     }
 }
 
-fn check_version(version: u32) -> Result<(), WireError> {
-    (version == WIRE_VERSION)
-        .then_some(())
-        .ok_or(WireError::Version { found: version })
+/// Reads a message's JSON.
+fn decode<T: serde::de::DeserializeOwned>(payload: &[u8]) -> Result<T, WireError> {
+    serde_json::from_slice(payload).map_err(|e| WireError::Malformed(e.to_string()))
 }
 
+/// Checks what every message carries: its version, then its run and worker ids.
+fn check_envelope(version: u32, run: &str, worker: &str) -> Result<(), WireError> {
+    (version == WIRE_VERSION)
+        .then_some(())
+        .ok_or(WireError::Version { found: version })?;
+    check_run_id(run)?;
+    check_worker_id(worker)
+}
+
+/// Checks that a message arrived on the subject (`work_subject`, `events_subject`) of its ids.
 fn check_subject(
     subject: &str,
-    expected: String,
+    subject_of: fn(&str, &str) -> String,
     run: &str,
     worker: &str,
 ) -> Result<(), WireError> {
-    (subject == expected)
+    (subject == subject_of(run, worker))
         .then_some(())
         .ok_or_else(|| WireError::SubjectMismatch {
             subject: crate::text::clip(subject, 120).0.to_string(),
@@ -257,17 +266,9 @@ impl SubtaskMessage {
     /// [`WireError`]: malformed JSON, another version, a bad id, a subject that disagrees, a
     /// start commit that is not a full object id.
     pub fn parse(subject: &str, payload: &[u8]) -> Result<Self, WireError> {
-        let msg: SubtaskMessage =
-            serde_json::from_slice(payload).map_err(|e| WireError::Malformed(e.to_string()))?;
-        check_version(msg.version)?;
-        check_run_id(&msg.run_id)?;
-        check_worker_id(&msg.worker_id)?;
-        check_subject(
-            subject,
-            work_subject(&msg.run_id, &msg.worker_id),
-            &msg.run_id,
-            &msg.worker_id,
-        )?;
+        let msg: SubtaskMessage = decode(payload)?;
+        check_envelope(msg.version, &msg.run_id, &msg.worker_id)?;
+        check_subject(subject, work_subject, &msg.run_id, &msg.worker_id)?;
         let hex =
             msg.start_commit.len() == 40 && msg.start_commit.bytes().all(|b| b.is_ascii_hexdigit());
         if !hex {
@@ -285,18 +286,10 @@ impl EventMessage {
     /// [`WireError`]: malformed JSON, another version, a bad id or machine name, a subject
     /// that disagrees.
     pub fn parse(subject: &str, payload: &[u8]) -> Result<Self, WireError> {
-        let msg: EventMessage =
-            serde_json::from_slice(payload).map_err(|e| WireError::Malformed(e.to_string()))?;
-        check_version(msg.version)?;
-        check_run_id(&msg.run_id)?;
-        check_worker_id(&msg.worker_id)?;
+        let msg: EventMessage = decode(payload)?;
+        check_envelope(msg.version, &msg.run_id, &msg.worker_id)?;
         check_machine(&msg.machine)?;
-        check_subject(
-            subject,
-            events_subject(&msg.run_id, &msg.worker_id),
-            &msg.run_id,
-            &msg.worker_id,
-        )?;
+        check_subject(subject, events_subject, &msg.run_id, &msg.worker_id)?;
         Ok(msg)
     }
 }
@@ -400,36 +393,37 @@ mod tests {
 
     #[test]
     fn repository_urls_that_run_programs_or_read_as_options_are_refused() {
-        for url in [
+        let refused = [
             "ext::sh -c touch% /tmp/pwned",
             "fd::17",
             "-uhttps://x",
             "https://host/repo.git\n--upload-pack=x",
             "",
-        ] {
-            let mut msg = subtask();
-            msg.repo_url = url.into();
-            assert!(
-                matches!(
-                    parse(&msg),
-                    Err(WireError::InvalidId {
-                        what: "repository URL",
-                        ..
-                    })
-                ),
-                "{url:?}"
-            );
-        }
-        for url in [
+        ];
+        let accepted = [
             "https://forge.example/team/project.git",
             "ssh://git@forge.example/team/project.git",
             "git@forge.example:team/project.git",
             "file:///srv/git/project.git",
             "/srv/git/a::b/project.git",
-        ] {
+        ];
+        let cases = refused.map(|url| (url, false)).into_iter();
+        for (url, ok) in cases.chain(accepted.map(|url| (url, true))) {
             let mut msg = subtask();
             msg.repo_url = url.into();
-            assert!(parse(&msg).is_ok(), "{url}");
+            let result = parse(&msg);
+            let refused_as_url = matches!(
+                result,
+                Err(WireError::InvalidId {
+                    what: "repository URL",
+                    ..
+                })
+            );
+            if ok {
+                assert!(result.is_ok(), "{url:?}: {result:?}");
+            } else {
+                assert!(refused_as_url, "{url:?}: {result:?}");
+            }
         }
     }
 

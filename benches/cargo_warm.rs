@@ -26,9 +26,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-/// Repositories made with the git CLI, as in the tests.
-#[path = "../tests/suite/support/git.rs"]
-mod git_cli;
+mod common;
+use common::git_cli;
+use common::stats::load_average;
 
 /// The crate's name; its own artifacts carry it (`libdemo-*`, `demo-*`).
 const CRATE: &str = "warmdemo";
@@ -224,10 +224,4 @@ fn copy_tree(from: &Path, to: &Path) {
         let file = std::fs::File::options().write(true).open(to).unwrap();
         file.set_modified(meta.modified().unwrap()).unwrap();
     }
-}
-
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|_| "unknown".into())
 }

@@ -20,15 +20,15 @@
 //! Run: `cargo bench --bench nats` (needs `nats-server` on PATH; Debian: `apt-get install
 //! nats-server`).
 
-use ahelper_fake_llm::{Conversation, FakeLlm, RecordedRequest, Script, Turn};
-use serde_json::{Value, json};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+mod common;
+use ahelper_fake_llm::{FakeLlm, RecordedRequest, Script, Turn};
+use common::stats::{load_average, median, ms, print_against_ideal};
+use common::{
+    Finished, Fixture, KillOnDrop, ahelper_with_model, edit_turns, git_cli, planning_arrival,
+    run_to_end, swarm_script, worker, worker_arrivals,
+};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-/// Repositories made with the git CLI, as in the tests.
-#[path = "../tests/suite/support/git.rs"]
-mod git_cli;
 
 /// Fake model latency per reply, ms.
 const LATENCY_MS: u64 = 200;
@@ -42,104 +42,28 @@ const WIDE_TURNS: u64 = 5;
 const WORKER_PROCESSES: usize = 4;
 const SLOTS_PER_PROCESS: usize = 4;
 
-const COORDINATOR: &str = "You are the coordinator of a swarm";
-
-/// A temporary repository with one file per subtask, the swarm caps in `.ahelper/config.toml`,
-/// a bare clone as its `origin`, and isolated HOME/XDG dirs.
-struct Fixture {
-    dir: tempfile::TempDir,
-}
-
-impl Fixture {
-    fn new(subtasks: usize, max_workers: usize) -> Fixture {
-        let f = Fixture {
-            dir: tempfile::tempdir().expect("tempdir"),
-        };
-        std::fs::create_dir_all(f.repo()).unwrap();
-        std::fs::create_dir_all(f.home()).unwrap();
-        let files: Vec<(String, String)> = (1..=subtasks)
-            .map(|i| (file_name(i), format!("file {i}\n")))
-            .collect();
-        let files: Vec<(&str, &str)> = files
-            .iter()
-            .map(|(n, c)| (n.as_str(), c.as_str()))
-            .collect();
-        git_cli::init_repo(&f.repo(), &files);
-        std::fs::create_dir_all(f.repo().join(".ahelper")).unwrap();
-        std::fs::write(
-            f.repo().join(".ahelper/config.toml"),
-            format!("[swarm]\nmax_workers = {max_workers}\nmax_subtasks = {subtasks}\n"),
-        )
-        .unwrap();
-        let remote = f.dir.path().join("remote.git");
-        git_cli::git(
-            f.dir.path(),
-            &[
-                "clone",
-                "-q",
-                "--bare",
-                f.repo().to_str().unwrap(),
-                remote.to_str().unwrap(),
-            ],
-        );
-        git_cli::git(
-            &f.repo(),
-            &["remote", "add", "origin", remote.to_str().unwrap()],
-        );
-        f
-    }
-    fn repo(&self) -> PathBuf {
-        self.dir.path().join("repo")
-    }
-    fn home(&self) -> PathBuf {
-        self.dir.path().join("home")
-    }
-}
-
-fn file_name(i: usize) -> String {
-    format!("f{i:02}.txt")
+/// A swarm's repository ([`Fixture::swarm`], `file <i>` in each subtask's file) with a bare
+/// clone as its `origin`.
+fn fixture(subtasks: usize, max_workers: usize) -> Fixture {
+    let fixture = Fixture::swarm(subtasks, max_workers, |i| format!("file {i}\n"), &[]);
+    let (repo, remote) = (fixture.repo(), fixture.dir.path().join("remote.git"));
+    let (repo, remote) = (repo.to_str().unwrap(), remote.to_str().unwrap());
+    git_cli::git(fixture.dir.path(), &["clone", "-q", "--bare", repo, remote]);
+    git_cli::git(&fixture.repo(), &["remote", "add", "origin", remote]);
+    fixture
 }
 
 /// The plan (one subtask per file) and each worker's `turns` turns: writes and reads of its
 /// file, then a final text.
 fn script(subtasks: usize, turns: u64) -> Script {
-    let plan: Vec<Value> = (1..=subtasks)
-        .map(|i| {
-            json!({"id": format!("s{i}"), "title": format!("Edit {}", file_name(i)),
-                   "instructions": format!("Rewrite {}.", file_name(i)),
-                   "scope": [file_name(i)]})
-        })
-        .collect();
-    let plan = json!({"summary": "one file each", "subtasks": plan}).to_string();
-    let mut script = Script::new().with_latency_ms(LATENCY_MS).with_conversation(
-        Conversation::new()
-            .named("coordinator")
-            .matching(COORDINATOR)
-            .turn(Turn::text(plan)),
-    );
-    for i in 1..=subtasks {
-        let file = file_name(i);
-        let mut c = Conversation::new()
-            .named(format!("s{i}"))
-            .matching(format!("Your subtask `s{i}`"));
-        for t in 1..turns {
-            c = c.turn(if t % 2 == 1 {
-                Turn::tool_call(
-                    "write_file",
-                    json!({"path": file, "content": format!("worker {i} turn {t}\n")}),
-                )
-            } else {
-                Turn::tool_call("read_file", json!({"path": file}))
-            });
-        }
-        script = script.with_conversation(c.turn(Turn::text(format!("s{i} done"))));
-    }
-    script
+    swarm_script(subtasks, LATENCY_MS, |i| {
+        edit_turns(worker(i), i, turns).turn(Turn::text(format!("s{i} done")))
+    })
 }
 
 /// A `nats-server -js` on a free port of 127.0.0.1, killed on drop.
 struct Nats {
-    child: Child,
+    _process: KillOnDrop,
     port: u16,
     _store: tempfile::TempDir,
 }
@@ -151,7 +75,7 @@ impl Nats {
             .ok()?
             .port();
         let store = tempfile::tempdir().ok()?;
-        let child = Command::new("nats-server")
+        let process = Command::new("nats-server")
             .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
             .arg(store.path())
             .stdin(Stdio::null())
@@ -159,6 +83,11 @@ impl Nats {
             .stderr(Stdio::null())
             .spawn()
             .ok()?;
+        let nats = Nats {
+            _process: KillOnDrop(vec![process]),
+            port,
+            _store: store,
+        };
         let deadline = Instant::now() + Duration::from_secs(30);
         while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
             if Instant::now() > deadline {
@@ -166,28 +95,18 @@ impl Nats {
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        Some(Nats {
-            child,
-            port,
-            _store: store,
-        })
+        Some(nats)
     }
+
     fn url(&self) -> String {
         format!("nats://127.0.0.1:{}", self.port)
-    }
-}
-
-impl Drop for Nats {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
 /// `ahelper worker` processes for one round (their model URL is the round's server), stopped
 /// with SIGKILL on drop (their subtasks are all done by then).
 struct Workers {
-    children: Vec<Child>,
+    _processes: KillOnDrop,
     _dir: tempfile::TempDir,
 }
 
@@ -198,22 +117,13 @@ impl Workers {
             .map(|p| {
                 let home = dir.path().join(format!("home{p}"));
                 std::fs::create_dir_all(&home).unwrap();
-                Command::new(env!("CARGO_BIN_EXE_ahelper"))
+                ahelper_with_model(&home, model)
                     .args(["worker", "--nats", nats, "--name", &format!("bench-{p}")])
                     .args(["--concurrency", &slots.to_string(), "--work-dir"])
                     .arg(dir.path().join(format!("work{p}")))
                     .args(["--permission-mode", "bypass"])
                     .current_dir(&home)
-                    .env_clear()
-                    .env("PATH", std::env::var("PATH").unwrap_or_default())
-                    .env("HOME", &home)
-                    .env("XDG_CONFIG_HOME", home.join("config"))
-                    .env("XDG_STATE_HOME", home.join("state"))
-                    .envs(git_cli::GIT_ENV)
                     .env("AHELPER_LOG", "warn")
-                    .env("ANTHROPIC_API_KEY", "sk-bench")
-                    .env("ANTHROPIC_BASE_URL", model)
-                    .stdin(Stdio::null())
                     .stdout(Stdio::null())
                     .stderr(Stdio::null())
                     .spawn()
@@ -223,17 +133,8 @@ impl Workers {
         // let them connect and start pulling
         std::thread::sleep(Duration::from_millis(1500));
         Workers {
-            children,
+            _processes: KillOnDrop(children),
             _dir: dir,
-        }
-    }
-}
-
-impl Drop for Workers {
-    fn drop(&mut self) {
-        for c in &mut self.children {
-            let _ = c.kill();
-            let _ = c.wait();
         }
     }
 }
@@ -262,7 +163,7 @@ enum Slots<'a> {
 
 /// Runs one swarm of `subtasks` × `turns` with `max_workers`, its workers in `slots`.
 fn run(subtasks: usize, turns: u64, max_workers: usize, slots: Slots) -> Sample {
-    let fixture = Fixture::new(subtasks, max_workers);
+    let fixture = fixture(subtasks, max_workers);
     let server = FakeLlm::start_blocking(script(subtasks, turns)).expect("fake LLM server starts");
     let _workers = match slots {
         Slots::Local => None,
@@ -272,84 +173,40 @@ fn run(subtasks: usize, turns: u64, max_workers: usize, slots: Slots) -> Sample 
             slots,
         } => Some(Workers::start(url, &server.base_url(), processes, slots)),
     };
-    let home = fixture.home();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ahelper"));
+    let mut cmd = ahelper_with_model(&fixture.home(), &server.base_url());
     cmd.current_dir(fixture.repo())
         .args(["swarm", "edit every file", "--yes", "--no-verify"])
         .args(["--permission-mode", "bypass"])
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", &home)
-        .env("XDG_CONFIG_HOME", home.join("config"))
-        .env("XDG_STATE_HOME", home.join("state"))
-        .envs(git_cli::GIT_ENV)
-        .env("AHELPER_LOG", "warn")
-        .env("ANTHROPIC_API_KEY", "sk-bench")
-        .env("ANTHROPIC_BASE_URL", server.base_url())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null());
+        .env("AHELPER_LOG", "warn");
     if let Slots::Nats { url, .. } = slots {
         cmd.args(["--nats", url]);
     }
-    let started = Instant::now();
-    let out = cmd.output().expect("ahelper runs");
-    let ended = Instant::now();
-    assert!(
-        out.status.success(),
-        "ahelper swarm failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let finished = run_to_end(&mut cmd);
+    finished.assert_success("ahelper swarm");
     sample(
         &server.model_requests(),
         subtasks * turns as usize,
-        started,
-        ended,
+        &finished,
     )
 }
 
-fn sample(
-    requests: &[RecordedRequest],
-    worker_turns: usize,
-    started: Instant,
-    ended: Instant,
-) -> Sample {
+fn sample(requests: &[RecordedRequest], worker_turns: usize, finished: &Finished) -> Sample {
     let latency = Duration::from_millis(LATENCY_MS);
-    let plan_sent = requests
-        .iter()
-        .filter(|r| r.conversation == Some(0))
-        .map(|r| r.received)
-        .min()
-        .expect("the coordinator planned")
-        + latency;
-    let workers: Vec<Instant> = requests
-        .iter()
-        .filter(|r| r.conversation.is_some_and(|c| c > 0))
-        .map(|r| r.received)
-        .collect();
+    let plan_sent = planning_arrival(requests) + latency;
+    let workers = worker_arrivals(requests);
     assert_eq!(workers.len(), worker_turns, "every worker played its turns");
     let first = *workers.iter().min().unwrap();
     let last = *workers.iter().max().unwrap();
     Sample {
-        process: ended - started,
-        after_plan: ended.saturating_duration_since(plan_sent),
+        process: finished.wall,
+        after_plan: finished.ended().saturating_duration_since(plan_sent),
         worker_phase: last - first + latency,
     }
 }
 
-fn median(samples: &[Sample], f: impl Fn(&Sample) -> Duration) -> Duration {
-    let mut v: Vec<Duration> = samples.iter().map(f).collect();
-    v.sort();
-    v[v.len() / 2]
-}
-
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|_| "unknown".into())
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
+/// The median of `f` over `samples`.
+fn median_of(samples: &[Sample], f: impl Fn(&Sample) -> Duration) -> Duration {
+    median(samples.iter().map(f).collect())
 }
 
 /// Figure 1: what NATS adds per subtask.
@@ -369,8 +226,8 @@ fn dispatch_overhead(url: &str) {
         ));
     }
     let (l, r) = (
-        median(&local, |s| s.after_plan),
-        median(&remote, |s| s.after_plan),
+        median_of(&local, |s| s.after_plan),
+        median_of(&remote, |s| s.after_plan),
     );
     let added = (ms(r) - ms(l)) / SERIAL_SUBTASKS as f64;
     println!(
@@ -383,8 +240,8 @@ fn dispatch_overhead(url: &str) {
     );
     println!(
         "  whole process: local {:.0} ms, over NATS {:.0} ms",
-        ms(median(&local, |s| s.process)),
-        ms(median(&remote, |s| s.process))
+        ms(median_of(&local, |s| s.process)),
+        ms(median_of(&remote, |s| s.process))
     );
 }
 
@@ -404,24 +261,20 @@ fn throughput(url: &str) {
             },
         ));
     }
-    let ideal_workers = Duration::from_millis(WIDE_TURNS * LATENCY_MS);
-    let ideal_process = Duration::from_millis((WIDE_TURNS + 2) * LATENCY_MS);
+    let ideals = (
+        Duration::from_millis(WIDE_TURNS * LATENCY_MS),
+        Duration::from_millis((WIDE_TURNS + 2) * LATENCY_MS),
+    );
     println!(
         "\n2. {WIDE_SUBTASKS} subtasks x {WIDE_TURNS} turns, max_workers = {WIDE_SUBTASKS} (median of {ROUNDS}):"
     );
-    let label = format!("{WORKER_PROCESSES} worker processes x {SLOTS_PER_PROCESS}");
-    for (label, samples) in [("local workers", &local), (label.as_str(), &remote)] {
-        let phase = median(samples, |s| s.worker_phase);
-        let process = median(samples, |s| s.process);
-        println!(
-            "  {label}: worker phase {:.0} ms = {:.2}x ideal {:.0} ms (target <= 1.15x); whole process {:.0} ms = {:.2}x ideal {:.0} ms",
-            ms(phase),
-            phase.as_secs_f64() / ideal_workers.as_secs_f64(),
-            ms(ideal_workers),
-            ms(process),
-            process.as_secs_f64() / ideal_process.as_secs_f64(),
-            ms(ideal_process),
+    let label = format!("{WORKER_PROCESSES} worker processes x {SLOTS_PER_PROCESS}: ");
+    for (label, samples) in [("local workers: ", &local), (label.as_str(), &remote)] {
+        let medians = (
+            median_of(samples, |s| s.worker_phase),
+            median_of(samples, |s| s.process),
         );
+        print_against_ideal(label, medians, ideals, 1.15);
     }
 }
 

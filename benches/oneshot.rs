@@ -21,17 +21,15 @@
 //! - peak RSS: `ru_maxrss` of the child from `wait4(2)`.
 //! - `--version`: wall time of `ahelper --version`.
 
+mod common;
 use ahelper_fake_llm::{Conversation, FakeLlm, Script, Turn};
+use common::stats::load_average;
+use common::{BIN, Fixture, ahelper, run_in_repo};
 use serde_json::json;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-/// Repositories made with the git CLI, as in the tests.
-#[path = "../tests/suite/support/git.rs"]
-mod git_cli;
-
-const BIN: &str = env!("CARGO_BIN_EXE_ahelper");
 const RUNS: usize = 30;
 const WARMUP: usize = 3;
 const VERSION_RUNS: usize = 100;
@@ -47,11 +45,8 @@ struct Run {
 }
 
 fn main() {
-    let tmp = tempfile::tempdir().expect("temp dir");
-    let repo = tmp.path().join("repo");
-    let home = tmp.path().join("home");
-    std::fs::create_dir_all(&home).unwrap();
-    make_repo(&repo);
+    let fixture = make_repo();
+    let (repo, home) = (fixture.repo(), fixture.home());
 
     let script = Script::new().with_latency_ms(0).with_conversation(
         Conversation::new()
@@ -107,12 +102,6 @@ fn main() {
     println!("load average: {}", load_average());
 }
 
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|_| "unknown".into())
-}
-
 fn report(what: &str, figure: f64, target: f64, unit: &str) {
     println!(
         "{what:<32}{figure:>8.2} {unit} / {target} {unit} = {:.2}",
@@ -130,80 +119,27 @@ fn median(mut values: Vec<f64>) -> f64 {
     }
 }
 
-fn make_repo(repo: &Path) {
-    git_cli::init_repo(
-        repo,
-        &[
-            ("README.md", "# demo\n\nA tiny crate.\n"),
-            (
-                "Cargo.toml",
-                "[package]\nname = \"demo\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
-            ),
-            (
-                "src/lib.rs",
-                "/// The answer.\npub fn answer() -> u32 {\n    42\n}\n",
-            ),
-            (".gitignore", ".ahelper/\n"),
-        ],
-    );
+/// A repository holding a tiny crate, and an isolated home.
+fn make_repo() -> Fixture {
+    Fixture::new(&[
+        ("README.md", "# demo\n\nA tiny crate.\n"),
+        (
+            "Cargo.toml",
+            "[package]\nname = \"demo\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+        ),
+        (
+            "src/lib.rs",
+            "/// The answer.\npub fn answer() -> u32 {\n    42\n}\n",
+        ),
+        (".gitignore", ".ahelper/\n"),
+    ])
 }
 
-/// A command for the binary with a clean environment: no user config, no real key or URL.
-fn command(home: &Path) -> Command {
-    let mut cmd = Command::new(BIN);
-    cmd.env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", home)
-        .env("XDG_CONFIG_HOME", home.join("config"))
-        .env("XDG_STATE_HOME", home.join("state"))
-        .stdin(Stdio::null());
-    cmd
-}
-
-/// Waits for `pid` with `wait4(2)`; returns the exit status and peak RSS in bytes.
-fn wait4(pid: u32) -> (i32, u64) {
-    let mut status: libc::c_int = 0;
-    // SAFETY: an all-zero `rusage` is a valid value of this plain C struct.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: `pid` is our own unreaped child; both pointers are valid for the call.
-    let got = unsafe { libc::wait4(pid as libc::pid_t, &mut status, 0, &mut usage) };
-    assert_eq!(got, pid as libc::pid_t, "wait4 failed");
-    let code = if libc::WIFEXITED(status) {
-        libc::WEXITSTATUS(status)
-    } else {
-        -1
-    };
-    // Linux reports ru_maxrss in KiB.
-    (code, usage.ru_maxrss as u64 * 1024)
-}
-
-#[expect(
-    clippy::zombie_processes,
-    reason = "the child is reaped by `wait4`, which also reports its peak RSS"
-)]
 fn run_once(server: &FakeLlm, repo: &Path, home: &Path) -> Run {
-    let before = server.model_requests().len();
-    let mut cmd = command(home);
-    cmd.env("ANTHROPIC_API_KEY", "sk-bench-not-a-real-key")
-        .env("ANTHROPIC_BASE_URL", server.base_url())
-        .arg("-C")
-        .arg(repo)
-        .arg("-p")
-        .arg("List the files, read src/lib.rs and tell me what it does.")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let spawned = Instant::now();
-    let mut child = cmd.spawn().expect("ahelper starts");
-    let (code, max_rss_bytes) = wait4(child.id());
-    let wall = spawned.elapsed();
-    // The output is a few hundred bytes: it fitted in the pipes while the child ran.
-    let stdout = std::io::read_to_string(child.stdout.take().unwrap()).unwrap();
-    let stderr = std::io::read_to_string(child.stderr.take().unwrap()).unwrap();
-    assert!(
-        code == 0 && stdout.contains(ANSWER),
-        "ahelper -p failed (exit {code}):\nstdout: {stdout}\nstderr: {stderr}"
-    );
-    let requests: Vec<_> = server.model_requests().into_iter().skip(before).collect();
+    let prompt = "List the files, read src/lib.rs and tell me what it does.";
+    let (finished, requests) = run_in_repo(server, repo, home, &["-p", prompt]);
+    finished.assert_answered(ANSWER);
+    let (spawned, wall) = (finished.started, finished.wall);
     assert_eq!(
         requests.iter().map(|r| r.tool_results).collect::<Vec<_>>(),
         vec![0, 1, 2],
@@ -221,12 +157,12 @@ fn run_once(server: &FakeLlm, repo: &Path, home: &Path) -> Run {
         first_request,
         gap,
         tail,
-        max_rss_bytes,
+        max_rss_bytes: finished.max_rss,
     }
 }
 
 fn version_once(home: &Path) -> Duration {
-    let mut cmd = command(home);
+    let mut cmd = ahelper(home);
     cmd.arg("--version")
         .stdout(Stdio::null())
         .stderr(Stdio::null());

@@ -9,17 +9,14 @@
 //! 3.70 s, Codex 2.82 s on the same script). A run that does not complete the script fails the
 //! bench, so the figure is of a real run; nothing about the figure is asserted.
 
-use ahelper_fake_llm::{Conversation, Script, Turn};
+mod common;
+use ahelper_fake_llm::{Conversation, FakeLlm, Script, Turn};
+use common::stats::median;
+use common::{BIN, Fixture, run_in_repo};
 use serde_json::json;
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-/// Repositories made with the git CLI, as in the tests.
-#[path = "../tests/suite/support/git.rs"]
-mod git_cli;
-
-const BIN: &str = env!("CARGO_BIN_EXE_ahelper");
 const RUNS: usize = 7;
 const WARMUP: usize = 1;
 const LATENCY_MS: u64 = 300;
@@ -27,13 +24,9 @@ const PARENT: &str = "Run the two checks with sub-agents.";
 const ANSWER: &str = "Both checks passed.";
 
 fn main() {
-    let tmp = tempfile::tempdir().expect("temp dir");
-    let repo = tmp.path().join("repo");
-    let home = tmp.path().join("home");
-    std::fs::create_dir_all(&home).unwrap();
-    git_cli::init_repo(&repo, &[("README.md", "# demo\n")]);
-    let server =
-        ahelper_fake_llm::FakeLlm::start_blocking(script()).expect("fake LLM server starts");
+    let fixture = Fixture::new(&[("README.md", "# demo\n")]);
+    let (repo, home) = (fixture.repo(), fixture.home());
+    let server = FakeLlm::start_blocking(script()).expect("fake LLM server starts");
     let ideal = Duration::from_millis(4 * LATENCY_MS + 1000);
     println!("ahelper binary: {BIN}");
     println!("runs: {WARMUP} warm-up + {RUNS} measured; {LATENCY_MS} ms per model response");
@@ -83,11 +76,6 @@ fn main() {
     }
 }
 
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
-
 /// The parent calls `agent` twice in one response; each child runs `sleep 1`, then answers.
 fn script() -> Script {
     let child = |marker: &str| {
@@ -100,15 +88,12 @@ fn script() -> Script {
             ))
             .turn(Turn::text(format!("{marker} done")))
     };
-    let calls = Turn::new()
-        .with_tool_call(
+    let calls = ["one", "two"].iter().fold(Turn::new(), |turn, n| {
+        turn.with_tool_call(
             "agent",
-            json!({"description": "check one", "prompt": "Check one: run sleep 1."}),
+            json!({"description": format!("check {n}"), "prompt": format!("Check {n}: run sleep 1.")}),
         )
-        .with_tool_call(
-            "agent",
-            json!({"description": "check two", "prompt": "Check two: run sleep 1."}),
-        );
+    });
     Script::new()
         .with_latency_ms(LATENCY_MS)
         .with_conversation(child("Check one:"))
@@ -123,31 +108,15 @@ fn script() -> Script {
 
 /// One `ahelper -p` run: its wall time from spawn to exit, and the arrival of each of its six
 /// model requests then its exit, in ms from spawn.
-fn run_once(server: &ahelper_fake_llm::FakeLlm, repo: &Path, home: &Path) -> (Duration, Vec<f64>) {
-    let before = server.model_requests().len();
-    let mut cmd = Command::new(BIN);
-    cmd.env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", home)
-        .env("XDG_CONFIG_HOME", home.join("config"))
-        .env("XDG_STATE_HOME", home.join("state"))
-        .env("ANTHROPIC_API_KEY", "sk-bench-not-a-real-key")
-        .env("ANTHROPIC_BASE_URL", server.base_url())
-        .arg("-C")
-        .arg(repo)
-        .args(["-p", PARENT, "--allowedTools", "run_command(sleep:*)"])
-        .stdin(Stdio::null());
-    let started = Instant::now();
-    let out = cmd.output().expect("ahelper runs");
-    let wall = started.elapsed();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && stdout.contains(ANSWER),
-        "ahelper -p failed ({}):\nstdout: {stdout}\nstderr: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
+fn run_once(server: &FakeLlm, repo: &Path, home: &Path) -> (Duration, Vec<f64>) {
+    let (finished, requests) = run_in_repo(
+        server,
+        repo,
+        home,
+        &["-p", PARENT, "--allowedTools", "run_command(sleep:*)"],
     );
-    let requests: Vec<_> = server.model_requests().into_iter().skip(before).collect();
+    finished.assert_answered(ANSWER);
+    let (started, wall) = (finished.started, finished.wall);
     assert_eq!(requests.len(), 6, "2 parent + 2 × 2 sub-agent requests");
     let body = requests.last().unwrap().body.to_string();
     assert!(

@@ -10,7 +10,8 @@
 //!    that `wait4` reports for the `ahelper` process alone (its `git` children are its own
 //!    children, not ours, and `wait4` on one pid never mixes in other processes). Target ≤ 2 MB.
 //!
-//! 3. A verified run: 4 workers × 5 turns with `verify = "sleep 0.5"` (a 0.5 s test suite): the
+//! 3. A verified run: 4 workers × 5 turns with `verify = "sleep 0.5"` (a 0.5 s test suite, in
+//!    the user's config: a project's `swarm.verify` needs the user's trust): the
 //!    whole process against the ideal — the baseline in parallel with planning and the worker
 //!    turns (max(500 ms, 200 ms + 5 × 200 ms)), the workers' self-checks in parallel (500 ms),
 //!    the merge queue's verifications one after another (4 × 500 ms, inherent: each candidate
@@ -26,15 +27,16 @@
 //!
 //! Run: `cargo bench --bench swarm`.
 
-use ahelper_fake_llm::{Conversation, FakeLlm, Script, Turn};
+mod common;
+use ahelper_fake_llm::{Conversation, FakeLlm, RecordedRequest, Script, Turn};
+use common::stats::{load_average, median, ms, print_against_ideal};
+use common::{
+    Fixture, ahelper_with_model, edit_turns, file_name, planning_arrival, run_to_end, swarm_script,
+    worker, worker_arrivals,
+};
 use serde_json::{Value, json};
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
-
-/// Repositories made with the git CLI, as in the tests.
-#[path = "../tests/suite/support/git.rs"]
-mod git_cli;
+use std::time::Duration;
 
 /// Fake model latency per reply, ms.
 const LATENCY_MS: u64 = 200;
@@ -48,50 +50,15 @@ const VERIFY_MS: u64 = 500;
 /// Workers of the verified run.
 const VERIFIED_WORKERS: usize = 4;
 
-const COORDINATOR: &str = "You are the coordinator of a swarm";
-
-/// A temporary git repository with one file per worker and the swarm caps in
-/// `.ahelper/config.toml`, plus isolated HOME/XDG dirs.
-struct Fixture {
-    dir: tempfile::TempDir,
-}
-
-impl Fixture {
-    fn new(workers: usize) -> Fixture {
-        Fixture::with_slots(workers, workers)
-    }
-    /// `subtasks` files, at most `max_workers` workers at once.
-    fn with_slots(subtasks: usize, max_workers: usize) -> Fixture {
-        let workers = subtasks;
-        let dir = tempfile::tempdir().expect("tempdir");
-        let f = Fixture { dir };
-        std::fs::create_dir_all(f.repo()).unwrap();
-        std::fs::create_dir_all(f.home()).unwrap();
-        for i in 1..=workers {
-            std::fs::write(f.repo().join(file_name(i)), format!("file {i}\n")).unwrap();
-        }
-        git_cli::init_repo(&f.repo(), &[("README.md", "bench\n")]);
-        std::fs::create_dir_all(f.repo().join(".ahelper")).unwrap();
-        std::fs::write(
-            f.repo().join(".ahelper/config.toml"),
-            format!("[swarm]\nmax_workers = {max_workers}\nmax_subtasks = {workers}\n"),
-        )
-        .unwrap();
-        f
-    }
-    fn repo(&self) -> PathBuf {
-        self.dir.path().join("repo")
-    }
-    fn home(&self) -> PathBuf {
-        self.dir.path().join("home")
-    }
-    fn log_file(&self) -> PathBuf {
-        self.home().join("state/ahelper/logs/ahelper.log")
-    }
-}
-
-fn file_name(i: usize) -> String {
-    format!("f{i:02}.txt")
+/// A temporary git repository with one file per subtask and the swarm caps in
+/// `.ahelper/config.toml` (at most `max_workers` workers at once), plus isolated HOME/XDG dirs.
+fn fixture(subtasks: usize, max_workers: usize) -> Fixture {
+    Fixture::swarm(
+        subtasks,
+        max_workers,
+        |i| format!("file {i}\n"),
+        &[("README.md", "bench\n")],
+    )
 }
 
 /// What each worker plays.
@@ -152,29 +119,16 @@ impl Shape {
 
 /// A worker's conversation for `shape`.
 fn worker_conversation(shape: &Shape, i: usize) -> Conversation {
-    let file = file_name(i);
-    let conversation = Conversation::new()
-        .named(format!("s{i}"))
-        .matching(format!("Your subtask `s{i}`"));
     let conversation = match shape.play {
-        Play::Edit { turns } => (1..turns).fold(conversation, |c, t| {
-            if t % 2 == 1 {
-                c.turn(Turn::tool_call(
-                    "write_file",
-                    json!({"path": file, "content": format!("worker {i} turn {t}\n")}),
-                ))
-            } else {
-                c.turn(Turn::tool_call("read_file", json!({"path": file})))
-            }
-        }),
-        Play::SleepTool { secs } => conversation
+        Play::Edit { turns } => edit_turns(worker(i), i, turns),
+        Play::SleepTool { secs } => worker(i)
             .turn(Turn::tool_call(
                 "run_command",
                 json!({"command": format!("sleep {secs}")}),
             ))
             .turn(Turn::tool_call(
                 "write_file",
-                json!({"path": file, "content": format!("worker {i} slept\n")}),
+                json!({"path": file_name(i), "content": format!("worker {i} slept\n")}),
             )),
     };
     conversation.turn(Turn::text(format!("s{i} done")).with_usage(100, 10))
@@ -182,27 +136,9 @@ fn worker_conversation(shape: &Shape, i: usize) -> Conversation {
 
 /// The coordinator's plan (one subtask per file) and each worker's conversation for `shape`.
 fn script_for(shape: &Shape) -> Script {
-    let workers = shape.subtasks;
-    let subtasks: Vec<Value> = (1..=workers)
-        .map(|i| {
-            json!({"id": format!("s{i}"), "title": format!("Edit {}", file_name(i)),
-                   "instructions": format!("Rewrite {}.", file_name(i)),
-                   "scope": [file_name(i)]})
-        })
-        .collect();
-    let plan = json!({"summary": "one file each", "subtasks": subtasks}).to_string();
-    let mut script = Script::new()
-        .with_latency_ms(shape.latency_ms)
-        .with_conversation(
-            Conversation::new()
-                .named("coordinator")
-                .matching(COORDINATOR)
-                .turn(Turn::text(plan)),
-        );
-    for i in 1..=workers {
-        script = script.with_conversation(worker_conversation(shape, i));
-    }
-    script
+    swarm_script(shape.subtasks, shape.latency_ms, |i| {
+        worker_conversation(shape, i)
+    })
 }
 
 /// One measured verified run (config 3).
@@ -232,17 +168,19 @@ struct Sample {
 
 /// Runs `ahelper swarm` with `workers` subtasks, alone, and waits for it with `wait4`.
 fn run_swarm(workers: usize) -> Sample {
-    let fixture = Fixture::new(workers);
+    let fixture = fixture(workers, workers);
     run_in(&fixture, workers).0
 }
 
-/// Config 3: a run verified with [`VERIFY`].
+/// Config 3: a run verified with [`VERIFY`]. The command is the user's setting (in the user's
+/// config under the isolated home): from the project's `.ahelper/config.toml`, `swarm.verify`
+/// applies only once the user trusts that file (it is a command ahelper runs), so an untrusted
+/// project's is ignored and the run would not verify at all.
 fn run_verified() -> VerifiedSample {
-    let fixture = Fixture::new(VERIFIED_WORKERS);
-    let config = fixture.repo().join(".ahelper/config.toml");
-    let mut text = std::fs::read_to_string(&config).unwrap();
-    text.push_str(&format!("verify = \"{VERIFY}\"\n"));
-    std::fs::write(&config, text).unwrap();
+    let fixture = fixture(VERIFIED_WORKERS, VERIFIED_WORKERS);
+    let user_config = fixture.home().join("config/ahelper/config.toml");
+    std::fs::create_dir_all(user_config.parent().unwrap()).unwrap();
+    std::fs::write(&user_config, format!("[swarm]\nverify = \"{VERIFY}\"\n")).unwrap();
     let (sample, requests) = run_in(&fixture, VERIFIED_WORKERS);
     let run_dir = std::fs::read_dir(fixture.repo().join(".ahelper/runs"))
         .unwrap()
@@ -256,13 +194,11 @@ fn run_verified() -> VerifiedSample {
         record["final_verdict"]["verdict"] == "green",
         "the verified run verified its integration branch: {record:#}"
     );
-    let baseline = Duration::from_millis(record["baseline"]["duration_ms"].as_u64().unwrap());
-    let plan_received = requests
-        .iter()
-        .filter(|r| r.conversation == Some(0))
-        .map(|r| r.received)
-        .min()
-        .unwrap();
+    let baseline = record["baseline"]["duration_ms"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("the verified run recorded its baseline: {record:#}"));
+    let baseline = Duration::from_millis(baseline);
+    let plan_received = planning_arrival(&requests);
     let plan_sent = plan_received + Duration::from_millis(LATENCY_MS);
     let first_worker_done = (1..=VERIFIED_WORKERS)
         .filter_map(|c| {
@@ -275,12 +211,7 @@ fn run_verified() -> VerifiedSample {
         .min()
         .unwrap()
         + Duration::from_millis(LATENCY_MS);
-    let first_worker = requests
-        .iter()
-        .filter(|r| r.conversation.is_some_and(|c| c > 0))
-        .map(|r| r.received)
-        .min()
-        .unwrap();
+    let first_worker = *worker_arrivals(&requests).iter().min().unwrap();
     VerifiedSample {
         process: sample.process,
         baseline,
@@ -291,117 +222,52 @@ fn run_verified() -> VerifiedSample {
 
 /// Runs `ahelper swarm` in `fixture` with `workers` subtasks, alone, waits for it with `wait4`;
 /// the sample and the model requests.
-fn run_in(fixture: &Fixture, workers: usize) -> (Sample, Vec<ahelper_fake_llm::RecordedRequest>) {
+fn run_in(fixture: &Fixture, workers: usize) -> (Sample, Vec<RecordedRequest>) {
     run_shape_in(fixture, &Shape::sixteen(workers))
 }
 
 /// Runs `ahelper swarm` in `fixture` playing `shape`, alone, waits for it with `wait4`; the
 /// sample and the model requests.
-fn run_shape_in(
-    fixture: &Fixture,
-    shape: &Shape,
-) -> (Sample, Vec<ahelper_fake_llm::RecordedRequest>) {
-    let workers = shape.subtasks;
+fn run_shape_in(fixture: &Fixture, shape: &Shape) -> (Sample, Vec<RecordedRequest>) {
     let server = FakeLlm::start_blocking(script_for(shape)).expect("fake LLM server starts");
-    let home = fixture.home();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ahelper"));
-    cmd.current_dir(fixture.repo())
-        .args([
-            "swarm",
-            "edit every file",
-            "--yes",
-            "--permission-mode",
-            "bypass",
-        ])
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", &home)
-        .env("XDG_CONFIG_HOME", home.join("config"))
-        .env("XDG_STATE_HOME", home.join("state"))
-        .envs(git_cli::GIT_ENV)
-        .env(
-            "AHELPER_LOG",
-            std::env::var("SWARM_BENCH_LOG").unwrap_or_else(|_| "info".into()),
-        )
-        .env("ANTHROPIC_API_KEY", "sk-bench")
-        .env("ANTHROPIC_BASE_URL", server.base_url())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    let started = Instant::now();
-    let mut child = cmd.spawn().expect("ahelper starts");
-    let stderr = child.stderr.take().expect("piped stderr");
-    let reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = std::io::Read::read_to_string(&mut { stderr }, &mut s);
-        s
-    });
-    let (status, rusage) = wait4(child.id() as libc::pid_t);
-    let process = started.elapsed();
-    // The `Child` was reaped by `wait4`; forget it so its drop does not wait again.
-    std::mem::forget(child);
-    let stderr = reader.join().unwrap_or_default();
-    assert!(
-        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        "ahelper swarm failed (status {status}): {stderr}"
+    let log_level = std::env::var("SWARM_BENCH_LOG").unwrap_or_else(|_| "info".into());
+    let finished = run_to_end(
+        ahelper_with_model(&fixture.home(), &server.base_url())
+            .current_dir(fixture.repo())
+            .args(["swarm", "edit every file", "--yes"])
+            .args(["--permission-mode", "bypass"])
+            .env("AHELPER_LOG", log_level),
     );
+    finished.assert_success("ahelper swarm");
     let requests = server.model_requests();
-    let worker_requests: Vec<_> = requests
-        .iter()
-        .filter(|r| r.conversation.is_some_and(|c| c > 0))
-        .collect();
+    let workers = worker_arrivals(&requests);
     assert_eq!(
-        worker_requests.len(),
-        workers * shape.turns() as usize,
+        workers.len(),
+        shape.subtasks * shape.turns() as usize,
         "every worker played its turns"
     );
-    let first = worker_requests.iter().map(|r| r.received).min().unwrap();
-    let last = worker_requests.iter().map(|r| r.received).max().unwrap();
-    let worker_phase = last.duration_since(first) + Duration::from_millis(shape.latency_ms);
+    let first = workers.iter().min().unwrap();
+    let last = workers.iter().max().unwrap();
     let sample = Sample {
-        process,
-        worker_phase,
-        // Linux reports ru_maxrss in KiB.
-        max_rss: rusage.ru_maxrss as u64 * 1024,
+        process: finished.wall,
+        worker_phase: last.duration_since(*first) + Duration::from_millis(shape.latency_ms),
+        max_rss: finished.max_rss,
         log: std::fs::read_to_string(fixture.log_file()).unwrap_or_default(),
     };
     (sample, requests)
 }
 
-/// Waits for `pid` and returns its wait status and resource usage (its own, children excluded).
-fn wait4(pid: libc::pid_t) -> (libc::c_int, libc::rusage) {
-    let mut status: libc::c_int = 0;
-    // SAFETY: an all-zero `rusage` is a valid value of this plain C struct.
-    let mut rusage: libc::rusage = unsafe { std::mem::zeroed() };
-    loop {
-        // SAFETY: `status` and `rusage` are valid, exclusively borrowed out-pointers.
-        let r = unsafe { libc::wait4(pid, &mut status, 0, &mut rusage) };
-        if r == pid {
-            return (status, rusage);
-        }
-        let err = std::io::Error::last_os_error();
-        assert_eq!(
-            err.kind(),
-            std::io::ErrorKind::Interrupted,
-            "wait4 failed: {err}"
-        );
-    }
+/// The median of `f` over `samples`.
+fn median_of<T: Copy + PartialOrd>(samples: &[Sample], f: impl Fn(&Sample) -> T) -> T {
+    median(samples.iter().map(f).collect())
 }
 
-fn median_by<T: Copy + PartialOrd>(samples: &[Sample], f: impl Fn(&Sample) -> T) -> T {
-    let mut v: Vec<T> = samples.iter().map(f).collect();
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    v[v.len() / 2]
-}
-
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|_| "unknown".into())
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
+/// The median worker phase and whole process of `samples`.
+fn medians(samples: &[Sample]) -> (Duration, Duration) {
+    (
+        median_of(samples, |s| s.worker_phase),
+        median_of(samples, |s| s.process),
+    )
 }
 
 /// Config 3: wall vs ideal of a verified run, and the baseline hidden behind planning and the
@@ -415,16 +281,14 @@ fn verified_figures() {
             + n * VERIFY_MS
             + LATENCY_MS,
     );
-    let mut process: Vec<Duration> = samples.iter().map(|s| s.process).collect();
-    process.sort();
-    let median = process[process.len() / 2];
+    let process = median(samples.iter().map(|s| s.process).collect());
     println!(
         "\n3. verified run, {VERIFIED_WORKERS} workers x {WORKER_TURNS} turns, verify `{VERIFY}` (median of {ROUNDS}):"
     );
     println!(
         "  whole process {:.1} ms = {:.2}x ideal {:.0} ms (baseline || planning + turns, self-checks, {n} serial merge verifications, synthesis)",
-        ms(median),
-        median.as_secs_f64() / ideal.as_secs_f64(),
+        ms(process),
+        process.as_secs_f64() / ideal.as_secs_f64(),
         ms(ideal)
     );
     for s in &samples {
@@ -444,28 +308,16 @@ fn verified_figures() {
 fn shape_figures(label: &str, shape: &Shape, target: f64) {
     let samples: Vec<Sample> = (0..ROUNDS)
         .map(|_| {
-            let fixture = Fixture::with_slots(shape.subtasks, shape.max_workers);
+            let fixture = fixture(shape.subtasks, shape.max_workers);
             run_shape_in(&fixture, shape).0
         })
         .collect();
-    let phase = median_by(&samples, |s| s.worker_phase);
-    let process = median_by(&samples, |s| s.process);
-    let ideal_phase = shape.worker_ideal() * shape.waves();
-    let ideal_process = shape.process_ideal();
+    let ideals = (shape.worker_ideal() * shape.waves(), shape.process_ideal());
     println!(
         "\n{label} (median of {ROUNDS}, load average {}):",
         load_average()
     );
-    println!(
-        "  worker phase {:>7.1} ms = {:.3}x ideal {:.0} ms (target <= {target:.2}x); \
-         whole process {:>7.1} ms = {:.3}x ideal {:.0} ms",
-        ms(phase),
-        phase.as_secs_f64() / ideal_phase.as_secs_f64(),
-        ms(ideal_phase),
-        ms(process),
-        process.as_secs_f64() / ideal_process.as_secs_f64(),
-        ms(ideal_process),
-    );
+    print_against_ideal("", medians(&samples), ideals, target);
     let all: Vec<String> = samples
         .iter()
         .map(|s| format!("{:.0}/{:.0}", ms(s.worker_phase), ms(s.process)))
@@ -486,25 +338,16 @@ fn main() {
         sixteen.push(run_swarm(16));
     }
 
-    let ideal_workers = Duration::from_millis(WORKER_TURNS * LATENCY_MS);
-    // planning, the worker turns and the coordinator's closing turn
-    let ideal_process = Duration::from_millis((WORKER_TURNS + 2) * LATENCY_MS);
+    // the worker turns; planning, the worker turns and the coordinator's closing turn
+    let ideals = (
+        Duration::from_millis(WORKER_TURNS * LATENCY_MS),
+        Duration::from_millis((WORKER_TURNS + 2) * LATENCY_MS),
+    );
     println!(
         "\n1. time, 16 workers x {WORKER_TURNS} turns, max_workers = 16 (median of {ROUNDS}):"
     );
-    for (label, samples) in [("1 worker ", &one), ("16 workers", &sixteen)] {
-        let phase = median_by(samples, |s| s.worker_phase);
-        let process = median_by(samples, |s| s.process);
-        println!(
-            "  {label}: worker phase {:>7.1} ms = {:.2}x ideal {:.0} ms (target <= 1.08x); \
-             whole process {:>7.1} ms = {:.2}x ideal {:.0} ms",
-            ms(phase),
-            phase.as_secs_f64() / ideal_workers.as_secs_f64(),
-            ms(ideal_workers),
-            ms(process),
-            process.as_secs_f64() / ideal_process.as_secs_f64(),
-            ms(ideal_process),
-        );
+    for (label, samples) in [("1 worker : ", &one), ("16 workers: ", &sixteen)] {
+        print_against_ideal(label, medians(samples), ideals, 1.08);
     }
     let all: Vec<String> = sixteen
         .iter()
@@ -512,8 +355,8 @@ fn main() {
         .collect();
     println!("  16-worker phase per round (ms): {}", all.join(", "));
 
-    let rss1 = median_by(&one, |s| s.max_rss);
-    let rss16 = median_by(&sixteen, |s| s.max_rss);
+    let rss1 = median_of(&one, |s| s.max_rss);
+    let rss16 = median_of(&sixteen, |s| s.max_rss);
     let per_worker = (rss16 as f64 - rss1 as f64) / 15.0;
     const MIB: f64 = 1024.0 * 1024.0;
     println!("\n2. peak RSS (ru_maxrss of the ahelper process, median of {ROUNDS}):");

@@ -26,6 +26,10 @@ use ahelper_worktrees::{
 /// Repositories made with the git CLI, as in the tests.
 #[path = "../tests/suite/support/git.rs"]
 mod git_cli;
+/// Medians and the load average, as the other benchmarks print them.
+#[path = "common/stats.rs"]
+mod stats;
+use stats::{load_average, median};
 
 const DEFAULT_SIZES: [usize; 2] = [5_000, 100_000];
 
@@ -122,17 +126,6 @@ fn timed<T>(f: impl FnOnce() -> T) -> (Duration, T) {
     let t = Instant::now();
     let out = f();
     (t.elapsed(), out)
-}
-
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
-}
-
-fn load_average() -> String {
-    fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|_| "unknown".into())
 }
 
 /// One round of every way on `r`; durations in the order of [`WAYS`].

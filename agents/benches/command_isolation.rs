@@ -23,19 +23,19 @@ use ahelper_agents::process_sweep::{COMMAND_VAR, kill_in_user_namespace, kill_ma
 use ahelper_agents::sandbox_os::{
     CommandSandbox, SandboxSettings, landlock_status, namespaces_available,
 };
-use ahelper_agents::tools::{ToolContext, ToolRegistry};
-use common::{median_us, rerun_without_cargo_library_path, runs_from};
+use ahelper_agents::tools::ToolContext;
+use common::{
+    interleaved_true, make_protected_dirs, median_us, rerun_without_cargo_library_path, runs_from,
+    timed,
+};
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 /// A workspace with `.git`, `.ahelper`, `files` ordinary files in 10 directories and three
 /// `.env` files.
 fn workspace(files: usize) -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("temp dir");
-    for protected in [".git/hooks", ".ahelper"] {
-        std::fs::create_dir_all(dir.path().join(protected)).expect("protected dir");
-    }
+    make_protected_dirs(dir.path());
     for i in 0..files {
         let sub = dir.path().join(format!("src/d{}", i % 10));
         std::fs::create_dir_all(&sub).expect("dir");
@@ -51,12 +51,6 @@ fn context(root: &Path, sandbox: Option<CommandSandbox>) -> ToolContext {
     let mut ctx = ToolContext::new(root).expect("context");
     ctx.command_sandbox = sandbox.map(Arc::new);
     ctx
-}
-
-fn timed<T>(f: impl FnOnce() -> T) -> Duration {
-    let start = Instant::now();
-    let _ = f();
-    start.elapsed()
 }
 
 fn main() {
@@ -92,31 +86,7 @@ fn main() {
         context(root, Some(with_ns)),
         hiding,
     ];
-    let tool = ToolRegistry::standard()
-        .get("run_command")
-        .expect("run_command")
-        .clone();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let mut samples: Vec<Vec<Duration>> = vec![Vec::with_capacity(runs); contexts.len()];
-    rt.block_on(async {
-        for i in 0..runs + 20 {
-            for (ctx, samples) in contexts.iter().zip(samples.iter_mut()) {
-                let start = Instant::now();
-                let out = tool
-                    .call(serde_json::json!({"command": "true"}), ctx)
-                    .await
-                    .expect("run_command");
-                let elapsed = start.elapsed();
-                assert!(!out.is_error, "{}", out.content);
-                if i >= 20 {
-                    samples.push(elapsed);
-                }
-            }
-        }
-    });
+    let samples = interleaved_true(&contexts.iter().collect::<Vec<_>>(), runs);
     let medians: Vec<f64> = samples.into_iter().map(median_us).collect();
     let marker_sweep = median_us(
         (0..runs)

@@ -16,16 +16,13 @@
 mod common;
 use ahelper_agents::command_temp::CommandTemp;
 use ahelper_agents::process_sweep::{COMMAND_VAR, kill_marked};
-use ahelper_agents::tools::{ToolContext, ToolRegistry};
-use common::{median_us, rerun_without_cargo_library_path, runs_from};
+use ahelper_agents::tools::ToolContext;
+use common::{
+    WARMUP_ROUNDS, median_us, rerun_without_cargo_library_path, run_command_tool, runs_from,
+    time_true, timed,
+};
 use std::os::unix::process::CommandExt;
 use std::time::{Duration, Instant};
-
-fn timed<T>(f: impl FnOnce() -> T) -> Duration {
-    let start = Instant::now();
-    let _ = f();
-    start.elapsed()
-}
 
 /// `bash -c true` as commands were spawned before: own process group, output into a pipe.
 async fn bare_bash() -> Duration {
@@ -73,10 +70,7 @@ fn main() {
     let runs = runs_from("TEARDOWN_BENCH_RUNS");
     let dir = tempfile::tempdir().expect("temp dir");
     let ctx = ToolContext::new(dir.path()).expect("context");
-    let tool = ToolRegistry::standard()
-        .get("run_command")
-        .expect("run_command")
-        .clone();
+    let tool = run_command_tool();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -84,16 +78,10 @@ fn main() {
         .expect("runtime");
     let (full, before) = rt.block_on(async {
         let (mut full, mut before) = (Vec::new(), Vec::new());
-        for i in 0..runs + 20 {
-            let start = Instant::now();
-            let out = tool
-                .call(serde_json::json!({"command": "true"}), &ctx)
-                .await
-                .expect("run_command");
-            let elapsed = start.elapsed();
-            assert!(!out.is_error, "{}", out.content);
+        for i in 0..WARMUP_ROUNDS + runs {
+            let elapsed = time_true(&tool, &ctx).await;
             let bare = bare_bash().await;
-            if i >= 20 {
+            if i >= WARMUP_ROUNDS {
                 full.push(elapsed);
                 before.push(bare);
             }

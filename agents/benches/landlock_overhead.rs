@@ -9,8 +9,10 @@
 
 mod common;
 use ahelper_agents::sandbox_os::{CommandSandbox, SandboxSettings, landlock_status};
-use ahelper_agents::tools::{Tool, ToolContext, ToolRegistry};
-use common::{median_us, rerun_without_cargo_library_path, runs_from};
+use ahelper_agents::tools::ToolContext;
+use common::{
+    interleaved_true, make_protected_dirs, median_us, rerun_without_cargo_library_path, runs_from,
+};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -52,9 +54,7 @@ impl Workspaces {
         let mut confined = plain.clone();
         confined.command_sandbox = Some(Arc::new(sandbox.clone()));
         let repo = tempfile::tempdir().expect("temp dir");
-        for protected in [".git/hooks", ".ahelper"] {
-            std::fs::create_dir_all(repo.path().join(protected)).expect("protected dir");
-        }
+        make_protected_dirs(repo.path());
         let mut binds = ToolContext::new(repo.path()).expect("context");
         binds.command_sandbox = Some(Arc::new(CommandSandbox::new(&settings, repo.path())));
         Workspaces {
@@ -76,48 +76,13 @@ struct CommandSamples {
 }
 
 /// Runs `true` through `run_command` interleaved (one plain run, one sandboxed run, …) so that
-/// load drift on a shared machine hits both sides alike; the first 20 rounds warm up.
+/// load drift on a shared machine hits both sides alike; the first rounds warm up.
 fn command_samples(workspaces: &Workspaces, runs: usize) -> CommandSamples {
-    let tool = ToolRegistry::standard()
-        .get("run_command")
-        .expect("run_command")
-        .clone();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let mut samples = CommandSamples {
-        off: Vec::with_capacity(runs),
-        on: Vec::with_capacity(runs),
-        bound: Vec::with_capacity(runs),
-    };
-    rt.block_on(async {
-        for i in 0..runs + 20 {
-            for (ctx, into) in [
-                (&workspaces.plain, &mut samples.off),
-                (&workspaces.confined, &mut samples.on),
-                (&workspaces.binds, &mut samples.bound),
-            ] {
-                let elapsed = time_true(&tool, ctx).await;
-                if i >= 20 {
-                    into.push(elapsed);
-                }
-            }
-        }
-    });
-    samples
-}
-
-/// One `true` through `tool` (`run_command`) in `ctx`: how long the call took.
-async fn time_true(tool: &Arc<dyn Tool>, ctx: &ToolContext) -> Duration {
-    let start = Instant::now();
-    let out = tool
-        .call(serde_json::json!({"command": "true"}), ctx)
-        .await
-        .expect("run_command");
-    let elapsed = start.elapsed();
-    assert!(!out.is_error, "{}", out.content);
-    elapsed
+    let contexts = [&workspaces.plain, &workspaces.confined, &workspaces.binds];
+    let [off, on, bound]: [Vec<Duration>; 3] = interleaved_true(&contexts, runs)
+        .try_into()
+        .expect("one series per context");
+    CommandSamples { off, on, bound }
 }
 
 /// The cost of building the ruleset alone ([`CommandSandbox::prepare`]), `runs` times.

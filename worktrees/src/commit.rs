@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::GitError;
 use crate::error::Context as _;
-use crate::repo::{Identity, canonical, open_repo, signature};
+use crate::repo::{Identity, canonical, open_repo, write_commit};
 use crate::worktree::read_marker;
 
 /// Size of the change between two commits.
@@ -83,13 +83,18 @@ pub fn commit_all(
     if tree_id == parent.tree_id() {
         return Ok(None);
     }
-    let tree = repo
-        .find_tree(tree_id)
-        .ctx(|| "reading the tree".to_owned())?;
-    let sig = signature(&repo, identity)?;
-    let id = repo
-        .commit(Some("HEAD"), &sig, &sig, message, &tree, &[&parent])
-        .ctx(|| format!("committing in {}", root.display()))?;
+    let id = write_commit(
+        &repo,
+        Some("HEAD"),
+        tree_id,
+        &[&parent],
+        message,
+        identity,
+        [
+            "reading the tree",
+            &format!("committing in {}", root.display()),
+        ],
+    )?;
     tracing::info!(worktree = %root.display(), commit = %id, "committed worktree");
     Ok(Some(id))
 }

@@ -90,18 +90,11 @@ fn live_git_process(root: &Path, git_dir: &Path) -> Option<Option<u32>> {
     }
     let me = std::process::id();
     let root_str = root.to_string_lossy().into_owned();
-    for entry in entries.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if pid == me {
-            continue;
-        }
-        let dir = entry.path();
+    let processes = entries.flatten().filter_map(|entry| {
+        let pid = entry.file_name().to_str()?.parse::<u32>().ok()?;
+        (pid != me).then(|| (pid, entry.path()))
+    });
+    for (pid, dir) in processes {
         let comm = fs::read_to_string(dir.join("comm")).unwrap_or_default();
         let comm = comm.trim();
         if comm != "git" && !comm.starts_with("git-") {

@@ -10,7 +10,9 @@ use crate::branch::tip;
 use crate::cli;
 use crate::commit::touched_paths;
 use crate::error::Context as _;
-use crate::repo::{Identity, has_configured_identity, open_repo, signature, status_paths, workdir};
+use crate::repo::{
+    Identity, has_configured_identity, open_repo, status_paths, workdir, write_commit,
+};
 use crate::worktree::checked_out_by;
 
 /// One conflicting path of a merge, with the blob ids of each side (`None` where the side deleted or
@@ -30,57 +32,54 @@ pub struct ConflictFile {
     pub theirs: Option<Oid>,
 }
 
-/// Result of [`merge_into`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "outcome", rename_all = "snake_case")]
-pub enum MergeOutcome {
-    /// The source was already contained in the target; nothing changed.
-    UpToDate {
-        /// The target's (unchanged) tip.
-        #[serde(with = "crate::serde_oid")]
-        commit: Oid,
-    },
-    /// The target was an ancestor of the source and now points at the source's tip.
-    FastForward {
-        /// The target's new tip.
-        #[serde(with = "crate::serde_oid")]
-        commit: Oid,
-    },
-    /// A merge commit with parents (target, source) was created and the target points at it.
-    Merged {
-        /// The merge commit.
-        #[serde(with = "crate::serde_oid")]
-        commit: Oid,
-    },
-    /// The branches conflict; no ref was changed and both branches are intact.
-    Conflict {
-        /// The conflicting paths, sorted.
-        files: Vec<ConflictFile>,
-    },
+/// Declares the outcome of bringing a source branch onto a branch: the variants `UpToDate`,
+/// `FastForward` and `Merged`, each with the commit the branch is at afterwards (serialised as
+/// `{"outcome": "up_to_date", "commit": "<hex>"}` and so on), after the given docs and before
+/// the given further variants.
+macro_rules! branch_outcome {
+    ($(#[$doc:meta])* $name:ident { $($more:tt)* }) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+        #[serde(tag = "outcome", rename_all = "snake_case")]
+        pub enum $name {
+            /// The branch already contained the source; nothing changed.
+            UpToDate {
+                /// The branch's (unchanged) tip.
+                #[serde(with = "crate::serde_oid")]
+                commit: Oid,
+            },
+            /// The branch was an ancestor of the source and now points at the source's tip.
+            FastForward {
+                /// The branch's new tip.
+                #[serde(with = "crate::serde_oid")]
+                commit: Oid,
+            },
+            /// A merge commit with parents (the branch's tip, the source's tip) was created and
+            /// the branch points at it.
+            Merged {
+                /// The merge commit, the branch's new tip.
+                #[serde(with = "crate::serde_oid")]
+                commit: Oid,
+            },
+            $($more)*
+        }
+    };
 }
 
-/// Result of [`apply_to_current`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "outcome", rename_all = "snake_case")]
-pub enum ApplyOutcome {
-    /// The user's branch already contained the source; nothing changed.
-    UpToDate {
-        /// The user's (unchanged) HEAD.
-        #[serde(with = "crate::serde_oid")]
-        commit: Oid,
-    },
-    /// The user's branch was fast-forwarded.
-    FastForward {
-        /// The new HEAD.
-        #[serde(with = "crate::serde_oid")]
-        commit: Oid,
-    },
-    /// A merge commit was created on the user's branch.
-    Merged {
-        /// The new HEAD (the merge commit).
-        #[serde(with = "crate::serde_oid")]
-        commit: Oid,
-    },
+branch_outcome! {
+    /// Result of [`merge_into`]; the branch is the target branch.
+    MergeOutcome {
+        /// The branches conflict; no ref was changed and both branches are intact.
+        Conflict {
+            /// The conflicting paths, sorted.
+            files: Vec<ConflictFile>,
+        },
+    }
+}
+
+branch_outcome! {
+    /// Result of [`apply_to_current`]; the branch is the user's checked-out branch (its HEAD).
+    ApplyOutcome {}
 }
 
 /// Merges the local branch `source_branch` into the local branch `target_branch` entirely in the
@@ -108,44 +107,55 @@ pub fn merge_into(
     let ours = tip(&repo, target_branch)?;
     let theirs = tip(&repo, source_branch)?;
     refuse_checked_out(&repo, target_branch)?;
-    let refname = format!("refs/heads/{target_branch}");
-    if ours == theirs || is_ancestor(&repo, theirs, ours)? {
-        return Ok(MergeOutcome::UpToDate { commit: ours });
-    }
-    if is_ancestor(&repo, ours, theirs)? {
-        move_ref(
-            &repo,
-            &refname,
-            ours,
-            theirs,
-            &format!("ahelper: fast-forward to {source_branch}"),
-        )?;
-        tracing::info!(target_branch, source_branch, commit = %theirs, "fast-forwarded");
-        return Ok(MergeOutcome::FastForward { commit: theirs });
-    }
-    match merge_trees(&repo, ours, theirs)? {
-        Err(files) => {
+    let merged = merge_in_memory(&repo, ours, theirs, message, identity)?;
+    let (commit, reflog, done) = match &merged {
+        MergeOutcome::UpToDate { .. } => return Ok(merged),
+        MergeOutcome::Conflict { files } => {
             tracing::info!(
                 target_branch,
                 source_branch,
                 conflicts = files.len(),
                 "merge conflict"
             );
-            Ok(MergeOutcome::Conflict { files })
+            return Ok(merged);
         }
-        Ok(tree_id) => {
-            let commit = write_merge_commit(&repo, tree_id, ours, theirs, message, identity)?;
-            move_ref(
-                &repo,
-                &refname,
-                ours,
-                commit,
-                &format!("ahelper: merge {source_branch}"),
-            )?;
-            tracing::info!(target_branch, source_branch, %commit, "merged");
-            Ok(MergeOutcome::Merged { commit })
-        }
+        MergeOutcome::FastForward { commit } => (*commit, "fast-forward to", "fast-forwarded"),
+        MergeOutcome::Merged { commit } => (*commit, "merge", "merged"),
+    };
+    let refname = format!("refs/heads/{target_branch}");
+    move_ref(
+        &repo,
+        &refname,
+        ours,
+        commit,
+        &format!("ahelper: {reflog} {source_branch}"),
+    )?;
+    tracing::info!(target_branch, source_branch, %commit, "{done}");
+    Ok(merged)
+}
+
+/// What merging `theirs` into `ours` makes, without moving any ref: `ours` when it contains
+/// `theirs`, `theirs` when `ours` is its ancestor, else a merge commit (written to the object
+/// database, unreferenced, see [`write_merge_commit`]) or the conflicting files.
+fn merge_in_memory(
+    repo: &Repository,
+    ours: Oid,
+    theirs: Oid,
+    message: &str,
+    identity: Option<&Identity>,
+) -> Result<MergeOutcome, GitError> {
+    if ours == theirs || is_ancestor(repo, theirs, ours)? {
+        return Ok(MergeOutcome::UpToDate { commit: ours });
     }
+    if is_ancestor(repo, ours, theirs)? {
+        return Ok(MergeOutcome::FastForward { commit: theirs });
+    }
+    Ok(match merge_trees(repo, ours, theirs)? {
+        Err(files) => MergeOutcome::Conflict { files },
+        Ok(tree_id) => MergeOutcome::Merged {
+            commit: write_merge_commit(repo, tree_id, ours, theirs, message, identity)?,
+        },
+    })
 }
 
 /// A merge computed but not yet applied to its target branch ([`merge_candidate`]).
@@ -188,25 +198,18 @@ pub fn merge_candidate(
     let repo = open_repo(repo)?;
     let ours = tip(&repo, target_branch)?;
     let theirs = tip(&repo, source_branch)?;
-    if ours == theirs || is_ancestor(&repo, theirs, ours)? {
-        return Ok(Candidate::UpToDate { commit: ours });
-    }
-    if is_ancestor(&repo, ours, theirs)? {
-        return Ok(Candidate::Ready {
-            target: ours,
-            commit: theirs,
-        });
-    }
-    match merge_trees(&repo, ours, theirs)? {
-        Err(files) => Ok(Candidate::Conflict { files }),
-        Ok(tree_id) => {
-            let commit = write_merge_commit(&repo, tree_id, ours, theirs, message, identity)?;
-            Ok(Candidate::Ready {
-                target: ours,
-                commit,
-            })
-        }
-    }
+    Ok(
+        match merge_in_memory(&repo, ours, theirs, message, identity)? {
+            MergeOutcome::UpToDate { commit } => Candidate::UpToDate { commit },
+            MergeOutcome::FastForward { commit } | MergeOutcome::Merged { commit } => {
+                Candidate::Ready {
+                    target: ours,
+                    commit,
+                }
+            }
+            MergeOutcome::Conflict { files } => Candidate::Conflict { files },
+        },
+    )
 }
 
 /// Moves `branch` from `expected` to `new` with compare-and-swap, refusing when a worktree has
@@ -255,17 +258,20 @@ fn write_merge_commit(
     message: &str,
     identity: Option<&Identity>,
 ) -> Result<Oid, GitError> {
-    let tree = repo
-        .find_tree(tree_id)
-        .ctx(|| "reading the merged tree".to_owned())?;
-    let sig = signature(repo, identity)?;
     let (a, b) = (
         repo.find_commit(ours).ctx(|| format!("reading {ours}"))?,
         repo.find_commit(theirs)
             .ctx(|| format!("reading {theirs}"))?,
     );
-    repo.commit(None, &sig, &sig, message, &tree, &[&a, &b])
-        .ctx(|| "writing the merge commit".to_owned())
+    write_commit(
+        repo,
+        None,
+        tree_id,
+        &[&a, &b],
+        message,
+        identity,
+        ["reading the merged tree", "writing the merge commit"],
+    )
 }
 
 /// Starts `git merge --no-commit --no-ff <source_branch>` in the worktree `worktree` (checked

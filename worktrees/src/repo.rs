@@ -4,7 +4,7 @@ use std::fs;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
-use git2::{ErrorCode, Index, IndexAddOption, Oid, Repository, Signature, StatusOptions};
+use git2::{Commit, ErrorCode, Index, IndexAddOption, Oid, Repository, Signature, StatusOptions};
 use serde::{Deserialize, Serialize};
 
 use crate::GitError;
@@ -141,6 +141,27 @@ pub(crate) fn signature(
     }
     let id = Identity::fallback();
     Signature::now(&id.name, &id.email).ctx(|| "building the fallback signature".to_owned())
+}
+
+/// Writes the commit of the tree `tree_id` with `parents` and `message`, signed as
+/// [`signature`] says for `identity`, and moves `update_ref` (e.g. `HEAD`) to it when given.
+/// `context` says what failed in errors: reading the tree, writing the commit.
+///
+/// # Errors
+/// [`GitError::Libgit2`].
+pub(crate) fn write_commit(
+    repo: &Repository,
+    update_ref: Option<&str>,
+    tree_id: Oid,
+    parents: &[&Commit<'_>],
+    message: &str,
+    identity: Option<&Identity>,
+    context: [&str; 2],
+) -> Result<Oid, GitError> {
+    let tree = repo.find_tree(tree_id).ctx(|| context[0].to_owned())?;
+    let sig = signature(repo, identity)?;
+    repo.commit(update_ref, &sig, &sig, message, &tree, parents)
+        .ctx(|| context[1].to_owned())
 }
 
 /// Whether git's `user.name` and `user.email` are configured for this repository.
@@ -357,13 +378,15 @@ pub fn snapshot_uncommitted(
     if tree_id == base_commit.tree_id() {
         return Ok(base);
     }
-    let tree = repo
-        .find_tree(tree_id)
-        .ctx(|| "reading the snapshot tree".to_owned())?;
-    let sig = signature(&repo, identity)?;
-    let commit = repo
-        .commit(None, &sig, &sig, message, &tree, &[&base_commit])
-        .ctx(|| "writing the snapshot commit".to_owned())?;
+    let commit = write_commit(
+        &repo,
+        None,
+        tree_id,
+        &[&base_commit],
+        message,
+        identity,
+        ["reading the snapshot tree", "writing the snapshot commit"],
+    )?;
     match repo.reference(
         ref_name,
         commit,

@@ -22,11 +22,10 @@ use std::path::{Path, PathBuf};
 use git2::{Oid, Repository};
 
 use crate::error::{Context as _, io_err};
-use crate::repo::{canonical, open_repo};
+use crate::repo::canonical;
 use crate::worktree::{
-    NewWorktree, WorktreeInfo, check_branch_name, check_new_path, check_removal_target,
-    checkout_new_worktree, list, main_workdir, prepare_branch, refuse_checked_out,
-    refuse_losing_work, remove_marker, write_marker_for,
+    Locked, NewWorktree, WorktreeInfo, check_branch_name, checkout_new_worktree, find_registered,
+    list, refuse_losing_work, remove_marker, write_marker_for,
 };
 use crate::{GitError, RepoLock, cli};
 
@@ -45,35 +44,34 @@ pub fn create_spare_worktree(
     path: &Path,
     commit: Oid,
 ) -> Result<WorktreeInfo, GitError> {
-    let repo = open_repo(repo)?;
-    let guard = lock.acquire(&repo)?;
-    repo.find_commit(commit)
+    let mut locked = Locked::open(lock, repo)?;
+    locked
+        .repo
+        .find_commit(commit)
         .map_err(|_| GitError::CommitNotFound {
             rev: commit.to_string(),
         })?;
-    let common = canonical(repo.commondir())?;
-    let main = main_workdir(&repo)?;
-    let target = check_new_path(&repo, &main, &common, path)?;
+    let target = locked.new_path(path)?;
     if let Some(parent) = target.parent() {
         fs::create_dir_all(parent).map_err(io_err("creating", parent))?;
     }
     cli::run({
         let mut cmd = cli::command(
-            &main,
+            &locked.main,
             ["worktree", "add", "--quiet", "--no-checkout", "--detach"],
         );
         cmd.arg(&target).arg(commit.to_string());
         cmd
     })?;
     let target = canonical(&target)?;
-    write_marker_for(&common, &target, "", commit)?;
-    drop(guard);
-    if let Err(e) = checkout_new_worktree(&repo, &target, commit) {
-        let _guard = lock.acquire(&repo)?;
-        force_remove(&main, &common, &target);
+    write_marker_for(&locked.common, &target, "", commit)?;
+    locked.unlock();
+    if let Err(e) = checkout_new_worktree(&locked.repo, &target, commit) {
+        locked.relock()?;
+        force_remove(&locked.main, &locked.common, &target);
         return Err(e);
     }
-    find_registered(&repo, &target)
+    find_registered(&locked.repo, &target)
 }
 
 /// Parks the clean worktree at `path` (strictly inside `base_dir`, registered, ahelper's, not
@@ -93,25 +91,23 @@ pub fn park_worktree(
     path: &Path,
     spare: &Path,
 ) -> Result<PathBuf, GitError> {
-    let repo = open_repo(repo)?;
-    let _guard = lock.acquire(&repo)?;
-    let common = canonical(repo.commondir())?;
-    let main = main_workdir(&repo)?;
-    let target = check_removal_target(&repo, &main, &common, base_dir, path)?;
-    let wt = registered_ours(&repo, &target)?;
-    refuse_losing_work(&repo, &wt, &target)?;
+    let locked = Locked::open(lock, repo)?;
+    let target = locked.removal_target(base_dir, path)?;
+    let (repo, common) = (&locked.repo, &locked.common);
+    let wt = registered_ours(repo, &target)?;
+    refuse_losing_work(repo, &wt, &target)?;
     let head = wt.head.ok_or_else(|| GitError::BaseMismatch {
         path: target.clone(),
         expected: "a commit".to_owned(),
         actual: "unborn".to_owned(),
     })?;
-    let spare = check_new_path(&repo, &main, &common, spare)?;
+    let spare = locked.new_path(spare)?;
     Repository::open(&target)
         .and_then(|r| r.set_head_detached(head))
         .ctx(|| format!("detaching HEAD of {}", target.display()))?;
-    let spare = move_registered(&common, &wt, &target, &spare)?;
-    write_marker_for(&common, &spare, "", head)?;
-    remove_marker(&common, &target);
+    let spare = move_registered(common, &wt, &target, &spare)?;
+    write_marker_for(common, &spare, "", head)?;
+    remove_marker(common, &target);
     tracing::info!(from = %target.display(), to = %spare.display(), "parked worktree");
     Ok(spare)
 }
@@ -134,38 +130,26 @@ pub fn recycle_worktree(
     branch: &str,
     base: Oid,
 ) -> Result<WorktreeInfo, GitError> {
-    let repo = open_repo(repo_path)?;
-    let guard = lock.acquire(&repo)?;
     check_branch_name(branch)?;
-    let common = canonical(repo.commondir())?;
-    let main = main_workdir(&repo)?;
+    let locked = Locked::open(lock, repo_path)?;
     let spare = canonical(spare)?;
-    let wt = registered_ours(&repo, &spare)?;
+    let wt = registered_ours(&locked.repo, &spare)?;
     if wt.branch.is_some() {
         return Err(not_a_spare(&spare, "its HEAD is on a branch"));
     }
-    let target = check_new_path(&repo, &main, &common, path)?;
-    refuse_checked_out(&repo, branch)?;
-    let (expected, created_branch) = prepare_branch(&repo, branch, Some(base))?;
-    let mut new = NewWorktree {
-        repo: &repo,
-        main,
-        common: common.clone(),
-        target,
-        branch,
-        created_branch,
-    };
+    let target = locked.new_path(path)?;
+    let (mut new, expected) = NewWorktree::prepare(locked, target, branch, Some(base))?;
     if let Some(parent) = new.target.parent() {
         fs::create_dir_all(parent).map_err(io_err("creating", parent))?;
     }
-    new.target = match move_registered(&common, &wt, &spare, &new.target) {
+    new.target = match move_registered(&new.locked.common, &wt, &spare, &new.target) {
         Ok(target) => target,
         Err(e) => {
             new.undo_branch();
             return Err(e);
         }
     };
-    remove_marker(&common, &spare);
+    remove_marker(&new.locked.common, &spare);
     let pointed = Repository::open(&new.target)
         .and_then(|r| r.set_head(&format!("refs/heads/{branch}")))
         .ctx(|| format!("setting HEAD of {}", new.target.display()))
@@ -174,16 +158,9 @@ pub fn recycle_worktree(
         new.remove();
         return Err(e);
     }
-    drop(guard);
-    let populated = checkout_new_worktree(&repo, &new.target, expected)
-        .and_then(|()| new.verify_head(expected));
-    if let Err(e) = populated {
-        let _guard = lock.acquire(&repo)?;
-        new.remove();
-        return Err(e);
-    }
+    new.populate(expected)?;
     tracing::info!(from = %spare.display(), path = %new.target.display(), branch, base = %expected, "recycled worktree");
-    find_registered(&repo, &new.target)
+    find_registered(&new.locked.repo, &new.target)
 }
 
 /// The registered worktree at `target`, ahelper's and not locked.
@@ -237,18 +214,6 @@ fn force_remove(main: &Path, common: &Path, target: &Path) {
         cmd
     });
     remove_marker(common, target);
-}
-
-/// The registered worktree at `target`, as [`crate::list_worktrees`] reports it.
-fn find_registered(repo: &Repository, target: &Path) -> Result<WorktreeInfo, GitError> {
-    list(repo)?
-        .into_iter()
-        .find(|w| !w.is_main && w.path == target)
-        .ok_or_else(|| GitError::GitCommand {
-            command: format!("git worktree add {}", target.display()),
-            status: "exit status: 0".to_owned(),
-            stderr: "the new worktree is not registered in the repository".to_owned(),
-        })
 }
 
 fn not_a_spare(path: &Path, reason: &str) -> GitError {

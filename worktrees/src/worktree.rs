@@ -14,6 +14,7 @@
 
 use std::fs;
 use std::path::{Component, Path, PathBuf};
+use std::sync::MutexGuard;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use git2::{
@@ -163,49 +164,28 @@ fn add(
     branch: &str,
     base: Option<Oid>,
 ) -> Result<WorktreeInfo, GitError> {
-    let repo = open_repo(repo_path)?;
-    let guard = lock.acquire(&repo)?;
     check_branch_name(branch)?;
-    let common = canonical(repo.commondir())?;
-    let main = main_workdir(&repo)?;
-    let target = check_new_path(&repo, &main, &common, path)?;
-    refuse_checked_out(&repo, branch)?;
-    let (expected, created_branch) = prepare_branch(&repo, branch, base)?;
-    let mut new = NewWorktree {
-        repo: &repo,
-        main,
-        common,
-        target,
-        branch,
-        created_branch,
-    };
+    let locked = Locked::open(lock, repo_path)?;
+    let target = locked.new_path(path)?;
+    let (mut new, expected) = NewWorktree::prepare(locked, target, branch, base)?;
     new.register()?;
     new.write_marker(expected)?;
-    drop(guard);
+    new.populate(expected)?;
+    let info = find_registered(&new.locked.repo, &new.target)?;
+    tracing::info!(path = %new.target.display(), branch, base = %expected, "created worktree");
+    Ok(info)
+}
 
-    // The checkout, outside the lock. The worktree is registered with a live gitdir, so a
-    // concurrent prune leaves it alone (S08).
-    if let Err(e) = checkout_new_worktree(&repo, &new.target, expected) {
-        let _guard = lock.acquire(&repo)?;
-        new.remove();
-        return Err(e);
-    }
-    if let Err(e) = new.verify_head(expected) {
-        let _guard = lock.acquire(&repo)?;
-        new.remove();
-        return Err(e);
-    }
-    let target = new.target;
-    let info = list(&repo)?
+/// The registered worktree at `target`, as [`crate::list_worktrees`] reports it.
+pub(crate) fn find_registered(repo: &Repository, target: &Path) -> Result<WorktreeInfo, GitError> {
+    list(repo)?
         .into_iter()
         .find(|w| !w.is_main && w.path == target)
         .ok_or_else(|| GitError::GitCommand {
             command: format!("git worktree add {}", target.display()),
             status: "exit status: 0".to_owned(),
             stderr: "the new worktree is not registered in the repository".to_owned(),
-        })?;
-    tracing::info!(path = %target.display(), branch, base = %expected, "created worktree");
-    Ok(info)
+        })
 }
 
 /// S01: a branch checked out by any worktree gets no second one.
@@ -254,26 +234,59 @@ pub(crate) fn prepare_branch(
     }
 }
 
-/// A worktree being created by [`add`], and how to undo it.
-pub(crate) struct NewWorktree<'r> {
-    pub(crate) repo: &'r Repository,
-    pub(crate) main: PathBuf,
-    pub(crate) common: PathBuf,
+/// A worktree being created by [`add`] or [`crate::recycle_worktree`] in its locked
+/// repository, and how to undo it.
+pub(crate) struct NewWorktree<'a> {
+    pub(crate) locked: Locked<'a>,
     /// The directory (canonical once registered).
     pub(crate) target: PathBuf,
-    pub(crate) branch: &'r str,
+    pub(crate) branch: &'a str,
     pub(crate) created_branch: bool,
 }
 
-impl NewWorktree<'_> {
+impl<'a> NewWorktree<'a> {
+    /// The worktree to make at `target` (checked by [`Locked::new_path`]) on `branch`, which no
+    /// worktree may have (S01), prepared by [`prepare_branch`]; and the commit it must start at.
+    pub(crate) fn prepare(
+        locked: Locked<'a>,
+        target: PathBuf,
+        branch: &'a str,
+        base: Option<Oid>,
+    ) -> Result<(NewWorktree<'a>, Oid), GitError> {
+        refuse_checked_out(&locked.repo, branch)?;
+        let (expected, created_branch) = prepare_branch(&locked.repo, branch, base)?;
+        let new = NewWorktree {
+            locked,
+            target,
+            branch,
+            created_branch,
+        };
+        Ok((new, expected))
+    }
+
     /// Deletes the branch again when it was created for this worktree.
     pub(crate) fn undo_branch(&self) {
         if self.created_branch
-            && let Ok(mut b) = self.repo.find_branch(self.branch, BranchType::Local)
+            && let Ok(mut b) = self.locked.repo.find_branch(self.branch, BranchType::Local)
             && let Err(e) = b.delete()
         {
             tracing::warn!(branch = self.branch, error = %e, "could not delete the branch created for a failed worktree");
         }
+    }
+
+    /// Checks the registered worktree out outside the lock ([`checkout_new_worktree`]) and
+    /// verifies its HEAD (S04). The worktree is registered with a live gitdir, so a concurrent
+    /// prune leaves it alone meanwhile (S08). On a failure it is removed, under the lock again.
+    pub(crate) fn populate(&mut self, expected: Oid) -> Result<(), GitError> {
+        self.locked.unlock();
+        let populated = checkout_new_worktree(&self.locked.repo, &self.target, expected)
+            .and_then(|()| self.verify_head(expected));
+        if let Err(e) = populated {
+            self.locked.relock()?;
+            self.remove();
+            return Err(e);
+        }
+        Ok(())
     }
 
     /// `git worktree add --no-checkout`: the admin dir and HEAD, under the lock. Populating the
@@ -289,7 +302,10 @@ impl NewWorktree<'_> {
             return Err(io_err("creating", parent)(e));
         }
         let added = cli::run({
-            let mut cmd = cli::command(&self.main, ["worktree", "add", "--quiet", "--no-checkout"]);
+            let mut cmd = cli::command(
+                &self.locked.main,
+                ["worktree", "add", "--quiet", "--no-checkout"],
+            );
             cmd.arg(&self.target).arg(self.branch);
             cmd
         });
@@ -303,7 +319,7 @@ impl NewWorktree<'_> {
 
     /// Records ahelper's marker for the new worktree.
     pub(crate) fn write_marker(&self, base: Oid) -> Result<(), GitError> {
-        write_marker_for(&self.common, &self.target, self.branch, base)
+        write_marker_for(&self.locked.common, &self.target, self.branch, base)
     }
 
     /// S04: the worktree must start exactly where it was asked to: HEAD is `refs/heads/<branch>`
@@ -338,12 +354,12 @@ impl NewWorktree<'_> {
     /// holds the lock).
     pub(crate) fn remove(&self) {
         let _ = cli::run({
-            let mut cmd = cli::command(&self.main, ["worktree", "remove", "--force"]);
+            let mut cmd = cli::command(&self.locked.main, ["worktree", "remove", "--force"]);
             cmd.arg(&self.target);
             cmd
         });
         self.undo_branch();
-        remove_marker(&self.common, &self.target);
+        remove_marker(&self.locked.common, &self.target);
     }
 }
 
@@ -414,17 +430,14 @@ pub fn remove_worktree(
     path: &Path,
     force: bool,
 ) -> Result<RemovedWorktree, GitError> {
-    let repo = open_repo(repo)?;
-    let guard = lock.acquire(&repo)?;
-    let common = canonical(repo.commondir())?;
-    let main = main_workdir(&repo)?;
-    let target = check_removal_target(&repo, &main, &common, base_dir, path)?;
-    let worktrees = list(&repo)?;
+    let locked = Locked::open(lock, repo)?;
+    let target = locked.removal_target(base_dir, path)?;
+    let worktrees = list(&locked.repo)?;
     let removed = match worktrees.iter().find(|w| !w.is_main && w.path == target) {
-        Some(wt) => remove_registered(&repo, &main, &common, wt, target, force)?,
-        None => return remove_orphan(&common, target, path),
+        Some(wt) => remove_registered(&locked, wt, target, force)?,
+        None => return remove_orphan(&locked.common, target, path),
     };
-    drop(guard);
+    drop(locked);
     Ok(removed.delete_files())
 }
 
@@ -464,7 +477,7 @@ fn unsafe_removal(path: &Path, reason: impl Into<String>) -> GitError {
 /// S10: the resolved directory to remove, only when it lies strictly inside `base_dir`, is not a
 /// symlink, and neither is, contains nor lies inside the main worktree's or the repository's
 /// git dirs.
-pub(crate) fn check_removal_target(
+fn check_removal_target(
     repo: &Repository,
     main: &Path,
     common: &Path,
@@ -523,13 +536,14 @@ pub(crate) fn check_removal_target(
 /// detached HEAD whose commits no ref contains (S29). A directory already gone has just its
 /// admin entry pruned.
 fn remove_registered(
-    repo: &Repository,
-    main: &Path,
-    common: &Path,
+    locked: &Locked<'_>,
     wt: &WorktreeInfo,
     target: PathBuf,
     force: bool,
 ) -> Result<Unregistered, GitError> {
+    let Locked {
+        repo, main, common, ..
+    } = locked;
     if wt.locked {
         return Err(GitError::WorktreeLocked {
             path: target,
@@ -740,6 +754,62 @@ pub fn prune_worktrees(lock: &RepoLock, repo: &Path) -> Result<Vec<PathBuf>, Git
 
 // ---- helpers -------------------------------------------------------------------------------------
 
+/// A repository opened for a worktree operation, under its [`RepoLock`], with what the
+/// operation's paths are checked against: its canonical common git dir and main worktree. The
+/// lock is held from [`Locked::open`] until [`Locked::unlock`] or the end of this value.
+pub(crate) struct Locked<'l> {
+    pub(crate) repo: Repository,
+    pub(crate) common: PathBuf,
+    pub(crate) main: PathBuf,
+    lock: &'l RepoLock,
+    guard: Option<MutexGuard<'l, ()>>,
+}
+
+impl<'l> Locked<'l> {
+    /// Opens the repository containing `repo` and takes `lock`, which must be its lock.
+    ///
+    /// # Errors
+    /// Those of [`crate::RepoInfo::discover`], [`GitError::WrongLock`], [`GitError::Io`].
+    pub(crate) fn open(lock: &'l RepoLock, repo: &Path) -> Result<Locked<'l>, GitError> {
+        let repo = open_repo(repo)?;
+        let guard = lock.acquire(&repo)?;
+        let common = canonical(repo.commondir())?;
+        let main = main_workdir(&repo)?;
+        Ok(Locked {
+            repo,
+            common,
+            main,
+            lock,
+            guard: Some(guard),
+        })
+    }
+
+    /// Releases the lock, to work on files that only this operation touches.
+    pub(crate) fn unlock(&mut self) {
+        self.guard = None;
+    }
+
+    /// Takes the lock again after [`Locked::unlock`].
+    ///
+    /// # Errors
+    /// [`GitError::WrongLock`], [`GitError::Io`].
+    pub(crate) fn relock(&mut self) -> Result<(), GitError> {
+        self.guard = Some(self.lock.acquire(&self.repo)?);
+        Ok(())
+    }
+
+    /// `path` resolved as the place of a new worktree, checked by [`check_new_path`].
+    pub(crate) fn new_path(&self, path: &Path) -> Result<PathBuf, GitError> {
+        check_new_path(&self.repo, &self.main, &self.common, path)
+    }
+
+    /// `path` resolved as a worktree to take away from `base_dir`, checked by
+    /// [`check_removal_target`] (S10).
+    pub(crate) fn removal_target(&self, base_dir: &Path, path: &Path) -> Result<PathBuf, GitError> {
+        check_removal_target(&self.repo, &self.main, &self.common, base_dir, path)
+    }
+}
+
 pub(crate) fn check_branch_name(branch: &str) -> Result<(), GitError> {
     let valid = !branch.starts_with('-')
         && branch != "HEAD"
@@ -794,7 +864,7 @@ fn resolve_lexically_missing(path: &Path) -> Result<PathBuf, GitError> {
     Ok(out)
 }
 
-pub(crate) fn check_new_path(
+fn check_new_path(
     repo: &Repository,
     main: &Path,
     common: &Path,

@@ -1,7 +1,11 @@
 //! What the runtime's benchmarks share: running again without cargo's `LD_LIBRARY_PATH`, the
-//! number of runs from the environment, and medians.
+//! number of runs from the environment, medians, and timing `true` through `run_command`.
+#![allow(dead_code, reason = "each benchmark uses a part of this module")]
 
-use std::time::Duration;
+use ahelper_agents::tools::{Tool, ToolContext, ToolRegistry};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// `cargo bench` puts every build-script output directory on `LD_LIBRARY_PATH`, which makes
 /// each dynamically linked child (bash) probe dozens of paths and inflates every measured
@@ -29,4 +33,65 @@ pub fn runs_from(var: &str) -> usize {
 pub fn median_us(mut samples: Vec<Duration>) -> f64 {
     samples.sort();
     samples[samples.len() / 2].as_secs_f64() * 1e6
+}
+
+/// Rounds run before the measured ones, to warm up caches and the runtime.
+pub const WARMUP_ROUNDS: usize = 20;
+
+/// How long `f` took.
+pub fn timed<T>(f: impl FnOnce() -> T) -> Duration {
+    let start = Instant::now();
+    let _ = f();
+    start.elapsed()
+}
+
+/// The standard `run_command` tool.
+pub fn run_command_tool() -> Arc<dyn Tool> {
+    ToolRegistry::standard()
+        .get("run_command")
+        .expect("run_command")
+        .clone()
+}
+
+/// One `true` through `tool` (`run_command`) in `ctx`: how long the call took. Fails the
+/// benchmark when the command fails.
+pub async fn time_true(tool: &Arc<dyn Tool>, ctx: &ToolContext) -> Duration {
+    let start = Instant::now();
+    let out = tool
+        .call(serde_json::json!({"command": "true"}), ctx)
+        .await
+        .expect("run_command");
+    let elapsed = start.elapsed();
+    assert!(!out.is_error, "{}", out.content);
+    elapsed
+}
+
+/// `true` through `run_command` in each of `contexts` in turn, [`WARMUP_ROUNDS`] + `runs`
+/// rounds on a current-thread runtime, so that load drift on a shared machine hits every
+/// context alike; the measured durations per context.
+pub fn interleaved_true(contexts: &[&ToolContext], runs: usize) -> Vec<Vec<Duration>> {
+    let tool = run_command_tool();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let mut samples = vec![Vec::with_capacity(runs); contexts.len()];
+    rt.block_on(async {
+        for round in 0..WARMUP_ROUNDS + runs {
+            for (ctx, into) in contexts.iter().zip(samples.iter_mut()) {
+                let elapsed = time_true(&tool, ctx).await;
+                if round >= WARMUP_ROUNDS {
+                    into.push(elapsed);
+                }
+            }
+        }
+    });
+    samples
+}
+
+/// Creates `.git/hooks` and `.ahelper` in `root`: the directories the sandbox binds read-only.
+pub fn make_protected_dirs(root: &Path) {
+    for protected in [".git/hooks", ".ahelper"] {
+        std::fs::create_dir_all(root.join(protected)).expect("protected dir");
+    }
 }

@@ -1,0 +1,325 @@
+//! What the root crate's benchmarks share: the temporary repository and isolated home an
+//! `ahelper` process runs in, that process's command line and environment, running it to its
+//! end with its wall time and peak RSS (`wait4`), the swarm's scripted plan and workers for the
+//! fake LLM server, and the small statistics every report prints (medians, load average).
+//!
+//! Included by each benchmark with `mod common;`; each uses a part of it.
+#![allow(dead_code, reason = "each benchmark uses a part of this module")]
+
+use ahelper_fake_llm::{Conversation, FakeLlm, RecordedRequest, Script, Turn};
+use serde_json::{Value, json};
+use std::ffi::OsString;
+use std::os::unix::process::ExitStatusExt as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+pub mod stats;
+
+/// Repositories made with the git CLI, as in the tests.
+#[path = "../../tests/suite/support/git.rs"]
+pub mod git_cli;
+
+/// The `ahelper` binary under measurement.
+pub const BIN: &str = env!("CARGO_BIN_EXE_ahelper");
+
+/// The marker of the coordinator's planning request (its system prompt).
+pub const COORDINATOR: &str = "You are the coordinator of a swarm";
+
+/// A temporary directory holding a git repository (`repo/`) and an isolated home (`home/`).
+pub struct Fixture {
+    /// The temporary directory; removed on drop.
+    pub dir: tempfile::TempDir,
+}
+
+impl Fixture {
+    /// `repo/`: a repository whose first commit holds `files` (path, content); `home/`: empty.
+    pub fn new(files: &[(&str, &str)]) -> Fixture {
+        let fixture = Fixture {
+            dir: tempfile::tempdir().expect("tempdir"),
+        };
+        std::fs::create_dir_all(fixture.home()).expect("home dir");
+        git_cli::init_repo(&fixture.repo(), files);
+        fixture
+    }
+
+    /// A swarm's repository: one file per subtask ([`file_name`], holding `content(i)`) and
+    /// `extra` in the first commit, and the caps `max_workers` and `max_subtasks = subtasks` in
+    /// `.ahelper/config.toml`.
+    pub fn swarm(
+        subtasks: usize,
+        max_workers: usize,
+        content: impl Fn(usize) -> String,
+        extra: &[(&str, &str)],
+    ) -> Fixture {
+        let numbered: Vec<(String, String)> =
+            (1..=subtasks).map(|i| (file_name(i), content(i))).collect();
+        let files: Vec<(&str, &str)> = numbered
+            .iter()
+            .map(|(name, text)| (name.as_str(), text.as_str()))
+            .chain(extra.iter().copied())
+            .collect();
+        let fixture = Fixture::new(&files);
+        fixture.write(
+            ".ahelper/config.toml",
+            &format!("[swarm]\nmax_workers = {max_workers}\nmax_subtasks = {subtasks}\n"),
+        );
+        fixture
+    }
+
+    /// The repository.
+    pub fn repo(&self) -> PathBuf {
+        self.dir.path().join("repo")
+    }
+
+    /// The isolated home: HOME, and the XDG config and state dirs below it.
+    pub fn home(&self) -> PathBuf {
+        self.dir.path().join("home")
+    }
+
+    /// The log file of a run in this home.
+    pub fn log_file(&self) -> PathBuf {
+        self.home().join("state/ahelper/logs/ahelper.log")
+    }
+
+    /// Writes `text` to `rel` in the repository (not committed), creating parent directories.
+    pub fn write(&self, rel: &str, text: &str) {
+        git_cli::write_file(&self.repo(), rel, text);
+    }
+}
+
+/// The file of subtask `i`: `f01.txt`, `f02.txt`, …
+pub fn file_name(i: usize) -> String {
+    format!("f{i:02}.txt")
+}
+
+/// The environment of an isolated `ahelper`: the caller's PATH, HOME and the XDG config and
+/// state dirs under `home`, and git's fixed identity without system configuration.
+fn isolated_env(home: &Path) -> Vec<(OsString, OsString)> {
+    let vars = [
+        ("PATH", std::env::var_os("PATH").unwrap_or_default()),
+        ("HOME", home.as_os_str().to_owned()),
+        ("XDG_CONFIG_HOME", home.join("config").into_os_string()),
+        ("XDG_STATE_HOME", home.join("state").into_os_string()),
+    ];
+    vars.into_iter()
+        .chain(git_cli::GIT_ENV.map(|(key, value)| (key, value.into())))
+        .map(|(key, value)| (key.into(), value))
+        .collect()
+}
+
+/// [`BIN`] with nothing of the caller's environment but PATH (see [`isolated_env`]), stdin
+/// closed.
+pub fn ahelper(home: &Path) -> Command {
+    let mut cmd = Command::new(BIN);
+    cmd.env_clear()
+        .envs(isolated_env(home))
+        .stdin(Stdio::null());
+    cmd
+}
+
+/// [`ahelper`] talking to the fake LLM server at `model_url` (Anthropic wire format) with a
+/// made-up key.
+pub fn ahelper_with_model(home: &Path, model_url: &str) -> Command {
+    let mut cmd = ahelper(home);
+    cmd.env("ANTHROPIC_API_KEY", "sk-bench-not-a-real-key")
+        .env("ANTHROPIC_BASE_URL", model_url);
+    cmd
+}
+
+/// A process run to its end by [`run_to_end`].
+pub struct Finished {
+    /// When it was spawned.
+    pub started: Instant,
+    /// Spawn → reaped.
+    pub wall: Duration,
+    /// How it ended.
+    pub status: ExitStatus,
+    /// Peak resident set of the process alone (`ru_maxrss`; its children are not counted),
+    /// bytes.
+    pub max_rss: u64,
+    /// What it printed on stdout.
+    pub stdout: String,
+    /// What it printed on stderr.
+    pub stderr: String,
+}
+
+impl Finished {
+    /// When it was reaped.
+    pub fn ended(&self) -> Instant {
+        self.started + self.wall
+    }
+
+    /// Fails the benchmark unless it exited 0 having printed `answer`.
+    pub fn assert_answered(&self, answer: &str) {
+        assert!(
+            self.status.success() && self.stdout.contains(answer),
+            "ahelper -p failed ({}):\nstdout: {}\nstderr: {}",
+            self.status,
+            self.stdout,
+            self.stderr
+        );
+    }
+
+    /// Fails the benchmark with `what`, the status and stderr unless it exited 0.
+    pub fn assert_success(&self, what: &str) {
+        assert!(
+            self.status.success(),
+            "{what} failed ({}): {}",
+            self.status,
+            self.stderr
+        );
+    }
+}
+
+/// Runs `ahelper -C <repo> <args>…` in `home` against `server` to its end; how it ended and the
+/// model requests it made.
+pub fn run_in_repo(
+    server: &FakeLlm,
+    repo: &Path,
+    home: &Path,
+    args: &[&str],
+) -> (Finished, Vec<RecordedRequest>) {
+    let before = server.model_requests().len();
+    let mut cmd = ahelper_with_model(home, &server.base_url());
+    let finished = run_to_end(cmd.arg("-C").arg(repo).args(args));
+    let requests = server.model_requests().into_iter().skip(before).collect();
+    (finished, requests)
+}
+
+/// Spawns `cmd` with its stdout and stderr read into strings, waits for it with `wait4` and
+/// returns what it printed, its exit status, wall time and peak RSS.
+pub fn run_to_end(cmd: &mut Command) -> Finished {
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let started = Instant::now();
+    let mut child = cmd.spawn().expect("the process starts");
+    let stdout = read_in_background(child.stdout.take());
+    let stderr = read_in_background(child.stderr.take());
+    let (status, rusage) = wait4(&child);
+    let wall = started.elapsed();
+    // The child was reaped by `wait4`; forget it so that its drop does not wait again.
+    std::mem::forget(child);
+    Finished {
+        started,
+        wall,
+        status: ExitStatus::from_raw(status),
+        // Linux reports ru_maxrss in KiB.
+        max_rss: rusage.ru_maxrss as u64 * 1024,
+        stdout: stdout.join().unwrap_or_default(),
+        stderr: stderr.join().unwrap_or_default(),
+    }
+}
+
+/// Reads the piped output `pipe` to its end on a thread of its own.
+fn read_in_background<R: std::io::Read + Send + 'static>(
+    pipe: Option<R>,
+) -> std::thread::JoinHandle<String> {
+    let pipe = pipe.expect("piped output");
+    std::thread::spawn(move || std::io::read_to_string(pipe).unwrap_or_default())
+}
+
+/// Waits for `child`; its wait status and resource usage (its own, children excluded).
+fn wait4(child: &Child) -> (libc::c_int, libc::rusage) {
+    let pid = child.id() as libc::pid_t;
+    let mut status: libc::c_int = 0;
+    // SAFETY: an all-zero `rusage` is a valid value of this plain C struct.
+    let mut rusage: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: `status` and `rusage` are valid, exclusively borrowed out-pointers.
+        let r = unsafe { libc::wait4(pid, &mut status, 0, &mut rusage) };
+        if r == pid {
+            return (status, rusage);
+        }
+        let err = std::io::Error::last_os_error();
+        assert_eq!(
+            err.kind(),
+            std::io::ErrorKind::Interrupted,
+            "wait4 failed: {err}"
+        );
+    }
+}
+
+/// Child processes killed (SIGKILL) and reaped when this is dropped.
+pub struct KillOnDrop(pub Vec<Child>);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// The coordinator's planning reply: one subtask `s<i>` per file ([`file_name`]).
+pub fn plan(subtasks: usize) -> String {
+    let subtasks: Vec<Value> = (1..=subtasks)
+        .map(|i| {
+            json!({"id": format!("s{i}"), "title": format!("Edit {}", file_name(i)),
+                   "instructions": format!("Rewrite {}.", file_name(i)),
+                   "scope": [file_name(i)]})
+        })
+        .collect();
+    json!({"summary": "one file each", "subtasks": subtasks}).to_string()
+}
+
+/// A swarm's script at `latency_ms` per reply: the coordinator's [`plan`] (conversation 0),
+/// then `worker(i)` for each subtask `s<i>` (conversation `i`).
+pub fn swarm_script(
+    subtasks: usize,
+    latency_ms: u64,
+    worker: impl Fn(usize) -> Conversation,
+) -> Script {
+    let coordinator = Conversation::new()
+        .named("coordinator")
+        .matching(COORDINATOR)
+        .turn(Turn::text(plan(subtasks)));
+    (1..=subtasks).fold(
+        Script::new()
+            .with_latency_ms(latency_ms)
+            .with_conversation(coordinator),
+        |script, i| script.with_conversation(worker(i)),
+    )
+}
+
+/// The conversation of subtask `s<i>`'s worker, without turns yet.
+pub fn worker(i: usize) -> Conversation {
+    Conversation::new()
+        .named(format!("s{i}"))
+        .matching(format!("Your subtask `s{i}`"))
+}
+
+/// `turns - 1` tool calls of worker `i` on its file, alternating `write_file` and `read_file`,
+/// added to `conversation` (the final text is the caller's).
+pub fn edit_turns(conversation: Conversation, i: usize, turns: u64) -> Conversation {
+    let file = file_name(i);
+    (1..turns).fold(conversation, |c, t| {
+        c.turn(if t % 2 == 1 {
+            Turn::tool_call(
+                "write_file",
+                json!({"path": file, "content": format!("worker {i} turn {t}\n")}),
+            )
+        } else {
+            Turn::tool_call("read_file", json!({"path": file}))
+        })
+    })
+}
+
+/// When the requests of the workers (conversations after the coordinator's) arrived.
+pub fn worker_arrivals(requests: &[RecordedRequest]) -> Vec<Instant> {
+    requests
+        .iter()
+        .filter(|r| r.conversation.is_some_and(|c| c > 0))
+        .map(|r| r.received)
+        .collect()
+}
+
+/// When the coordinator's first (planning) request arrived.
+pub fn planning_arrival(requests: &[RecordedRequest]) -> Instant {
+    requests
+        .iter()
+        .filter(|r| r.conversation == Some(0))
+        .map(|r| r.received)
+        .min()
+        .expect("the coordinator planned")
+}

@@ -87,6 +87,10 @@ pub struct RecordedRequest {
     pub received_at: SystemTime,
     /// Monotonic arrival time, for measuring gaps between requests.
     pub received: Instant,
+    /// Monotonic time the response's last body frame was handed to the connection: the end of
+    /// the model's reply as the client can first see it. `None` while the response is still
+    /// being written, or when the client went away before its end.
+    pub replied: Option<Instant>,
     /// Wire format, for model endpoints.
     pub format: Option<WireFormat>,
     /// Whether the request asked for `"stream": true`.
@@ -386,7 +390,68 @@ async fn handle(state: Arc<State>, req: Request<Incoming>) -> Result<Response<Bo
             fault.as_ref(),
         );
     }
-    Ok(respond(&state, &arrival, selection, serial, fault.as_ref()).await)
+    let response = respond(&state, &arrival, selection, serial, fault.as_ref()).await;
+    Ok(response.map(|body| {
+        MarkEnd {
+            inner: body,
+            state: Arc::clone(&state),
+            serial,
+            marked: false,
+        }
+        .boxed_unsync()
+    }))
+}
+
+/// A response body that records in the request log ([`RecordedRequest::replied`]) when its
+/// last frame was handed to the connection.
+struct MarkEnd {
+    inner: Body,
+    state: Arc<State>,
+    serial: u64,
+    marked: bool,
+}
+
+impl MarkEnd {
+    fn mark(&mut self) {
+        if !self.marked {
+            self.marked = true;
+            let now = Instant::now();
+            let mut inner = self.state.lock();
+            if let Some(request) = inner.requests.iter_mut().find(|r| r.serial == self.serial) {
+                request.replied = Some(now);
+            }
+        }
+    }
+}
+
+impl hyper::body::Body for MarkEnd {
+    type Data = Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+        let polled = std::pin::Pin::new(&mut self.inner).poll_frame(cx);
+        // A body of known length is not polled again after its last frame: it ends there.
+        let ended = match &polled {
+            std::task::Poll::Ready(None) => true,
+            std::task::Poll::Ready(Some(Ok(_))) => self.inner.is_end_stream(),
+            _ => false,
+        };
+        if ended {
+            self.mark();
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.inner.size_hint()
+    }
 }
 
 /// Reads the body and works out the route, the wire format and the agent's working directory.
@@ -484,6 +549,7 @@ fn record(state: &State, arrival: &Arrival, selection: Option<&Selection>) -> (u
         body_bytes: arrival.body_bytes.clone(),
         received_at: arrival.received_at,
         received: arrival.received,
+        replied: None,
         format: arrival.format,
         stream: arrival.inspection.stream,
         tool_results: arrival.inspection.tool_results,

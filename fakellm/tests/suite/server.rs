@@ -830,3 +830,32 @@ async fn twenty_parallel_requests_are_served_concurrently() {
     );
     assert_eq!(server.conversation_counts(), vec![1; 20]);
 }
+
+#[tokio::test]
+async fn the_log_records_when_each_reply_ended_streaming_or_not() {
+    let server = start(read_then_answer()).await;
+    let before = std::time::Instant::now();
+    for stream in [true, false] {
+        let response = post_anthropic(&server, 0, stream).await;
+        let (_chunks, error) = read_chunks(response).await;
+        assert!(
+            error.is_none(),
+            "the reply (stream: {stream}) reads to its end"
+        );
+    }
+    let requests = server.model_requests();
+    assert_eq!(requests.len(), 2);
+    for r in &requests {
+        let replied = r
+            .replied
+            .unwrap_or_else(|| panic!("request {} has no reply end", r.serial));
+        assert!(
+            replied >= r.received && r.received >= before,
+            "request {}",
+            r.serial
+        );
+    }
+    // The streamed reply is several chunks 3 ms apart: it ended after the first gap at least.
+    let streamed = &requests[0];
+    assert!(streamed.replied.unwrap() - streamed.received >= std::time::Duration::from_millis(3));
+}

@@ -281,6 +281,7 @@ pub(crate) async fn start(
     };
     let baseline = start_baseline(&prepared.record, &config, &choice, &lock);
     let warm = warm_up(&prepared.record, &config, &lock, nats.is_some());
+    let remote = prepare_remote_slots(nats, &config, &prepared.record);
     let client = model_client(&provider);
     let planned = plan(
         &mut prepared,
@@ -295,6 +296,7 @@ pub(crate) async fn start(
         Err(e) => {
             stop_baseline(baseline).await;
             discard(warm).await;
+            discard_remote(remote, nats, &prepared.record).await;
             eprintln!("ahelper: {e}");
             eprintln!(
                 "The coordinator's conversation is in {}",
@@ -316,6 +318,7 @@ pub(crate) async fn start(
         Ok(baseline) => baseline,
         Err(code) => {
             discard(warm).await;
+            discard_remote(remote, nats, planned.record()).await;
             return code;
         }
     };
@@ -335,7 +338,7 @@ pub(crate) async fn start(
         &provider.model,
         mode,
         mcp_servers,
-        nats,
+        remote,
     )
     .await;
     if code == 0 && run_args.apply {
@@ -397,26 +400,56 @@ async fn confirm_keeping_baseline(
     }
 }
 
+/// The worker slots of a distributed run being set up in the background ([`remote_slots`]),
+/// while the coordinator plans.
+type PendingSlots = tokio::task::JoinHandle<Result<(Arc<dyn WorkerSlots>, RemoteRecord), String>>;
+
+/// Starts setting up the worker slots of a distributed run (`None`: the workers are local).
+fn prepare_remote_slots(
+    nats: Option<&NatsOptions>,
+    config: &Config,
+    record: &RunRecord,
+) -> Option<PendingSlots> {
+    let (nats, remote, record) = (nats?.clone(), config.swarm.remote.clone(), record.clone());
+    Some(tokio::spawn(async move {
+        remote_slots(&nats, &remote, &record).await
+    }))
+}
+
+/// Undoes [`prepare_remote_slots`] for a run that does not start: the base commit's ref it
+/// pushed to the git remote is deleted.
+async fn discard_remote(
+    pending: Option<PendingSlots>,
+    nats: Option<&NatsOptions>,
+    record: &RunRecord,
+) {
+    let (Some(pending), Some(nats)) = (pending, nats) else {
+        return;
+    };
+    let Ok(Ok((_, remote))) = pending.await else {
+        return;
+    };
+    let cleaned =
+        swarm::remote::lifecycle::clean_run(&record.repo_root, &remote, nats, &record.run_id).await;
+    if let Err(error) = cleaned {
+        tracing::warn!(%error, "removing a run that did not start from the git remote failed");
+    }
+}
+
 /// The worker slots of a distributed run: connected to NATS, the base commit pushed to the
-/// repository's remote (`[swarm] remote`).
+/// repository's remote `remote` (`[swarm] remote`).
 async fn remote_slots(
     nats: &NatsOptions,
-    config: &Config,
+    remote: &str,
     record: &RunRecord,
 ) -> Result<(Arc<dyn WorkerSlots>, RemoteRecord), String> {
     let base = git::Oid::from_str(&record.base_commit).map_err(|e| e.to_string())?;
     let connection = swarm::remote::connect(nats)
         .await
         .map_err(|e| e.to_string())?;
-    let slots = NatsSlots::prepare(
-        connection,
-        &record.repo_root,
-        &config.swarm.remote,
-        &record.run_id,
-        base,
-    )
-    .await
-    .map_err(|e| e.to_string())?;
+    let slots = NatsSlots::prepare(connection, &record.repo_root, remote, &record.run_id, base)
+        .await
+        .map_err(|e| e.to_string())?;
     let remote = RemoteRecord {
         nats_url: nats.url.clone(),
         repo_url: slots.repo_url().to_string(),
@@ -684,10 +717,10 @@ async fn execute_run(
     model: &str,
     mode: EventOutput,
     mcp_servers: &[McpServerSpec],
-    nats: Option<&NatsOptions>,
+    remote: Option<PendingSlots>,
 ) -> i32 {
-    let worker_slots = match nats {
-        Some(nats) => match remote_slots(nats, config, run.record()).await {
+    let worker_slots = match remote {
+        Some(pending) => match pending.await.map_err(|e| e.to_string()).and_then(|r| r) {
             Ok((slots, remote)) => {
                 if let Err(e) = run.set_remote(remote) {
                     eprintln!("ahelper: {e}");
@@ -917,6 +950,7 @@ async fn resume(
             nats.url
         );
     }
+    let remote = prepare_remote_slots(nats.as_ref(), &config, run.record());
     execute_run(
         run,
         &config,
@@ -924,7 +958,7 @@ async fn resume(
         &provider.model,
         mode,
         mcp_servers,
-        nats.as_ref(),
+        remote,
     )
     .await
 }

@@ -5,7 +5,7 @@
 //!
 //! Per subtask ([`Subtask::run`]): validate the message (a forged one is terminated, never
 //! run) → say `accepted` → fetch the run's refs into the clone (one per repository URL under
-//! the work dir) → the worktree at the start commit, or at the pushed `wip` of an earlier
+//! the work dir; not when it has the start commit and no earlier attempt can have pushed) → the worktree at the start commit, or at the pushed `wip` of an earlier
 //! attempt → the agent loop, its progress and transcript lines streamed as events → push
 //! `ahelper/<run>/<worker>` → `done` and ack. While it runs, JetStream is told it is in
 //! progress; a machine that dies stops saying so and the subtask is redelivered. On stop
@@ -30,6 +30,8 @@ use tokio_util::sync::CancellationToken;
 
 /// Transcript bytes per event (NATS' default message limit is 1 MiB).
 const TRANSCRIPT_BATCH_BYTES: usize = 256 * 1024;
+/// How long one pull request waits on the server for a subtask.
+const PULL_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// How `ahelper worker` runs.
 pub struct HostOptions {
@@ -156,25 +158,28 @@ pub async fn serve(
     })
 }
 
-/// The next subtask, waiting at most 2 s (so a stop is noticed); `None` when there is none.
+/// The next subtask: a pull request that the server answers as soon as a subtask is
+/// published, or after [`PULL_WAIT`] (so a stop is noticed); `None` when none came.
 async fn next_message(
     consumer: &async_nats::jetstream::consumer::PullConsumer,
     stop: &CancellationToken,
 ) -> Option<Message> {
-    let fetch = async {
+    let asked = std::time::Instant::now();
+    // `batch` waits on the server; `fetch` would return at once when the queue is empty.
+    let pull = async {
         let mut batch = consumer
-            .fetch()
+            .batch()
             .max_messages(1)
-            .expires(std::time::Duration::from_secs(2))
+            .expires(PULL_WAIT)
             .messages()
             .await
             .ok()?;
         batch.next().await?.ok()
     };
     tokio::select! {
-        m = fetch => {
-            if m.is_none() {
-                // An unreachable server: do not spin.
+        m = pull => {
+            if m.is_none() && asked.elapsed() < PULL_WAIT / 2 {
+                // The request failed at once (an unreachable server): do not spin.
                 tokio::time::sleep(std::time::Duration::from_millis(200)).await;
             }
             m
@@ -219,7 +224,8 @@ impl Host {
                 return SubtaskOutcome::Refused;
             }
         };
-        let run = Subtask::new(self.clone(), subtask);
+        let redelivered = message.info().is_ok_and(|info| info.delivered > 1);
+        let run = Subtask::new(self.clone(), subtask, redelivered);
         let keepalive = tokio::spawn(keep_in_progress(message.clone()));
         let outcome = run.run().await;
         keepalive.abort();
@@ -267,12 +273,25 @@ struct Subtask {
     msg: SubtaskMessage,
     /// Cancelled on stop or the coordinator's cancel.
     cancel: CancellationToken,
+    /// JetStream delivered the message before (a machine died or handed it back).
+    redelivered: bool,
 }
 
 impl Subtask {
-    fn new(host: Arc<Host>, msg: SubtaskMessage) -> Subtask {
+    fn new(host: Arc<Host>, msg: SubtaskMessage, redelivered: bool) -> Subtask {
         let cancel = host.stop.child_token();
-        Subtask { host, msg, cancel }
+        Subtask {
+            host,
+            msg,
+            cancel,
+            redelivered,
+        }
+    }
+
+    /// Whether an earlier attempt (this delivery's predecessor, or a run before `swarm
+    /// resume`) may have pushed the worker's branch.
+    fn after_earlier_attempt(&self) -> bool {
+        self.redelivered || !self.msg.first_attempt
     }
 
     async fn event(&self, body: EventBody) {
@@ -334,7 +353,7 @@ impl Subtask {
         let paths = WorkPaths::new(&self.host.options.work_dir, &self.msg);
         let resume = {
             let _fetching = self.host.fetch_lock.lock().await;
-            fetch_run(&paths, &self.msg)
+            fetch_run(&paths, &self.msg, self.after_earlier_attempt())
                 .await
                 .map_err(|e| format!("could not fetch the run from {}: {e}", self.msg.repo_url))?
         };
@@ -498,29 +517,49 @@ impl WorkPaths {
     }
 }
 
-/// The clone exists and has the run's refs (`refs/ahelper/<run>/…`); the worker's pushed
-/// `wip` branch, when there is one and no local branch yet, becomes its local branch. Returns
+/// The clone exists and has the start commit: the run's refs (`refs/ahelper/<run>/…`) and
+/// its workers' pushed branches (as `refs/ahelper-pushed/<run>/<worker>`) are fetched in one
+/// `git fetch`, which is skipped when the commit is there already (an earlier subtask of the
+/// run fetched or made it) and no earlier attempt can have pushed a `wip`. After an earlier
+/// attempt, its pushed branch becomes the local branch when there is none yet. Returns
 /// whether the worker continues an earlier attempt.
-async fn fetch_run(paths: &WorkPaths, msg: &SubtaskMessage) -> Result<bool, GitTaskError> {
+async fn fetch_run(
+    paths: &WorkPaths,
+    msg: &SubtaskMessage,
+    after_earlier_attempt: bool,
+) -> Result<bool, GitTaskError> {
     let (clone, url) = (paths.clone.clone(), msg.repo_url.clone());
     let (run, worker) = (msg.run_id.clone(), msg.worker_id.clone());
+    let start = msg.start_commit.clone();
     git_task(move || {
         create_parent_dir(&clone)?;
         git::ensure_clone(&url, &clone)?;
-        let refs = format!("+refs/ahelper/{run}/*:refs/ahelper/{run}/*");
-        git::fetch_refspecs(&clone, &url, &[refs])?;
+        let present = git::resolve_commit(&clone, &start).is_ok_and(|c| c.to_string() == start);
+        if after_earlier_attempt || !present {
+            let refs = format!("+refs/ahelper/{run}/*:refs/ahelper/{run}/*");
+            let pushed = format!("+refs/heads/ahelper/{run}/*:{}*", pushed_prefix(&run));
+            git::fetch_refspecs(&clone, &url, &[refs, pushed])?;
+        }
         let branch = wire::worker_branch(&run, &worker);
         if git::branch_tip(&clone, &branch).is_ok() {
             return Ok(true);
         }
-        let Some(wip) = git::remote_ref(&clone, &url, &format!("refs/heads/{branch}"))? else {
+        if !after_earlier_attempt {
+            return Ok(false);
+        }
+        let pushed = format!("{}{worker}", pushed_prefix(&run));
+        let Ok(wip) = git::resolve_commit(&clone, &pushed) else {
             return Ok(false);
         };
-        let spec = format!("+refs/heads/{branch}:refs/heads/{branch}");
-        git::fetch_refspecs(&clone, &url, &[spec])?;
-        Ok(git::branch_tip(&clone, &branch)? == wip)
+        git::create_branch(&clone, &branch, wip)?;
+        Ok(true)
     })
     .await
+}
+
+/// Where a clone keeps the branches the run's workers pushed, as last fetched.
+fn pushed_prefix(run: &str) -> String {
+    format!("refs/ahelper-pushed/{run}/")
 }
 
 /// Reads the complete lines appended to a transcript since the last call.

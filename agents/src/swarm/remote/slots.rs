@@ -21,7 +21,7 @@ use ahelper_worktrees as git;
 use async_nats::jetstream::consumer;
 use futures::StreamExt;
 use kameo::prelude::*;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -71,6 +71,9 @@ struct RemoteWorker {
 #[derive(Default)]
 struct Shared {
     running: HashMap<String, RemoteWorker>,
+    /// Commits the remote has at a ref of the run (the base, start commits pushed, finished
+    /// workers' branches fetched): a worker starting from one needs no push of its start ref.
+    on_remote: HashSet<git::Oid>,
 }
 
 /// Worker slots on other machines, through NATS JetStream and a shared git remote.
@@ -119,11 +122,15 @@ impl NatsSlots {
                 url: repo_url.clone(),
                 source,
             })?;
+        let shared = Shared {
+            on_remote: HashSet::from([base_commit]),
+            ..Shared::default()
+        };
         Ok(NatsSlots {
             nats,
             repo_url,
             run_id: run_id.to_string(),
-            shared: Arc::default(),
+            shared: Arc::new(Mutex::new(shared)),
             listener: tokio::sync::OnceCell::new(),
             questions: Arc::default(),
             events_from,
@@ -143,15 +150,23 @@ impl NatsSlots {
     ) {
         self.listener
             .get_or_init(|| async {
-                let listener = Listener {
-                    nats: self.nats.clone(),
+                let (finished, fetch_queue) = tokio::sync::mpsc::unbounded_channel();
+                let fetcher = BranchFetcher {
                     run_id: run.run_id.clone(),
                     repo_root: run.repo_root.clone(),
                     repo_url: self.repo_url.clone(),
                     shared: self.shared.clone(),
                     coordinator: coordinator.clone(),
-                    events_from: self.events_from,
                 };
+                let listener = Listener {
+                    nats: self.nats.clone(),
+                    run_id: run.run_id.clone(),
+                    shared: self.shared.clone(),
+                    coordinator: coordinator.clone(),
+                    events_from: self.events_from,
+                    finished,
+                };
+                tokio::spawn(fetcher.run(fetch_queue));
                 tokio::spawn(listener.run());
                 tokio::spawn(self.question_server(coordinator, run).run());
             })
@@ -212,6 +227,7 @@ impl WorkerSlots for NatsSlots {
             task: run.task.clone(),
             role: spec.role.clone(),
             ask_coordinator: run.prompter.is_interactive(),
+            first_attempt: !spec.resume,
         };
         let dispatch = Dispatch {
             nats: self.nats.clone(),
@@ -298,10 +314,15 @@ impl Dispatch {
             return Ok(());
         }
         let commit = git::Oid::from_str(&message.start_commit).map_err(|e| e.to_string())?;
-        let refname = start_ref(&message.run_id, &message.worker_id);
-        push(&self.repo_root, &message.repo_url, commit, refname)
-            .await
-            .map_err(|e| format!("pushing its start commit to {}: {e}", message.repo_url))?;
+        if !self.on_remote(commit) {
+            let refname = start_ref(&message.run_id, &message.worker_id);
+            push(&self.repo_root, &message.repo_url, commit, refname)
+                .await
+                .map_err(|e| format!("pushing its start commit to {}: {e}", message.repo_url))?;
+            if let Ok(mut shared) = self.shared.lock() {
+                shared.on_remote.insert(commit);
+            }
+        }
         let payload = serde_json::to_vec(message).map_err(|e| e.to_string())?;
         let subject = wire::work_subject(&message.run_id, &message.worker_id);
         let id = format!(
@@ -312,6 +333,15 @@ impl Dispatch {
             .publish(subject, &id, payload)
             .await
             .map_err(|e| e.to_string())
+    }
+}
+
+impl Dispatch {
+    /// Whether the remote has `commit` at a ref of the run already.
+    fn on_remote(&self, commit: git::Oid) -> bool {
+        self.shared
+            .lock()
+            .is_ok_and(|shared| shared.on_remote.contains(&commit))
     }
 }
 
@@ -344,11 +374,11 @@ impl RunningWorker for RemoteHandle {
 struct Listener {
     nats: Nats,
     run_id: String,
-    repo_root: PathBuf,
-    repo_url: String,
     shared: Arc<Mutex<Shared>>,
     coordinator: ActorRef<CoordinatorActor>,
     events_from: u64,
+    /// Finished workers whose branches the [`BranchFetcher`] fetches.
+    finished: tokio::sync::mpsc::UnboundedSender<Finished>,
 }
 
 impl Listener {
@@ -506,15 +536,9 @@ impl Listener {
         w.lines = from_line.max(w.lines) + new.len() as u64;
     }
 
-    /// The worker ended: its branch is fetched from the remote (when it committed), then the
-    /// coordinator is told. Only the first end of a worker counts.
-    async fn finish(
-        &self,
-        worker: &str,
-        index: usize,
-        status: WorkerStatus,
-        mut report: WorkerReport,
-    ) {
+    /// The worker ended: its branch is fetched from the remote (when it committed, by the
+    /// [`BranchFetcher`]), then the coordinator is told. Only the first end of a worker counts.
+    async fn finish(&self, worker: &str, index: usize, status: WorkerStatus, report: WorkerReport) {
         let Some(remote) = self
             .shared
             .lock()
@@ -523,47 +547,30 @@ impl Listener {
         else {
             return;
         };
-        let mut status = status;
-        if let Some(commit) = report.commit.clone()
-            && let Err(error) = self.fetch_branch(worker, &remote.branch, &commit).await
-        {
-            report.error = Some(error);
-            status = WorkerStatus::Failed;
-        }
-        let _ = self
-            .coordinator
-            .tell(WorkerDone {
+        let done = match report.commit.clone() {
+            Some(commit) => {
+                let finished = Finished {
+                    worker: worker.to_string(),
+                    branch: remote.branch,
+                    commit,
+                    done: WorkerDone {
+                        index,
+                        status,
+                        report,
+                    },
+                };
+                match self.finished.send(finished) {
+                    Ok(()) => return,
+                    Err(unsent) => unsent.0.failed("the coordinator's fetcher stopped".into()),
+                }
+            }
+            None => WorkerDone {
                 index,
                 status,
                 report,
-            })
-            .await;
-    }
-
-    /// Fetches `ahelper/<run>/<worker>` from the remote into the local branch `branch` and
-    /// checks that it is at `commit`.
-    async fn fetch_branch(&self, worker: &str, branch: &str, commit: &str) -> Result<(), String> {
-        let expected =
-            git::Oid::from_str(commit).map_err(|_| format!("invalid commit {commit}"))?;
-        let remote_branch = wire::worker_branch(&self.run_id, worker);
-        let spec = format!("+refs/heads/{remote_branch}:refs/heads/{branch}");
-        let (root, url, branch) = (
-            self.repo_root.clone(),
-            self.repo_url.clone(),
-            branch.to_string(),
-        );
-        let tip = git_task(move || {
-            git::fetch_refspecs(&root, &url, &[spec])?;
-            Ok(git::branch_tip(&root, &branch)?)
-        })
-        .await
-        .map_err(|e| format!("could not fetch its branch {remote_branch}: {e}"))?;
-        if tip != expected {
-            return Err(format!(
-                "its branch {remote_branch} on the remote is at {tip}, its report names {expected}"
-            ));
-        }
-        Ok(())
+            },
+        };
+        let _ = self.coordinator.tell(done).await;
     }
 
     /// Every [`HEARTBEAT_EVERY`]: a machine running a worker whose heartbeat expired is lost.
@@ -608,6 +615,122 @@ impl Listener {
             })
             .await;
     }
+}
+
+/// A worker that ended with a commit: the coordinator hears of it once its branch is fetched.
+struct Finished {
+    worker: String,
+    /// The local branch its pushed branch is fetched into.
+    branch: String,
+    /// The commit its report names.
+    commit: String,
+    /// What the coordinator is told.
+    done: WorkerDone,
+}
+
+impl Finished {
+    /// What the coordinator is told when the branch could not be fetched as reported.
+    fn failed(mut self, error: String) -> WorkerDone {
+        self.done.report.error = Some(error);
+        self.done.status = WorkerStatus::Failed;
+        self.done
+    }
+}
+
+/// Fetches finished workers' branches from the remote into their local branches. The workers
+/// that finish while a fetch runs go together into the next `git fetch`, so the workers of a
+/// wide run that end at about the same time are not fetched one after another.
+struct BranchFetcher {
+    run_id: String,
+    repo_root: PathBuf,
+    repo_url: String,
+    shared: Arc<Mutex<Shared>>,
+    coordinator: ActorRef<CoordinatorActor>,
+}
+
+impl BranchFetcher {
+    /// Fetches what is queued until the listener is gone.
+    async fn run(self, mut queue: tokio::sync::mpsc::UnboundedReceiver<Finished>) {
+        while let Some(first) = queue.recv().await {
+            let mut batch = vec![first];
+            while let Ok(more) = queue.try_recv() {
+                batch.push(more);
+            }
+            let outcomes = self.fetch(&batch).await;
+            for (finished, outcome) in batch.into_iter().zip(outcomes) {
+                let done = match outcome {
+                    Ok(commit) => {
+                        if let Ok(mut shared) = self.shared.lock() {
+                            shared.on_remote.insert(commit);
+                        }
+                        finished.done
+                    }
+                    Err(error) => finished.failed(error),
+                };
+                let _ = self.coordinator.tell(done).await;
+            }
+        }
+    }
+
+    /// Each of `batch`'s branches, fetched and checked ([`fetch_branches`]).
+    async fn fetch(&self, batch: &[Finished]) -> Vec<Result<git::Oid, String>> {
+        let wanted: Vec<WantedBranch> = batch
+            .iter()
+            .map(|f| WantedBranch {
+                remote_branch: wire::worker_branch(&self.run_id, &f.worker),
+                branch: f.branch.clone(),
+                commit: f.commit.clone(),
+            })
+            .collect();
+        let (root, url) = (self.repo_root.clone(), self.repo_url.clone());
+        let count = wanted.len();
+        git_task(move || Ok(fetch_branches(&root, &url, &wanted)))
+            .await
+            .unwrap_or_else(|e| vec![Err(format!("could not fetch its branch: {e}")); count])
+    }
+}
+
+/// A finished worker's branch to fetch: `ahelper/<run>/<worker>` on the remote into the local
+/// `branch`, which must then be at `commit`.
+struct WantedBranch {
+    remote_branch: String,
+    branch: String,
+    commit: String,
+}
+
+/// Fetches every `wanted` branch in one `git fetch` (one by one when that fails, so a missing
+/// branch fails only its worker) and checks that each is at the commit its report names.
+fn fetch_branches(
+    root: &Path,
+    url: &str,
+    wanted: &[WantedBranch],
+) -> Vec<Result<git::Oid, String>> {
+    let spec =
+        |w: &WantedBranch| format!("+refs/heads/{}:refs/heads/{}", w.remote_branch, w.branch);
+    let specs: Vec<String> = wanted.iter().map(spec).collect();
+    let together = wanted.len() > 1 && git::fetch_refspecs(root, url, &specs).is_ok();
+    wanted
+        .iter()
+        .map(|w| {
+            let expected = git::Oid::from_str(&w.commit)
+                .map_err(|_| format!("invalid commit {}", w.commit))?;
+            let fetched = if together {
+                Ok(())
+            } else {
+                git::fetch_refspecs(root, url, &[spec(w)])
+            };
+            let tip = fetched
+                .and_then(|()| git::branch_tip(root, &w.branch))
+                .map_err(|e| format!("could not fetch its branch {}: {e}", w.remote_branch))?;
+            if tip != expected {
+                return Err(format!(
+                    "its branch {} on the remote is at {tip}, its report names {expected}",
+                    w.remote_branch
+                ));
+            }
+            Ok(tip)
+        })
+        .collect()
 }
 
 /// `progress` with the coordinator's index of its worker (a remote worker's own is ignored);

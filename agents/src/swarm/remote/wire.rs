@@ -63,7 +63,8 @@ pub struct SubtaskMessage {
     pub worker_id: String,
     /// URL of the git remote both sides reach.
     pub repo_url: String,
-    /// The commit the worker starts from (40 hex), at [`start_ref`] on the remote.
+    /// The commit the worker starts from (40 hex): on the remote at [`start_ref`], or, when it
+    /// was there already, at [`base_ref`] or a worker's branch of the run.
     pub start_commit: String,
     /// The subtask.
     pub subtask: Subtask,
@@ -75,6 +76,11 @@ pub struct SubtaskMessage {
     /// ([`super::ask`]) instead of denying at once. Absent in older messages: `false`.
     #[serde(default)]
     pub ask_coordinator: bool,
+    /// The worker's first attempt in the run: no machine can have pushed its branch yet, so
+    /// on the message's first delivery the machine does not look for a `wip` (and needs no
+    /// fetch when it has the start commit). Absent in older messages: `false`.
+    #[serde(default)]
+    pub first_attempt: bool,
 }
 
 /// What a remote worker tells the coordinator.
@@ -323,6 +329,7 @@ mod tests {
                 instructions: String::new(),
             },
             ask_coordinator: true,
+            first_attempt: true,
         }
     }
 
@@ -334,6 +341,21 @@ mod tests {
     #[test]
     fn a_valid_subtask_round_trips() {
         assert_eq!(parse(&subtask()).unwrap(), subtask());
+    }
+
+    #[test]
+    fn a_message_without_the_newer_fields_is_not_a_first_attempt() {
+        let mut json = serde_json::to_value(subtask()).unwrap();
+        let fields = json.as_object_mut().unwrap();
+        fields.remove("ask_coordinator");
+        fields.remove("first_attempt");
+        let subject = work_subject(RUN, "w2");
+        let msg = SubtaskMessage::parse(&subject, json.to_string().as_bytes()).unwrap();
+        assert!(!msg.ask_coordinator);
+        assert!(
+            !msg.first_attempt,
+            "an older coordinator's message may follow an attempt"
+        );
     }
 
     #[test]

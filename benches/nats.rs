@@ -22,6 +22,7 @@
 
 mod common;
 use ahelper_fake_llm::{FakeLlm, RecordedRequest, Script, Turn};
+use common::breakdown::Breakdown;
 use common::stats::{load_average, median, ms, print_against_ideal};
 use common::{
     Finished, Fixture, KillOnDrop, ahelper_with_model, edit_turns, git_cli, planning_arrival,
@@ -148,6 +149,8 @@ struct Sample {
     after_plan: Duration,
     /// First worker request received → last worker reply sent.
     worker_phase: Duration,
+    /// Where the time beyond the ideal went.
+    breakdown: Breakdown,
 }
 
 /// Where the workers run.
@@ -201,6 +204,7 @@ fn sample(requests: &[RecordedRequest], worker_turns: usize, finished: &Finished
         process: finished.wall,
         after_plan: finished.ended().saturating_duration_since(plan_sent),
         worker_phase: last - first + latency,
+        breakdown: Breakdown::of(requests, finished.started, finished.ended()),
     }
 }
 
@@ -275,6 +279,7 @@ fn throughput(url: &str) {
             median_of(samples, |s| s.process),
         );
         print_against_ideal(label, medians, ideals, 1.15);
+        Breakdown::print_median(samples.iter().map(|s| s.breakdown));
     }
 }
 

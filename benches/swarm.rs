@@ -29,6 +29,7 @@
 
 mod common;
 use ahelper_fake_llm::{Conversation, FakeLlm, RecordedRequest, Script, Turn};
+use common::breakdown::Breakdown;
 use common::stats::{load_average, median, ms, print_against_ideal};
 use common::{
     Fixture, ahelper_with_model, edit_turns, file_name, planning_arrival, run_to_end, swarm_script,
@@ -164,6 +165,8 @@ struct Sample {
     max_rss: u64,
     /// The log of the run (AHELPER_LOG=debug), for the profile.
     log: String,
+    /// Where the time beyond the ideal went.
+    breakdown: Breakdown,
 }
 
 /// Runs `ahelper swarm` with `workers` subtasks, alone, and waits for it with `wait4`.
@@ -253,6 +256,7 @@ fn run_shape_in(fixture: &Fixture, shape: &Shape) -> (Sample, Vec<RecordedReques
         worker_phase: last.duration_since(*first) + Duration::from_millis(shape.latency_ms),
         max_rss: finished.max_rss,
         log: std::fs::read_to_string(fixture.log_file()).unwrap_or_default(),
+        breakdown: Breakdown::of(&requests, finished.started, finished.ended()),
     };
     (sample, requests)
 }
@@ -323,6 +327,7 @@ fn shape_figures(label: &str, shape: &Shape, target: f64) {
         .map(|s| format!("{:.0}/{:.0}", ms(s.worker_phase), ms(s.process)))
         .collect();
     println!("  per round, worker phase/process (ms): {}", all.join(", "));
+    Breakdown::print_median(samples.iter().map(|s| s.breakdown));
 }
 
 fn main() {
@@ -354,6 +359,7 @@ fn main() {
         .map(|s| format!("{:.0}", ms(s.worker_phase)))
         .collect();
     println!("  16-worker phase per round (ms): {}", all.join(", "));
+    Breakdown::print_median(sixteen.iter().map(|s| s.breakdown));
 
     let rss1 = median_of(&one, |s| s.max_rss);
     let rss16 = median_of(&sixteen, |s| s.max_rss);

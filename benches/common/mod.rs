@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+pub mod breakdown;
 pub mod stats;
 
 /// Repositories made with the git CLI, as in the tests.

@@ -31,8 +31,10 @@ impl Breakdown {
     /// The breakdown of a run (its model requests in arrival order) that started at `spawned` and ended at `ended`.
     pub fn of(requests: &[RecordedRequest], spawned: Instant, ended: Instant) -> Breakdown {
         let sent = |r: &RecordedRequest| r.replied.unwrap_or(r.received);
-        let coordinator: Vec<&RecordedRequest> =
-            requests.iter().filter(|r| r.conversation == Some(0)).collect();
+        let coordinator: Vec<&RecordedRequest> = requests
+            .iter()
+            .filter(|r| r.conversation == Some(0))
+            .collect();
         let workers: Vec<&RecordedRequest> = requests
             .iter()
             .filter(|r| r.conversation.is_some_and(|c| c > 0))
@@ -42,7 +44,10 @@ impl Breakdown {
         };
         let mut per_worker: BTreeMap<usize, Vec<&RecordedRequest>> = BTreeMap::new();
         for r in &workers {
-            per_worker.entry(r.conversation.unwrap()).or_default().push(r);
+            per_worker
+                .entry(r.conversation.unwrap())
+                .or_default()
+                .push(r);
         }
         let firsts: Vec<Instant> = per_worker.values().map(|rs| rs[0].received).collect();
         let mut gap_max = Duration::ZERO;

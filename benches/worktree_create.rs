@@ -20,7 +20,8 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use ahelper_worktrees::{
-    GitOwner, Oid, RepoLock, create_worktree, park_worktree, recycle_worktree, remove_worktree,
+    GitOwner, Oid, RepoLock, SpareFiles, create_worktree, park_worktree, recycle_worktree,
+    remove_worktree,
 };
 
 /// Repositories made with the git CLI, as in the tests.
@@ -144,7 +145,18 @@ fn round(r: &mut Repo) -> [Duration; 8] {
     let next = r.wt_root.join(&next_name);
     let branch = format!("ahelper/b/{next_name}");
     let (recycle, _) =
-        timed(|| recycle_worktree(&r.lock, &r.repo, &spare, &next, &branch, r.next).unwrap());
+        timed(|| {
+        recycle_worktree(
+            &r.lock,
+            &r.repo,
+            &spare,
+            &next,
+            &branch,
+            r.next,
+            SpareFiles::Used,
+        )
+        .unwrap()
+    });
     let (git_remove, _) = timed(|| {
         git_cli::git(
             &r.repo,

@@ -75,7 +75,7 @@ pub use remote::{
 pub use repo::{
     AHELPER_DIR, Head, Identity, RepoInfo, dirty_paths, ensure_excluded, snapshot_uncommitted,
 };
-pub use spare::{create_spare_worktree, park_worktree, recycle_worktree};
+pub use spare::{SpareFiles, create_spare_worktree, park_worktree, recycle_worktree};
 pub use worktree::{
     RemovedWorktree, WorktreeInfo, WorktreeMarker, create_worktree, list_worktrees,
     prune_worktrees, remove_worktree, resume_worktree,

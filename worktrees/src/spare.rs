@@ -25,8 +25,21 @@ use crate::error::{Context as _, io_err};
 use crate::repo::canonical;
 use crate::worktree::{
     Locked, NewWorktree, WorktreeInfo, check_branch_name, checkout_new_worktree, find_registered,
-    list, refuse_losing_work, remove_marker, write_marker_for,
+    refuse_losing_work, registered_at, remove_marker, run_post_checkout_hook, sync_marker,
+    write_marker_for,
 };
+
+/// What is known of a spare's files when it is recycled ([`recycle_worktree`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpareFiles {
+    /// Made by [`create_spare_worktree`] and held unused since (by the caller's own
+    /// bookkeeping): its index and files are those of its HEAD. Recycled onto a branch at that
+    /// same commit, nothing is rewritten: only the branch, the rename, HEAD and the admin files.
+    AsCreated,
+    /// Parked after use ([`park_worktree`]) or not known: `git reset --hard` to the start
+    /// commit (only the files that differ are rewritten).
+    Used,
+}
 use crate::{GitError, RepoLock, cli};
 
 /// Creates a worktree at `path` with HEAD detached at `commit` (`git worktree add --detach
@@ -66,7 +79,9 @@ pub fn create_spare_worktree(
     let target = canonical(&target)?;
     write_marker_for(&locked.common, &target, "", commit)?;
     locked.unlock();
-    if let Err(e) = checkout_new_worktree(&locked.repo, &target, commit) {
+    let populated = sync_marker(&locked.common, &target)
+        .and_then(|()| checkout_new_worktree(&locked.repo, &target, commit));
+    if let Err(e) = populated {
         locked.relock()?;
         force_remove(&locked.main, &locked.common, &target);
         return Err(e);
@@ -92,6 +107,24 @@ pub fn park_worktree(
     spare: &Path,
 ) -> Result<PathBuf, GitError> {
     let locked = Locked::open(lock, repo)?;
+    let spare = park_locked(&locked, base_dir, path, spare)?;
+    drop(locked);
+    sync_marker(&common_of(lock), &spare)?;
+    Ok(spare)
+}
+
+/// The common git dir `lock` guards (where the markers live).
+fn common_of(lock: &RepoLock) -> PathBuf {
+    lock.common_dir().to_path_buf()
+}
+
+/// [`park_worktree`]'s work under the lock.
+fn park_locked(
+    locked: &Locked<'_>,
+    base_dir: &Path,
+    path: &Path,
+    spare: &Path,
+) -> Result<PathBuf, GitError> {
     let target = locked.removal_target(base_dir, path)?;
     let (repo, common) = (&locked.repo, &locked.common);
     let wt = registered_ours(repo, &target)?;
@@ -129,6 +162,7 @@ pub fn recycle_worktree(
     path: &Path,
     branch: &str,
     base: Oid,
+    files: SpareFiles,
 ) -> Result<WorktreeInfo, GitError> {
     check_branch_name(branch)?;
     let locked = Locked::open(lock, repo_path)?;
@@ -158,17 +192,36 @@ pub fn recycle_worktree(
         new.remove();
         return Err(e);
     }
-    new.populate(expected)?;
-    tracing::info!(from = %spare.display(), path = %new.target.display(), branch, base = %expected, "recycled worktree");
+    let unchanged = files == SpareFiles::AsCreated && wt.head == Some(expected);
+    if unchanged {
+        keep_files(&mut new, expected)?;
+    } else {
+        new.populate(expected)?;
+    }
+    tracing::info!(from = %spare.display(), path = %new.target.display(), branch, base = %expected, reset = !unchanged, "recycled worktree");
     find_registered(&new.locked.repo, &new.target)
+}
+
+/// A spare's files already are `expected`'s ([`SpareFiles::AsCreated`] at that commit): no
+/// `git reset --hard`. Outside the lock: the marker flushed, the `post-checkout` hook (when the
+/// repository has one) and HEAD verified (S04); on a failure the worktree is removed under the
+/// lock again.
+fn keep_files(new: &mut NewWorktree<'_>, expected: Oid) -> Result<(), GitError> {
+    new.locked.unlock();
+    let kept = sync_marker(&new.locked.common, &new.target)
+        .and_then(|()| run_post_checkout_hook(&new.locked.repo, &new.target, expected))
+        .and_then(|()| new.verify_head(expected));
+    if let Err(e) = kept {
+        new.locked.relock()?;
+        new.remove();
+        return Err(e);
+    }
+    Ok(())
 }
 
 /// The registered worktree at `target`, ahelper's and not locked.
 fn registered_ours(repo: &Repository, target: &Path) -> Result<WorktreeInfo, GitError> {
-    let wt = list(repo)?
-        .into_iter()
-        .find(|w| !w.is_main && w.path == target)
-        .ok_or_else(|| not_a_spare(target, "it is not a registered worktree of this repository"))?;
+    let wt = registered_at(repo, target)?.ok_or_else(|| not_a_spare(target, "it is not a registered worktree of this repository"))?;
     if !wt.is_ours() {
         return Err(not_a_spare(target, "ahelper did not create it (no marker)"));
     }

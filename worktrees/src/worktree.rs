@@ -178,14 +178,11 @@ fn add(
 
 /// The registered worktree at `target`, as [`crate::list_worktrees`] reports it.
 pub(crate) fn find_registered(repo: &Repository, target: &Path) -> Result<WorktreeInfo, GitError> {
-    list(repo)?
-        .into_iter()
-        .find(|w| !w.is_main && w.path == target)
-        .ok_or_else(|| GitError::GitCommand {
-            command: format!("git worktree add {}", target.display()),
-            status: "exit status: 0".to_owned(),
-            stderr: "the new worktree is not registered in the repository".to_owned(),
-        })
+    registered_at(repo, target)?.ok_or_else(|| GitError::GitCommand {
+        command: format!("git worktree add {}", target.display()),
+        status: "exit status: 0".to_owned(),
+        stderr: "the new worktree is not registered in the repository".to_owned(),
+    })
 }
 
 /// S01: a branch checked out by any worktree gets no second one.
@@ -279,7 +276,8 @@ impl<'a> NewWorktree<'a> {
     /// prune leaves it alone meanwhile (S08). On a failure it is removed, under the lock again.
     pub(crate) fn populate(&mut self, expected: Oid) -> Result<(), GitError> {
         self.locked.unlock();
-        let populated = checkout_new_worktree(&self.locked.repo, &self.target, expected)
+        let populated = sync_marker(&self.locked.common, &self.target)
+            .and_then(|()| checkout_new_worktree(&self.locked.repo, &self.target, expected))
             .and_then(|()| self.verify_head(expected));
         if let Err(e) = populated {
             self.locked.relock()?;
@@ -380,6 +378,20 @@ pub(crate) fn checkout_new_worktree(
         worktree,
         ["reset", "--hard", "--no-recurse-submodules", "--quiet"],
     )?;
+    run_post_checkout_hook(repo, worktree, commit)
+}
+
+/// Runs the repository's `post-checkout` hook in `worktree` as `git worktree add` does
+/// (`<null oid> <commit> 1`), when the repository has one (`core.hooksPath` or `hooks/` in the
+/// common git dir); nothing (and no process) otherwise.
+///
+/// # Errors
+/// [`GitError::GitCommand`] / [`GitError::GitNotFound`] when `git` or the hook fails.
+pub(crate) fn run_post_checkout_hook(
+    repo: &Repository,
+    worktree: &Path,
+    commit: Oid,
+) -> Result<(), GitError> {
     let hooks_path_set = repo
         .config()
         .and_then(|c| c.get_path("core.hooksPath"))
@@ -967,9 +979,102 @@ pub(crate) fn checked_out_by(
     repo: &Repository,
     branch: &str,
 ) -> Result<Option<WorktreeInfo>, GitError> {
+    if !any_head_on(repo, branch)? {
+        // No HEAD file names it: no worktree has it (the full listing is only for the owner).
+        return Ok(None);
+    }
     Ok(list(repo)?
         .into_iter()
         .find(|w| w.branch.as_deref() == Some(branch)))
+}
+
+/// Whether the main `HEAD` or any `<common>/worktrees/<name>/HEAD` is `ref: refs/heads/<branch>`:
+/// plain file reads, so that the check before a new worktree costs microseconds per worktree
+/// under the lock instead of a full [`list`].
+fn any_head_on(repo: &Repository, branch: &str) -> Result<bool, GitError> {
+    let common = repo.commondir();
+    let wanted = format!("refs/heads/{branch}");
+    let on_branch = |head: &Path| {
+        fs::read_to_string(head).is_ok_and(|t| {
+            t.trim()
+                .strip_prefix("ref:")
+                .is_some_and(|r| r.trim() == wanted)
+        })
+    };
+    if on_branch(&common.join("HEAD")) {
+        return Ok(true);
+    }
+    let admin = common.join("worktrees");
+    let entries = match fs::read_dir(&admin) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(io_err("listing", &admin)(e)),
+    };
+    Ok(entries
+        .flatten()
+        .any(|e| on_branch(&e.path().join("HEAD"))))
+}
+
+/// The registered linked worktree at `target` (canonical), found through its own `.git` file
+/// and checked against its admin entry's `gitdir`, without listing the other worktrees (the
+/// cost stays the same however many worktrees the repository has). `None` when `target` is
+/// not a registered linked worktree of `repo`.
+///
+/// # Errors
+/// [`GitError::Io`] canonicalising paths.
+pub(crate) fn registered_at(
+    repo: &Repository,
+    target: &Path,
+) -> Result<Option<WorktreeInfo>, GitError> {
+    let common = canonical(repo.commondir())?;
+    let Some(admin) = read_gitfile(&target.join(".git")) else {
+        return Ok(None);
+    };
+    let Ok(admin) = canonical(&admin) else {
+        return Ok(None);
+    };
+    if admin.parent() != Some(common.join("worktrees").as_path()) {
+        return Ok(None);
+    }
+    let Some(name) = admin.file_name().and_then(|n| n.to_str()) else {
+        return Ok(None);
+    };
+    Ok(linked_entry(repo, &common, name)?.filter(|w| w.path == target))
+}
+
+/// The linked worktree registered as `<common>/worktrees/<name>`, as [`list`] reports it;
+/// `None` (with a warning) when its admin dir has no `gitdir` file.
+fn linked_entry(
+    repo: &Repository,
+    common: &Path,
+    name: &str,
+) -> Result<Option<WorktreeInfo>, GitError> {
+    let admin = common.join("worktrees").join(name);
+    let Some(path) = fs::read_to_string(admin.join("gitdir"))
+        .ok()
+        .and_then(|s| Path::new(s.trim()).parent().map(Path::to_owned))
+    else {
+        tracing::warn!(name, "worktree admin dir without a gitdir file; skipped");
+        return Ok(None);
+    };
+    let exists = path.exists();
+    let path = if exists { canonical(&path)? } else { path };
+    let (locked, lock_reason) = match repo.find_worktree(name).map(|w| w.is_locked()) {
+        Ok(Ok(WorktreeLockStatus::Locked(reason))) => (true, reason.filter(|r| !r.is_empty())),
+        _ => (false, None),
+    };
+    let (branch, head) = read_head(repo, &admin.join("HEAD"));
+    Ok(Some(WorktreeInfo {
+        marker: read_marker(common, &path),
+        path,
+        name: Some(name.to_owned()),
+        is_main: false,
+        branch,
+        head,
+        locked,
+        lock_reason,
+        prunable: !exists,
+    }))
 }
 
 pub(crate) fn list(repo: &Repository) -> Result<Vec<WorktreeInfo>, GitError> {
@@ -989,32 +1094,7 @@ pub(crate) fn list(repo: &Repository) -> Result<Vec<WorktreeInfo>, GitError> {
     }];
     let names = repo.worktrees().ctx(|| "listing worktrees".to_owned())?;
     for name in names.iter().filter_map(|n| n.ok().flatten()) {
-        let admin = common.join("worktrees").join(name);
-        let Some(path) = fs::read_to_string(admin.join("gitdir"))
-            .ok()
-            .and_then(|s| Path::new(s.trim()).parent().map(Path::to_owned))
-        else {
-            tracing::warn!(name, "worktree admin dir without a gitdir file; skipped");
-            continue;
-        };
-        let exists = path.exists();
-        let path = if exists { canonical(&path)? } else { path };
-        let (locked, lock_reason) = match repo.find_worktree(name).map(|w| w.is_locked()) {
-            Ok(Ok(WorktreeLockStatus::Locked(reason))) => (true, reason.filter(|r| !r.is_empty())),
-            _ => (false, None),
-        };
-        let (branch, head) = read_head(repo, &admin.join("HEAD"));
-        out.push(WorktreeInfo {
-            marker: read_marker(&common, &path),
-            path,
-            name: Some(name.to_owned()),
-            is_main: false,
-            branch,
-            head,
-            locked,
-            lock_reason,
-            prunable: !exists,
-        });
+        out.extend(linked_entry(repo, &common, name)?);
     }
     Ok(out)
 }
@@ -1064,20 +1144,26 @@ fn write_marker(common: &Path, marker: &WorktreeMarker) -> Result<(), GitError> 
     let file = marker_file(common, &marker.path);
     let tmp = file.with_extension("json.tmp");
     let json = serde_json::to_vec_pretty(marker).unwrap_or_default();
-    write_synced(&tmp, &json).map_err(|e| {
+    fs::write(&tmp, &json).map_err(|e| {
         let _ = fs::remove_file(&tmp);
         io_err("writing", &tmp)(e)
     })?;
     fs::rename(&tmp, &file).map_err(io_err("renaming", &file))
 }
 
-/// Writes `bytes` to a new `path` and flushes them to disk, so the rename that follows never
-/// publishes an empty or partial marker.
-fn write_synced(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let mut file = fs::File::create(path)?;
-    file.write_all(bytes)?;
-    file.sync_all()
+/// Flushes the marker of the worktree at `path` to disk. Called after the repository lock is
+/// released: the marker is written and renamed into place under the lock (other processes'
+/// readers see all of it or none of it), and its `fsync` (milliseconds on a busy disk, which
+/// other workers' worktree operations would otherwise wait for) only guards against a power
+/// loss, after which an empty marker reads as "not ahelper's" (never deleted).
+///
+/// # Errors
+/// [`GitError::Io`] opening or syncing it.
+pub(crate) fn sync_marker(common: &Path, path: &Path) -> Result<(), GitError> {
+    let file = marker_file(common, path);
+    fs::File::open(&file)
+        .and_then(|f| f.sync_all())
+        .map_err(io_err("flushing", &file))
 }
 
 pub(crate) fn remove_marker(common: &Path, path: &Path) {

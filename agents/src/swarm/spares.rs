@@ -63,10 +63,11 @@ pub struct WorktreePool {
 #[derive(Debug, Default)]
 struct PoolState {
     /// Ready spares, HEAD detached, held by nobody.
-    spares: Vec<PathBuf>,
+    spares: Vec<Spare>,
     /// Directories held, and by whom.
     held: BTreeMap<PathBuf, Holder>,
-    /// Spares left behind by a failed recycle: removed with the others.
+    /// Spares not to hand out any more (the pool closed while they were held): removed with
+    /// the others.
     retired: Vec<PathBuf>,
     /// Spare paths handed out so far (for unique names).
     named: u64,
@@ -115,7 +116,7 @@ impl WorktreePool {
         state.held.insert(worktree.clone(), Holder::Worker(worker));
         let spare = state.spares.pop();
         if let Some(spare) = &spare {
-            state.held.insert(spare.clone(), Holder::Worker(worker));
+            state.held.insert(spare.path.clone(), Holder::Worker(worker));
         }
         Ok(WorktreeLease {
             pool: self.clone(),
@@ -150,15 +151,23 @@ impl WorktreePool {
         })
     }
 
-    /// A new spare (from [`warm_up`]) is ready. `false` when the pool is closed: the caller
-    /// removes it.
+    /// A new spare made by [`git::create_spare_worktree`] (by [`warm_up`]) is ready, unused
+    /// ([`git::SpareFiles::AsCreated`]). `false` when the pool is closed: the caller removes it.
     pub fn add_spare(&self, spare: PathBuf) -> bool {
         let mut state = self.state();
         if state.closed {
             return false;
         }
-        state.spares.push(spare);
+        state.spares.push(Spare {
+            path: spare,
+            files: git::SpareFiles::AsCreated,
+        });
         true
+    }
+
+    /// How many spares are ready (held by nobody).
+    pub fn ready(&self) -> usize {
+        self.state().spares.len()
     }
 
     /// Whether spares are still wanted.
@@ -171,7 +180,10 @@ impl WorktreePool {
     pub fn close(&self) -> Vec<PathBuf> {
         let mut state = self.state();
         state.closed = true;
-        let mut out = std::mem::take(&mut state.spares);
+        let mut out: Vec<PathBuf> = std::mem::take(&mut state.spares)
+            .into_iter()
+            .map(|s| s.path)
+            .collect();
         out.append(&mut state.retired);
         out
     }
@@ -194,7 +206,16 @@ impl WorktreePool {
 pub struct WorktreeLease {
     pool: Arc<WorktreePool>,
     worktree: PathBuf,
-    spare: Option<PathBuf>,
+    spare: Option<Spare>,
+}
+
+/// A ready spare and what is known of its files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Spare {
+    /// Its directory.
+    pub path: PathBuf,
+    /// Made and never used, or parked after use.
+    pub files: git::SpareFiles,
 }
 
 impl WorktreeLease {
@@ -205,14 +226,14 @@ impl WorktreeLease {
 
     /// The spare handed to this lease, taken (to recycle it into [`Self::worktree`]); it stays
     /// held until [`Self::spare_used`] or [`Self::spare_failed`].
-    pub fn take_spare(&mut self) -> Option<PathBuf> {
+    pub fn take_spare(&mut self) -> Option<Spare> {
         self.spare.clone()
     }
 
     /// The spare became the worktree (it no longer exists as a spare).
     pub fn spare_used(&mut self) {
         if let Some(spare) = self.spare.take() {
-            self.pool.state().held.remove(&spare);
+            self.pool.state().held.remove(&spare.path);
         }
     }
 
@@ -221,12 +242,16 @@ impl WorktreeLease {
     pub fn spare_failed(&mut self) {
         if let Some(spare) = self.spare.take() {
             let mut state = self.pool.state();
-            state.held.remove(&spare);
-            if spare.exists() {
+            state.held.remove(&spare.path);
+            if spare.path.exists() {
                 if state.closed {
-                    state.retired.push(spare);
+                    state.retired.push(spare.path);
                 } else {
-                    state.spares.push(spare);
+                    // What a failed attempt left in it is not known: reset when used.
+                    state.spares.push(Spare {
+                        files: git::SpareFiles::Used,
+                        ..spare
+                    });
                 }
             }
         }
@@ -238,9 +263,9 @@ impl Drop for WorktreeLease {
         let mut state = self.pool.state();
         state.held.remove(&self.worktree);
         if let Some(spare) = self.spare.take() {
-            state.held.remove(&spare);
+            state.held.remove(&spare.path);
             if state.closed {
-                state.retired.push(spare);
+                state.retired.push(spare.path);
             } else {
                 state.spares.push(spare);
             }
@@ -275,7 +300,10 @@ impl ParkTicket {
         if state.closed {
             return Some(spare);
         }
-        state.spares.push(spare);
+        state.spares.push(Spare {
+            path: spare,
+            files: git::SpareFiles::Used,
+        });
         None
     }
 }
@@ -395,7 +423,13 @@ pub(crate) async fn recycle_into(
     let (path, branch) = (lease.worktree().to_path_buf(), branch.to_string());
     let recycled = super::git_task(move || {
         Ok::<_, GitTaskError>(git::recycle_worktree(
-            &lock, &repo, &spare, &path, &branch, start,
+            &lock,
+            &repo,
+            &spare.path,
+            &path,
+            &branch,
+            start,
+            spare.files,
         )?)
     })
     .await;
@@ -461,7 +495,13 @@ mod tests {
         assert_eq!(pool.holder(&w1), None);
         // The spare goes to exactly one next worker.
         let mut next = pool.lease(3, PathBuf::from("/runs/r1/w4")).unwrap();
-        assert_eq!(next.take_spare(), Some(spare.clone()));
+        assert_eq!(
+            next.take_spare(),
+            Some(Spare {
+                path: spare.clone(),
+                files: git::SpareFiles::Used
+            })
+        );
         assert_eq!(pool.holder(&spare), Some(Holder::Worker(3)));
         let other = pool.lease(4, PathBuf::from("/runs/r1/w5")).unwrap();
         assert_eq!(other.spare, None);
@@ -473,7 +513,7 @@ mod tests {
     fn concurrent_workers_never_share_a_spare() {
         let pool = pool_with_spares(64);
         let all_taken = std::sync::Barrier::new(8);
-        let handed: Vec<Option<PathBuf>> = std::thread::scope(|s| {
+        let handed: Vec<Option<Spare>> = std::thread::scope(|s| {
             let threads: Vec<_> = (0..8)
                 .map(|t| {
                     let pool = pool.clone();
@@ -498,7 +538,7 @@ mod tests {
                 .flat_map(|t| t.join().unwrap())
                 .collect()
         });
-        let given: Vec<PathBuf> = handed.into_iter().flatten().collect();
+        let given: Vec<PathBuf> = handed.into_iter().flatten().map(|s| s.path).collect();
         let unique: BTreeSet<&PathBuf> = given.iter().collect();
         assert_eq!(given.len(), 64, "every spare was handed out");
         assert_eq!(unique.len(), 64, "no spare went to two workers");

@@ -2,7 +2,7 @@
 
 use super::support::{Fixture, git, read, write};
 use ahelper_worktrees::{
-    GitError, commit_all, create_spare_worktree, create_worktree, delete_branch, list_worktrees,
+    GitError, SpareFiles, commit_all, create_spare_worktree, create_worktree, delete_branch, list_worktrees,
     park_worktree, recycle_worktree, remove_worktree,
 };
 
@@ -21,7 +21,16 @@ fn spare_is_detached_and_recycles_onto_a_new_branch_at_its_start_commit() {
     git(&f.repo, &["commit", "-qam", "later"]);
     let later = f.head();
     let path = f.wt("r/w1");
-    let info = recycle_worktree(&lock, &f.repo, &spare.path, &path, "ahelper/r/w1", later).unwrap();
+    let info = recycle_worktree(
+        &lock,
+        &f.repo,
+        &spare.path,
+        &path,
+        "ahelper/r/w1",
+        later,
+        SpareFiles::AsCreated,
+    )
+    .unwrap();
     assert_eq!(info.path, path);
     assert_eq!(info.branch.as_deref(), Some("ahelper/r/w1"));
     assert_eq!(info.head, Some(later));
@@ -66,7 +75,16 @@ fn parked_worktree_keeps_ignored_files_frees_its_branch_and_serves_the_next_work
     delete_branch(&lock, &f.repo, "ahelper/r/w1", "main", false).unwrap();
 
     let w2 = f.wt("r/w2");
-    recycle_worktree(&lock, &f.repo, &spare, &w2, "ahelper/r/w2", base).unwrap();
+    recycle_worktree(
+        &lock,
+        &f.repo,
+        &spare,
+        &w2,
+        "ahelper/r/w2",
+        base,
+        SpareFiles::Used,
+    )
+    .unwrap();
     assert_eq!(
         read(&w2, "src/b.rs"),
         "fn b() {}\n",
@@ -93,7 +111,16 @@ fn parking_refuses_a_worktree_with_work_and_recycling_refuses_one_on_a_branch() 
     assert!(!f.wt("r/.spare-1").exists());
     // A worktree on a branch is somebody's: it is never recycled.
     let err =
-        recycle_worktree(&lock, &f.repo, &w1, &f.wt("r/w2"), "ahelper/r/w2", f.head()).unwrap_err();
+        recycle_worktree(
+            &lock,
+            &f.repo,
+            &w1,
+            &f.wt("r/w2"),
+            "ahelper/r/w2",
+            f.head(),
+            SpareFiles::Used,
+        )
+        .unwrap_err();
     assert!(
         matches!(err, GitError::InvalidWorktreePath { .. }),
         "{err:?}"
@@ -103,4 +130,61 @@ fn parking_refuses_a_worktree_with_work_and_recycling_refuses_one_on_a_branch() 
         "ahelper/r/w1"
     );
     assert!(git(&f.repo, &["branch", "--list", "ahelper/r/w2"]).is_empty());
+}
+
+#[test]
+fn fresh_spare_at_the_start_commit_recycles_without_rewriting_files() {
+    let f = Fixture::new();
+    let lock = f.lock();
+    let base = f.head();
+    let spare = create_spare_worktree(&lock, &f.repo, &f.wt("r/.spare-1"), base).unwrap();
+    let file = spare.path.join("src/a.rs");
+    let inode = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&file).unwrap());
+    let path = f.wt("r/w1");
+    let info = recycle_worktree(
+        &lock,
+        &f.repo,
+        &spare.path,
+        &path,
+        "ahelper/r/w1",
+        base,
+        SpareFiles::AsCreated,
+    )
+    .unwrap();
+    assert_eq!(
+        (info.path.as_path(), info.branch.as_deref(), info.head),
+        (path.as_path(), Some("ahelper/r/w1"), Some(base))
+    );
+    assert_eq!(info.marker.unwrap().branch, "ahelper/r/w1");
+    assert!(!spare.path.exists());
+    let moved = path.join("src/a.rs");
+    assert_eq!(
+        std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&moved).unwrap()),
+        inode,
+        "the file was not rewritten"
+    );
+    // Clean, on its own branch, and git's admin files agree on where it is.
+    assert_eq!(git(&path, &["status", "--porcelain"]), "");
+    assert_eq!(
+        git(&path, &["symbolic-ref", "--short", "HEAD"]),
+        "ahelper/r/w1"
+    );
+    let dotgit = read(&path, ".git");
+    let admin = std::path::PathBuf::from(dotgit.trim().strip_prefix("gitdir: ").unwrap());
+    assert_eq!(
+        std::fs::read_to_string(admin.join("gitdir")).unwrap().trim(),
+        path.join(".git").to_str().unwrap()
+    );
+    let porcelain = git(&f.repo, &["worktree", "list", "--porcelain"]);
+    let entry = format!("worktree {}\nHEAD {base}\nbranch refs/heads/ahelper/r/w1", path.display());
+    assert!(porcelain.contains(&entry), "{porcelain}");
+    assert!(!porcelain.contains("prunable"), "{porcelain}");
+    // A prune keeps it.
+    git(&f.repo, &["worktree", "prune"]);
+    assert!(git(&f.repo, &["worktree", "list", "--porcelain"]).contains(&entry));
+    assert_eq!(list_worktrees(&f.repo).unwrap().len(), 2);
+    // And it is a working worktree: a commit there lands on its branch.
+    write(&path, "src/a.rs", "fn a() { 2 }\n");
+    commit_all(&path, "w1", None).unwrap();
+    assert_ne!(f.rev("ahelper/r/w1"), base);
 }

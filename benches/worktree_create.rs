@@ -144,8 +144,7 @@ fn round(r: &mut Repo) -> [Duration; 8] {
     let next_name = r.unique("next");
     let next = r.wt_root.join(&next_name);
     let branch = format!("ahelper/b/{next_name}");
-    let (recycle, _) =
-        timed(|| {
+    let (recycle, _) = timed(|| {
         recycle_worktree(
             &r.lock,
             &r.repo,

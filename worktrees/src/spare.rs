@@ -221,7 +221,8 @@ fn keep_files(new: &mut NewWorktree<'_>, expected: Oid) -> Result<(), GitError> 
 
 /// The registered worktree at `target`, ahelper's and not locked.
 fn registered_ours(repo: &Repository, target: &Path) -> Result<WorktreeInfo, GitError> {
-    let wt = registered_at(repo, target)?.ok_or_else(|| not_a_spare(target, "it is not a registered worktree of this repository"))?;
+    let wt = registered_at(repo, target)?
+        .ok_or_else(|| not_a_spare(target, "it is not a registered worktree of this repository"))?;
     if !wt.is_ours() {
         return Err(not_a_spare(target, "ahelper did not create it (no marker)"));
     }

@@ -1010,9 +1010,7 @@ fn any_head_on(repo: &Repository, branch: &str) -> Result<bool, GitError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
         Err(e) => return Err(io_err("listing", &admin)(e)),
     };
-    Ok(entries
-        .flatten()
-        .any(|e| on_branch(&e.path().join("HEAD"))))
+    Ok(entries.flatten().any(|e| on_branch(&e.path().join("HEAD"))))
 }
 
 /// The registered linked worktree at `target` (canonical), found through its own `.git` file

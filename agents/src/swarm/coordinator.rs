@@ -388,8 +388,10 @@ impl CoordinatorActor {
             self.cancelled = Some("the run's wall-clock limit was reached".into());
             return;
         }
+        // The integration branch does not move while this batch starts: read once.
+        let mut tip = None;
         for index in self.scheduler.start_ready() {
-            match self.start_commit(index).await {
+            match self.start_commit(index, &mut tip).await {
                 Ok((start_commit, resume)) => {
                     self.start_worker(me, index, start_commit, resume).await;
                 }
@@ -405,7 +407,15 @@ impl CoordinatorActor {
         }
         if !self.scheduler.has_queued() {
             self.close_worktree_pool();
+        } else if let Some(pool) = &self.run.worktree_pool {
+            // The CPU idles while the running workers wait on the model: spares for the next.
+            pool.replenish(self.waiting_for_slots());
         }
+    }
+
+    /// How many queued subtasks can next take a worker slot (at most `max_workers`).
+    fn waiting_for_slots(&self) -> usize {
+        self.scheduler.queued().min(self.run.max_workers)
     }
 
     /// No subtask waits to start any more: the spare worktrees go, in the background.
@@ -420,7 +430,12 @@ impl CoordinatorActor {
     /// Where worker `index` starts, and whether it resumes an earlier attempt: its recorded
     /// start commit when it has one, else the integration branch as it is now (the base commit
     /// plus everything merged so far, dependencies included).
-    async fn start_commit(&self, index: usize) -> Result<(git::Oid, bool), GitTaskError> {
+    /// `tip`: the integration branch's tip once read for the batch being started.
+    async fn start_commit(
+        &self,
+        index: usize,
+        tip: &mut Option<git::Oid>,
+    ) -> Result<(git::Oid, bool), GitTaskError> {
         let record = &self.record.workers[index];
         let resume = record.start_commit.is_some();
         if let Some(commit) = record
@@ -430,10 +445,14 @@ impl CoordinatorActor {
         {
             return Ok((commit, resume));
         }
+        if let Some(tip) = *tip {
+            return Ok((tip, resume));
+        }
         let repo = self.run.repo_root.clone();
         let branch = self.record.integration_branch.clone();
-        let tip = git_task(move || Ok(git::branch_tip(&repo, &branch)?)).await?;
-        Ok((tip, resume))
+        let read = git_task(move || Ok(git::branch_tip(&repo, &branch)?)).await?;
+        *tip = Some(read);
+        Ok((read, resume))
     }
 
     fn fail_before_start(&mut self, index: usize, error: GitTaskError) {
@@ -816,7 +835,7 @@ impl CoordinatorActor {
         }
         let pool = self.run.worktree_pool.as_ref()?;
         let worktree = &self.record.workers[index].worktree;
-        match pool.begin_park(worktree) {
+        match pool.begin_park(worktree, self.waiting_for_slots()) {
             Ok(ticket) => Some(ticket),
             Err(e) => {
                 tracing::debug!(error = %e, "not parking a merged worktree");
@@ -852,13 +871,8 @@ impl CoordinatorActor {
         // record, not the worktrees); the run reports that it finished once both are done.
         self.close_worktree_pool();
         let mut cleanups = std::mem::take(&mut self.cleanups);
-        if let Some(warm_up) = self
-            .run
-            .worktree_pool
-            .as_ref()
-            .and_then(|p| p.take_warm_up())
-        {
-            cleanups.push(warm_up);
+        if let Some(pool) = &self.run.worktree_pool {
+            cleanups.extend(pool.take_makers());
         }
         if self.cancelled.is_none() {
             self.synthesize().await;

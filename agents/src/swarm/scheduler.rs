@@ -121,6 +121,14 @@ impl Scheduler {
         self.skip_blocked();
     }
 
+    /// How many subtasks wait to start.
+    pub fn queued(&self) -> usize {
+        self.states
+            .iter()
+            .filter(|s| **s == SlotState::Queued)
+            .count()
+    }
+
     /// Whether a subtask still waits to start.
     pub fn has_queued(&self) -> bool {
         self.states.contains(&SlotState::Queued)

@@ -48,6 +48,9 @@ pub enum LeaseError {
     /// No subtask waits to start any more: no new spares.
     #[error("the run needs no more spare worktrees")]
     Closed,
+    /// Enough spares are ready or being made for the subtasks that wait.
+    #[error("enough spare worktrees are ready for the subtasks that wait")]
+    Enough,
 }
 
 /// The spares of one run and the directories held in it. Shared by the run's local worker
@@ -59,6 +62,22 @@ pub struct WorktreePool {
     base: PathBuf,
     state: Mutex<PoolState>,
 }
+
+/// Where and how the pool makes new spares (set by [`warm_up`]).
+#[derive(Debug, Clone)]
+struct Maker {
+    lock: Arc<RepoLock>,
+    repo: PathBuf,
+    /// The run's base commit: every new spare is detached there.
+    commit: git::Oid,
+}
+
+/// Spares are made in the background while workers run ([`WorktreePool::replenish`]) only when
+/// the run's first spare took at most this long to make (a small repository: the workers wait
+/// on the model meanwhile, the CPU is idle). Beyond it (a large repository, whose checkout
+/// would compete with the workers' own commands) the next workers get parked worktrees
+/// ([`ParkTicket`]), reset to their start commit.
+pub const REPLENISH_MAX_CREATE: std::time::Duration = std::time::Duration::from_millis(500);
 
 #[derive(Debug, Default)]
 struct PoolState {
@@ -72,8 +91,17 @@ struct PoolState {
     /// Spare paths handed out so far (for unique names).
     named: u64,
     closed: bool,
-    /// The warm-up task, awaited before the run reports its end.
-    warm_up: Option<tokio::task::JoinHandle<()>>,
+    /// The tasks making spares (warm-up, replenishment), awaited before the run reports its
+    /// end.
+    makers: Vec<tokio::task::JoinHandle<()>>,
+    /// How to make spares; `None`: this pool only takes parked ones.
+    maker: Option<Maker>,
+    /// Spares being made now.
+    making: usize,
+    /// How long the run's first spare took to make (`None` until one was made).
+    first_cost: Option<std::time::Duration>,
+    /// A creation failed: no more are tried.
+    failed: bool,
 }
 
 impl WorktreePool {
@@ -116,7 +144,9 @@ impl WorktreePool {
         state.held.insert(worktree.clone(), Holder::Worker(worker));
         let spare = state.spares.pop();
         if let Some(spare) = &spare {
-            state.held.insert(spare.path.clone(), Holder::Worker(worker));
+            state
+                .held
+                .insert(spare.path.clone(), Holder::Worker(worker));
         }
         Ok(WorktreeLease {
             pool: self.clone(),
@@ -129,8 +159,14 @@ impl WorktreePool {
     ///
     /// # Errors
     /// [`LeaseError::Closed`] when no subtask waits any more (remove it instead);
-    /// [`LeaseError::Held`] when someone holds it (leave it alone).
-    pub fn begin_park(self: &Arc<Self>, worktree: &Path) -> Result<ParkTicket, LeaseError> {
+    /// [`LeaseError::Enough`] when `queued` subtasks wait and at least as many spares are
+    /// ready or being made (remove it instead); [`LeaseError::Held`] when someone holds it
+    /// (leave it alone).
+    pub fn begin_park(
+        self: &Arc<Self>,
+        worktree: &Path,
+        queued: usize,
+    ) -> Result<ParkTicket, LeaseError> {
         let spare = self.next_spare_path();
         let mut state = self.state();
         if let Some(&holder) = state.held.get(worktree) {
@@ -141,6 +177,9 @@ impl WorktreePool {
         }
         if state.closed {
             return Err(LeaseError::Closed);
+        }
+        if state.spares.len() + state.making >= queued {
+            return Err(LeaseError::Enough);
         }
         state.held.insert(worktree.to_path_buf(), Holder::Parking);
         state.held.insert(spare.clone(), Holder::Parking);
@@ -188,9 +227,66 @@ impl WorktreePool {
         out
     }
 
-    /// The warm-up task, once (to await before the run ends).
-    pub fn take_warm_up(&self) -> Option<tokio::task::JoinHandle<()>> {
-        self.state().warm_up.take()
+    /// The tasks making spares, once each (to await, after [`Self::close`], before the run
+    /// ends): a task that finishes after the close removes what it made.
+    pub fn take_makers(&self) -> Vec<tokio::task::JoinHandle<()>> {
+        std::mem::take(&mut self.state().makers)
+    }
+
+    /// `wanted` subtasks (at most the run's `max_workers`) will start after the running ones:
+    /// makes, in the background, the spares missing for them (ready and being made count), when
+    /// the pool makes spares and its first one was cheap ([`REPLENISH_MAX_CREATE`]). Never
+    /// waits. Call from the runtime.
+    pub fn replenish(self: &Arc<Self>, wanted: usize) {
+        let mut state = self.state();
+        let cheap = state.first_cost.is_some_and(|c| c <= REPLENISH_MAX_CREATE);
+        let Some(maker) = state.maker.clone().filter(|_| cheap) else {
+            return;
+        };
+        let missing = wanted.saturating_sub(state.spares.len() + state.making);
+        if state.closed || state.failed || missing == 0 {
+            return;
+        }
+        state.making += missing;
+        let pool = self.clone();
+        let task = tokio::task::spawn_blocking(move || {
+            for _ in 0..missing {
+                pool.make_one(&maker);
+            }
+        });
+        state.makers.push(task);
+    }
+
+    /// Makes one spare that was counted in `making` (nothing when the pool closed or a
+    /// creation failed meanwhile).
+    fn make_one(&self, maker: &Maker) {
+        if !self.is_open() || self.state().failed {
+            self.state().making -= 1;
+            return;
+        }
+        let path = self.next_spare_path();
+        let started = std::time::Instant::now();
+        let made = git::create_spare_worktree(&maker.lock, &maker.repo, &path, maker.commit);
+        let mut state = self.state();
+        state.making -= 1;
+        match made {
+            Ok(info) => {
+                state.first_cost.get_or_insert(started.elapsed());
+                if state.closed {
+                    drop(state);
+                    remove_spare(&maker.lock, &maker.repo, &info.path);
+                } else {
+                    state.spares.push(Spare {
+                        path: info.path,
+                        files: git::SpareFiles::AsCreated,
+                    });
+                }
+            }
+            Err(e) => {
+                state.failed = true;
+                tracing::warn!(error = %e, "could not create a spare worktree; workers create theirs");
+            }
+        }
     }
 
     /// The holder of `path`, if any.
@@ -333,7 +429,7 @@ impl WarmStart {
     pub async fn discard(self) {
         let removal = close_and_remove(&self.pool, self.lock.clone(), self.repo.clone());
         let _ = removal.await;
-        if let Some(task) = self.pool.take_warm_up() {
+        for task in self.pool.take_makers() {
             let _ = task.await;
         }
         // A spare that was finished after the close was removed by the warm-up itself.
@@ -341,11 +437,11 @@ impl WarmStart {
     }
 }
 
-/// Starts creating up to `count` spares at the run's base commit in the background, one after
-/// another, while the coordinator plans; each goes into the pool as soon as it is ready.
-/// `lock` must be the one every other worktree of the repository is made under meanwhile (the
-/// baseline's): git itself reads half-made admin dirs. `None` when the base commit is
-/// unreadable (workers then create their worktrees as usual).
+/// Starts creating up to `count` spares at the run's base commit in the background while the
+/// coordinator plans, [`WARM_UP_THREADS`] at a time; each goes into the pool as soon as it is
+/// ready. `lock` must be the one every other worktree of the repository is made under
+/// meanwhile (the baseline's): git itself reads half-made admin dirs. `None` when the base
+/// commit is unreadable (workers then create their worktrees as usual).
 pub fn warm_up(
     record: &super::state::RunRecord,
     config: &Config,
@@ -361,30 +457,41 @@ pub fn warm_up(
     );
     let pool = WorktreePool::new(dir);
     let repo = record.repo_root.clone();
-    let task = tokio::task::spawn_blocking({
-        let (pool, lock, repo) = (pool.clone(), lock.clone(), repo.clone());
-        move || {
-            for _ in 0..count {
-                if !pool.is_open() {
-                    return;
-                }
-                let path = pool.next_spare_path();
-                match git::create_spare_worktree(&lock, &repo, &path, base) {
-                    Ok(info) => {
-                        if !pool.add_spare(info.path.clone()) {
-                            remove_spare(&lock, &repo, &info.path);
-                        }
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e, "could not create a spare worktree; workers create theirs");
-                        return;
-                    }
-                }
+    let maker = Maker {
+        lock: lock.clone(),
+        repo: repo.clone(),
+        commit: base,
+    };
+    let count = {
+        let mut state = pool.state();
+        state.maker = Some(maker.clone());
+        state.making = count;
+        count
+    };
+    for share in split(count, WARM_UP_THREADS) {
+        let (mine, maker) = (pool.clone(), maker.clone());
+        let task = tokio::task::spawn_blocking(move || {
+            for _ in 0..share {
+                mine.make_one(&maker);
             }
-        }
-    });
-    pool.state().warm_up = Some(task);
+        });
+        pool.state().makers.push(task);
+    }
     Some(WarmStart { pool, lock, repo })
+}
+
+/// How many spares [`warm_up`] makes at once: one registers (`git worktree add --no-checkout`,
+/// under the repository lock) while the other checks out its files (outside it), so the lock
+/// never idles; more would only queue on the lock and the two cores.
+pub const WARM_UP_THREADS: usize = 2;
+
+/// `count` split into at most `parts` non-empty shares.
+fn split(count: usize, parts: usize) -> Vec<usize> {
+    let parts = parts.min(count).max(1);
+    (0..parts)
+        .map(|i| count / parts + usize::from(i < count % parts))
+        .filter(|&n| n > 0)
+        .collect()
 }
 
 /// Removes a spare (`git worktree remove`, files deleted outside the lock); a failure is
@@ -473,7 +580,7 @@ mod tests {
             }
         );
         assert_eq!(
-            pool.begin_park(&w1).unwrap_err(),
+            pool.begin_park(&w1, 1).unwrap_err(),
             LeaseError::Held {
                 path: w1.clone(),
                 holder: Holder::Worker(0)
@@ -481,7 +588,7 @@ mod tests {
         );
         drop(lease);
         // Its worker is gone: now it may be parked, and while it is, nobody leases it.
-        let ticket = pool.begin_park(&w1).unwrap();
+        let ticket = pool.begin_park(&w1, 1).unwrap();
         assert_eq!(pool.holder(&w1), Some(Holder::Parking));
         assert!(matches!(
             pool.lease(2, w1.clone()),
@@ -553,7 +660,7 @@ mod tests {
         assert_eq!(pool.close().len(), 1, "the one not leased");
         assert!(!pool.add_spare(PathBuf::from("/runs/r1/.spare-9")));
         assert_eq!(
-            pool.begin_park(Path::new("/runs/r1/w2")).unwrap_err(),
+            pool.begin_park(Path::new("/runs/r1/w2"), 1).unwrap_err(),
             LeaseError::Closed
         );
         drop(lease);
@@ -562,5 +669,128 @@ mod tests {
             1,
             "the leased one, unused, goes to removal"
         );
+    }
+
+    #[test]
+    fn a_merged_worktree_is_not_parked_when_enough_spares_wait() {
+        let pool = pool_with_spares(2);
+        let w1 = PathBuf::from("/runs/r1/w1");
+        assert_eq!(pool.begin_park(&w1, 2).unwrap_err(), LeaseError::Enough);
+        assert_eq!(pool.holder(&w1), None, "left to its removal");
+        let ticket = pool.begin_park(&w1, 3).unwrap();
+        assert_eq!(pool.holder(&w1), Some(Holder::Parking));
+        drop(ticket);
+    }
+
+    /// A repository with one commit in a temp dir, its lock, and a pool whose spares are made
+    /// there (what [`warm_up`] sets up).
+    fn repo_pool() -> (tempfile::TempDir, Arc<WorktreePool>, Maker) {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().canonicalize().unwrap();
+        let repo = root.join("repo");
+        std::fs::create_dir_all(&repo).unwrap();
+        let git = |args: &[&str]| {
+            let out = std::process::Command::new("git")
+                .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+                .args(args)
+                .current_dir(&repo)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{out:?}");
+            String::from_utf8(out.stdout).unwrap()
+        };
+        git(&["init", "-q", "-b", "main"]);
+        std::fs::write(repo.join("a.txt"), "a\n").unwrap();
+        git(&["add", "."]);
+        git(&["commit", "-qm", "one"]);
+        let commit = git::Oid::from_str(git(&["rev-parse", "HEAD"]).trim()).unwrap();
+        let maker = Maker {
+            lock: Arc::new(RepoLock::new(&repo).unwrap()),
+            repo,
+            commit,
+        };
+        let pool = WorktreePool::new(root.join("wt/run"));
+        pool.state().maker = Some(maker.clone());
+        (tmp, pool, maker)
+    }
+
+    fn registered(repo: &Path) -> usize {
+        git::list_worktrees(repo).unwrap().len()
+    }
+
+    async fn await_makers(pool: &WorktreePool) {
+        for task in pool.take_makers() {
+            task.await.unwrap();
+        }
+    }
+
+    #[tokio::test]
+    async fn replenishment_makes_what_waits_hands_each_spare_once_and_stops_at_close() {
+        let (_tmp, pool, maker) = repo_pool();
+        // Nothing is made before the first spare's cost is known (the warm-up's).
+        pool.replenish(3);
+        assert!(pool.take_makers().is_empty());
+        pool.state().making = 1;
+        pool.make_one(&maker);
+        assert!(pool.state().first_cost.is_some());
+        pool.replenish(3);
+        pool.replenish(3);
+        await_makers(&pool).await;
+        assert_eq!(
+            pool.ready(),
+            3,
+            "two more, not four: ready and made ones count"
+        );
+        // Concurrent workers each get their own spare.
+        let leases: Vec<WorktreeLease> = (0..4)
+            .map(|i| pool.lease(i, PathBuf::from(format!("/x/w{i}"))).unwrap())
+            .collect();
+        let spares: BTreeSet<PathBuf> = leases
+            .iter()
+            .filter_map(|l| l.spare.as_ref().map(|s| s.path.clone()))
+            .collect();
+        assert_eq!(spares.len(), 3);
+        assert!(
+            leases
+                .iter()
+                .filter(|l| l.spare.is_some())
+                .all(|l| { l.spare.as_ref().unwrap().files == git::SpareFiles::AsCreated })
+        );
+        // Nothing waits any more: the pool closes; no spare is made after that.
+        let left = pool.close();
+        assert!(left.is_empty());
+        pool.replenish(3);
+        assert!(pool.take_makers().is_empty());
+        drop(leases);
+        // The leased, unused ones go to removal: nothing is left registered.
+        for spare in pool.close() {
+            remove_spare(&maker.lock, &maker.repo, &spare);
+        }
+        assert_eq!(registered(&maker.repo), 1, "only the main checkout");
+    }
+
+    #[tokio::test]
+    async fn spares_finished_after_the_close_are_removed_by_their_maker() {
+        let (_tmp, pool, maker) = repo_pool();
+        pool.state().first_cost = Some(std::time::Duration::from_millis(1));
+        pool.replenish(4);
+        // The run ends while they are being made.
+        let ready = pool.close();
+        await_makers(&pool).await;
+        for spare in ready.into_iter().chain(pool.close()) {
+            remove_spare(&maker.lock, &maker.repo, &spare);
+        }
+        assert_eq!(pool.ready(), 0);
+        assert_eq!(pool.state().making, 0);
+        assert_eq!(registered(&maker.repo), 1, "no spare is left behind");
+    }
+
+    #[tokio::test]
+    async fn a_large_repository_gets_no_background_spares() {
+        let (_tmp, pool, _maker) = repo_pool();
+        pool.state().first_cost = Some(REPLENISH_MAX_CREATE + std::time::Duration::from_millis(1));
+        pool.replenish(4);
+        assert!(pool.take_makers().is_empty());
+        assert_eq!(pool.state().making, 0);
     }
 }

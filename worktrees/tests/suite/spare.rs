@@ -2,8 +2,8 @@
 
 use super::support::{Fixture, git, read, write};
 use ahelper_worktrees::{
-    GitError, SpareFiles, commit_all, create_spare_worktree, create_worktree, delete_branch, list_worktrees,
-    park_worktree, recycle_worktree, remove_worktree,
+    GitError, SpareFiles, commit_all, create_spare_worktree, create_worktree, delete_branch,
+    list_worktrees, park_worktree, recycle_worktree, remove_worktree,
 };
 
 #[test]
@@ -110,17 +110,16 @@ fn parking_refuses_a_worktree_with_work_and_recycling_refuses_one_on_a_branch() 
     assert_eq!(read(&w1, "new.txt"), "not committed");
     assert!(!f.wt("r/.spare-1").exists());
     // A worktree on a branch is somebody's: it is never recycled.
-    let err =
-        recycle_worktree(
-            &lock,
-            &f.repo,
-            &w1,
-            &f.wt("r/w2"),
-            "ahelper/r/w2",
-            f.head(),
-            SpareFiles::Used,
-        )
-        .unwrap_err();
+    let err = recycle_worktree(
+        &lock,
+        &f.repo,
+        &w1,
+        &f.wt("r/w2"),
+        "ahelper/r/w2",
+        f.head(),
+        SpareFiles::Used,
+    )
+    .unwrap_err();
     assert!(
         matches!(err, GitError::InvalidWorktreePath { .. }),
         "{err:?}"
@@ -172,11 +171,16 @@ fn fresh_spare_at_the_start_commit_recycles_without_rewriting_files() {
     let dotgit = read(&path, ".git");
     let admin = std::path::PathBuf::from(dotgit.trim().strip_prefix("gitdir: ").unwrap());
     assert_eq!(
-        std::fs::read_to_string(admin.join("gitdir")).unwrap().trim(),
+        std::fs::read_to_string(admin.join("gitdir"))
+            .unwrap()
+            .trim(),
         path.join(".git").to_str().unwrap()
     );
     let porcelain = git(&f.repo, &["worktree", "list", "--porcelain"]);
-    let entry = format!("worktree {}\nHEAD {base}\nbranch refs/heads/ahelper/r/w1", path.display());
+    let entry = format!(
+        "worktree {}\nHEAD {base}\nbranch refs/heads/ahelper/r/w1",
+        path.display()
+    );
     assert!(porcelain.contains(&entry), "{porcelain}");
     assert!(!porcelain.contains("prunable"), "{porcelain}");
     // A prune keeps it.

@@ -8,7 +8,10 @@
 //!   longer checked out anywhere and can be deleted;
 //! * [`recycle_worktree`]: a spare becomes a worker's worktree on a new branch at its start
 //!   commit: renamed to the worker's path, HEAD set to the branch, then `git reset --hard` (only
-//!   the files that differ are rewritten) outside the lock.
+//!   the files that differ are rewritten) outside the lock — except for a spare made by
+//!   [`create_spare_worktree`] and unused since ([`SpareFiles::AsCreated`]) whose HEAD already
+//!   is the start commit: its files and index are that commit's, nothing is rewritten and no git
+//!   process runs (a ref, a rename, HEAD and admin files).
 //!
 //! Ref and admin-file updates (branch creation, HEAD, `<common>/worktrees/<name>/gitdir`, the
 //! marker) happen under the [`RepoLock`]; populating files happens outside it. Ignored files of
@@ -148,9 +151,11 @@ fn park_locked(
 /// Turns the spare at `spare` (made by [`create_spare_worktree`] or [`park_worktree`]) into a
 /// worktree at `path` on a new branch `branch` at `base`, as [`crate::create_worktree`] would
 /// make it: same branch rules (S01, S02, S32) and path rules, HEAD verified (S04). Under `lock`:
-/// the branch, the rename, HEAD, the admin entry and the marker; outside it: `git reset --hard`
-/// (rewrites only the files that differ) and the `post-checkout` hook. On a failure after the
-/// rename the worktree is removed and the branch created here deleted.
+/// the branch, the rename, HEAD, the admin entry and the marker (no listing of the other
+/// worktrees, no `fsync`); outside it: the marker flushed, `git reset --hard` (rewrites only the
+/// files that differ; skipped for `files` [`SpareFiles::AsCreated`] at `base`) and the
+/// `post-checkout` hook. On a failure after the rename the worktree is removed and the branch
+/// created here deleted.
 ///
 /// # Errors
 /// Those of [`crate::create_worktree`], and [`GitError::InvalidWorktreePath`] when `spare` is not a

@@ -2,12 +2,16 @@
 //! `git worktree add` on its critical path.
 //!
 //! * While the coordinator plans, [`warm_up`] creates spares (HEAD detached at the base commit,
-//!   [`git::create_spare_worktree`]) for the first worker slots.
+//!   [`git::create_spare_worktree`]) for the first worker slots, two at a time. A fresh spare
+//!   recycled at the base commit rewrites no file ([`git::SpareFiles::AsCreated`]).
+//! * While workers run, [`WorktreePool::replenish`] makes spares for the subtasks that wait for
+//!   a slot, when the run's first spare was cheap to make ([`REPLENISH_MAX_CREATE`]).
 //! * A local worker starts with a [`WorktreeLease`]: the exclusive right to its worktree
 //!   directory, and a spare to turn into it when one is ready ([`git::recycle_worktree`]: a
 //!   rename and a branch under the lock, `git reset --hard` outside it).
 //! * A merged worker's clean worktree is parked as a spare ([`ParkTicket`],
-//!   [`git::park_worktree`]) while subtasks still wait to start, instead of being removed.
+//!   [`git::park_worktree`]) while more subtasks wait to start than spares are ready, instead
+//!   of being removed.
 //! * When no subtask waits any more, [`WorktreePool::close`] hands back the spares left for
 //!   removal.
 //!

@@ -2,6 +2,10 @@
 //! repository, with a scripted 3-turn task (list_dir, read_file, answer), plus `ahelper --version`.
 //!
 //! Run: `cargo bench --bench oneshot` (the binary is built with the bench profile, i.e. release).
+//! `ONESHOT_BENCH_BIN=<path>[:<path>…]` measures those `ahelper` binaries instead of the one
+//! built with the bench, e.g. a copy of main's build and this branch's for an A/B in one
+//! sitting: with several, they take turns run by run (same fake server, same load) and the
+//! figures are printed for each.
 //! Prints, as the median over the runs, each figure against its target from issue 2 as
 //! `figure / target = ratio` (ratio ≤ 1 meets the target). Nothing is asserted about the figures;
 //! a run that does not complete the task fails the bench, so the numbers are of a real run.
@@ -25,9 +29,9 @@
 mod common;
 use ahelper_fake_llm::{Conversation, FakeLlm, Script, Turn};
 use common::stats::load_average;
-use common::{BIN, Fixture, ahelper, run_in_repo};
+use common::{BIN, Fixture, ahelper_at, run_in_repo_with};
 use serde_json::json;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -59,17 +63,47 @@ fn main() {
     );
     let server = FakeLlm::start_blocking(script).expect("fake LLM server starts");
 
-    println!("ahelper binary: {BIN}");
-    println!("one-shot runs: {WARMUP} warm-up + {RUNS} measured; --version runs: {VERSION_RUNS}");
-    let mut runs = Vec::new();
+    let bins = binaries();
+    println!("load average at the start: {}", load_average());
+    println!(
+        "one-shot runs per binary: {WARMUP} warm-up + {RUNS} measured; --version runs: {VERSION_RUNS}{}",
+        if bins.len() > 1 {
+            " (the binaries take turns, run by run)"
+        } else {
+            ""
+        }
+    );
+    let mut runs: Vec<Vec<Run>> = bins.iter().map(|_| Vec::new()).collect();
     for i in 0..WARMUP + RUNS {
-        let run = run_once(&server, &repo, &home);
-        if i >= WARMUP {
-            runs.push(run);
+        for (bin, measured) in bins.iter().zip(&mut runs) {
+            let run = run_once(bin, &server, &repo, &home);
+            if i >= WARMUP {
+                measured.push(run);
+            }
         }
     }
-    let version: Vec<Duration> = (0..VERSION_RUNS).map(|_| version_once(&home)).collect();
+    let mut versions: Vec<Vec<Duration>> = bins.iter().map(|_| Vec::new()).collect();
+    for _ in 0..VERSION_RUNS {
+        for (bin, measured) in bins.iter().zip(&mut versions) {
+            measured.push(version_once(bin, &home));
+        }
+    }
+    for ((bin, runs), version) in bins.iter().zip(&runs).zip(versions) {
+        print_figures(bin, runs, version);
+    }
+    println!("load average: {}", load_average());
+}
 
+/// The binaries to measure: the paths in `ONESHOT_BENCH_BIN` (separated by `:`), else [`BIN`].
+fn binaries() -> Vec<PathBuf> {
+    match std::env::var_os("ONESHOT_BENCH_BIN") {
+        Some(list) if !list.is_empty() => std::env::split_paths(&list).collect(),
+        _ => vec![PathBuf::from(BIN)],
+    }
+}
+
+/// Prints the medians of `runs` and `version` (the runs of `bin`) against their targets.
+fn print_figures(bin: &Path, runs: &[Run], version: Vec<Duration>) {
     let ms = |d: Duration| d.as_secs_f64() * 1_000.0;
     let wall = median(runs.iter().map(|r| ms(r.wall)).collect());
     let first = median(runs.iter().map(|r| ms(r.first_request)).collect());
@@ -93,6 +127,7 @@ fn main() {
         .fold(f64::INFINITY, f64::min);
 
     println!();
+    println!("ahelper binary: {}", bin.display());
     println!("figure (median)                 figure / target = ratio");
     report("wall time of `ahelper -p`", wall, 50.0, "ms");
     report("process start → 1st request", first, 15.0, "ms");
@@ -105,7 +140,6 @@ fn main() {
     report("peak RSS", rss, 25.0, "MiB");
     report("`ahelper --version` wall time", version, 3.0, "ms");
     println!("(fastest `ahelper -p` run: {min_wall:.2} ms)");
-    println!("load average: {}", load_average());
 }
 
 fn report(what: &str, figure: f64, target: f64, unit: &str) {
@@ -141,9 +175,9 @@ fn make_repo() -> Fixture {
     ])
 }
 
-fn run_once(server: &FakeLlm, repo: &Path, home: &Path) -> Run {
+fn run_once(bin: &Path, server: &FakeLlm, repo: &Path, home: &Path) -> Run {
     let prompt = "List the files, read src/lib.rs and tell me what it does.";
-    let (finished, requests) = run_in_repo(server, repo, home, &["-p", prompt]);
+    let (finished, requests) = run_in_repo_with(bin, server, repo, home, &["-p", prompt]);
     finished.assert_answered(ANSWER);
     let (spawned, wall) = (finished.started, finished.wall);
     assert_eq!(
@@ -173,8 +207,8 @@ fn run_once(server: &FakeLlm, repo: &Path, home: &Path) -> Run {
     }
 }
 
-fn version_once(home: &Path) -> Duration {
-    let mut cmd = ahelper(home);
+fn version_once(bin: &Path, home: &Path) -> Duration {
+    let mut cmd = ahelper_at(bin, home);
     cmd.arg("--version")
         .stdout(Stdio::null())
         .stderr(Stdio::null());

@@ -93,10 +93,9 @@ fn run(cli: Cli, hardening: HardeningReport) -> i32 {
         eprintln!("ahelper: {e}");
         return 1;
     }
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let one_shot =
+        cli.command.is_none() && (cli.prompt.is_some() || !std::io::stdin().is_terminal());
+    let rt = match build_runtime(one_shot) {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("ahelper: cannot start the async runtime: {e}");
@@ -111,8 +110,6 @@ fn run(cli: Cli, hardening: HardeningReport) -> i32 {
         );
         return EXIT_USAGE;
     }
-    let one_shot =
-        cli.command.is_none() && (cli.prompt.is_some() || !std::io::stdin().is_terminal());
     let code = match cli.command {
         Some(cli::Command::Swarm(args)) => {
             let mode_given = cli.common.permission_mode.is_some()
@@ -149,6 +146,25 @@ fn run(cli: Cli, hardening: HardeningReport) -> i32 {
         rt.shutdown_background();
     }
     code
+}
+
+/// The async runtime. A one-shot run (`-p`, or a prompt with no terminal) gets a
+/// single-threaded runtime: the model's response stream, the agent loop and the tools' tasks
+/// then run on the main thread, so no event crosses threads (an `eventfd` write and a futex
+/// wake each) and no worker thread is left to tear down at exit (issue 11: exit within 2 ms of
+/// the final event). Parallel tool calls and sub-agents still overlap: they are polled
+/// together on that thread and do their blocking work on tokio's blocking pool. The REPL and
+/// the swarm keep the multi-threaded runtime (their terminal UI and many workers).
+///
+/// # Errors
+/// The I/O error of creating the runtime's driver (epoll, eventfd, signal pipe) or threads.
+fn build_runtime(one_shot: bool) -> std::io::Result<tokio::runtime::Runtime> {
+    let mut builder = if one_shot {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+    };
+    builder.enable_all().build()
 }
 
 /// The layered configuration with the session rules of `--allowed-tools`/`--disallowed-tools`.

@@ -112,7 +112,12 @@ fn isolated_env(home: &Path) -> Vec<(OsString, OsString)> {
 /// [`BIN`] with nothing of the caller's environment but PATH (see [`isolated_env`]), stdin
 /// closed.
 pub fn ahelper(home: &Path) -> Command {
-    let mut cmd = Command::new(BIN);
+    ahelper_at(Path::new(BIN), home)
+}
+
+/// [`ahelper`] with the binary `bin` instead of [`BIN`] (e.g. another build, for an A/B).
+pub fn ahelper_at(bin: &Path, home: &Path) -> Command {
+    let mut cmd = Command::new(bin);
     cmd.env_clear()
         .envs(isolated_env(home))
         .stdin(Stdio::null());
@@ -122,7 +127,11 @@ pub fn ahelper(home: &Path) -> Command {
 /// [`ahelper`] talking to the fake LLM server at `model_url` (Anthropic wire format) with a
 /// made-up key.
 pub fn ahelper_with_model(home: &Path, model_url: &str) -> Command {
-    let mut cmd = ahelper(home);
+    with_model(ahelper(home), model_url)
+}
+
+/// `cmd` given the fake LLM server at `model_url` (Anthropic wire format) and a made-up key.
+fn with_model(mut cmd: Command, model_url: &str) -> Command {
     cmd.env("ANTHROPIC_API_KEY", "sk-bench-not-a-real-key")
         .env("ANTHROPIC_BASE_URL", model_url);
     cmd
@@ -181,8 +190,19 @@ pub fn run_in_repo(
     home: &Path,
     args: &[&str],
 ) -> (Finished, Vec<RecordedRequest>) {
+    run_in_repo_with(Path::new(BIN), server, repo, home, args)
+}
+
+/// [`run_in_repo`] with the binary `bin` instead of [`BIN`].
+pub fn run_in_repo_with(
+    bin: &Path,
+    server: &FakeLlm,
+    repo: &Path,
+    home: &Path,
+    args: &[&str],
+) -> (Finished, Vec<RecordedRequest>) {
     let before = server.model_requests().len();
-    let mut cmd = ahelper_with_model(home, &server.base_url());
+    let mut cmd = with_model(ahelper_at(bin, home), &server.base_url());
     let finished = run_to_end(cmd.arg("-C").arg(repo).args(args));
     let requests = server.model_requests().into_iter().skip(before).collect();
     (finished, requests)

@@ -405,6 +405,44 @@ fn sighup_mid_run_commits_wip_and_prints_resume() {
     signal_mid_run_commits_wip_and_prints_resume(libc::SIGHUP);
 }
 
+/// `SIGTERM` while `ahelper -p` waits for a command (one-shot runs on a single-threaded
+/// runtime): the command is ended, the session's transcript records the cancelled stop, stderr
+/// says how to resume, exit status 130, and no process of the command survives.
+#[test]
+fn sigterm_during_print_mode_cancels_the_command_and_exits_130() {
+    let x = unique();
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let server = start(agent([
+        runs(&format!("echo $$ > sleeper.pid; exec sleep 300.{x}")),
+        Turn::text("never reached"),
+    ]));
+    let child = spawn_ahelper(&repo, &server, &["-p", "go", "--permission-mode", "bypass"]);
+    wait_for_some("the command to start", Duration::from_secs(60), || {
+        std::fs::read_to_string(repo.path().join("sleeper.pid"))
+            .ok()
+            .filter(|s| s.ends_with('\n'))
+    });
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("--resume"), "{stderr}");
+    let stops: Vec<Value> = session_lines(&repo)
+        .into_iter()
+        .filter(|l| l["type"] == "stop")
+        .collect();
+    assert_eq!(stops.len(), 1, "{stops:?}");
+    assert_eq!(stops[0]["reason"], "cancelled", "{stops:?}");
+    wait_until_gone(
+        "cmdline",
+        &format!("sleep 300.{x}"),
+        Duration::from_millis(10),
+        Duration::from_secs(10),
+        "the command's sleep",
+    );
+}
+
 /// 15.8: each command gets its own 0700 `TMPDIR`, removed afterwards; the shared temp dir is
 /// not writable under the sandbox.
 #[test]

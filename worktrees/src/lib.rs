@@ -34,6 +34,7 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 mod branch;
+mod cargo_warm;
 mod cli;
 mod commit;
 mod error;
@@ -57,6 +58,9 @@ pub use error::GitError;
 pub use git2::Oid;
 pub use hazards::{
     AUTO_RUN_NAMES, AUTO_RUN_PATHS, Hazard, HazardKind, HazardLimits, is_auto_run, scan_hazards,
+};
+pub use cargo_warm::{
+    CARGO_SEED_DIR, CargoSeed, CargoSeedReport, NoSeedReason, list_cargo_seed, seed_cargo_target,
 };
 pub use include::{
     DEFAULT_INCLUDE_MAX_BYTES, INCLUDE_FILE, IncludeLimits, IncludeList, IncludeReport, SkipReason,

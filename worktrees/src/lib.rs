@@ -53,14 +53,14 @@ pub use branch::{
     CommitSummary, DeletedBranch, branch_tip, create_branch, delete_branch, integration_branch,
     resolve_commit, unmerged_commits, worker_branch,
 };
+pub use cargo_warm::{
+    CARGO_SEED_DIR, CargoSeed, CargoSeedReport, NoSeedReason, list_cargo_seed, seed_cargo_target,
+};
 pub use commit::{DiffStats, commit_all, diff_stats};
 pub use error::GitError;
 pub use git2::Oid;
 pub use hazards::{
     AUTO_RUN_NAMES, AUTO_RUN_PATHS, Hazard, HazardKind, HazardLimits, is_auto_run, scan_hazards,
-};
-pub use cargo_warm::{
-    CARGO_SEED_DIR, CargoSeed, CargoSeedReport, NoSeedReason, list_cargo_seed, seed_cargo_target,
 };
 pub use include::{
     DEFAULT_INCLUDE_MAX_BYTES, INCLUDE_FILE, IncludeLimits, IncludeList, IncludeReport, SkipReason,

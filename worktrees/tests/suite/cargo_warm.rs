@@ -41,7 +41,10 @@ fn rust_fixture() -> Fixture {
         ("build/my-app-4d5e/out/own.rs", "own build script output"),
         (".fingerprint/serde-1a2b/lib-serde", "fingerprint"),
         (".fingerprint/my-app-5e6f/lib-my_app", "own fingerprint"),
-        (".fingerprint/tool-7a8b/lib-toolkit", "own member fingerprint"),
+        (
+            ".fingerprint/tool-7a8b/lib-toolkit",
+            "own member fingerprint",
+        ),
         ("incremental/my_app-1/s-x/query-cache.bin", "incremental"),
         ("my-app", "uplifted binary"),
     ] {
@@ -123,7 +126,11 @@ fn seed_copies_dependency_artifacts_only_with_their_times() {
     );
     let copied = wt.join("target/debug/deps/libserde-1a2b.rlib");
     assert_eq!(fs::metadata(&copied).unwrap().modified().unwrap(), old);
-    assert_eq!(git(&wt, &["status", "--porcelain"]), "", "target/ stays ignored");
+    assert_eq!(
+        git(&wt, &["status", "--porcelain"]),
+        "",
+        "target/ stays ignored"
+    );
 }
 
 #[test]
@@ -137,9 +144,17 @@ fn each_worktree_gets_its_own_copy_and_the_checkout_is_untouched() {
     let inode = |root: &Path| fs::metadata(root.join(rel)).unwrap();
     let (a, b, main) = (inode(&w1), inode(&w2), inode(&f.repo));
     assert_ne!(a.ino(), b.ino(), "two worktrees never share a file");
-    assert_ne!(a.ino(), main.ino(), "nothing is hard-linked to the checkout");
+    assert_ne!(
+        a.ino(),
+        main.ino(),
+        "nothing is hard-linked to the checkout"
+    );
     assert_eq!((a.nlink(), b.nlink(), main.nlink()), (1, 1, 1));
-    assert!(!fs::symlink_metadata(w1.join("target")).unwrap().is_symlink());
+    assert!(
+        !fs::symlink_metadata(w1.join("target"))
+            .unwrap()
+            .is_symlink()
+    );
     fs::write(w1.join(rel), "rebuilt by worker 1").unwrap();
     assert_eq!(read(&w2, rel), "serde rlib");
     assert_eq!(read(&f.repo, rel), "serde rlib");
@@ -152,7 +167,11 @@ fn each_worktree_gets_its_own_copy_and_the_checkout_is_untouched() {
 fn seed_keeps_an_existing_target_of_a_recycled_worktree() {
     let f = rust_fixture();
     let wt = new_worktree(&f, "w1");
-    write(&wt, "target/debug/deps/libserde-1a2b.rlib", "the worktree's own");
+    write(
+        &wt,
+        "target/debug/deps/libserde-1a2b.rlib",
+        "the worktree's own",
+    );
     let report = seed_into(&f, &wt, IncludeLimits::default());
     assert_eq!(report, Some(CargoSeedReport::KeptExisting));
     assert_eq!(
@@ -202,8 +221,11 @@ fn seed_never_follows_a_symlink_out_of_the_repository() {
     let outside_dir = f.tmp.path().join("outside-dir");
     fs::create_dir_all(&outside_dir).unwrap();
     fs::write(outside_dir.join("x.rs"), "secret").unwrap();
-    std::os::unix::fs::symlink(&outside_dir, f.repo.join("target/debug/build/serde-2b3c/out/ext"))
-        .unwrap();
+    std::os::unix::fs::symlink(
+        &outside_dir,
+        f.repo.join("target/debug/build/serde-2b3c/out/ext"),
+    )
+    .unwrap();
     let wt = new_worktree(&f, "w1");
     let report = seed_into(&f, &wt, IncludeLimits::default()).unwrap();
     let CargoSeedReport::Seeded { skipped, .. } = &report else {

@@ -21,6 +21,17 @@
 //!   artifact directory, so measured as what such a cache gives at best: the dependencies'
 //!   artifacts only (everything in `target/debug` that is not the crate's own) copied into the
 //!   worktree's empty `target/`; the copy is part of the figure.
+//! - default (`[swarm] warm_cargo = "auto"`): what ahelper does with nothing configured —
+//!   [`ahelper_worktrees::list_cargo_seed`] + [`ahelper_worktrees::seed_cargo_target`] (the
+//!   dependency artifacts of `target/debug`, reflink where supported, else a copy); listing and
+//!   copying are part of the figure.
+//!
+//! `CARGO_WARM_ROWS=a,c,default` runs only those rows (of `cold`, `a`, `b`, `c`, `default`; all
+//! by default): on a loaded machine each cold build takes minutes.
+//!
+//! With `CARGO_WARM_SEED_FROM=<checkout of a built Rust project>` (e.g. this repository), the
+//! bench also lists and seeds that checkout's dependency artifacts into an empty directory and
+//! prints files, bytes and seconds: what the default costs on a real `target/` (no build).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -59,36 +70,111 @@ fn main() {
         );
     };
 
+    let rows = std::env::var("CARGO_WARM_ROWS").unwrap_or_default();
+    let wanted = |row: &str| rows.is_empty() || rows.split(',').any(|r| r.trim() == row);
     let nothing = |_: &Path| Duration::ZERO;
-    let cold = in_new_worktree(&checkout, "cold", nothing, None);
-    report("cold (empty target/)", cold);
+    if wanted("cold") {
+        let cold = in_new_worktree(&checkout, "cold", nothing, None);
+        report("cold (empty target/)", cold);
+    }
+    if wanted("a") {
+        row_a(&checkout, &report);
+    }
+    if wanted("b") {
+        let slot = tmp.path().join("slot-1-target");
+        let first = in_new_worktree(&checkout, "slot-first", nothing, Some(&slot));
+        let second = in_new_worktree(&checkout, "slot-second", nothing, Some(&slot));
+        report("(b) slot CARGO_TARGET_DIR, slot's 1st subtask", first);
+        report("(b) slot CARGO_TARGET_DIR, slot's next subtask", second);
+    }
+    if wanted("c") {
+        let copy_dependencies = |wt: &Path| {
+            let started = Instant::now();
+            copy_dependency_artifacts(&checkout.join("target"), &wt.join("target"));
+            started.elapsed()
+        };
+        let shared = in_new_worktree(&checkout, "deps-cache", copy_dependencies, None);
+        report("(c) dependency artifacts only (copy + build)", shared);
+    }
+    if wanted("default") {
+        let seed_default = |wt: &Path| {
+            let started = Instant::now();
+            let seeded = seed(&checkout, wt);
+            println!("  ({})", seeded.describe());
+            started.elapsed()
+        };
+        let default = in_new_worktree(&checkout, "warm-default", seed_default, None);
+        report("default: warm_cargo = \"auto\" (seed + build)", default);
+    }
+    if let Some(big) = std::env::var_os("CARGO_WARM_SEED_FROM") {
+        seed_scale(Path::new(&big), &tmp.path().join("seed-scale"));
+    }
+}
 
+/// (a): the checkout's whole `target/` brought by a `.worktreeinclude` naming it.
+fn row_a(checkout: &Path, report: &impl Fn(&str, Duration)) {
     std::fs::write(checkout.join(".worktreeinclude"), "target/\n").unwrap();
     let bring_target = |wt: &Path| {
         let started = Instant::now();
-        let brought = ahelper_worktrees::bring_included(&checkout, wt, Default::default())
+        let brought = ahelper_worktrees::bring_included(checkout, wt, Default::default())
             .expect(".worktreeinclude brings target/");
         assert!(brought.skipped.is_empty(), "{}", brought.describe());
         println!("  ({})", brought.describe());
         started.elapsed()
     };
-    let included = in_new_worktree(&checkout, "include", bring_target, None);
+    let included = in_new_worktree(checkout, "include", bring_target, None);
     std::fs::remove_file(checkout.join(".worktreeinclude")).unwrap();
     report("(a) .worktreeinclude target/ (bring + build)", included);
+}
 
-    let slot = tmp.path().join("slot-1-target");
-    let first = in_new_worktree(&checkout, "slot-first", nothing, Some(&slot));
-    let second = in_new_worktree(&checkout, "slot-second", nothing, Some(&slot));
-    report("(b) slot CARGO_TARGET_DIR, slot's 1st subtask", first);
-    report("(b) slot CARGO_TARGET_DIR, slot's next subtask", second);
+/// ahelper's default seed of `checkout`'s dependency artifacts into `worktree`.
+fn seed(checkout: &Path, worktree: &Path) -> ahelper_worktrees::CargoSeedReport {
+    let include = ahelper_worktrees::list_included(checkout).expect("list .worktreeinclude");
+    let seed = ahelper_worktrees::list_cargo_seed(checkout, &include).expect("list the seed");
+    ahelper_worktrees::seed_cargo_target(&seed, worktree, Default::default())
+        .expect("seed target/debug")
+        .expect("a built Rust checkout is seeded")
+}
 
-    let copy_dependencies = |wt: &Path| {
-        let started = Instant::now();
-        copy_dependency_artifacts(&checkout.join("target"), &wt.join("target"));
-        started.elapsed()
+/// The default's cost on a real project: list and copy `checkout`'s dependency artifacts into
+/// the empty directory `dest` (nothing is built).
+fn seed_scale(checkout: &Path, dest: &Path) {
+    std::fs::create_dir_all(dest).unwrap();
+    let started = Instant::now();
+    let include = ahelper_worktrees::list_included(checkout).expect("list .worktreeinclude");
+    let seed = ahelper_worktrees::list_cargo_seed(checkout, &include).expect("list the seed");
+    let listed = started.elapsed();
+    let (files, bytes) = seed.size();
+    let started = Instant::now();
+    let unlimited = ahelper_worktrees::IncludeLimits {
+        max_bytes: u64::MAX,
     };
-    let shared = in_new_worktree(&checkout, "deps-cache", copy_dependencies, None);
-    report("(c) dependency artifacts only (copy + build)", shared);
+    let report =
+        ahelper_worktrees::seed_cargo_target(&seed, dest, unlimited).expect("seed target/debug");
+    let copied = started.elapsed();
+    let guard = ahelper_worktrees::DEFAULT_INCLUDE_MAX_BYTES;
+    println!(
+        "  (measured without the size guard; the default guard of {} MB {})",
+        guard / 1_000_000,
+        if bytes <= guard {
+            "takes it"
+        } else {
+            "skips it and names it"
+        }
+    );
+    println!(
+        "seed of {}: {files} files, {:.0} MB listed in {:.2} s, copied in {:.2} s ({:.0} MB/s)  [load {}]",
+        checkout.display(),
+        bytes as f64 / 1e6,
+        listed.as_secs_f64(),
+        copied.as_secs_f64(),
+        bytes as f64 / 1e6 / copied.as_secs_f64().max(1e-9),
+        load_average()
+    );
+    match report {
+        Some(report) => println!("  ({})", report.describe()),
+        None => println!("  (nothing seeded: {:?})", seed.applies()),
+    }
 }
 
 /// A git repository at `dir` holding a library crate with three registry dependencies.

@@ -197,6 +197,11 @@ config_table! {
         /// Size guard of `.worktreeinclude`, in megabytes (10⁶ bytes) per worktree: an ignored
         /// entry that does not fit is skipped and named. Default 1,000.
         worktree_include_max_mb: Option<u64>,
+        /// Warm cargo builds in new worker worktrees: `"auto"` (default) seeds a Rust project's
+        /// new worktree `target/debug` with the dependency artifacts of the checkout's (copied,
+        /// copy-on-write where supported, within `worktree_include_max_mb`) unless the
+        /// `.worktreeinclude` covers `target/` or `CARGO_TARGET_DIR` is set; `"off"`: never.
+        warm_cargo: Option<WarmCargo>,
         /// NATS server of remote workers (`nats://host:4222`, `tls://…`); set, `ahelper swarm`
         /// runs its workers on `ahelper worker` machines (`docs/distributed.md`). Unset: locally.
         nats_url: Option<String>,
@@ -233,6 +238,20 @@ fn worker_fix_rounds<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u3
 
 fn merge_fix_attempts<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
     in_range(d, "swarm.merge_fix_attempts", 0, 10)
+}
+
+/// `[swarm] warm_cargo`: whether new worker worktrees of a Rust project get the checkout's
+/// dependency artifacts ([`ahelper_worktrees::list_cargo_seed`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WarmCargo {
+    /// Seed when the project is a Rust project with a built, git-ignored `target/debug`, its
+    /// `.worktreeinclude` does not cover `target/` and `CARGO_TARGET_DIR` is not set.
+    #[default]
+    Auto,
+    /// Never: workers build their dependencies from scratch (unless `.worktreeinclude` brings
+    /// `target/`).
+    Off,
 }
 
 /// Deserialises `swarm.setup`: a command line that is not blank.
@@ -419,6 +438,7 @@ impl ConfigFile {
         over!(swarm.max_file_mb);
         over!(swarm.setup);
         over!(swarm.worktree_include_max_mb);
+        over!(swarm.warm_cargo);
         over!(swarm.nats_url);
         over!(swarm.remote);
         over!(sandbox.mode);
@@ -509,6 +529,8 @@ pub struct SwarmLimits {
     pub setup: Option<String>,
     /// `swarm.worktree_include_max_mb` in bytes: the `.worktreeinclude` size guard per worktree.
     pub include_max_bytes: u64,
+    /// `swarm.warm_cargo`: seed new worktrees' `target/debug` with dependency artifacts.
+    pub warm_cargo: WarmCargo,
     /// `swarm.nats_url`: run workers on remote machines through this NATS server.
     pub nats_url: Option<String>,
     /// `swarm.remote`: the git remote both sides reach (default `origin`).
@@ -867,6 +889,7 @@ fn resolve_swarm(file: &SwarmFile) -> SwarmLimits {
             .map_or(ahelper_worktrees::DEFAULT_INCLUDE_MAX_BYTES, |mb| {
                 mb.saturating_mul(1_000_000)
             }),
+        warm_cargo: file.warm_cargo.unwrap_or_default(),
         nats_url: file.nats_url.clone(),
         remote: file.remote.clone().unwrap_or_else(|| "origin".into()),
     }
@@ -1893,6 +1916,24 @@ mod tests {
             resolve_swarm(&SwarmFile::default()).include_max_bytes,
             ahelper_worktrees::DEFAULT_INCLUDE_MAX_BYTES
         );
+    }
+
+    /// `swarm.warm_cargo`: `"auto"` by default, `"off"` turns it off, anything else is an error
+    /// naming the key.
+    #[test]
+    fn warm_cargo_defaults_to_auto_and_can_be_turned_off() {
+        let path = Path::new("/p/.ahelper/config.toml");
+        assert_eq!(
+            resolve_swarm(&SwarmFile::default()).warm_cargo,
+            WarmCargo::Auto
+        );
+        let off = ConfigFile::parse("[swarm]\nwarm_cargo = \"off\"\n", path).unwrap();
+        assert_eq!(resolve_swarm(&off.swarm).warm_cargo, WarmCargo::Off);
+        let (kept, ignored) = split_untrusted(off, None);
+        assert_eq!(kept.swarm.warm_cargo, Some(WarmCargo::Off));
+        assert!(ignored.is_empty(), "{ignored:?}");
+        let bad = ConfigFile::parse("[swarm]\nwarm_cargo = \"always\"\n", path).unwrap_err();
+        assert!(bad.to_string().contains("warm_cargo"), "{bad}");
     }
 
     /// An untrusted project's MCP servers need trust (they are programs ahelper starts); its

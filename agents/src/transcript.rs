@@ -123,6 +123,13 @@ pub enum TranscriptEntry {
         /// Counts and the paths skipped, with why.
         report: ahelper_worktrees::IncludeReport,
     },
+    /// `[swarm] warm_cargo`: the checkout's dependency artifacts were seeded into a worker's new
+    /// worktree `target/debug` (or its own `target/` was kept; written before the worker's
+    /// session starts).
+    CargoWarm {
+        /// Counts and what was skipped, with why.
+        report: ahelper_worktrees::CargoSeedReport,
+    },
     /// The `[swarm] setup` command ran in a worker's new worktree (before its session starts).
     Setup {
         /// The command line.

@@ -104,21 +104,28 @@ impl IncludeReport {
             "{INCLUDE_FILE}: brought {} files ({} bytes, {} copy-on-write)",
             self.files, self.bytes, self.reflinked
         );
-        for skipped in &self.skipped {
-            let why = match &skipped.reason {
-                SkipReason::TooLarge { bytes, remaining } => format!(
-                    "{bytes} bytes, over the size guard ({remaining} bytes left; raise [swarm] worktree_include_max_mb)"
-                ),
-                SkipReason::SymlinkEscapes { target } => {
-                    format!("symlink to {} leaves the repository", target.display())
-                }
-                SkipReason::SymlinkedParent => "a directory on its way is a symlink".into(),
-                SkipReason::NotAFile => "not a regular file, directory or symlink".into(),
-            };
-            text.push_str(&format!("; skipped {}: {why}", skipped.path));
-        }
+        text.push_str(&describe_skipped(&self.skipped));
         text
     }
+}
+
+/// `; skipped <path>: <why>` for each of `skipped` (empty when none).
+pub(crate) fn describe_skipped(skipped: &[SkippedInclude]) -> String {
+    let mut text = String::new();
+    for skipped in skipped {
+        let why = match &skipped.reason {
+            SkipReason::TooLarge { bytes, remaining } => format!(
+                "{bytes} bytes, over the size guard ({remaining} bytes left; raise [swarm] worktree_include_max_mb)"
+            ),
+            SkipReason::SymlinkEscapes { target } => {
+                format!("symlink to {} leaves the repository", target.display())
+            }
+            SkipReason::SymlinkedParent => "a directory on its way is a symlink".into(),
+            SkipReason::NotAFile => "not a regular file, directory or symlink".into(),
+        };
+        text.push_str(&format!("; skipped {}: {why}", skipped.path));
+    }
+    text
 }
 
 /// Brings the git-ignored files of the checkout `main` that its `.worktreeinclude` matches into
@@ -147,6 +154,18 @@ pub struct IncludeList {
     has_include_file: bool,
     /// Each ignored entry as git reports it, with its matched items.
     entries: Vec<(String, Vec<Item>)>,
+}
+
+impl IncludeList {
+    /// Whether the include patterns match anything under the directory `dir` (relative,
+    /// `/`-separated, no trailing slash), e.g. `target`: the user chose what happens to it.
+    pub fn covers(&self, dir: &str) -> bool {
+        let prefix = format!("{dir}/");
+        self.entries.iter().any(|(entry, items)| {
+            (entry == &prefix || entry.starts_with(&prefix) || prefix.starts_with(entry.as_str()))
+                && items.iter().any(|i| item_path(i).starts_with(&prefix))
+        })
+    }
 }
 
 /// Lists what [`bring_listed`] brings from the checkout `main` (see [`bring_included`]).
@@ -223,7 +242,7 @@ fn read_patterns(main: &Path) -> Result<Option<Gitignore>, GitError> {
 /// The checkout's ignored entries as git reports them (`git ls-files --others --ignored
 /// --exclude-standard --directory`): a wholly ignored directory once, as `dir/`; `.ahelper/`
 /// left out.
-fn ignored_entries(main: &Path) -> Result<Vec<String>, GitError> {
+pub(crate) fn ignored_entries(main: &Path) -> Result<Vec<String>, GitError> {
     let out = cli::git(
         main,
         [
@@ -244,7 +263,7 @@ fn ignored_entries(main: &Path) -> Result<Vec<String>, GitError> {
 
 /// One thing to create in the worktree.
 #[derive(Debug)]
-enum Item {
+pub(crate) enum Item {
     /// A regular file of this many bytes.
     File(String, u64),
     /// A symlink with this target.
@@ -289,7 +308,7 @@ fn matched_items(main: &Path, matcher: &Gitignore, entry: &str) -> Result<Vec<It
     Ok(items)
 }
 
-fn item_path(item: &Item) -> &str {
+pub(crate) fn item_path(item: &Item) -> &str {
     match item {
         Item::File(p, _) | Item::Symlink(p, _) | Item::Other(p) => p,
     }
@@ -324,18 +343,18 @@ fn symlink_stays_inside(rel: &str, target: &Path) -> bool {
 }
 
 /// Writes the items of one entry into the worktree, keeping count.
-struct Copier<'a> {
-    main: &'a Path,
-    worktree: &'a Path,
-    remaining: u64,
+pub(crate) struct Copier<'a> {
+    pub(crate) main: &'a Path,
+    pub(crate) worktree: &'a Path,
+    pub(crate) remaining: u64,
     /// Directories of the worktree known to exist and not to be symlinks.
-    checked_dirs: HashSet<PathBuf>,
-    report: IncludeReport,
+    pub(crate) checked_dirs: HashSet<PathBuf>,
+    pub(crate) report: IncludeReport,
 }
 
 impl Copier<'_> {
     /// The size guard for the entry as a whole, then each of its items.
-    fn bring_entry(&mut self, entry: &str, items: &[Item]) -> Result<(), GitError> {
+    pub(crate) fn bring_entry(&mut self, entry: &str, items: &[Item]) -> Result<(), GitError> {
         let bytes: u64 = items
             .iter()
             .map(|i| match i {

@@ -34,6 +34,7 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 mod branch;
+mod cargo_warm;
 mod cli;
 mod commit;
 mod error;
@@ -51,6 +52,9 @@ mod worktree;
 pub use branch::{
     CommitSummary, DeletedBranch, branch_tip, create_branch, delete_branch, integration_branch,
     resolve_commit, unmerged_commits, worker_branch,
+};
+pub use cargo_warm::{
+    CARGO_SEED_DIR, CargoSeed, CargoSeedReport, NoSeedReason, list_cargo_seed, seed_cargo_target,
 };
 pub use commit::{DiffStats, commit_all, diff_stats};
 pub use error::GitError;

@@ -168,6 +168,7 @@ pub fn format_transcript_line(entry: &TranscriptEntry, ts: &str) -> Option<Strin
             clip_counted(summary, 1_000)
         ),
         TranscriptEntry::WorktreeInclude { report } => format!("{time} ── {}", report.describe()),
+        TranscriptEntry::CargoWarm { report } => format!("{time} ── {}", report.describe()),
         TranscriptEntry::Setup {
             command,
             outcome,

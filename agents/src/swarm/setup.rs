@@ -1,10 +1,14 @@
 //! Preparing a new worker worktree before its worker starts: first the ignored files the
 //! repository's `.worktreeinclude` matches are brought in
 //! ([`ahelper_worktrees::bring_included`]: copy-on-write where the file system supports it,
-//! with a size guard that names what it skipped, symlinks never leaving the repository), then the
-//! `[swarm] setup` command runs there (`bash -c`, like the verification command: the worker's
+//! with a size guard that names what it skipped, symlinks never leaving the repository), then,
+//! for a Rust project (`[swarm] warm_cargo = "auto"`, the default), the checkout's dependency
+//! artifacts are seeded into the worktree's own `target/debug`
+//! ([`ahelper_worktrees::seed_cargo_target`]: same guards, within what the size guard has left;
+//! not when `.worktreeinclude` covers `target/`, `CARGO_TARGET_DIR` is set, or the worktree
+//! already has a `target/`), then the `[swarm] setup` command runs there (`bash -c`, like the verification command: the worker's
 //! command sandbox and environment, the `verify_timeout_s` limit, secrets redacted). Both are
-//! recorded in the worker's transcript (`worktree_include` and `setup` lines); a failed setup
+//! recorded in the worker's transcript (`worktree_include`, `cargo_warm` and `setup` lines); a failed setup
 //! command fails that worker with the command's exit status and the tail of its output.
 
 use super::{GitTaskError, git_task};
@@ -34,6 +38,11 @@ pub struct WorktreeSetup {
     /// The checkout's `.worktreeinclude` matches, listed by the first worktree that needs them
     /// and reused by the others (one walk of the ignored directories per run).
     pub included: tokio::sync::OnceCell<Arc<git::IncludeList>>,
+    /// `[swarm] warm_cargo`; [`crate::config::WarmCargo::Off`] also when `CARGO_TARGET_DIR` is
+    /// set in ahelper's environment (builds do not use `target/` then).
+    pub warm_cargo: crate::config::WarmCargo,
+    /// The checkout's dependency artifacts, listed by the first worktree that needs them.
+    pub cargo_seed: tokio::sync::OnceCell<Arc<git::CargoSeed>>,
 }
 
 /// Why a worktree could not be prepared; the worker fails with this message.
@@ -43,6 +52,13 @@ pub enum SetupFailure {
     /// disk).
     #[error("could not bring the .worktreeinclude files: {0}")]
     Include(#[source] GitTaskError),
+    /// Seeding `target/debug` with the checkout's dependency artifacts failed (unreadable
+    /// checkout, full disk); the worktree's `target/` was removed again.
+    #[error(
+        "could not seed target/debug with the checkout's dependency artifacts (set [swarm] \
+         warm_cargo = \"off\" to skip this): {0}"
+    )]
+    CargoWarm(#[source] GitTaskError),
     /// The setup command did not exit 0.
     #[error("setup command `{command}` failed ({}); its output ends with:\n{tail}", describe_outcome(.outcome))]
     Command {
@@ -84,8 +100,10 @@ fn output_tail(output: &str) -> String {
 
 impl WorktreeSetup {
     /// The preparation `config` asks for: its `[swarm]` setup command, `.worktreeinclude` size
-    /// guard and time limit; nothing listed yet.
+    /// guard, time limit and `warm_cargo` (off when `CARGO_TARGET_DIR` is set in this process's
+    /// environment, which the workers' commands inherit); nothing listed yet.
     pub fn from_config(config: &crate::config::Config) -> Self {
+        let target_dir_set = std::env::var_os("CARGO_TARGET_DIR").is_some_and(|v| !v.is_empty());
         WorktreeSetup {
             include_limits: git::IncludeLimits {
                 max_bytes: config.swarm.include_max_bytes,
@@ -93,6 +111,12 @@ impl WorktreeSetup {
             command: config.swarm.setup.clone(),
             timeout: Duration::from_secs(config.swarm.verify_timeout_s),
             included: Default::default(),
+            warm_cargo: if target_dir_set {
+                crate::config::WarmCargo::Off
+            } else {
+                config.swarm.warm_cargo
+            },
+            cargo_seed: Default::default(),
         }
     }
 
@@ -112,7 +136,8 @@ impl WorktreeSetup {
         let mut writer = TranscriptWriter::open(transcript)
             .map_err(SetupFailure::Transcript)?
             .with_redactor(tools.redactor.clone());
-        self.include(repo_root, worktree, &mut writer).await?;
+        self.include(repo_root, worktree, tools, &mut writer)
+            .await?;
         let Some(command) = &self.command else {
             return Ok(());
         };
@@ -146,11 +171,12 @@ impl WorktreeSetup {
     }
 
     /// `.worktreeinclude`, on the blocking pool; a report line in the transcript when the
-    /// repository has the file.
+    /// repository has the file. Then the warm cargo seed, within what the size guard has left.
     async fn include(
         &self,
         repo_root: &Path,
         worktree: &Path,
+        tools: &ToolContext,
         writer: &mut TranscriptWriter,
     ) -> Result<(), SetupFailure> {
         let main: PathBuf = repo_root.into();
@@ -163,17 +189,61 @@ impl WorktreeSetup {
             .map_err(SetupFailure::Include)?
             .clone();
         let (dest, limits): (PathBuf, _) = (worktree.into(), self.include_limits);
-        let report = git_task(move || Ok(git::bring_listed(&list, &dest, limits)?))
+        let included = list.clone();
+        let report = git_task(move || Ok(git::bring_listed(&included, &dest, limits)?))
             .await
             .map_err(SetupFailure::Include)?;
-        if !report.has_include_file {
+        let left = git::IncludeLimits {
+            max_bytes: limits.max_bytes.saturating_sub(report.bytes),
+        };
+        if report.has_include_file {
+            if !report.skipped.is_empty() {
+                tracing::warn!(worktree = %worktree.display(), "{}", report.describe());
+            }
+            writer
+                .append(TranscriptEntry::WorktreeInclude { report })
+                .map_err(SetupFailure::Transcript)?;
+        }
+        if self.warm_cargo == crate::config::WarmCargo::Off
+            || tools.env.contains_key("CARGO_TARGET_DIR")
+        {
             return Ok(());
         }
-        if !report.skipped.is_empty() {
+        self.warm_cargo(repo_root, worktree, list, left, writer)
+            .await
+    }
+
+    /// `[swarm] warm_cargo`: the checkout's dependency artifacts (listed once per run) copied
+    /// into the worktree's `target/debug`; a transcript line when anything applied.
+    async fn warm_cargo(
+        &self,
+        repo_root: &Path,
+        worktree: &Path,
+        included: Arc<git::IncludeList>,
+        limits: git::IncludeLimits,
+        writer: &mut TranscriptWriter,
+    ) -> Result<(), SetupFailure> {
+        let main: PathBuf = repo_root.into();
+        let seed = self
+            .cargo_seed
+            .get_or_try_init(|| async move {
+                git_task(move || Ok(Arc::new(git::list_cargo_seed(&main, &included)?))).await
+            })
+            .await
+            .map_err(SetupFailure::CargoWarm)?
+            .clone();
+        let dest: PathBuf = worktree.into();
+        let report = git_task(move || Ok(git::seed_cargo_target(&seed, &dest, limits)?))
+            .await
+            .map_err(SetupFailure::CargoWarm)?;
+        let Some(report) = report else {
+            return Ok(());
+        };
+        if report.skipped_any() {
             tracing::warn!(worktree = %worktree.display(), "{}", report.describe());
         }
         writer
-            .append(TranscriptEntry::WorktreeInclude { report })
+            .append(TranscriptEntry::CargoWarm { report })
             .map_err(SetupFailure::Transcript)
     }
 }

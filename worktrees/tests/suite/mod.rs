@@ -1,4 +1,5 @@
 mod candidate_merge;
+mod cargo_warm;
 mod commit_merge;
 mod include;
 mod index_lock;

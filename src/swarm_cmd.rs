@@ -400,10 +400,13 @@ async fn confirm_keeping_baseline(
     }
 }
 
+/// What setting up a distributed run's worker slots gave ([`remote_slots`]).
+type SlotsSetUp = Result<(Arc<dyn WorkerSlots>, RemoteRecord), String>;
+
 /// The worker slots of a distributed run being set up in the background ([`remote_slots`]),
 /// while the coordinator plans.
 struct PendingSlots {
-    task: tokio::task::JoinHandle<Result<(Arc<dyn WorkerSlots>, RemoteRecord), String>>,
+    task: tokio::task::JoinHandle<SlotsSetUp>,
     /// Cancelled when the run does not start: a set-up still connecting gives up at once
     /// instead of waiting for the server (up to the connect timeout when it is unreachable).
     stop_connecting: tokio_util::sync::CancellationToken,

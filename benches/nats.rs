@@ -4,18 +4,22 @@
 //! run and printed as figures and ratios (never asserted), each configuration interleaved with
 //! its local counterpart so that load changes hit both alike:
 //!
-//! 1. Dispatch overhead per subtask: 4 subtasks × 2 turns one after another (`max_workers =
+//! 1. Dispatch overhead per subtask: 4 subtasks × 2 turns one after another (`maxworkers =
 //!    1`), locally and on one worker process. The span from the planning reply (coordinator
 //!    request received + latency) to the process's exit covers every dispatch, worker run,
 //!    merge and the closing turn; (span over NATS − span local) / 4 is what NATS, the pushes and
 //!    fetches of the shared remote and the worker's clone add per subtask. Target ≤ 50 ms.
 //! 2. 16 subtasks × 5 turns (4 tool-call turns + a final text turn) on 4 worker processes of 4
-//!    slots each (`max_workers = 16`): the worker phase (first worker request received → last
+//!    slots each (`maxworkers = 16`): the worker phase (first worker request received → last
 //!    worker reply sent) against the ideal 5 × 200 ms, and the whole process against the ideal
 //!    (planning + 5 worker turns + closing turn) × 200 ms, beside the same run with local
 //!    workers. Target ≤ 1.15×.
 //!
 //! The median of a few rounds is printed with the load average before and after.
+//!
+//! With `AHELPER_BENCH_LOGS=<dir>`, the coordinator and the worker processes log at the level
+//! `AHELPER_BENCH_LOG_LEVEL` (default `debug`) and each run's logs are copied to `<dir>` as
+//! `<local|nats>-<subtasks>x<turns>-<time>-<process>.log` (the timings then include logging).
 //!
 //! Run: `cargo bench --bench nats` (needs `nats-server` on PATH; Debian: `apt-get install
 //! nats-server`).
@@ -45,8 +49,8 @@ const SLOTS_PER_PROCESS: usize = 4;
 
 /// A swarm's repository ([`Fixture::swarm`], `file <i>` in each subtask's file) with a bare
 /// clone as its `origin`.
-fn fixture(subtasks: usize, max_workers: usize) -> Fixture {
-    let fixture = Fixture::swarm(subtasks, max_workers, |i| format!("file {i}\n"), &[]);
+fn fixture(subtasks: usize, maxworkers: usize) -> Fixture {
+    let fixture = Fixture::swarm(subtasks, maxworkers, |i| format!("file {i}\n"), &[]);
     let (repo, remote) = (fixture.repo(), fixture.dir.path().join("remote.git"));
     let (repo, remote) = (repo.to_str().unwrap(), remote.to_str().unwrap());
     git_cli::git(fixture.dir.path(), &["clone", "-q", "--bare", repo, remote]);
@@ -104,11 +108,43 @@ impl Nats {
     }
 }
 
+/// The log level of the bench's ahelper processes: `warn`, or `AHELPER_BENCH_LOG_LEVEL`
+/// (default `debug`) when `AHELPER_BENCH_LOGS` names a directory to keep the logs in.
+fn log_level() -> String {
+    match std::env::var_os("AHELPER_BENCH_LOGS") {
+        Some(_) => std::env::var("AHELPER_BENCH_LOG_LEVEL").unwrap_or_else(|_| "debug".into()),
+        None => "warn".into(),
+    }
+}
+
+/// Copies the log of the ahelper process whose home is `home` to `AHELPER_BENCH_LOGS` (when
+/// set) as `<run>-<process>.log`.
+fn keep_log(home: &std::path::Path, run: &str, process: &str) {
+    let Some(dir) = std::env::var_os("AHELPER_BENCH_LOGS") else {
+        return;
+    };
+    let dir = std::path::PathBuf::from(dir);
+    let _ = std::fs::create_dir_all(&dir);
+    let log = home.join("state/ahelper/logs/ahelper.log");
+    let _ = std::fs::copy(log, dir.join(format!("{run}-{process}.log")));
+}
+
 /// `ahelper worker` processes for one round (their model URL is the round's server), stopped
 /// with SIGKILL on drop (their subtasks are all done by then).
 struct Workers {
     _processes: KillOnDrop,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
+    count: usize,
+}
+
+impl Workers {
+    /// Copies the workers' logs (see [`keep_log`]).
+    fn keep_logs(&self, run: &str) {
+        for p in 1..=self.count {
+            let home = self.dir.path().join(format!("home{p}"));
+            keep_log(&home, run, &format!("worker{p}"));
+        }
+    }
 }
 
 impl Workers {
@@ -124,7 +160,7 @@ impl Workers {
                     .arg(dir.path().join(format!("work{p}")))
                     .args(["--permission-mode", "bypass"])
                     .current_dir(&home)
-                    .env("AHELPER_LOG", "warn")
+                    .env("AHELPER_LOG", log_level())
                     .stdout(Stdio::null())
                     .stderr(Stdio::null())
                     .spawn()
@@ -135,7 +171,8 @@ impl Workers {
         std::thread::sleep(Duration::from_millis(1500));
         Workers {
             _processes: KillOnDrop(children),
-            _dir: dir,
+            dir,
+            count: processes,
         }
     }
 }
@@ -164,11 +201,11 @@ enum Slots<'a> {
     },
 }
 
-/// Runs one swarm of `subtasks` × `turns` with `max_workers`, its workers in `slots`.
-fn run(subtasks: usize, turns: u64, max_workers: usize, slots: Slots) -> Sample {
-    let fixture = fixture(subtasks, max_workers);
+/// Runs one swarm of `subtasks` × `turns` with `maxworkers`, its workers in `slots`.
+fn run(subtasks: usize, turns: u64, maxworkers: usize, slots: Slots) -> Sample {
+    let fixture = fixture(subtasks, maxworkers);
     let server = FakeLlm::start_blocking(script(subtasks, turns)).expect("fake LLM server starts");
-    let _workers = match slots {
+    let workers = match slots {
         Slots::Local => None,
         Slots::Nats {
             url,
@@ -180,12 +217,21 @@ fn run(subtasks: usize, turns: u64, max_workers: usize, slots: Slots) -> Sample 
     cmd.current_dir(fixture.repo())
         .args(["swarm", "edit every file", "--yes", "--no-verify"])
         .args(["--permission-mode", "bypass"])
-        .env("AHELPER_LOG", "warn");
+        .env("AHELPER_LOG", log_level());
     if let Slots::Nats { url, .. } = slots {
         cmd.args(["--nats", url]);
     }
     let finished = run_to_end(&mut cmd);
     finished.assert_success("ahelper swarm");
+    let at = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    let kind = if workers.is_some() { "nats" } else { "local" };
+    let label = format!("{kind}-{subtasks}x{turns}-{at}");
+    keep_log(&fixture.home(), &label, "coordinator");
+    if let Some(workers) = &workers {
+        workers.keep_logs(&label);
+    }
     sample(
         &server.model_requests(),
         subtasks * turns as usize,
@@ -270,7 +316,7 @@ fn throughput(url: &str) {
         Duration::from_millis((WIDE_TURNS + 2) * LATENCY_MS),
     );
     println!(
-        "\n2. {WIDE_SUBTASKS} subtasks x {WIDE_TURNS} turns, max_workers = {WIDE_SUBTASKS} (median of {ROUNDS}):"
+        "\n2. {WIDE_SUBTASKS} subtasks x {WIDE_TURNS} turns, maxworkers = {WIDE_SUBTASKS} (median of {ROUNDS}):"
     );
     let label = format!("{WORKER_PROCESSES} worker processes x {SLOTS_PER_PROCESS}: ");
     for (label, samples) in [("local workers: ", &local), (label.as_str(), &remote)] {

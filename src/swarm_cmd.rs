@@ -400,9 +400,17 @@ async fn confirm_keeping_baseline(
     }
 }
 
+/// What setting up a distributed run's worker slots gave ([`remote_slots`]).
+type SlotsSetUp = Result<(Arc<dyn WorkerSlots>, RemoteRecord), String>;
+
 /// The worker slots of a distributed run being set up in the background ([`remote_slots`]),
 /// while the coordinator plans.
-type PendingSlots = tokio::task::JoinHandle<Result<(Arc<dyn WorkerSlots>, RemoteRecord), String>>;
+struct PendingSlots {
+    task: tokio::task::JoinHandle<SlotsSetUp>,
+    /// Cancelled when the run does not start: a set-up still connecting gives up at once
+    /// instead of waiting for the server (up to the connect timeout when it is unreachable).
+    stop_connecting: tokio_util::sync::CancellationToken,
+}
 
 /// Starts setting up the worker slots of a distributed run (`None`: the workers are local).
 fn prepare_remote_slots(
@@ -411,13 +419,18 @@ fn prepare_remote_slots(
     record: &RunRecord,
 ) -> Option<PendingSlots> {
     let (nats, remote, record) = (nats?.clone(), config.swarm.remote.clone(), record.clone());
-    Some(tokio::spawn(async move {
-        remote_slots(&nats, &remote, &record).await
-    }))
+    let stop_connecting = tokio_util::sync::CancellationToken::new();
+    let stop = stop_connecting.clone();
+    let task = tokio::spawn(async move { remote_slots(&nats, &remote, &record, &stop).await });
+    Some(PendingSlots {
+        task,
+        stop_connecting,
+    })
 }
 
-/// Undoes [`prepare_remote_slots`] for a run that does not start: the base commit's ref it
-/// pushed to the git remote is deleted.
+/// Undoes [`prepare_remote_slots`] for a run that does not start: a set-up still connecting
+/// stops; one that connected finishes, and the base commit's ref it pushed to the git remote is
+/// deleted.
 async fn discard_remote(
     pending: Option<PendingSlots>,
     nats: Option<&NatsOptions>,
@@ -426,7 +439,8 @@ async fn discard_remote(
     let (Some(pending), Some(nats)) = (pending, nats) else {
         return;
     };
-    let Ok(Ok((_, remote))) = pending.await else {
+    pending.stop_connecting.cancel();
+    let Ok(Ok((_, remote))) = pending.task.await else {
         return;
     };
     let cleaned =
@@ -437,16 +451,21 @@ async fn discard_remote(
 }
 
 /// The worker slots of a distributed run: connected to NATS, the base commit pushed to the
-/// repository's remote `remote` (`[swarm] remote`).
+/// repository's remote `remote` (`[swarm] remote`). Gives up while connecting when
+/// `stop_connecting` is cancelled (the run does not start).
 async fn remote_slots(
     nats: &NatsOptions,
     remote: &str,
     record: &RunRecord,
+    stop_connecting: &tokio_util::sync::CancellationToken,
 ) -> Result<(Arc<dyn WorkerSlots>, RemoteRecord), String> {
     let base = git::Oid::from_str(&record.base_commit).map_err(|e| e.to_string())?;
-    let connection = swarm::remote::connect(nats)
-        .await
-        .map_err(|e| e.to_string())?;
+    let connection = tokio::select! {
+        connected = swarm::remote::connect(nats) => connected.map_err(|e| e.to_string())?,
+        () = stop_connecting.cancelled() => {
+            return Err("the run did not start; NATS was not connected".into())
+        }
+    };
     let slots = NatsSlots::prepare(connection, &record.repo_root, remote, &record.run_id, base)
         .await
         .map_err(|e| e.to_string())?;
@@ -720,7 +739,12 @@ async fn execute_run(
     remote: Option<PendingSlots>,
 ) -> i32 {
     let worker_slots = match remote {
-        Some(pending) => match pending.await.map_err(|e| e.to_string()).and_then(|r| r) {
+        Some(pending) => match pending
+            .task
+            .await
+            .map_err(|e| e.to_string())
+            .and_then(|r| r)
+        {
             Ok((slots, remote)) => {
                 if let Err(e) = run.set_remote(remote) {
                     eprintln!("ahelper: {e}");

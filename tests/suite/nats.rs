@@ -638,3 +638,58 @@ fn swarm_clean_removes_a_killed_runs_consumer_queued_subtasks_and_remote_refs() 
     assert!(client.last_message("AHELPER_WORK", &queued).is_none());
     assert_eq!(remote_refs_of(repo, &run_id), Vec::<String>::new());
 }
+
+/// The four subtasks on one machine with four slots: they finish at about the same time, their
+/// branches go to the remote (those that finish while a push runs together in the next push;
+/// the hook of the bare remote records each push), and all four merge.
+#[test]
+fn four_branches_finishing_together_on_one_machine_are_all_pushed_and_merged() {
+    let nats = NatsServer::start();
+    let repo = four_file_repo();
+    let remote = repo.root().join("remote.git");
+    let pushes = repo.root().join("pushes.log");
+    let hook = remote.join("hooks/post-receive");
+    let script = format!(
+        "#!/bin/sh\nrefs=$(cut -d' ' -f3 | tr '\\n' ' ')\necho \"$refs\" >> '{}'\n",
+        pushes.display()
+    );
+    std::fs::write(&hook, script).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let server = start(four_subtasks());
+    let m1 = WorkerProcess::start(&nats.url(), "m1", &server.base_url(), 4);
+    let mut run = coordinator(&repo, &server, &nats.url());
+    let status = wait_for_exit(&mut run, || {
+        format!("{}\nworker:\n{}", coordinator_log(&repo), m1.log())
+    });
+    assert!(status.success(), "{}\n{}", coordinator_log(&repo), m1.log());
+    let record = assert_all_four_merged(&repo, Some("m1"));
+    let run_id = record["run_id"].as_str().unwrap();
+    let log = std::fs::read_to_string(&pushes).unwrap_or_default();
+    let worker_pushes: Vec<&str> = log.lines().filter(|l| l.contains("refs/heads/")).collect();
+    for w in ["w1", "w2", "w3", "w4"] {
+        let branch = format!("refs/heads/ahelper/{run_id}/{w}");
+        let times = worker_pushes.iter().filter(|l| l.contains(&branch)).count();
+        assert_eq!(times, 1, "{branch} pushed once:\n{log}");
+    }
+    assert!(worker_pushes.len() <= 4, "{log}");
+}
+
+/// A run that does not start (`--plan-only`) while NATS does not answer (a port that accepts
+/// connections and never speaks, so the client waits for its 10 s connect timeout): the
+/// set-up that started during planning is abandoned and the command ends at once.
+#[test]
+fn a_run_that_does_not_start_does_not_wait_for_an_unanswering_nats_server() {
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("nats://{}", silent.local_addr().unwrap());
+    let repo = four_file_repo();
+    let server = start(four_subtasks());
+    ahelper(&repo, &server, Wire::Anthropic)
+        .args(["swarm", "change four files", "--plan-only", "--nats", &url])
+        // well below the connect timeout: the command must not wait for it
+        .timeout(Duration::from_secs(8))
+        .assert()
+        .success();
+    assert_eq!(last_run(&repo)["status"], "planned");
+    drop(silent);
+}

@@ -73,8 +73,8 @@ pub use merge::{
     checkout_detached, clean_untracked, conclude_merge, merge_candidate, merge_into, start_merge,
 };
 pub use remote::{
-    delete_remote_refs, ensure_clone, fetch_refspecs, push_commit, remote_ref, remote_refs,
-    remote_url,
+    delete_remote_refs, ensure_clone, fetch_refspecs, push_commit, push_commits, remote_ref,
+    remote_refs, remote_url,
 };
 pub use repo::{
     AHELPER_DIR, Head, Identity, RepoInfo, dirty_paths, ensure_excluded, snapshot_uncommitted,

@@ -23,8 +23,27 @@ pub fn remote_url(repo: &Path, remote: &str) -> Result<String, GitError> {
 /// [`GitError::GitCommand`] with git's message when the push is refused or the remote is
 /// unreachable.
 pub fn push_commit(repo: &Path, url: &str, commit: Oid, refname: &str) -> Result<(), GitError> {
-    let spec = format!("+{commit}:{refname}");
-    cli::git(repo, ["push", "--quiet", "--no-verify", url, spec.as_str()])?;
+    push_commits(repo, url, &[(commit, refname.to_string())])
+}
+
+/// Pushes each `(commit, refname)` of `updates` (full refs, `refs/…`) to the repository at
+/// `url` in one `git push`, replacing what the refs pointed to; nothing to do when empty. Git
+/// updates the refs one by one on the remote, so a refused ref may leave others updated.
+///
+/// # Errors
+/// [`GitError::GitCommand`] with git's message when a ref is refused or the remote is
+/// unreachable.
+pub fn push_commits(repo: &Path, url: &str, updates: &[(Oid, String)]) -> Result<(), GitError> {
+    if updates.is_empty() {
+        return Ok(());
+    }
+    let specs: Vec<String> = updates
+        .iter()
+        .map(|(commit, refname)| format!("+{commit}:{refname}"))
+        .collect();
+    let mut args = vec!["push", "--quiet", "--no-verify", url];
+    args.extend(specs.iter().map(String::as_str));
+    cli::git(repo, args)?;
     Ok(())
 }
 
@@ -33,11 +52,14 @@ pub fn push_commit(repo: &Path, url: &str, commit: Oid, refname: &str) -> Result
 /// # Errors
 /// [`GitError::GitCommand`] with git's message (unreachable remote, missing ref).
 pub fn fetch_refspecs(repo: &Path, url: &str, refspecs: &[String]) -> Result<(), GitError> {
+    // No `git maintenance run --auto` after each fetch: a run fetches often, and the
+    // repository's owner runs maintenance on their own schedule.
     let mut args = vec![
         "fetch",
         "--quiet",
         "--no-tags",
         "--no-write-fetch-head",
+        "--no-auto-maintenance",
         url,
     ];
     args.extend(refspecs.iter().map(String::as_str));

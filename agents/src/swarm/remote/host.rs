@@ -12,8 +12,10 @@
 //! (SIGTERM) running subtasks are cancelled, commit and push `wip`, and are handed back (nak).
 
 use super::connect::{HEARTBEAT_EVERY, Nats, NatsError, PROGRESS_EVERY};
+use super::pusher::{BranchPush, Pusher};
 use super::wire::{
-    self, EventBody, EventMessage, SubtaskMessage, WIRE_VERSION, WireError, check_machine,
+    self, EventBody, EventMessage, RunAnnouncement, SubtaskMessage, WIRE_VERSION, WireError,
+    check_machine,
 };
 use crate::config::Config;
 use crate::model::ModelClient;
@@ -92,6 +94,8 @@ struct Host {
     owner: git::GitOwner,
     /// One fetch at a time per clone.
     fetch_lock: tokio::sync::Mutex<()>,
+    /// Finished branches, pushed together when they finish together.
+    pusher: Pusher,
     stop: CancellationToken,
 }
 
@@ -119,6 +123,7 @@ pub async fn serve(
         model,
         owner: git::GitOwner::new(),
         fetch_lock: tokio::sync::Mutex::new(()),
+        pusher: Pusher::start(),
         stop,
     });
     let beating = tokio::spawn(heartbeat(
@@ -126,22 +131,21 @@ pub async fn serve(
         host.options.name.clone(),
         host.stop.clone(),
     ));
+    match host.nats.client.subscribe(wire::RUN_SUBJECTS).await {
+        Ok(runs) => {
+            tokio::spawn(prepare_announced_runs(host.clone(), runs));
+        }
+        Err(error) => {
+            tracing::warn!(%error, "not listening to run announcements; clones are prepared on each run's first subtask")
+        }
+    }
     let slots = Arc::new(tokio::sync::Semaphore::new(host.options.concurrency.max(1)));
     let mut tasks = tokio::task::JoinSet::new();
     while !host.stop.is_cancelled() {
-        let permit = tokio::select! {
-            p = slots.clone().acquire_owned() => p.expect("the semaphore is never closed"),
-            () = host.stop.cancelled() => break,
+        let Some(permits) = free_slots(&slots, &host.stop).await else {
+            break;
         };
-        let Some(message) = next_message(&consumer, &host.stop).await else {
-            continue;
-        };
-        let host = host.clone();
-        tasks.spawn(async move {
-            let outcome = host.run_message(message).await;
-            drop(permit);
-            outcome
-        });
+        pull_into(&host, &consumer, permits, &mut tasks).await;
     }
     let (mut completed, mut released) = (0, 0);
     while let Some(done) = tasks.join_next().await {
@@ -158,33 +162,95 @@ pub async fn serve(
     })
 }
 
-/// The next subtask: a pull request that the server answers as soon as a subtask is
-/// published, or after [`PULL_WAIT`] (so a stop is noticed); `None` when none came.
-async fn next_message(
-    consumer: &async_nats::jetstream::consumer::PullConsumer,
+/// Every free slot, once there is one; `None` on stop.
+async fn free_slots(
+    slots: &Arc<tokio::sync::Semaphore>,
     stop: &CancellationToken,
-) -> Option<Message> {
+) -> Option<Vec<tokio::sync::OwnedSemaphorePermit>> {
+    let first = tokio::select! {
+        p = slots.clone().acquire_owned() => p.expect("the semaphore is never closed"),
+        () = stop.cancelled() => return None,
+    };
+    let mut permits = vec![first];
+    while let Ok(more) = slots.clone().try_acquire_owned() {
+        permits.push(more);
+    }
+    Some(permits)
+}
+
+/// One pull request for as many subtasks as `permits` has free slots, answered by the server
+/// as soon as subtasks are published, or ended after [`PULL_WAIT`] (so a stop is noticed):
+/// each subtask that arrives starts at once in one of the slots; the slots left free are
+/// given back when the request ends.
+async fn pull_into(
+    host: &Arc<Host>,
+    consumer: &async_nats::jetstream::consumer::PullConsumer,
+    mut permits: Vec<tokio::sync::OwnedSemaphorePermit>,
+    tasks: &mut tokio::task::JoinSet<SubtaskOutcome>,
+) {
     let asked = std::time::Instant::now();
     // `batch` waits on the server; `fetch` would return at once when the queue is empty.
-    let pull = async {
-        let mut batch = consumer
-            .batch()
-            .max_messages(1)
-            .expires(PULL_WAIT)
-            .messages()
-            .await
-            .ok()?;
-        batch.next().await?.ok()
-    };
-    tokio::select! {
-        m = pull => {
-            if m.is_none() && asked.elapsed() < PULL_WAIT / 2 {
-                // The request failed at once (an unreachable server): do not spin.
+    let pull = consumer
+        .batch()
+        .max_messages(permits.len())
+        .expires(PULL_WAIT)
+        .messages();
+    let mut batch = match pull.await {
+        Ok(batch) => batch,
+        Err(error) => {
+            tracing::debug!(%error, "pulling subtasks failed");
+            // An unreachable server fails at once: do not spin.
+            if asked.elapsed() < PULL_WAIT / 2 {
                 tokio::time::sleep(std::time::Duration::from_millis(200)).await;
             }
-            m
+            return;
         }
-        () = stop.cancelled() => None,
+    };
+    while !permits.is_empty() {
+        let next = tokio::select! {
+            next = batch.next() => next,
+            () = host.stop.cancelled() => return,
+        };
+        let message = match next {
+            Some(Ok(message)) => message,
+            Some(Err(error)) => {
+                tracing::debug!(%error, "a pull request ended with an error");
+                if asked.elapsed() < PULL_WAIT / 2 {
+                    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                }
+                return;
+            }
+            None => return,
+        };
+        let permit = permits.pop();
+        let host = host.clone();
+        tasks.spawn(async move {
+            let outcome = host.run_message(message).await;
+            drop(permit);
+            outcome
+        });
+    }
+}
+
+/// Prepares the clone of each announced run ([`wire::RunAnnouncement`]) ahead of its first
+/// subtask, until stopped.
+async fn prepare_announced_runs(host: Arc<Host>, mut runs: async_nats::Subscriber) {
+    loop {
+        let message = tokio::select! {
+            m = runs.next() => m,
+            () = host.stop.cancelled() => return,
+        };
+        let Some(message) = message else {
+            return;
+        };
+        match RunAnnouncement::parse(&message.subject, &message.payload) {
+            Ok(run) => {
+                tokio::spawn(host.clone().prepare_clone(run));
+            }
+            Err(error) => {
+                tracing::warn!(subject = %message.subject, %error, "refused a run announcement")
+            }
+        }
     }
 }
 
@@ -215,6 +281,30 @@ enum SubtaskOutcome {
 }
 
 impl Host {
+    /// Makes the clone of `run`'s repository, or fetches the run's refs into it when it lacks
+    /// the base commit, so that the run's first subtasks find the commit there.
+    async fn prepare_clone(self: Arc<Self>, run: RunAnnouncement) {
+        let clone = clone_dir(&self.options.work_dir, &run.repo_url);
+        let _fetching = self.fetch_lock.lock().await;
+        let (url, id, base) = (run.repo_url.clone(), run.run_id.clone(), run.base_commit);
+        let prepared = git_task(move || {
+            create_parent_dir(&clone)?;
+            git::ensure_clone(&url, &clone)?;
+            if !has_commit(&clone, &base) {
+                let refs = format!("+refs/ahelper/{id}/*:refs/ahelper/{id}/*");
+                git::fetch_refspecs(&clone, &url, &[refs])?;
+            }
+            Ok(())
+        })
+        .await;
+        match prepared {
+            Ok(()) => tracing::debug!(run = %run.run_id, "prepared the clone of an announced run"),
+            Err(error) => {
+                tracing::warn!(run = %run.run_id, %error, "preparing the clone of an announced run failed; its first subtask tries again")
+            }
+        }
+    }
+
     async fn run_message(self: Arc<Self>, message: Message) -> SubtaskOutcome {
         let subtask = match SubtaskMessage::parse(&message.subject, &message.payload) {
             Ok(s) => s,
@@ -249,6 +339,17 @@ async fn keep_in_progress(message: Message) {
     }
 }
 
+/// Publishes a subtask's events in the order they were queued, each once JetStream stored the
+/// one before, until the queue is closed and empty.
+async fn publish_in_order(
+    nats: Nats,
+    mut queue: tokio::sync::mpsc::UnboundedReceiver<(String, Vec<u8>)>,
+) {
+    while let Some((subject, payload)) = queue.recv().await {
+        publish_until_stored(&nats, subject, payload).await;
+    }
+}
+
 /// Publishes an event until JetStream has stored it: through a NATS restart or a network
 /// drop of any length (the client reconnects by itself), waiting 1 s, then up to 5 s, between
 /// attempts. One message id for every attempt, so an attempt whose acknowledgement was lost is
@@ -271,6 +372,10 @@ async fn publish_until_stored(nats: &Nats, subject: String, payload: Vec<u8>) {
 struct Subtask {
     host: Arc<Host>,
     msg: SubtaskMessage,
+    /// Its events, in order, to the task that publishes them ([`publish_in_order`]).
+    events: tokio::sync::mpsc::UnboundedSender<(String, Vec<u8>)>,
+    /// That task; it ends once `events` is dropped and everything sent is stored.
+    publisher: tokio::task::JoinHandle<()>,
     /// Cancelled on stop or the coordinator's cancel.
     cancel: CancellationToken,
     /// JetStream delivered the message before (a machine died or handed it back).
@@ -280,9 +385,13 @@ struct Subtask {
 impl Subtask {
     fn new(host: Arc<Host>, msg: SubtaskMessage, redelivered: bool) -> Subtask {
         let cancel = host.stop.child_token();
+        let (events, queue) = tokio::sync::mpsc::unbounded_channel();
+        let publisher = tokio::spawn(publish_in_order(host.nats.clone(), queue));
         Subtask {
             host,
             msg,
+            events,
+            publisher,
             cancel,
             redelivered,
         }
@@ -294,7 +403,8 @@ impl Subtask {
         self.redelivered || !self.msg.first_attempt
     }
 
-    async fn event(&self, body: EventBody) {
+    /// Queues an event for publishing (the agent loop does not wait for JetStream).
+    fn event(&self, body: EventBody) {
         let event = EventMessage {
             version: WIRE_VERSION,
             run_id: self.msg.run_id.clone(),
@@ -304,12 +414,24 @@ impl Subtask {
         };
         let subject = wire::events_subject(&self.msg.run_id, &self.msg.worker_id);
         let payload = serde_json::to_vec(&event).unwrap_or_default();
-        publish_until_stored(&self.host.nats, subject, payload).await;
+        if self.events.send((subject, payload)).is_err() {
+            tracing::error!(worker = %self.msg.worker_id, "the subtask's event publisher stopped");
+        }
+    }
+
+    /// Sends the subtask's last event and waits until JetStream stored all its events.
+    async fn last_event(self, body: EventBody) {
+        self.event(body);
+        let Subtask {
+            events, publisher, ..
+        } = self;
+        drop(events);
+        let _ = publisher.await;
     }
 
     /// The subtask from accepting it to its report.
     async fn run(self) -> SubtaskOutcome {
-        self.event(EventBody::Accepted).await;
+        self.event(EventBody::Accepted);
         let control = self.watch_control().await;
         let prepared = self.prepare().await;
         let (status, report, clone) = match prepared {
@@ -328,10 +450,10 @@ impl Subtask {
         };
         let released = self.host.stop.is_cancelled() && status == WorkerStatus::Cancelled;
         if released {
-            self.event(EventBody::Released).await;
+            self.last_event(EventBody::Released).await;
             return SubtaskOutcome::Released;
         }
-        self.event(EventBody::Done { status, report }).await;
+        self.last_event(EventBody::Done { status, report }).await;
         SubtaskOutcome::Completed
     }
 
@@ -403,14 +525,14 @@ impl Subtask {
         let done = loop {
             tokio::select! {
                 done = &mut worker => break done,
-                Some(progress) = rx.recv() => self.event(EventBody::Progress { progress }).await,
-                _ = tick.tick() => self.send_transcript(&mut tail).await,
+                Some(progress) = rx.recv() => self.event(EventBody::Progress { progress }),
+                _ = tick.tick() => self.send_transcript(&mut tail),
             }
         };
         while let Ok(progress) = rx.try_recv() {
-            self.event(EventBody::Progress { progress }).await;
+            self.event(EventBody::Progress { progress });
         }
-        self.send_transcript(&mut tail).await;
+        self.send_transcript(&mut tail);
         done
     }
 
@@ -426,7 +548,7 @@ impl Subtask {
 
     /// New transcript lines, in batches of at most [`TRANSCRIPT_BATCH_BYTES`] (one longer line
     /// goes alone).
-    async fn send_transcript(&self, tail: &mut TranscriptTail) {
+    fn send_transcript(&self, tail: &mut TranscriptTail) {
         let Some((mut from_line, lines)) = tail.new_lines() else {
             return;
         };
@@ -439,8 +561,7 @@ impl Subtask {
                 self.event(EventBody::Transcript {
                     from_line,
                     lines: sent,
-                })
-                .await;
+                });
                 from_line += count;
                 bytes = 0;
             }
@@ -451,8 +572,7 @@ impl Subtask {
             self.event(EventBody::Transcript {
                 from_line,
                 lines: batch,
-            })
-            .await;
+            });
         }
     }
 
@@ -464,21 +584,30 @@ impl Subtask {
         mut report: WorkerReport,
     ) -> (WorkerStatus, WorkerReport) {
         let branch = wire::worker_branch(&self.msg.run_id, &self.msg.worker_id);
-        let (root, url) = (clone.to_path_buf(), self.msg.repo_url.clone());
+        let root = clone.to_path_buf();
         let start = self.msg.start_commit.clone();
-        let pushed = git_task(move || {
-            let Ok(tip) = git::branch_tip(&root, &branch) else {
-                return Ok(None);
-            };
-            if tip.to_string() == start {
-                return Ok(None);
-            }
-            git::push_commit(&root, &url, tip, &format!("refs/heads/{branch}"))?;
-            Ok(Some(tip))
+        let tip = git_task(move || {
+            Ok(git::branch_tip(&root, &branch)
+                .ok()
+                .filter(|tip| tip.to_string() != start)
+                .map(|tip| (tip, branch)))
         })
         .await;
+        let pushed = match tip {
+            Ok(Some((commit, branch))) => {
+                let push = BranchPush {
+                    clone: clone.to_path_buf(),
+                    url: self.msg.repo_url.clone(),
+                    commit,
+                    refname: format!("refs/heads/{branch}"),
+                };
+                self.host.pusher.push(push).await
+            }
+            Ok(None) => Ok(()),
+            Err(e) => Err(e.to_string()),
+        };
         match pushed {
-            Ok(_) => (status, report),
+            Ok(()) => (status, report),
             Err(e) => {
                 report.error = Some(format!("could not push the worker's branch: {e}"));
                 report.commit = None;
@@ -498,12 +627,10 @@ struct WorkPaths {
 
 impl WorkPaths {
     fn new(work_dir: &Path, msg: &SubtaskMessage) -> WorkPaths {
-        use sha2::Digest;
-        let digest = sha2::Sha256::digest(msg.repo_url.as_bytes());
-        let repo: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
+        let repo = repo_key(&msg.repo_url);
         let (run, worker) = (msg.run_id.as_str(), msg.worker_id.as_str());
         WorkPaths {
-            clone: work_dir.join("repos").join(&repo),
+            clone: clone_dir(work_dir, &msg.repo_url),
             worktree: work_dir
                 .join("worktrees")
                 .join(&repo)
@@ -515,6 +642,23 @@ impl WorkPaths {
                 .join(format!("{worker}.jsonl")),
         }
     }
+}
+
+/// The name of `url`'s clone and worktrees under the work dir: a hash of the URL.
+fn repo_key(url: &str) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(url.as_bytes());
+    digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
+}
+
+/// Where the cached clone of `url` lives under the work dir.
+fn clone_dir(work_dir: &Path, url: &str) -> PathBuf {
+    work_dir.join("repos").join(repo_key(url))
+}
+
+/// Whether the repository at `repo` has the commit `commit` (40 hex).
+fn has_commit(repo: &Path, commit: &str) -> bool {
+    git::resolve_commit(repo, commit).is_ok_and(|c| c.to_string() == commit)
 }
 
 /// The clone exists and has the start commit: the run's refs (`refs/ahelper/<run>/…`) and
@@ -534,7 +678,7 @@ async fn fetch_run(
     git_task(move || {
         create_parent_dir(&clone)?;
         git::ensure_clone(&url, &clone)?;
-        let present = git::resolve_commit(&clone, &start).is_ok_and(|c| c.to_string() == start);
+        let present = has_commit(&clone, &start);
         if after_earlier_attempt || !present {
             let refs = format!("+refs/ahelper/{run}/*:refs/ahelper/{run}/*");
             let pushed = format!("+refs/heads/ahelper/{run}/*:{}*", pushed_prefix(&run));

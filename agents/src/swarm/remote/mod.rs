@@ -7,12 +7,14 @@
 //! - [`connect`]: the connection and the JetStream objects (streams, consumer, heartbeat KV);
 //! - [`slots`]: [`NatsSlots`], the coordinator's [`super::slots::WorkerSlots`] for remote workers;
 //! - [`host`]: [`host::serve`], the `ahelper worker` loop;
+//! - [`pusher`]: a worker machine's pushes of finished branches, batched;
 //! - [`lifecycle`]: re-attaching on resume, releasing a finished run, `swarm clean`.
 
 pub mod ask;
 pub mod connect;
 pub mod host;
 pub mod lifecycle;
+pub mod pusher;
 pub mod slots;
 pub mod wire;
 

@@ -122,6 +122,7 @@ impl NatsSlots {
                 url: repo_url.clone(),
                 source,
             })?;
+        announce(&nats, run_id, &repo_url, base_commit).await;
         let shared = Shared {
             on_remote: HashSet::from([base_commit]),
             ..Shared::default()
@@ -256,6 +257,25 @@ impl WorkerSlots for NatsSlots {
                 tracing::warn!(run = %run_id, %error, "releasing the run on NATS failed; `swarm clean` removes its consumer")
             }
         }
+    }
+}
+
+/// Tells the worker machines listening that run `run_id` is coming ([`wire::RunAnnouncement`]),
+/// so that they prepare their clones while the coordinator plans. Best effort: a machine that
+/// does not hear it prepares on its first subtask.
+async fn announce(nats: &Nats, run_id: &str, repo_url: &str, base_commit: git::Oid) {
+    let announcement = wire::RunAnnouncement {
+        version: WIRE_VERSION,
+        run_id: run_id.to_string(),
+        repo_url: repo_url.to_string(),
+        base_commit: base_commit.to_string(),
+    };
+    let Ok(payload) = serde_json::to_vec(&announcement) else {
+        return;
+    };
+    let subject = wire::run_subject(run_id);
+    if let Err(error) = nats.client.publish(subject, payload.into()).await {
+        tracing::debug!(%error, "announcing the run to worker machines failed");
     }
 }
 

@@ -52,6 +52,62 @@ pub fn worker_branch(run: &str, worker: &str) -> String {
     format!("ahelper/{run}/{worker}")
 }
 
+/// The subject of run `run`'s announcement ([`RunAnnouncement`]).
+pub fn run_subject(run: &str) -> String {
+    format!("ahelper.runs.{run}")
+}
+
+/// The subjects of every run's announcement, which worker machines listen to.
+pub const RUN_SUBJECTS: &str = "ahelper.runs.*";
+
+/// A run whose subtasks are coming, sent (core NATS, not stored) once its base commit is on the
+/// remote, while the coordinator still plans: a worker machine that hears it makes or fetches
+/// its clone of `repo_url` ahead of the first subtask. A machine that misses it does that on
+/// its first subtask.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunAnnouncement {
+    /// [`WIRE_VERSION`].
+    pub version: u32,
+    /// Run id (a UUID).
+    pub run_id: String,
+    /// URL of the git remote both sides reach.
+    pub repo_url: String,
+    /// The run's base commit (40 hex), at [`base_ref`] on the remote.
+    pub base_commit: String,
+}
+
+impl RunAnnouncement {
+    /// Parses and validates an announcement that arrived on `subject`.
+    ///
+    /// # Errors
+    /// [`WireError`]: malformed JSON, another version, a bad run id, a subject that
+    /// disagrees, a base commit that is not a full object id, a refused repository URL.
+    pub fn parse(subject: &str, payload: &[u8]) -> Result<Self, WireError> {
+        let msg: RunAnnouncement = decode(payload)?;
+        (msg.version == WIRE_VERSION)
+            .then_some(())
+            .ok_or(WireError::Version { found: msg.version })?;
+        check_run_id(&msg.run_id)?;
+        if subject != run_subject(&msg.run_id) {
+            return Err(WireError::SubjectMismatch {
+                subject: crate::text::clip(subject, 120).0.to_string(),
+                run_id: msg.run_id.clone(),
+                worker_id: String::new(),
+            });
+        }
+        check_commit("base commit", &msg.base_commit)?;
+        check_repo_url(&msg.repo_url)?;
+        Ok(msg)
+    }
+}
+
+/// Checks a full object id: 40 hex digits.
+fn check_commit(what: &'static str, commit: &str) -> Result<(), WireError> {
+    let hex = commit.len() == 40 && commit.bytes().all(|b| b.is_ascii_hexdigit());
+    hex.then_some(())
+        .ok_or_else(|| invalid(what, commit, "40 hex digits"))
+}
+
 /// One subtask for a remote worker.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SubtaskMessage {
@@ -275,11 +331,7 @@ impl SubtaskMessage {
         let msg: SubtaskMessage = decode(payload)?;
         check_envelope(msg.version, &msg.run_id, &msg.worker_id)?;
         check_subject(subject, work_subject, &msg.run_id, &msg.worker_id)?;
-        let hex =
-            msg.start_commit.len() == 40 && msg.start_commit.bytes().all(|b| b.is_ascii_hexdigit());
-        if !hex {
-            return Err(invalid("start commit", &msg.start_commit, "40 hex digits"));
-        }
+        check_commit("start commit", &msg.start_commit)?;
         check_repo_url(&msg.repo_url)?;
         Ok(msg)
     }
@@ -336,6 +388,42 @@ mod tests {
     fn parse(msg: &SubtaskMessage) -> Result<SubtaskMessage, WireError> {
         let subject = work_subject(&msg.run_id, &msg.worker_id);
         SubtaskMessage::parse(&subject, &serde_json::to_vec(msg).unwrap())
+    }
+
+    #[test]
+    fn a_run_announcement_is_checked_like_a_subtask() {
+        let valid = RunAnnouncement {
+            version: WIRE_VERSION,
+            run_id: RUN.into(),
+            repo_url: "/srv/git/project.git".into(),
+            base_commit: "b".repeat(40),
+        };
+        let parse = |subject: &str, msg: &RunAnnouncement| {
+            RunAnnouncement::parse(subject, &serde_json::to_vec(msg).unwrap())
+        };
+        assert_eq!(parse(&run_subject(RUN), &valid).unwrap(), valid);
+        let other_run = run_subject("0190f2a4-6b1c-7cc3-a3f1-2b7d5e9c1a21");
+        assert!(matches!(
+            parse(&other_run, &valid),
+            Err(WireError::SubjectMismatch { .. })
+        ));
+        let forged = [
+            RunAnnouncement {
+                repo_url: "ext::sh -c touch% /tmp/pwned".into(),
+                ..valid.clone()
+            },
+            RunAnnouncement {
+                base_commit: "HEAD".into(),
+                ..valid.clone()
+            },
+            RunAnnouncement {
+                version: WIRE_VERSION + 1,
+                ..valid.clone()
+            },
+        ];
+        for msg in forged {
+            assert!(parse(&run_subject(RUN), &msg).is_err(), "{msg:?}");
+        }
     }
 
     #[test]

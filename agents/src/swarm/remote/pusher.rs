@@ -1,0 +1,224 @@
+//! Pushing finished workers' branches from a worker machine ([`Pusher`]): the branches that
+//! finish while a push runs go together into the next `git push` of their clone, so the
+//! subtasks of one machine that end at about the same time cost one push, not one each.
+
+use crate::swarm::git_task;
+use ahelper_worktrees as git;
+use std::path::PathBuf;
+use tokio::sync::{mpsc, oneshot};
+
+/// One branch to push: `commit` of the clone at `clone` to `refname` (a full ref) on `url`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BranchPush {
+    /// The cached clone holding the commit.
+    pub clone: PathBuf,
+    /// The repository URL pushed to.
+    pub url: String,
+    /// The branch's tip.
+    pub commit: git::Oid,
+    /// Where it goes on the remote (`refs/heads/ahelper/<run>/<worker>`).
+    pub refname: String,
+}
+
+/// A queued push and who waits for its outcome.
+struct Queued {
+    push: BranchPush,
+    reply: oneshot::Sender<Result<(), String>>,
+}
+
+/// The worker machine's push queue (cheap to clone; the queue runs while a clone is alive).
+#[derive(Clone)]
+pub struct Pusher {
+    queue: mpsc::UnboundedSender<Queued>,
+}
+
+impl Pusher {
+    /// Starts the queue's task (on the current tokio runtime).
+    pub fn start() -> Pusher {
+        let (queue, pending) = mpsc::unbounded_channel();
+        tokio::spawn(run(pending));
+        Pusher { queue }
+    }
+
+    /// Pushes `push`, together with the pushes queued while the previous one ran.
+    ///
+    /// # Errors
+    /// git's message when the push was refused or the remote unreachable.
+    pub async fn push(&self, push: BranchPush) -> Result<(), String> {
+        let (reply, outcome) = oneshot::channel();
+        self.queue
+            .send(Queued { push, reply })
+            .map_err(|_| "the machine's push queue stopped".to_string())?;
+        outcome
+            .await
+            .map_err(|_| "the machine's push queue stopped".to_string())?
+    }
+}
+
+/// Takes what is queued, pushes it per clone and URL, until every [`Pusher`] is gone.
+async fn run(mut pending: mpsc::UnboundedReceiver<Queued>) {
+    while let Some(first) = pending.recv().await {
+        let mut batch = vec![first];
+        while let Ok(more) = pending.try_recv() {
+            batch.push(more);
+        }
+        for group in by_target(batch) {
+            let pushes: Vec<BranchPush> = group.iter().map(|q| q.push.clone()).collect();
+            let outcomes = push_together(pushes).await;
+            for (queued, outcome) in group.into_iter().zip(outcomes) {
+                let _ = queued.reply.send(outcome);
+            }
+        }
+    }
+}
+
+/// `batch` split into groups of one clone and URL, in the order of their first push.
+fn by_target(batch: Vec<Queued>) -> Vec<Vec<Queued>> {
+    let mut groups: Vec<Vec<Queued>> = Vec::new();
+    for queued in batch {
+        let same = |g: &Vec<Queued>| {
+            g[0].push.clone == queued.push.clone && g[0].push.url == queued.push.url
+        };
+        match groups.iter_mut().find(|g| same(g)) {
+            Some(group) => group.push(queued),
+            None => groups.push(vec![queued]),
+        }
+    }
+    groups
+}
+
+/// Pushes every branch of one clone to one URL in one `git push`; when that fails and there
+/// were several, each again alone, so a refused branch fails only its own subtask.
+async fn push_together(pushes: Vec<BranchPush>) -> Vec<Result<(), String>> {
+    let count = pushes.len();
+    let outcome = git_task(move || {
+        let (clone, url) = (pushes[0].clone.clone(), pushes[0].url.clone());
+        let updates: Vec<(git::Oid, String)> = pushes
+            .iter()
+            .map(|p| (p.commit, p.refname.clone()))
+            .collect();
+        let together = git::push_commits(&clone, &url, &updates).map_err(|e| e.to_string());
+        if together.is_ok() || count == 1 {
+            return Ok(vec![together; count]);
+        }
+        tracing::info!(
+            branches = count,
+            "pushing finished branches together failed; pushing them one by one"
+        );
+        Ok(pushes
+            .iter()
+            .map(|p| {
+                git::push_commit(&p.clone, &p.url, p.commit, &p.refname).map_err(|e| e.to_string())
+            })
+            .collect())
+    })
+    .await;
+    outcome.unwrap_or_else(|e| vec![Err(e.to_string()); count])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+    use std::process::Command;
+
+    fn git(dir: &Path, args: &[&str]) -> String {
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(args)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@example.com")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@example.com")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    }
+
+    /// A clone with `count` commits on top of each other, and a bare remote whose
+    /// `post-receive` hook writes one line per push (the refs it updated) to `pushes.log`.
+    fn clone_and_remote(dir: &Path, count: usize) -> (PathBuf, PathBuf, Vec<git::Oid>) {
+        let (clone, remote) = (dir.join("clone"), dir.join("remote.git"));
+        std::fs::create_dir_all(&clone).unwrap();
+        git(&clone, &["init", "-q"]);
+        let commits = (0..count)
+            .map(|i| {
+                std::fs::write(clone.join("f.txt"), format!("{i}\n")).unwrap();
+                git(&clone, &["add", "f.txt"]);
+                git(&clone, &["commit", "-q", "-m", &format!("c{i}")]);
+                git::Oid::from_str(&git(&clone, &["rev-parse", "HEAD"])).unwrap()
+            })
+            .collect();
+        git(dir, &["init", "-q", "--bare", remote.to_str().unwrap()]);
+        let hook = remote.join("hooks/post-receive");
+        let log = dir.join("pushes.log");
+        let script = format!(
+            "#!/bin/sh\nrefs=$(cut -d' ' -f3 | tr '\\n' ' ')\necho \"$refs\" >> '{}'\n",
+            log.display()
+        );
+        std::fs::write(&hook, script).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+        (clone, remote, commits)
+    }
+
+    fn push_of(clone: &Path, remote: &Path, commit: git::Oid, worker: usize) -> BranchPush {
+        BranchPush {
+            clone: clone.to_path_buf(),
+            url: remote.to_string_lossy().into_owned(),
+            commit,
+            refname: format!("refs/heads/ahelper/run/w{worker}"),
+        }
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn branches_queued_together_go_in_one_push_and_all_arrive() {
+        let dir = tempfile::tempdir().unwrap();
+        let (clone, remote, commits) = clone_and_remote(dir.path(), 3);
+        let pusher = Pusher::start();
+        // All three are queued before the queue's task runs (one thread): one batch.
+        let outcomes = futures::future::join_all(
+            commits
+                .iter()
+                .enumerate()
+                .map(|(i, c)| pusher.push(push_of(&clone, &remote, *c, i + 1))),
+        )
+        .await;
+        assert!(outcomes.iter().all(Result::is_ok), "{outcomes:?}");
+        for (i, commit) in commits.iter().enumerate() {
+            let tip = git(&remote, &["rev-parse", &format!("ahelper/run/w{}", i + 1)]);
+            assert_eq!(tip, commit.to_string());
+        }
+        let log = std::fs::read_to_string(dir.path().join("pushes.log")).unwrap();
+        assert_eq!(log.lines().count(), 1, "one push: {log}");
+        for i in 1..=3 {
+            assert!(
+                log.contains(&format!("refs/heads/ahelper/run/w{i}")),
+                "{log}"
+            );
+        }
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_refused_branch_fails_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let (clone, remote, commits) = clone_and_remote(dir.path(), 2);
+        let pusher = Pusher::start();
+        let missing = git::Oid::from_str(&"1".repeat(40)).unwrap();
+        let pushes = [
+            push_of(&clone, &remote, commits[0], 1),
+            push_of(&clone, &remote, missing, 2),
+            push_of(&clone, &remote, commits[1], 3),
+        ];
+        let outcomes = futures::future::join_all(pushes.into_iter().map(|p| pusher.push(p))).await;
+        assert!(outcomes[0].is_ok() && outcomes[2].is_ok(), "{outcomes:?}");
+        assert!(outcomes[1].is_err(), "{outcomes:?}");
+        assert_eq!(
+            git(&remote, &["rev-parse", "ahelper/run/w3"]),
+            commits[1].to_string()
+        );
+    }
+}

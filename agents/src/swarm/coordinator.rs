@@ -12,10 +12,11 @@
 //! subtask message for a worker on another machine); everything else sees a worker only through
 //! [`Progress`] and [`WorkerDone`] messages and [`RunningWorker::cancel`].
 
-use super::cleanup::{MergedWork, remove_merged_worker};
+use super::cleanup::{MergedWork, remove_merged_work};
 use super::events::SwarmEvent;
 use super::merge_queue::{Gate, GatedMerge, MergeQueue, MergeStep};
 use super::plan::Plan;
+use super::record_saver::RecordSaver;
 use super::run::RunContext;
 use super::scheduler::{Scheduler, SlotState};
 use super::slots::RunningWorker;
@@ -173,8 +174,13 @@ pub struct CoordinatorActor {
     cancelled: Option<String>,
     done: Option<tokio::sync::oneshot::Sender<RunRecord>>,
     last_save: Instant,
+    /// Writes `run.json` off this actor's thread (`None` once the final record is written).
+    saver: Option<RecordSaver>,
     /// Background removals of merged worktrees.
     cleanups: Vec<tokio::task::JoinHandle<()>>,
+    /// Merged work whose removal waits for the closing turn (see
+    /// [`Self::remove_merged_worktree`]).
+    deferred_removals: Vec<MergedWork>,
     /// Worker usage already counted in `record.usage`, per worker.
     counted_usage: BTreeMap<usize, Usage>,
     /// Usage of the running merge's fixers and mergers already counted in `record.usage`, by
@@ -242,10 +248,12 @@ impl Actor for CoordinatorActor {
             cancelled: None,
             done: Some(args.done),
             last_save: Instant::now(),
+            saver: Some(RecordSaver::start()),
             counted_usage: BTreeMap::new(),
             counted_helper_usage: BTreeMap::new(),
             earlier: BTreeMap::new(),
             cleanups: Vec::new(),
+            deferred_removals: Vec::new(),
             merging: None,
             baseline_ended: false,
         };
@@ -365,10 +373,10 @@ impl CoordinatorActor {
                 w.elapsed_ms = earlier + start.elapsed().as_millis() as u64;
             }
         }
-        if save || now.duration_since(self.last_save).as_millis() >= 1_000 {
-            if let Err(e) = self.record.save() {
-                tracing::error!(error = %e, "saving run.json failed");
-            }
+        if (save || now.duration_since(self.last_save).as_millis() >= 1_000)
+            && let Some(saver) = &self.saver
+        {
+            saver.save(self.record.clone());
             self.last_save = now;
         }
         self.run.snapshots.send_replace(self.record.clone());
@@ -764,11 +772,15 @@ impl CoordinatorActor {
         }
     }
 
-    /// A merged worker's worktree and branch are removed at once (its commits are in the
-    /// integration branch), in the background: the merge queue and the scheduler go on
-    /// meanwhile; the run waits for every removal before it reports that it finished. The
-    /// transcript stays. Anything unexpected (dirty files, unmerged commits) keeps them and is
-    /// reported.
+    /// A merged worker's worktree and branch go (its commits are in the integration branch;
+    /// the transcript stays; anything unexpected, dirty files or unmerged commits, keeps them
+    /// and is reported). While subtasks wait to start, at once and in the background (parked
+    /// as a spare for the next worker when it can be); once none waits, the removal waits for
+    /// the closing turn: the last workers' commits and merges, which the closing turn waits
+    /// for, then have the CPU to themselves, and the removals run while the coordinator waits
+    /// for the model. The record names every such worktree and branch, so a run killed before
+    /// they go leaves them to `swarm clean`. The run reports that it finished once every
+    /// removal is done.
     fn remove_merged_worktree(&mut self, index: usize) {
         let ticket = self.park_ticket(index);
         let worker = &self.record.workers[index];
@@ -787,23 +799,25 @@ impl CoordinatorActor {
                     }),
             )
             .collect();
+        if ticket.is_none() && !self.scheduler.has_queued() {
+            self.deferred_removals.extend(work);
+            return;
+        }
+        self.spawn_removals(ticket, work);
+    }
+
+    /// Removes `work` in the background (after parking the worktree of `ticket` as a spare).
+    fn spawn_removals(&mut self, ticket: Option<super::spares::ParkTicket>, work: Vec<MergedWork>) {
         let integration = self.record.integration_branch.clone();
         let run = self.run.clone();
         self.cleanups.push(tokio::task::spawn_blocking(move || {
             if let Some(ticket) = ticket {
                 park(&run, ticket);
             }
-            for work in work {
-                if let Err(e) =
-                    remove_merged_worker(&run.git_lock, &run.repo_root, &work, &integration)
-                {
-                    run.publish(SwarmEvent::Notice {
-                        message: format!(
-                            "[{}] merged, but its worktree/branch were kept: {e}",
-                            work.id
-                        ),
-                    });
-                }
+            for (id, e) in remove_merged_work(&run.git_lock, &run.repo_root, &work, &integration) {
+                run.publish(SwarmEvent::Notice {
+                    message: format!("[{id}] merged, but its worktree/branch were kept: {e}"),
+                });
             }
         }));
     }
@@ -851,6 +865,10 @@ impl CoordinatorActor {
         // The last removals run while the coordinator writes its summary (it reads the
         // record, not the worktrees); the run reports that it finished once both are done.
         self.close_worktree_pool();
+        let deferred = std::mem::take(&mut self.deferred_removals);
+        if !deferred.is_empty() {
+            self.spawn_removals(None, deferred);
+        }
         let mut cleanups = std::mem::take(&mut self.cleanups);
         if let Some(warm_up) = self
             .run
@@ -866,7 +884,7 @@ impl CoordinatorActor {
         for cleanup in cleanups {
             let _ = cleanup.await;
         }
-        self.finish_run();
+        self.finish_run().await;
     }
 
     /// Tells this actor when the run's baseline ends ([`BaselineDone`]), unless the record has
@@ -930,7 +948,8 @@ impl CoordinatorActor {
         }
     }
 
-    fn finish_run(&mut self) {
+    /// Records how the run ended and reports it once `run.json` has the final record.
+    async fn finish_run(&mut self) {
         self.record.status = if self.cancelled.is_some() {
             RunStatus::Cancelled
         } else {
@@ -938,7 +957,10 @@ impl CoordinatorActor {
         };
         self.record.error = self.cancelled.clone();
         self.record.summary = Some(super::summary::final_summary(&self.record));
-        self.publish_snapshot(true);
+        if let Some(saver) = self.saver.take() {
+            saver.finish(self.record.clone()).await;
+        }
+        self.publish_snapshot(false);
         if let Some(done) = self.done.take() {
             let _ = done.send(self.record.clone());
         }

@@ -402,11 +402,11 @@ fn assert_merged_gone_conflict_kept(repo: &TestRepo, run: &Value, worktree_kept:
     assert!(leftovers.is_empty(), "left in the base dir: {leftovers:?}");
 }
 
-/// issue 11.3: once no subtask waits to start, merged workers' worktrees and branches are
-/// removed while the coordinator's closing turn waits for the model, not between the last
-/// merges. After the run they are gone and the conflicted worker's are kept.
+/// issue 11.3: after the run (the final record written in the background, the process exiting
+/// without waiting for idle threads) merged workers' worktrees and branches are gone and the
+/// conflicted worker's are kept.
 #[test]
-fn merged_work_is_removed_during_the_closing_turn_and_a_conflict_is_kept() {
+fn merged_work_is_removed_by_the_end_of_the_run_and_a_conflict_is_kept() {
     let repo = repo_with(&[("README.md", "title\n"), ("a.txt", "a\n"), ("b.txt", "b\n")]);
     let server = start(merged_and_conflicted(0));
     swarm(
@@ -425,8 +425,8 @@ fn merged_work_is_removed_during_the_closing_turn_and_a_conflict_is_kept() {
     assert_merged_gone_conflict_kept(&repo, &run, true);
 }
 
-/// issue 11.3: `SIGTERM` while the closing turn waits for the model (the deferred removals
-/// run meanwhile): the run still ends with its record written, the merged work removed and the
+/// issue 11.3: `SIGTERM` while the closing turn waits for the model (the last removals may
+/// still run): the run still ends with its record written, the merged work removed and the
 /// conflicted worker's kept. (The closing turn is not cut short: it is the run's summary.)
 #[test]
 fn sigterm_during_the_closing_turn_finishes_the_removals_and_the_record() {
@@ -441,8 +441,8 @@ fn sigterm_during_the_closing_turn_finishes_the_removals_and_the_record() {
     assert_merged_gone_conflict_kept(&repo, &run, true);
 }
 
-/// issue 11.3: a run killed while the closing turn waits for the model, with the deferred
-/// removals under way or not started — a second `SIGTERM` (ahelper exits at once) or
+/// issue 11.3: a run killed while the closing turn waits for the model, with removals
+/// under way or done — a second `SIGTERM` (ahelper exits at once) or
 /// `kill -9`: the record names every worktree and branch left, and `swarm clean` removes the
 /// merged ones and keeps the conflicted worker's branch.
 #[test]

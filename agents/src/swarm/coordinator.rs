@@ -178,9 +178,6 @@ pub struct CoordinatorActor {
     saver: Option<RecordSaver>,
     /// Background removals of merged worktrees.
     cleanups: Vec<tokio::task::JoinHandle<()>>,
-    /// Merged work whose removal waits for the closing turn (see
-    /// [`Self::remove_merged_worktree`]).
-    deferred_removals: Vec<MergedWork>,
     /// Worker usage already counted in `record.usage`, per worker.
     counted_usage: BTreeMap<usize, Usage>,
     /// Usage of the running merge's fixers and mergers already counted in `record.usage`, by
@@ -253,7 +250,6 @@ impl Actor for CoordinatorActor {
             counted_helper_usage: BTreeMap::new(),
             earlier: BTreeMap::new(),
             cleanups: Vec::new(),
-            deferred_removals: Vec::new(),
             merging: None,
             baseline_ended: false,
         };
@@ -772,15 +768,11 @@ impl CoordinatorActor {
         }
     }
 
-    /// A merged worker's worktree and branch go (its commits are in the integration branch;
-    /// the transcript stays; anything unexpected, dirty files or unmerged commits, keeps them
-    /// and is reported). While subtasks wait to start, at once and in the background (parked
-    /// as a spare for the next worker when it can be); once none waits, the removal waits for
-    /// the closing turn: the last workers' commits and merges, which the closing turn waits
-    /// for, then have the CPU to themselves, and the removals run while the coordinator waits
-    /// for the model. The record names every such worktree and branch, so a run killed before
-    /// they go leaves them to `swarm clean`. The run reports that it finished once every
-    /// removal is done.
+    /// A merged worker's worktree and branch are removed at once (its commits are in the
+    /// integration branch), in the background: the merge queue and the scheduler go on
+    /// meanwhile; the run waits for every removal before it reports that it finished. The
+    /// transcript stays. Anything unexpected (dirty files, unmerged commits) keeps them and is
+    /// reported.
     fn remove_merged_worktree(&mut self, index: usize) {
         let ticket = self.park_ticket(index);
         let worker = &self.record.workers[index];
@@ -799,10 +791,6 @@ impl CoordinatorActor {
                     }),
             )
             .collect();
-        if ticket.is_none() && !self.scheduler.has_queued() {
-            self.deferred_removals.extend(work);
-            return;
-        }
         self.spawn_removals(ticket, work);
     }
 
@@ -865,10 +853,6 @@ impl CoordinatorActor {
         // The last removals run while the coordinator writes its summary (it reads the
         // record, not the worktrees); the run reports that it finished once both are done.
         self.close_worktree_pool();
-        let deferred = std::mem::take(&mut self.deferred_removals);
-        if !deferred.is_empty() {
-            self.spawn_removals(None, deferred);
-        }
         let mut cleanups = std::mem::take(&mut self.cleanups);
         if let Some(warm_up) = self
             .run

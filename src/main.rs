@@ -110,6 +110,10 @@ fn run(cli: Cli, hardening: HardeningReport) -> i32 {
         );
         return EXIT_USAGE;
     }
+    // `swarm "<task>"` and `swarm resume` return once the run's record, transcripts and
+    // removals are written and done.
+    let swarm_run = matches!(&cli.command, Some(cli::Command::Swarm(args))
+        if matches!(args.command, None | Some(cli::SwarmCommand::Resume { .. })));
     let code = match cli.command {
         Some(cli::Command::Swarm(args)) => {
             let mode_given = cli.common.permission_mode.is_some()
@@ -139,10 +143,11 @@ fn run(cli: Cli, hardening: HardeningReport) -> i32 {
         Some(cli::Command::Worker(args)) => worker_cmd::run(&rt, args, config, &env),
         None => run_session(&rt, cli, &config, &env),
     };
-    if one_shot {
-        // The answer is printed, the transcript written and closed, the MCP servers shut down:
-        // nothing is left running. Waiting for the runtime's idle threads to wake and join
-        // would only delay the exit (issue 11: exit within 2 ms of the final event).
+    if one_shot || swarm_run {
+        // The answer is printed, the transcript written and closed, the MCP servers shut down
+        // (a swarm run: `run.json` saved, every removal done): nothing is left running.
+        // Waiting for the runtime's idle threads to wake and join would only delay the exit
+        // (issue 11: exit within 2 ms of the final event).
         rt.shutdown_background();
     }
     code

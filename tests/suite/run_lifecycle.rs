@@ -292,3 +292,197 @@ fn print_resume_accepts_a_unique_session_id_prefix() {
             .contains("banana")
     );
 }
+
+/// The heading of the coordinator's closing (synthesis) prompt.
+const SYNTHESIS: &str = "# Swarm run finished: write the summary";
+
+/// Three subtasks: w1 (`a.txt`, and README.md) and w2 (`b.txt`) merge, w3 retitles README.md
+/// too and conflicts with w1; the coordinator's closing turn answers after `closing_delay_ms`.
+fn merged_and_conflicted(closing_delay_ms: u64) -> ahelper_fake_llm::Script {
+    use ahelper_fake_llm::Conversation;
+    let coordinator = Conversation::new()
+        .matching(COORDINATOR)
+        .turn(plan_turn(json!([
+            subtask("s1", "a.txt"),
+            subtask("s2", "b.txt"),
+            subtask("s3", "c.txt"),
+        ])));
+    ahelper_fake_llm::Script::new()
+        .with_conversation(
+            Conversation::new()
+                .named("synthesis")
+                .matching(SYNTHESIS)
+                .turn(Turn::text("w1 and w2 merged; w3 conflicts").with_delay_ms(closing_delay_ms)),
+        )
+        .with_conversation(coordinator)
+        .with_conversation(worker(
+            "s1",
+            [
+                writes("a.txt", "A\n"),
+                runs("printf 'title by w1\\n' > README.md"),
+                done("s1"),
+            ],
+        ))
+        .with_conversation(worker("s2", [writes("b.txt", "B\n"), done("s2")]))
+        .with_conversation(worker(
+            "s3",
+            [runs("printf 'title by w3\\n' > README.md"), done("s3")],
+        ))
+}
+
+/// Starts the run of [`merged_and_conflicted`] as a plain child process and waits until the
+/// coordinator's closing request reached the model.
+fn spawn_until_closing_turn(repo: &TestRepo, server: &FakeLlm) -> std::process::Child {
+    let mut child = ahelper_process(repo, server, Wire::Anthropic)
+        .args(["swarm", "do it", "--yes", "--permission-mode", "bypass"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while !server
+        .model_requests()
+        .iter()
+        .any(|r| r.body.to_string().contains(SYNTHESIS))
+    {
+        if Instant::now() > deadline || child.try_wait().unwrap().is_some() {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the run never reached its closing turn");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child
+}
+
+/// The worktree path and branch of worker `index` of `run`.
+fn worktree_and_branch(run: &Value, index: usize) -> (PathBuf, String) {
+    let w = &run["workers"][index];
+    (
+        PathBuf::from(w["worktree"].as_str().unwrap()),
+        w["branch"].as_str().unwrap().to_string(),
+    )
+}
+
+/// Whether `branch` exists in `repo`.
+fn has_branch(repo: &TestRepo, branch: &str) -> bool {
+    !repo.git(&["branch", "--list", branch]).trim().is_empty()
+}
+
+/// Asserts that w1's and w2's worktrees and branches are gone, git lists no worktree of theirs,
+/// nothing was left aside in the base dir, and w3's (the conflict) branch is kept, with its
+/// worktree when `worktree_kept` (`swarm clean` removes a clean worktree whose commits its
+/// branch keeps).
+fn assert_merged_gone_conflict_kept(repo: &TestRepo, run: &Value, worktree_kept: bool) {
+    assert_eq!(run["workers"][0]["status"], "merged", "{run:#}");
+    assert_eq!(run["workers"][1]["status"], "merged", "{run:#}");
+    assert_eq!(run["workers"][2]["status"], "conflict", "{run:#}");
+    let listed = repo.git(&["worktree", "list", "--porcelain"]);
+    for i in 0..2 {
+        let (worktree, branch) = worktree_and_branch(run, i);
+        assert!(!worktree.exists(), "{} is left", worktree.display());
+        assert!(!has_branch(repo, &branch), "{branch} is left");
+        assert!(
+            !listed.contains(worktree.to_str().unwrap()),
+            "git still lists {}: {listed}",
+            worktree.display()
+        );
+    }
+    let (worktree, branch) = worktree_and_branch(run, 2);
+    assert_eq!(worktree.exists(), worktree_kept, "the conflicted worktree");
+    assert!(has_branch(repo, &branch), "the conflicted branch is kept");
+    let base = worktree.parent().unwrap();
+    let leftovers: Vec<String> = std::fs::read_dir(base)
+        .into_iter()
+        .flatten()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with(".removing-") || name.starts_with(".spare-"))
+        .collect();
+    assert!(leftovers.is_empty(), "left in the base dir: {leftovers:?}");
+}
+
+/// issue 11.3: after the run (the final record written in the background, the process exiting
+/// without waiting for idle threads) merged workers' worktrees and branches are gone and the
+/// conflicted worker's are kept.
+#[test]
+fn merged_work_is_removed_by_the_end_of_the_run_and_a_conflict_is_kept() {
+    let repo = repo_with(&[("README.md", "title\n"), ("a.txt", "a\n"), ("b.txt", "b\n")]);
+    let server = start(merged_and_conflicted(0));
+    swarm(
+        &repo,
+        &server,
+        &["do it", "--yes", "--permission-mode", "bypass"],
+    )
+    .assert()
+    .code(1);
+    let run = last_run(&repo);
+    assert_eq!(run["status"], "finished", "{run:#}");
+    assert_eq!(
+        run["synthesis"], "w1 and w2 merged; w3 conflicts",
+        "{run:#}"
+    );
+    assert_merged_gone_conflict_kept(&repo, &run, true);
+}
+
+/// issue 11.3: `SIGTERM` while the closing turn waits for the model (the last removals may
+/// still run): the run still ends with its record written, the merged work removed and the
+/// conflicted worker's kept. (The closing turn is not cut short: it is the run's summary.)
+#[test]
+fn sigterm_during_the_closing_turn_finishes_the_removals_and_the_record() {
+    let repo = repo_with(&[("README.md", "title\n"), ("a.txt", "a\n"), ("b.txt", "b\n")]);
+    let server = start(merged_and_conflicted(2_000));
+    let mut child = spawn_until_closing_turn(&repo, &server);
+    // SAFETY: signalling our own child process.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    child.wait().unwrap();
+    let run = last_run(&repo);
+    assert_ne!(run["status"], "running", "{run:#}");
+    assert_merged_gone_conflict_kept(&repo, &run, true);
+}
+
+/// issue 11.3: a run killed while the closing turn waits for the model, with removals
+/// under way or done — a second `SIGTERM` (ahelper exits at once) or
+/// `kill -9`: the record names every worktree and branch left, and `swarm clean` removes the
+/// merged ones and keeps the conflicted worker's branch.
+#[test]
+fn a_run_killed_during_the_closing_turn_leaves_nothing_clean_does_not_find() {
+    for kill in [Kill::SigtermTwice, Kill::Sigkill] {
+        let repo = repo_with(&[("README.md", "title\n"), ("a.txt", "a\n"), ("b.txt", "b\n")]);
+        let server = start(merged_and_conflicted(30_000));
+        let mut child = spawn_until_closing_turn(&repo, &server);
+        // run.json is written in the background: the merges are on disk within a save or two.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while last_run(&repo)["workers"][1]["status"] != "merged" && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        match kill {
+            Kill::SigtermTwice => {
+                // SAFETY: signalling our own child process.
+                unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+                std::thread::sleep(Duration::from_millis(20));
+                unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+            }
+            Kill::Sigkill => child.kill().unwrap(),
+        }
+        child.wait().unwrap();
+        let run = last_run(&repo);
+        assert_eq!(
+            run["status"], "running",
+            "{kill:?}: the record still says running"
+        );
+        let id = run["run_id"].as_str().unwrap().to_string();
+        // The conflicted branch has unmerged commits: `clean` keeps it and says so (exit 1).
+        swarm(&repo, &server, &["clean", &id]).assert().code(1);
+        assert_merged_gone_conflict_kept(&repo, &run, false);
+    }
+}
+
+/// How a test ends a run.
+#[derive(Debug, Clone, Copy)]
+enum Kill {
+    /// `SIGTERM`, then `SIGTERM` again: ahelper exits at once.
+    SigtermTwice,
+    /// `kill -9`.
+    Sigkill,
+}

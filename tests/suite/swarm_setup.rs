@@ -198,7 +198,7 @@ fn recording_worker(id: &str, file: &str) -> Conversation {
     );
     Conversation::new()
         .named(id)
-        .matching(&format!("Your subtask `{id}`"))
+        .matching(format!("Your subtask `{id}`"))
         .turn(Turn::tool_call("run_command", json!({"command": record})))
         .turn(Turn::tool_call(
             "write_file",

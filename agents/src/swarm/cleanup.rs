@@ -63,6 +63,24 @@ pub fn remove_merged_worker(
     Ok(())
 }
 
+/// Removes each of `works` in order ([`remove_merged_worker`]); the ones kept, by id, with why.
+/// One refusal does not stop the others.
+pub fn remove_merged_work(
+    lock: &RepoLock,
+    repo: &Path,
+    works: &[MergedWork],
+    integration_branch: &str,
+) -> Vec<(String, GitError)> {
+    works
+        .iter()
+        .filter_map(|work| {
+            remove_merged_worker(lock, repo, work, integration_branch)
+                .err()
+                .map(|e| (work.id.clone(), e))
+        })
+        .collect()
+}
+
 /// One thing `swarm clean` did or refused, in order.
 #[derive(Debug)]
 pub enum CleanStep {

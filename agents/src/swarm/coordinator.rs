@@ -12,10 +12,11 @@
 //! subtask message for a worker on another machine); everything else sees a worker only through
 //! [`Progress`] and [`WorkerDone`] messages and [`RunningWorker::cancel`].
 
-use super::cleanup::{MergedWork, remove_merged_worker};
+use super::cleanup::{MergedWork, remove_merged_work};
 use super::events::SwarmEvent;
 use super::merge_queue::{Gate, GatedMerge, MergeQueue, MergeStep};
 use super::plan::Plan;
+use super::record_saver::RecordSaver;
 use super::run::RunContext;
 use super::scheduler::{Scheduler, SlotState};
 use super::slots::RunningWorker;
@@ -173,6 +174,8 @@ pub struct CoordinatorActor {
     cancelled: Option<String>,
     done: Option<tokio::sync::oneshot::Sender<RunRecord>>,
     last_save: Instant,
+    /// Writes `run.json` off this actor's thread (`None` once the final record is written).
+    saver: Option<RecordSaver>,
     /// Background removals of merged worktrees.
     cleanups: Vec<tokio::task::JoinHandle<()>>,
     /// Worker usage already counted in `record.usage`, per worker.
@@ -242,6 +245,7 @@ impl Actor for CoordinatorActor {
             cancelled: None,
             done: Some(args.done),
             last_save: Instant::now(),
+            saver: Some(RecordSaver::start()),
             counted_usage: BTreeMap::new(),
             counted_helper_usage: BTreeMap::new(),
             earlier: BTreeMap::new(),
@@ -365,10 +369,10 @@ impl CoordinatorActor {
                 w.elapsed_ms = earlier + start.elapsed().as_millis() as u64;
             }
         }
-        if save || now.duration_since(self.last_save).as_millis() >= 1_000 {
-            if let Err(e) = self.record.save() {
-                tracing::error!(error = %e, "saving run.json failed");
-            }
+        if (save || now.duration_since(self.last_save).as_millis() >= 1_000)
+            && let Some(saver) = &self.saver
+        {
+            saver.save(self.record.clone());
             self.last_save = now;
         }
         self.run.snapshots.send_replace(self.record.clone());
@@ -806,23 +810,21 @@ impl CoordinatorActor {
                     }),
             )
             .collect();
+        self.spawn_removals(ticket, work);
+    }
+
+    /// Removes `work` in the background (after parking the worktree of `ticket` as a spare).
+    fn spawn_removals(&mut self, ticket: Option<super::spares::ParkTicket>, work: Vec<MergedWork>) {
         let integration = self.record.integration_branch.clone();
         let run = self.run.clone();
         self.cleanups.push(tokio::task::spawn_blocking(move || {
             if let Some(ticket) = ticket {
                 park(&run, ticket);
             }
-            for work in work {
-                if let Err(e) =
-                    remove_merged_worker(&run.git_lock, &run.repo_root, &work, &integration)
-                {
-                    run.publish(SwarmEvent::Notice {
-                        message: format!(
-                            "[{}] merged, but its worktree/branch were kept: {e}",
-                            work.id
-                        ),
-                    });
-                }
+            for (id, e) in remove_merged_work(&run.git_lock, &run.repo_root, &work, &integration) {
+                run.publish(SwarmEvent::Notice {
+                    message: format!("[{id}] merged, but its worktree/branch were kept: {e}"),
+                });
             }
         }));
     }
@@ -880,7 +882,7 @@ impl CoordinatorActor {
         for cleanup in cleanups {
             let _ = cleanup.await;
         }
-        self.finish_run();
+        self.finish_run().await;
     }
 
     /// Tells this actor when the run's baseline ends ([`BaselineDone`]), unless the record has
@@ -944,7 +946,8 @@ impl CoordinatorActor {
         }
     }
 
-    fn finish_run(&mut self) {
+    /// Records how the run ended and reports it once `run.json` has the final record.
+    async fn finish_run(&mut self) {
         self.record.status = if self.cancelled.is_some() {
             RunStatus::Cancelled
         } else {
@@ -952,7 +955,10 @@ impl CoordinatorActor {
         };
         self.record.error = self.cancelled.clone();
         self.record.summary = Some(super::summary::final_summary(&self.record));
-        self.publish_snapshot(true);
+        if let Some(saver) = self.saver.take() {
+            saver.finish(self.record.clone()).await;
+        }
+        self.publish_snapshot(false);
         if let Some(done) = self.done.take() {
             let _ = done.send(self.record.clone());
         }

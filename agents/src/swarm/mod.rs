@@ -24,6 +24,7 @@ pub mod plan;
 pub mod plan_review;
 pub mod planning;
 pub mod process;
+pub mod record_saver;
 pub mod remote;
 pub mod resume;
 pub mod roles;

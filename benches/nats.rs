@@ -21,6 +21,9 @@
 //! `AHELPER_BENCH_LOG_LEVEL` (default `debug`) and each run's logs are copied to `<dir>` as
 //! `<local|nats>-<subtasks>x<turns>-<time>-<process>.log` (the timings then include logging).
 //!
+//! `AHELPER_BENCH_BIN=<path>` runs another `ahelper` build instead (e.g. a copy of an earlier
+//! commit's binary), for a before/after under the same conditions.
+//!
 //! Run: `cargo bench --bench nats` (needs `nats-server` on PATH; Debian: `apt-get install
 //! nats-server`).
 

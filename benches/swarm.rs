@@ -25,6 +25,9 @@
 //! Each configuration runs a few times, alone, and the median is printed; the machine's load
 //! average is printed with them. Then divan times one 16-worker swarm.
 //!
+//! `AHELPER_BENCH_BIN=<path>` runs another `ahelper` build instead (e.g. a copy of an earlier
+//! commit's binary), for a before/after under the same conditions.
+//!
 //! Run: `cargo bench --bench swarm`.
 
 mod common;

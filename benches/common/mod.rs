@@ -109,10 +109,14 @@ fn isolated_env(home: &Path) -> Vec<(OsString, OsString)> {
         .collect()
 }
 
-/// [`BIN`] with nothing of the caller's environment but PATH (see [`isolated_env`]), stdin
-/// closed.
+/// [`BIN`], or the binary named by `AHELPER_BENCH_BIN` (another build, e.g. a copy of an
+/// earlier commit's, to compare two builds under the same conditions), with nothing of the
+/// caller's environment but PATH (see [`isolated_env`]), stdin closed. The benches' own
+/// `ahelper` worker processes and every swarm run go through it.
 pub fn ahelper(home: &Path) -> Command {
-    ahelper_at(Path::new(BIN), home)
+    let bin =
+        std::env::var_os("AHELPER_BENCH_BIN").map_or_else(|| PathBuf::from(BIN), PathBuf::from);
+    ahelper_at(&bin, home)
 }
 
 /// [`ahelper`] with the binary `bin` instead of [`BIN`] (e.g. another build, for an A/B).

@@ -7,8 +7,8 @@ use std::path::Path;
 
 use super::support::{Fixture, git, read, write};
 use ahelper_worktrees::{
-    CargoSeedReport, IncludeLimits, NoSeedReason, SkipReason, create_worktree, list_cargo_seed,
-    list_included, seed_cargo_target,
+    CargoSeedReport, IncludeLimits, NoSeedReason, SkipReason, list_cargo_seed, list_included,
+    seed_cargo_target,
 };
 
 /// A Rust repository (package `my-app` with a workspace member `tool`) ignoring `/target`, its
@@ -53,19 +53,6 @@ fn rust_fixture() -> Fixture {
     f
 }
 
-fn new_worktree(f: &Fixture, name: &str) -> std::path::PathBuf {
-    let path = f.wt(name);
-    create_worktree(
-        &f.lock(),
-        &f.repo,
-        &path,
-        &format!("ahelper/r/{name}"),
-        f.head(),
-    )
-    .unwrap();
-    path
-}
-
 fn seed_into(f: &Fixture, wt: &Path, limits: IncludeLimits) -> Option<CargoSeedReport> {
     let seed = list_cargo_seed(&f.repo, &list_included(&f.repo).unwrap()).unwrap();
     seed_cargo_target(&seed, wt, limits).unwrap()
@@ -100,7 +87,7 @@ fn seed_copies_dependency_artifacts_only_with_their_times() {
         .unwrap()
         .set_modified(old)
         .unwrap();
-    let wt = new_worktree(&f, "w1");
+    let wt = f.worker(&f.lock(), "w1");
     let report = seed_into(&f, &wt, IncludeLimits::default()).expect("a Rust checkout is seeded");
     assert_eq!(
         files_under(&wt.join("target")),
@@ -137,7 +124,7 @@ fn seed_copies_dependency_artifacts_only_with_their_times() {
 fn each_worktree_gets_its_own_copy_and_the_checkout_is_untouched() {
     let f = rust_fixture();
     let before = files_under(&f.repo.join("target"));
-    let (w1, w2) = (new_worktree(&f, "w1"), new_worktree(&f, "w2"));
+    let (w1, w2) = (f.worker(&f.lock(), "w1"), f.worker(&f.lock(), "w2"));
     seed_into(&f, &w1, IncludeLimits::default()).unwrap();
     seed_into(&f, &w2, IncludeLimits::default()).unwrap();
     let rel = "target/debug/deps/libserde-1a2b.rlib";
@@ -166,7 +153,7 @@ fn each_worktree_gets_its_own_copy_and_the_checkout_is_untouched() {
 #[test]
 fn seed_keeps_an_existing_target_of_a_recycled_worktree() {
     let f = rust_fixture();
-    let wt = new_worktree(&f, "w1");
+    let wt = f.worker(&f.lock(), "w1");
     write(
         &wt,
         "target/debug/deps/libserde-1a2b.rlib",
@@ -187,7 +174,7 @@ fn seed_keeps_an_existing_target_of_a_recycled_worktree() {
 #[test]
 fn seed_size_guard_skips_the_whole_set_and_names_it() {
     let f = rust_fixture();
-    let wt = new_worktree(&f, "w1");
+    let wt = f.worker(&f.lock(), "w1");
     let report = seed_into(&f, &wt, IncludeLimits { max_bytes: 20 }).unwrap();
     let CargoSeedReport::Seeded { files, skipped, .. } = &report else {
         panic!("{report:?}");
@@ -226,7 +213,7 @@ fn seed_never_follows_a_symlink_out_of_the_repository() {
         f.repo.join("target/debug/build/serde-2b3c/out/ext"),
     )
     .unwrap();
-    let wt = new_worktree(&f, "w1");
+    let wt = f.worker(&f.lock(), "w1");
     let report = seed_into(&f, &wt, IncludeLimits::default()).unwrap();
     let CargoSeedReport::Seeded { skipped, .. } = &report else {
         panic!("{report:?}");

@@ -5,8 +5,7 @@ use std::os::unix::fs::PermissionsExt;
 
 use super::support::{Fixture, git, read, write};
 use ahelper_worktrees::{
-    GitError, IncludeLimits, SkipReason, bring_included, bring_listed, create_worktree,
-    list_included,
+    GitError, IncludeLimits, SkipReason, bring_included, bring_listed, list_included,
 };
 
 /// A fixture whose `.gitignore` ignores `target/`, `*.log`, `.env`, `node_modules/` and `gen/`.
@@ -19,19 +18,6 @@ fn fixture_with_ignores() -> Fixture {
     );
     git(&f.repo, &["commit", "-qam", "ignores"]);
     f
-}
-
-fn new_worktree(f: &Fixture, name: &str) -> std::path::PathBuf {
-    let path = f.wt(name);
-    create_worktree(
-        &f.lock(),
-        &f.repo,
-        &path,
-        &format!("ahelper/r/{name}"),
-        f.head(),
-    )
-    .unwrap();
-    path
 }
 
 #[test]
@@ -58,7 +44,7 @@ fn include_patterns_bring_matched_ignored_files_only() {
         "notes.gen.rs",
         "untracked, not ignored: never brought",
     );
-    let wt = new_worktree(&f, "w1");
+    let wt = f.worker(&f.lock(), "w1");
     let report = bring_included(&f.repo, &wt, IncludeLimits::default()).unwrap();
     assert!(report.has_include_file);
     assert_eq!(read(&wt, ".env"), "KEY=1\n");
@@ -98,7 +84,7 @@ fn include_keeps_modification_times_and_never_overwrites() {
         .unwrap()
         .set_modified(old)
         .unwrap();
-    let wt = new_worktree(&f, "w1");
+    let wt = f.worker(&f.lock(), "w1");
     write(&wt, "target/out", "the worktree's own");
     write(&f.repo, "target/other", "x");
     bring_included(&f.repo, &wt, IncludeLimits::default()).unwrap();
@@ -127,7 +113,7 @@ fn include_symlink_never_escapes_the_repository() {
     std::os::unix::fs::symlink("../.git/config", f.repo.join("node_modules/git")).unwrap();
     std::os::unix::fs::symlink("pkg/index.js", f.repo.join("node_modules/inside")).unwrap();
     std::os::unix::fs::symlink(&outside, f.repo.join(".env")).unwrap();
-    let wt = new_worktree(&f, "w1");
+    let wt = f.worker(&f.lock(), "w1");
     let report = bring_included(&f.repo, &wt, IncludeLimits::default()).unwrap();
     let refused: Vec<&str> = report
         .skipped
@@ -174,7 +160,7 @@ fn include_never_writes_through_a_symlinked_directory_of_the_worktree() {
     let f = fixture_with_ignores();
     write(&f.repo, ".worktreeinclude", "gen/\n");
     write(&f.repo, "gen/a.rs", "x");
-    let wt = new_worktree(&f, "w1");
+    let wt = f.worker(&f.lock(), "w1");
     let elsewhere = f.tmp.path().join("elsewhere");
     fs::create_dir_all(&elsewhere).unwrap();
     std::os::unix::fs::symlink(&elsewhere, wt.join("gen")).unwrap();
@@ -191,7 +177,7 @@ fn include_size_guard_skips_whole_entries_and_names_them() {
     write(&f.repo, ".env", "K=1\n");
     write(&f.repo, "target/a", &"a".repeat(600));
     write(&f.repo, "target/b", &"b".repeat(600));
-    let wt = new_worktree(&f, "w1");
+    let wt = f.worker(&f.lock(), "w1");
     let report = bring_included(&f.repo, &wt, IncludeLimits { max_bytes: 1_000 }).unwrap();
     assert_eq!(read(&wt, ".env"), "K=1\n");
     assert!(
@@ -216,7 +202,7 @@ fn include_size_guard_skips_whole_entries_and_names_them() {
 fn include_without_file_does_nothing_and_bad_pattern_is_an_error() {
     let f = fixture_with_ignores();
     write(&f.repo, ".env", "K=1\n");
-    let wt = new_worktree(&f, "w1");
+    let wt = f.worker(&f.lock(), "w1");
     let report = bring_included(&f.repo, &wt, IncludeLimits::default()).unwrap();
     assert!(!report.has_include_file && report.files == 0);
     assert!(!wt.join(".env").exists());
@@ -243,7 +229,7 @@ target/
     write(&f.repo, ".env", "KEY=1\n");
     write(&f.repo, "target/debug/app", "binary");
     let list = list_included(&f.repo).unwrap();
-    let (w1, w2) = (new_worktree(&f, "w1"), new_worktree(&f, "w2"));
+    let (w1, w2) = (f.worker(&f.lock(), "w1"), f.worker(&f.lock(), "w2"));
     let first = bring_listed(&list, &w1, IncludeLimits::default()).unwrap();
     // A file's content is read when it is brought: an edit after the listing is seen.
     write(&f.repo, ".env", "KEY=2\n");

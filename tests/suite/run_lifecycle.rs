@@ -25,15 +25,20 @@ fn swarm(repo: &TestRepo, server: &FakeLlm, args: &[&str]) -> assert_cmd::Comman
 }
 
 /// Starts `ahelper swarm "do it" --yes --permission-mode bypass` as a plain child process (so the
-/// test can signal it) and waits until worker w1 is `running`.
-fn spawn_until_worker_runs(repo: &TestRepo, server: &FakeLlm) -> std::process::Child {
-    let mut child = ahelper_process(repo, server, Wire::Anthropic)
+/// test can signal it), its output discarded.
+fn spawn_swarm(repo: &TestRepo, server: &FakeLlm) -> std::process::Child {
+    ahelper_process(repo, server, Wire::Anthropic)
         .args(["swarm", "do it", "--yes", "--permission-mode", "bypass"])
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
-        .unwrap();
+        .unwrap()
+}
+
+/// [`spawn_swarm`], waiting until worker w1 is `running`.
+fn spawn_until_worker_runs(repo: &TestRepo, server: &FakeLlm) -> std::process::Child {
+    let mut child = spawn_swarm(repo, server);
     if !worker_runs_within(repo, Duration::from_secs(90)) {
         let _ = child.kill();
         let _ = child.wait();
@@ -333,13 +338,7 @@ fn merged_and_conflicted(closing_delay_ms: u64) -> ahelper_fake_llm::Script {
 /// Starts the run of [`merged_and_conflicted`] as a plain child process and waits until the
 /// coordinator's closing request reached the model.
 fn spawn_until_closing_turn(repo: &TestRepo, server: &FakeLlm) -> std::process::Child {
-    let mut child = ahelper_process(repo, server, Wire::Anthropic)
-        .args(["swarm", "do it", "--yes", "--permission-mode", "bypass"])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_swarm(repo, server);
     let deadline = Instant::now() + Duration::from_secs(90);
     while !server
         .model_requests()

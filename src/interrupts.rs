@@ -36,6 +36,15 @@ impl Interrupt {
             Interrupt::Hangup => "SIGHUP",
         }
     }
+
+    /// Why a run it stopped was cancelled, as its record and summary say it.
+    pub fn cancel_reason(self) -> &'static str {
+        match self {
+            Interrupt::CtrlC => "cancelled by the user (Ctrl-C)",
+            Interrupt::Terminate => "stopped by SIGTERM",
+            Interrupt::Hangup => "stopped by SIGHUP (the terminal was closed)",
+        }
+    }
 }
 
 /// Listens for [`Interrupt`]s. Creating it installs the handlers, so the default actions

@@ -606,6 +606,7 @@ async fn plan(
         events: event_tx,
         prompter: Arc::new(DenyPrompter),
         cancel: cancel.clone(),
+        cancel_reason: Arc::default(),
         mcp_servers: Vec::new(),
         worker_slots: None,
     };
@@ -783,14 +784,17 @@ async fn execute_run(
             tokio::spawn(swarm_ui::print_events(event_rx, other))
         }
     };
+    let cancel_reason = Arc::default();
     let signal_watch = tokio::spawn(swarm_ui::watch_ctrl_c(
         cancel.clone(),
+        Arc::clone(&cancel_reason),
         run.record().run_id.clone(),
     ));
     let io = RunIo {
         events: event_tx,
         prompter,
         cancel,
+        cancel_reason,
         mcp_servers: mcp_servers.to_vec(),
         worker_slots,
     };

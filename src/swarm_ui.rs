@@ -117,14 +117,20 @@ pub async fn print_events(mut events: mpsc::UnboundedReceiver<SwarmEvent>, mode:
 
 /// Ctrl-C outside raw mode (line and JSON output), and `SIGTERM`/`SIGHUP` in every mode
 /// ([`crate::interrupts`]): the first cancels the run, the second kills every child process
-/// and exits with 130.
-pub async fn watch_ctrl_c(cancel: CancellationToken, run_id: String) {
+/// and exits with 130. The first one's [`crate::interrupts::Interrupt::cancel_reason`] goes to
+/// `reason` before `cancel` fires.
+pub async fn watch_ctrl_c(
+    cancel: CancellationToken,
+    reason: std::sync::Arc<std::sync::OnceLock<String>>,
+    run_id: String,
+) {
     let mut interrupts = crate::interrupts::Interrupts::new();
     let first = interrupts.next().await;
     crate::interrupts::say(&format!(
         "ahelper: {} — cancelling run {run_id}; workers commit their work as wip. Ctrl-C again to kill everything.",
         first.name()
     ));
+    let _ = reason.set(first.cancel_reason().into());
     cancel.cancel();
     interrupts.next().await;
     kill_descendants();

@@ -381,7 +381,8 @@ impl CoordinatorActor {
     /// Starts every subtask the scheduler allows, then marks the subtasks skipped because a
     /// dependency did not merge.
     async fn schedule(&mut self, me: &ActorRef<Self>) {
-        if self.cancelled.is_some() {
+        if self.cancelled.is_some() || self.run.cancel.is_cancelled() {
+            // Stopped ([`RunContext::stop`]); its [`CancelRun`] may still be in the mailbox.
             return;
         }
         if self
@@ -621,6 +622,7 @@ impl CoordinatorActor {
     }
 
     fn cancel_all(&mut self, reason: String) {
+        self.run.stop(&reason);
         self.cancelled = Some(reason);
         if let Some(baseline) = &self.run.baseline {
             baseline.stop();
@@ -628,7 +630,6 @@ impl CoordinatorActor {
         for worker in self.workers.values() {
             worker.cancel();
         }
-        self.run.cancel.cancel();
     }
 
     /// Starts the gated merge of the next worker that is ready ([`MergeQueue::ready`]; with
@@ -847,7 +848,11 @@ impl CoordinatorActor {
     }
 
     async fn maybe_finish(&mut self, me: &ActorRef<Self>) {
-        if !self.workers.is_empty() || self.merging.is_some() {
+        if self.done.is_none() || !self.workers.is_empty() || self.merging.is_some() {
+            return;
+        }
+        if self.cancelled.is_none() && self.run.cancel.is_cancelled() {
+            // Stopped ([`RunContext::stop`]): its [`CancelRun`], in the mailbox, ends the run.
             return;
         }
         if self.cancelled.is_none() && self.baseline_pending() {
@@ -937,6 +942,15 @@ impl CoordinatorActor {
                 self.record.usage.add(usage);
                 self.emit_usage(super::planning::COORDINATOR_LABEL.into(), usage);
                 self.record.synthesis = Some(text);
+            }
+            Err(_) if self.cancelled.is_none() && self.run.cancel.is_cancelled() => {
+                // Stopped during the closing turn: the run ends as cancelled, now (its
+                // [`CancelRun`] is still in the mailbox).
+                let reason = self.run.stop_reason().unwrap_or("cancelled").to_string();
+                self.emit(SwarmEvent::Notice {
+                    message: format!("cancelling: {reason}; the run's summary was not written"),
+                });
+                self.cancelled = Some(reason);
             }
             Err(e) => {
                 self.emit(SwarmEvent::Notice {

@@ -127,8 +127,11 @@ pub struct RunContext {
     pub token_budget: u64,
     /// Run-wide deadline.
     pub deadline: Option<tokio::time::Instant>,
-    /// Cancelled on Ctrl-C or a run-wide limit; workers use child tokens.
+    /// Cancelled on Ctrl-C or a run-wide limit ([`RunContext::stop`]); workers, fixers,
+    /// mergers and the closing turn use child tokens.
     pub cancel: CancellationToken,
+    /// Why the run was stopped: the first reason given to [`RunContext::stop`].
+    stop_reason: std::sync::OnceLock<String>,
     /// The worker role.
     pub worker_role: RoleDefinition,
     /// Event sink (UI).
@@ -182,6 +185,20 @@ impl RunContext {
 }
 
 impl RunContext {
+    /// Stops the run: keeps `reason` (unless an earlier stop gave one) and cancels
+    /// [`RunContext::cancel`] at once, so whatever the run awaits (a worker's turn, a
+    /// verification, the coordinator's closing turn) ends now rather than when the coordinator
+    /// reads its mailbox.
+    pub fn stop(&self, reason: &str) {
+        let _ = self.stop_reason.set(reason.to_string());
+        self.cancel.cancel();
+    }
+
+    /// Why the run was stopped ([`RunContext::stop`]); `None` while it runs.
+    pub fn stop_reason(&self) -> Option<&str> {
+        self.stop_reason.get().map(String::as_str)
+    }
+
     /// The baseline, once it has finished (`None` when verification is off or its task
     /// died). Workers wait here only to judge their self-check; the merge queue before its
     /// first verification.
@@ -202,6 +219,9 @@ pub struct RunIo {
     pub prompter: Arc<dyn Prompter>,
     /// Cancel the run (first Ctrl-C).
     pub cancel: CancellationToken,
+    /// Why `cancel` fired, when the caller says (set before cancelling, e.g. `stopped by
+    /// SIGTERM`); unset, the run records `cancelled by the user (Ctrl-C)`.
+    pub cancel_reason: Arc<std::sync::OnceLock<String>>,
     /// MCP servers the user trusts for this run (see [`crate::mcp::declared_servers`]). Each
     /// worker whose role names MCP tools (`mcp__*`) starts its own instances with its worktree
     /// as working directory and root, and stops them when it ends; their tool calls count
@@ -535,7 +555,8 @@ pub async fn execute(
         base_commit: record.base_commit.clone(),
         integration_branch: record.integration_branch.clone(),
     });
-    let final_record = coordinate(context.clone(), record, plan, held, io.cancel).await;
+    let user_cancel = (io.cancel, io.cancel_reason);
+    let final_record = coordinate(context.clone(), record, plan, held, user_cancel).await;
     context.worker_slots.close(&final_record.run_id).await;
     context.publish(SwarmEvent::RunFinished {
         record: Box::new(final_record.clone()),
@@ -689,6 +710,7 @@ fn run_context(
         token_budget: config.swarm.token_budget.max(already_used + 1),
         deadline,
         cancel: CancellationToken::new(),
+        stop_reason: std::sync::OnceLock::new(),
         worker_role: load_role(&root, "worker")?,
         events: io.events.clone(),
         snapshots,
@@ -704,15 +726,15 @@ fn run_context(
     })
 }
 
-/// Spawns the coordinator actor, forwards the user's cancel and the run's deadline to it as
-/// [`CancelRun`], and waits for the final record. A coordinator that dies without answering
+/// Spawns the coordinator actor, forwards the user's cancel and the run's deadline to it
+/// ([`cancel_when`]), and waits for the final record. A coordinator that dies without answering
 /// leaves a `failed` record.
 async fn coordinate(
     context: Arc<RunContext>,
     record: RunRecord,
     plan: Plan,
     held: BTreeSet<usize>,
-    user_cancel: CancellationToken,
+    (user_cancel, user_reason): (CancellationToken, Arc<std::sync::OnceLock<String>>),
 ) -> RunRecord {
     let fallback = record.clone();
     let (done_tx, done_rx) = tokio::sync::oneshot::channel();
@@ -726,18 +748,29 @@ async fn coordinate(
         },
         kameo::mailbox::unbounded(),
     );
-    let cancel_watch = tokio::spawn(cancel_when(coordinator.clone(), async move {
-        user_cancel.cancelled().await;
-        "cancelled by the user (Ctrl-C)"
-    }));
+    let cancel_watch = tokio::spawn(cancel_when(
+        context.clone(),
+        coordinator.clone(),
+        async move {
+            user_cancel.cancelled().await;
+            user_reason
+                .get()
+                .cloned()
+                .unwrap_or_else(|| "cancelled by the user (Ctrl-C)".into())
+        },
+    ));
     let deadline = context.deadline;
-    let deadline_watch = tokio::spawn(cancel_when(coordinator.clone(), async move {
-        match deadline {
-            Some(d) => tokio::time::sleep_until(d).await,
-            None => std::future::pending().await,
-        }
-        "the run's wall-clock limit was reached"
-    }));
+    let deadline_watch = tokio::spawn(cancel_when(
+        context.clone(),
+        coordinator.clone(),
+        async move {
+            match deadline {
+                Some(d) => tokio::time::sleep_until(d).await,
+                None => std::future::pending().await,
+            }
+            "the run's wall-clock limit was reached".to_string()
+        },
+    ));
     let final_record = match done_rx.await {
         Ok(r) => r,
         Err(_) => {
@@ -754,17 +787,17 @@ async fn coordinate(
     final_record
 }
 
-/// Tells the coordinator to cancel the run, with the reason `trigger` gives when it fires.
+/// When `trigger` fires, stops the run with the reason it gives ([`RunContext::stop`]: what
+/// the coordinator awaits ends at once, its closing turn too) and then tells the coordinator
+/// ([`CancelRun`]), which handles it once its current message is done.
 async fn cancel_when(
+    context: Arc<RunContext>,
     coordinator: ActorRef<CoordinatorActor>,
-    trigger: impl std::future::Future<Output = &'static str>,
+    trigger: impl std::future::Future<Output = String>,
 ) {
     let reason = trigger.await;
-    let _ = coordinator
-        .tell(CancelRun {
-            reason: reason.into(),
-        })
-        .await;
+    context.stop(&reason);
+    let _ = coordinator.tell(CancelRun { reason }).await;
 }
 
 /// What a worker machine (`ahelper worker`) needs to run one subtask of a coordinator
@@ -827,6 +860,7 @@ impl RunContext {
             token_budget: config.swarm.token_budget,
             deadline: None,
             cancel: parts.cancel,
+            stop_reason: std::sync::OnceLock::new(),
             worker_role: parts.role,
             events,
             snapshots,

@@ -75,17 +75,23 @@ pub fn verification_line(record: &RunRecord) -> String {
 pub fn result_line(record: &RunRecord) -> String {
     match (record.status, record.failure_reason()) {
         (_, None) => "Result: success — every subtask merged into the integration branch.".into(),
-        (RunStatus::Cancelled, Some(reason)) => {
-            format!(
-                "Result: cancelled — {reason}; resume with `ahelper swarm resume {}`.",
-                record.run_id
-            )
+        (status, Some(reason)) => {
+            let result = if status == RunStatus::Cancelled {
+                "cancelled"
+            } else {
+                "FAILED"
+            };
+            // Resume has something to do only when a worker is left (a run stopped during its
+            // closing turn has none: `swarm resume` would only say so).
+            if record.workers.iter().any(super::resume::is_retryable) {
+                format!(
+                    "Result: {result} — {reason}; resume with `ahelper swarm resume {}`.",
+                    record.run_id
+                )
+            } else {
+                format!("Result: {result} — {reason}.")
+            }
         }
-        (_, Some(reason)) if record.workers.iter().any(super::resume::is_retryable) => format!(
-            "Result: FAILED — {reason}; resume with `ahelper swarm resume {}`.",
-            record.run_id
-        ),
-        (_, Some(reason)) => format!("Result: FAILED — {reason}."),
     }
 }
 

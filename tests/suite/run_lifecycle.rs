@@ -27,11 +27,20 @@ fn swarm(repo: &TestRepo, server: &FakeLlm, args: &[&str]) -> assert_cmd::Comman
 /// Starts `ahelper swarm "do it" --yes --permission-mode bypass` as a plain child process (so the
 /// test can signal it), its output discarded.
 fn spawn_swarm(repo: &TestRepo, server: &FakeLlm) -> std::process::Child {
+    spawn_swarm_with_output(repo, server, std::process::Stdio::null)
+}
+
+/// [`spawn_swarm`] with stdout and stderr made by `output` (`Stdio::piped` to read them).
+fn spawn_swarm_with_output(
+    repo: &TestRepo,
+    server: &FakeLlm,
+    output: fn() -> std::process::Stdio,
+) -> std::process::Child {
     ahelper_process(repo, server, Wire::Anthropic)
         .args(["swarm", "do it", "--yes", "--permission-mode", "bypass"])
         .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
+        .stdout(output())
+        .stderr(output())
         .spawn()
         .unwrap()
 }
@@ -335,10 +344,14 @@ fn merged_and_conflicted(closing_delay_ms: u64) -> ahelper_fake_llm::Script {
         ))
 }
 
-/// Starts the run of [`merged_and_conflicted`] as a plain child process and waits until the
-/// coordinator's closing request reached the model.
-fn spawn_until_closing_turn(repo: &TestRepo, server: &FakeLlm) -> std::process::Child {
-    let mut child = spawn_swarm(repo, server);
+/// Starts the run of [`merged_and_conflicted`] as a plain child process (its output made by
+/// `output`) and waits until the coordinator's closing request reached the model.
+fn spawn_until_closing_turn(
+    repo: &TestRepo,
+    server: &FakeLlm,
+    output: fn() -> std::process::Stdio,
+) -> std::process::Child {
+    let mut child = spawn_swarm_with_output(repo, server, output);
     let deadline = Instant::now() + Duration::from_secs(90);
     while !server
         .model_requests()
@@ -353,6 +366,27 @@ fn spawn_until_closing_turn(repo: &TestRepo, server: &FakeLlm) -> std::process::
         std::thread::sleep(Duration::from_millis(20));
     }
     child
+}
+
+/// Waits until `run.json` shows every merge of [`merged_and_conflicted`] (w1 and w2 merged, w3
+/// in conflict). The coordinator hands the record to its saver before the closing turn starts,
+/// but the saver writes it in the background: the file may be one save behind for a few ms.
+fn wait_for_the_merges_on_disk(repo: &TestRepo) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let statuses = || {
+        let run = last_run(repo);
+        (0..3)
+            .map(|i| {
+                run["workers"][i]["status"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_string()
+            })
+            .collect::<Vec<_>>()
+    };
+    while statuses() != ["merged", "merged", "conflict"] && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
 
 /// The worktree path and branch of worker `index` of `run`.
@@ -424,51 +458,97 @@ fn merged_work_is_removed_by_the_end_of_the_run_and_a_conflict_is_kept() {
     assert_merged_gone_conflict_kept(&repo, &run, true);
 }
 
-/// issue 11.3: `SIGTERM` while the closing turn waits for the model (the last removals may
-/// still run): the run still ends with its record written, the merged work removed and the
-/// conflicted worker's kept. (The closing turn is not cut short: it is the run's summary.)
+/// Ctrl-C (`SIGINT`) or `SIGTERM` while the closing turn waits for a model that answers only
+/// after 60 s: the turn is cut short and the run ends promptly as cancelled (exit status 130,
+/// the summary says so, `run.json` too), the merged work removed, the conflicted worker's
+/// branch and worktree, the integration branch and the transcripts kept; `logs` shows the run
+/// and `resume` says there is nothing left to run (issue 11.3: the removals still finish).
 #[test]
-fn sigterm_during_the_closing_turn_finishes_the_removals_and_the_record() {
-    let repo = repo_with(&[("README.md", "title\n"), ("a.txt", "a\n"), ("b.txt", "b\n")]);
-    let server = start(merged_and_conflicted(2_000));
-    let mut child = spawn_until_closing_turn(&repo, &server);
-    // SAFETY: signalling our own child process.
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    child.wait().unwrap();
-    let run = last_run(&repo);
-    assert_ne!(run["status"], "running", "{run:#}");
-    assert_merged_gone_conflict_kept(&repo, &run, true);
+fn ctrl_c_or_sigterm_during_the_closing_turn_cancels_the_run_promptly() {
+    let signals = [
+        (libc::SIGINT, "Ctrl-C", "cancelled by the user (Ctrl-C)"),
+        (libc::SIGTERM, "SIGTERM", "stopped by SIGTERM"),
+    ];
+    for (signal, name, reason) in signals {
+        let repo = repo_with(&[("README.md", "title\n"), ("a.txt", "a\n"), ("b.txt", "b\n")]);
+        let server = start(merged_and_conflicted(60_000));
+        let child = spawn_until_closing_turn(&repo, &server, std::process::Stdio::piped);
+        let signalled = Instant::now();
+        // SAFETY: signalling our own child process.
+        unsafe { libc::kill(child.id() as i32, signal) };
+        let out = child.wait_with_output().unwrap();
+        // Far below the model's 60 s: the process did not wait for the reply.
+        assert!(signalled.elapsed() < Duration::from_secs(40), "{name}");
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
+        assert_eq!(out.status.code(), Some(130), "{name}: {stdout}\n{stderr}");
+        assert!(
+            stderr.contains(&format!("ahelper: {name} — cancelling run")),
+            "{stderr}"
+        );
+        // Every worker ended: nothing for `swarm resume` to run, so no resume hint.
+        assert!(
+            stdout.contains(&format!("Result: cancelled — {reason}.")),
+            "{name}: {stdout}"
+        );
+        let run = last_run(&repo);
+        let id = run["run_id"].as_str().unwrap().to_string();
+        assert_eq!(run["status"], "cancelled", "{name}: {run:#}");
+        assert_eq!(run["error"], reason, "{name}: {run:#}");
+        assert!(run["synthesis"].is_null(), "{name}: {run:#}");
+        assert_merged_gone_conflict_kept(&repo, &run, true);
+        let integration = run["integration_branch"].as_str().unwrap();
+        assert!(
+            has_branch(&repo, integration),
+            "{name}: the integration branch"
+        );
+        assert!(
+            stdout_of(&mut swarm(&repo, &server, &["ls"])).contains("cancelled"),
+            "{name}"
+        );
+        let logs = stdout_of(&mut swarm(&repo, &server, &["logs", &id]));
+        assert!(logs.contains("split by file"), "{name}: {logs}");
+        let w1 = stdout_of(&mut swarm(&repo, &server, &["logs", &id, "w1"]));
+        assert!(w1.contains("write_file"), "{name}: {w1}");
+        swarm(&repo, &server, &["resume", &id])
+            .assert()
+            .code(130)
+            .stderr(predicate::str::contains("has nothing left to do"));
+    }
 }
 
 /// issue 11.3: a run killed while the closing turn waits for the model, with removals
-/// under way or done — a second `SIGTERM` (ahelper exits at once) or
-/// `kill -9`: the record names every worktree and branch left, and `swarm clean` removes the
-/// merged ones and keeps the conflicted worker's branch.
+/// under way or done — `kill -9`, or `SIGTERM` twice (the first cancels the run, the second
+/// makes ahelper exit at once, unless the cancelled run ended first): the record names every
+/// worktree and branch left, and `swarm clean` removes the merged ones and keeps the
+/// conflicted worker's branch.
 #[test]
 fn a_run_killed_during_the_closing_turn_leaves_nothing_clean_does_not_find() {
     for kill in [Kill::SigtermTwice, Kill::Sigkill] {
         let repo = repo_with(&[("README.md", "title\n"), ("a.txt", "a\n"), ("b.txt", "b\n")]);
         let server = start(merged_and_conflicted(30_000));
-        let mut child = spawn_until_closing_turn(&repo, &server);
-        // run.json is written in the background: the merges are on disk within a save or two.
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while last_run(&repo)["workers"][1]["status"] != "merged" && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        match kill {
+        let mut child = spawn_until_closing_turn(&repo, &server, std::process::Stdio::null);
+        wait_for_the_merges_on_disk(&repo);
+        let expected = match kill {
             Kill::SigtermTwice => {
                 // SAFETY: signalling our own child process.
                 unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
                 std::thread::sleep(Duration::from_millis(20));
                 unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+                &["running", "cancelled"][..]
             }
-            Kill::Sigkill => child.kill().unwrap(),
-        }
+            Kill::Sigkill => {
+                child.kill().unwrap();
+                &["running"][..]
+            }
+        };
         child.wait().unwrap();
         let run = last_run(&repo);
-        assert_eq!(
-            run["status"], "running",
-            "{kill:?}: the record still says running"
+        assert!(
+            expected.iter().any(|s| run["status"] == *s),
+            "{kill:?}: {expected:?}: {run:#}"
         );
         let id = run["run_id"].as_str().unwrap().to_string();
         // The conflicted branch has unmerged commits: `clean` keeps it and says so (exit 1).

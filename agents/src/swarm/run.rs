@@ -726,8 +726,9 @@ fn run_context(
     })
 }
 
-/// Spawns the coordinator actor, forwards the user's cancel and the run's deadline to it
-/// ([`cancel_when`]), and waits for the final record. A coordinator that dies without answering
+/// Spawns the coordinator actor, forwards the user's cancel (which also stops the run at once,
+/// [`RunContext::stop`]) and the run's deadline to it as [`CancelRun`], and waits for the final
+/// record. A coordinator that dies without answering
 /// leaves a `failed` record.
 async fn coordinate(
     context: Arc<RunContext>,
@@ -748,29 +749,27 @@ async fn coordinate(
         },
         kameo::mailbox::unbounded(),
     );
-    let cancel_watch = tokio::spawn(cancel_when(
-        context.clone(),
-        coordinator.clone(),
-        async move {
-            user_cancel.cancelled().await;
-            user_reason
-                .get()
-                .cloned()
-                .unwrap_or_else(|| "cancelled by the user (Ctrl-C)".into())
-        },
-    ));
+    let stopping = context.clone();
+    let cancel_watch = tokio::spawn(cancel_when(coordinator.clone(), async move {
+        user_cancel.cancelled().await;
+        let reason = user_reason
+            .get()
+            .cloned()
+            .unwrap_or_else(|| "cancelled by the user (Ctrl-C)".into());
+        // At once, not when the coordinator reads its mailbox: what it awaits (its closing
+        // turn) ends now.
+        stopping.stop(&reason);
+        reason
+    }));
     let deadline = context.deadline;
-    let deadline_watch = tokio::spawn(cancel_when(
-        context.clone(),
-        coordinator.clone(),
-        async move {
-            match deadline {
-                Some(d) => tokio::time::sleep_until(d).await,
-                None => std::future::pending().await,
-            }
-            "the run's wall-clock limit was reached".to_string()
-        },
-    ));
+    // Every agent's settings carry the deadline (the closing turn ends there by itself).
+    let deadline_watch = tokio::spawn(cancel_when(coordinator.clone(), async move {
+        match deadline {
+            Some(d) => tokio::time::sleep_until(d).await,
+            None => std::future::pending().await,
+        }
+        "the run's wall-clock limit was reached".to_string()
+    }));
     let final_record = match done_rx.await {
         Ok(r) => r,
         Err(_) => {
@@ -787,16 +786,13 @@ async fn coordinate(
     final_record
 }
 
-/// When `trigger` fires, stops the run with the reason it gives ([`RunContext::stop`]: what
-/// the coordinator awaits ends at once, its closing turn too) and then tells the coordinator
-/// ([`CancelRun`]), which handles it once its current message is done.
+/// Tells the coordinator to cancel the run, with the reason `trigger` gives when it fires; it
+/// handles it once its current message is done.
 async fn cancel_when(
-    context: Arc<RunContext>,
     coordinator: ActorRef<CoordinatorActor>,
     trigger: impl std::future::Future<Output = String>,
 ) {
     let reason = trigger.await;
-    context.stop(&reason);
     let _ = coordinator.tell(CancelRun { reason }).await;
 }
 

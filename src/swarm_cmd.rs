@@ -958,16 +958,23 @@ async fn resume(
         Err(code) => return code,
     };
     report_pruned_worktrees(run.record());
+    let what = if selected.is_empty() {
+        "every worker has ended; the coordinator writes the run's summary".to_string()
+    } else {
+        format!(
+            "{} worker(s) to run ({})",
+            selected.len(),
+            selected.join(", ")
+        )
+    };
     eprintln!(
-        "Resuming {}run {}: {} worker(s) to run ({}).",
+        "Resuming {}run {}: {what}.",
         if run.record().is_interrupted() {
             "interrupted "
         } else {
             ""
         },
         run.record().run_id,
-        selected.len(),
-        selected.join(", ")
     );
     let client = model_client(&provider);
     let mode = output_mode(run_args.output_format);

@@ -462,7 +462,7 @@ fn merged_work_is_removed_by_the_end_of_the_run_and_a_conflict_is_kept() {
 /// after 60 s: the turn is cut short and the run ends promptly as cancelled (exit status 130,
 /// the summary says so, `run.json` too), the merged work removed, the conflicted worker's
 /// branch and worktree, the integration branch and the transcripts kept; `logs` shows the run
-/// and `resume` says there is nothing left to run (issue 11.3: the removals still finish).
+/// and `resume` writes the summary (issue 11.3: the removals still finish).
 #[test]
 fn ctrl_c_or_sigterm_during_the_closing_turn_cancels_the_run_promptly() {
     let signals = [
@@ -488,13 +488,14 @@ fn ctrl_c_or_sigterm_during_the_closing_turn_cancels_the_run_promptly() {
             stderr.contains(&format!("ahelper: {name} — cancelling run")),
             "{stderr}"
         );
-        // Every worker ended: nothing for `swarm resume` to run, so no resume hint.
-        assert!(
-            stdout.contains(&format!("Result: cancelled — {reason}.")),
-            "{name}: {stdout}"
-        );
         let run = last_run(&repo);
         let id = run["run_id"].as_str().unwrap().to_string();
+        assert!(
+            stdout.contains(&format!(
+                "Result: cancelled — {reason}; resume with `ahelper swarm resume {id}`."
+            )),
+            "{name}: {stdout}"
+        );
         assert_eq!(run["status"], "cancelled", "{name}: {run:#}");
         assert_eq!(run["error"], reason, "{name}: {run:#}");
         assert!(run["synthesis"].is_null(), "{name}: {run:#}");
@@ -512,10 +513,21 @@ fn ctrl_c_or_sigterm_during_the_closing_turn_cancels_the_run_promptly() {
         assert!(logs.contains("split by file"), "{name}: {logs}");
         let w1 = stdout_of(&mut swarm(&repo, &server, &["logs", &id, "w1"]));
         assert!(w1.contains("write_file"), "{name}: {w1}");
+        // Every worker ended: `resume` runs the closing turn (a model that answers at once).
+        let server = start(merged_and_conflicted(0));
         swarm(&repo, &server, &["resume", &id])
             .assert()
-            .code(130)
-            .stderr(predicate::str::contains("has nothing left to do"));
+            .code(1)
+            .stderr(predicate::str::contains(
+                "every worker has ended; the coordinator writes the run's summary",
+            ))
+            .stdout(predicate::str::contains("Result: FAILED — "));
+        let run = last_run(&repo);
+        assert_eq!(run["status"], "finished", "{name}: {run:#}");
+        assert_eq!(
+            run["synthesis"], "w1 and w2 merged; w3 conflicts",
+            "{name}: {run:#}"
+        );
     }
 }
 

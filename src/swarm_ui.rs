@@ -148,6 +148,7 @@ pub async fn run_live(
     mut events: mpsc::UnboundedReceiver<SwarmEvent>,
     mut prompts: mpsc::UnboundedReceiver<PromptJob>,
     cancel: CancellationToken,
+    cancel_reason: std::sync::Arc<std::sync::OnceLock<String>>,
     mut done: oneshot::Receiver<()>,
     price: Option<Price>,
 ) {
@@ -163,6 +164,7 @@ pub async fn run_live(
     let mut keys = KeyReader::spawn();
     let mut view = LiveView::new(cancel);
     view.price = price;
+    view.cancel_reason = cancel_reason;
     let mut tick = tokio::time::interval(std::time::Duration::from_millis(200));
     loop {
         tokio::select! {
@@ -404,6 +406,9 @@ enum KeyOutcome {
 /// above the table, Ctrl-C presses.
 struct LiveView {
     cancel: CancellationToken,
+    /// Where the reason of a cancel other than Ctrl-C goes before `cancel` fires (the run
+    /// records it; unset means Ctrl-C).
+    cancel_reason: std::sync::Arc<std::sync::OnceLock<String>>,
     pending: VecDeque<PromptJob>,
     notes: Vec<String>,
     ctrl_c_count: u32,
@@ -418,6 +423,7 @@ impl LiveView {
     fn new(cancel: CancellationToken) -> Self {
         LiveView {
             cancel,
+            cancel_reason: std::sync::Arc::default(),
             pending: VecDeque::new(),
             notes: Vec::new(),
             ctrl_c_count: 0,
@@ -490,6 +496,9 @@ impl LiveView {
         self.terminal_lost = true;
         self.notes
             .push("the terminal is gone: cancelling — workers commit their work as `wip`".into());
+        let _ = self
+            .cancel_reason
+            .set("stopped: the terminal is gone (its key reader failed)".into());
         self.cancel.cancel();
         self.deny_pending();
     }
@@ -720,6 +729,19 @@ mod tests {
                 "y = yes once · n = no · a = always: add `run_command(sed -i:*)` for this run",
                 "d = never"
             ]
+        );
+    }
+
+    #[test]
+    fn a_lost_terminal_cancels_the_run_with_its_own_reason() {
+        let cancel = CancellationToken::new();
+        let mut view = LiveView::new(cancel.clone());
+        view.lose_terminal();
+        assert!(cancel.is_cancelled());
+        assert!(view.terminal_lost);
+        assert_eq!(
+            view.cancel_reason.get().map(String::as_str),
+            Some("stopped: the terminal is gone (its key reader failed)")
         );
     }
 }

@@ -144,8 +144,9 @@ fn run(cli: Cli, hardening: HardeningReport) -> i32 {
         None => run_session(&rt, cli, &config, &env),
     };
     if one_shot || swarm_run {
-        // The answer is printed, the transcript written and closed, the MCP servers shut down
-        // (a swarm run: `run.json` saved, every removal done): nothing is left running.
+        // A swarm run: `run.json` saved, every removal done, the MCP servers shut down; a
+        // one-shot run that ends here did not start (a finished one ends in `end_one_shot`):
+        // nothing is left running.
         // Waiting for the runtime's idle threads to wake and join would only delay the exit
         // (issue 11: exit within 2 ms of the final event).
         rt.shutdown_background();
@@ -271,26 +272,14 @@ fn run_session_with(
             EXIT_USAGE
         }
         (Some(prompt), None) => match read_prompt(prompt) {
-            Ok(prompt) => rt.block_on(oneshot::run(
-                session,
-                &prompt,
-                format,
-                verbose,
-                &config.pricing,
-            )),
+            Ok(prompt) => one_shot(rt, session, &prompt, format, verbose, config),
             Err(code) => code,
         },
         (None, Some(first)) if !stdin_is_terminal => {
             eprintln!(
                 "ahelper: no terminal for the REPL; answering the prompt once, as `ahelper -p` does"
             );
-            rt.block_on(oneshot::run(
-                session,
-                &first,
-                format,
-                verbose,
-                &config.pricing,
-            ))
+            one_shot(rt, session, &first, format, verbose, config)
         }
         (None, first) => {
             if !stdin_is_terminal {
@@ -308,6 +297,45 @@ fn run_session_with(
             repl::run(rt, config, session, first, setup)
         }
     }
+}
+
+/// Answers `prompt` once in `session` (`ahelper -p`), then ends the process at once with the
+/// run's exit code ([`oneshot::run`]): see [`end_one_shot`].
+fn one_shot(
+    rt: &tokio::runtime::Runtime,
+    mut session: Session,
+    prompt: &str,
+    format: cli::OutputFormat,
+    verbose: bool,
+    config: &Config,
+) -> ! {
+    let code = rt.block_on(oneshot::run(
+        &mut session,
+        prompt,
+        format,
+        verbose,
+        &config.pricing,
+    ));
+    rt.block_on(session.mcp.shutdown());
+    end_one_shot(session, code)
+}
+
+/// Ends a finished one-shot run now, with exit code `code` (issue 11: exit within 2 ms of the
+/// final event). Everything the run owes is out by then: the answer printed (stdout is
+/// flushed here once more), every transcript and log line written as it came (unbuffered
+/// writes, nothing held back), the MCP servers shut down. What is left would only delay the
+/// exit: the session's drop (agent, tools, HTTP client and its pooled connection), the
+/// configuration's and, above all, the runtime's shutdown, which wakes the blocking pool's
+/// idle thread to exit on its own and contends with it for the pool's lock. The kernel
+/// releases all of it at once: memory, descriptors (the connection is closed), threads.
+fn end_one_shot(session: Session, code: i32) -> ! {
+    use std::io::Write;
+    std::mem::forget(session);
+    // A closed stdout (`| head`) is not an error here either (see `write_stdout`).
+    let _ = std::io::stdout().lock().flush();
+    // `exit` runs no destructor: the runtime, the configuration and the caller's values are
+    // left to the kernel.
+    std::process::exit(code)
 }
 
 /// The keys are in memory now (in `config`): takes them out of the environment block and of

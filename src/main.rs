@@ -545,10 +545,19 @@ fn start_orphan_watchdog() {
 
 /// The watchdog's life: leave the terminal's session (so Ctrl-C and a hang-up do not reach
 /// it), wait for end of file on `parent_gone`, sweep, exit.
+///
+/// It runs under `SCHED_IDLE`: it wakes the moment ahelper exits, together with whoever waits
+/// for ahelper (a shell, a script, a benchmark reaping it), and its sweep of `/proc` must not
+/// take a CPU from them (issue 11: on a busy machine the sweep held the waiter off ~0.7 ms).
+/// An idle-class task still runs, only after the others; a failure to set the class leaves
+/// the watchdog as it was.
 fn run_orphan_watchdog(parent_gone: i32, token: &str) -> ! {
-    // SAFETY: plain system calls on descriptors this process owns.
+    // SAFETY: plain system calls on descriptors this process owns; `param` is a valid,
+    // initialised struct for `sched_setscheduler`.
     unsafe {
         libc::setsid();
+        let param = libc::sched_param { sched_priority: 0 };
+        libc::sched_setscheduler(0, libc::SCHED_IDLE, &param);
         let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
         if null >= 0 {
             for fd in 0..3 {

@@ -556,8 +556,6 @@ fn run_orphan_watchdog(parent_gone: i32, token: &str) -> ! {
     // initialised struct for `sched_setscheduler`.
     unsafe {
         libc::setsid();
-        let param = libc::sched_param { sched_priority: 0 };
-        libc::sched_setscheduler(0, libc::SCHED_IDLE, &param);
         let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
         if null >= 0 {
             for fd in 0..3 {
@@ -569,6 +567,10 @@ fn run_orphan_watchdog(parent_gone: i32, token: &str) -> ! {
         }
         let _ = libc::chdir(c"/".as_ptr());
         libc::prctl(libc::PR_SET_NAME, c"ahelper-reaper".as_ptr(), 0, 0, 0);
+        // Idle class only now: ahelper's terminal and directory are let go at once, even on a
+        // busy machine.
+        let param = libc::sched_param { sched_priority: 0 };
+        libc::sched_setscheduler(0, libc::SCHED_IDLE, &param);
         let mut byte = [0u8; 1];
         loop {
             let n = libc::read(parent_gone, byte.as_mut_ptr().cast(), 1);

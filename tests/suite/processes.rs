@@ -261,9 +261,16 @@ fn kill_9_leaves_no_command_running_and_resume_finishes() {
     let x = unique();
     let mut sleeping = start_sleeping_run(&nohup_and_sleep(&x), &[]);
     let watchdog = watchdog_of(sleeping.child.id());
-    // SAFETY: reads the scheduling policy of our child's child.
-    let policy = unsafe { libc::sched_getscheduler(watchdog as libc::pid_t) };
-    assert_eq!(policy, libc::SCHED_IDLE, "the watchdog's scheduling class");
+    // (it names itself, then takes the class)
+    wait_for_some(
+        "the watchdog in the idle scheduling class",
+        Duration::from_secs(10),
+        || {
+            // SAFETY: reads the scheduling policy of our child's child.
+            let policy = unsafe { libc::sched_getscheduler(watchdog as libc::pid_t) };
+            (policy == libc::SCHED_IDLE).then_some(())
+        },
+    );
     let marker = run_marker(&sleeping.run);
     assert!(!live_processes_with("environ", &marker).is_empty());
     kill_9_then_wait_until_gone(

@@ -144,8 +144,9 @@ fn run(cli: Cli, hardening: HardeningReport) -> i32 {
         None => run_session(&rt, cli, &config, &env),
     };
     if one_shot || swarm_run {
-        // The answer is printed, the transcript written and closed, the MCP servers shut down
-        // (a swarm run: `run.json` saved, every removal done): nothing is left running.
+        // A swarm run: `run.json` saved, every removal done, the MCP servers shut down; a
+        // one-shot run that ends here did not start (a finished one ends in `end_one_shot`):
+        // nothing is left running.
         // Waiting for the runtime's idle threads to wake and join would only delay the exit
         // (issue 11: exit within 2 ms of the final event).
         rt.shutdown_background();
@@ -271,26 +272,14 @@ fn run_session_with(
             EXIT_USAGE
         }
         (Some(prompt), None) => match read_prompt(prompt) {
-            Ok(prompt) => rt.block_on(oneshot::run(
-                session,
-                &prompt,
-                format,
-                verbose,
-                &config.pricing,
-            )),
+            Ok(prompt) => one_shot(rt, session, &prompt, format, verbose, config),
             Err(code) => code,
         },
         (None, Some(first)) if !stdin_is_terminal => {
             eprintln!(
                 "ahelper: no terminal for the REPL; answering the prompt once, as `ahelper -p` does"
             );
-            rt.block_on(oneshot::run(
-                session,
-                &first,
-                format,
-                verbose,
-                &config.pricing,
-            ))
+            one_shot(rt, session, &first, format, verbose, config)
         }
         (None, first) => {
             if !stdin_is_terminal {
@@ -308,6 +297,45 @@ fn run_session_with(
             repl::run(rt, config, session, first, setup)
         }
     }
+}
+
+/// Answers `prompt` once in `session` (`ahelper -p`), then ends the process at once with the
+/// run's exit code ([`oneshot::run`]): see [`end_one_shot`].
+fn one_shot(
+    rt: &tokio::runtime::Runtime,
+    mut session: Session,
+    prompt: &str,
+    format: cli::OutputFormat,
+    verbose: bool,
+    config: &Config,
+) -> ! {
+    let code = rt.block_on(oneshot::run(
+        &mut session,
+        prompt,
+        format,
+        verbose,
+        &config.pricing,
+    ));
+    rt.block_on(session.mcp.shutdown());
+    end_one_shot(session, code)
+}
+
+/// Ends a finished one-shot run now, with exit code `code` (issue 11: exit within 2 ms of the
+/// final event). Everything the run owes is out by then: the answer printed (stdout is
+/// flushed here once more), every transcript and log line written as it came (unbuffered
+/// writes, nothing held back), the MCP servers shut down. What is left would only delay the
+/// exit: the session's drop (agent, tools, HTTP client and its pooled connection), the
+/// configuration's and, above all, the runtime's shutdown, which wakes the blocking pool's
+/// idle thread to exit on its own and contends with it for the pool's lock. The kernel
+/// releases all of it at once: memory, descriptors (the connection is closed), threads.
+fn end_one_shot(session: Session, code: i32) -> ! {
+    use std::io::Write;
+    std::mem::forget(session);
+    // A closed stdout (`| head`) is not an error here either (see `write_stdout`).
+    let _ = std::io::stdout().lock().flush();
+    // `exit` runs no destructor: the runtime, the configuration and the caller's values are
+    // left to the kernel.
+    std::process::exit(code)
 }
 
 /// The keys are in memory now (in `config`): takes them out of the environment block and of
@@ -517,8 +545,15 @@ fn start_orphan_watchdog() {
 
 /// The watchdog's life: leave the terminal's session (so Ctrl-C and a hang-up do not reach
 /// it), wait for end of file on `parent_gone`, sweep, exit.
+///
+/// It runs under `SCHED_IDLE`: it wakes the moment ahelper exits, together with whoever waits
+/// for ahelper (a shell, a script, a benchmark reaping it), and its sweep of `/proc` must not
+/// take a CPU from them (issue 11: on a busy machine the sweep held the waiter off ~0.7 ms).
+/// An idle-class task still runs, only after the others; a failure to set the class leaves
+/// the watchdog as it was.
 fn run_orphan_watchdog(parent_gone: i32, token: &str) -> ! {
-    // SAFETY: plain system calls on descriptors this process owns.
+    // SAFETY: plain system calls on descriptors this process owns; `param` is a valid,
+    // initialised struct for `sched_setscheduler`.
     unsafe {
         libc::setsid();
         let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
@@ -532,6 +567,10 @@ fn run_orphan_watchdog(parent_gone: i32, token: &str) -> ! {
         }
         let _ = libc::chdir(c"/".as_ptr());
         libc::prctl(libc::PR_SET_NAME, c"ahelper-reaper".as_ptr(), 0, 0, 0);
+        // Idle class only now: ahelper's terminal and directory are let go at once, even on a
+        // busy machine.
+        let param = libc::sched_param { sched_priority: 0 };
+        libc::sched_setscheduler(0, libc::SCHED_IDLE, &param);
         let mut byte = [0u8; 1];
         loop {
             let n = libc::read(parent_gone, byte.as_mut_ptr().cast(), 1);

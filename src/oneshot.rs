@@ -16,8 +16,10 @@ use tokio_util::sync::CancellationToken;
 /// it (as in Claude Code); they are listed on stderr and in the JSON result (`permission_denials`).
 ///
 /// `prices` give the JSON result's `total_cost_usd` (null when the model has no known price).
+/// The session is borrowed so that the caller may end the process without dropping it
+/// ([`crate::end_one_shot`]).
 pub async fn run(
-    mut session: Session,
+    session: &mut Session,
     prompt: &str,
     format: OutputFormat,
     verbose: bool,
@@ -49,7 +51,7 @@ pub async fn run(
     let refusals = printer_task.await.unwrap_or_default();
     let cost_usd = prices.cost_usd(session.agent.model(), outcome.usage);
     print_outcome(
-        &session,
+        session,
         &outcome,
         cost_usd,
         &refusals,

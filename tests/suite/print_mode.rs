@@ -293,3 +293,73 @@ fn transcript_and_log_are_complete_when_print_mode_exits() {
         "one record per run, each whole on its line:\n{log}"
     );
 }
+
+/// `-p` ends the process right after its answer (issue 11 item 1: no runtime teardown, no
+/// drops): nothing of a long answer is cut short. A ~1 MB answer (far more than a pipe holds,
+/// so the writes wait on the reader) after a tool call (the blocking pool's thread is alive at
+/// exit) reaches the reader whole in every output format, and the transcript ends with the
+/// whole answer and the stop line.
+#[test]
+fn a_long_answer_is_whole_on_a_pipe_and_in_the_transcript_at_exit() {
+    let answer: String = (0..40_000)
+        .map(|i| format!("line {i:05} of the answer\n"))
+        .collect();
+    let repo = repo_with(&[("a.txt", "hello\n")]);
+    let server = start(agent([
+        Turn::tool_call("read_file", json!({"path": "a.txt"})),
+        Turn::text(answer.clone()),
+    ]));
+    for format in ["text", "json", "stream-json"] {
+        let out = ahelper_process(&repo, &server, Wire::Anthropic)
+            .args(["-p", "answer at length", "--output-format", format])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("ahelper runs");
+        assert!(out.status.success(), "{format}: {out:?}");
+        let stdout = String::from_utf8(out.stdout).expect("stdout is UTF-8");
+        let printed = if format == "text" {
+            stdout
+        } else {
+            let last = stdout.lines().last().expect("a result line");
+            let result: Value = serde_json::from_str(last).expect("the result line is whole");
+            assert_eq!(result["type"], "result", "{format}");
+            result["result"].as_str().expect("the answer").to_string()
+        };
+        assert_eq!(
+            printed.trim_end(),
+            answer.trim_end(),
+            "{format}: the answer, whole"
+        );
+        assert_transcript_ends_with(&repo, &answer);
+    }
+}
+
+/// The newest session transcript of `repo` holds the final answer `answer` whole, then the stop
+/// line as its last line.
+fn assert_transcript_ends_with(repo: &TestRepo, answer: &str) {
+    let newest = ahelper_agents::transcript::list_sessions(&repo.path())
+        .pop()
+        .expect("a session transcript");
+    let text = std::fs::read_to_string(&newest).unwrap();
+    assert!(text.ends_with('\n'), "the last line is whole");
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("every line is whole JSON"))
+        .collect();
+    assert_eq!(
+        lines.last().unwrap()["type"],
+        "stop",
+        "ends with the stop line"
+    );
+    let final_message = lines
+        .iter()
+        .rfind(|l| l["type"] == "assistant_message")
+        .expect("the final answer is in the transcript");
+    assert_eq!(
+        final_message["message"]["content"][0]["text"]
+            .as_str()
+            .map(str::trim_end),
+        Some(answer.trim_end()),
+        "the transcript holds the whole answer"
+    );
+}

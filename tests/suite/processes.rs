@@ -254,11 +254,23 @@ fn run_marker(run: &Value) -> String {
 
 /// 9.1: `kill -9` of ahelper while a worker's command runs (a `sleep` in the foreground and a
 /// `nohup` one in the background): every process of the run is gone soon after, without any
-/// resume; then `swarm resume` finishes the run.
+/// resume; then `swarm resume` finishes the run. The watchdog that sweeps them runs in the
+/// idle scheduling class (issue 11: it never takes a CPU from whoever waits for ahelper).
 #[test]
 fn kill_9_leaves_no_command_running_and_resume_finishes() {
     let x = unique();
     let mut sleeping = start_sleeping_run(&nohup_and_sleep(&x), &[]);
+    let watchdog = watchdog_of(sleeping.child.id());
+    // (it names itself, then takes the class)
+    wait_for_some(
+        "the watchdog in the idle scheduling class",
+        Duration::from_secs(10),
+        || {
+            // SAFETY: reads the scheduling policy of our child's child.
+            let policy = unsafe { libc::sched_getscheduler(watchdog as libc::pid_t) };
+            (policy == libc::SCHED_IDLE).then_some(())
+        },
+    );
     let marker = run_marker(&sleeping.run);
     assert!(!live_processes_with("environ", &marker).is_empty());
     kill_9_then_wait_until_gone(

@@ -177,6 +177,10 @@ pub struct CoordinatorActor {
     saver: Option<RecordSaver>,
     /// Background removals of merged worktrees.
     cleanups: Vec<tokio::task::JoinHandle<()>>,
+    /// Removals of merged worktrees nothing waits for (no subtask is queued): they start once
+    /// the closing turn's request is under way, so that they do not compete with the last
+    /// merges and that request for the CPU ([`CoordinatorActor::maybe_finish`]).
+    deferred_removals: Vec<Vec<MergedWork>>,
     /// Worker usage already counted in `record.usage`, per worker.
     counted_usage: BTreeMap<usize, Usage>,
     /// Usage of the running merge's fixers and mergers already counted in `record.usage`, by
@@ -250,6 +254,7 @@ impl Actor for CoordinatorActor {
             counted_helper_usage: BTreeMap::new(),
             earlier: BTreeMap::new(),
             cleanups: Vec::new(),
+            deferred_removals: Vec::new(),
             merging: None,
             baseline_ended: false,
         };
@@ -804,20 +809,54 @@ impl CoordinatorActor {
         self.spawn_removals(ticket, work);
     }
 
-    /// Removes `work` in the background (after parking the worktree of `ticket` as a spare).
+    /// Removes `work` in the background (after parking the worktree of `ticket` as a spare);
+    /// when nothing is parked and no subtask waits to start, later
+    /// ([`Self::deferred_removals`]).
     fn spawn_removals(&mut self, ticket: Option<super::spares::ParkTicket>, work: Vec<MergedWork>) {
+        if ticket.is_none() && !self.scheduler.has_queued() {
+            self.deferred_removals.push(work);
+            return;
+        }
         let integration = self.record.integration_branch.clone();
         let run = self.run.clone();
         self.cleanups.push(tokio::task::spawn_blocking(move || {
             if let Some(ticket) = ticket {
                 park(&run, ticket);
             }
-            for (id, e) in remove_merged_work(&run.git_lock, &run.repo_root, &work, &integration) {
-                run.publish(SwarmEvent::Notice {
-                    message: format!("[{id}] merged, but its worktree/branch were kept: {e}"),
-                });
-            }
+            remove_and_report(&run, &work, &integration);
         }));
+    }
+
+    /// Starts the deferred removals (each worker's on a blocking thread of its own, as
+    /// [`Self::spawn_removals`] would) once `go` is notified; the handle of the task that waits
+    /// for them all.
+    fn start_deferred_removals(
+        &mut self,
+        go: Arc<tokio::sync::Notify>,
+    ) -> tokio::task::JoinHandle<()> {
+        let deferred = std::mem::take(&mut self.deferred_removals);
+        let integration = self.record.integration_branch.clone();
+        let run = self.run.clone();
+        tokio::spawn(async move {
+            if deferred.is_empty() {
+                return;
+            }
+            go.notified().await;
+            let removals: Vec<_> = deferred
+                .into_iter()
+                .map(|work| {
+                    let (run, integration) = (run.clone(), integration.clone());
+                    tokio::task::spawn_blocking(move || {
+                        remove_and_report(&run, &work, &integration);
+                    })
+                })
+                .collect();
+            for removal in removals {
+                if let Err(e) = removal.await {
+                    tracing::error!(error = %e, "removing a merged worktree stopped");
+                }
+            }
+        })
     }
 
     /// The hold to park worker `index`'s merged worktree as a spare, while subtasks wait to
@@ -867,9 +906,13 @@ impl CoordinatorActor {
         if let Some(pool) = &self.run.worktree_pool {
             cleanups.extend(pool.take_makers());
         }
+        let go = Arc::new(tokio::sync::Notify::new());
+        cleanups.push(self.start_deferred_removals(go.clone()));
         if self.cancelled.is_none() {
             tracing::debug!("closing turn");
-            self.synthesize().await;
+            self.synthesize(move || go.notify_one()).await;
+        } else {
+            go.notify_one();
         }
         for cleanup in cleanups {
             let _ = cleanup.await;
@@ -920,11 +963,13 @@ impl CoordinatorActor {
 
     /// The coordinator's closing turn: the run's summary ([`super::synthesis`]); its tokens
     /// count against the run's.
-    async fn synthesize(&mut self) {
+    /// `on_request`: called once its model request is under way.
+    async fn synthesize(&mut self, on_request: impl FnOnce() + Send + 'static) {
         self.emit(SwarmEvent::Notice {
             message: "coordinator: writing the run's summary".into(),
         });
-        match super::synthesis::synthesize(&self.run, &self.record, &self.plan).await {
+        let closing = super::synthesis::synthesize(&self.run, &self.record, &self.plan, on_request);
+        match closing.await {
             Ok((text, usage)) => {
                 self.record.usage.add(usage);
                 self.emit_usage(super::planning::COORDINATOR_LABEL.into(), usage);
@@ -1210,6 +1255,15 @@ impl MergePass {
             coordinator: self.coordinator.clone(),
         };
         self.queue.merge_gated(worker, &gate).await
+    }
+}
+
+/// Removes merged `work` ([`remove_merged_work`]); what was kept is a notice.
+fn remove_and_report(run: &RunContext, work: &[MergedWork], integration: &str) {
+    for (id, e) in remove_merged_work(&run.git_lock, &run.repo_root, work, integration) {
+        run.publish(SwarmEvent::Notice {
+            message: format!("[{id}] merged, but its worktree/branch were kept: {e}"),
+        });
     }
 }
 

@@ -416,8 +416,27 @@ impl CoordinatorActor {
         }
         if !self.scheduler.has_queued() {
             self.close_worktree_pool();
-        } else if let Some(pool) = &self.run.worktree_pool {
-            // The CPU idles while the running workers wait on the model: spares for the next.
+        } else {
+            self.replenish_spares();
+        }
+    }
+
+    /// Spares for the subtasks that wait for a slot, made in the background once no worker
+    /// is starting or committing: the CPU idles while the running workers wait on the model,
+    /// but a spare made while workers hand over their slots (commit, recycle the next
+    /// worktree, prepare it) competes with them for the CPU and the git lock and delays the
+    /// next worker's first request. Called again when a worker reports that it runs.
+    fn replenish_spares(&self) {
+        let Some(pool) = &self.run.worktree_pool else {
+            return;
+        };
+        let handing_over = self.workers.keys().any(|&i| {
+            matches!(
+                self.record.workers[i].status,
+                WorkerStatus::Starting | WorkerStatus::Committing
+            )
+        });
+        if !handing_over && self.scheduler.has_queued() {
             pool.replenish(self.waiting_for_slots());
         }
     }
@@ -1108,7 +1127,18 @@ impl Message<Progress> for CoordinatorActor {
         // `swarm status` must show the state the worker was really in); other progress is
         // saved at most once a second.
         let state_changed = matches!(msg, Progress::Status { .. });
+        let running = matches!(
+            msg,
+            Progress::Status {
+                status: WorkerStatus::Running,
+                ..
+            }
+        );
         self.record_progress(msg);
+        if running {
+            // The starting workers may all be running now: spares for the next ones.
+            self.replenish_spares();
+        }
         self.publish_snapshot(state_changed);
     }
 }

@@ -17,6 +17,14 @@ fn worker(f: &Fixture, lock: &RepoLock, w: &str, file: &str, content: &str) -> O
     commit_all(&path, w, None).unwrap().unwrap()
 }
 
+/// Workers `w1` and `w2` both rewriting the same line of `src/a.rs`; their tips.
+fn conflicting_pair(f: &Fixture, lock: &RepoLock) -> (Oid, Oid) {
+    (
+        worker(f, lock, "w1", "src/a.rs", "fn a() { 1 }\n"),
+        worker(f, lock, "w2", "src/a.rs", "fn a() { 2 }\n"),
+    )
+}
+
 #[test]
 fn a_candidate_moves_no_ref_until_advanced_with_compare_and_swap() {
     let f = Fixture::new();
@@ -85,8 +93,7 @@ fn checkout_detached_shows_a_commit_and_drops_leftovers() {
 fn a_conflicting_merge_is_left_in_progress_and_concluded_after_resolution() {
     let f = Fixture::new();
     let lock = f.lock();
-    let w1 = worker(&f, &lock, "w1", "src/a.rs", "fn a() { 1 }\n");
-    let w2 = worker(&f, &lock, "w2", "src/a.rs", "fn a() { 2 }\n");
+    let (w1, w2) = conflicting_pair(&f, &lock);
     create_branch(&f.repo, "ahelper/r/integration", w1).unwrap();
     assert!(matches!(
         merge_candidate(&f.repo, "ahelper/r/integration", "ahelper/r/w2", "m", None).unwrap(),
@@ -184,8 +191,7 @@ fn a_clean_run_makes_the_same_tree_and_parents_as_merging_one_at_a_time() {
 fn a_clean_run_stops_before_a_conflict_and_keeps_the_rest() {
     let f = Fixture::new();
     let lock = f.lock();
-    let w1 = worker(&f, &lock, "w1", "src/a.rs", "fn a() { 1 }\n");
-    let w2 = worker(&f, &lock, "w2", "src/a.rs", "fn a() { 2 }\n");
+    let (w1, w2) = conflicting_pair(&f, &lock);
     let w3 = worker(&f, &lock, "w3", "src/b.rs", "fn b() { 3 }\n");
     create_branch(&f.repo, "ahelper/r/integration", f.head()).unwrap();
     let names = named(&["w1", "w2", "w3"]);

@@ -264,6 +264,80 @@ fn conflicting_workers_keep_both_branches_and_report_the_conflict() {
     );
 }
 
+/// Workers that finish while an earlier one in the plan still runs wait for it, then merge in
+/// one pass in plan order: a conflict in that pass keeps both branches and records the file,
+/// the workers before it and after it merge, and the integration branch holds what merging
+/// them one at a time would.
+#[test]
+fn workers_merged_in_one_pass_keep_plan_order_and_a_conflict_in_it() {
+    let repo = repo_with(&[
+        ("README.md", "title\n"),
+        ("a.txt", "a\n"),
+        ("b.txt", "b\n"),
+        ("c.txt", "c\n"),
+        ("d.txt", "d\n"),
+    ]);
+    repo.write(
+        ".ahelper/config.toml",
+        "[swarm]\nmax_workers = 4\nmerge_fix_attempts = 0\n",
+    );
+    let retitles = |id: &str| {
+        worker(
+            id,
+            [
+                runs(&format!("printf 'title by {id}\\n' > README.md")),
+                done(id),
+            ],
+        )
+    };
+    // s1 answers last, so the others are ready before it and merge together after it.
+    let script = plan_files(&["a.txt", "b.txt", "c.txt", "d.txt"])
+        .with_conversation(worker(
+            "s1",
+            [writes("a.txt", "A\n"), done("s1").with_delay_ms(300)],
+        ))
+        .with_conversation(retitles("s2"))
+        .with_conversation(retitles("s3"))
+        .with_conversation(worker("s4", [writes("d.txt", "D\n"), done("s4")]));
+    let swarm = Swarm::new(repo, script);
+    swarm.run("retitle").code(1);
+    let run = swarm.last_run();
+    for (id, status) in [
+        ("w1", "merged"),
+        ("w2", "merged"),
+        ("w3", "conflict"),
+        ("w4", "merged"),
+    ] {
+        assert_eq!(worker_status(&run, id), status, "{id}: {run:#}");
+    }
+    let w3 = worker_record(&run, "w3");
+    assert_eq!(w3["conflicts"][0]["path"], "README.md");
+    let branch = w3["branch"].as_str().unwrap();
+    assert_eq!(
+        swarm.repo.git(&["show", &format!("{branch}:README.md")]),
+        "title by s3\n",
+        "the conflicting branch is kept"
+    );
+    for (file, content) in [
+        ("a.txt", "A\n"),
+        ("README.md", "title by s2\n"),
+        ("c.txt", "c\n"),
+        ("d.txt", "D\n"),
+    ] {
+        assert_eq!(swarm.integrated(file), content, "{file}");
+    }
+    // plan order: w1's commit comes before w2's merge, w2's before w4's
+    let integration = run["integration_branch"].as_str().unwrap();
+    let log = swarm
+        .repo
+        .git(&["log", "--format=%s", "--reverse", integration]);
+    let at = |needle: &str| {
+        log.find(needle)
+            .unwrap_or_else(|| panic!("{needle}: {log}"))
+    };
+    assert!(at("Merge w2") < at("Merge w4"), "{log}");
+}
+
 /// (c) a worker whose model keeps failing is reported failed; the others finish.
 #[test]
 fn a_failing_worker_is_reported_and_the_others_finish() {

@@ -69,8 +69,9 @@ pub use include::{
 pub use index_lock::{StaleLockOutcome, remove_stale_index_lock};
 pub use lock::{GitOwner, RepoLock};
 pub use merge::{
-    ApplyOutcome, Candidate, ConflictFile, MergeOutcome, advance_branch, apply_to_current,
-    checkout_detached, clean_untracked, conclude_merge, merge_candidate, merge_into, start_merge,
+    ApplyOutcome, Candidate, ConflictFile, MergeOutcome, MergeSource, advance_branch,
+    apply_to_current, checkout_detached, clean_untracked, conclude_merge, merge_candidate,
+    merge_clean_run, merge_into, start_merge,
 };
 pub use remote::{
     delete_remote_refs, ensure_clone, fetch_refspecs, push_commit, push_commits, remote_ref,

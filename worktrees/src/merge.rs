@@ -212,6 +212,66 @@ pub fn merge_candidate(
     )
 }
 
+/// One branch for [`merge_clean_run`] to merge: its name and the merge commit's message.
+#[derive(Debug, Clone, Copy)]
+pub struct MergeSource<'a> {
+    /// The local branch to merge.
+    pub branch: &'a str,
+    /// The message of its merge commit (unused for a fast-forward or when already contained).
+    pub message: &'a str,
+}
+
+/// Merges `sources`, in order, into `target_branch` in memory, each on top of the previous
+/// result — the same commits, parents and trees as [`merge_candidate`] + [`advance_branch`]
+/// for each source one after another — as long as they merge cleanly (a fast-forward, a merge
+/// commit, or already contained); stops before the first source that conflicts or cannot be
+/// read or merged, and leaves it and the rest to the caller. Then moves the target once, with
+/// compare-and-swap from the tip it started at, to the last result: one ref update and one
+/// reflog line however many sources merged.
+///
+/// Returns the target's tip after each merged source, in order (its length is how many of
+/// `sources` merged; empty: nothing moved).
+///
+/// # Errors
+/// [`GitError::BranchNotFound`] for the target; [`GitError::MergeTargetCheckedOut`];
+/// [`GitError::ConcurrentRefUpdate`] when the target moved meanwhile (nothing merged then);
+/// [`GitError::Libgit2`].
+pub fn merge_clean_run(
+    repo: &Path,
+    target_branch: &str,
+    sources: &[MergeSource<'_>],
+    identity: Option<&Identity>,
+) -> Result<Vec<Oid>, GitError> {
+    let repo = open_repo(repo)?;
+    let start = tip(&repo, target_branch)?;
+    let mut tips = Vec::with_capacity(sources.len());
+    let mut current = start;
+    for source in sources {
+        let merged = tip(&repo, source.branch)
+            .and_then(|theirs| merge_in_memory(&repo, current, theirs, source.message, identity));
+        current = match merged {
+            Ok(MergeOutcome::UpToDate { commit })
+            | Ok(MergeOutcome::FastForward { commit })
+            | Ok(MergeOutcome::Merged { commit }) => commit,
+            Ok(MergeOutcome::Conflict { .. }) | Err(_) => break,
+        };
+        tips.push(current);
+    }
+    if current != start {
+        refuse_checked_out(&repo, target_branch)?;
+        let log = format!("ahelper: merge {} branches", tips.len());
+        move_ref(
+            &repo,
+            &format!("refs/heads/{target_branch}"),
+            start,
+            current,
+            &log,
+        )?;
+        tracing::info!(target_branch, merged = tips.len(), commit = %current, "merged a run of branches");
+    }
+    Ok(tips)
+}
+
 /// Moves `branch` from `expected` to `new` with compare-and-swap, refusing when a worktree has
 /// it checked out.
 ///

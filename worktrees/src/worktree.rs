@@ -444,9 +444,17 @@ pub fn remove_worktree(
 ) -> Result<RemovedWorktree, GitError> {
     let locked = Locked::open(lock, repo)?;
     let target = locked.removal_target(base_dir, path)?;
-    let worktrees = list(&locked.repo)?;
-    let removed = match worktrees.iter().find(|w| !w.is_main && w.path == target) {
-        Some(wt) => remove_registered(&locked, wt, target, force)?,
+    // Found through its own `.git` file, without listing every worktree under the lock; the
+    // full listing only when that does not find it (its `.git` file missing or broken, its
+    // directory deleted by hand).
+    let registered = match registered_at(&locked.repo, &target)? {
+        Some(wt) => Some(wt),
+        None => list(&locked.repo)?
+            .into_iter()
+            .find(|w| !w.is_main && w.path == target),
+    };
+    let removed = match registered {
+        Some(wt) => remove_registered(&locked, &wt, target, force)?,
         None => return remove_orphan(&locked.common, target, path),
     };
     drop(locked);

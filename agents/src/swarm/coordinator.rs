@@ -116,12 +116,11 @@ pub enum Progress {
     },
 }
 
-/// The gated merge of one worker ended.
+/// A merge pass ended: one gated merge, or a run of clean merges
+/// ([`MergeQueue::merge_clean_run`]).
 pub struct MergeDone {
-    /// Plan index.
-    pub index: usize,
-    /// What it did.
-    pub result: GatedMerge,
+    /// What merging each worker did, by plan index, in the order they merged.
+    pub merges: Vec<(usize, GatedMerge)>,
 }
 
 /// A fixer's or merger's token usage so far, reported after each of its model turns (see
@@ -178,6 +177,10 @@ pub struct CoordinatorActor {
     saver: Option<RecordSaver>,
     /// Background removals of merged worktrees.
     cleanups: Vec<tokio::task::JoinHandle<()>>,
+    /// Removals of merged worktrees nothing waits for (no subtask is queued): they start once
+    /// the closing turn's request is under way, so that they do not compete with the last
+    /// merges and that request for the CPU ([`CoordinatorActor::maybe_finish`]).
+    deferred_removals: Vec<Vec<MergedWork>>,
     /// Worker usage already counted in `record.usage`, per worker.
     counted_usage: BTreeMap<usize, Usage>,
     /// Usage of the running merge's fixers and mergers already counted in `record.usage`, by
@@ -186,7 +189,8 @@ pub struct CoordinatorActor {
     /// What each worker had done before its current attempt (a resumed run's earlier
     /// process), added to the current attempt's figures so counts cover the whole run.
     earlier: BTreeMap<usize, EarlierAttempts>,
-    /// The worker whose gated merge is under way (one at a time).
+    /// The first worker of the merge pass under way (one pass at a time; a gated merge is a
+    /// pass of one worker).
     merging: Option<usize>,
     /// Whether the baseline task ended (recorded or not).
     baseline_ended: bool,
@@ -250,6 +254,7 @@ impl Actor for CoordinatorActor {
             counted_helper_usage: BTreeMap::new(),
             earlier: BTreeMap::new(),
             cleanups: Vec::new(),
+            deferred_removals: Vec::new(),
             merging: None,
             baseline_ended: false,
         };
@@ -412,8 +417,27 @@ impl CoordinatorActor {
         }
         if !self.scheduler.has_queued() {
             self.close_worktree_pool();
-        } else if let Some(pool) = &self.run.worktree_pool {
-            // The CPU idles while the running workers wait on the model: spares for the next.
+        } else {
+            self.replenish_spares();
+        }
+    }
+
+    /// Spares for the subtasks that wait for a slot, made in the background once no worker
+    /// is starting or committing: the CPU idles while the running workers wait on the model,
+    /// but a spare made while workers hand over their slots (commit, recycle the next
+    /// worktree, prepare it) competes with them for the CPU and the git lock and delays the
+    /// next worker's first request. Called again when a worker reports that it runs.
+    fn replenish_spares(&self) {
+        let Some(pool) = &self.run.worktree_pool else {
+            return;
+        };
+        let handing_over = self.workers.keys().any(|&i| {
+            matches!(
+                self.record.workers[i].status,
+                WorkerStatus::Starting | WorkerStatus::Committing
+            )
+        });
+        if !handing_over && self.scheduler.has_queued() {
             pool.replenish(self.waiting_for_slots());
         }
     }
@@ -530,6 +554,7 @@ impl CoordinatorActor {
         if self.workers.remove(&index).is_none() {
             return;
         }
+        tracing::debug!(worker = index, ?status, "worker done");
         self.started.remove(&index);
         let done_without_changes =
             status == WorkerStatus::NoChanges && report.completed_without_changes();
@@ -632,9 +657,10 @@ impl CoordinatorActor {
         }
     }
 
-    /// Starts the gated merge of the next worker that is ready ([`MergeQueue::ready`]; with
-    /// `drain`, any finished worker) in a task of its own, unless one is under way. Returns
-    /// whether a merge is under way.
+    /// Starts the next merge pass, unless one is under way, in a task of its own: the workers
+    /// that are ready ([`MergeQueue::ready`]; with `drain`, every finished worker). Without
+    /// verification they all merge at once where they merge cleanly; otherwise (or for the
+    /// first that does not) one gated merge. Returns whether a merge is under way.
     fn start_next_merge(&mut self, me: &ActorRef<Self>, drain: bool) -> bool {
         if self.merging.is_some() {
             return true;
@@ -644,47 +670,33 @@ impl CoordinatorActor {
             // `swarm resume`.
             return false;
         }
-        let Some(index) = MergeQueue::ready(&self.record.workers, drain)
-            .first()
-            .copied()
-        else {
+        let ready = MergeQueue::ready(&self.record.workers, drain);
+        let Some(&index) = ready.first() else {
             return false;
         };
         self.merging = Some(index);
-        let (queue, run) = (self.merge_queue.clone(), self.run.clone());
-        let worker = self.record.workers[index].clone();
-        let recorded_baseline = self.record.baseline.clone();
-        let helpers = self.record.helpers.clone();
-        let summary = self.integration_summary();
-        let coordinator = me.clone();
+        let ready: Vec<(usize, WorkerRecord)> = if self.run.verifier.is_none() {
+            ready
+                .into_iter()
+                .map(|i| (i, self.record.workers[i].clone()))
+                .collect()
+        } else {
+            vec![(index, self.record.workers[index].clone())]
+        };
+        let indices: Vec<usize> = ready.iter().map(|(i, _)| *i).collect();
+        tracing::debug!(workers = ?indices, "merge pass started");
+        let pass = MergePass {
+            queue: self.merge_queue.clone(),
+            run: self.run.clone(),
+            recorded_baseline: self.record.baseline.clone(),
+            helpers: self.record.helpers.clone(),
+            summary: self.integration_summary(),
+            coordinator: me.clone(),
+        };
         tokio::spawn(async move {
-            let merging = tokio::spawn({
-                let coordinator = coordinator.clone();
-                async move {
-                    // The first verification waits for the baseline (it may still run: the
-                    // workers did not wait for it).
-                    let baseline = match recorded_baseline {
-                        Some(run) => Some(run),
-                        None => run.wait_for_baseline().await,
-                    };
-                    let gate = Gate {
-                        run: &run,
-                        verifier: run.verifier.as_deref(),
-                        baseline: baseline.as_ref(),
-                        merge_fix_attempts: run.merge_fix_attempts,
-                        integration_summary: &summary,
-                        helpers_before: &helpers,
-                        index,
-                        coordinator,
-                    };
-                    queue.merge_gated(&worker, &gate).await
-                }
-            });
-            let result = merging.await.unwrap_or_else(|e| GatedMerge {
-                step: MergeStep::Failed(e.into()),
-                helpers: Vec::new(),
-            });
-            let _ = coordinator.tell(MergeDone { index, result }).await;
+            let coordinator = pass.coordinator.clone();
+            let merges = pass.merge(ready).await;
+            let _ = coordinator.tell(MergeDone { merges }).await;
         });
         true
     }
@@ -709,19 +721,22 @@ impl CoordinatorActor {
         }
     }
 
-    /// A gated merge ended: its helpers join the record (their tokens count against the
-    /// budget), the step is recorded, the queue goes on.
-    async fn on_merge_done(&mut self, me: &ActorRef<Self>, index: usize, result: GatedMerge) {
+    /// A merge pass ended: its helpers join the record (their tokens count against the
+    /// budget), each step is recorded, the queue goes on.
+    async fn on_merge_done(&mut self, me: &ActorRef<Self>, merges: Vec<(usize, GatedMerge)>) {
         self.merging = None;
         self.record.verify_activity = None;
-        for helper in result.helpers {
-            // What streamed in was counted already; only the rest (none, normally) is added.
-            self.count_helper_usage(&helper.id, helper.usage);
-            self.counted_helper_usage.remove(&helper.id);
-            self.record.helpers.push(helper);
+        tracing::debug!(merged = merges.len(), "merge pass done");
+        for (index, result) in merges {
+            for helper in result.helpers {
+                // What streamed in was counted already; only the rest (none, normally) is added.
+                self.count_helper_usage(&helper.id, helper.usage);
+                self.counted_helper_usage.remove(&helper.id);
+                self.record.helpers.push(helper);
+            }
+            self.record.workers[index].fix_round = None;
+            self.record_merge(index, result.step);
         }
-        self.record.workers[index].fix_round = None;
-        self.record_merge(index, result.step);
         self.check_budget();
         self.start_next_merge(me, self.cancelled.is_some() && self.run.verifier.is_none());
         self.schedule(me).await;
@@ -814,20 +829,54 @@ impl CoordinatorActor {
         self.spawn_removals(ticket, work);
     }
 
-    /// Removes `work` in the background (after parking the worktree of `ticket` as a spare).
+    /// Removes `work` in the background (after parking the worktree of `ticket` as a spare);
+    /// when nothing is parked and no subtask waits to start, later
+    /// ([`Self::deferred_removals`]).
     fn spawn_removals(&mut self, ticket: Option<super::spares::ParkTicket>, work: Vec<MergedWork>) {
+        if ticket.is_none() && !self.scheduler.has_queued() {
+            self.deferred_removals.push(work);
+            return;
+        }
         let integration = self.record.integration_branch.clone();
         let run = self.run.clone();
         self.cleanups.push(tokio::task::spawn_blocking(move || {
             if let Some(ticket) = ticket {
                 park(&run, ticket);
             }
-            for (id, e) in remove_merged_work(&run.git_lock, &run.repo_root, &work, &integration) {
-                run.publish(SwarmEvent::Notice {
-                    message: format!("[{id}] merged, but its worktree/branch were kept: {e}"),
-                });
-            }
+            remove_and_report(&run, &work, &integration);
         }));
+    }
+
+    /// Starts the deferred removals (each worker's on a blocking thread of its own, as
+    /// [`Self::spawn_removals`] would) once `go` is notified; the handle of the task that waits
+    /// for them all.
+    fn start_deferred_removals(
+        &mut self,
+        go: Arc<tokio::sync::Notify>,
+    ) -> tokio::task::JoinHandle<()> {
+        let deferred = std::mem::take(&mut self.deferred_removals);
+        let integration = self.record.integration_branch.clone();
+        let run = self.run.clone();
+        tokio::spawn(async move {
+            if deferred.is_empty() {
+                return;
+            }
+            go.notified().await;
+            let removals: Vec<_> = deferred
+                .into_iter()
+                .map(|work| {
+                    let (run, integration) = (run.clone(), integration.clone());
+                    tokio::task::spawn_blocking(move || {
+                        remove_and_report(&run, &work, &integration);
+                    })
+                })
+                .collect();
+            for removal in removals {
+                if let Err(e) = removal.await {
+                    tracing::error!(error = %e, "removing a merged worktree stopped");
+                }
+            }
+        })
     }
 
     /// The hold to park worker `index`'s merged worktree as a spare, while subtasks wait to
@@ -881,8 +930,13 @@ impl CoordinatorActor {
         if let Some(pool) = &self.run.worktree_pool {
             cleanups.extend(pool.take_makers());
         }
+        let go = Arc::new(tokio::sync::Notify::new());
+        cleanups.push(self.start_deferred_removals(go.clone()));
         if self.cancelled.is_none() {
-            self.synthesize().await;
+            tracing::debug!("closing turn");
+            self.synthesize(move || go.notify_one()).await;
+        } else {
+            go.notify_one();
         }
         for cleanup in cleanups {
             let _ = cleanup.await;
@@ -933,11 +987,13 @@ impl CoordinatorActor {
 
     /// The coordinator's closing turn: the run's summary ([`super::synthesis`]); its tokens
     /// count against the run's.
-    async fn synthesize(&mut self) {
+    /// `on_request`: called once its model request is under way.
+    async fn synthesize(&mut self, on_request: impl FnOnce() + Send + 'static) {
         self.emit(SwarmEvent::Notice {
             message: "coordinator: writing the run's summary".into(),
         });
-        match super::synthesis::synthesize(&self.run, &self.record, &self.plan).await {
+        let closing = super::synthesis::synthesize(&self.run, &self.record, &self.plan, on_request);
+        match closing.await {
             Ok((text, usage)) => {
                 self.record.usage.add(usage);
                 self.emit_usage(super::planning::COORDINATOR_LABEL.into(), usage);
@@ -1085,7 +1141,18 @@ impl Message<Progress> for CoordinatorActor {
         // `swarm status` must show the state the worker was really in); other progress is
         // saved at most once a second.
         let state_changed = matches!(msg, Progress::Status { .. });
+        let running = matches!(
+            msg,
+            Progress::Status {
+                status: WorkerStatus::Running,
+                ..
+            }
+        );
         self.record_progress(msg);
+        if running {
+            // The starting workers may all be running now: spares for the next ones.
+            self.replenish_spares();
+        }
         self.publish_snapshot(state_changed);
     }
 }
@@ -1123,7 +1190,7 @@ impl Message<MergeDone> for CoordinatorActor {
     type Reply = ();
     async fn handle(&mut self, msg: MergeDone, ctx: &mut Context<Self, Self::Reply>) {
         let me = ctx.actor_ref().clone();
-        self.on_merge_done(&me, msg.index, msg.result).await;
+        self.on_merge_done(&me, msg.merges).await;
     }
 }
 
@@ -1144,6 +1211,103 @@ impl Message<CancelRun> for CoordinatorActor {
             self.publish_snapshot(true);
             self.maybe_finish(&me).await;
         }
+    }
+}
+
+/// What a merge pass needs, moved into its task ([`CoordinatorActor::start_next_merge`]).
+struct MergePass {
+    queue: MergeQueue,
+    run: Arc<RunContext>,
+    /// The baseline when the record has it already.
+    recorded_baseline: Option<crate::verify::VerifyRun>,
+    /// Helpers of the run so far.
+    helpers: Vec<super::state::HelperRecord>,
+    /// What the integration branch holds so far.
+    summary: String,
+    coordinator: ActorRef<CoordinatorActor>,
+}
+
+impl MergePass {
+    /// Merges `ready` (plan order): the workers that merge cleanly one after another in one
+    /// pass when there are several (verification off), else the first through the gate. A
+    /// panic of the merge becomes a failed merge of the first worker.
+    async fn merge(self, ready: Vec<(usize, WorkerRecord)>) -> Vec<(usize, GatedMerge)> {
+        let (index, first) = ready[0].clone();
+        let merging = tokio::spawn(async move {
+            let merged = self.clean_run(&ready).await;
+            if !merged.is_empty() {
+                return merged;
+            }
+            vec![(index, self.gated(index, &first).await)]
+        });
+        merging.await.unwrap_or_else(|e| {
+            vec![(
+                index,
+                GatedMerge {
+                    step: MergeStep::Failed(e.into()),
+                    helpers: Vec::new(),
+                },
+            )]
+        })
+    }
+
+    /// The clean merges of a run of ready workers ([`MergeQueue::merge_clean_run`]); empty
+    /// when verification is on, only one worker is ready, or the first does not merge cleanly
+    /// (the gate deals with it and says why).
+    async fn clean_run(&self, ready: &[(usize, WorkerRecord)]) -> Vec<(usize, GatedMerge)> {
+        if self.run.verifier.is_some() || ready.len() < 2 {
+            return Vec::new();
+        }
+        let workers: Vec<WorkerRecord> = ready.iter().map(|(_, w)| w.clone()).collect();
+        let tips = match self.queue.merge_clean_run(&workers).await {
+            Ok(tips) => tips,
+            Err(e) => {
+                tracing::debug!(error = %e, "a run of merges failed; merging one at a time");
+                return Vec::new();
+            }
+        };
+        ready
+            .iter()
+            .zip(tips)
+            .map(|((index, _), commit)| {
+                let step = MergeStep::Merged {
+                    commit,
+                    verdict: None,
+                };
+                let helpers = Vec::new();
+                (*index, GatedMerge { step, helpers })
+            })
+            .collect()
+    }
+
+    /// Worker `index`'s merge through the gate ([`MergeQueue::merge_gated`]).
+    async fn gated(&self, index: usize, worker: &WorkerRecord) -> GatedMerge {
+        // The first verification waits for the baseline (it may still run: the workers did
+        // not wait for it).
+        let baseline = match &self.recorded_baseline {
+            Some(run) => Some(run.clone()),
+            None => self.run.wait_for_baseline().await,
+        };
+        let gate = Gate {
+            run: &self.run,
+            verifier: self.run.verifier.as_deref(),
+            baseline: baseline.as_ref(),
+            merge_fix_attempts: self.run.merge_fix_attempts,
+            integration_summary: &self.summary,
+            helpers_before: &self.helpers,
+            index,
+            coordinator: self.coordinator.clone(),
+        };
+        self.queue.merge_gated(worker, &gate).await
+    }
+}
+
+/// Removes merged `work` ([`remove_merged_work`]); what was kept is a notice.
+fn remove_and_report(run: &RunContext, work: &[MergedWork], integration: &str) {
+    for (id, e) in remove_merged_work(&run.git_lock, &run.repo_root, work, integration) {
+        run.publish(SwarmEvent::Notice {
+            message: format!("[{id}] merged, but its worktree/branch were kept: {e}"),
+        });
     }
 }
 

@@ -2,9 +2,12 @@
 //! time, in plan order, in memory (no checkout). A conflict loses nothing: no ref moves, both
 //! branches are kept and the conflicting files are recorded.
 //!
-//! The coordinator asks [`MergeQueue::ready`] which workers may merge now and calls
-//! [`MergeQueue::merge_gated`] for one at a time; the typed [`MergeStep`] says what the
-//! coordinator records.
+//! The coordinator asks [`MergeQueue::ready`] which workers may merge now. Without
+//! verification it merges all of them in one pass ([`MergeQueue::merge_clean_run`]: one ref
+//! update, the same commits as one at a time, in plan order), so workers that finish together
+//! are not merged one round trip after another; the first that does not merge cleanly, and
+//! every merge when verification is on, goes through [`MergeQueue::merge_gated`], one at a
+//! time. The typed [`MergeStep`] says what the coordinator records.
 //!
 //! The gate, when verification is on: the branch is merged into a *candidate* in memory
 //! ([`git::merge_candidate`]), the candidate is checked out in the run's verification worktree
@@ -169,6 +172,34 @@ impl MergeQueue {
             }
         }
         ready
+    }
+
+    /// Merges `workers` (ready to merge, in plan order; verification off) into the integration
+    /// branch in one pass with one ref update ([`git::merge_clean_run`]): the same commits as
+    /// merging them one at a time. Stops before the first that does not merge cleanly (a
+    /// conflict, an unreadable branch): it and the rest are left to [`MergeQueue::merge_gated`]
+    /// and later passes. The integration branch's tip after each merged worker, in order.
+    ///
+    /// # Errors
+    /// [`GitTaskError`] when the run could not be written (the integration branch is unchanged).
+    pub async fn merge_clean_run(
+        &self,
+        workers: &[WorkerRecord],
+    ) -> Result<Vec<git::Oid>, GitTaskError> {
+        let repo = self.repo_root.clone();
+        let target = self.integration_branch.clone();
+        let sources: Vec<(String, String)> = workers
+            .iter()
+            .map(|w| (w.branch.clone(), self.merge_message(w)))
+            .collect();
+        git_task(move || {
+            let sources: Vec<git::MergeSource<'_>> = sources
+                .iter()
+                .map(|(branch, message)| git::MergeSource { branch, message })
+                .collect();
+            Ok(git::merge_clean_run(&repo, &target, &sources, None)?)
+        })
+        .await
     }
 
     /// The integration branch as a fixer or merger prompt shows it: its name and `gate`'s

@@ -5,7 +5,9 @@
 //!   [`git::create_spare_worktree`]) for the first worker slots, two at a time. A fresh spare
 //!   recycled at the base commit rewrites no file ([`git::SpareFiles::AsCreated`]).
 //! * While workers run, [`WorktreePool::replenish`] makes spares for the subtasks that wait for
-//!   a slot, when the run's first spare was cheap to make ([`REPLENISH_MAX_CREATE`]).
+//!   a slot, when the run's first spare was cheap to make ([`REPLENISH_MAX_CREATE`]); the
+//!   coordinator asks for them only while no worker is starting or committing (they would
+//!   compete with a slot's hand-over for the CPU and the git lock).
 //! * A local worker starts with a [`WorktreeLease`]: the exclusive right to its worktree
 //!   directory, and a spare to turn into it when one is ready ([`git::recycle_worktree`]: a
 //!   rename and a branch under the lock, `git reset --hard` outside it).

@@ -36,7 +36,9 @@ pub enum SynthesisError {
     },
 }
 
-/// Runs the closing turn; the summary text and the tokens it used.
+/// Runs the closing turn; the summary text and the tokens it used. `on_request` is called once
+/// the turn's model request is under way (or the turn could not start): work that would only
+/// compete with building that request waits for it.
 ///
 /// # Errors
 /// [`SynthesisError`].
@@ -44,6 +46,21 @@ pub async fn synthesize(
     run: &RunContext,
     record: &RunRecord,
     plan: &Plan,
+    on_request: impl FnOnce() + Send + 'static,
+) -> Result<(String, Usage), SynthesisError> {
+    let mut on_request = Some(on_request);
+    let result = closing_turn(run, record, plan, &mut on_request).await;
+    if let Some(call) = on_request.take() {
+        call();
+    }
+    result
+}
+
+async fn closing_turn(
+    run: &RunContext,
+    record: &RunRecord,
+    plan: &Plan,
+    on_request: &mut Option<impl FnOnce() + Send + 'static>,
 ) -> Result<(String, Usage), SynthesisError> {
     let diffstat = diffstat(record).await?;
     let verification = verification_line(record);
@@ -73,7 +90,18 @@ pub async fn synthesize(
         diffstat: &diffstat,
     });
     let mut agent = synthesis_agent(run, record)?;
+    // The agent's first event (its turn started) comes just before the request is sent.
+    let mut events = agent.subscribe();
+    let notify = on_request.take();
+    let started = tokio::spawn(async move {
+        let _ = events.recv().await;
+        if let Some(call) = notify {
+            call();
+        }
+    });
     let outcome = agent.run(&prompt, &run.cancel.child_token()).await;
+    agent.unsubscribe();
+    let _ = started.await;
     let text = outcome.final_text.trim().to_string();
     if outcome.stop_reason != AgentStopReason::Completed || text.is_empty() {
         return Err(SynthesisError::Turn {

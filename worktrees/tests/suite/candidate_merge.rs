@@ -1,10 +1,12 @@
 //! The gated merge's git steps: merge_candidate, advance_branch, checkout_detached,
-//! clean_untracked, start_merge, conclude_merge.
+//! clean_untracked, start_merge, conclude_merge; and merge_clean_run, several clean merges with
+//! one ref update.
 
 use super::support::{Fixture, git, read, write};
 use ahelper_worktrees::{
-    Candidate, GitError, Oid, RepoLock, advance_branch, checkout_detached, clean_untracked,
-    commit_all, conclude_merge, create_branch, create_worktree, merge_candidate, start_merge,
+    Candidate, GitError, MergeSource, Oid, RepoLock, advance_branch, checkout_detached,
+    clean_untracked, commit_all, conclude_merge, create_branch, create_worktree, merge_candidate,
+    merge_clean_run, start_merge,
 };
 
 /// Worker branch `ahelper/r/<w>` from HEAD with `file` rewritten; its tip.
@@ -13,6 +15,14 @@ fn worker(f: &Fixture, lock: &RepoLock, w: &str, file: &str, content: &str) -> O
     create_worktree(lock, &f.repo, &path, &format!("ahelper/r/{w}"), f.head()).unwrap();
     write(&path, file, content);
     commit_all(&path, w, None).unwrap().unwrap()
+}
+
+/// Workers `w1` and `w2` both rewriting the same line of `src/a.rs`; their tips.
+fn conflicting_pair(f: &Fixture, lock: &RepoLock) -> (Oid, Oid) {
+    (
+        worker(f, lock, "w1", "src/a.rs", "fn a() { 1 }\n"),
+        worker(f, lock, "w2", "src/a.rs", "fn a() { 2 }\n"),
+    )
 }
 
 #[test]
@@ -83,8 +93,7 @@ fn checkout_detached_shows_a_commit_and_drops_leftovers() {
 fn a_conflicting_merge_is_left_in_progress_and_concluded_after_resolution() {
     let f = Fixture::new();
     let lock = f.lock();
-    let w1 = worker(&f, &lock, "w1", "src/a.rs", "fn a() { 1 }\n");
-    let w2 = worker(&f, &lock, "w2", "src/a.rs", "fn a() { 2 }\n");
+    let (w1, w2) = conflicting_pair(&f, &lock);
     create_branch(&f.repo, "ahelper/r/integration", w1).unwrap();
     assert!(matches!(
         merge_candidate(&f.repo, "ahelper/r/integration", "ahelper/r/w2", "m", None).unwrap(),
@@ -107,4 +116,100 @@ fn a_conflicting_merge_is_left_in_progress_and_concluded_after_resolution() {
         git(&f.repo, &["show", "ahelper/r/integration:src/a.rs"]),
         "fn a() { 1 + 2 }"
     );
+}
+
+/// The tree of `rev`.
+fn tree(f: &Fixture, rev: &str) -> String {
+    git(&f.repo, &["rev-parse", &format!("{rev}^{{tree}}")])
+}
+
+/// A run of sources `ahelper/r/<w>`, each with the message `m-<w>`.
+fn sources<'a>(names: &'a [(String, String)]) -> Vec<MergeSource<'a>> {
+    names
+        .iter()
+        .map(|(branch, message)| MergeSource { branch, message })
+        .collect()
+}
+
+fn named(workers: &[&str]) -> Vec<(String, String)> {
+    workers
+        .iter()
+        .map(|w| (format!("ahelper/r/{w}"), format!("m-{w}")))
+        .collect()
+}
+
+#[test]
+fn a_clean_run_makes_the_same_tree_and_parents_as_merging_one_at_a_time() {
+    let f = Fixture::new();
+    let lock = f.lock();
+    for (w, file) in [("w1", "src/a.rs"), ("w2", "src/b.rs"), ("w3", "src/c.rs")] {
+        worker(&f, &lock, w, file, &format!("// {w}\n"));
+    }
+    // one at a time, in order
+    create_branch(&f.repo, "ahelper/r/one", f.head()).unwrap();
+    for w in ["w1", "w2", "w3"] {
+        let source = format!("ahelper/r/{w}");
+        let Candidate::Ready { target, commit } =
+            merge_candidate(&f.repo, "ahelper/r/one", &source, &format!("m-{w}"), None).unwrap()
+        else {
+            panic!("a clean candidate")
+        };
+        advance_branch(&f.repo, "ahelper/r/one", target, commit).unwrap();
+    }
+    // one pass
+    create_branch(&f.repo, "ahelper/r/run", f.head()).unwrap();
+    let names = named(&["w1", "w2", "w3"]);
+    let tips = merge_clean_run(&f.repo, "ahelper/r/run", &sources(&names), None).unwrap();
+    assert_eq!(tips.len(), 3, "every source merged");
+    assert_eq!(
+        f.rev("ahelper/r/run"),
+        tips[2],
+        "one ref update to the last tip"
+    );
+    assert_eq!(
+        tips[0],
+        f.rev("ahelper/r/w1"),
+        "the first is a fast-forward"
+    );
+    assert_eq!(tree(&f, "ahelper/r/run"), tree(&f, "ahelper/r/one"));
+    for rev in ["ahelper/r/run", "ahelper/r/one"] {
+        let parents = git(&f.repo, &["rev-list", "--parents", "-n1", rev]);
+        assert!(
+            parents.contains(&f.rev("ahelper/r/w3").to_string()),
+            "{rev}: {parents}"
+        );
+        let message = git(&f.repo, &["log", "-1", "--format=%s", rev]);
+        assert_eq!(message.trim(), "m-w3");
+    }
+    // already contained: nothing moves
+    let again = merge_clean_run(&f.repo, "ahelper/r/run", &sources(&names[..1]), None).unwrap();
+    assert_eq!(again, vec![tips[2]]);
+    assert_eq!(f.rev("ahelper/r/run"), tips[2]);
+}
+
+#[test]
+fn a_clean_run_stops_before_a_conflict_and_keeps_the_rest() {
+    let f = Fixture::new();
+    let lock = f.lock();
+    let (w1, w2) = conflicting_pair(&f, &lock);
+    let w3 = worker(&f, &lock, "w3", "src/b.rs", "fn b() { 3 }\n");
+    create_branch(&f.repo, "ahelper/r/integration", f.head()).unwrap();
+    let names = named(&["w1", "w2", "w3"]);
+    let tips = merge_clean_run(&f.repo, "ahelper/r/integration", &sources(&names), None).unwrap();
+    assert_eq!(tips, vec![w1], "merged up to the conflict");
+    assert_eq!(f.rev("ahelper/r/integration"), w1);
+    assert_eq!(f.rev("ahelper/r/w2"), w2, "the conflicting branch is kept");
+    assert_eq!(f.rev("ahelper/r/w3"), w3, "the rest wait");
+    // the conflict is the gate's to report, with its files
+    let Candidate::Conflict { files } =
+        merge_candidate(&f.repo, "ahelper/r/integration", "ahelper/r/w2", "m", None).unwrap()
+    else {
+        panic!("expected a conflict")
+    };
+    assert_eq!(files[0].path, "src/a.rs");
+    // a missing branch stops a run too, and nothing moves when nothing merged
+    let missing = named(&["gone", "w3"]);
+    let tips = merge_clean_run(&f.repo, "ahelper/r/integration", &sources(&missing), None).unwrap();
+    assert!(tips.is_empty());
+    assert_eq!(f.rev("ahelper/r/integration"), w1);
 }

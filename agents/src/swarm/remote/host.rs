@@ -315,6 +315,7 @@ impl Host {
             }
         };
         let redelivered = message.info().is_ok_and(|info| info.delivered > 1);
+        tracing::debug!(worker = %subtask.worker_id, redelivered, "pulled a subtask");
         let run = Subtask::new(self.clone(), subtask, redelivered);
         let keepalive = tokio::spawn(keep_in_progress(message.clone()));
         let outcome = run.run().await;
@@ -431,6 +432,7 @@ impl Subtask {
 
     /// The subtask from accepting it to its report.
     async fn run(self) -> SubtaskOutcome {
+        let worker = self.msg.worker_id.clone();
         self.event(EventBody::Accepted);
         let control = self.watch_control().await;
         let prepared = self.prepare().await;
@@ -454,6 +456,7 @@ impl Subtask {
             return SubtaskOutcome::Released;
         }
         self.last_event(EventBody::Done { status, report }).await;
+        tracing::debug!(worker = %worker, "reported done");
         SubtaskOutcome::Completed
     }
 
@@ -479,6 +482,7 @@ impl Subtask {
                 .await
                 .map_err(|e| format!("could not fetch the run from {}: {e}", self.msg.repo_url))?
         };
+        tracing::debug!(worker = %self.msg.worker_id, "the clone has the subtask's start");
         let start_commit = git::Oid::from_str(&self.msg.start_commit).map_err(|e| e.to_string())?;
         let spec = WorkerSpec {
             index: 0,
@@ -606,6 +610,7 @@ impl Subtask {
             Ok(None) => Ok(()),
             Err(e) => Err(e.to_string()),
         };
+        tracing::debug!(worker = %self.msg.worker_id, ok = pushed.is_ok(), "pushed the branch");
         match pushed {
             Ok(()) => (status, report),
             Err(e) => {

@@ -15,7 +15,8 @@
 //! Spare worktrees ([`WorktreePool::for_clone`], one pool per clone for the life of the
 //! process, in `worktrees/<repo>/.spares`): when a run is announced, its clone is prepared and
 //! spares are made at its base commit for every slot; each subtask leases one (never one held
-//! by another) and the pool makes it again in the background when that is cheap. A spare made
+//! by another); once its worktree is ready, the pool makes spares again in the background for
+//! the subtasks waiting in the queue, when that is cheap. A spare made
 //! for an earlier run is reset to the subtask's start commit when used. Stopping removes them;
 //! a process that starts removes those an earlier one left.
 
@@ -107,6 +108,8 @@ struct Host {
     fetch_lock: tokio::sync::Mutex<()>,
     /// Finished branches, pushed together when they finish together.
     pusher: Pusher,
+    /// The work queue's consumer (its length decides how many spares are made again).
+    queue: async_nats::jetstream::consumer::PullConsumer,
     /// Spare worktrees per cached clone (by repository URL), made when a run is announced.
     spares: tokio::sync::Mutex<HashMap<String, Arc<WorktreePool>>>,
     stop: CancellationToken,
@@ -138,6 +141,7 @@ pub async fn serve(
         fetch_lock: tokio::sync::Mutex::new(()),
         pusher: Pusher::start(),
         spares: tokio::sync::Mutex::default(),
+        queue: consumer.clone(),
         stop,
     });
     let beating = tokio::spawn(heartbeat(
@@ -373,16 +377,24 @@ impl Host {
         Some(lease)
     }
 
-    /// Spares of the clone of `url` for the `queued` subtasks that wait (at most one per slot)
-    /// are made in the background, when that is cheap ([`WorktreePool::replenish`]; ready
-    /// ones count). Called once a subtask's worktree is ready, not when it leases: making
-    /// spares then would compete with the worktrees being made for the subtasks that just
-    /// arrived; and none when nothing waits, as after a run's last subtasks.
-    async fn replenish_spares(&self, url: &str, queued: usize) {
-        let pool = self.spares.lock().await.get(url).cloned();
-        if let Some(pool) = pool {
-            pool.replenish(queued.min(self.options.concurrency.max(1)));
-        }
+    /// Spares of the clone of `url` for the subtasks that wait in the work queue now (of any
+    /// run or machine; at most one per slot) are made in the background, when that is cheap
+    /// ([`WorktreePool::replenish`]; ready ones count). Called once a subtask's worktree is
+    /// ready, not when it leases: making spares then would compete with the worktrees being
+    /// made for the subtasks that just arrived; and none when nothing waits, as during a run's
+    /// last subtasks.
+    async fn replenish_spares(&self, url: &str) {
+        let Some(pool) = self.spares.lock().await.get(url).cloned() else {
+            return;
+        };
+        let waiting = match self.queue.get_info().await {
+            Ok(info) => usize::try_from(info.num_pending).unwrap_or(usize::MAX),
+            Err(error) => {
+                tracing::debug!(%error, "reading the work queue's length failed; no spares made");
+                0
+            }
+        };
+        pool.replenish(waiting.min(self.options.concurrency.max(1)));
     }
 
     /// On stop: every clone's pool closed and its spares removed (a spare still being made is
@@ -410,13 +422,9 @@ impl Host {
                 return SubtaskOutcome::Refused;
             }
         };
-        let info = message.info().ok();
-        let redelivered = info.as_ref().is_some_and(|info| info.delivered > 1);
-        // Subtasks waiting in the queue behind this one (of every run and machine).
-        let queued = info.as_ref().map_or(0, |info| info.pending);
-        tracing::debug!(worker = %subtask.worker_id, redelivered, queued, "pulled a subtask");
-        let mut run = Subtask::new(self.clone(), subtask, redelivered);
-        run.queued = usize::try_from(queued).unwrap_or(usize::MAX);
+        let redelivered = message.info().is_ok_and(|info| info.delivered > 1);
+        tracing::debug!(worker = %subtask.worker_id, redelivered, "pulled a subtask");
+        let run = Subtask::new(self.clone(), subtask, redelivered);
         let keepalive = tokio::spawn(keep_in_progress(message.clone()));
         let outcome = run.run().await;
         keepalive.abort();
@@ -481,9 +489,6 @@ struct Subtask {
     cancel: CancellationToken,
     /// JetStream delivered the message before (a machine died or handed it back).
     redelivered: bool,
-    /// Subtasks that waited in the queue when it was pulled: spares are made again for at most
-    /// as many ([`Host::replenish_spares`]).
-    queued: usize,
 }
 
 impl Subtask {
@@ -498,7 +503,6 @@ impl Subtask {
             publisher,
             cancel,
             redelivered,
-            queued: 0,
         }
     }
 
@@ -647,7 +651,7 @@ impl Subtask {
                     if !replenished && matches!(progress, Progress::Turn { .. }) {
                         // Its worktree is ready and it waits on the model: the CPU is free.
                         replenished = true;
-                        self.host.replenish_spares(&self.msg.repo_url, self.queued).await;
+                        self.host.replenish_spares(&self.msg.repo_url).await;
                     }
                     self.event(EventBody::Progress { progress });
                 }

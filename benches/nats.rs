@@ -19,7 +19,9 @@
 //!
 //! With `AHELPER_BENCH_LOGS=<dir>`, the coordinator and the worker processes log at the level
 //! `AHELPER_BENCH_LOG_LEVEL` (default `debug`) and each run's logs are copied to `<dir>` as
-//! `<local|nats>-<subtasks>x<turns>-<time>-<process>.log` (the timings then include logging).
+//! `<local|nats>-<subtasks>x<turns>-<time>-<process>.log` (the timings then include logging),
+//! beside `<…>-model.log`, the arrival and reply times of every model request (to line up each
+//! subtask's steps: publish, pull, fetch, worktree, model turns, commit, push, report, fetch).
 //!
 //! `AHELPER_BENCH_BIN=<path>` runs another `ahelper` build instead (e.g. a copy of an earlier
 //! commit's binary), for a before/after under the same conditions.

@@ -19,7 +19,9 @@
 //!
 //! With `AHELPER_BENCH_LOGS=<dir>`, the coordinator and the worker processes log at the level
 //! `AHELPER_BENCH_LOG_LEVEL` (default `debug`) and each run's logs are copied to `<dir>` as
-//! `<local|nats>-<subtasks>x<turns>-<time>-<process>.log` (the timings then include logging).
+//! `<local|nats>-<subtasks>x<turns>-<time>-<process>.log` (the timings then include logging),
+//! beside `<…>-model.log`, the arrival and reply times of every model request (to line up each
+//! subtask's steps: publish, pull, fetch, worktree, model turns, commit, push, report, fetch).
 //!
 //! `AHELPER_BENCH_BIN=<path>` runs another `ahelper` build instead (e.g. a copy of an earlier
 //! commit's binary), for a before/after under the same conditions.
@@ -132,6 +134,34 @@ fn keep_log(home: &std::path::Path, run: &str, process: &str) {
     let _ = std::fs::copy(log, dir.join(format!("{run}-{process}.log")));
 }
 
+/// Writes the model requests of a run to `AHELPER_BENCH_LOGS` (when set) as `<run>-model.log`:
+/// one line per request, `<arrival> <reply sent> conversation=<c>` (seconds since the Unix
+/// epoch; conversation 0 is the coordinator's, `i` worker `i`'s), to line up with the
+/// processes' logs.
+fn keep_model_log(requests: &[RecordedRequest], run: &str) {
+    let Some(dir) = std::env::var_os("AHELPER_BENCH_LOGS") else {
+        return;
+    };
+    let epoch = |t: std::time::SystemTime| {
+        t.duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64())
+    };
+    let lines: String = requests
+        .iter()
+        .map(|r| {
+            let replied = r.replied.map(|at| r.received_at + (at - r.received));
+            format!(
+                "{:.6} {:.6} conversation={}\n",
+                epoch(r.received_at),
+                replied.map_or(0.0, epoch),
+                r.conversation.map_or(-1, |c| c as i64)
+            )
+        })
+        .collect();
+    let path = std::path::PathBuf::from(dir).join(format!("{run}-model.log"));
+    let _ = std::fs::write(path, lines);
+}
+
 /// `ahelper worker` processes for one round (their model URL is the round's server), stopped
 /// with SIGKILL on drop (their subtasks are all done by then).
 struct Workers {
@@ -232,6 +262,7 @@ fn run(subtasks: usize, turns: u64, maxworkers: usize, slots: Slots) -> Sample {
     let kind = if workers.is_some() { "nats" } else { "local" };
     let label = format!("{kind}-{subtasks}x{turns}-{at}");
     keep_log(&fixture.home(), &label, "coordinator");
+    keep_model_log(&server.model_requests(), &label);
     if let Some(workers) = &workers {
         workers.keep_logs(&label);
     }

@@ -102,6 +102,7 @@ fn four_subtasks_complete_over_nats_on_two_worker_processes() {
     }
     // the user's checkout is untouched; nothing of the run was done in it
     assert_eq!(repo.file("a.txt"), "a\n");
+    let run_id = run["run_id"].as_str().unwrap();
     for worker in &mut workers {
         worker.signal("TERM");
         assert_eq!(
@@ -110,6 +111,37 @@ fn four_subtasks_complete_over_nats_on_two_worker_processes() {
             "{}",
             worker.log()
         );
+        assert_worktrees_of_their_own_and_no_spares(worker, run_id);
+    }
+}
+
+/// On a stopped worker machine: every worktree of the run is on its own worker's branch (a
+/// spare worktree went to one subtask only), and no spare worktree is left, on disk or
+/// registered in the clone.
+fn assert_worktrees_of_their_own_and_no_spares(worker: &WorkerProcess, run_id: &str) {
+    let work = worker.dir.path().join("work");
+    let Ok(clones) = std::fs::read_dir(work.join("repos")) else {
+        return;
+    };
+    for clone in clones.map(|c| c.unwrap().path()) {
+        let key = clone.file_name().unwrap().to_owned();
+        let spares = work.join("worktrees").join(&key).join(".spares");
+        let left: Vec<_> = std::fs::read_dir(&spares)
+            .map(|d| d.map(|e| e.unwrap().path()).collect())
+            .unwrap_or_default();
+        assert!(left.is_empty(), "spares left: {left:?}\n{}", worker.log());
+        let listed = super::support::git::git(&clone, &["worktree", "list", "--porcelain"]);
+        assert!(!listed.contains(".spares"), "{listed}");
+        let run_dir = work.join("worktrees").join(&key).join(run_id);
+        for wt in std::fs::read_dir(&run_dir).into_iter().flatten() {
+            let wt = wt.unwrap().path();
+            let id = wt.file_name().unwrap().to_string_lossy().to_string();
+            if id.starts_with('.') {
+                continue;
+            }
+            let branch = super::support::git::git(&wt, &["rev-parse", "--abbrev-ref", "HEAD"]);
+            assert_eq!(branch.trim(), format!("ahelper/{run_id}/{id}"), "{listed}");
+        }
     }
 }
 

@@ -295,6 +295,65 @@ impl WorktreePool {
         }
     }
 
+    /// A worker machine's pool for one cached clone (`ahelper worker`), open for every run of
+    /// that clone: spares are made in `repo` under `lock` (the lock every worktree of the
+    /// clone is made under), in `base`, at the commit of the last [`Self::fill_at`].
+    pub fn for_clone(base: PathBuf, lock: Arc<RepoLock>, repo: PathBuf) -> Arc<WorktreePool> {
+        let pool = WorktreePool::new(base);
+        pool.state().maker = Some(Maker {
+            lock,
+            repo,
+            commit: git::Oid::ZERO_SHA1,
+        });
+        pool
+    }
+
+    /// A run of the clone starts at `commit` (its base): spares are made there from now on,
+    /// and, in the background ([`WARM_UP_THREADS`] at a time), as many as are missing for
+    /// `count` ready or being made. Spares made earlier at another commit stay and count: a
+    /// worker recycling one gets its files reset to its start commit
+    /// ([`git::recycle_worktree`]), which rewrites only the files that differ. A pool made by
+    /// [`Self::new`] (no maker) or closed makes none. Never waits; call from the runtime.
+    pub fn fill_at(self: &Arc<Self>, commit: git::Oid, count: usize) {
+        let mut state = self.state();
+        let Some(maker) = state.maker.as_mut() else {
+            return;
+        };
+        maker.commit = commit;
+        let maker = maker.clone();
+        // A new run gets a new try after a creation failed.
+        state.failed = false;
+        state.makers.retain(|task| !task.is_finished());
+        let missing = count.saturating_sub(state.spares.len() + state.making);
+        if state.closed || missing == 0 {
+            return;
+        }
+        state.making += missing;
+        drop(state);
+        self.spawn_makers(&maker, missing);
+    }
+
+    /// Makes `count` spares counted in `making` in the background, [`WARM_UP_THREADS`] at a
+    /// time.
+    fn spawn_makers(self: &Arc<Self>, maker: &Maker, count: usize) {
+        for share in split(count, WARM_UP_THREADS) {
+            let (pool, maker) = (self.clone(), maker.clone());
+            let task = tokio::task::spawn_blocking(move || {
+                for _ in 0..share {
+                    pool.make_one(&maker);
+                }
+            });
+            self.state().makers.push(task);
+        }
+    }
+
+    /// The repository lock and repository the pool makes its spares in (`None`: it makes none).
+    pub fn maker_repo(&self) -> Option<(Arc<RepoLock>, PathBuf)> {
+        let state = self.state();
+        let maker = state.maker.as_ref()?;
+        Some((maker.lock.clone(), maker.repo.clone()))
+    }
+
     /// The holder of `path`, if any.
     pub fn holder(&self, path: &Path) -> Option<Holder> {
         self.state().held.get(path).copied()
@@ -324,6 +383,11 @@ impl WorktreeLease {
     /// The worker's worktree directory.
     pub fn worktree(&self) -> &Path {
         &self.worktree
+    }
+
+    /// Whether a spare was handed to this lease (and not used or given back yet).
+    pub fn has_spare(&self) -> bool {
+        self.spare.is_some()
     }
 
     /// The spare handed to this lease, taken (to recycle it into [`Self::worktree`]); it stays
@@ -468,21 +532,12 @@ pub fn warm_up(
         repo: repo.clone(),
         commit: base,
     };
-    let count = {
+    {
         let mut state = pool.state();
         state.maker = Some(maker.clone());
         state.making = count;
-        count
-    };
-    for share in split(count, WARM_UP_THREADS) {
-        let (mine, maker) = (pool.clone(), maker.clone());
-        let task = tokio::task::spawn_blocking(move || {
-            for _ in 0..share {
-                mine.make_one(&maker);
-            }
-        });
-        pool.state().makers.push(task);
     }
+    pool.spawn_makers(&maker, count);
     Some(WarmStart { pool, lock, repo })
 }
 
@@ -789,6 +844,82 @@ mod tests {
         assert_eq!(pool.ready(), 0);
         assert_eq!(pool.state().making, 0);
         assert_eq!(registered(&maker.repo), 1, "no spare is left behind");
+    }
+
+    /// A worker machine's clone pool: filled when a run is announced, never beyond the count
+    /// asked (ready and being made count), each spare handed to one subtask; a spare made for
+    /// an earlier run at another commit is still used, and the worktree made from it has the
+    /// new start commit's files, not the spare's.
+    #[tokio::test]
+    async fn a_clone_pool_fills_once_per_count_and_a_stale_spare_gets_the_new_start() {
+        let (tmp, _unused, maker) = repo_pool();
+        let pool = WorktreePool::for_clone(
+            tmp.path().canonicalize().unwrap().join("wt/.spares"),
+            maker.lock.clone(),
+            maker.repo.clone(),
+        );
+        pool.fill_at(maker.commit, 2);
+        pool.fill_at(maker.commit, 2);
+        await_makers(&pool).await;
+        assert_eq!(pool.ready(), 2, "two asked twice: two made");
+        // The next run starts at a newer commit: the two spares at the old one count.
+        let git = |args: &[&str]| {
+            let out = std::process::Command::new("git")
+                .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+                .args(args)
+                .current_dir(&maker.repo)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{out:?}");
+            String::from_utf8(out.stdout).unwrap()
+        };
+        std::fs::write(maker.repo.join("a.txt"), "two\n").unwrap();
+        git(&["commit", "-qam", "two"]);
+        let newer = git::Oid::from_str(git(&["rev-parse", "HEAD"]).trim()).unwrap();
+        pool.fill_at(newer, 2);
+        assert!(
+            pool.take_makers().is_empty(),
+            "nothing missing, nothing made"
+        );
+        let root = tmp.path().canonicalize().unwrap();
+        let (w1, w2) = (root.join("wt/run/w1"), root.join("wt/run/w2"));
+        let mut first = pool.lease(0, w1.clone()).unwrap();
+        let mut second = pool.lease(0, w2.clone()).unwrap();
+        let (a, b) = (first.take_spare().unwrap(), second.take_spare().unwrap());
+        assert_ne!(a.path, b.path, "one spare per subtask");
+        assert!(
+            pool.lease(0, w1.clone()).is_err(),
+            "a held directory is not leased again"
+        );
+        for (lease, spare, path, branch) in
+            [(&mut first, a, &w1, "b1"), (&mut second, b, &w2, "b2")]
+        {
+            let info = git::recycle_worktree(
+                &maker.lock,
+                &maker.repo,
+                &spare.path,
+                path,
+                branch,
+                newer,
+                spare.files,
+            )
+            .unwrap();
+            lease.spare_used();
+            assert_eq!(info.head, Some(newer));
+            assert_eq!(
+                std::fs::read_to_string(path.join("a.txt")).unwrap(),
+                "two\n"
+            );
+        }
+        // Spares made from now on are at the newer commit.
+        pool.fill_at(newer, 1);
+        await_makers(&pool).await;
+        let made = pool.close();
+        assert_eq!(made.len(), 1);
+        let listed = git::list_worktrees(&maker.repo).unwrap();
+        let spare = listed.iter().find(|w| w.path == made[0]).unwrap();
+        assert_eq!(spare.head, Some(newer));
+        remove_spare(&maker.lock, &maker.repo, &made[0]);
     }
 
     #[tokio::test]

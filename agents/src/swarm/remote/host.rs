@@ -1,15 +1,24 @@
 //! `ahelper worker`: a long-running process on a worker machine that pulls subtasks from the
 //! JetStream work queue and runs each exactly as a local worker runs
-//! ([`run_worker_catching_panics`]: same caps, sandbox, transcript), in a worktree of a cached
+//! ([`run_leased_worker_catching_panics`]: same caps, sandbox, transcript), in a worktree of a cached
 //! clone of the run's repository, then pushes its branch and reports.
 //!
 //! Per subtask ([`Subtask::run`]): validate the message (a forged one is terminated, never
 //! run) → say `accepted` → fetch the run's refs into the clone (one per repository URL under
-//! the work dir; not when it has the start commit and no earlier attempt can have pushed) → the worktree at the start commit, or at the pushed `wip` of an earlier
-//! attempt → the agent loop, its progress and transcript lines streamed as events → push
-//! `ahelper/<run>/<worker>` → `done` and ack. While it runs, JetStream is told it is in
+//! the work dir; not when it has the start commit and no earlier attempt can have pushed) → the
+//! worktree at the start commit (a spare of the clone turned into it when one is ready), or at
+//! the pushed `wip` of an earlier attempt → the agent loop, its progress and transcript lines
+//! streamed as events → push `ahelper/<run>/<worker>` → `done` and ack. While it runs, JetStream is told it is in
 //! progress; a machine that dies stops saying so and the subtask is redelivered. On stop
 //! (SIGTERM) running subtasks are cancelled, commit and push `wip`, and are handed back (nak).
+//!
+//! Spare worktrees ([`WorktreePool::for_clone`], one pool per clone for the life of the
+//! process, in `worktrees/<repo>/.spares`): when a run is announced, its clone is prepared and
+//! spares are made at its base commit for every slot; each subtask leases one (never one held
+//! by another); once its worktree is ready, the pool makes spares again in the background for
+//! the subtasks waiting in the queue, when that is cheap. A spare made
+//! for an earlier run is reset to the subtask's start commit when used. Stopping removes them;
+//! a process that starts removes those an earlier one left.
 
 use super::connect::{HEARTBEAT_EVERY, Nats, NatsError, PROGRESS_EVERY};
 use super::pusher::{BranchPush, Pusher};
@@ -19,13 +28,16 @@ use super::wire::{
 };
 use crate::config::Config;
 use crate::model::ModelClient;
+use crate::swarm::coordinator::Progress;
 use crate::swarm::run::{RemoteRunParts, RunContext};
+use crate::swarm::spares::{self, WorktreeLease, WorktreePool};
 use crate::swarm::state::{WorkerReport, WorkerStatus};
-use crate::swarm::worker::{ProgressSink, WorkerSpec, run_worker_catching_panics};
+use crate::swarm::worker::{ProgressSink, WorkerSpec, run_leased_worker_catching_panics};
 use crate::swarm::{GitTaskError, create_parent_dir, git_task};
 use ahelper_worktrees as git;
 use async_nats::jetstream::{AckKind, Message};
 use futures::StreamExt;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -96,6 +108,10 @@ struct Host {
     fetch_lock: tokio::sync::Mutex<()>,
     /// Finished branches, pushed together when they finish together.
     pusher: Pusher,
+    /// The work queue's consumer (its length decides how many spares are made again).
+    queue: async_nats::jetstream::consumer::PullConsumer,
+    /// Spare worktrees per cached clone (by repository URL), made when a run is announced.
+    spares: tokio::sync::Mutex<HashMap<String, Arc<WorktreePool>>>,
     stop: CancellationToken,
 }
 
@@ -124,6 +140,8 @@ pub async fn serve(
         owner: git::GitOwner::new(),
         fetch_lock: tokio::sync::Mutex::new(()),
         pusher: Pusher::start(),
+        spares: tokio::sync::Mutex::default(),
+        queue: consumer.clone(),
         stop,
     });
     let beating = tokio::spawn(heartbeat(
@@ -156,6 +174,7 @@ pub async fn serve(
         }
     }
     beating.abort();
+    host.remove_spares().await;
     Ok(HostOutcome::Stopped {
         completed,
         released,
@@ -285,8 +304,12 @@ impl Host {
     /// the base commit, so that the run's first subtasks find the commit there.
     async fn prepare_clone(self: Arc<Self>, run: RunAnnouncement) {
         let clone = clone_dir(&self.options.work_dir, &run.repo_url);
-        let _fetching = self.fetch_lock.lock().await;
-        let (url, id, base) = (run.repo_url.clone(), run.run_id.clone(), run.base_commit);
+        let fetching = self.fetch_lock.lock().await;
+        let (url, id, base) = (
+            run.repo_url.clone(),
+            run.run_id.clone(),
+            run.base_commit.clone(),
+        );
         let prepared = git_task(move || {
             create_parent_dir(&clone)?;
             git::ensure_clone(&url, &clone)?;
@@ -297,10 +320,95 @@ impl Host {
             Ok(())
         })
         .await;
+        drop(fetching);
         match prepared {
-            Ok(()) => tracing::debug!(run = %run.run_id, "prepared the clone of an announced run"),
+            Ok(()) => {
+                tracing::debug!(run = %run.run_id, "prepared the clone of an announced run");
+                if let (Some(pool), Ok(base)) = (
+                    self.spares_for(&run.repo_url).await,
+                    git::Oid::from_str(&run.base_commit),
+                ) {
+                    pool.fill_at(base, self.options.concurrency.max(1));
+                }
+            }
             Err(error) => {
                 tracing::warn!(run = %run.run_id, %error, "preparing the clone of an announced run failed; its first subtask tries again")
+            }
+        }
+    }
+
+    /// The spare worktrees of the clone of `url` (made on first use, once the clone exists;
+    /// spares an earlier process left are removed first). `None` when the clone's lock cannot
+    /// be had (workers then create their worktrees as usual).
+    async fn spares_for(&self, url: &str) -> Option<Arc<WorktreePool>> {
+        let mut pools = self.spares.lock().await;
+        if let Some(pool) = pools.get(url) {
+            return Some(pool.clone());
+        }
+        let clone = clone_dir(&self.options.work_dir, url);
+        let lock = self.owner.lock_for(&clone).ok()?;
+        let base = spares_dir(&self.options.work_dir, url);
+        let (left_lock, left_clone, left_base) = (lock.clone(), clone.clone(), base.clone());
+        let removed = tokio::task::spawn_blocking(move || {
+            remove_left_spares(&left_lock, &left_clone, &left_base)
+        })
+        .await;
+        if !matches!(removed, Ok(true)) {
+            return None;
+        }
+        let pool = WorktreePool::for_clone(base, lock, clone);
+        pools.insert(url.to_string(), pool.clone());
+        Some(pool)
+    }
+
+    /// Subtask `msg`'s hold on its worktree directory `worktree`, with a spare of its clone
+    /// when one is ready. `None`: no pool, or the directory is held by another delivery of the
+    /// same subtask still running here (its worktree is then found or created as without
+    /// spares, and no spare is handed to it).
+    async fn lease(&self, msg: &SubtaskMessage, worktree: &Path) -> Option<WorktreeLease> {
+        let pool = self.spares_for(&msg.repo_url).await?;
+        let lease = match pool.lease(0, worktree.to_path_buf()) {
+            Ok(lease) => lease,
+            Err(error) => {
+                tracing::warn!(worker = %msg.worker_id, %error, "no spare worktree for a subtask delivered twice");
+                return None;
+            }
+        };
+        Some(lease)
+    }
+
+    /// Spares of the clone of `url` for the subtasks that wait in the work queue now (of any
+    /// run or machine; at most one per slot) are made in the background, when that is cheap
+    /// ([`WorktreePool::replenish`]; ready ones count). Called once a subtask's worktree is
+    /// ready, not when it leases: making spares then would compete with the worktrees being
+    /// made for the subtasks that just arrived; and none when nothing waits, as during a run's
+    /// last subtasks.
+    async fn replenish_spares(&self, url: &str) {
+        let Some(pool) = self.spares.lock().await.get(url).cloned() else {
+            return;
+        };
+        let waiting = match self.queue.get_info().await {
+            Ok(info) => usize::try_from(info.num_pending).unwrap_or(usize::MAX),
+            Err(error) => {
+                tracing::debug!(%error, "reading the work queue's length failed; no spares made");
+                0
+            }
+        };
+        pool.replenish(waiting.min(self.options.concurrency.max(1)));
+    }
+
+    /// On stop: every clone's pool closed and its spares removed (a spare still being made is
+    /// removed by its maker, awaited here).
+    async fn remove_spares(&self) {
+        let pools: Vec<Arc<WorktreePool>> =
+            self.spares.lock().await.drain().map(|(_, p)| p).collect();
+        for pool in pools {
+            let Some((lock, repo)) = pool.maker_repo() else {
+                continue;
+            };
+            let _ = spares::close_and_remove(&pool, lock, repo).await;
+            for task in pool.take_makers() {
+                let _ = task.await;
             }
         }
     }
@@ -315,6 +423,7 @@ impl Host {
             }
         };
         let redelivered = message.info().is_ok_and(|info| info.delivered > 1);
+        tracing::debug!(worker = %subtask.worker_id, redelivered, "pulled a subtask");
         let run = Subtask::new(self.clone(), subtask, redelivered);
         let keepalive = tokio::spawn(keep_in_progress(message.clone()));
         let outcome = run.run().await;
@@ -431,12 +540,13 @@ impl Subtask {
 
     /// The subtask from accepting it to its report.
     async fn run(self) -> SubtaskOutcome {
+        let worker = self.msg.worker_id.clone();
         self.event(EventBody::Accepted);
         let control = self.watch_control().await;
         let prepared = self.prepare().await;
         let (status, report, clone) = match prepared {
-            Ok((spec, clone)) => {
-                let (status, report) = self.run_worker(spec, &clone).await;
+            Ok((spec, clone, lease)) => {
+                let (status, report) = self.run_worker(spec, &clone, lease).await;
                 (status, report, Some(clone))
             }
             Err(e) => (WorkerStatus::Failed, WorkerReport::failed(e, 0), None),
@@ -454,6 +564,7 @@ impl Subtask {
             return SubtaskOutcome::Released;
         }
         self.last_event(EventBody::Done { status, report }).await;
+        tracing::debug!(worker = %worker, "reported done");
         SubtaskOutcome::Completed
     }
 
@@ -470,8 +581,8 @@ impl Subtask {
     }
 
     /// The clone, fetched; the worker's spec (a new branch at the start commit, or the pushed
-    /// `wip` of an earlier attempt).
-    async fn prepare(&self) -> Result<(WorkerSpec, PathBuf), String> {
+    /// `wip` of an earlier attempt) and its hold on its worktree directory (with a spare).
+    async fn prepare(&self) -> Result<(WorkerSpec, PathBuf, Option<WorktreeLease>), String> {
         let paths = WorkPaths::new(&self.host.options.work_dir, &self.msg);
         let resume = {
             let _fetching = self.host.fetch_lock.lock().await;
@@ -479,6 +590,7 @@ impl Subtask {
                 .await
                 .map_err(|e| format!("could not fetch the run from {}: {e}", self.msg.repo_url))?
         };
+        tracing::debug!(worker = %self.msg.worker_id, "the clone has the subtask's start");
         let start_commit = git::Oid::from_str(&self.msg.start_commit).map_err(|e| e.to_string())?;
         let spec = WorkerSpec {
             index: 0,
@@ -491,11 +603,19 @@ impl Subtask {
             role: self.msg.role.clone(),
             transcript: paths.transcript,
         };
-        Ok((spec, paths.clone))
+        let lease = self.host.lease(&self.msg, &spec.worktree).await;
+        let spare = lease.as_ref().is_some_and(|l| l.has_spare());
+        tracing::debug!(worker = %self.msg.worker_id, spare, "leased the worktree directory");
+        Ok((spec, paths.clone, lease))
     }
 
     /// The local worker's run, with progress and transcript lines streamed as events.
-    async fn run_worker(&self, spec: WorkerSpec, clone: &Path) -> (WorkerStatus, WorkerReport) {
+    async fn run_worker(
+        &self,
+        spec: WorkerSpec,
+        clone: &Path,
+        lease: Option<WorktreeLease>,
+    ) -> (WorkerStatus, WorkerReport) {
         let lock = match self.host.owner.lock_for(clone) {
             Ok(lock) => lock,
             Err(e) => return (WorkerStatus::Failed, WorkerReport::failed(e.to_string(), 0)),
@@ -517,15 +637,24 @@ impl Subtask {
         let run = Arc::new(run);
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let tail = TranscriptTail::new(spec.transcript.clone());
+        let sink = ProgressSink::Channel(tx);
         let worker =
-            run_worker_catching_panics(run, spec, ProgressSink::Channel(tx), self.cancel.clone());
+            run_leased_worker_catching_panics(run, spec, sink, self.cancel.clone(), Ok(lease));
         tokio::pin!(worker);
         let mut tick = tokio::time::interval(std::time::Duration::from_millis(500));
         let mut tail = tail;
+        let mut replenished = false;
         let done = loop {
             tokio::select! {
                 done = &mut worker => break done,
-                Some(progress) = rx.recv() => self.event(EventBody::Progress { progress }),
+                Some(progress) = rx.recv() => {
+                    if !replenished && matches!(progress, Progress::Turn { .. }) {
+                        // Its worktree is ready and it waits on the model: the CPU is free.
+                        replenished = true;
+                        self.host.replenish_spares(&self.msg.repo_url).await;
+                    }
+                    self.event(EventBody::Progress { progress });
+                }
                 _ = tick.tick() => self.send_transcript(&mut tail),
             }
         };
@@ -606,6 +735,7 @@ impl Subtask {
             Ok(None) => Ok(()),
             Err(e) => Err(e.to_string()),
         };
+        tracing::debug!(worker = %self.msg.worker_id, ok = pushed.is_ok(), "pushed the branch");
         match pushed {
             Ok(()) => (status, report),
             Err(e) => {
@@ -654,6 +784,30 @@ fn repo_key(url: &str) -> String {
 /// Where the cached clone of `url` lives under the work dir.
 fn clone_dir(work_dir: &Path, url: &str) -> PathBuf {
     work_dir.join("repos").join(repo_key(url))
+}
+
+/// Where the spare worktrees of the clone of `url` live: `worktrees/<repo>/.spares` (no run id
+/// starts with a dot).
+fn spares_dir(work_dir: &Path, url: &str) -> PathBuf {
+    work_dir
+        .join("worktrees")
+        .join(repo_key(url))
+        .join(".spares")
+}
+
+/// Removes the spares an earlier `ahelper worker` left in `base` (registered in `clone` or
+/// not). `false` when some could not be removed (no spares are made then).
+fn remove_left_spares(lock: &git::RepoLock, clone: &Path, base: &Path) -> bool {
+    if !base.exists() {
+        return true;
+    }
+    let base = base.canonicalize().unwrap_or_else(|_| base.to_path_buf());
+    if let Ok(worktrees) = git::list_worktrees(clone) {
+        for spare in worktrees.iter().filter(|w| w.path.starts_with(&base)) {
+            spares::remove_spare(lock, clone, &spare.path);
+        }
+    }
+    std::fs::remove_dir_all(&base).is_ok() && git::prune_worktrees(lock, clone).is_ok()
 }
 
 /// Whether the repository at `repo` has the commit `commit` (40 hex).

@@ -352,7 +352,9 @@ impl Dispatch {
         self.nats
             .publish(subject, &id, payload)
             .await
-            .map_err(|e| e.to_string())
+            .map_err(|e| e.to_string())?;
+        tracing::debug!(%worker, "published the subtask");
+        Ok(())
     }
 }
 
@@ -493,6 +495,7 @@ impl Listener {
                 self.write_transcript(&event.worker_id, &event.machine, from_line, &lines);
             }
             EventBody::Done { status, report } => {
+                tracing::debug!(worker = %event.worker_id, "the worker is done");
                 self.finish(&event.worker_id, index, status, report).await;
             }
             EventBody::Released => {
@@ -677,6 +680,7 @@ impl BranchFetcher {
                 batch.push(more);
             }
             let outcomes = self.fetch(&batch).await;
+            tracing::debug!(workers = batch.len(), "fetched finished branches");
             for (finished, outcome) in batch.into_iter().zip(outcomes) {
                 let done = match outcome {
                     Ok(commit) => {

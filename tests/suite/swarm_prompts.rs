@@ -84,10 +84,16 @@ fn calls_refused_for_good_are_not_advised_as_rules() {
 #[test]
 fn always_in_the_live_view_adds_the_shown_prefix_rule_for_every_worker() {
     let (repo, _server, tmux) = two_questions_in_the_live_view(70);
-    let screen = tmux.wait_for("d = never");
+    // Both workers ask; which asks first depends on which starts first, so wait for w1's.
+    let w1_row = |screen: &str| {
+        let row = screen.lines().rev().find(|l| l.starts_with("w1 "));
+        row.unwrap_or_default().to_string()
+    };
+    let screen = tmux.wait_until("w1 waiting for permission under a question", |s| {
+        s.contains("d = never") && w1_row(s).contains("waiting for permission")
+    });
     assert!(screen.contains("`run_command(sed -i:*)`"), "{screen}");
-    let w1 = screen.lines().rev().find(|l| l.starts_with("w1 ")).unwrap();
-    assert!(w1.contains("waiting for permission"), "{screen}");
+    let w1 = w1_row(&screen);
     assert!(w1.trim_end().chars().count() <= 70, "{screen}");
     let keys = screen.lines().find(|l| l.contains("d = never")).unwrap();
     assert!(keys.trim_end().chars().count() <= 70, "{screen}");

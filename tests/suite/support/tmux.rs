@@ -151,15 +151,24 @@ impl Tmux {
     /// Waits until the pane shows `text` `times` times; fails with the screen after 60 s.
     #[track_caller]
     pub fn wait_for_count(&self, text: &str, times: usize) -> String {
+        self.wait_until(&format!("{text:?} {times} times"), |screen| {
+            screen.matches(text).count() >= times
+        })
+    }
+
+    /// Waits until the pane's text satisfies `done` (described by `what`); the screen then.
+    /// Fails with the screen after 60 s.
+    #[track_caller]
+    pub fn wait_until(&self, what: &str, done: impl Fn(&str) -> bool) -> String {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             let screen = self.screen();
-            if screen.matches(text).count() >= times {
+            if done(&screen) {
                 return screen;
             }
             assert!(
                 Instant::now() < deadline,
-                "the terminal never showed {text:?} {times} times:\n{screen}"
+                "the terminal never showed {what}:\n{screen}"
             );
             std::thread::sleep(Duration::from_millis(100));
         }

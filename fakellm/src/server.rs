@@ -266,13 +266,36 @@ impl FakeLlm {
 
     /// The requests to the model endpoints (`/v1/messages`, `/chat/completions`) only.
     pub fn model_requests(&self) -> Vec<RecordedRequest> {
+        self.model_requests_since(0)
+    }
+
+    /// How many model requests ([`FakeLlm::model_requests`]) were received so far, without
+    /// copying them.
+    pub fn model_request_count(&self) -> usize {
+        let inner = self.state.lock();
+        inner.requests.iter().filter(|r| r.format.is_some()).count()
+    }
+
+    /// The model requests after the first `skip` ones, in arrival order: with `skip` from
+    /// [`FakeLlm::model_request_count`], those received since, without copying the earlier
+    /// ones (each holds its whole body).
+    pub fn model_requests_since(&self, skip: usize) -> Vec<RecordedRequest> {
         let inner = self.state.lock();
         inner
             .requests
             .iter()
             .filter(|r| r.format.is_some())
+            .skip(skip)
             .cloned()
             .collect()
+    }
+
+    /// Drops every request recorded so far (each holds its whole body), e.g. between the runs
+    /// of a long benchmark whose own memory is measured; the counts per conversation
+    /// ([`FakeLlm::conversation_counts`]) and the script's progress are kept. A response still
+    /// being written records its end in no request.
+    pub fn forget_requests(&self) {
+        self.state.lock().requests.clear();
     }
 
     /// Model requests answered by each conversation, indexed like

@@ -859,3 +859,25 @@ async fn the_log_records_when_each_reply_ended_streaming_or_not() {
     let streamed = &requests[0];
     assert!(streamed.replied.unwrap() - streamed.received >= std::time::Duration::from_millis(3));
 }
+
+#[tokio::test]
+async fn model_requests_since_a_count_and_forgotten_requests() {
+    let server = start(read_then_answer()).await;
+    anthropic_json(&server, 0).await;
+    get(format!("{}/v1/models", server.base_url())).await;
+    let before = server.model_request_count();
+    assert_eq!(before, 1, "the models listing is not a model request");
+    anthropic_json(&server, 1).await;
+    let since = server.model_requests_since(before);
+    assert_eq!(since.len(), 1);
+    assert_eq!((since[0].tool_results, since[0].turn), (1, Some(1)));
+
+    server.forget_requests();
+    assert_eq!(server.model_request_count(), 0);
+    assert!(server.requests().is_empty());
+    assert_eq!(server.conversation_counts(), vec![2], "the counts are kept");
+    // The script plays on where it was: the next request is recorded afresh.
+    let body = anthropic_json(&server, 1).await;
+    assert_eq!(body["content"][0]["text"], "It prints hello.");
+    assert_eq!(server.model_requests()[0].tool_results, 1);
+}

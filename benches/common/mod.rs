@@ -150,8 +150,12 @@ pub struct Finished {
     /// How it ended.
     pub status: ExitStatus,
     /// Peak resident set of the process alone (`ru_maxrss`; its children are not counted),
-    /// bytes.
+    /// bytes. Never below [`Finished::carried_rss`].
     pub max_rss: u64,
+    /// The benchmark's own resident set when it spawned the process, bytes: the kernel counts
+    /// it in the child's `ru_maxrss` (see [`reset_own_peak_rss`]), so a `max_rss` at or below
+    /// it is the benchmark's, not the child's.
+    pub carried_rss: u64,
     /// What it printed on stdout.
     pub stdout: String,
     /// What it printed on stderr.
@@ -205,10 +209,10 @@ pub fn run_in_repo_with(
     home: &Path,
     args: &[&str],
 ) -> (Finished, Vec<RecordedRequest>) {
-    let before = server.model_requests().len();
+    let before = server.model_request_count();
     let mut cmd = with_model(ahelper_at(bin, home), &server.base_url());
     let finished = run_to_end(cmd.arg("-C").arg(repo).args(args));
-    let requests = server.model_requests().into_iter().skip(before).collect();
+    let requests = server.model_requests_since(before);
     (finished, requests)
 }
 
@@ -216,6 +220,7 @@ pub fn run_in_repo_with(
 /// returns what it printed, its exit status, wall time and peak RSS.
 pub fn run_to_end(cmd: &mut Command) -> Finished {
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let carried_rss = reset_own_peak_rss();
     let started = Instant::now();
     let mut child = cmd.spawn().expect("the process starts");
     let stdout = read_in_background(child.stdout.take());
@@ -230,9 +235,38 @@ pub fn run_to_end(cmd: &mut Command) -> Finished {
         status: ExitStatus::from_raw(status),
         // Linux reports ru_maxrss in KiB.
         max_rss: rusage.ru_maxrss as u64 * 1024,
+        carried_rss,
         stdout: stdout.join().unwrap_or_default(),
         stderr: stderr.join().unwrap_or_default(),
     }
+}
+
+/// Resets this process's peak resident set to its current one (`/proc/self/clear_refs`) and
+/// returns that, bytes.
+///
+/// `Command` spawns with `posix_spawn`, whose child runs in this process's address space until
+/// it execs, and at the exec Linux counts that address space's peak in the child's
+/// `ru_maxrss`. Without the reset a child's peak RSS would read as the benchmark's own peak
+/// whenever that is larger (it grows over a run with the requests the fake server keeps: from
+/// 7 to 43 MiB over the one-shot bench, above `ahelper -p`'s ~21 MiB after a few runs). After
+/// it, what the child carries is the benchmark's current resident set, the returned value.
+/// Panics if the files of `/proc/self` cannot be used.
+pub fn reset_own_peak_rss() -> u64 {
+    // "5" resets the peak RSS (proc(5), /proc/pid/clear_refs).
+    std::fs::write("/proc/self/clear_refs", "5").expect("/proc/self/clear_refs is writable");
+    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    let kib = status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|rest| {
+            rest.trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse::<u64>()
+                .ok()
+        })
+        .expect("/proc/self/status has VmRSS");
+    kib * 1024
 }
 
 /// Reads the piped output `pipe` to its end on a thread of its own.
@@ -262,6 +296,29 @@ fn wait4(child: &Child) -> (libc::c_int, libc::rusage) {
             "wait4 failed: {err}"
         );
     }
+}
+
+/// Copies the binary `bin` to `dest`, writes the copy to disk and drops it from the page
+/// cache, so that a peak RSS measured of it does not depend on how `bin`'s file was written.
+///
+/// `ru_maxrss` counts the pages of the binary the process maps (about 15 of the ~21 MiB of
+/// `ahelper -p`), and how many the kernel maps around each page the process runs depends on
+/// the page cache's folios (Linux maps a whole large folio where it can, whose size depends on
+/// how the file was written or read). The same bytes measured 24.6 MiB as written by `cp`,
+/// 22.2 MiB by `cat`, 20.3 MiB in 4 KiB writes, and 21.0 MiB for each once dropped from the
+/// cache and read back by the process's own page faults. A private copy is mapped by no other
+/// process, so all its pages can be dropped; the first run reads it back from disk (let it be a
+/// warm-up run). Panics if the copy cannot be made.
+pub fn uncached_copy(bin: &Path, dest: &Path) {
+    use std::os::fd::AsRawFd as _;
+    std::fs::copy(bin, dest)
+        .unwrap_or_else(|err| panic!("copying {} failed: {err}", bin.display()));
+    let copy = std::fs::File::open(dest).expect("the copy opens");
+    // Dirty pages would stay in the cache: write them out first.
+    copy.sync_all().expect("the copy is written to disk");
+    // SAFETY: a plain system call on a descriptor this process owns.
+    let err = unsafe { libc::posix_fadvise(copy.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    assert_eq!(err, 0, "posix_fadvise(DONTNEED) failed: error {err}");
 }
 
 /// Child processes killed (SIGKILL) and reaped when this is dropped.

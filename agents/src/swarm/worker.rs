@@ -701,7 +701,12 @@ async fn commit_and_report(
         ..Default::default()
     };
     match committed {
-        Ok((tip, stats, hazards)) => {
+        Ok(git::Measured {
+            tip,
+            stats,
+            hazards,
+            ..
+        }) => {
             if tip != spec.start_commit {
                 report.commit = Some(tip.to_string());
             }
@@ -745,24 +750,21 @@ fn commit_message(spec: &WorkerSpec, run_id: &str, stop: AgentStopReason, summar
 }
 
 /// Commits the worktree and measures the branch against the start commit: the branch tip, the
-/// diff stats and the hazardous content it adds ([`git::scan_hazards`]).
+/// diff stats and the hazardous content it adds — one repository open and one tree diff
+/// ([`git::commit_and_measure`]).
 async fn commit_worktree(
     run: &RunContext,
     spec: &WorkerSpec,
     worktree: &Path,
     message: String,
-) -> Result<(git::Oid, git::DiffStats, Vec<git::Hazard>), GitTaskError> {
+) -> Result<git::Measured, GitTaskError> {
     let worktree = worktree.to_path_buf();
-    let repo = run.repo_root.clone();
-    let branch = spec.branch.clone();
     let start = spec.start_commit;
     let limits = run.hazard_limits;
     git_task(move || {
-        git::commit_all(&worktree, &message, None)?;
-        let tip = git::branch_tip(&repo, &branch)?;
-        let stats = git::diff_stats(&repo, start, tip)?;
-        let hazards = git::scan_hazards(&repo, start, tip, &limits)?;
-        Ok((tip, stats, hazards))
+        Ok(git::commit_and_measure(
+            &worktree, start, &message, &limits,
+        )?)
     })
     .await
 }

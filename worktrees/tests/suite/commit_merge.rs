@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 
 use super::support::{Fixture, UserState, git, read, write};
 use ahelper_worktrees::{
-    ApplyOutcome, GitError, GitOwner, Identity, MergeOutcome, Oid, RepoLock, apply_to_current,
-    HazardKind, HazardLimits, branch_tip, commit_all, commit_and_measure, create_branch,
+    ApplyOutcome, GitError, GitOwner, HazardKind, HazardLimits, Identity, MergeOutcome, Oid,
+    RepoLock, apply_to_current, branch_tip, commit_all, commit_and_measure, create_branch,
     create_worktree, delete_branch, diff_stats, merge_into, resolve_commit, scan_hazards,
     unmerged_commits,
 };
@@ -93,7 +93,11 @@ fn commit_and_measure_matches_commit_all_diff_stats_and_scan_hazards() {
     let measured = commit_and_measure(&path, f.head(), "w1: work", &limits).unwrap();
     assert!(measured.committed);
     assert_eq!(measured.tip, f.rev("ahelper/r/w1"), "the branch tip");
-    assert_eq!(git(&path, &["status", "--porcelain"]), "", "index refreshed");
+    assert_eq!(
+        git(&path, &["status", "--porcelain"]),
+        "",
+        "index refreshed"
+    );
     let stats = diff_stats(&f.repo, f.head(), measured.tip).unwrap();
     assert_eq!(measured.stats, stats);
     assert_eq!(
@@ -109,7 +113,10 @@ fn commit_and_measure_matches_commit_all_diff_stats_and_scan_hazards() {
     // Nothing new: no commit, but the branch is still measured against the start.
     let again = commit_and_measure(&path, f.head(), "again", &limits).unwrap();
     assert!(!again.committed);
-    assert_eq!((again.tip, again.stats, again.hazards), (measured.tip, stats, hazards));
+    assert_eq!(
+        (again.tip, again.stats, again.hazards),
+        (measured.tip, stats, hazards)
+    );
     assert!(matches!(
         commit_and_measure(&f.repo, f.head(), "no", &limits),
         Err(GitError::InvalidWorktreePath { .. })

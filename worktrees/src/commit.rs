@@ -1,6 +1,6 @@
 //! Committing a worker's worktree and measuring what changed.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use git2::{Diff, DiffFindOptions, DiffOptions, IndexAddOption, Oid, Repository};
 use serde::{Deserialize, Serialize};
@@ -43,6 +43,56 @@ pub fn commit_all(
     message: &str,
     identity: Option<&Identity>,
 ) -> Result<Option<Oid>, GitError> {
+    let (root, repo) = open_ahelper_worktree(worktree, "commit_all")?;
+    Ok(commit_in(&repo, &root, message, identity)?.1)
+}
+
+/// A worker's branch after [`commit_and_measure`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Measured {
+    /// The branch tip: the new commit, else the worktree's HEAD as it was.
+    pub tip: Oid,
+    /// Whether a commit was made (something had changed since the last one).
+    pub committed: bool,
+    /// The change from the start commit to `tip` (as [`diff_stats`]).
+    pub stats: DiffStats,
+    /// The hazards `tip` adds relative to the start commit (as [`crate::scan_hazards`]).
+    pub hazards: Vec<crate::Hazard>,
+}
+
+/// [`commit_all`] in the ahelper worktree at `worktree`, then [`diff_stats`] and
+/// [`crate::scan_hazards`] from commit `since` to the worktree's branch tip — with one opened
+/// repository and one tree diff (a worker's end, run while its peers commit too). When the
+/// tip is `since`, nothing is diffed: no changes and no hazards.
+///
+/// # Errors
+/// Those of [`commit_all`]; [`GitError::CommitNotFound`] when `since` is unknown.
+pub fn commit_and_measure(
+    worktree: &Path,
+    since: Oid,
+    message: &str,
+    limits: &crate::HazardLimits,
+) -> Result<Measured, GitError> {
+    let (root, repo) = open_ahelper_worktree(worktree, "commit_and_measure")?;
+    let (head, commit) = commit_in(&repo, &root, message, None)?;
+    let tip = commit.unwrap_or(head);
+    let mut measured = Measured {
+        tip,
+        committed: commit.is_some(),
+        stats: DiffStats::default(),
+        hazards: Vec::new(),
+    };
+    if tip != since {
+        let mut diff = tree_diff(&repo, since, tip)?;
+        measured.hazards = crate::hazards::hazards_in(&repo, &diff, limits)?;
+        measured.stats = stats_of(&mut diff)?;
+    }
+    Ok(measured)
+}
+
+/// The canonical root of `worktree` and its repository, when it is the root of a linked
+/// worktree that ahelper created (its marker is present); `what` names the caller in the error.
+fn open_ahelper_worktree(worktree: &Path, what: &str) -> Result<(PathBuf, Repository), GitError> {
     let root = canonical(worktree)?;
     let repo =
         Repository::open(&root).ctx(|| format!("opening the worktree {}", root.display()))?;
@@ -50,9 +100,20 @@ pub fn commit_all(
     if !repo.is_worktree() || read_marker(&common, &root).is_none() {
         return Err(GitError::InvalidWorktreePath {
             path: root,
-            reason: "commit_all only commits in linked worktrees created by ahelper".to_owned(),
+            reason: format!("{what} only commits in linked worktrees created by ahelper"),
         });
     }
+    Ok((root, repo))
+}
+
+/// Stages everything in the worktree `repo` (at `root`) and commits it on its branch: HEAD's
+/// commit before, and the new commit (`None` when nothing changed).
+fn commit_in(
+    repo: &Repository,
+    root: &Path,
+    message: &str,
+    identity: Option<&Identity>,
+) -> Result<(Oid, Option<Oid>), GitError> {
     let lock = repo.path().join("index.lock");
     if lock.exists() {
         return Err(GitError::IndexLocked { path: lock });
@@ -61,7 +122,9 @@ pub fn commit_all(
         .head()
         .ctx(|| format!("reading HEAD of {}", root.display()))?;
     if !head.is_branch() {
-        return Err(GitError::DetachedHead { path: root });
+        return Err(GitError::DetachedHead {
+            path: root.to_owned(),
+        });
     }
     let parent = head
         .peel_to_commit()
@@ -70,21 +133,20 @@ pub fn commit_all(
     let mut index = repo
         .index()
         .ctx(|| "opening the worktree's index".to_owned())?;
+    // One index-to-worktree diff: libgit2's `add_all` adds new and modified files and removes
+    // the index entries of deleted ones (`update_all` would walk the tracked files again).
     index
         .add_all(["*"], IndexAddOption::DEFAULT, None)
-        .ctx(|| "staging new and modified files".to_owned())?;
-    index
-        .update_all(["*"], None)
-        .ctx(|| "staging deleted files".to_owned())?;
+        .ctx(|| "staging new, modified and deleted files".to_owned())?;
     let tree_id = index.write_tree().ctx(|| "writing the tree".to_owned())?;
     index
         .write()
         .ctx(|| "writing the worktree's index".to_owned())?;
     if tree_id == parent.tree_id() {
-        return Ok(None);
+        return Ok((parent.id(), None));
     }
     let id = write_commit(
-        &repo,
+        repo,
         Some("HEAD"),
         tree_id,
         &[&parent],
@@ -96,7 +158,7 @@ pub fn commit_all(
         ],
     )?;
     tracing::info!(worktree = %root.display(), commit = %id, "committed worktree");
-    Ok(Some(id))
+    Ok((parent.id(), Some(id)))
 }
 
 /// Files changed and lines added/removed from commit `from` to commit `to` (tree to tree, with rename
@@ -129,6 +191,11 @@ pub(crate) fn tree_diff(repo: &Repository, from: Oid, to: Oid) -> Result<Diff<'_
 
 pub(crate) fn diff_stats_in(repo: &Repository, from: Oid, to: Oid) -> Result<DiffStats, GitError> {
     let mut diff = tree_diff(repo, from, to)?;
+    stats_of(&mut diff)
+}
+
+/// Files changed (rename detection on) and lines added/removed of a tree diff.
+fn stats_of(diff: &mut Diff<'_>) -> Result<DiffStats, GitError> {
     diff.find_similar(Some(DiffFindOptions::new().renames(true)))
         .ctx(|| "detecting renames".to_owned())?;
     let stats = diff.stats().ctx(|| "counting changed lines".to_owned())?;

@@ -19,7 +19,7 @@
 
 use std::path::Path;
 
-use git2::{Delta, FileMode, Oid, Repository};
+use git2::{Delta, Diff, FileMode, Oid, Repository};
 use serde::{Deserialize, Serialize};
 
 use crate::GitError;
@@ -141,6 +141,15 @@ pub fn scan_hazards(
 ) -> Result<Vec<Hazard>, GitError> {
     let repo = open_repo(repo)?;
     let diff = crate::commit::tree_diff(&repo, from, to)?;
+    hazards_in(&repo, &diff, limits)
+}
+
+/// The hazards of the added and changed entries of a tree `diff` in `repo`, sorted by path.
+pub(crate) fn hazards_in(
+    repo: &Repository,
+    diff: &Diff<'_>,
+    limits: &HazardLimits,
+) -> Result<Vec<Hazard>, GitError> {
     let mut found = Vec::new();
     for delta in diff.deltas() {
         if matches!(delta.status(), Delta::Deleted) {
@@ -150,7 +159,7 @@ pub fn scan_hazards(
         let Some(raw) = file.path_bytes() else {
             continue;
         };
-        found.extend(hazards_of(&repo, raw, file.id(), file.mode(), limits)?);
+        found.extend(hazards_of(repo, raw, file.id(), file.mode(), limits)?);
     }
     found.sort_by(|x, y| x.path.cmp(&y.path));
     Ok(found)

@@ -56,7 +56,7 @@ pub use branch::{
 pub use cargo_warm::{
     CARGO_SEED_DIR, CargoSeed, CargoSeedReport, NoSeedReason, list_cargo_seed, seed_cargo_target,
 };
-pub use commit::{DiffStats, commit_all, diff_stats};
+pub use commit::{DiffStats, Measured, commit_all, commit_and_measure, diff_stats};
 pub use error::GitError;
 pub use git2::Oid;
 pub use hazards::{
@@ -80,7 +80,10 @@ pub use remote::{
 pub use repo::{
     AHELPER_DIR, Head, Identity, RepoInfo, dirty_paths, ensure_excluded, snapshot_uncommitted,
 };
-pub use spare::{SpareFiles, create_spare_worktree, park_worktree, recycle_worktree};
+pub use spare::{
+    MarkerSync, SpareFiles, create_spare_worktree, park_worktree, recycle_worktree,
+    recycle_worktree_deferring_sync,
+};
 pub use worktree::{
     RemovedWorktree, WorktreeInfo, WorktreeMarker, create_worktree, list_worktrees,
     prune_worktrees, remove_worktree, resume_worktree,

@@ -169,6 +169,55 @@ pub fn recycle_worktree(
     base: Oid,
     files: SpareFiles,
 ) -> Result<WorktreeInfo, GitError> {
+    let (info, _) = recycle(lock, repo_path, (spare, path), (branch, base), files, false)?;
+    Ok(info)
+}
+
+/// [`recycle_worktree`], except that when the spare's files are kept (no `git reset --hard`)
+/// the new marker is not flushed to disk yet: the caller starts using the worktree at once and
+/// flushes it with [`MarkerSync::sync`] before it relies on the worktree surviving a power loss
+/// (a worker: before it commits). `None`: the marker is on disk already.
+///
+/// # Errors
+/// Those of [`recycle_worktree`].
+pub fn recycle_worktree_deferring_sync(
+    lock: &RepoLock,
+    repo_path: &Path,
+    (spare, path): (&Path, &Path),
+    branch: &str,
+    base: Oid,
+    files: SpareFiles,
+) -> Result<(WorktreeInfo, Option<MarkerSync>), GitError> {
+    recycle(lock, repo_path, (spare, path), (branch, base), files, true)
+}
+
+/// A worktree's marker, written and renamed into place (every reader sees it) but not yet
+/// flushed to disk ([`recycle_worktree_deferring_sync`]).
+#[derive(Debug)]
+#[must_use = "the marker is not on disk until it is synced"]
+pub struct MarkerSync {
+    common: PathBuf,
+    path: PathBuf,
+}
+
+impl MarkerSync {
+    /// Flushes the marker (`fsync`): after a power loss the worktree is still ahelper's.
+    ///
+    /// # Errors
+    /// [`GitError::Io`] opening or syncing it.
+    pub fn sync(self) -> Result<(), GitError> {
+        sync_marker(&self.common, &self.path)
+    }
+}
+
+fn recycle(
+    lock: &RepoLock,
+    repo_path: &Path,
+    (spare, path): (&Path, &Path),
+    (branch, base): (&str, Oid),
+    files: SpareFiles,
+    defer_sync: bool,
+) -> Result<(WorktreeInfo, Option<MarkerSync>), GitError> {
     check_branch_name(branch)?;
     let locked = Locked::open(lock, repo_path)?;
     let spare = canonical(spare)?;
@@ -198,22 +247,36 @@ pub fn recycle_worktree(
         return Err(e);
     }
     let unchanged = files == SpareFiles::AsCreated && wt.head == Some(expected);
-    if unchanged {
-        keep_files(&mut new, expected)?;
+    let marker = if unchanged {
+        keep_files(&mut new, expected, defer_sync)?
     } else {
         new.populate(expected)?;
-    }
+        None
+    };
     tracing::info!(from = %spare.display(), path = %new.target.display(), branch, base = %expected, reset = !unchanged, "recycled worktree");
-    find_registered(&new.locked.repo, &new.target)
+    Ok((find_registered(&new.locked.repo, &new.target)?, marker))
 }
 
 /// A spare's files already are `expected`'s ([`SpareFiles::AsCreated`] at that commit): no
-/// `git reset --hard`. Outside the lock: the marker flushed, the `post-checkout` hook (when the
-/// repository has one) and HEAD verified (S04); on a failure the worktree is removed under the
-/// lock again.
-fn keep_files(new: &mut NewWorktree<'_>, expected: Oid) -> Result<(), GitError> {
+/// `git reset --hard`. Outside the lock: the marker flushed (unless `defer_sync`: then it is
+/// returned to be flushed later), the `post-checkout` hook (when the repository has one) and
+/// HEAD verified (S04); on a failure the worktree is removed under the lock again.
+fn keep_files(
+    new: &mut NewWorktree<'_>,
+    expected: Oid,
+    defer_sync: bool,
+) -> Result<Option<MarkerSync>, GitError> {
     new.locked.unlock();
-    let kept = sync_marker(&new.locked.common, &new.target)
+    let marker = MarkerSync {
+        common: new.locked.common.clone(),
+        path: new.target.clone(),
+    };
+    let (marker, synced) = if defer_sync {
+        (Some(marker), Ok(()))
+    } else {
+        (None, marker.sync())
+    };
+    let kept = synced
         .and_then(|()| run_post_checkout_hook(&new.locked.repo, &new.target, expected))
         .and_then(|()| new.verify_head(expected));
     if let Err(e) = kept {
@@ -221,7 +284,7 @@ fn keep_files(new: &mut NewWorktree<'_>, expected: Oid) -> Result<(), GitError> 
         new.remove();
         return Err(e);
     }
-    Ok(())
+    Ok(marker)
 }
 
 /// The registered worktree at `target`, ahelper's and not locked.

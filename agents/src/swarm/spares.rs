@@ -578,23 +578,24 @@ pub fn close_and_remove(
     })
 }
 
-/// Step 1 of a local worker, with a lease: its spare turned into its worktree, or `None` when
-/// it has no spare or recycling failed (then it creates its worktree as usual).
+/// Step 1 of a local worker, with a lease: its spare turned into its worktree, with its marker
+/// still to flush when that was left to the worker ([`git::recycle_worktree_deferring_sync`]:
+/// the `fsync` runs beside the worker's first model request instead of before it); `None`
+/// when it has no spare or recycling failed (then it creates its worktree as usual).
 pub(crate) async fn recycle_into(
     lease: &mut WorktreeLease,
     run: &super::run::RunContext,
     branch: &str,
     start: git::Oid,
-) -> Option<PathBuf> {
+) -> Option<(PathBuf, Option<git::MarkerSync>)> {
     let spare = lease.take_spare()?;
     let (lock, repo) = (run.git_lock.clone(), run.repo_root.clone());
     let (path, branch) = (lease.worktree().to_path_buf(), branch.to_string());
     let recycled = super::git_task(move || {
-        Ok::<_, GitTaskError>(git::recycle_worktree(
+        Ok::<_, GitTaskError>(git::recycle_worktree_deferring_sync(
             &lock,
             &repo,
-            &spare.path,
-            &path,
+            (&spare.path, &path),
             &branch,
             start,
             spare.files,
@@ -602,9 +603,9 @@ pub(crate) async fn recycle_into(
     })
     .await;
     match recycled {
-        Ok(info) => {
+        Ok((info, marker)) => {
             lease.spare_used();
-            Some(info.path)
+            Some((info.path, marker))
         }
         Err(e) => {
             tracing::warn!(error = %e, "could not recycle a spare worktree; creating one");

@@ -162,6 +162,10 @@ pub enum WorkerFailure {
     /// The new worktree could not be prepared (`.worktreeinclude`, `[swarm] setup`).
     #[error("{0}")]
     Setup(#[source] SetupFailure),
+    /// The marker of its recycled worktree could not be flushed to disk (the disk failed); its
+    /// work stays uncommitted in the worktree, for `swarm resume`.
+    #[error("could not flush the worktree's marker to disk: {0}")]
+    Marker(#[source] GitTaskError),
     /// Its worktree directory is held by someone else (never shared while in use).
     #[error("{0}")]
     Lease(#[source] LeaseError),
@@ -241,12 +245,17 @@ async fn run_worker(
             }
             _ => None,
         };
-        let (worktree, created) = match recycled {
-            Some(worktree) => (worktree, true),
-            None => create_worktree(&run, &spec)
-                .await
-                .map_err(WorkerFailure::Worktree)?,
+        let (worktree, created, marker) = match recycled {
+            Some((worktree, marker)) => (worktree, true, marker),
+            None => {
+                let (worktree, created) = create_worktree(&run, &spec)
+                    .await
+                    .map_err(WorkerFailure::Worktree)?;
+                (worktree, created, None)
+            }
         };
+        // Flushed while the worker starts; waited for before its commit.
+        let marker = marker.map(|m| tokio::task::spawn_blocking(move || m.sync()));
         let tool_context = bind_tool_context(&run, &spec, &worktree)?;
         if created {
             run.worktree_setup
@@ -260,9 +269,9 @@ async fn run_worker(
                 .await
                 .map_err(WorkerFailure::Setup)?;
         }
-        Ok::<_, WorkerFailure>((worktree, tool_context))
+        Ok::<_, WorkerFailure>((worktree, tool_context, marker))
     };
-    let (worktree, tool_context) = match prepared.await {
+    let (worktree, tool_context, marker) = match prepared.await {
         Ok(ready) => ready,
         Err(failure) => return failed(failure, started),
     };
@@ -275,6 +284,10 @@ async fn run_worker(
         }
     };
     let outcome = run_agent(&mut agent, &run, &spec, &coordinator, &cancel).await;
+    if let Err(failure) = marker_flushed(marker).await {
+        mcp.shutdown().await;
+        return failed(failure, started);
+    }
     let _ = coordinator
         .tell(Progress::Status {
             index: spec.index,
@@ -300,6 +313,19 @@ async fn run_worker(
     // The worker's servers end with it (after its last fix round).
     mcp.shutdown().await;
     done
+}
+
+/// Waits for the worktree marker's flush started after recycling (none: it was on disk already).
+async fn marker_flushed(
+    flush: Option<tokio::task::JoinHandle<Result<(), git::GitError>>>,
+) -> Result<(), WorkerFailure> {
+    let Some(flush) = flush else {
+        return Ok(());
+    };
+    match flush.await {
+        Ok(flushed) => flushed.map_err(|e| WorkerFailure::Marker(e.into())),
+        Err(e) => Err(WorkerFailure::Marker(e.into())),
+    }
 }
 
 fn failed(failure: WorkerFailure, started: Instant) -> (WorkerStatus, WorkerReport) {
@@ -701,7 +727,12 @@ async fn commit_and_report(
         ..Default::default()
     };
     match committed {
-        Ok((tip, stats, hazards)) => {
+        Ok(git::Measured {
+            tip,
+            stats,
+            hazards,
+            ..
+        }) => {
             if tip != spec.start_commit {
                 report.commit = Some(tip.to_string());
             }
@@ -745,24 +776,21 @@ fn commit_message(spec: &WorkerSpec, run_id: &str, stop: AgentStopReason, summar
 }
 
 /// Commits the worktree and measures the branch against the start commit: the branch tip, the
-/// diff stats and the hazardous content it adds ([`git::scan_hazards`]).
+/// diff stats and the hazardous content it adds — one repository open and one tree diff
+/// ([`git::commit_and_measure`]).
 async fn commit_worktree(
     run: &RunContext,
     spec: &WorkerSpec,
     worktree: &Path,
     message: String,
-) -> Result<(git::Oid, git::DiffStats, Vec<git::Hazard>), GitTaskError> {
+) -> Result<git::Measured, GitTaskError> {
     let worktree = worktree.to_path_buf();
-    let repo = run.repo_root.clone();
-    let branch = spec.branch.clone();
     let start = spec.start_commit;
     let limits = run.hazard_limits;
     git_task(move || {
-        git::commit_all(&worktree, &message, None)?;
-        let tip = git::branch_tip(&repo, &branch)?;
-        let stats = git::diff_stats(&repo, start, tip)?;
-        let hazards = git::scan_hazards(&repo, start, tip, &limits)?;
-        Ok((tip, stats, hazards))
+        Ok(git::commit_and_measure(
+            &worktree, start, &message, &limits,
+        )?)
     })
     .await
 }

@@ -5,9 +5,10 @@ use std::path::{Path, PathBuf};
 
 use super::support::{Fixture, UserState, git, read, write};
 use ahelper_worktrees::{
-    ApplyOutcome, GitError, GitOwner, Identity, MergeOutcome, Oid, RepoLock, apply_to_current,
-    branch_tip, commit_all, create_branch, create_worktree, delete_branch, diff_stats, merge_into,
-    resolve_commit, unmerged_commits,
+    ApplyOutcome, GitError, GitOwner, HazardKind, HazardLimits, Identity, MergeOutcome, Oid,
+    RepoLock, apply_to_current, branch_tip, commit_all, commit_and_measure, create_branch,
+    create_worktree, delete_branch, diff_stats, merge_into, resolve_commit, scan_hazards,
+    unmerged_commits,
 };
 
 /// Creates worker worktree `w` of run `r` at HEAD, writes `files`, commits; returns (path, commit).
@@ -69,6 +70,57 @@ fn commit_all_stages_everything_respecting_gitignore() {
         vec!["src/a.rs", "src/b.rs", "src/new.rs"]
     );
     assert_eq!((stats.insertions, stats.deletions), (2, 2));
+}
+
+/// A worker's end in one pass: the commit, the branch tip, and the same diff stats and hazards
+/// as [`diff_stats`] and [`scan_hazards`] from the start commit.
+#[test]
+fn commit_and_measure_matches_commit_all_diff_stats_and_scan_hazards() {
+    let f = Fixture::new();
+    let lock = f.lock();
+    let path = f.worker(&lock, "r/w1");
+    let limits = HazardLimits::default();
+    let untouched = commit_and_measure(&path, f.head(), "nothing", &limits).unwrap();
+    assert_eq!(untouched.tip, f.head());
+    assert!(!untouched.committed);
+    assert_eq!(untouched.stats, Default::default());
+    assert!(untouched.hazards.is_empty());
+
+    write(&path, "src/a.rs", "fn a() { 1 }\n");
+    fs::remove_file(path.join("src/b.rs")).unwrap();
+    write(&path, "sub/.envrc", "export X=1\n");
+    write(&path, "debug.log", "ignored by .gitignore\n");
+    let measured = commit_and_measure(&path, f.head(), "w1: work", &limits).unwrap();
+    assert!(measured.committed);
+    assert_eq!(measured.tip, f.rev("ahelper/r/w1"), "the branch tip");
+    assert_eq!(
+        git(&path, &["status", "--porcelain"]),
+        "",
+        "index refreshed"
+    );
+    let stats = diff_stats(&f.repo, f.head(), measured.tip).unwrap();
+    assert_eq!(measured.stats, stats);
+    assert_eq!(
+        stats.files_changed,
+        vec!["src/a.rs", "src/b.rs", "sub/.envrc"]
+    );
+    let hazards = scan_hazards(&f.repo, f.head(), measured.tip, &limits).unwrap();
+    assert_eq!(measured.hazards, hazards);
+    assert_eq!(hazards.len(), 1);
+    assert_eq!(hazards[0].path, "sub/.envrc");
+    assert_eq!(hazards[0].kind, HazardKind::AutoRun);
+
+    // Nothing new: no commit, but the branch is still measured against the start.
+    let again = commit_and_measure(&path, f.head(), "again", &limits).unwrap();
+    assert!(!again.committed);
+    assert_eq!(
+        (again.tip, again.stats, again.hazards),
+        (measured.tip, stats, hazards)
+    );
+    assert!(matches!(
+        commit_and_measure(&f.repo, f.head(), "no", &limits),
+        Err(GitError::InvalidWorktreePath { .. })
+    ));
 }
 
 #[test]

@@ -3,7 +3,8 @@
 use super::support::{Fixture, git, read, write};
 use ahelper_worktrees::{
     GitError, SpareFiles, commit_all, create_spare_worktree, create_worktree, delete_branch,
-    list_worktrees, park_worktree, recycle_worktree, remove_worktree,
+    list_worktrees, park_worktree, recycle_worktree, recycle_worktree_deferring_sync,
+    remove_worktree,
 };
 
 #[test]
@@ -48,6 +49,43 @@ fn spare_is_detached_and_recycles_onto_a_new_branch_at_its_start_commit() {
     assert_eq!(list_worktrees(&f.repo).unwrap().len(), 2);
     // git agrees on where it is.
     assert!(git(&f.repo, &["worktree", "list", "--porcelain"]).contains(path.to_str().unwrap()));
+}
+
+/// A spare recycled with its files kept leaves the marker's flush to the caller: the worktree
+/// is ahelper's at once (it commits), and the flush succeeds afterwards. A spare whose files
+/// are reset has its marker flushed already.
+#[test]
+fn recycling_with_a_deferred_sync_hands_back_the_markers_flush() {
+    let f = Fixture::new();
+    let (lock, base) = (f.lock(), f.head());
+    let [kept, reset] = ["r/.spare-1", "r/.spare-2"]
+        .map(|name| create_spare_worktree(&lock, &f.repo, &f.wt(name), base));
+    let path = f.wt("r/w1");
+    let (info, marker) = recycle_worktree_deferring_sync(
+        &lock,
+        &f.repo,
+        (&kept.unwrap().path, &path),
+        "ahelper/r/w1",
+        base,
+        SpareFiles::AsCreated,
+    )
+    .unwrap();
+    assert_eq!(info.marker.unwrap().branch, "ahelper/r/w1");
+    let marker = marker.expect("files kept: the flush is the caller's");
+    write(&path, "src/a.rs", "fn a() { 2 }\n");
+    assert!(commit_all(&path, "w1", None).unwrap().is_some());
+    marker.sync().unwrap();
+
+    let (_, marker) = recycle_worktree_deferring_sync(
+        &lock,
+        &f.repo,
+        (&reset.unwrap().path, &f.wt("r/w2")),
+        "ahelper/r/w2",
+        base,
+        SpareFiles::Used,
+    )
+    .unwrap();
+    assert!(marker.is_none(), "reset: flushed with the files");
 }
 
 #[test]

@@ -8,9 +8,11 @@
 //! - [`slots`]: [`NatsSlots`], the coordinator's [`super::slots::WorkerSlots`] for remote workers;
 //! - [`host`]: [`host::serve`], the `ahelper worker` loop;
 //! - [`pusher`]: a worker machine's pushes of finished branches, batched;
+//! - [`batches`]: batches of queued git work with several in flight (pushes, fetches);
 //! - [`lifecycle`]: re-attaching on resume, releasing a finished run, `swarm clean`.
 
 pub mod ask;
+pub mod batches;
 pub mod connect;
 pub mod host;
 pub mod lifecycle;

@@ -1,7 +1,9 @@
-//! Pushing finished workers' branches from a worker machine ([`Pusher`]): the branches that
-//! finish while a push runs go together into the next `git push` of their clone, so the
-//! subtasks of one machine that end at about the same time cost one push, not one each.
+//! Pushing finished workers' branches from a worker machine ([`Pusher`]): a branch is pushed
+//! at once while fewer than [`PUSHES_IN_FLIGHT`] pushes run; the branches that finish while that many
+//! run go together into the next `git push` of their clone, so the subtasks of one machine that
+//! end at about the same time cost few pushes and none waits behind a queue of them.
 
+use super::batches::{PUSHES_IN_FLIGHT, run_batches};
 use crate::swarm::git_task;
 use ahelper_worktrees as git;
 use std::path::PathBuf;
@@ -40,7 +42,8 @@ impl Pusher {
         Pusher { queue }
     }
 
-    /// Pushes `push`, together with the pushes queued while the previous one ran.
+    /// Pushes `push`: at once while fewer than [`PUSHES_IN_FLIGHT`] pushes run, else together with
+    /// the pushes queued until one of them ends.
     ///
     /// # Errors
     /// git's message when the push was refused or the remote unreachable.
@@ -55,13 +58,10 @@ impl Pusher {
     }
 }
 
-/// Takes what is queued, pushes it per clone and URL, until every [`Pusher`] is gone.
-async fn run(mut pending: mpsc::UnboundedReceiver<Queued>) {
-    while let Some(first) = pending.recv().await {
-        let mut batch = vec![first];
-        while let Ok(more) = pending.try_recv() {
-            batch.push(more);
-        }
+/// Takes what is queued in batches ([`run_batches`], up to [`PUSHES_IN_FLIGHT`] at once) and pushes
+/// each batch per clone and URL, until every [`Pusher`] is gone.
+async fn run(pending: mpsc::UnboundedReceiver<Queued>) {
+    run_batches(pending, PUSHES_IN_FLIGHT, |batch| async move {
         for group in by_target(batch) {
             let pushes: Vec<BranchPush> = group.iter().map(|q| q.push.clone()).collect();
             let outcomes = push_together(pushes).await;
@@ -69,7 +69,8 @@ async fn run(mut pending: mpsc::UnboundedReceiver<Queued>) {
                 let _ = queued.reply.send(outcome);
             }
         }
-    }
+    })
+    .await;
 }
 
 /// `batch` split into groups of one clone and URL, in the order of their first push.

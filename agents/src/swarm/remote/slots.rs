@@ -6,6 +6,7 @@
 //! before the worker is reported done (so the merge queue merges it like a local one), and a
 //! worker id that is not running (a duplicate delivery, a forged message) is ignored.
 
+use super::batches::{FETCHES_IN_FLIGHT, run_batches};
 use super::connect::{HEARTBEAT_EVERY, Nats, NatsError};
 use super::lifecycle;
 use super::wire::{
@@ -660,9 +661,11 @@ impl Finished {
     }
 }
 
-/// Fetches finished workers' branches from the remote into their local branches. The workers
-/// that finish while a fetch runs go together into the next `git fetch`, so the workers of a
-/// wide run that end at about the same time are not fetched one after another.
+/// Fetches finished workers' branches from the remote into their local branches. A worker's
+/// branch is fetched at once while fewer than [`FETCHES_IN_FLIGHT`] fetches run; the workers that
+/// finish while that many run go together into the next `git fetch`, so the workers of a wide
+/// run that end at about the same time are neither fetched one after another nor kept behind
+/// a fetch that started just before they finished.
 struct BranchFetcher {
     run_id: String,
     repo_root: PathBuf,
@@ -672,27 +675,33 @@ struct BranchFetcher {
 }
 
 impl BranchFetcher {
-    /// Fetches what is queued until the listener is gone.
-    async fn run(self, mut queue: tokio::sync::mpsc::UnboundedReceiver<Finished>) {
-        while let Some(first) = queue.recv().await {
-            let mut batch = vec![first];
-            while let Ok(more) = queue.try_recv() {
-                batch.push(more);
-            }
-            let outcomes = self.fetch(&batch).await;
-            tracing::debug!(workers = batch.len(), "fetched finished branches");
-            for (finished, outcome) in batch.into_iter().zip(outcomes) {
-                let done = match outcome {
-                    Ok(commit) => {
-                        if let Ok(mut shared) = self.shared.lock() {
-                            shared.on_remote.insert(commit);
-                        }
-                        finished.done
+    /// Fetches what is queued in batches ([`run_batches`], up to [`FETCHES_IN_FLIGHT`] at once) until
+    /// the listener is gone.
+    async fn run(self, queue: tokio::sync::mpsc::UnboundedReceiver<Finished>) {
+        let fetcher = Arc::new(self);
+        run_batches(queue, FETCHES_IN_FLIGHT, |batch| {
+            let fetcher = fetcher.clone();
+            async move { fetcher.fetch_and_tell(batch).await }
+        })
+        .await;
+    }
+
+    /// Fetches `batch` and tells the coordinator of each worker: done, or failed when its
+    /// branch could not be fetched as reported.
+    async fn fetch_and_tell(&self, batch: Vec<Finished>) {
+        let outcomes = self.fetch(&batch).await;
+        tracing::debug!(workers = batch.len(), "fetched finished branches");
+        for (finished, outcome) in batch.into_iter().zip(outcomes) {
+            let done = match outcome {
+                Ok(commit) => {
+                    if let Ok(mut shared) = self.shared.lock() {
+                        shared.on_remote.insert(commit);
                     }
-                    Err(error) => finished.failed(error),
-                };
-                let _ = self.coordinator.tell(done).await;
-            }
+                    finished.done
+                }
+                Err(error) => finished.failed(error),
+            };
+            let _ = self.coordinator.tell(done).await;
         }
     }
 

@@ -31,6 +31,15 @@ use tokio_util::sync::CancellationToken;
 
 const EXIT_USAGE: i32 = 2;
 
+/// Which workers `swarm resume` continues: `--only-failed`, the `--worker` ids given, or all.
+fn resume_selection(only_failed: bool, workers: Vec<String>) -> ResumeSelection {
+    match (only_failed, workers.is_empty()) {
+        (true, _) => ResumeSelection::OnlyFailed,
+        (false, false) => ResumeSelection::Workers(workers),
+        (false, true) => ResumeSelection::All,
+    }
+}
+
 /// Dispatches `ahelper swarm`.
 /// `mode_given`: whether `--permission-mode` (or `AHELPER_PERMISSION_MODE`) was given; when it
 /// was not, `swarm resume` keeps the mode the run was started with.
@@ -104,16 +113,12 @@ pub fn run(
                 output_format,
                 ..Default::default()
             };
-            let selection = match (only_failed, worker.is_empty()) {
-                (true, _) => ResumeSelection::OnlyFailed,
-                (false, false) => ResumeSelection::Workers(worker),
-                (false, true) => ResumeSelection::All,
-            };
             let remote = RemoteAccess {
                 nats,
                 args: &args.run.nats,
                 env,
             };
+            let selection = resume_selection(only_failed, worker);
             rt.block_on(resume(
                 &config,
                 &run,
@@ -728,6 +733,21 @@ fn print_plan(plan: &Plan) {
     eprintln!();
 }
 
+/// The NATS worker slots set up while the coordinator planned (`None` for local workers), with
+/// the run's record told where its workers run. Errors: the connection, the stream or the
+/// base commit's push failed, or the record could not be saved (the message says which).
+async fn await_remote_slots(
+    run: &mut PlannedRun,
+    remote: Option<PendingSlots>,
+) -> Result<Option<Arc<dyn WorkerSlots>>, String> {
+    let Some(pending) = remote else {
+        return Ok(None);
+    };
+    let (slots, remote) = pending.task.await.map_err(|e| e.to_string())??;
+    run.set_remote(remote).map_err(|e| e.to_string())?;
+    Ok(Some(slots))
+}
+
 /// Runs the workers with the live table (or lines, or JSON) and prints the final table and
 /// summary. Ctrl-C outside raw mode: the first cancels, the second kills and exits.
 async fn execute_run(
@@ -739,26 +759,12 @@ async fn execute_run(
     mcp_servers: &[McpServerSpec],
     remote: Option<PendingSlots>,
 ) -> i32 {
-    let worker_slots = match remote {
-        Some(pending) => match pending
-            .task
-            .await
-            .map_err(|e| e.to_string())
-            .and_then(|r| r)
-        {
-            Ok((slots, remote)) => {
-                if let Err(e) = run.set_remote(remote) {
-                    eprintln!("ahelper: {e}");
-                    return 1;
-                }
-                Some(slots)
-            }
-            Err(e) => {
-                eprintln!("ahelper: {e}");
-                return 1;
-            }
-        },
-        None => None,
+    let worker_slots = match await_remote_slots(&mut run, remote).await {
+        Ok(slots) => slots,
+        Err(e) => {
+            eprintln!("ahelper: {e}");
+            return 1;
+        }
     };
     let cancel = CancellationToken::new();
     let (event_tx, event_rx) = tokio::sync::mpsc::unbounded_channel::<SwarmEvent>();

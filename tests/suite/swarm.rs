@@ -601,6 +601,49 @@ fn plan_only_prints_the_plan_and_starts_nothing() {
     );
 }
 
+/// Waits (up to 60 s) until the first worker of the repository's run has written `name` (a
+/// whole line) in its worktree; that file's path.
+fn wait_for_worker_file(repo: &TestRepo, name: &str) -> std::path::PathBuf {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the worker never wrote {name}"
+        );
+        if let Ok(entries) = std::fs::read_dir(repo.path().join(".ahelper/runs")) {
+            let found = entries.flatten().find_map(|e| {
+                let run: Value =
+                    serde_json::from_str(&std::fs::read_to_string(e.path().join("run.json")).ok()?)
+                        .ok()?;
+                let wt = run["workers"][0]["worktree"].as_str()?.to_string();
+                let p = std::path::Path::new(&wt).join(name);
+                std::fs::read_to_string(&p)
+                    .ok()
+                    .filter(|s| s.ends_with('\n'))
+                    .map(|_| p)
+            });
+            if let Some(p) = found {
+                return p;
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// Whether a live (not zombie) process runs exactly `command_line` (arguments joined by
+/// spaces).
+fn command_running(command_line: &str) -> bool {
+    std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+        let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+        let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+        String::from_utf8_lossy(&cmdline)
+            .replace('\0', " ")
+            .trim_end()
+            == command_line
+            && !stat.contains(") Z ")
+    })
+}
+
 /// Ctrl-C once: workers stop, commit their work as `wip`, child processes are killed, the run
 /// is resumable; `swarm resume` finishes it from the branch and transcript.
 #[test]
@@ -628,43 +671,9 @@ fn ctrl_c_commits_wip_and_resume_finishes_the_run() {
         &swarm.server,
         &["swarm", "do it", "--yes", "--permission-mode", "bypass"],
     );
-    // wait until the worker's command runs
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    let pid_file = loop {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the worker never started its command"
-        );
-        if let Ok(entries) = std::fs::read_dir(repo.path().join(".ahelper/runs")) {
-            let found = entries.flatten().find_map(|e| {
-                let run: Value =
-                    serde_json::from_str(&std::fs::read_to_string(e.path().join("run.json")).ok()?)
-                        .ok()?;
-                let wt = run["workers"][0]["worktree"].as_str()?.to_string();
-                let p = std::path::Path::new(&wt).join("sleeper.pid");
-                std::fs::read_to_string(&p)
-                    .ok()
-                    .filter(|s| s.ends_with('\n'))
-                    .map(|_| p)
-            });
-            if let Some(p) = found {
-                break p;
-            }
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    };
+    let pid_file = wait_for_worker_file(repo, "sleeper.pid");
     assert!(std::fs::read_to_string(&pid_file).is_ok());
-    let sleeper_alive = || {
-        std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
-            let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
-            let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
-            String::from_utf8_lossy(&cmdline)
-                .replace('\0', " ")
-                .trim_end()
-                == format!("sleep {sleep_arg}")
-                && !stat.contains(") Z ")
-        })
-    };
+    let sleeper_alive = || command_running(&format!("sleep {sleep_arg}"));
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while !sleeper_alive() {
         assert!(

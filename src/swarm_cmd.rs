@@ -20,14 +20,13 @@ use ahelper_agents::swarm::slots::WorkerSlots;
 use ahelper_agents::swarm::state::{RemoteRecord, RunOutcome, RunRecord, WorkerStatus};
 use ahelper_agents::swarm::summary::short_commit;
 use ahelper_agents::swarm::verification::{BaselineHandle, RunVerifier};
-use ahelper_agents::swarm::{self, PlannedRun, PreparedRun, RunIo, RunOptions};
+use ahelper_agents::swarm::{self, PlannedRun, PreparedRun, RunIo, RunOptions, UserStop};
 use ahelper_agents::text::for_terminal;
 use ahelper_agents::verify::{CommandSource, VerifyChoice, VerifyFlag, choose_command};
 use ahelper_worktrees as git;
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use tokio_util::sync::CancellationToken;
 
 const EXIT_USAGE: i32 = 2;
 
@@ -599,7 +598,7 @@ async fn plan(
     model: &str,
     mode: EventOutput,
 ) -> Result<PlannedRun, swarm::SwarmError> {
-    let cancel = CancellationToken::new();
+    let cancel = UserStop::new();
     let (event_tx, event_rx) = tokio::sync::mpsc::unbounded_channel::<SwarmEvent>();
     let printer_mode = if mode == EventOutput::Json {
         EventOutput::Json
@@ -611,13 +610,12 @@ async fn plan(
         events: event_tx,
         prompter: Arc::new(DenyPrompter),
         cancel: cancel.clone(),
-        cancel_reason: Arc::default(),
         mcp_servers: Vec::new(),
         worker_slots: None,
     };
     let ctrl_c = tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
-            cancel.cancel();
+            cancel.token().cancel();
         }
     });
     say(mode, "planning…".into());
@@ -766,7 +764,7 @@ async fn execute_run(
             return 1;
         }
     };
-    let cancel = CancellationToken::new();
+    let cancel = UserStop::new();
     let (event_tx, event_rx) = tokio::sync::mpsc::unbounded_channel::<SwarmEvent>();
     let (prompt_tx, prompt_rx) = tokio::sync::mpsc::unbounded_channel::<PromptJob>();
     let prompter: Arc<dyn Prompter> = if mode == EventOutput::Live {
@@ -776,14 +774,12 @@ async fn execute_run(
     };
     let (snap_tx, snap_rx) = tokio::sync::watch::channel(run.record().clone());
     let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
-    let cancel_reason = Arc::default();
     let ui = match mode {
         EventOutput::Live => tokio::spawn(swarm_ui::run_live(
             snap_rx,
             event_rx,
             prompt_rx,
             cancel.clone(),
-            Arc::clone(&cancel_reason),
             done_rx,
             config.pricing.price(model),
         )),
@@ -794,14 +790,12 @@ async fn execute_run(
     };
     let signal_watch = tokio::spawn(swarm_ui::watch_ctrl_c(
         cancel.clone(),
-        Arc::clone(&cancel_reason),
         run.record().run_id.clone(),
     ));
     let io = RunIo {
         events: event_tx,
         prompter,
         cancel,
-        cancel_reason,
         mcp_servers: mcp_servers.to_vec(),
         worker_slots,
     };

@@ -2,9 +2,11 @@
 //! second, permission prompts answered with y/n/a/d), one line per event when stdout is not a
 //! terminal, or JSON lines with `--output-format stream-json`.
 
+use crate::interrupts::Interrupt;
 use crate::status_table;
 use ahelper_agents::permissions::{PromptAnswer, PromptRequest, Prompter, SettledCheck};
 use ahelper_agents::pricing::Price;
+use ahelper_agents::swarm::UserStop;
 use ahelper_agents::swarm::events::SwarmEvent;
 use ahelper_agents::swarm::process::kill_descendants;
 use ahelper_agents::swarm::state::{RunRecord, WorkerRecord, WorkerStatus};
@@ -21,7 +23,6 @@ use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::sync::{mpsc, oneshot, watch};
-use tokio_util::sync::CancellationToken;
 
 /// A permission question waiting for the user.
 pub struct PromptJob {
@@ -117,21 +118,16 @@ pub async fn print_events(mut events: mpsc::UnboundedReceiver<SwarmEvent>, mode:
 
 /// Ctrl-C outside raw mode (line and JSON output), and `SIGTERM`/`SIGHUP` in every mode
 /// ([`crate::interrupts`]): the first cancels the run, the second kills every child process
-/// and exits with 130. The first one's [`crate::interrupts::Interrupt::cancel_reason`] goes to
-/// `reason` before `cancel` fires.
-pub async fn watch_ctrl_c(
-    cancel: CancellationToken,
-    reason: std::sync::Arc<std::sync::OnceLock<String>>,
-    run_id: String,
-) {
+/// and exits with 130. The first one stops `cancel` with its
+/// [`crate::interrupts::Interrupt::cancel_reason`].
+pub async fn watch_ctrl_c(cancel: UserStop, run_id: String) {
     let mut interrupts = crate::interrupts::Interrupts::new();
     let first = interrupts.next().await;
     crate::interrupts::say(&format!(
         "ahelper: {} — cancelling run {run_id}; workers commit their work as wip. Ctrl-C again to kill everything.",
         first.name()
     ));
-    let _ = reason.set(first.cancel_reason().into());
-    cancel.cancel();
+    cancel.stop(first.cancel_reason());
     interrupts.next().await;
     kill_descendants();
     crate::interrupts::say(&format!(
@@ -147,8 +143,7 @@ pub async fn run_live(
     mut snapshots: watch::Receiver<RunRecord>,
     mut events: mpsc::UnboundedReceiver<SwarmEvent>,
     mut prompts: mpsc::UnboundedReceiver<PromptJob>,
-    cancel: CancellationToken,
-    cancel_reason: std::sync::Arc<std::sync::OnceLock<String>>,
+    cancel: UserStop,
     mut done: oneshot::Receiver<()>,
     price: Option<Price>,
 ) {
@@ -164,7 +159,6 @@ pub async fn run_live(
     let mut keys = KeyReader::spawn();
     let mut view = LiveView::new(cancel);
     view.price = price;
-    view.cancel_reason = cancel_reason;
     let mut tick = tokio::time::interval(std::time::Duration::from_millis(200));
     loop {
         tokio::select! {
@@ -405,10 +399,7 @@ enum KeyOutcome {
 /// The live view's state: permission questions waiting (shown one at a time), lines to print
 /// above the table, Ctrl-C presses.
 struct LiveView {
-    cancel: CancellationToken,
-    /// Where the reason of a cancel other than Ctrl-C goes before `cancel` fires (the run
-    /// records it; unset means Ctrl-C).
-    cancel_reason: std::sync::Arc<std::sync::OnceLock<String>>,
+    cancel: UserStop,
     pending: VecDeque<PromptJob>,
     notes: Vec<String>,
     ctrl_c_count: u32,
@@ -420,10 +411,9 @@ struct LiveView {
 }
 
 impl LiveView {
-    fn new(cancel: CancellationToken) -> Self {
+    fn new(cancel: UserStop) -> Self {
         LiveView {
             cancel,
-            cancel_reason: std::sync::Arc::default(),
             pending: VecDeque::new(),
             notes: Vec::new(),
             ctrl_c_count: 0,
@@ -462,7 +452,7 @@ impl LiveView {
                 return KeyOutcome::Kill;
             }
             self.notes.push("Ctrl-C: cancelling — workers commit their work as `wip`; press Ctrl-C again to kill everything".into());
-            self.cancel.cancel();
+            self.cancel.stop(Interrupt::CtrlC.cancel_reason());
             self.deny_pending();
             return KeyOutcome::Continue;
         }
@@ -496,10 +486,8 @@ impl LiveView {
         self.terminal_lost = true;
         self.notes
             .push("the terminal is gone: cancelling — workers commit their work as `wip`".into());
-        let _ = self
-            .cancel_reason
-            .set("stopped: the terminal is gone (its key reader failed)".into());
-        self.cancel.cancel();
+        self.cancel
+            .stop("stopped: the terminal is gone (its key reader failed)");
         self.deny_pending();
     }
 
@@ -734,14 +722,14 @@ mod tests {
 
     #[test]
     fn a_lost_terminal_cancels_the_run_with_its_own_reason() {
-        let cancel = CancellationToken::new();
+        let cancel = UserStop::new();
         let mut view = LiveView::new(cancel.clone());
         view.lose_terminal();
-        assert!(cancel.is_cancelled());
+        assert!(cancel.token().is_cancelled());
         assert!(view.terminal_lost);
         assert_eq!(
-            view.cancel_reason.get().map(String::as_str),
-            Some("stopped: the terminal is gone (its key reader failed)")
+            cancel.reason(),
+            "stopped: the terminal is gone (its key reader failed)"
         );
     }
 }

@@ -40,7 +40,9 @@ pub mod verification;
 pub mod worker;
 
 pub use planning::{PlanFailure, plan_run};
-pub use run::{PlannedRun, PreparedRun, RunIo, RunOptions, SwarmError, execute, prepare_run};
+pub use run::{
+    PlannedRun, PreparedRun, RunIo, RunOptions, SwarmError, UserStop, execute, prepare_run,
+};
 pub use summary::final_summary;
 
 use ahelper_worktrees::GitError;

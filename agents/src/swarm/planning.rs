@@ -182,7 +182,7 @@ async fn ask_for_plan(
     );
     let mut attempts_left = 2;
     loop {
-        let outcome = agent.run(&prompt, &io.cancel).await;
+        let outcome = agent.run(&prompt, io.cancel.token()).await;
         record.usage.add(outcome.usage);
         let rejected = match read_plan(&outcome, config.swarm.max_subtasks, agent.settings()) {
             Ok(plan) => match review_plan(&plan) {

@@ -210,6 +210,41 @@ impl RunContext {
     }
 }
 
+/// The user's stop of a run, shared by whoever may stop it (signal watchers, the live view)
+/// and the run: a token, and the reason of the first [`UserStop::stop`] that gave one.
+#[derive(Debug, Clone, Default)]
+pub struct UserStop {
+    token: CancellationToken,
+    reason: Arc<std::sync::OnceLock<String>>,
+}
+
+impl UserStop {
+    /// A stop nobody has asked for yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Stops the run, saying why (e.g. `stopped by SIGTERM`); the first reason given is kept.
+    pub fn stop(&self, reason: &str) {
+        let _ = self.reason.set(reason.to_string());
+        self.token.cancel();
+    }
+
+    /// The token that fires on the stop (a planning turn runs under it).
+    pub fn token(&self) -> &CancellationToken {
+        &self.token
+    }
+
+    /// Why the run was stopped: the first reason given, else `cancelled by the user (Ctrl-C)`
+    /// (the token was cancelled without one).
+    pub fn reason(&self) -> String {
+        self.reason
+            .get()
+            .cloned()
+            .unwrap_or_else(|| "cancelled by the user (Ctrl-C)".into())
+    }
+}
+
 /// How the caller observes and steers a run.
 pub struct RunIo {
     /// Events.
@@ -217,11 +252,8 @@ pub struct RunIo {
     /// Prompter for permission requests (a [`crate::permissions::DenyPrompter`] without a
     /// terminal).
     pub prompter: Arc<dyn Prompter>,
-    /// Cancel the run (first Ctrl-C).
-    pub cancel: CancellationToken,
-    /// Why `cancel` fired, when the caller says (set before cancelling, e.g. `stopped by
-    /// SIGTERM`); unset, the run records `cancelled by the user (Ctrl-C)`.
-    pub cancel_reason: Arc<std::sync::OnceLock<String>>,
+    /// The user's stop (first Ctrl-C, SIGTERM, a lost terminal) and its reason.
+    pub cancel: UserStop,
     /// MCP servers the user trusts for this run (see [`crate::mcp::declared_servers`]). Each
     /// worker whose role names MCP tools (`mcp__*`) starts its own instances with its worktree
     /// as working directory and root, and stops them when it ends; their tool calls count
@@ -555,8 +587,7 @@ pub async fn execute(
         base_commit: record.base_commit.clone(),
         integration_branch: record.integration_branch.clone(),
     });
-    let user_cancel = (io.cancel, io.cancel_reason);
-    let final_record = coordinate(context.clone(), record, plan, held, user_cancel).await;
+    let final_record = coordinate(context.clone(), record, plan, held, io.cancel).await;
     context.worker_slots.close(&final_record.run_id).await;
     context.publish(SwarmEvent::RunFinished {
         record: Box::new(final_record.clone()),
@@ -735,7 +766,7 @@ async fn coordinate(
     record: RunRecord,
     plan: Plan,
     held: BTreeSet<usize>,
-    (user_cancel, user_reason): (CancellationToken, Arc<std::sync::OnceLock<String>>),
+    user_stop: UserStop,
 ) -> RunRecord {
     let fallback = record.clone();
     let (done_tx, done_rx) = tokio::sync::oneshot::channel();
@@ -751,11 +782,8 @@ async fn coordinate(
     );
     let stopping = context.clone();
     let cancel_watch = tokio::spawn(cancel_when(coordinator.clone(), async move {
-        user_cancel.cancelled().await;
-        let reason = user_reason
-            .get()
-            .cloned()
-            .unwrap_or_else(|| "cancelled by the user (Ctrl-C)".into());
+        user_stop.token().cancelled().await;
+        let reason = user_stop.reason();
         // At once, not when the coordinator reads its mailbox: what it awaits (its closing
         // turn) ends now.
         stopping.stop(&reason);

@@ -32,6 +32,7 @@ mod repl;
 mod status_table;
 mod swarm_cmd;
 mod swarm_ui;
+mod teardown;
 mod trust_cmd;
 mod typeahead;
 mod worker_cmd;
@@ -95,6 +96,11 @@ fn run(cli: Cli, hardening: HardeningReport) -> i32 {
     }
     let one_shot =
         cli.command.is_none() && (cli.prompt.is_some() || !std::io::stdin().is_terminal());
+    if one_shot {
+        // Before the runtime's threads and signal handlers: whoever waits for ahelper is told
+        // of its exit before its memory is freed.
+        teardown::start_memory_holder();
+    }
     let rt = match build_runtime(one_shot) {
         Ok(rt) => rt,
         Err(e) => {

@@ -290,23 +290,28 @@ fn kill_9_leaves_no_command_running_and_resume_finishes() {
 
 /// The watchdog ahelper `parent` forked (`ahelper-reaper`).
 fn watchdog_of(parent: u32) -> u32 {
-    let watchdog = |entry: std::fs::DirEntry| {
+    child_named(parent, "ahelper-reaper")
+}
+
+/// The child of `parent` named `name` (`/proc/<pid>/comm`), once there is one.
+fn child_named(parent: u32, name: &str) -> u32 {
+    let named = |entry: std::fs::DirEntry| {
         let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
         let (head, rest) = stat.rsplit_once(") ")?;
         let ppid = rest.split(' ').nth(1).and_then(|p| p.parse::<u32>().ok());
-        if !head.ends_with("(ahelper-reaper") || ppid != Some(parent) {
+        if !head.ends_with(&format!("({name}")) || ppid != Some(parent) {
             return None;
         }
         entry.file_name().to_str()?.parse::<u32>().ok()
     };
     wait_for_some(
-        &format!("the watchdog of ahelper {parent}"),
+        &format!("the {name} of ahelper {parent}"),
         Duration::from_secs(10),
         || {
             std::fs::read_dir("/proc")
                 .unwrap()
                 .flatten()
-                .find_map(watchdog)
+                .find_map(named)
         },
     )
 }
@@ -452,6 +457,53 @@ fn sigterm_during_print_mode_cancels_the_command_and_exits_130() {
         Duration::from_millis(10),
         Duration::from_secs(10),
         "the command's sleep",
+    );
+}
+
+/// Issue 11 (exit tail): `ahelper -p` shares its memory with a holder process that frees it
+/// after ahelper's exit was reported. The holder keeps no descriptor of ahelper's (only
+/// ahelper's pidfd: a pipe reader sees end of file when ahelper exits), runs in the idle
+/// scheduling class, and is gone soon after ahelper exits; the answer is whole.
+#[test]
+fn print_mode_memory_holder_holds_nothing_and_ends_after_ahelper() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let server = start(agent([
+        runs("while [ ! -e go ]; do sleep 0.05; done; echo released"),
+        Turn::text("all done"),
+    ]));
+    let child = spawn_ahelper(&repo, &server, &["-p", "go", "--permission-mode", "bypass"]);
+    let holder = child_named(child.id(), "ahelper-memory");
+    wait_for_some(
+        "the holder in the idle class",
+        Duration::from_secs(10),
+        || {
+            // SAFETY: reads the scheduling policy of our child's child.
+            let policy = unsafe { libc::sched_getscheduler(holder as libc::pid_t) };
+            (policy == libc::SCHED_IDLE).then_some(())
+        },
+    );
+    // ahelper is not dumpable, so only root reads its (shared) descriptors' links.
+    if let Ok(fds) = std::fs::read_dir(format!("/proc/{holder}/fd")) {
+        let links: Vec<String> = fds
+            .flatten()
+            .map(|fd| std::fs::read_link(fd.path()).unwrap().display().to_string())
+            .collect();
+        assert_eq!(links, ["anon_inode:[pidfd]"], "the holder's descriptors");
+    }
+    std::fs::write(repo.path().join("go"), "").unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "all done\n");
+    poll_every(
+        Duration::from_millis(10),
+        "the memory holder to be gone",
+        Duration::from_secs(10),
+        || {
+            std::fs::read_to_string(format!("/proc/{holder}/stat"))
+                .map(|s| s.rsplit_once(") ").is_some_and(|(_, r)| r.starts_with('Z')))
+                .unwrap_or(true)
+        },
+        || format!("holder {holder} still alive"),
     );
 }
 

@@ -285,7 +285,8 @@ pub(crate) async fn start(
     };
     let baseline = start_baseline(&prepared.record, &config, &choice, &lock);
     let warm = warm_up(&prepared.record, &config, &lock, nats.is_some());
-    let remote = prepare_remote_slots(nats, &config, &prepared.record);
+    let mut remote = prepare_remote_slots(nats, &config, &prepared.record);
+    prepared.remote_ready = remote.as_mut().and_then(|r| r.ready.take());
     let client = model_client(&provider);
     let planned = plan(
         &mut prepared,
@@ -414,6 +415,8 @@ struct PendingSlots {
     /// Cancelled when the run does not start: a set-up still connecting gives up at once
     /// instead of waiting for the server (up to the connect timeout when it is unreachable).
     stop_connecting: tokio_util::sync::CancellationToken,
+    /// Receives the run's remote as soon as it is set up (for the plan's save to record it).
+    ready: Option<tokio::sync::oneshot::Receiver<RemoteRecord>>,
 }
 
 /// Starts setting up the worker slots of a distributed run (`None`: the workers are local).
@@ -425,10 +428,18 @@ fn prepare_remote_slots(
     let (nats, remote, record) = (nats?.clone(), config.swarm.remote.clone(), record.clone());
     let stop_connecting = tokio_util::sync::CancellationToken::new();
     let stop = stop_connecting.clone();
-    let task = tokio::spawn(async move { remote_slots(&nats, &remote, &record, &stop).await });
+    let (ready_tx, ready) = tokio::sync::oneshot::channel();
+    let task = tokio::spawn(async move {
+        let set_up = remote_slots(&nats, &remote, &record, &stop).await;
+        if let Ok((_, remote)) = &set_up {
+            let _ = ready_tx.send(remote.clone());
+        }
+        set_up
+    });
     Some(PendingSlots {
         task,
         stop_connecting,
+        ready: Some(ready),
     })
 }
 
@@ -743,6 +754,7 @@ async fn await_remote_slots(
     };
     let (slots, remote) = pending.task.await.map_err(|e| e.to_string())??;
     run.set_remote(remote).map_err(|e| e.to_string())?;
+    tracing::debug!("the remote worker slots are ready");
     Ok(Some(slots))
 }
 

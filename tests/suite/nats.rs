@@ -707,6 +707,44 @@ fn four_branches_finishing_together_on_one_machine_are_all_pushed_and_merged() {
     assert!(worker_pushes.len() <= 4, "{log}");
 }
 
+/// A machine of one slot in a run of one worker at a time: a subtask is published once the
+/// one before ended, so the work queue is empty while each runs; the machine still asks for a
+/// spare worktree for a later subtask once its subtask waits on the model (none is starting
+/// then), every subtask merges, and no spare is left when the machine stops.
+#[test]
+fn a_one_slot_machine_asks_for_a_spare_for_the_runs_next_subtask() {
+    let nats = NatsServer::start();
+    let repo = four_file_repo();
+    let server = start(four_subtasks());
+    let mut m1 = WorkerProcess::start(&nats.url(), "m1", &server.base_url(), 1);
+    let out = ahelper(&repo, &server, Wire::Anthropic)
+        .args(["swarm", "change four files", "--yes", "--max-workers", "1"])
+        .args(["--permission-mode", "bypass"])
+        .args(["--no-verify", "--nats", &nats.url()])
+        .timeout(Duration::from_secs(300))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}
+{}",
+        coordinator_log(&repo),
+        m1.log()
+    );
+    let record = assert_all_four_merged(&repo, Some("m1"));
+    let log = m1.log();
+    let asked = lines_with(&log, &["asked for spare worktrees", "waiting=0", "later=1"]);
+    assert_eq!(asked, 4, "one spare asked for per subtask:\n{log}");
+    m1.signal("TERM");
+    assert_eq!(
+        m1.wait_exit(Duration::from_secs(60)),
+        Some(0),
+        "{}",
+        m1.log()
+    );
+    assert_worktrees_of_their_own_and_no_spares(&m1, record["run_id"].as_str().unwrap());
+}
+
 /// A run that does not start (`--plan-only`) while NATS does not answer (a port that accepts
 /// connections and never speaks, so the client waits for its 10 s connect timeout): the
 /// set-up that started during planning is abandoned and the command ends at once.

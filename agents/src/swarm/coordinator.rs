@@ -262,6 +262,10 @@ impl Actor for CoordinatorActor {
         coordinator.record.pid = std::process::id();
         coordinator.watch_baseline(&actor_ref);
         coordinator.schedule(&actor_ref).await;
+        tracing::debug!(
+            workers = coordinator.workers.len(),
+            "started the first workers"
+        );
         // A resumed run's committed branches go back to the merge queue.
         coordinator.start_next_merge(&actor_ref, false);
         coordinator.publish_snapshot(true);

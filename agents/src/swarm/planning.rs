@@ -76,7 +76,11 @@ pub async fn plan_run(
     drop(agent);
     let _ = forward.await;
     match asked {
-        Ok(plan) => save_plan(&mut prepared.record, plan, config, io),
+        Ok(plan) => {
+            // One save for the plan and the remote (its `fsync`s come before the workers start).
+            prepared.take_ready_remote();
+            save_plan(&mut prepared.record, plan, config, io)
+        }
         Err(failure) => {
             let error = match failure {
                 PlanFailure::ModelSettings(e) => SwarmError::ModelSettings(e),
@@ -277,6 +281,7 @@ fn save_plan(
     record.workers = worker_records(record, &plan, config);
     record.status = RunStatus::Planned;
     record.save()?;
+    tracing::debug!(subtasks = plan.subtasks.len(), "saved the plan");
     let _ = io.events.send(SwarmEvent::PlanReady { plan });
     PlannedRun::from_record(record.clone())
 }

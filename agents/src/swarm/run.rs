@@ -272,9 +272,24 @@ pub struct PreparedRun {
     /// Uncommitted paths of the user's checkout (workers start without them unless
     /// `--include-uncommitted`).
     pub dirty: Vec<String>,
+    /// A distributed run's NATS server and git remote, sent once its set-up (begun before
+    /// planning) has connected and pushed the base: when it is there by the time the plan is
+    /// saved, that save records it too ([`Self::take_ready_remote`]).
+    pub remote_ready: Option<tokio::sync::oneshot::Receiver<super::state::RemoteRecord>>,
 }
 
 impl PreparedRun {
+    /// Puts the distributed run's remote in the record when its set-up has sent it already
+    /// (never waits: a set-up still under way is recorded later by [`PlannedRun::set_remote`]).
+    pub fn take_ready_remote(&mut self) {
+        if let Some(mut ready) = self.remote_ready.take() {
+            match ready.try_recv() {
+                Ok(remote) => self.record.remote = Some(remote),
+                Err(_) => self.remote_ready = Some(ready),
+            }
+        }
+    }
+
     /// What the user should know before the workers start: that they start without the
     /// checkout's uncommitted changes (unless `--include-uncommitted`), and that nothing they
     /// try will be allowed when nobody can answer permission prompts in `default` mode without
@@ -379,11 +394,16 @@ impl PlannedRun {
         }
     }
 
-    /// Records where the run's workers run (a distributed run) and saves the record.
+    /// Records where the run's workers run (a distributed run) and saves the record, unless
+    /// the plan's save recorded it already.
     ///
     /// # Errors
     /// [`RunStoreError`] when `run.json` cannot be written.
     pub fn set_remote(&mut self, remote: super::state::RemoteRecord) -> Result<(), RunStoreError> {
+        if self.record.remote.as_ref() == Some(&remote) {
+            // Saved with the plan already.
+            return Ok(());
+        }
         self.record.remote = Some(remote);
         self.record.save()
     }
@@ -489,6 +509,7 @@ pub fn prepare_run(
         record,
         repo,
         dirty,
+        remote_ready: None,
     })
 }
 
@@ -581,6 +602,7 @@ pub async fn execute(
             return Err(e);
         }
     };
+    tracing::debug!("the run's context is ready");
     requeue_unfinished(&mut record);
     context.publish(SwarmEvent::RunStarted {
         run_id: record.run_id.clone(),

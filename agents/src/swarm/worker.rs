@@ -275,6 +275,7 @@ async fn run_worker(
         Ok(ready) => ready,
         Err(failure) => return failed(failure, started),
     };
+    tracing::debug!(worker = %spec.id, "its worktree is set up");
     let mcp = start_mcp_servers(&run, &spec, &worktree).await;
     let mut agent = match build_agent(&run, &spec, tool_context, &mcp) {
         Ok(agent) => agent,
@@ -283,6 +284,7 @@ async fn run_worker(
             return failed(failure, started);
         }
     };
+    tracing::debug!(worker = %spec.id, "its agent is built");
     let outcome = run_agent(&mut agent, &run, &spec, &coordinator, &cancel).await;
     if let Err(failure) = marker_flushed(marker).await {
         mcp.shutdown().await;

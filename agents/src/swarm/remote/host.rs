@@ -16,7 +16,8 @@
 //! process, in `worktrees/<repo>/.spares`): when a run is announced, its clone is prepared and
 //! spares are made at its base commit for every slot; each subtask leases one (never one held
 //! by another); once its worktree is ready, the pool makes spares again in the background for
-//! the subtasks waiting in the queue, when that is cheap. A spare made
+//! the subtasks waiting in the queue and, once no subtask of the machine is starting, one for a
+//! subtask published later, when that is cheap. A spare made
 //! for an earlier run is reset to the subtask's start commit when used. Stopping removes them;
 //! a process that starts removes those an earlier one left.
 
@@ -40,7 +41,9 @@ use futures::StreamExt;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::AbortOnDropHandle;
 
 /// Transcript bytes per event (NATS' default message limit is 1 MiB).
 const TRANSCRIPT_BATCH_BYTES: usize = 256 * 1024;
@@ -112,6 +115,8 @@ struct Host {
     queue: async_nats::jetstream::consumer::PullConsumer,
     /// Spare worktrees per cached clone (by repository URL), made when a run is announced.
     spares: tokio::sync::Mutex<HashMap<String, Arc<WorktreePool>>>,
+    /// Subtasks pulled whose agent has not asked the model yet (making their worktrees).
+    starting: AtomicUsize,
     stop: CancellationToken,
 }
 
@@ -141,6 +146,7 @@ pub async fn serve(
         fetch_lock: tokio::sync::Mutex::new(()),
         pusher: Pusher::start(),
         spares: tokio::sync::Mutex::default(),
+        starting: AtomicUsize::new(0),
         queue: consumer.clone(),
         stop,
     });
@@ -378,13 +384,14 @@ impl Host {
     }
 
     /// Spares of the clone of `url` for the subtasks that wait in the work queue now (of any
-    /// run or machine; at most one per slot) are made in the background, when that is cheap
-    /// ([`WorktreePool::replenish`]; ready ones count). Called once a subtask's worktree is
-    /// ready, not when it leases: making spares then would compete with the worktrees being
-    /// made for the subtasks that just arrived; and none when nothing waits, as during a run's
-    /// last subtasks.
-    async fn replenish_spares(&self, url: &str) {
-        let Some(pool) = self.spares.lock().await.get(url).cloned() else {
+    /// run or machine), plus one once no subtask of this machine is starting, so that a subtask
+    /// published later (the next of a run with fewer slots than subtasks, a dependent, the
+    /// next run) finds one too — at most one per slot — are made in the background, when that
+    /// is cheap ([`WorktreePool::replenish`]; ready ones count). Called once a subtask's
+    /// worktree is ready (its agent waits on the model), not when it leases: making spares
+    /// then would compete with the worktrees being made for the subtasks that just arrived.
+    async fn replenish_spares(self: Arc<Self>, url: String) {
+        let Some(pool) = self.spares.lock().await.get(&url).cloned() else {
             return;
         };
         let waiting = match self.queue.get_info().await {
@@ -394,7 +401,9 @@ impl Host {
                 0
             }
         };
-        pool.replenish(waiting.min(self.options.concurrency.max(1)));
+        let later = usize::from(self.starting.load(Ordering::SeqCst) == 0);
+        tracing::debug!(waiting, later, "asked for spare worktrees");
+        pool.replenish((waiting + later).min(self.options.concurrency.max(1)));
     }
 
     /// On stop: every clone's pool closed and its spares removed (a spare still being made is
@@ -489,11 +498,14 @@ struct Subtask {
     cancel: CancellationToken,
     /// JetStream delivered the message before (a machine died or handed it back).
     redelivered: bool,
+    /// No longer counted in [`Host::starting`].
+    started: AtomicBool,
 }
 
 impl Subtask {
     fn new(host: Arc<Host>, msg: SubtaskMessage, redelivered: bool) -> Subtask {
         let cancel = host.stop.child_token();
+        host.starting.fetch_add(1, Ordering::SeqCst);
         let (events, queue) = tokio::sync::mpsc::unbounded_channel();
         let publisher = tokio::spawn(publish_in_order(host.nats.clone(), queue));
         Subtask {
@@ -503,6 +515,14 @@ impl Subtask {
             publisher,
             cancel,
             redelivered,
+            started: AtomicBool::new(false),
+        }
+    }
+
+    /// Its agent asked the model (or it ended before): it no longer counts as starting.
+    fn started(&self) {
+        if !self.started.swap(true, Ordering::SeqCst) {
+            self.host.starting.fetch_sub(1, Ordering::SeqCst);
         }
     }
 
@@ -551,6 +571,7 @@ impl Subtask {
             }
             Err(e) => (WorkerStatus::Failed, WorkerReport::failed(e, 0), None),
         };
+        self.started();
         if let Some(control) = control {
             control.abort();
         }
@@ -584,11 +605,24 @@ impl Subtask {
     /// `wip` of an earlier attempt) and its hold on its worktree directory (with a spare).
     async fn prepare(&self) -> Result<(WorkerSpec, PathBuf, Option<WorktreeLease>), String> {
         let paths = WorkPaths::new(&self.host.options.work_dir, &self.msg);
-        let resume = {
-            let _fetching = self.host.fetch_lock.lock().await;
-            fetch_run(&paths, &self.msg, self.after_earlier_attempt())
-                .await
-                .map_err(|e| format!("could not fetch the run from {}: {e}", self.msg.repo_url))?
+        let after_earlier_attempt = self.after_earlier_attempt();
+        // The subtasks that arrive together find the start commit in the clone (the run was
+        // announced): none waits for another's look at the clone, only fetches take turns.
+        let ready = if after_earlier_attempt {
+            None
+        } else {
+            ready_without_fetch(&paths, &self.msg).await
+        };
+        let resume = match ready {
+            Some(resume) => resume,
+            None => {
+                let _fetching = self.host.fetch_lock.lock().await;
+                fetch_run(&paths, &self.msg, after_earlier_attempt)
+                    .await
+                    .map_err(|e| {
+                        format!("could not fetch the run from {}: {e}", self.msg.repo_url)
+                    })?
+            }
         };
         tracing::debug!(worker = %self.msg.worker_id, "the clone has the subtask's start");
         let start_commit = git::Oid::from_str(&self.msg.start_commit).map_err(|e| e.to_string())?;
@@ -638,20 +672,29 @@ impl Subtask {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let tail = TranscriptTail::new(spec.transcript.clone());
         let sink = ProgressSink::Channel(tx);
-        let worker =
-            run_leased_worker_catching_panics(run, spec, sink, self.cancel.clone(), Ok(lease));
-        tokio::pin!(worker);
+        // A task of its own: the agent loop goes on while this one publishes its progress,
+        // reads its transcript and asks for spares.
+        let mut worker = AbortOnDropHandle::new(tokio::spawn(run_leased_worker_catching_panics(
+            run,
+            spec,
+            sink,
+            self.cancel.clone(),
+            Ok(lease),
+        )));
         let mut tick = tokio::time::interval(std::time::Duration::from_millis(500));
         let mut tail = tail;
         let mut replenished = false;
         let done = loop {
             tokio::select! {
-                done = &mut worker => break done,
+                done = &mut worker => break done.unwrap_or_else(|e| {
+                    (WorkerStatus::Failed, WorkerReport::failed(format!("the worker's task ended: {e}"), 0))
+                }),
                 Some(progress) = rx.recv() => {
                     if !replenished && matches!(progress, Progress::Turn { .. }) {
                         // Its worktree is ready and it waits on the model: the CPU is free.
                         replenished = true;
-                        self.host.replenish_spares(&self.msg.repo_url).await;
+                        self.started();
+                        tokio::spawn(self.host.clone().replenish_spares(self.msg.repo_url.clone()));
                     }
                     self.event(EventBody::Progress { progress });
                 }
@@ -853,6 +896,23 @@ async fn fetch_run(
         Ok(true)
     })
     .await
+}
+
+/// A first attempt whose clone has its start commit already needs no fetch: whether it
+/// continues a branch of this machine (`Some(true)`: its local branch exists) or starts anew
+/// (`Some(false)`). `None`: the clone or the commit is missing (or cannot be read), so the run
+/// is fetched ([`fetch_run`], under the fetch lock).
+async fn ready_without_fetch(paths: &WorkPaths, msg: &SubtaskMessage) -> Option<bool> {
+    let clone = paths.clone.clone();
+    let start = msg.start_commit.clone();
+    let branch = wire::worker_branch(&msg.run_id, &msg.worker_id);
+    tokio::task::spawn_blocking(move || {
+        let present = clone.join(".git").exists() && has_commit(&clone, &start);
+        present.then(|| git::branch_tip(&clone, &branch).is_ok())
+    })
+    .await
+    .ok()
+    .flatten()
 }
 
 /// Where a clone keeps the branches the run's workers pushed, as last fetched.

@@ -489,6 +489,13 @@ fn print_mode_memory_holder_holds_nothing_and_ends_after_ahelper() {
             .map(|fd| std::fs::read_link(fd.path()).unwrap().display().to_string())
             .collect();
         assert_eq!(links, ["anon_inode:[pidfd]"], "the holder's descriptors");
+        // Nor the working directory: the repository is not kept busy while the holder lingers.
+        let cwd = std::fs::read_link(format!("/proc/{holder}/cwd")).unwrap();
+        assert_eq!(
+            cwd,
+            std::path::Path::new("/"),
+            "the holder's working directory"
+        );
     }
     std::fs::write(repo.path().join("go"), "").unwrap();
     let output = child.wait_with_output().unwrap();
@@ -505,6 +512,29 @@ fn print_mode_memory_holder_holds_nothing_and_ends_after_ahelper() {
         },
         || format!("holder {holder} still alive"),
     );
+}
+
+/// Issue 11 (exit tail), a hostile case: the `-p` memory holder killed mid-run (ahelper gets a
+/// `SIGCHLD` for a child no tool started). The run goes on: the command running meanwhile is
+/// still waited for and its output reaches the model, the answer is whole, the exit code 0.
+#[test]
+fn print_mode_outlives_a_killed_memory_holder() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let server = start(agent([
+        runs("while [ ! -e go ]; do sleep 0.05; done; echo released-$((6 * 7))"),
+        Turn::text("all done"),
+    ]));
+    let child = spawn_ahelper(&repo, &server, &["-p", "go", "--permission-mode", "bypass"]);
+    let holder = child_named(child.id(), "ahelper-memory");
+    // SAFETY: signalling our child's child.
+    unsafe { libc::kill(holder as libc::pid_t, libc::SIGKILL) };
+    std::fs::write(repo.path().join("go"), "").unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "all done\n");
+    let requests = server.model_requests();
+    assert_eq!(requests.len(), 2);
+    assert_told(&requests[1], "released-42");
 }
 
 /// 15.8: each command gets its own 0700 `TMPDIR`, removed afterwards; the shared temp dir is

@@ -254,13 +254,19 @@ fn run_marker(run: &Value) -> String {
 
 /// 9.1: `kill -9` of ahelper while a worker's command runs (a `sleep` in the foreground and a
 /// `nohup` one in the background): every process of the run is gone soon after, without any
-/// resume; then `swarm resume` finishes the run. The watchdog that sweeps them runs in the
-/// idle scheduling class (issue 11: it never takes a CPU from whoever waits for ahelper).
+/// resume; then `swarm resume` finishes the run (a swarm run has no `-p` memory holder). The
+/// watchdog that sweeps them runs in the idle scheduling class (issue 11: it never takes a CPU
+/// from whoever waits for ahelper).
 #[test]
 fn kill_9_leaves_no_command_running_and_resume_finishes() {
     let x = unique();
     let mut sleeping = start_sleeping_run(&nohup_and_sleep(&x), &[]);
     let watchdog = watchdog_of(sleeping.child.id());
+    let children = child_names(sleeping.child.id() as i32);
+    assert!(
+        !children.iter().any(|c| c == "ahelper-memory"),
+        "a swarm run makes no -p memory holder: {children:?}"
+    );
     // (it names itself, then takes the class)
     wait_for_some(
         "the watchdog in the idle scheduling class",

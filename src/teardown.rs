@@ -27,8 +27,9 @@ use std::ffi::c_void;
 const HOLDER_STACK_BYTES: usize = 64 * 1024;
 
 /// Starts the memory holder of a one-shot run (see the module docs). Call it while no signal
-/// handler is installed yet (before the async runtime starts). Best effort: when the holder
-/// cannot be made (no pidfd, no memory for its stack, `clone` refused) or cannot let go of the
+/// handler is installed yet (before the async runtime starts). No holder for the init of a PID
+/// namespace (see the docs' "How `ahelper -p` ends"). Best effort: when the holder cannot be
+/// made (no pidfd, no memory for its stack, `clone` refused) or cannot let go of the
 /// descriptors, ahelper's exit frees its memory itself, as without it.
 pub(crate) fn start_memory_holder() {
     // The holder makes its system calls itself (see `holder`), on these architectures.
@@ -45,6 +46,12 @@ fn spawn_holder() {
     // allocation, no locks): system calls only, on its own stack. The pidfd is the holder's
     // alone once ahelper closes its copy.
     unsafe {
+        // The init of a PID namespace (`docker run` without `--init`): the kernel tells the
+        // parent of its exit only once every process of the namespace is gone, the holder's
+        // freeing of the memory (in the idle class) included.
+        if libc::getpid() == 1 {
+            return;
+        }
         let pidfd = libc::syscall(libc::SYS_pidfd_open, libc::getpid(), 0) as libc::c_int;
         if pidfd < 0 {
             return;

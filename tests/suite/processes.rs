@@ -543,6 +543,75 @@ fn print_mode_outlives_a_killed_memory_holder() {
     assert_told(&requests[1], "released-42");
 }
 
+/// Issue 11 (exit tail): `ahelper -p` as the init of a PID namespace (`docker run` without
+/// `--init`) makes neither the memory holder nor the watchdog: the kernel tells init's parent
+/// of its exit only once every process of the namespace is gone (the holder's freeing of the
+/// memory, in the idle class, would be waited for: 0.25–0.44 s median under load), and kills
+/// them all anyway. The run is whole.
+#[test]
+fn print_mode_as_a_pid_namespace_init_makes_no_holder_nor_watchdog() {
+    // SAFETY: geteuid cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    let unshare: &[&str] = if root {
+        &["--fork", "--pid", "--mount-proc"]
+    } else {
+        &[
+            "--user",
+            "--map-root-user",
+            "--fork",
+            "--pid",
+            "--mount-proc",
+        ]
+    };
+    let works = std::process::Command::new("unshare")
+        .args(unshare)
+        .arg("true")
+        .status()
+        .is_ok_and(|s| s.success());
+    if !works {
+        eprintln!(
+            "skipped: `unshare {}` does not work here",
+            unshare.join(" ")
+        );
+        return;
+    }
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let server = start(agent([
+        runs("while [ ! -e go ]; do sleep 0.05; done; echo released"),
+        Turn::text("all done"),
+    ]));
+    let mut cmd = std::process::Command::new("unshare");
+    talk_to(isolate(&mut cmd, &repo), &server, Wire::Anthropic);
+    let child = cmd
+        .args(unshare)
+        .arg(assert_cmd::cargo::cargo_bin("ahelper"))
+        .args(["-p", "go", "--permission-mode", "bypass"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let init = child_named(child.id(), "ahelper") as i32;
+    // Both would be there before the command runs.
+    let children = wait_for_some("the command under ahelper", Duration::from_secs(30), || {
+        let names = child_names(init);
+        names
+            .iter()
+            .any(|n| n == "bash" || n == "ahelper-spawner")
+            .then_some(names)
+    });
+    std::fs::write(repo.path().join("go"), "").unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(
+        !children
+            .iter()
+            .any(|n| n == "ahelper-memory" || n == "ahelper-reaper"),
+        "{children:?}"
+    );
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "all done\n");
+}
+
 /// 15.8: each command gets its own 0700 `TMPDIR`, removed afterwards; the shared temp dir is
 /// not writable under the sandbox.
 #[test]

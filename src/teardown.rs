@@ -16,8 +16,9 @@
 //!
 //! The holder holds nothing else: it closes its copy of ahelper's other descriptors first
 //! thing (a pipe reader sees end of file when ahelper exits, not when the holder does), keeps
-//! the default signal actions it was made with (made before any handler is installed, so
-//! Ctrl-C ends it with ahelper), leaves ahelper's working directory for `/`, and makes only
+//! the signal actions it was made with (made before any handler of ahelper's is installed: the
+//! defaults, but for Rust's own `SIGSEGV`/`SIGBUS` handlers and an ignored `SIGPIPE`, so Ctrl-C
+//! ends it with ahelper), leaves ahelper's working directory for `/`, and makes only
 //! raw system calls (no C library, so no `errno` written into ahelper's thread) on its own
 //! stack.
 

@@ -531,6 +531,13 @@ pub(crate) fn spawn_interrupt_watcher(cancel: CancellationToken) -> tokio::task:
 /// ordinary code. Without a watchdog (fork failed) commands still end with their command;
 /// only leftovers of a killed ahelper stay until the next `swarm`/`swarm resume` sweep.
 fn start_orphan_watchdog() {
+    // The init of a PID namespace (`docker run` without `--init`): the kernel kills every
+    // process of the namespace when it exits, and a watchdog would only be one more process
+    // (in the idle class) the kernel waits for before it tells ahelper's parent.
+    // SAFETY: getpid cannot fail.
+    if unsafe { libc::getpid() } == 1 {
+        return;
+    }
     let token = ahelper_agents::process_sweep::owner_token();
     let mut fds = [0i32; 2];
     // SAFETY: pipe2 fills `fds`; fork in a single-threaded process; each branch closes the

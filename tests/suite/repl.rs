@@ -1,7 +1,7 @@
 //! The REPL through a real pseudo-terminal (tmux, driven from the test; `.ci/run` installs it):
 //! Ctrl-C at a permission question, keys typed during a turn, `/clear`, `/resume`,
 //! `--continue`, `/status`, `/diff`, `/tools` and the diff preview of write permission
-//! questions (issue 10 item 5).
+//! questions (issue 10 item 5); no `-p` memory holder in the REPL.
 
 use super::support::scripts::*;
 use super::support::tmux::{Tmux, indented_lines_after, repl_idle_after_a_swarm, repl_with};
@@ -45,6 +45,13 @@ fn ctrl_c_at_a_permission_question_cancels_the_turn() {
     tmux.line("/status");
     let screen = tmux.wait_for("Tokens:");
     assert!(screen.contains("Mode:       default"), "{screen}");
+    // The `-p` memory holder is for one-shot runs only; the watchdog is everyone's.
+    let children = child_names(tmux.pane_pid());
+    assert!(
+        children.iter().any(|c| c == "ahelper-reaper")
+            && !children.iter().any(|c| c == "ahelper-memory"),
+        "{children:?}"
+    );
 }
 
 /// Keys typed while the model works are not echoed into the answer and are waiting in the

@@ -365,3 +365,16 @@ pub fn session_lines(repo: &TestRepo) -> Vec<serde_json::Value> {
     }
     out
 }
+
+/// The names (`/proc/<pid>/comm`) of the processes whose parent is `parent`.
+pub fn child_names(parent: i32) -> Vec<String> {
+    let child_name = |entry: std::fs::DirEntry| {
+        let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+        let (head, rest) = stat.rsplit_once(") ")?;
+        let ppid = rest.split(' ').nth(1)?.parse::<i32>().ok()?;
+        let (_, name) = head.split_once('(')?;
+        (ppid == parent).then(|| name.to_string())
+    };
+    let processes = std::fs::read_dir("/proc").unwrap().flatten();
+    processes.filter_map(child_name).collect()
+}

@@ -74,8 +74,8 @@ pub use merge::{
     merge_clean_run, merge_into, start_merge,
 };
 pub use remote::{
-    delete_remote_refs, ensure_clone, fetch_refspecs, push_commit, push_commits, remote_ref,
-    remote_refs, remote_url,
+    delete_local_refs, delete_remote_refs, ensure_clone, fetch_refspecs, local_refs, push_commit,
+    push_commits, remote_ref, remote_refs, remote_url, set_branch,
 };
 pub use repo::{
     AHELPER_DIR, Head, Identity, RepoInfo, dirty_paths, ensure_excluded, snapshot_uncommitted,

@@ -4,6 +4,8 @@
 
 use std::path::Path;
 
+use crate::error::Context as _;
+use crate::repo::open_repo;
 use crate::{GitError, Oid, cli};
 
 /// The URL of `remote` (e.g. `origin`) of the repository at `repo`.
@@ -138,4 +140,68 @@ pub fn delete_remote_refs(repo: &Path, url: &str, refnames: &[String]) -> Result
     args.extend(specs.iter().map(String::as_str));
     cli::git(repo, args)?;
     Ok(())
+}
+
+/// The local refs of the repository at `repo` whose full names start with `prefix` (e.g.
+/// `refs/ahelper-pushed/<run>/`), with the commits they point to.
+///
+/// # Errors
+/// [`GitError::Libgit2`] when the repository or its refs cannot be read.
+pub fn local_refs(repo: &Path, prefix: &str) -> Result<Vec<(String, Oid)>, GitError> {
+    let repo = open_repo(repo)?;
+    let refs = repo
+        .references_glob(&format!("{prefix}*"))
+        .ctx(|| format!("listing the refs under {prefix}"))?;
+    let mut found = Vec::new();
+    for reference in refs {
+        let reference = reference.ctx(|| format!("reading a ref under {prefix}"))?;
+        if let (Some(name), Some(target)) = (reference.name().ok(), reference.target())
+            && name.starts_with(prefix)
+        {
+            found.push((name.to_string(), target));
+        }
+    }
+    Ok(found)
+}
+
+/// Points the local branch `branch` at `commit`, creating it or moving it wherever it was (a
+/// finished worker's branch taken from the remote, as a forced fetch into it would).
+///
+/// # Errors
+/// [`GitError::CommitNotFound`] when the repository lacks `commit`; [`GitError::Libgit2`].
+pub fn set_branch(repo: &Path, branch: &str, commit: Oid) -> Result<(), GitError> {
+    let repo = open_repo(repo)?;
+    repo.find_commit(commit)
+        .map_err(|_| GitError::CommitNotFound {
+            rev: commit.to_string(),
+        })?;
+    repo.reference(
+        &format!("refs/heads/{branch}"),
+        commit,
+        true,
+        "ahelper: a finished worker's branch from the remote",
+    )
+    .ctx(|| format!("pointing the branch {branch} at {commit}"))?;
+    Ok(())
+}
+
+/// Deletes the local refs of the repository at `repo` whose full names start with `prefix`;
+/// returns how many it deleted.
+///
+/// # Errors
+/// [`GitError::Libgit2`] when a ref cannot be read or deleted.
+pub fn delete_local_refs(repo: &Path, prefix: &str) -> Result<usize, GitError> {
+    let names: Vec<String> = local_refs(repo, prefix)?
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect();
+    let repo = open_repo(repo)?;
+    for name in &names {
+        if let Ok(mut reference) = repo.find_reference(name) {
+            reference
+                .delete()
+                .ctx(|| format!("deleting the ref {name}"))?;
+        }
+    }
+    Ok(names.len())
 }

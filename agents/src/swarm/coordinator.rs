@@ -151,6 +151,14 @@ pub struct WorkerDone {
     pub report: WorkerReport,
 }
 
+/// Workers that stopped together (remote workers whose branches came with one fetch): all are
+/// recorded before the next merge pass starts, so that they merge in one pass.
+#[derive(Debug, Clone)]
+pub struct WorkersDone {
+    /// Each worker's end, as [`WorkerDone`] says it.
+    pub done: Vec<WorkerDone>,
+}
+
 /// Stop the run: no new workers; running ones are cancelled, commit `wip` and report.
 #[derive(Debug, Clone)]
 pub struct CancelRun {
@@ -555,8 +563,33 @@ impl CoordinatorActor {
         status: WorkerStatus,
         report: WorkerReport,
     ) {
+        if self.record_worker_done(index, status, report) {
+            self.after_workers_done(me).await;
+        }
+    }
+
+    /// Workers that stopped together ([`WorkersDone`]): each recorded, then one merge pass
+    /// started for all that are ready.
+    async fn on_workers_done(&mut self, me: &ActorRef<Self>, done: Vec<WorkerDone>) {
+        let mut recorded = false;
+        for d in done {
+            recorded |= self.record_worker_done(d.index, d.status, d.report);
+        }
+        if recorded {
+            self.after_workers_done(me).await;
+        }
+    }
+
+    /// Records that worker `index` stopped (its report, the scheduler); `false` when it was
+    /// not running.
+    fn record_worker_done(
+        &mut self,
+        index: usize,
+        status: WorkerStatus,
+        report: WorkerReport,
+    ) -> bool {
         if self.workers.remove(&index).is_none() {
-            return;
+            return false;
         }
         tracing::debug!(worker = index, ?status, "worker done");
         self.started.remove(&index);
@@ -576,6 +609,12 @@ impl CoordinatorActor {
             // Its branch is still at its start commit: nothing to keep.
             self.remove_merged_worktree(index);
         }
+        true
+    }
+
+    /// After workers stopped: the next merge pass, the budget, new workers, the snapshot, and
+    /// the run's end when that was the last.
+    async fn after_workers_done(&mut self, me: &ActorRef<Self>) {
         self.start_next_merge(me, false);
         self.check_budget();
         self.schedule(me).await;
@@ -1187,6 +1226,14 @@ impl Message<WorkerDone> for CoordinatorActor {
         let me = ctx.actor_ref().clone();
         self.on_worker_done(&me, msg.index, msg.status, msg.report)
             .await;
+    }
+}
+
+impl Message<WorkersDone> for CoordinatorActor {
+    type Reply = ();
+    async fn handle(&mut self, msg: WorkersDone, ctx: &mut Context<Self, Self::Reply>) {
+        let me = ctx.actor_ref().clone();
+        self.on_workers_done(&me, msg.done).await;
     }
 }
 

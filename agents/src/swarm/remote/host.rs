@@ -21,6 +21,7 @@
 //! for an earlier run is reset to the subtask's start commit when used. Stopping removes them;
 //! a process that starts removes those an earlier one left.
 
+use super::batches::Announced;
 use super::connect::{HEARTBEAT_EVERY, Nats, NatsError, PROGRESS_EVERY};
 use super::pusher::{BranchPush, Pusher};
 use super::wire::{
@@ -564,10 +565,10 @@ impl Subtask {
         self.event(EventBody::Accepted);
         let control = self.watch_control().await;
         let prepared = self.prepare().await;
-        let (status, report, clone) = match prepared {
+        let (status, report, pushing) = match prepared {
             Ok((spec, clone, lease)) => {
-                let (status, report) = self.run_worker(spec, &clone, lease).await;
-                (status, report, Some(clone))
+                let (status, report, announced) = self.run_worker(spec, &clone, lease).await;
+                (status, report, Some((clone, announced)))
             }
             Err(e) => (WorkerStatus::Failed, WorkerReport::failed(e, 0), None),
         };
@@ -575,8 +576,8 @@ impl Subtask {
         if let Some(control) = control {
             control.abort();
         }
-        let (status, report) = match clone {
-            Some(clone) => self.push_branch(&clone, status, report).await,
+        let (status, report) = match pushing {
+            Some((clone, announced)) => self.push_branch(&clone, (status, report), announced).await,
             None => (status, report),
         };
         let released = self.host.stop.is_cancelled() && status == WorkerStatus::Cancelled;
@@ -643,16 +644,20 @@ impl Subtask {
         Ok((spec, paths.clone, lease))
     }
 
-    /// The local worker's run, with progress and transcript lines streamed as events.
+    /// The local worker's run, with progress and transcript lines streamed as events; and, once
+    /// it started committing, the announcement of its push ([`Pusher::announce`]).
     async fn run_worker(
         &self,
         spec: WorkerSpec,
         clone: &Path,
         lease: Option<WorktreeLease>,
-    ) -> (WorkerStatus, WorkerReport) {
+    ) -> (WorkerStatus, WorkerReport, Option<Announced>) {
         let lock = match self.host.owner.lock_for(clone) {
             Ok(lock) => lock,
-            Err(e) => return (WorkerStatus::Failed, WorkerReport::failed(e.to_string(), 0)),
+            Err(e) => {
+                let report = WorkerReport::failed(e.to_string(), 0);
+                return (WorkerStatus::Failed, report, None);
+            }
         };
         let parts = RemoteRunParts {
             run_id: self.msg.run_id.clone(),
@@ -684,7 +689,8 @@ impl Subtask {
         let mut tick = tokio::time::interval(std::time::Duration::from_millis(500));
         let mut tail = tail;
         let mut replenished = false;
-        let done = loop {
+        let mut announced = None;
+        let (status, report) = loop {
             tokio::select! {
                 done = &mut worker => break done.unwrap_or_else(|e| {
                     (WorkerStatus::Failed, WorkerReport::failed(format!("the worker's task ended: {e}"), 0))
@@ -696,6 +702,7 @@ impl Subtask {
                         self.started();
                         tokio::spawn(self.host.clone().replenish_spares(self.msg.repo_url.clone()));
                     }
+                    self.announce_commit(&progress, &mut announced);
                     self.event(EventBody::Progress { progress });
                 }
                 _ = tick.tick() => self.send_transcript(&mut tail),
@@ -705,7 +712,22 @@ impl Subtask {
             self.event(EventBody::Progress { progress });
         }
         self.send_transcript(&mut tail);
-        done
+        (status, report, announced)
+    }
+
+    /// When `progress` says the worker started committing, its push is announced to the
+    /// machine's pusher (once): a push of another slot's branch about to start waits for it.
+    fn announce_commit(&self, progress: &Progress, announced: &mut Option<Announced>) {
+        let committing = matches!(
+            progress,
+            Progress::Status {
+                status: WorkerStatus::Committing,
+                ..
+            }
+        );
+        if committing && announced.is_none() {
+            *announced = Some(self.host.pusher.announce());
+        }
     }
 
     /// Asks the coordinator this subtask's permission questions ([`super::ask`]).
@@ -748,12 +770,14 @@ impl Subtask {
         }
     }
 
-    /// Pushes the worker's branch when it committed anything; a failed push fails the worker.
+    /// Pushes the worker's branch when it committed anything (`announced`: its push's
+    /// announcement, withdrawn once queued or when there is nothing to push); a failed push
+    /// fails the worker.
     async fn push_branch(
         &self,
         clone: &Path,
-        status: WorkerStatus,
-        mut report: WorkerReport,
+        (status, mut report): (WorkerStatus, WorkerReport),
+        announced: Option<Announced>,
     ) -> (WorkerStatus, WorkerReport) {
         let branch = wire::worker_branch(&self.msg.run_id, &self.msg.worker_id);
         let root = clone.to_path_buf();
@@ -773,7 +797,7 @@ impl Subtask {
                     commit,
                     refname: format!("refs/heads/{branch}"),
                 };
-                self.host.pusher.push(push).await
+                self.host.pusher.push(push, announced).await
             }
             Ok(None) => Ok(()),
             Err(e) => Err(e.to_string()),

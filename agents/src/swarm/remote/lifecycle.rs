@@ -128,6 +128,7 @@ pub async fn clean_run(
     run_id: &str,
 ) -> Result<RemoteCleanup, CleanError> {
     check_run_id(run_id)?;
+    delete_fetched_branches(repo_root, run_id).await;
     let refs_deleted = delete_run_refs(repo_root, &remote.repo_url, run_id)
         .await
         .map_err(|source| CleanError::Git {
@@ -140,6 +141,17 @@ pub async fn clean_run(
         refs_deleted,
         released,
     })
+}
+
+/// Deletes the coordinator's copies of the branches run `run_id`'s workers pushed, as last
+/// fetched (`refs/ahelper-pushed/<run>/…` in the repository at `repo_root`; the workers' local
+/// branches stay). A failure is logged: the refs only keep commits from being pruned.
+pub async fn delete_fetched_branches(repo_root: &Path, run_id: &str) {
+    let (root, prefix) = (repo_root.to_path_buf(), super::slots::pushed_prefix(run_id));
+    let deleted = git_task(move || Ok(git::delete_local_refs(&root, &prefix)?)).await;
+    if let Err(error) = deleted {
+        tracing::warn!(run = %run_id, %error, "deleting the fetched copies of the workers' branches failed");
+    }
 }
 
 /// Deletes the run's refs on `url`; returns their names.

@@ -18,6 +18,8 @@ pub mod host;
 pub mod lifecycle;
 pub mod pusher;
 pub mod slots;
+#[cfg(test)]
+mod testing;
 pub mod wire;
 
 pub use connect::{Nats, NatsError, NatsOptions, connect};

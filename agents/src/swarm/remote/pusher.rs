@@ -1,9 +1,12 @@
 //! Pushing finished workers' branches from a worker machine ([`Pusher`]): a branch is pushed
 //! at once while fewer than [`PUSHES_IN_FLIGHT`] pushes run; the branches that finish while that many
 //! run go together into the next `git push` of their clone, so the subtasks of one machine that
-//! end at about the same time cost few pushes and none waits behind a queue of them.
+//! end at about the same time cost few pushes and none waits behind a queue of them. A
+//! subtask announces its push when it starts committing ([`Pusher::announce`]): a push about
+//! to start waits for the branches being committed, so that a machine's subtasks that end
+//! together go in one push instead of one alone and the rest after it.
 
-use super::batches::{PUSHES_IN_FLIGHT, run_batches};
+use super::batches::{Announced, Announcements, PUSHES_IN_FLIGHT, run_announced_batches};
 use crate::swarm::git_task;
 use ahelper_worktrees as git;
 use std::path::PathBuf;
@@ -32,44 +35,62 @@ struct Queued {
 #[derive(Clone)]
 pub struct Pusher {
     queue: mpsc::UnboundedSender<Queued>,
+    announcements: Announcements,
 }
 
 impl Pusher {
     /// Starts the queue's task (on the current tokio runtime).
     pub fn start() -> Pusher {
         let (queue, pending) = mpsc::unbounded_channel();
-        tokio::spawn(run(pending));
-        Pusher { queue }
+        let announcements = Announcements::default();
+        tokio::spawn(run(pending, announcements.clone()));
+        Pusher {
+            queue,
+            announcements,
+        }
     }
 
-    /// Pushes `push`: at once while fewer than [`PUSHES_IN_FLIGHT`] pushes run, else together with
-    /// the pushes queued until one of them ends.
+    /// Says a branch is being committed and will be pushed: until the returned [`Announced`]
+    /// is passed to [`Pusher::push`] or dropped, no push starts without it.
+    pub fn announce(&self) -> Announced {
+        self.announcements.announce()
+    }
+
+    /// Pushes `push`: at once while fewer than [`PUSHES_IN_FLIGHT`] pushes run and no other
+    /// announced branch is still being committed, else together with the pushes queued
+    /// meanwhile. `announced`: this branch's announcement, withdrawn once it is queued.
     ///
     /// # Errors
     /// git's message when the push was refused or the remote unreachable.
-    pub async fn push(&self, push: BranchPush) -> Result<(), String> {
+    pub async fn push(&self, push: BranchPush, announced: Option<Announced>) -> Result<(), String> {
         let (reply, outcome) = oneshot::channel();
-        self.queue
-            .send(Queued { push, reply })
-            .map_err(|_| "the machine's push queue stopped".to_string())?;
+        let queued = self.queue.send(Queued { push, reply });
+        drop(announced);
+        queued.map_err(|_| "the machine's push queue stopped".to_string())?;
         outcome
             .await
             .map_err(|_| "the machine's push queue stopped".to_string())?
     }
 }
 
-/// Takes what is queued in batches ([`run_batches`], up to [`PUSHES_IN_FLIGHT`] at once) and pushes
-/// each batch per clone and URL, until every [`Pusher`] is gone.
-async fn run(pending: mpsc::UnboundedReceiver<Queued>) {
-    run_batches(pending, PUSHES_IN_FLIGHT, |batch| async move {
-        for group in by_target(batch) {
-            let pushes: Vec<BranchPush> = group.iter().map(|q| q.push.clone()).collect();
-            let outcomes = push_together(pushes).await;
-            for (queued, outcome) in group.into_iter().zip(outcomes) {
-                let _ = queued.reply.send(outcome);
+/// Takes what is queued in batches ([`run_announced_batches`], up to [`PUSHES_IN_FLIGHT`] at
+/// once, each after the branches announced meanwhile) and pushes each batch per clone and URL,
+/// until every [`Pusher`] is gone.
+async fn run(pending: mpsc::UnboundedReceiver<Queued>, announcements: Announcements) {
+    run_announced_batches(
+        pending,
+        PUSHES_IN_FLIGHT,
+        Some(announcements),
+        |batch| async move {
+            for group in by_target(batch) {
+                let pushes: Vec<BranchPush> = group.iter().map(|q| q.push.clone()).collect();
+                let outcomes = push_together(pushes).await;
+                for (queued, outcome) in group.into_iter().zip(outcomes) {
+                    let _ = queued.reply.send(outcome);
+                }
             }
-        }
-    })
+        },
+    )
     .await;
 }
 
@@ -120,24 +141,8 @@ async fn push_together(pushes: Vec<BranchPush>) -> Vec<Result<(), String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::swarm::remote::testing::git;
     use std::path::Path;
-    use std::process::Command;
-
-    fn git(dir: &Path, args: &[&str]) -> String {
-        let out = Command::new("git")
-            .arg("-C")
-            .arg(dir)
-            .args(args)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_AUTHOR_NAME", "t")
-            .env("GIT_AUTHOR_EMAIL", "t@example.com")
-            .env("GIT_COMMITTER_NAME", "t")
-            .env("GIT_COMMITTER_EMAIL", "t@example.com")
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "git {args:?}: {out:?}");
-        String::from_utf8(out.stdout).unwrap().trim().to_string()
-    }
 
     /// A clone with `count` commits on top of each other, and a bare remote whose
     /// `post-receive` hook writes one line per push (the refs it updated) to `pushes.log`.
@@ -185,7 +190,7 @@ mod tests {
             commits
                 .iter()
                 .enumerate()
-                .map(|(i, c)| pusher.push(push_of(&clone, &remote, *c, i + 1))),
+                .map(|(i, c)| pusher.push(push_of(&clone, &remote, *c, i + 1), None)),
         )
         .await;
         assert!(outcomes.iter().all(Result::is_ok), "{outcomes:?}");
@@ -204,6 +209,32 @@ mod tests {
     }
 
     #[tokio::test(flavor = "current_thread")]
+    async fn a_push_waits_for_a_branch_being_committed_and_takes_it_along() {
+        let dir = tempfile::tempdir().unwrap();
+        let (clone, remote, commits) = clone_and_remote(dir.path(), 2);
+        let pusher = Pusher::start();
+        let committing = pusher.announce();
+        let first = tokio::spawn({
+            let (pusher, push) = (pusher.clone(), push_of(&clone, &remote, commits[0], 1));
+            async move { pusher.push(push, None).await }
+        });
+        // Without the announcement the first branch would be pushed alone by now.
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        assert!(!first.is_finished(), "the first push waits");
+        let second = pusher.push(push_of(&clone, &remote, commits[1], 2), Some(committing));
+        assert!(second.await.is_ok());
+        assert!(first.await.unwrap().is_ok());
+        let log = std::fs::read_to_string(dir.path().join("pushes.log")).unwrap();
+        assert_eq!(log.lines().count(), 1, "one push: {log}");
+        assert!(
+            log.contains("ahelper/run/w1") && log.contains("ahelper/run/w2"),
+            "{log}"
+        );
+    }
+
+    #[tokio::test(flavor = "current_thread")]
     async fn a_refused_branch_fails_alone() {
         let dir = tempfile::tempdir().unwrap();
         let (clone, remote, commits) = clone_and_remote(dir.path(), 2);
@@ -214,7 +245,8 @@ mod tests {
             push_of(&clone, &remote, missing, 2),
             push_of(&clone, &remote, commits[1], 3),
         ];
-        let outcomes = futures::future::join_all(pushes.into_iter().map(|p| pusher.push(p))).await;
+        let outcomes =
+            futures::future::join_all(pushes.into_iter().map(|p| pusher.push(p, None))).await;
         assert!(outcomes[0].is_ok() && outcomes[2].is_ok(), "{outcomes:?}");
         assert!(outcomes[1].is_err(), "{outcomes:?}");
         assert_eq!(

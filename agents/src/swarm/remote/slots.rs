@@ -12,14 +12,14 @@ use super::lifecycle;
 use super::wire::{
     self, EventBody, EventMessage, SubtaskMessage, WIRE_VERSION, base_ref, start_ref,
 };
-use crate::swarm::coordinator::{CoordinatorActor, Progress, WorkerDone};
+use crate::swarm::coordinator::{CoordinatorActor, Progress, WorkerDone, WorkersDone};
 use crate::swarm::run::RunContext;
 use crate::swarm::slots::{RunningWorker, WorkerSlots};
 use crate::swarm::state::{WorkerReport, WorkerStatus};
 use crate::swarm::worker::WorkerSpec;
 use crate::swarm::{GitTaskError, git_task};
 use ahelper_worktrees as git;
-use async_nats::jetstream::consumer;
+use async_nats::jetstream::{self, consumer};
 use futures::StreamExt;
 use kameo::prelude::*;
 use std::collections::{HashMap, HashSet};
@@ -54,6 +54,10 @@ pub enum RemoteError {
     },
 }
 
+/// At most this many events that arrived together are read (and their workers' branches
+/// fetched) together.
+const EVENTS_READ_TOGETHER: usize = 64;
+
 /// A remote worker the coordinator waits for.
 struct RemoteWorker {
     index: usize,
@@ -80,6 +84,8 @@ struct Shared {
 /// Worker slots on other machines, through NATS JetStream and a shared git remote.
 pub struct NatsSlots {
     nats: Nats,
+    /// The coordinator's repository.
+    repo_root: PathBuf,
     repo_url: String,
     run_id: String,
     shared: Arc<Mutex<Shared>>,
@@ -130,6 +136,7 @@ impl NatsSlots {
         };
         Ok(NatsSlots {
             nats,
+            repo_root: repo_root.to_path_buf(),
             repo_url,
             run_id: run_id.to_string(),
             shared: Arc::new(Mutex::new(shared)),
@@ -159,6 +166,7 @@ impl NatsSlots {
                     repo_url: self.repo_url.clone(),
                     shared: self.shared.clone(),
                     coordinator: coordinator.clone(),
+                    fetched: Mutex::default(),
                 };
                 let listener = Listener {
                     nats: self.nats.clone(),
@@ -167,6 +175,7 @@ impl NatsSlots {
                     coordinator: coordinator.clone(),
                     events_from: self.events_from,
                     finished,
+                    ended: Mutex::default(),
                 };
                 tokio::spawn(fetcher.run(fetch_queue));
                 tokio::spawn(listener.run());
@@ -247,6 +256,7 @@ impl WorkerSlots for NatsSlots {
     }
 
     async fn close(&self, run_id: &str) {
+        lifecycle::delete_fetched_branches(&self.repo_root, run_id).await;
         match lifecycle::release_run(&self.nats, run_id).await {
             Ok(released) => tracing::info!(
                 run = %run_id,
@@ -400,8 +410,11 @@ struct Listener {
     shared: Arc<Mutex<Shared>>,
     coordinator: ActorRef<CoordinatorActor>,
     events_from: u64,
-    /// Finished workers whose branches the [`BranchFetcher`] fetches.
-    finished: tokio::sync::mpsc::UnboundedSender<Finished>,
+    /// Finished workers whose branches the [`BranchFetcher`] fetches, those of the events read
+    /// together in one message.
+    finished: tokio::sync::mpsc::UnboundedSender<Vec<Finished>>,
+    /// The finished workers of the events being read, sent once they are all handled.
+    ended: Mutex<Vec<Finished>>,
 }
 
 impl Listener {
@@ -440,10 +453,13 @@ impl Listener {
             )
             .await
             .map_err(|e| NatsError::js("creating the coordinator's consumer", e))?;
+        // The events that arrived together are read together: the workers that reported
+        // their ends at once (a machine's branches pushed together) are fetched together.
         let mut messages = consumer
             .messages()
             .await
-            .map_err(|e| NatsError::js("reading events", e))?;
+            .map_err(|e| NatsError::js("reading events", e))?
+            .ready_chunks(EVENTS_READ_TOGETHER);
         let mut tick = tokio::time::interval(std::time::Duration::from_millis(500));
         loop {
             let next = tokio::select! {
@@ -455,12 +471,42 @@ impl Listener {
                     return Ok(());
                 }
             };
-            let Some(message) = next else {
+            let Some(read) = next else {
                 return Ok(());
             };
+            let handled = self.handle_all(read).await;
+            self.send_ended().await;
+            handled?;
+        }
+    }
+
+    /// Handles and acknowledges the events of `read` in order, up to the first error.
+    async fn handle_all(
+        &self,
+        read: Vec<Result<jetstream::Message, consumer::pull::MessagesError>>,
+    ) -> Result<(), NatsError> {
+        for message in read {
             let message = message.map_err(|e| NatsError::js("reading events", e))?;
             self.handle(&message.subject, &message.payload).await;
             let _ = message.ack().await;
+        }
+        Ok(())
+    }
+
+    /// Hands the workers that ended in the events just handled to the fetcher, together.
+    async fn send_ended(&self) {
+        let ended = match self.ended.lock() {
+            Ok(mut ended) => std::mem::take(&mut *ended),
+            Err(_) => return,
+        };
+        if ended.is_empty() {
+            return;
+        }
+        if let Err(unsent) = self.finished.send(ended) {
+            for finished in unsent.0 {
+                let done = finished.failed("the coordinator's fetcher stopped".into());
+                let _ = self.coordinator.tell(done).await;
+            }
         }
     }
 
@@ -561,7 +607,8 @@ impl Listener {
     }
 
     /// The worker ended: its branch is fetched from the remote (when it committed, by the
-    /// [`BranchFetcher`]), then the coordinator is told. Only the first end of a worker counts.
+    /// [`BranchFetcher`], once the events read with this one are handled), then the
+    /// coordinator is told. Only the first end of a worker counts.
     async fn finish(&self, worker: &str, index: usize, status: WorkerStatus, report: WorkerReport) {
         let Some(remote) = self
             .shared
@@ -583,10 +630,11 @@ impl Listener {
                         report,
                     },
                 };
-                match self.finished.send(finished) {
-                    Ok(()) => return,
-                    Err(unsent) => unsent.0.failed("the coordinator's fetcher stopped".into()),
+                if let Ok(mut ended) = self.ended.lock() {
+                    ended.push(finished);
+                    return;
                 }
+                finished.failed("the coordinator's event listener failed".into())
             }
             None => WorkerDone {
                 index,
@@ -661,38 +709,81 @@ impl Finished {
     }
 }
 
-/// Fetches finished workers' branches from the remote into their local branches. A worker's
-/// branch is fetched at once while fewer than [`FETCHES_IN_FLIGHT`] fetches run; the workers that
-/// finish while that many run go together into the next `git fetch`, so the workers of a wide
-/// run that end at about the same time are neither fetched one after another nor kept behind
-/// a fetch that started just before they finished.
+/// Takes finished workers' branches from the remote into their local branches. A fetch takes
+/// every branch the run's workers pushed (`ahelper/<run>/*` into `refs/ahelper-pushed/<run>/*`
+/// of this repository), so a worker whose branch arrived with an earlier fetch — it pushed
+/// before its `done` event was read — needs none: its branch is set at once. The others are
+/// fetched at once while fewer than [`FETCHES_IN_FLIGHT`] fetches run; those that finish while
+/// that many run go together into the next `git fetch`.
 struct BranchFetcher {
     run_id: String,
     repo_root: PathBuf,
     repo_url: String,
     shared: Arc<Mutex<Shared>>,
     coordinator: ActorRef<CoordinatorActor>,
+    /// The pushed branches' tips as of the last fetch, by worker id.
+    fetched: Mutex<HashMap<String, git::Oid>>,
 }
 
 impl BranchFetcher {
-    /// Fetches what is queued in batches ([`run_batches`], up to [`FETCHES_IN_FLIGHT`] at once) until
-    /// the listener is gone.
-    async fn run(self, queue: tokio::sync::mpsc::UnboundedReceiver<Finished>) {
+    /// Takes the finished workers queued (those whose ends were read together at once) until
+    /// the listener is gone: those whose branch was fetched already at once, the others in
+    /// batches ([`run_batches`], up to [`FETCHES_IN_FLIGHT`] at once).
+    async fn run(self, mut queue: tokio::sync::mpsc::UnboundedReceiver<Vec<Finished>>) {
         let fetcher = Arc::new(self);
-        run_batches(queue, FETCHES_IN_FLIGHT, |batch| {
+        let (to_fetch, fetch_queue) = tokio::sync::mpsc::unbounded_channel::<Vec<Finished>>();
+        let batches = tokio::spawn(run_batches(fetch_queue, FETCHES_IN_FLIGHT, {
             let fetcher = fetcher.clone();
-            async move { fetcher.fetch_and_tell(batch).await }
-        })
-        .await;
+            move |batch| {
+                let fetcher = fetcher.clone();
+                async move {
+                    fetcher
+                        .fetch_and_tell(batch.into_iter().flatten().collect())
+                        .await
+                }
+            }
+        }));
+        while let Some(ended) = queue.recv().await {
+            let (known, unknown): (Vec<Finished>, Vec<Finished>) =
+                ended.into_iter().partition(|f| fetcher.was_fetched(f));
+            if !known.is_empty() {
+                let fetcher = fetcher.clone();
+                tokio::spawn(async move { fetcher.fetch_and_tell(known).await });
+            }
+            if unknown.is_empty() {
+                continue;
+            }
+            if let Err(unsent) = to_fetch.send(unknown) {
+                for finished in unsent.0 {
+                    let done = finished.failed("the coordinator's fetcher stopped".into());
+                    let _ = fetcher.coordinator.tell(done).await;
+                }
+            }
+        }
+        drop(to_fetch);
+        let _ = batches.await;
     }
 
-    /// Fetches `batch` and tells the coordinator of each worker: done, or failed when its
-    /// branch could not be fetched as reported.
+    /// Whether the last fetch brought `finished`'s branch at the commit its report names.
+    fn was_fetched(&self, finished: &Finished) -> bool {
+        let Ok(commit) = git::Oid::from_str(&finished.commit) else {
+            return false;
+        };
+        self.fetched
+            .lock()
+            .is_ok_and(|tips| tips.get(&finished.worker) == Some(&commit))
+    }
+
+    /// Takes `batch`'s branches (fetching the run's pushed branches unless each was fetched
+    /// already) and tells the coordinator of its workers, in one message: done, or failed when
+    /// its branch could not be had as reported.
     async fn fetch_and_tell(&self, batch: Vec<Finished>) {
-        let outcomes = self.fetch(&batch).await;
+        let outcomes = self.take(&batch).await;
         tracing::debug!(workers = batch.len(), "fetched finished branches");
-        for (finished, outcome) in batch.into_iter().zip(outcomes) {
-            let done = match outcome {
+        let done = batch
+            .into_iter()
+            .zip(outcomes)
+            .map(|(finished, outcome)| match outcome {
                 Ok(commit) => {
                     if let Ok(mut shared) = self.shared.lock() {
                         shared.on_remote.insert(commit);
@@ -700,70 +791,120 @@ impl BranchFetcher {
                     finished.done
                 }
                 Err(error) => finished.failed(error),
-            };
-            let _ = self.coordinator.tell(done).await;
-        }
+            })
+            .collect();
+        // Told together: they merge in one pass.
+        let _ = self.coordinator.tell(WorkersDone { done }).await;
     }
 
-    /// Each of `batch`'s branches, fetched and checked ([`fetch_branches`]).
-    async fn fetch(&self, batch: &[Finished]) -> Vec<Result<git::Oid, String>> {
+    /// Each of `batch`'s branches set at its fetched tip ([`take_branches`]).
+    async fn take(&self, batch: &[Finished]) -> Vec<Result<git::Oid, String>> {
+        let fetch = !batch.iter().all(|f| self.was_fetched(f));
         let wanted: Vec<WantedBranch> = batch
             .iter()
             .map(|f| WantedBranch {
-                remote_branch: wire::worker_branch(&self.run_id, &f.worker),
+                worker: f.worker.clone(),
                 branch: f.branch.clone(),
                 commit: f.commit.clone(),
             })
             .collect();
-        let (root, url) = (self.repo_root.clone(), self.repo_url.clone());
+        let (root, url, run) = (
+            self.repo_root.clone(),
+            self.repo_url.clone(),
+            self.run_id.clone(),
+        );
         let count = wanted.len();
-        git_task(move || Ok(fetch_branches(&root, &url, &wanted)))
-            .await
-            .unwrap_or_else(|e| vec![Err(format!("could not fetch its branch: {e}")); count])
+        let taken = git_task(move || Ok(take_branches(&root, &url, &run, &wanted, fetch))).await;
+        let Taken { tips, outcomes } = match taken {
+            Ok(taken) => taken,
+            Err(e) => {
+                let error = format!("could not fetch its branch: {e}");
+                return vec![Err(error); count];
+            }
+        };
+        if let (Some(tips), Ok(mut fetched)) = (tips, self.fetched.lock()) {
+            fetched.extend(tips);
+        }
+        outcomes
     }
 }
 
-/// A finished worker's branch to fetch: `ahelper/<run>/<worker>` on the remote into the local
+/// A finished worker's branch to take: `ahelper/<run>/<worker>` as fetched into the local
 /// `branch`, which must then be at `commit`.
 struct WantedBranch {
-    remote_branch: String,
+    worker: String,
     branch: String,
     commit: String,
 }
 
-/// Fetches every `wanted` branch in one `git fetch` (one by one when that fails, so a missing
-/// branch fails only its worker) and checks that each is at the commit its report names.
-fn fetch_branches(
-    root: &Path,
-    url: &str,
-    wanted: &[WantedBranch],
-) -> Vec<Result<git::Oid, String>> {
-    let spec =
-        |w: &WantedBranch| format!("+refs/heads/{}:refs/heads/{}", w.remote_branch, w.branch);
-    let specs: Vec<String> = wanted.iter().map(spec).collect();
-    let together = wanted.len() > 1 && git::fetch_refspecs(root, url, &specs).is_ok();
-    wanted
+/// Where the coordinator's repository keeps the branches run `run`'s workers pushed, as last
+/// fetched (`refs/ahelper-pushed/<run>/<worker>`; deleted when the run ends).
+pub(super) fn pushed_prefix(run: &str) -> String {
+    format!("refs/ahelper-pushed/{run}/")
+}
+
+/// What [`take_branches`] did.
+struct Taken {
+    /// The tips of the run's pushed branches by worker id, when it fetched.
+    tips: Option<HashMap<String, git::Oid>>,
+    /// Per wanted branch: the commit it was set at, or why not.
+    outcomes: Vec<Result<git::Oid, String>>,
+}
+
+/// With `fetch`, fetches every branch the run's workers pushed in one `git fetch` and reads
+/// their tips; then sets each `wanted` branch at its worker's fetched tip, which must be the
+/// commit its report names.
+fn take_branches(root: &Path, url: &str, run: &str, wanted: &[WantedBranch], fetch: bool) -> Taken {
+    let prefix = pushed_prefix(run);
+    let mut fetch_error = None;
+    if fetch {
+        let spec = format!("+refs/heads/ahelper/{run}/*:{prefix}*");
+        fetch_error = git::fetch_refspecs(root, url, &[spec]).err();
+    }
+    let tips: HashMap<String, git::Oid> = git::local_refs(root, &prefix)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|(name, oid)| Some((name.strip_prefix(&prefix)?.to_string(), oid)))
+        .collect();
+    let outcomes = wanted
         .iter()
-        .map(|w| {
-            let expected = git::Oid::from_str(&w.commit)
-                .map_err(|_| format!("invalid commit {}", w.commit))?;
-            let fetched = if together {
-                Ok(())
-            } else {
-                git::fetch_refspecs(root, url, &[spec(w)])
-            };
-            let tip = fetched
-                .and_then(|()| git::branch_tip(root, &w.branch))
-                .map_err(|e| format!("could not fetch its branch {}: {e}", w.remote_branch))?;
-            if tip != expected {
-                return Err(format!(
-                    "its branch {} on the remote is at {tip}, its report names {expected}",
-                    w.remote_branch
-                ));
-            }
-            Ok(tip)
-        })
-        .collect()
+        .map(|w| take_branch(root, run, w, tips.get(&w.worker), fetch_error.as_ref()))
+        .collect();
+    Taken {
+        tips: fetch.then_some(tips),
+        outcomes,
+    }
+}
+
+/// Sets `w`'s local branch at `tip`, its worker's pushed branch as fetched, when that is the
+/// commit its report names.
+fn take_branch(
+    root: &Path,
+    run: &str,
+    w: &WantedBranch,
+    tip: Option<&git::Oid>,
+    fetch_error: Option<&git::GitError>,
+) -> Result<git::Oid, String> {
+    let expected =
+        git::Oid::from_str(&w.commit).map_err(|_| format!("invalid commit {}", w.commit))?;
+    let remote_branch = wire::worker_branch(run, &w.worker);
+    let tip = match (tip, fetch_error) {
+        (Some(tip), _) => *tip,
+        (None, Some(e)) => return Err(format!("could not fetch its branch {remote_branch}: {e}")),
+        (None, None) => {
+            return Err(format!(
+                "could not fetch its branch {remote_branch}: the remote has no such branch"
+            ));
+        }
+    };
+    if tip != expected {
+        return Err(format!(
+            "its branch {remote_branch} on the remote is at {tip}, its report names {expected}"
+        ));
+    }
+    git::set_branch(root, &w.branch, tip)
+        .map_err(|e| format!("could not set its branch {} at {tip}: {e}", w.branch))?;
+    Ok(tip)
 }
 
 /// `progress` with the coordinator's index of its worker (a remote worker's own is ignored);
@@ -825,4 +966,93 @@ fn append_lines(path: &Path, lines: &[&String]) -> std::io::Result<()> {
         text.push('\n');
     }
     file.write_all(text.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::swarm::remote::testing::git;
+
+    const RUN: &str = "0190a0b0-0000-7000-8000-000000000001";
+
+    /// The coordinator's repository, a bare remote, and workers `w1` and `w2` that pushed a
+    /// commit each to `ahelper/<run>/<worker>` there: (repository, remote URL, their commits).
+    fn pushed_branches(dir: &Path) -> (PathBuf, String, Vec<String>) {
+        let (repo, remote, worker) = (dir.join("repo"), dir.join("remote.git"), dir.join("w"));
+        std::fs::create_dir_all(&repo).unwrap();
+        git(&repo, &["init", "-q"]);
+        std::fs::write(repo.join("f.txt"), "base\n").unwrap();
+        git(&repo, &["add", "f.txt"]);
+        git(&repo, &["commit", "-q", "-m", "base"]);
+        git(dir, &["clone", "-q", "--bare", "repo", "remote.git"]);
+        git(dir, &["clone", "-q", "remote.git", "w"]);
+        let url = remote.to_string_lossy().into_owned();
+        let commits = ["w1", "w2"]
+            .iter()
+            .map(|w| {
+                std::fs::write(worker.join(format!("{w}.txt")), "x\n").unwrap();
+                git(&worker, &["add", "."]);
+                git(&worker, &["commit", "-q", "-m", w]);
+                let spec = format!("HEAD:refs/heads/ahelper/{RUN}/{w}");
+                git(&worker, &["push", "-q", &url, &spec]);
+                git(&worker, &["rev-parse", "HEAD"])
+            })
+            .collect();
+        (repo, url, commits)
+    }
+
+    fn wanted(worker: &str, commit: &str) -> WantedBranch {
+        WantedBranch {
+            worker: worker.into(),
+            branch: format!("ahelper/{RUN}/{worker}"),
+            commit: commit.into(),
+        }
+    }
+
+    #[test]
+    fn one_fetch_brings_every_pushed_branch_and_a_later_one_needs_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let (repo, url, commits) = pushed_branches(dir.path());
+        let Taken { tips, outcomes } =
+            take_branches(&repo, &url, RUN, &[wanted("w1", &commits[0])], true);
+        assert_eq!(outcomes[0].as_ref().unwrap().to_string(), commits[0]);
+        let tips = tips.expect("fetched");
+        assert_eq!(tips.len(), 2, "{tips:?}");
+        assert_eq!(tips["w2"].to_string(), commits[1]);
+        // w2 was fetched with w1: taken without a fetch (the remote is gone meanwhile).
+        std::fs::remove_dir_all(dir.path().join("remote.git")).unwrap();
+        let Taken { tips, outcomes } =
+            take_branches(&repo, &url, RUN, &[wanted("w2", &commits[1])], false);
+        assert!(tips.is_none());
+        assert_eq!(outcomes[0].as_ref().unwrap().to_string(), commits[1]);
+        let branch = format!("ahelper/{RUN}/w2");
+        assert_eq!(git(&repo, &["rev-parse", &branch]), commits[1]);
+        // When the run ends, the fetched copies go; the workers' branches stay.
+        let deleted = git::delete_local_refs(&repo, &pushed_prefix(RUN)).unwrap();
+        assert_eq!(deleted, 2);
+        assert!(
+            git::local_refs(&repo, &pushed_prefix(RUN))
+                .unwrap()
+                .is_empty()
+        );
+        assert_eq!(git(&repo, &["rev-parse", &branch]), commits[1]);
+    }
+
+    #[test]
+    fn a_branch_at_another_commit_or_missing_fails_only_its_worker() {
+        let dir = tempfile::tempdir().unwrap();
+        let (repo, url, commits) = pushed_branches(dir.path());
+        let wanted = [
+            wanted("w1", &commits[1]),
+            wanted("w2", &commits[1]),
+            wanted("w3", &commits[1]),
+        ];
+        let outcomes = take_branches(&repo, &url, RUN, &wanted, true).outcomes;
+        let error = outcomes[0].as_ref().unwrap_err();
+        assert!(error.contains("its report names"), "{error}");
+        assert!(outcomes[1].is_ok(), "{outcomes:?}");
+        let error = outcomes[2].as_ref().unwrap_err();
+        assert!(error.contains("no such branch"), "{error}");
+        assert!(git::branch_tip(&repo, &format!("ahelper/{RUN}/w1")).is_err());
+    }
 }

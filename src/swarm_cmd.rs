@@ -324,6 +324,7 @@ pub(crate) async fn start(
         Err(code) => {
             discard(warm).await;
             discard_remote(remote, nats, planned.record()).await;
+            planned.flushed().await;
             return code;
         }
     };
@@ -773,6 +774,7 @@ async fn execute_run(
         Ok(slots) => slots,
         Err(e) => {
             eprintln!("ahelper: {e}");
+            run.flushed().await;
             return 1;
         }
     };

@@ -5,7 +5,9 @@
 //!
 //! Two entry points: [`replace_in_dir`] for the file tools (the directory is an open handle the
 //! sandbox verified, so the rename cannot be redirected out of the workspace) and
-//! [`write_path`] for ahelper's own state files (`run.json`, `.ahelper/config.toml`).
+//! [`write_path`] for ahelper's own state files (`run.json`, `.ahelper/config.toml`);
+//! [`write_path_deferring_sync`] replaces a state file just as atomically but leaves the
+//! `fsync` to the caller (a swarm's `run.json` before its workers start: flushed beside them).
 //! [`describe_write_error`] words a failure for the user, naming "No space left on device"
 //! and what to do.
 
@@ -15,7 +17,7 @@ use std::io::{self, Write};
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// What the replacement keeps of the file it replaces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,7 +54,18 @@ pub fn replace_in_dir(
     bytes: &[u8],
     keep: Option<Keep>,
 ) -> io::Result<()> {
-    replace_through(dir, name, bytes, keep, &mut |file| Box::new(file))
+    replace_through(dir, name, bytes, (keep, Flush::Now), &mut |file| {
+        Box::new(file)
+    })
+}
+
+/// When a replacement reaches the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Flush {
+    /// The file is `fsync`ed before the rename and the directory after it.
+    Now,
+    /// Neither: the caller flushes later ([`PendingSync::sync`]).
+    Later,
 }
 
 /// [`replace_in_dir`] writing the content through the writer `sink` makes of the temporary
@@ -61,24 +74,33 @@ fn replace_through(
     dir: &File,
     name: &OsStr,
     bytes: &[u8],
-    keep: Option<Keep>,
+    (keep, flush): (Option<Keep>, Flush),
     sink: &mut dyn for<'f> FnMut(&'f mut File) -> Box<dyn Write + 'f>,
 ) -> io::Result<()> {
     let tmp_name = temp_name(name);
     let mut file = create_temp(dir, &tmp_name)?;
     let written = fill(&mut file, bytes, keep, sink)
+        .and_then(|()| {
+            if flush == Flush::Now {
+                file.sync_all()
+            } else {
+                Ok(())
+            }
+        })
         .and_then(|()| rename_in(dir, &tmp_name, name))
         .inspect_err(|_| {
             let _ = unlink_in(dir, &tmp_name);
         });
     written?;
-    // The rename is durable once the directory entry is; some filesystems refuse a directory
-    // fsync, which does not undo the replacement.
-    let _ = dir.sync_all();
+    if flush == Flush::Now {
+        // The rename is durable once the directory entry is; some filesystems refuse a
+        // directory fsync, which does not undo the replacement.
+        let _ = dir.sync_all();
+    }
     Ok(())
 }
 
-/// Writes `bytes` through `sink`, restores `keep`'s mode and owner, and `fsync`s the file.
+/// Writes `bytes` through `sink` and restores `keep`'s mode and owner.
 fn fill(
     file: &mut File,
     bytes: &[u8],
@@ -98,7 +120,7 @@ fn fill(
         }
         file.set_permissions(std::fs::Permissions::from_mode(keep.mode))?;
     }
-    file.sync_all()
+    Ok(())
 }
 
 /// `.<name>.ahelper-<uuid>.tmp`, with `name` cut to 64 bytes so the result stays a valid name.
@@ -162,6 +184,45 @@ fn unlink_in(dir: &File, name: &OsStr) -> io::Result<()> {
 /// # Errors
 /// As [`replace_in_dir`]; also when `path` has no parent or file name.
 pub fn write_path(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    write_path_flushing(path, bytes, Flush::Now).map(|_| ())
+}
+
+/// [`write_path`] without waiting for the disk: the new file is written and renamed into
+/// place (every reader, in this process or another, sees the old bytes or the new ones, never
+/// a mix), but neither it nor the rename is flushed (`fsync`, milliseconds on a busy disk)
+/// until the caller calls [`PendingSync::sync`]. Until then only a power loss can undo it:
+/// the file may then read as it was before, or empty.
+///
+/// # Errors
+/// As [`write_path`].
+pub fn write_path_deferring_sync(path: &Path, bytes: &[u8]) -> io::Result<PendingSync> {
+    write_path_flushing(path, bytes, Flush::Later)
+}
+
+/// A file replaced by [`write_path_deferring_sync`], not yet flushed to disk.
+#[derive(Debug)]
+#[must_use = "the file is not on disk until it is synced"]
+pub struct PendingSync {
+    file: PathBuf,
+    dir: PathBuf,
+}
+
+impl PendingSync {
+    /// Flushes the file (whatever is at its path now: a later replacement flushes itself too)
+    /// and its directory entry (best effort, as [`replace_in_dir`]).
+    ///
+    /// # Errors
+    /// The I/O error of opening or syncing the file.
+    pub fn sync(self) -> io::Result<()> {
+        File::open(&self.file)?.sync_all()?;
+        if let Ok(dir) = File::open(&self.dir) {
+            let _ = dir.sync_all();
+        }
+        Ok(())
+    }
+}
+
+fn write_path_flushing(path: &Path, bytes: &[u8], flush: Flush) -> io::Result<PendingSync> {
     let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -178,7 +239,11 @@ pub fn write_path(path: &Path, bytes: &[u8]) -> io::Result<()> {
         Ok(meta) if meta.is_file() => Some(Keep::of(&meta)),
         _ => None,
     };
-    replace_in_dir(&dir, name, bytes, keep)
+    replace_through(&dir, name, bytes, (keep, flush), &mut |file| Box::new(file))?;
+    Ok(PendingSync {
+        file: path.to_path_buf(),
+        dir: parent.to_path_buf(),
+    })
 }
 
 /// Whether `e` means the disk (or the user's quota) is full.
@@ -248,7 +313,7 @@ mod tests {
             &dir,
             OsStr::new("notes.txt"),
             &[b'x'; 10_000],
-            keep,
+            (keep, Flush::Now),
             &mut |file| Box::new(FailsAfter { file, limit: 4096 }),
         )
         .unwrap_err();
@@ -269,9 +334,13 @@ mod tests {
     fn a_new_file_failing_midway_is_not_created() {
         let tmp = tempfile::tempdir().unwrap();
         let dir = File::open(tmp.path()).unwrap();
-        replace_through(&dir, OsStr::new("new.txt"), b"abc", None, &mut |file| {
-            Box::new(FailsAfter { file, limit: 0 })
-        })
+        replace_through(
+            &dir,
+            OsStr::new("new.txt"),
+            b"abc",
+            (None, Flush::Now),
+            &mut |file| Box::new(FailsAfter { file, limit: 0 }),
+        )
         .unwrap_err();
         assert!(entries(tmp.path()).is_empty(), "no 0-byte file left");
     }
@@ -290,6 +359,22 @@ mod tests {
         let mode = std::fs::metadata(&target).unwrap().mode() & 0o7777;
         assert_eq!(mode, 0o750);
         assert_eq!(entries(tmp.path()), vec!["run.sh"]);
+    }
+
+    /// A replacement whose flush is left to the caller is in place, whole, before the flush.
+    #[test]
+    fn a_deferred_replacement_is_in_place_before_its_flush() {
+        let tmp = tempfile::tempdir().unwrap();
+        let target = tmp.path().join("run.json");
+        std::fs::write(&target, "old").unwrap();
+        std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o640)).unwrap();
+        let pending = write_path_deferring_sync(&target, b"{\"new\": true}").unwrap();
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "{\"new\": true}");
+        let mode = std::fs::metadata(&target).unwrap().mode() & 0o7777;
+        assert_eq!(mode, 0o640);
+        assert_eq!(entries(tmp.path()), vec!["run.json"]);
+        pending.sync().unwrap();
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "{\"new\": true}");
     }
 
     #[test]

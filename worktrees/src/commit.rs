@@ -172,6 +172,26 @@ pub fn diff_stats(repo: &Path, from: Oid, to: Oid) -> Result<DiffStats, GitError
     diff_stats_in(&repo, from, to)
 }
 
+/// [`diff_stats`] from the commit `base` (any revision: a commit id, a branch) to the tip of
+/// the local branch `branch`, with one repository open (a swarm's closing turn: its integration
+/// branch against its base).
+///
+/// # Errors
+/// [`GitError::CommitNotFound`] for an unknown `base`, [`GitError::BranchNotFound`]; those of
+/// [`diff_stats`].
+pub fn branch_diff_stats(repo: &Path, base: &str, branch: &str) -> Result<DiffStats, GitError> {
+    let repo = open_repo(repo)?;
+    let tip = crate::branch::tip(&repo, branch)?;
+    let base = repo
+        .revparse_single(base)
+        .and_then(|o| o.peel_to_commit())
+        .map(|c| c.id())
+        .map_err(|_| GitError::CommitNotFound {
+            rev: base.to_owned(),
+        })?;
+    diff_stats_in(&repo, base, tip)
+}
+
 /// The diff of commit `from`'s tree to commit `to`'s (default options, no rename detection).
 ///
 /// # Errors

@@ -157,6 +157,12 @@ pub struct IncludeList {
 }
 
 impl IncludeList {
+    /// Whether the repository has a `.worktreeinclude` (without one, [`bring_listed`] does
+    /// nothing).
+    pub fn has_include_file(&self) -> bool {
+        self.has_include_file
+    }
+
     /// Whether the include patterns match anything under the directory `dir` (relative,
     /// `/`-separated, no trailing slash), e.g. `target`: the user chose what happens to it.
     pub fn covers(&self, dir: &str) -> bool {

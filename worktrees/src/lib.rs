@@ -56,7 +56,9 @@ pub use branch::{
 pub use cargo_warm::{
     CARGO_SEED_DIR, CargoSeed, CargoSeedReport, NoSeedReason, list_cargo_seed, seed_cargo_target,
 };
-pub use commit::{DiffStats, Measured, commit_all, commit_and_measure, diff_stats};
+pub use commit::{
+    DiffStats, Measured, branch_diff_stats, commit_all, commit_and_measure, diff_stats,
+};
 pub use error::GitError;
 pub use git2::Oid;
 pub use hazards::{

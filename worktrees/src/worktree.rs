@@ -1063,8 +1063,7 @@ fn linked_entry(
         tracing::warn!(name, "worktree admin dir without a gitdir file; skipped");
         return Ok(None);
     };
-    let exists = path.exists();
-    let path = if exists { canonical(&path)? } else { path };
+    let (path, exists) = resolve_listed(path)?;
     let (locked, lock_reason) = match repo.find_worktree(name).map(|w| w.is_locked()) {
         Ok(Ok(WorktreeLockStatus::Locked(reason))) => (true, reason.filter(|r| !r.is_empty())),
         _ => (false, None),
@@ -1081,6 +1080,22 @@ fn linked_entry(
         lock_reason,
         prunable: !exists,
     }))
+}
+
+/// A listed worktree's directory, canonical, and whether it exists. A listing outside the
+/// repository lock (a worker looking for its branch's worktree) can meet a worktree being
+/// renamed under it (a spare recycled or parked by another worker): a directory gone between
+/// the check and its resolution is reported as missing, as if listed a moment later, instead
+/// of failing the whole listing; any other failure to resolve it is an error.
+fn resolve_listed(path: PathBuf) -> Result<(PathBuf, bool), GitError> {
+    if !path.exists() {
+        return Ok((path, false));
+    }
+    match canonical(&path) {
+        Ok(resolved) => Ok((resolved, true)),
+        Err(_) if !path.exists() => Ok((path, false)),
+        Err(e) => Err(e),
+    }
 }
 
 pub(crate) fn list(repo: &Repository) -> Result<Vec<WorktreeInfo>, GitError> {
@@ -1178,5 +1193,27 @@ pub(crate) fn remove_marker(common: &Path, path: &Path) {
         && e.kind() != std::io::ErrorKind::NotFound
     {
         tracing::warn!(file = %file.display(), error = %e, "could not delete a worktree marker");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A listed worktree directory that is there is resolved; one that is gone (deleted, or
+    /// renamed away by a recycle while an unlocked listing looked at it) is reported missing
+    /// instead of failing the listing.
+    #[test]
+    fn a_listed_directory_is_resolved_or_reported_missing() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real");
+        fs::create_dir(&real).unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        let (resolved, exists) = resolve_listed(link).unwrap();
+        assert!(exists);
+        assert_eq!(resolved, canonical(&real).unwrap());
+        let gone = dir.path().join("gone");
+        assert_eq!(resolve_listed(gone.clone()).unwrap(), (gone, false));
     }
 }

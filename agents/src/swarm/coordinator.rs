@@ -16,7 +16,7 @@ use super::cleanup::{MergedWork, remove_merged_work};
 use super::events::SwarmEvent;
 use super::merge_queue::{Gate, GatedMerge, MergeQueue, MergeStep};
 use super::plan::Plan;
-use super::record_saver::RecordSaver;
+use super::record_saver::{RecordFlush, RecordSaver};
 use super::run::RunContext;
 use super::scheduler::{Scheduler, SlotState};
 use super::slots::RunningWorker;
@@ -224,6 +224,9 @@ pub struct CoordinatorArgs {
     /// Plan indices of unfinished workers not to start in this process (`swarm resume
     /// --only-failed` / `--worker`).
     pub held: BTreeSet<usize>,
+    /// The flush of the record's last save before the run started: the coordinator's saves
+    /// come after it.
+    pub flush: RecordFlush,
     /// Fired with the final record.
     pub done: tokio::sync::oneshot::Sender<RunRecord>,
 }
@@ -257,7 +260,7 @@ impl Actor for CoordinatorActor {
             cancelled: None,
             done: Some(args.done),
             last_save: Instant::now(),
-            saver: Some(RecordSaver::start()),
+            saver: Some(RecordSaver::after(args.flush)),
             counted_usage: BTreeMap::new(),
             counted_helper_usage: BTreeMap::new(),
             earlier: BTreeMap::new(),

@@ -6,6 +6,7 @@
 use super::events::SwarmEvent;
 use super::plan::{Plan, PlanError, parse_plan};
 use super::plan_review::{collapse_chain, review_plan};
+use super::record_saver::RecordFlush;
 use super::roles::load_role;
 use super::run::{PlannedRun, PreparedRun, RunIo, SwarmError, worker_branch, worktree_base};
 use super::state::{RunRecord, RunStatus, WorkerRecord};
@@ -75,9 +76,11 @@ pub async fn plan_run(
     agent.unsubscribe();
     drop(agent);
     let _ = forward.await;
+    // Long done: the planning request took longer than the flush.
+    prepared.flush.wait().await;
     match asked {
         Ok(plan) => {
-            // One save for the plan and the remote (its `fsync`s come before the workers start).
+            // One save for the plan and the remote.
             prepared.take_ready_remote();
             save_plan(&mut prepared.record, plan, config, io)
         }
@@ -280,10 +283,13 @@ fn save_plan(
     record.plan = Some(plan.clone());
     record.workers = worker_records(record, &plan, config);
     record.status = RunStatus::Planned;
-    record.save()?;
+    // Flushed beside the first workers' start; the coordinator's first save waits for it.
+    let flush = RecordFlush::start(record.save_deferring_sync()?);
     tracing::debug!(subtasks = plan.subtasks.len(), "saved the plan");
     let _ = io.events.send(SwarmEvent::PlanReady { plan });
-    PlannedRun::from_record(record.clone())
+    let mut planned = PlannedRun::from_record(record.clone())?;
+    planned.set_flush(flush);
+    Ok(planned)
 }
 
 /// Worker `w<i>` for the i-th subtask (1-based), with its branch and worktree directory.

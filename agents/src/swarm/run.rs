@@ -10,6 +10,7 @@ use super::coordinator::{CancelRun, CoordinatorActor, CoordinatorArgs};
 use super::events::SwarmEvent;
 use super::plan::Plan;
 use super::planning::PlanFailure;
+use super::record_saver::RecordFlush;
 use super::roles::{RoleDefinition, load_role};
 use super::state::{RunRecord, RunStatus, RunStoreError, WorkerStatus, run_dir};
 use super::verification::BaselineHandle;
@@ -276,6 +277,8 @@ pub struct PreparedRun {
     /// planning) has connected and pushed the base: when it is there by the time the plan is
     /// saved, that save records it too ([`Self::take_ready_remote`]).
     pub remote_ready: Option<tokio::sync::oneshot::Receiver<super::state::RemoteRecord>>,
+    /// The record's flush to disk, under way beside the planning request.
+    pub flush: RecordFlush,
 }
 
 impl PreparedRun {
@@ -339,6 +342,8 @@ pub struct PlannedRun {
     /// Plan indices of unfinished workers this process must not start (`swarm resume
     /// --only-failed` / `--worker`): they keep their state for a later resume.
     held: BTreeSet<usize>,
+    /// The flush of the record's last save (the plan's), under way beside the first workers.
+    flush: RecordFlush,
 }
 
 impl PlannedRun {
@@ -354,6 +359,7 @@ impl PlannedRun {
                 pending_baseline: None,
                 warm_start: None,
                 held: BTreeSet::new(),
+                flush: RecordFlush::default(),
             }),
             None => Err(SwarmError::NotPlanned {
                 run_id: record.run_id,
@@ -374,6 +380,18 @@ impl PlannedRun {
     /// The record and the plan.
     pub fn into_parts(self) -> (RunRecord, Plan) {
         (self.record, self.plan)
+    }
+
+    /// The run's record was saved (its plan) without waiting for the disk, flushed by `flush`
+    /// ([`RunRecord::save_deferring_sync`]): the coordinator's saves wait for it.
+    pub fn set_flush(&mut self, flush: RecordFlush) {
+        self.flush = flush;
+    }
+
+    /// Returns once the record's last save is on disk (a run that does not start: before the
+    /// process exits).
+    pub async fn flushed(&self) {
+        self.flush.wait().await;
     }
 
     /// For `swarm resume`: the workers at `selected` (plan indices) run again — a failed or
@@ -504,12 +522,14 @@ pub fn prepare_run(
         (base, base_ref)
     };
     let mut record = new_record(run_id, task, root, base, base_label, config);
-    record.save()?;
+    // On disk beside the planning request rather than before it.
+    let flush = RecordFlush::start(record.save_deferring_sync()?);
     Ok(PreparedRun {
         record,
         repo,
         dirty,
         remote_ready: None,
+        flush,
     })
 }
 
@@ -568,6 +588,7 @@ pub async fn execute(
     let pending = run.pending_baseline.clone();
     let warm = run.warm_start.clone();
     let held = run.held.clone();
+    let flush = run.flush.clone();
     let (mut record, plan) = run.into_parts();
     // A resumed run is this process's now: `swarm ls` must see it running, not interrupted.
     record.claim_for_this_process();
@@ -577,6 +598,7 @@ pub async fn execute(
         Ok(baseline) => baseline,
         Err(e) => {
             discard_warm_start(warm).await;
+            flush.wait().await;
             return Err(e);
         }
     };
@@ -599,6 +621,7 @@ pub async fn execute(
         Ok(context) => Arc::new(context),
         Err(e) => {
             discard_warm_start(warm).await;
+            flush.wait().await;
             return Err(e);
         }
     };
@@ -609,7 +632,7 @@ pub async fn execute(
         base_commit: record.base_commit.clone(),
         integration_branch: record.integration_branch.clone(),
     });
-    let final_record = coordinate(context.clone(), record, plan, held, io.cancel).await;
+    let final_record = coordinate(context.clone(), (record, plan, held, flush), io.cancel).await;
     context.worker_slots.close(&final_record.run_id).await;
     context.publish(SwarmEvent::RunFinished {
         record: Box::new(final_record.clone()),
@@ -785,9 +808,7 @@ fn run_context(
 /// leaves a `failed` record.
 async fn coordinate(
     context: Arc<RunContext>,
-    record: RunRecord,
-    plan: Plan,
-    held: BTreeSet<usize>,
+    (record, plan, held, flush): (RunRecord, Plan, BTreeSet<usize>, RecordFlush),
     user_stop: UserStop,
 ) -> RunRecord {
     let fallback = record.clone();
@@ -798,6 +819,7 @@ async fn coordinate(
             record,
             plan,
             held,
+            flush,
             done: done_tx,
         },
         kameo::mailbox::unbounded(),

@@ -189,10 +189,15 @@ impl WorktreeSetup {
             .map_err(SetupFailure::Include)?
             .clone();
         let (dest, limits): (PathBuf, _) = (worktree.into(), self.include_limits);
-        let included = list.clone();
-        let report = git_task(move || Ok(git::bring_listed(&included, &dest, limits)?))
-            .await
-            .map_err(SetupFailure::Include)?;
+        let report = if list.has_include_file() {
+            let included = list.clone();
+            git_task(move || Ok(git::bring_listed(&included, &dest, limits)?))
+                .await
+                .map_err(SetupFailure::Include)?
+        } else {
+            // Nothing to bring: no trip to the blocking pool on the way to the first request.
+            git::IncludeReport::default()
+        };
         let left = git::IncludeLimits {
             max_bytes: limits.max_bytes.saturating_sub(report.bytes),
         };
@@ -232,6 +237,10 @@ impl WorktreeSetup {
             .await
             .map_err(SetupFailure::CargoWarm)?
             .clone();
+        if seed.applies().is_err() {
+            // Not a Rust project with built dependencies: nothing to seed, no blocking task.
+            return Ok(());
+        }
         let dest: PathBuf = worktree.into();
         let report = git_task(move || Ok(git::seed_cargo_target(&seed, &dest, limits)?))
             .await

@@ -623,6 +623,25 @@ impl RunRecord {
     /// # Errors
     /// [`RunStoreError::Io`].
     pub fn save(&mut self) -> Result<(), RunStoreError> {
+        self.write(crate::atomic_write::write_path).map(|_| ())
+    }
+
+    /// [`RunRecord::save`] without waiting for the disk: the record is renamed into place
+    /// (every reader sees it whole) and flushed when the caller syncs what this returns
+    /// ([`crate::atomic_write::write_path_deferring_sync`]).
+    ///
+    /// # Errors
+    /// [`RunStoreError::Io`].
+    pub fn save_deferring_sync(
+        &mut self,
+    ) -> Result<crate::atomic_write::PendingSync, RunStoreError> {
+        self.write(crate::atomic_write::write_path_deferring_sync)
+    }
+
+    fn write<T>(
+        &mut self,
+        replace: impl FnOnce(&Path, &[u8]) -> std::io::Result<T>,
+    ) -> Result<T, RunStoreError> {
         self.updated_at = crate::transcript::now_rfc3339();
         let dir = run_dir(&self.repo_root, &self.run_id);
         let io = |path: &Path| {
@@ -632,7 +651,7 @@ impl RunRecord {
         std::fs::create_dir_all(&dir).map_err(io(&dir))?;
         let target = dir.join("run.json");
         let text = serde_json::to_string_pretty(self).expect("run records serialise");
-        crate::atomic_write::write_path(&target, text.as_bytes()).map_err(io(&target))
+        replace(&target, text.as_bytes()).map_err(io(&target))
     }
 
     /// Reads one run's record.

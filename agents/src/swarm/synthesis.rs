@@ -167,9 +167,7 @@ async fn diffstat(record: &RunRecord) -> Result<String, GitTaskError> {
         record.base_commit.clone(),
     );
     git_task(move || {
-        let tip = git::branch_tip(&repo, &branch)?;
-        let base = git::resolve_commit(&repo, &base)?;
-        let stats = git::diff_stats(&repo, base, tip)?;
+        let stats = git::branch_diff_stats(&repo, &base, &branch)?;
         let mut text = format!(
             "{} files changed, +{} -{}\n",
             stats.files_changed.len(),

@@ -52,6 +52,11 @@ use tokio_util::sync::CancellationToken;
 /// Exit code for usage and configuration errors (clap uses 2 for bad flags too).
 const EXIT_USAGE: i32 = 2;
 
+/// Exit code of a command (`-p`, `swarm`) that did its work but whose output could not be
+/// written to stdout (`EX_IOERR` of sysexits.h), e.g. stdout is a file on a full disk. A
+/// closed stdout (`| head`) is not such a failure ([`write_stdout`]).
+const EXIT_OUTPUT_LOST: i32 = 74;
+
 fn main() {
     // First, while this is the only thread: non-dumpable, no core files, no LD_*, dangerous
     // capabilities dropped (docs: `ahelper_agents::hardening`).
@@ -327,7 +332,7 @@ fn one_shot(
 }
 
 /// Ends a finished one-shot run now, with the exit code of `end` (issue 11: exit within 2 ms of
-/// the final event), or [`oneshot::EXIT_OUTPUT_LOST`] when the last flush of stdout fails for a
+/// the final event), or [`EXIT_OUTPUT_LOST`] when the last flush of stdout fails for a
 /// reason other than a closed pipe and the run's code was 0 (the failure is reported on
 /// stderr, once). Everything the run owes is out by then: the answer printed (stdout is
 /// flushed here once more), every transcript and log line written as it came (unbuffered

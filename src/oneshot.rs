@@ -12,11 +12,6 @@ use std::io::{IsTerminal, Write};
 use std::path::Path;
 use tokio_util::sync::CancellationToken;
 
-/// The exit code of a run that completed but whose output could not be written to stdout
-/// (`EX_IOERR` of sysexits.h), e.g. stdout is a file on a full disk. A closed stdout (`| head`)
-/// is not such a failure.
-pub const EXIT_OUTPUT_LOST: i32 = 74;
-
 /// How a one-shot run ended.
 #[derive(Debug, Clone, Copy)]
 pub struct RunEnd {
@@ -27,9 +22,10 @@ pub struct RunEnd {
 }
 
 /// Runs `prompt` in `session` and prints the result; returns the process exit code
-/// (0 completed, 1 stopped for another reason, 130 cancelled, [`EXIT_OUTPUT_LOST`] completed
-/// but its answer or a stream-json event could not be written: [`report_lost_output`]). Refused tool calls do not change
-/// it (as in Claude Code); they are listed on stderr and in the JSON result (`permission_denials`).
+/// (0 completed, 1 stopped for another reason, 130 cancelled, [`crate::EXIT_OUTPUT_LOST`]
+/// completed but its answer or a stream-json event could not be written: [`report_lost_output`]).
+/// Refused tool calls do not change it (as in Claude Code); they are listed on stderr and in the
+/// JSON result (`permission_denials`).
 ///
 /// `prices` give the JSON result's `total_cost_usd` (null when the model has no known price).
 /// The session is borrowed so that the caller may end the process without dropping it
@@ -100,15 +96,19 @@ pub async fn run(
 }
 
 /// Says on stderr that the run's output could not be written to stdout (`error`) and where the
-/// answer is kept (`transcript`); returns the exit code the run ends with: [`EXIT_OUTPUT_LOST`]
-/// instead of `code` 0, else `code` (a stopped or cancelled run already says it did not
-/// succeed).
+/// answer is kept (`transcript`); returns the exit code the run ends with:
+/// [`crate::EXIT_OUTPUT_LOST`] instead of `code` 0, else `code` (a stopped or cancelled run
+/// already says it did not succeed).
 pub fn report_lost_output(error: &std::io::Error, transcript: &Path, code: i32) -> i32 {
     eprintln!(
         "ahelper: could not write the answer to standard output: {error}; it is kept in the transcript at {} (free some space or send stdout elsewhere, then read it there)",
         transcript.display()
     );
-    if code == 0 { EXIT_OUTPUT_LOST } else { code }
+    if code == 0 {
+        crate::EXIT_OUTPUT_LOST
+    } else {
+        code
+    }
 }
 
 /// Prints the events of the run as `format` and `verbose` ask, each refused tool call on stderr

@@ -1,7 +1,7 @@
 //! `ahelper … | head -1`: a stdout closed by the reader is not an error. The binary stops
 //! printing, finishes the work and exits with the status the work earned — no panic, no 101.
-//! A stdout that fails otherwise (a full disk: `/dev/full`) fails `-p` with exit code 74 and a
-//! line on stderr naming the transcript that keeps the answer.
+//! A stdout that fails otherwise (a full disk: `/dev/full`) fails `-p` and `swarm` with exit
+//! code 74 and a line on stderr naming the transcript, or the run, that keeps the output.
 
 use super::support::scripts::*;
 use super::support::*;
@@ -141,4 +141,36 @@ fn print_mode_with_a_full_stdout_fails_and_says_where_the_answer_is() {
         assert_eq!(last["type"], "stop", "{format}: {transcript}");
     }
     assert_eq!(repo.file("notes.txt"), "notes\n");
+}
+
+#[test]
+fn swarm_with_a_full_stdout_fails_and_names_the_kept_run() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let server = start(one_worker([writes("a.txt", "A\n"), Turn::text("done")]));
+    for format in ["text", "stream-json"] {
+        let (code, stderr) = run_with_full_stdout(
+            &repo,
+            &server,
+            &[
+                "swarm",
+                "task",
+                "--yes",
+                "--permission-mode",
+                "bypass",
+                "--output-format",
+                format,
+            ],
+        );
+        assert_eq!(code, 74, "{format}: {stderr}");
+        let record = last_run(&repo);
+        assert_eq!(record["status"], "finished", "{record}");
+        let run_id = record["run_id"].as_str().unwrap();
+        assert!(
+            stderr.contains(
+                "could not write the swarm's output to standard output: No space left on device"
+            ) && stderr.contains(&format!("`ahelper swarm status {run_id}`")),
+            "{format}: {stderr}"
+        );
+        assert!(!stderr.contains("panicked"), "{format}: {stderr}");
+    }
 }

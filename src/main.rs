@@ -52,6 +52,11 @@ use tokio_util::sync::CancellationToken;
 /// Exit code for usage and configuration errors (clap uses 2 for bad flags too).
 const EXIT_USAGE: i32 = 2;
 
+/// Exit code of a command (`-p`, `swarm`) that did its work but whose output could not be
+/// written to stdout (`EX_IOERR` of sysexits.h), e.g. stdout is a file on a full disk. A
+/// closed stdout (`| head`) is not such a failure ([`write_stdout`]).
+const EXIT_OUTPUT_LOST: i32 = 74;
+
 fn main() {
     // First, while this is the only thread: non-dumpable, no core files, no LD_*, dangerous
     // capabilities dropped (docs: `ahelper_agents::hardening`).
@@ -315,7 +320,7 @@ fn one_shot(
     verbose: bool,
     config: &Config,
 ) -> ! {
-    let code = rt.block_on(oneshot::run(
+    let end = rt.block_on(oneshot::run(
         &mut session,
         prompt,
         format,
@@ -323,11 +328,13 @@ fn one_shot(
         &config.pricing,
     ));
     rt.block_on(session.mcp.shutdown());
-    end_one_shot(session, code)
+    end_one_shot(session, end)
 }
 
-/// Ends a finished one-shot run now, with exit code `code` (issue 11: exit within 2 ms of the
-/// final event). Everything the run owes is out by then: the answer printed (stdout is
+/// Ends a finished one-shot run now, with the exit code of `end` (issue 11: exit within 2 ms of
+/// the final event), or [`EXIT_OUTPUT_LOST`] when the last flush of stdout fails for a
+/// reason other than a closed pipe and the run's code was 0 (the failure is reported on
+/// stderr, once). Everything the run owes is out by then: the answer printed (stdout is
 /// flushed here once more), every transcript and log line written as it came (unbuffered
 /// writes, nothing held back), the MCP servers shut down. What is left would only delay the
 /// exit: the session's drop (agent, tools, HTTP client and its pooled connection), the
@@ -340,12 +347,18 @@ fn one_shot(
 /// library's `exit` (no C stdio output, no `atexit` handler that writes), whose handlers and
 /// Rust's own cleanup (the main thread's signal stack) only fault in pages at the very end
 /// (~0.05–0.1 ms in a traced run).
-fn end_one_shot(session: Session, code: i32) -> ! {
+fn end_one_shot(session: Session, end: oneshot::RunEnd) -> ! {
     use std::io::Write;
+    let mut code = end.code;
+    // A closed stdout (`| head`) is not an error here either (see `write_stdout`); any other
+    // failure of this last flush lost output the run counted as written, unless stderr already
+    // says so. stderr is unbuffered.
+    if let Err(e) = not_a_closed_pipe(std::io::stdout().lock().flush())
+        && !end.output_lost
+    {
+        code = oneshot::report_lost_output(&e, &session.transcript_path, code);
+    }
     std::mem::forget(session);
-    // A closed stdout (`| head`) is not an error here either (see `write_stdout`); stderr is
-    // unbuffered.
-    let _ = std::io::stdout().lock().flush();
     // SAFETY: `_exit` ends the process; no destructor runs: the runtime, the configuration and
     // the caller's values are left to the kernel, and nothing of theirs is unwritten.
     unsafe { libc::_exit(code) }
@@ -390,14 +403,31 @@ fn read_prompt(prompt: String) -> Result<String, i32> {
 }
 
 /// Writes `text` to stdout. A closed stdout (`EPIPE`, e.g. `ahelper … | head -1`) is not an error:
-/// the text is dropped. Other write errors are logged and dropped too.
+/// the text is dropped. Other write errors are logged and dropped too; the one-shot path, whose
+/// output is its result, uses [`try_write_stdout`] instead and fails the run.
 pub(crate) fn write_stdout(text: std::fmt::Arguments<'_>) {
+    if let Err(e) = try_write_stdout(text) {
+        tracing::warn!(error = %e, "cannot write to stdout");
+    }
+}
+
+/// Writes `text` to stdout and flushes it.
+///
+/// # Errors
+/// The write's or the flush's error (e.g. `ENOSPC` when stdout is a file on a full disk), except
+/// a closed stdout (`EPIPE`): as in [`write_stdout`], the reader went away on purpose and the text
+/// is dropped without an error.
+pub(crate) fn try_write_stdout(text: std::fmt::Arguments<'_>) -> std::io::Result<()> {
     use std::io::Write;
     let mut out = std::io::stdout().lock();
-    if let Err(e) = out.write_fmt(text).and_then(|()| out.flush())
-        && e.kind() != std::io::ErrorKind::BrokenPipe
-    {
-        tracing::warn!(error = %e, "cannot write to stdout");
+    not_a_closed_pipe(out.write_fmt(text).and_then(|()| out.flush()))
+}
+
+/// `result`, with a closed pipe (`EPIPE`) turned into success: see [`write_stdout`].
+fn not_a_closed_pipe(result: std::io::Result<()>) -> std::io::Result<()> {
+    match result {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other,
     }
 }
 

@@ -789,14 +789,20 @@ async fn execute_run(
     let (snap_tx, snap_rx) = tokio::sync::watch::channel(run.record().clone());
     let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
     let ui = match mode {
-        EventOutput::Live => tokio::spawn(swarm_ui::run_live(
-            snap_rx,
-            event_rx,
-            prompt_rx,
-            cancel.clone(),
-            done_rx,
-            config.pricing.price(model),
-        )),
+        EventOutput::Live => {
+            let live = swarm_ui::run_live(
+                snap_rx,
+                event_rx,
+                prompt_rx,
+                cancel.clone(),
+                done_rx,
+                config.pricing.price(model),
+            );
+            tokio::spawn(async move {
+                live.await;
+                None
+            })
+        }
         other => {
             drop(done_rx);
             tokio::spawn(swarm_ui::print_events(event_rx, other))
@@ -816,7 +822,7 @@ async fn execute_run(
     let started = std::time::Instant::now();
     let result = swarm::execute(run, config, client, model, io, snap_tx).await;
     let _ = done_tx.send(());
-    let _ = ui.await;
+    let lost = ui.await.unwrap_or_default();
     signal_watch.abort();
     let record = match result {
         Ok(record) => record,
@@ -825,25 +831,53 @@ async fn execute_run(
             return 1;
         }
     };
+    let elapsed = started.elapsed().as_millis() as u64;
+    let lost = match lost {
+        Some(e) => Err(e),
+        None => print_final(&record, elapsed, config.pricing.price(model), mode),
+    };
+    let code = exit_code(record.outcome());
+    match lost {
+        Ok(()) => code,
+        Err(e) => report_lost_output(&e, &record.run_id, code),
+    }
+}
+
+/// Prints the final table (`--output-format text` without the live view, which already shows
+/// it) and the run's summary (not in stream-json, whose events end with `run_finished`).
+///
+/// # Errors
+/// The error of the write to stdout (a closed stdout is not one: [`crate::try_write_stdout`]).
+fn print_final(
+    record: &RunRecord,
+    elapsed_ms: u64,
+    price: Option<ahelper_agents::pricing::Price>,
+    mode: EventOutput,
+) -> std::io::Result<()> {
     if mode == EventOutput::Lines {
-        // the live view already shows the final table
-        let elapsed = started.elapsed().as_millis() as u64;
-        println!(
-            "{}",
-            for_terminal(&status_table::render_text(
-                &record,
-                elapsed,
-                config.pricing.price(model),
-                None
-            ))
-        );
+        let table = status_table::render_text(record, elapsed_ms, price, None);
+        crate::try_write_stdout(format_args!("{}\n", for_terminal(&table)))?;
     }
     if mode != EventOutput::Json
         && let Some(summary) = &record.summary
     {
-        println!("{}", for_terminal(summary));
+        crate::try_write_stdout(format_args!("{}\n", for_terminal(summary)))?;
     }
-    exit_code(record.outcome())
+    Ok(())
+}
+
+/// Says on stderr that the swarm's output could not be written to stdout (`error`) and how to
+/// see it again; returns the exit code: [`crate::EXIT_OUTPUT_LOST`] instead of `code`
+/// 0, else `code` (a failed or cancelled run already says it did not succeed).
+fn report_lost_output(error: &std::io::Error, run_id: &str, code: i32) -> i32 {
+    eprintln!(
+        "ahelper: could not write the swarm's output to standard output: {error}; run {run_id} is kept: `ahelper swarm status {run_id}` shows its table and summary (free some space or send stdout elsewhere first)"
+    );
+    if code == 0 {
+        crate::EXIT_OUTPUT_LOST
+    } else {
+        code
+    }
 }
 
 /// `--apply`: merges the integration branch into the user's current branch — after a yes on a

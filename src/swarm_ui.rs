@@ -19,7 +19,6 @@ use ratatui::text::Line;
 use ratatui::widgets::Paragraph;
 use ratatui::{Terminal, TerminalOptions, Viewport};
 use std::collections::VecDeque;
-use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::sync::{mpsc, oneshot, watch};
@@ -84,13 +83,22 @@ pub enum EventOutput {
     Json,
 }
 
-/// Prints events as lines or JSON until the channel closes.
-pub async fn print_events(mut events: mpsc::UnboundedReceiver<SwarmEvent>, mode: EventOutput) {
-    let mut out = std::io::stdout();
+/// Prints events as lines or JSON until the channel closes; returns the error of the first
+/// event that could not be written to stdout (a closed stdout is not one:
+/// [`crate::try_write_stdout`]). Nothing is written after it; the channel is still drained.
+pub async fn print_events(
+    mut events: mpsc::UnboundedReceiver<SwarmEvent>,
+    mode: EventOutput,
+) -> Option<std::io::Error> {
+    let mut lost = None;
     while let Some(e) = events.recv().await {
-        match mode {
+        if lost.is_some() {
+            continue;
+        }
+        let written = match mode {
             EventOutput::Json => {
-                let _ = writeln!(out, "{}", serde_json::to_string(&e).unwrap_or_default());
+                let line = serde_json::to_string(&e).unwrap_or_default();
+                crate::try_write_stdout(format_args!("{line}\n"))
             }
             _ => {
                 // Merged/conflict/report lines already say what these state changes would.
@@ -107,13 +115,17 @@ pub async fn print_events(mut events: mpsc::UnboundedReceiver<SwarmEvent>, mode:
                             ..
                         }
                 );
-                if !redundant {
-                    let _ = writeln!(out, "{}", for_terminal(&e.to_line()));
+                if redundant {
+                    Ok(())
+                } else {
+                    let line = e.to_line();
+                    crate::try_write_stdout(format_args!("{}\n", for_terminal(&line)))
                 }
             }
-        }
-        let _ = out.flush();
+        };
+        lost = written.err();
     }
+    lost
 }
 
 /// Ctrl-C outside raw mode (line and JSON output), and `SIGTERM`/`SIGHUP` in every mode

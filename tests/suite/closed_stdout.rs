@@ -1,5 +1,7 @@
 //! `ahelper … | head -1`: a stdout closed by the reader is not an error. The binary stops
 //! printing, finishes the work and exits with the status the work earned — no panic, no 101.
+//! A stdout that fails otherwise (a full disk: `/dev/full`) fails `-p` and `swarm` with exit
+//! code 74 and a line on stderr naming the transcript, or the run, that keeps the output.
 
 use super::support::scripts::*;
 use super::support::*;
@@ -25,6 +27,18 @@ fn run_with_closed_stdout(repo: &TestRepo, server: &FakeLlm, args: &[&str]) -> (
     )
 }
 
+/// `-p go` with edits accepted, printed as `format`.
+fn print_args(format: &str) -> [&str; 6] {
+    [
+        "-p",
+        "go",
+        "--permission-mode",
+        "accept-edits",
+        "--output-format",
+        format,
+    ]
+}
+
 #[test]
 fn print_mode_with_a_closed_stdout_finishes_cleanly() {
     let repo = repo_with(&[("a.txt", "a\n")]);
@@ -34,18 +48,7 @@ fn print_mode_with_a_closed_stdout_finishes_cleanly() {
         Turn::text(long_answer),
     ]));
     for format in ["text", "json", "stream-json"] {
-        let (code, stderr) = run_with_closed_stdout(
-            &repo,
-            &server,
-            &[
-                "-p",
-                "go",
-                "--permission-mode",
-                "accept-edits",
-                "--output-format",
-                format,
-            ],
-        );
+        let (code, stderr) = run_with_closed_stdout(&repo, &server, &print_args(format));
         assert_eq!(code, 0, "{format}: {stderr}");
         assert!(!stderr.contains("panicked"), "{format}: {stderr}");
         assert!(!stderr.contains("Broken pipe"), "{format}: {stderr}");
@@ -77,4 +80,97 @@ fn swarm_with_a_closed_stdout_finishes_the_run() {
     let (code, stderr) = run_with_closed_stdout(&repo, &server, &["swarm", "ls"]);
     assert_eq!(code, 0, "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+/// Runs `ahelper args…` in `repo` against `server` with stdout on `/dev/full` (every write fails
+/// with `ENOSPC`); returns its exit code and stderr.
+fn run_with_full_stdout(repo: &TestRepo, server: &FakeLlm, args: &[&str]) -> (i32, String) {
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let out = ahelper_process(repo, server, Wire::Anthropic)
+        .env_remove("AHELPER_LOG")
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(full)
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The transcript path named by the lost-output line of `stderr`.
+fn transcript_named_in(stderr: &str) -> std::path::PathBuf {
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with("ahelper: could not write the answer to standard output: "))
+        .unwrap_or_else(|| panic!("no lost-output line in {stderr}"));
+    let rest = line.split(" kept in the transcript at ").nth(1).unwrap();
+    rest.split(" (").next().unwrap().into()
+}
+
+#[test]
+fn print_mode_with_a_full_stdout_fails_and_says_where_the_answer_is() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let server = start(agent([
+        writes("notes.txt", "notes\n"),
+        Turn::text("the answer is 42"),
+    ]));
+    for format in ["text", "json", "stream-json"] {
+        let (code, stderr) = run_with_full_stdout(&repo, &server, &print_args(format));
+        assert_eq!(code, 74, "{format}: {stderr}");
+        assert!(
+            stderr.contains("No space left on device"),
+            "{format}: {stderr}"
+        );
+        assert_eq!(
+            stderr.matches("could not write").count(),
+            1,
+            "{format}: one line: {stderr}"
+        );
+        assert!(!stderr.contains("panicked"), "{format}: {stderr}");
+        // the transcript it names keeps the whole run: the answer and the stop line
+        let transcript = std::fs::read_to_string(transcript_named_in(&stderr)).unwrap();
+        assert!(transcript.contains("the answer is 42"), "{format}");
+        let last: serde_json::Value =
+            serde_json::from_str(transcript.lines().last().unwrap()).unwrap();
+        assert_eq!(last["type"], "stop", "{format}: {transcript}");
+    }
+    assert_eq!(repo.file("notes.txt"), "notes\n");
+}
+
+#[test]
+fn swarm_with_a_full_stdout_fails_and_names_the_kept_run() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let server = start(one_worker([writes("a.txt", "A\n"), Turn::text("done")]));
+    for format in ["text", "stream-json"] {
+        let (code, stderr) = run_with_full_stdout(
+            &repo,
+            &server,
+            &[
+                "swarm",
+                "task",
+                "--yes",
+                "--permission-mode",
+                "bypass",
+                "--output-format",
+                format,
+            ],
+        );
+        assert_eq!(code, 74, "{format}: {stderr}");
+        let record = last_run(&repo);
+        assert_eq!(record["status"], "finished", "{record}");
+        let run_id = record["run_id"].as_str().unwrap();
+        assert!(
+            stderr.contains(
+                "could not write the swarm's output to standard output: No space left on device"
+            ) && stderr.contains(&format!("`ahelper swarm status {run_id}`")),
+            "{format}: {stderr}"
+        );
+        assert!(!stderr.contains("panicked"), "{format}: {stderr}");
+    }
 }

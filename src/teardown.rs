@@ -138,7 +138,6 @@ mod raw {
     /// # Safety
     /// The call and its arguments must be sound for the calling process (pointers valid for
     /// what the call does with them).
-    #[cfg(target_arch = "x86_64")]
     pub(super) unsafe fn syscall4(
         number: libc::c_long,
         a: usize,
@@ -147,7 +146,9 @@ mod raw {
         d: usize,
     ) -> isize {
         let ret: isize;
-        // SAFETY: the caller's contract; `syscall` clobbers only rcx and r11.
+        // SAFETY: the caller's contract; x86_64's `syscall` clobbers only rcx and r11,
+        // aarch64's `svc 0` only x0 (the result).
+        #[cfg(target_arch = "x86_64")]
         unsafe {
             std::arch::asm!(
                 "syscall",
@@ -161,25 +162,7 @@ mod raw {
                 options(nostack),
             );
         }
-        ret
-    }
-
-    /// System call `number` with four arguments; returns the kernel's result (a negative
-    /// error number on failure).
-    ///
-    /// # Safety
-    /// The call and its arguments must be sound for the calling process (pointers valid for
-    /// what the call does with them).
-    #[cfg(target_arch = "aarch64")]
-    pub(super) unsafe fn syscall4(
-        number: libc::c_long,
-        a: usize,
-        b: usize,
-        c: usize,
-        d: usize,
-    ) -> isize {
-        let ret: isize;
-        // SAFETY: the caller's contract; `svc 0` clobbers only x0.
+        #[cfg(target_arch = "aarch64")]
         unsafe {
             std::arch::asm!(
                 "svc 0",

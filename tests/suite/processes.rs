@@ -466,19 +466,25 @@ fn sigterm_during_print_mode_cancels_the_command_and_exits_130() {
     );
 }
 
+/// An `ahelper -p` run whose one command (`command`) waits for the file `go` in the repository
+/// before the model answers "all done"; the repository, the fake server, ahelper and the pid of
+/// its memory holder.
+fn gated_print_run(command: &str) -> (TestRepo, FakeLlm, Child, u32) {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let server = start(agent([runs(command), Turn::text("all done")]));
+    let child = spawn_ahelper(&repo, &server, &["-p", "go", "--permission-mode", "bypass"]);
+    let holder = child_named(child.id(), "ahelper-memory");
+    (repo, server, child, holder)
+}
+
 /// Issue 11 (exit tail): `ahelper -p` shares its memory with a holder process that frees it
 /// after ahelper's exit was reported. The holder keeps no descriptor of ahelper's (only
 /// ahelper's pidfd: a pipe reader sees end of file when ahelper exits), runs in the idle
 /// scheduling class, and is gone soon after ahelper exits; the answer is whole.
 #[test]
 fn print_mode_memory_holder_holds_nothing_and_ends_after_ahelper() {
-    let repo = repo_with(&[("a.txt", "a\n")]);
-    let server = start(agent([
-        runs("while [ ! -e go ]; do sleep 0.05; done; echo released"),
-        Turn::text("all done"),
-    ]));
-    let child = spawn_ahelper(&repo, &server, &["-p", "go", "--permission-mode", "bypass"]);
-    let holder = child_named(child.id(), "ahelper-memory");
+    let (repo, _server, child, holder) =
+        gated_print_run("while [ ! -e go ]; do sleep 0.05; done; echo released");
     wait_for_some(
         "the holder in the idle class",
         Duration::from_secs(10),
@@ -525,13 +531,8 @@ fn print_mode_memory_holder_holds_nothing_and_ends_after_ahelper() {
 /// still waited for and its output reaches the model, the answer is whole, the exit code 0.
 #[test]
 fn print_mode_outlives_a_killed_memory_holder() {
-    let repo = repo_with(&[("a.txt", "a\n")]);
-    let server = start(agent([
-        runs("while [ ! -e go ]; do sleep 0.05; done; echo released-$((6 * 7))"),
-        Turn::text("all done"),
-    ]));
-    let child = spawn_ahelper(&repo, &server, &["-p", "go", "--permission-mode", "bypass"]);
-    let holder = child_named(child.id(), "ahelper-memory");
+    let (repo, server, child, holder) =
+        gated_print_run("while [ ! -e go ]; do sleep 0.05; done; echo released-$((6 * 7))");
     // SAFETY: signalling our child's child.
     unsafe { libc::kill(holder as libc::pid_t, libc::SIGKILL) };
     std::fs::write(repo.path().join("go"), "").unwrap();

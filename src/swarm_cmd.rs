@@ -1104,7 +1104,8 @@ fn nothing_left(record: &RunRecord, selection: &ResumeSelection) -> i32 {
 }
 
 /// `swarm ls [--all]`: runs of the repository, oldest first; runs `swarm clean` emptied only
-/// with `--all`; an integration branch that no longer exists shows as `(deleted)`.
+/// with `--all`; an integration branch that no longer exists shows as `(deleted)`. Exit code 0,
+/// or [`crate::EXIT_OUTPUT_LOST`] when stdout cannot take the list ([`emit`]).
 pub(crate) fn ls(config: &Config, all: bool) -> i32 {
     let Ok(root) = repo_root(config) else {
         return EXIT_USAGE;
@@ -1114,52 +1115,74 @@ pub(crate) fn ls(config: &Config, all: bool) -> i32 {
         .filter(|r| all || r.cleaned_at.is_none())
         .collect();
     if runs.is_empty() {
-        println!("No swarm runs in {}.", root.display());
-        return 0;
+        return emit(&format!("No swarm runs in {}.\n", root.display()));
     }
-    println!(
-        "{:<38} {:<11} {:<20} {:<13} {:<8} integration branch",
+    let mut out = format!(
+        "{:<38} {:<11} {:<20} {:<13} {:<8} integration branch\n",
         "run", "state", "created", "base", "merged"
     );
     for r in runs {
-        let merged = r
-            .workers
-            .iter()
-            .filter(|w| w.status == WorkerStatus::Merged)
-            .count();
-        let branch = if git::branch_tip(&root, &r.integration_branch).is_ok() {
-            r.integration_branch.clone()
-        } else {
-            "(deleted)".to_string()
-        };
-        let state = if r.cleaned_at.is_some() {
-            "cleaned"
-        } else {
-            r.state_label()
-        };
-        println!(
-            "{:<38} {:<11} {:<20} {:<13} {:<8} {branch}",
-            r.run_id,
-            state,
-            r.created_at.get(..19).unwrap_or(&r.created_at),
-            short_commit(&r.base_commit),
-            format!("{merged}/{}", r.workers.len()),
-        );
+        out.push_str(&ls_line(&root, &r));
     }
-    0
+    emit(&out)
+}
+
+/// One run's line of `swarm ls`, with its newline.
+fn ls_line(root: &Path, r: &RunRecord) -> String {
+    let merged = r
+        .workers
+        .iter()
+        .filter(|w| w.status == WorkerStatus::Merged)
+        .count();
+    let branch = if git::branch_tip(root, &r.integration_branch).is_ok() {
+        r.integration_branch.clone()
+    } else {
+        "(deleted)".to_string()
+    };
+    let state = if r.cleaned_at.is_some() {
+        "cleaned"
+    } else {
+        r.state_label()
+    };
+    format!(
+        "{:<38} {:<11} {:<20} {:<13} {:<8} {branch}\n",
+        r.run_id,
+        state,
+        r.created_at.get(..19).unwrap_or(&r.created_at),
+        short_commit(&r.base_commit),
+        format!("{merged}/{}", r.workers.len()),
+    )
+}
+
+/// Writes a command's whole output to stdout. Returns the exit code: 0, or
+/// [`crate::EXIT_OUTPUT_LOST`] after a line on stderr when stdout does not take it (e.g. a full
+/// disk); a closed pipe (`| head`) is not such a failure ([`crate::try_write_stdout`]).
+fn emit(output: &str) -> i32 {
+    match crate::try_write_stdout(format_args!("{output}")) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("ahelper: could not write to standard output: {e}");
+            crate::EXIT_OUTPUT_LOST
+        }
+    }
 }
 
 /// `swarm status [<run>]` (default: the latest run). An interrupted run says so and how to
-/// go on; its in-flight workers show as `interrupted`.
+/// go on; its in-flight workers show as `interrupted`. Exit code as [`emit`]'s.
 fn status(config: &Config, run: Option<&str>) -> i32 {
-    let r = match find_run_or_latest(config, run) {
-        Ok((_, record)) => record.observed(),
-        Err(code) => return code,
-    };
-    println!("Run: {} ({})", r.run_id, r.state_label());
-    println!("Task: {}", for_terminal(&r.task));
+    match find_run_or_latest(config, run) {
+        Ok((_, record)) => emit(&status_text(&record.observed())),
+        Err(code) => code,
+    }
+}
+
+/// What `swarm status` prints for run `r`: state, task, advice, the table and the summary (or
+/// the out-of-scope lines of a run without one).
+fn status_text(r: &RunRecord) -> String {
+    let mut out = format!("Run: {} ({})\n", r.run_id, r.state_label());
+    out.push_str(&format!("Task: {}\n", for_terminal(&r.task)));
     if r.is_interrupted() {
-        println!("{}", interrupted_advice(&r));
+        out.push_str(&format!("{}\n", interrupted_advice(r)));
     }
     let elapsed = match (
         chrono::DateTime::parse_from_rfc3339(&r.created_at),
@@ -1169,29 +1192,24 @@ fn status(config: &Config, run: Option<&str>) -> i32 {
         _ => 0,
     };
     // The record does not name its model: no price is assumed.
-    print!(
-        "{}",
-        for_terminal(&status_table::render_text(
-            &r,
-            elapsed,
-            None,
-            terminal_width()
-        ))
-    );
+    let table = status_table::render_text(r, elapsed, None, terminal_width());
+    out.push_str(&for_terminal(&table));
     match &r.summary {
-        Some(s) => println!("\n{}", for_terminal(s)),
+        Some(s) => out.push_str(&format!("\n{}\n", for_terminal(s))),
         None => {
             for w in &r.workers {
-                if let Some(line) = swarm::summary::out_of_scope_line(&r, w) {
-                    println!("{}: {}", w.id, for_terminal(&line));
+                if let Some(line) = swarm::summary::out_of_scope_line(r, w) {
+                    out.push_str(&format!("{}: {}\n", w.id, for_terminal(&line)));
                 }
             }
         }
     }
-    0
+    out
 }
 
-/// `swarm logs [<run>] [worker] [--follow] [--json]` (default: the latest run).
+/// `swarm logs [<run>] [worker] [--follow] [--json]` (default: the latest run). Exit code as
+/// [`emit`]'s: a stdout that stops taking the lines ends the command with
+/// [`crate::EXIT_OUTPUT_LOST`].
 async fn show_logs(
     config: &Config,
     run: Option<&str>,
@@ -1209,14 +1227,10 @@ async fn show_logs(
     };
     let mut follower = TranscriptFollower::new(path);
     loop {
-        for line in follower.read_new() {
-            if json {
-                println!("{line}");
-            } else if let Some(text) = logs::format_raw_line(&line) {
-                println!("{}", for_terminal(&text));
-            }
+        let code = emit(&log_lines(follower.read_new(), json));
+        if code != 0 {
+            return code;
         }
-        let _ = std::io::stdout().flush();
         if !follow || (!run_is_active(&root, &record.run_id) && !follower.has_unread()) {
             break;
         }
@@ -1229,6 +1243,22 @@ async fn show_logs(
         eprintln!("(no transcript yet at {})", follower.path().display());
     }
     0
+}
+
+/// The transcript `lines` as `swarm logs` prints them: raw JSON with `--json`, else formatted
+/// for the terminal (lines with nothing to show are left out); each with its newline.
+fn log_lines(lines: Vec<String>, json: bool) -> String {
+    let mut out = String::new();
+    for line in lines {
+        if json {
+            out.push_str(&line);
+            out.push('\n');
+        } else if let Some(text) = logs::format_raw_line(&line) {
+            out.push_str(&for_terminal(&text));
+            out.push('\n');
+        }
+    }
+    out
 }
 
 fn run_is_active(root: &Path, run_id: &str) -> bool {

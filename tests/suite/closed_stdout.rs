@@ -1,7 +1,8 @@
 //! `ahelper … | head -1`: a stdout closed by the reader is not an error. The binary stops
 //! printing, finishes the work and exits with the status the work earned — no panic, no 101.
 //! A stdout that fails otherwise (a full disk: `/dev/full`) fails `-p` and `swarm` with exit
-//! code 74 and a line on stderr naming the transcript, or the run, that keeps the output.
+//! code 74 and a line on stderr naming the transcript, or the run, that keeps the output; and
+//! `swarm ls`, `swarm status` and `swarm logs`, whose output is their result, with 74 too.
 
 use super::support::scripts::*;
 use super::support::*;
@@ -77,9 +78,15 @@ fn swarm_with_a_closed_stdout_finishes_the_run() {
     assert_eq!(record["status"], "finished", "{record}");
     let integration = record["integration_branch"].as_str().unwrap();
     assert_eq!(repo.git(&["show", &format!("{integration}:a.txt")]), "A\n");
-    let (code, stderr) = run_with_closed_stdout(&repo, &server, &["swarm", "ls"]);
-    assert_eq!(code, 0, "{stderr}");
-    assert!(!stderr.contains("panicked"), "{stderr}");
+    for command in [
+        &["swarm", "ls"][..],
+        &["swarm", "status"],
+        &["swarm", "logs", "w1"],
+    ] {
+        let (code, stderr) = run_with_closed_stdout(&repo, &server, command);
+        assert_eq!(code, 0, "{command:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{command:?}: {stderr}");
+    }
 }
 
 /// Runs `ahelper args…` in `repo` against `server` with stdout on `/dev/full` (every write fails
@@ -172,5 +179,21 @@ fn swarm_with_a_full_stdout_fails_and_names_the_kept_run() {
             "{format}: {stderr}"
         );
         assert!(!stderr.contains("panicked"), "{format}: {stderr}");
+    }
+    // the commands that show the kept run fail the same way when their output is lost
+    let listings: [&[&str]; 4] = [
+        &["swarm", "ls"],
+        &["swarm", "status"],
+        &["swarm", "logs", "w1"],
+        &["swarm", "logs", "w1", "--json"],
+    ];
+    for command in listings {
+        let (code, stderr) = run_with_full_stdout(&repo, &server, command);
+        assert_eq!(code, 74, "{command:?}: {stderr}");
+        assert_eq!(
+            stderr.trim(),
+            "ahelper: could not write to standard output: No space left on device (os error 28)",
+            "{command:?}"
+        );
     }
 }

@@ -236,9 +236,15 @@ fn m2_finishes_the_run_after(stop_m1: impl FnOnce(&mut WorkerProcess)) {
     stop_m1(&mut running.m1);
     let m2 = WorkerProcess::start(&running.nats.url(), "m2", &running.server.base_url(), 4);
     let status = wait_for_exit(&mut running.run, || m2.log());
-    let coordinator = running.repo.root().join("coordinator.err");
-    let err = std::fs::read_to_string(coordinator).unwrap_or_default();
-    assert!(status.success(), "{err}\nm2:\n{}", m2.log());
+    let read = |name: &str| std::fs::read_to_string(running.repo.root().join(name));
+    // the coordinator's output last: a cut test output keeps its tail
+    assert!(
+        status.success(),
+        "m2 (its log's end):\n{}\ncoordinator stdout:\n{}\ncoordinator stderr:\n{}",
+        m2.log_tail(60),
+        read("coordinator.out").unwrap_or_default(),
+        read("coordinator.err").unwrap_or_default()
+    );
     assert_all_four_merged(&running.repo, Some("m2"));
 }
 

@@ -197,6 +197,14 @@ impl WorkerProcess {
         format!("{printed}\n--- log file:\n{logged}")
     }
 
+    /// The last `lines` lines of [`Self::log`]: for failure messages that must still show what
+    /// follows them when a test runner's output is cut to its tail.
+    pub fn log_tail(&self, lines: usize) -> String {
+        let log = self.log();
+        let all: Vec<&str> = log.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+
     /// Sends `signal` to it.
     pub fn signal(&self, signal: &str) {
         let status = Command::new("kill")

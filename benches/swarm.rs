@@ -331,6 +331,21 @@ fn shape_figures(label: &str, shape: &Shape, target: f64) {
         .collect();
     println!("  per round, worker phase/process (ms): {}", all.join(", "));
     Breakdown::print_median(samples.iter().map(|s| s.breakdown));
+    keep_log(
+        &format!("{}on{}.log", shape.subtasks, shape.max_workers),
+        samples.last(),
+    );
+}
+
+/// With `SWARM_BENCH_KEEP_LOG=<dir>`: the log of `sample` (the last run of a configuration)
+/// written to `<dir>/<name>`, for a profile of where its time went.
+fn keep_log(name: &str, sample: Option<&Sample>) {
+    let (Some(dir), Some(sample)) = (std::env::var_os("SWARM_BENCH_KEEP_LOG"), sample) else {
+        return;
+    };
+    let path = PathBuf::from(dir).join(name);
+    let _ = std::fs::write(&path, &sample.log);
+    println!("  log of the last run: {}", path.display());
 }
 
 fn main() {
@@ -375,11 +390,7 @@ fn main() {
         rss16 as f64 / MIB,
         per_worker / MIB
     );
-    if let Some(dir) = std::env::var_os("SWARM_BENCH_KEEP_LOG") {
-        let path = PathBuf::from(dir).join("swarm16.log");
-        let _ = std::fs::write(&path, &sixteen[sixteen.len() - 1].log);
-        println!("  log of the last 16-worker run: {}", path.display());
-    }
+    keep_log("swarm16.log", sixteen.last());
     shape_figures(
         "4. 24 subtasks on 8 workers x 3 turns, 200 ms per reply",
         &Shape {

@@ -1014,3 +1014,40 @@ fn recycled_worktrees_start_clean_on_their_own_branch_and_none_is_left() {
     let listed = swarm.repo.git(&["worktree", "list", "--porcelain"]);
     assert_eq!(listed.matches("worktree ").count(), 1, "{listed}");
 }
+
+/// A worker's first model request goes out while its worktree is still being made; its system
+/// prompt has the project instructions its worktree has (the start commit's `AGENTS.md`, read
+/// from git), and one that is a symlink in the repository (only a checkout can tell what it
+/// leads to) still reaches the worker, read from its worktree once made.
+#[test]
+fn workers_are_told_the_instructions_of_their_worktree() {
+    for (behind_a_symlink, rules) in [
+        (false, "RULES AT THE START COMMIT"),
+        (true, "RULES BEHIND A SYMLINK"),
+    ] {
+        let repo = repo_with(&[
+            ("a.txt", "a\n"),
+            ("docs/rules.md", "RULES BEHIND A SYMLINK\n"),
+        ]);
+        if behind_a_symlink {
+            std::os::unix::fs::symlink("docs/rules.md", repo.path().join("AGENTS.md")).unwrap();
+        } else {
+            repo.write("AGENTS.md", "RULES AT THE START COMMIT\n");
+        }
+        repo.git(&["add", "AGENTS.md"]);
+        repo.git(&["commit", "-qm", "instructions"]);
+        let swarm = Swarm::new(repo, one_worker_writes_a());
+        swarm.run("x").success();
+        let system = swarm.requests_of(1)[0].body["system"].to_string();
+        assert!(system.contains(rules), "{rules:?} is not in {system}");
+        assert!(
+            system.contains("Project instructions (AGENTS.md)"),
+            "{system}"
+        );
+        assert_eq!(worker_status(&swarm.last_run(), "w1"), "merged");
+        let log = std::fs::read_to_string(swarm.repo.home().join("state/ahelper/logs/ahelper.log"))
+            .unwrap();
+        let early = log.contains("its agent is built; its worktree is being made");
+        assert_eq!(early, !behind_a_symlink, "{log}");
+    }
+}

@@ -442,3 +442,53 @@ pub fn ensure_excluded(repo: &Path, pattern: &str) -> Result<bool, GitError> {
         .map_err(io_err("appending to", &file))?;
     Ok(true)
 }
+
+/// What a commit's tree has at a top-level name ([`file_at_commit`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TreeFile {
+    /// No entry of that name.
+    Absent,
+    /// A regular (or executable) file: its bytes, at most the `max_bytes` asked for, and its
+    /// whole size in bytes.
+    Regular {
+        /// The first `max_bytes` bytes.
+        bytes: Vec<u8>,
+        /// The blob's size, bytes.
+        size: usize,
+    },
+    /// Something a checkout would not make a plain file of: a symlink, a directory, a
+    /// submodule. What it resolves to is only known on disk.
+    Other,
+}
+
+/// The top-level entry `name` of `commit`'s tree in the repository at `repo_path`, read from
+/// the object store (no checkout needed): what a new worktree at `commit` will have there.
+///
+/// # Errors
+/// [`GitError`] opening the repository, finding the commit or reading the blob.
+pub fn file_at_commit(
+    repo_path: &Path,
+    commit: Oid,
+    name: &str,
+    max_bytes: usize,
+) -> Result<TreeFile, GitError> {
+    let repo = open_repo(repo_path)?;
+    let tree = repo
+        .find_commit(commit)
+        .and_then(|c| c.tree())
+        .ctx(|| format!("reading the tree of commit {commit}"))?;
+    let Some(entry) = tree.get_name(name) else {
+        return Ok(TreeFile::Absent);
+    };
+    if !matches!(entry.filemode(), 0o100644 | 0o100755) {
+        return Ok(TreeFile::Other);
+    }
+    let blob = repo
+        .find_blob(entry.id())
+        .ctx(|| format!("reading {name} of commit {commit}"))?;
+    let content = blob.content();
+    Ok(TreeFile::Regular {
+        bytes: content[..content.len().min(max_bytes)].to_vec(),
+        size: content.len(),
+    })
+}

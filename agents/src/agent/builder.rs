@@ -7,8 +7,11 @@
 //! the tool context carries ([`ToolContext::redactor`]): from tool results, events, the outcome
 //! and every transcript line.
 
+use super::WorkspaceReady;
 use super::gate::PermissionGate;
-use super::prompt::{SystemPromptParams, build_system_prompt};
+use super::prompt::{
+    InstructionsSource, ProjectInstructions, SystemPromptParams, build_system_prompt,
+};
 use super::{Agent, AgentSettings};
 use crate::hooks::HookEvent;
 use crate::model::{Message, ModelClient, Usage};
@@ -45,6 +48,8 @@ pub struct AgentBuilder {
     history: Vec<Message>,
     transcript: Option<(PathBuf, String)>,
     stop_event: HookEvent,
+    project_instructions: Option<Option<ProjectInstructions>>,
+    workspace_ready: Option<WorkspaceReady>,
 }
 
 impl Agent {
@@ -70,6 +75,8 @@ impl Agent {
             history: Vec::new(),
             transcript: None,
             stop_event: HookEvent::Stop,
+            project_instructions: None,
+            workspace_ready: None,
         }
     }
 }
@@ -78,6 +85,22 @@ impl AgentBuilder {
     /// The tools offered to the model (e.g. `ToolRegistry::standard().select(&role.tools)`).
     pub fn tools(mut self, tools: ToolRegistry) -> Self {
         self.tools = tools;
+        self
+    }
+
+    /// The project instructions of the system prompt, read already (`None`: the project has
+    /// none) instead of from the workspace root at [`AgentBuilder::build`] — for a workspace
+    /// that is still being made ([`AgentBuilder::workspace_ready`]).
+    pub fn project_instructions(mut self, instructions: Option<ProjectInstructions>) -> Self {
+        self.project_instructions = Some(instructions);
+        self
+    }
+
+    /// The workspace is still being made: the first model request goes out at once, and no
+    /// tool call runs (and no stop hook) before `ready` says it is there. `Err(reason)`, or a
+    /// sender dropped without an answer, ends the loop with [`super::AgentStopReason::Error`].
+    pub fn workspace_ready(mut self, ready: WorkspaceReady) -> Self {
+        self.workspace_ready = Some(ready);
         self
     }
 
@@ -141,6 +164,10 @@ impl AgentBuilder {
                 date: chrono::Local::now().format("%Y-%m-%d").to_string(),
                 role_instructions: self.role_instructions.as_deref(),
                 tools: &self.tools,
+                instructions: match &self.project_instructions {
+                    Some(given) => InstructionsSource::Given(given.as_ref()),
+                    None => InstructionsSource::WorkspaceRoot,
+                },
             }),
         };
         if let Some(text) = &self.appended_system_prompt {
@@ -188,6 +215,7 @@ impl AgentBuilder {
             session_started: false,
             last_reported_tokens: None,
             pending_context: Vec::new(),
+            workspace_ready: self.workspace_ready,
         })
     }
 }

@@ -40,7 +40,7 @@ impl Agent {
         target: Option<&str>,
         fields: Map<String, Value>,
     ) -> HookResults {
-        if self.hooks.none_for(event) {
+        if self.hooks.none_for(event) || !self.workspace_exists().await {
             return HookResults::default();
         }
         let results = self

@@ -15,9 +15,11 @@ pub mod gate;
 mod hooked;
 pub mod prompt;
 mod turn;
+mod workspace;
 
 pub use builder::AgentBuilder;
 pub use compact::{COMPACTION_SYSTEM_PROMPT, CompactionError, CompactionReport};
+pub use workspace::{WorkspaceReady, workspace_ready_channel};
 
 use crate::config::AgentLimits;
 use crate::hooks::{HookEvent, Hooks};
@@ -290,6 +292,8 @@ pub struct Agent {
     last_reported_tokens: Option<u64>,
     /// Text added to the next prompt's user message ([`Agent::add_context`]).
     pending_context: Vec<String>,
+    /// The workspace while it is still being made ([`AgentBuilder::workspace_ready`]).
+    workspace_ready: Option<WorkspaceReady>,
 }
 
 /// Why the loop stopped, and the explanation that goes into [`AgentOutcome::error`].
@@ -509,6 +513,9 @@ impl Agent {
             self.account_usage(&mut progress, reply.usage);
             self.last_reported_tokens = Some(reply.usage.input_tokens + reply.usage.output_tokens);
             self.record_assistant_message(&reply);
+            if let Some(stop) = self.wait_for_workspace(cancel).await {
+                break stop;
+            }
             if reply.calls.is_empty() && reply.invalid.is_empty() {
                 match self.stop_hooks(progress.stop_hook_active).await {
                     Some(reason) => {

@@ -21,6 +21,18 @@ pub struct SystemPromptParams<'a> {
     pub role_instructions: Option<&'a str>,
     /// Tools offered, listed by name.
     pub tools: &'a ToolRegistry,
+    /// Where the project instructions come from.
+    pub instructions: InstructionsSource<'a>,
+}
+
+/// Where the system prompt's project instructions come from.
+#[derive(Debug, Clone, Copy)]
+pub enum InstructionsSource<'a> {
+    /// Read from the workspace root now ([`find_project_instructions`]).
+    WorkspaceRoot,
+    /// Read already, e.g. from the commit a worktree still being made will have
+    /// ([`instructions_at_commit`]); `None`: the project has none.
+    Given(Option<&'a ProjectInstructions>),
 }
 
 /// File names of project instructions, in order of preference: `AGENTS.md` (the open convention
@@ -57,12 +69,46 @@ fn read_instructions_file(root: &Path, name: &str) -> Option<String> {
         return None;
     }
     let bytes = std::fs::read(&real).ok()?;
+    Some(instructions_text(name, &bytes, bytes.len()))
+}
+
+/// The instructions text of file `name` whose first bytes are `bytes` and whose whole size is
+/// `size` bytes: at most [`MAX_INSTRUCTIONS_BYTES`], with a note when cut.
+fn instructions_text(name: &str, bytes: &[u8], size: usize) -> String {
     let mut text =
         String::from_utf8_lossy(&bytes[..bytes.len().min(MAX_INSTRUCTIONS_BYTES)]).into_owned();
-    if bytes.len() > MAX_INSTRUCTIONS_BYTES {
+    if size > MAX_INSTRUCTIONS_BYTES {
         text.push_str(&format!("\n[{name} was cut at 32 KiB]"));
     }
-    Some(text)
+    text
+}
+
+/// The project instructions a worktree of `repo` checked out at `commit` will have, read from
+/// the object store, as [`find_project_instructions`] would read them from that worktree.
+/// `Ok(None)`: only a checkout can tell (an instructions entry that is a symlink, a directory
+/// or a submodule); `Ok(Some(None))`: the commit has none.
+///
+/// # Errors
+/// [`ahelper_worktrees::GitError`] reading the repository.
+pub fn instructions_at_commit(
+    repo: &Path,
+    commit: ahelper_worktrees::Oid,
+) -> Result<Option<Option<ProjectInstructions>>, ahelper_worktrees::GitError> {
+    use ahelper_worktrees::TreeFile;
+    for name in INSTRUCTIONS_FILES {
+        match ahelper_worktrees::file_at_commit(repo, commit, name, MAX_INSTRUCTIONS_BYTES)? {
+            TreeFile::Absent => {}
+            TreeFile::Other => return Ok(None),
+            TreeFile::Regular { bytes, size } => {
+                let text = instructions_text(name, &bytes, size);
+                return Ok(Some(Some(ProjectInstructions {
+                    file_name: name,
+                    text,
+                })));
+            }
+        }
+    }
+    Ok(Some(None))
 }
 
 /// Reads the project instructions text (see [`find_project_instructions`]).
@@ -118,7 +164,11 @@ pub fn build_system_prompt(params: &SystemPromptParams<'_>) -> String {
         s.push_str(role.trim());
         s.push('\n');
     }
-    if let Some(instructions) = find_project_instructions(params.workspace_root) {
+    let instructions = match params.instructions {
+        InstructionsSource::WorkspaceRoot => find_project_instructions(params.workspace_root),
+        InstructionsSource::Given(given) => given.cloned(),
+    };
+    if let Some(instructions) = instructions {
         s.push_str(&format!(
             "\n# Project instructions ({})\n",
             instructions.file_name
@@ -147,6 +197,7 @@ mod tests {
             date: "2026-11-30".into(),
             role_instructions: None,
             tools: &tools,
+            instructions: InstructionsSource::WorkspaceRoot,
         };
         let p = build_system_prompt(&params);
         assert!(!p.contains("PARENT RULES"));
@@ -177,5 +228,75 @@ mod tests {
         let found = find_project_instructions(ws.path()).unwrap();
         assert_eq!(found.file_name, "AGENTS.md");
         assert_eq!(found.text, "Agents rules");
+    }
+
+    /// A repository at `dir` with one commit of `files` (name, content; a content starting
+    /// with `->` makes a symlink to the rest); the commit.
+    fn commit_files(dir: &Path, files: &[(&str, &str)]) -> ahelper_worktrees::Oid {
+        let git = |args: &[&str]| {
+            let out = std::process::Command::new("git")
+                .arg("-C")
+                .arg(dir)
+                .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+                .args(args)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{out:?}");
+            String::from_utf8(out.stdout).unwrap()
+        };
+        git(&["init", "-q"]);
+        std::fs::write(dir.join("src.txt"), "x").unwrap();
+        for (name, content) in files {
+            match content.strip_prefix("->") {
+                Some(target) => std::os::unix::fs::symlink(target, dir.join(name)).unwrap(),
+                None => std::fs::write(dir.join(name), content).unwrap(),
+            }
+        }
+        git(&["add", "-A"]);
+        git(&["commit", "-qm", "c"]);
+        ahelper_worktrees::Oid::from_str(git(&["rev-parse", "HEAD"]).trim()).unwrap()
+    }
+
+    #[test]
+    fn instructions_at_a_commit_are_what_its_checkout_has() {
+        let long = "y".repeat(MAX_INSTRUCTIONS_BYTES + 10);
+        let cases: [&[(&str, &str)]; 5] = [
+            &[],
+            &[("AGENTS.md", "Agents rules"), ("CLAUDE.md", "Claude rules")],
+            &[("CLAUDE.md", "Claude rules")],
+            &[("AGENTS.md", &long)],
+            &[("AGENTS.md", "")],
+        ];
+        for files in cases {
+            let dir = tempfile::tempdir().unwrap();
+            let commit = commit_files(dir.path(), files);
+            let read = instructions_at_commit(dir.path(), commit).unwrap();
+            assert_eq!(
+                read,
+                Some(find_project_instructions(dir.path())),
+                "{files:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn instructions_that_only_a_checkout_can_tell_are_not_guessed() {
+        for files in [
+            [("AGENTS.md", "->docs/rules.md"), ("docs/rules.md", "r")],
+            [
+                ("AGENTS.md", "->/etc/passwd"),
+                ("CLAUDE.md", "Claude rules"),
+            ],
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            std::fs::create_dir(dir.path().join("docs")).unwrap();
+            let commit = commit_files(dir.path(), &files);
+            assert_eq!(instructions_at_commit(dir.path(), commit).unwrap(), None);
+        }
+        // a directory of that name, as a checkout would skip it
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("AGENTS.md")).unwrap();
+        let commit = commit_files(dir.path(), &[("AGENTS.md/x", "x")]);
+        assert_eq!(instructions_at_commit(dir.path(), commit).unwrap(), None);
     }
 }

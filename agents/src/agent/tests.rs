@@ -833,3 +833,103 @@ async fn compact_on_demand_follows_the_instructions_and_keeps_the_last_turn() {
         Err(CompactionError::NothingToCompact)
     ));
 }
+
+/// An agent whose workspace `root` (not there yet) is made later: `touch` writes into it.
+fn agent_for_workspace_to_be(
+    client: Arc<dyn ModelClient>,
+    root: &std::path::Path,
+    ready: WorkspaceReady,
+) -> Agent {
+    let mut tools = ToolRegistry::new();
+    tools.register(TestTool::touch());
+    Agent::builder(
+        client,
+        "m",
+        ToolContext::for_root_to_be(root).unwrap(),
+        gate(PermissionMode::Bypass, Arc::new(DenyPrompter)),
+    )
+    .tools(tools)
+    .project_instructions(Some(prompt::ProjectInstructions {
+        file_name: "AGENTS.md",
+        text: "Given rules.".into(),
+    }))
+    .workspace_ready(ready)
+    .build()
+    .unwrap()
+}
+
+#[tokio::test]
+async fn the_first_request_goes_out_before_the_workspace_and_tools_wait_for_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("wt");
+    let script = Script::new(vec![
+        tool_turn("a", "touch", json!({"path": "f.txt"})),
+        answer("done"),
+    ]);
+    let (said, ready) = workspace_ready_channel();
+    let mut agent = agent_for_workspace_to_be(script.clone(), &root, ready);
+    // the system prompt has the given instructions (nothing read from a missing directory)
+    assert!(agent.system_prompt().contains("Given rules."));
+    let maker_script = script.clone();
+    let maker_root = root.clone();
+    let maker = tokio::spawn(async move {
+        // the first request is out while the workspace does not exist
+        while maker_script.requests.lock().unwrap().is_empty() {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        assert!(!maker_root.exists());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        std::fs::create_dir(&maker_root).unwrap();
+        said.send(Ok(())).unwrap();
+    });
+    let out = agent.run("go", &CancellationToken::new()).await;
+    maker.await.unwrap();
+    assert_eq!(
+        out.stop_reason,
+        AgentStopReason::Completed,
+        "{:?}",
+        out.error
+    );
+    // the tool ran in the workspace once it was there
+    assert_eq!(
+        std::fs::read_to_string(root.join("f.txt")).unwrap(),
+        "touched"
+    );
+}
+
+#[tokio::test]
+async fn a_workspace_that_cannot_be_made_stops_the_loop_before_any_tool_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("wt");
+    let script = Script::new(vec![tool_turn("a", "touch", json!({"path": "f.txt"}))]);
+    for fails in [Some("the disk is full"), None] {
+        let (said, ready) = workspace_ready_channel();
+        let mut agent = agent_for_workspace_to_be(script.clone(), &root, ready);
+        match fails {
+            Some(reason) => said.send(Err(reason.into())).unwrap(),
+            // its maker ended without a word
+            None => drop(said),
+        }
+        let out = agent.run("go", &CancellationToken::new()).await;
+        assert_eq!(out.stop_reason, AgentStopReason::Error);
+        let error = out.error.unwrap();
+        assert!(error.contains("the workspace could not be made"), "{error}");
+        assert!(error.contains(fails.unwrap_or("without a word")), "{error}");
+        assert!(!root.exists());
+    }
+}
+
+#[tokio::test]
+async fn a_cancel_while_waiting_for_the_workspace_stops_the_loop() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = Script::new(vec![tool_turn("a", "touch", json!({"path": "f.txt"}))]);
+    let (_said, ready) = workspace_ready_channel();
+    let mut agent = agent_for_workspace_to_be(script, &dir.path().join("wt"), ready);
+    let out = tokio::time::timeout(
+        Duration::from_secs(5),
+        agent.run("go", &cancelled_after(50)),
+    )
+    .await
+    .expect("the cancel ends the wait");
+    assert_eq!(out.stop_reason, AgentStopReason::Cancelled);
+}

@@ -152,6 +152,9 @@ pub struct RunContext {
     /// How each new worker worktree is prepared before its worker starts: `.worktreeinclude`
     /// and `[swarm] setup`.
     pub worktree_setup: super::setup::WorktreeSetup,
+    /// The project instructions at the last start commit a worker asked for (the workers that
+    /// start together read them once).
+    pub start_instructions: super::worker::StartInstructions,
     /// Command sandbox for the repository root; each worker uses
     /// [`CommandSandbox::for_workspace`] with its worktree, so its commands can write only there
     /// (and in the temp dir and the user's listed paths), never in the main checkout or another
@@ -771,6 +774,7 @@ fn run_context(
         worker_fix_rounds: config.swarm.worker_fix_rounds,
         merge_fix_attempts: config.swarm.merge_fix_attempts,
         worktree_setup: super::setup::WorktreeSetup::from_config(config),
+        start_instructions: Default::default(),
         run_id: record.run_id.clone(),
         task: record.task.clone(),
         git_lock,
@@ -913,6 +917,7 @@ impl RunContext {
             // This machine's own `[swarm] setup` and `.worktreeinclude` guard; MCP servers are
             // not started for remote subtasks (their approval lives on the coordinator's side).
             worktree_setup: super::setup::WorktreeSetup::from_config(config),
+            start_instructions: Default::default(),
             mcp_servers: Vec::new(),
             run_id: parts.run_id,
             task: parts.task,

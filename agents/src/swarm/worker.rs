@@ -3,7 +3,9 @@
 //! The [`WorkerActor`] owns a task that runs the agent loop, so the actor stays responsive to
 //! [`CancelWorker`] while the loop runs. The task's steps: create the worktree → bind the tool
 //! context to it → prepare a new worktree ([`super::setup`]: `.worktreeinclude`, `[swarm] setup`)
-//! → build the agent → run it while forwarding its progress to the coordinator →
+//! → build the agent → run it while forwarding its progress to the coordinator (the first
+//! model request goes out while the worktree is being made when nothing before the reply needs
+//! it: `worker/start.rs`) →
 //! commit the worktree and report. When the loop ends the worker tells the coordinator a bounded
 //! [`WorkerReport`]. A panic in the task becomes a failed report; it never takes the coordinator
 //! down.
@@ -19,7 +21,10 @@ use super::state::{FixRound, MAX_REPORT_SUMMARY_CHARS, WorkerReport, WorkerStatu
 use super::verification::RunVerifier;
 use super::{GitTaskError, create_parent_dir, git_task};
 use crate::agent::gate::{PermissionGate, RulePersistence};
-use crate::agent::{Agent, AgentEvent, AgentOutcome, AgentSettings, AgentStopReason};
+use crate::agent::prompt::ProjectInstructions;
+use crate::agent::{
+    Agent, AgentEvent, AgentOutcome, AgentSettings, AgentStopReason, WorkspaceReady,
+};
 use crate::mcp::McpHub;
 use crate::sandbox_os::CommandSandbox;
 use crate::tools::{FileClaims, ToolContext, ToolRegistry, WorkspaceError};
@@ -29,11 +34,15 @@ use crate::verify::prompts::{WorkerFixInput, worker_fix_prompt};
 use ahelper_worktrees as git;
 use futures::FutureExt;
 use kameo::prelude::*;
+pub use start::StartInstructions;
+use start::{Ran, WorkerSteps, early_start};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio_util::sync::CancellationToken;
+
+mod start;
 
 /// Everything a worker starts with.
 #[derive(Clone)]
@@ -238,54 +247,26 @@ async fn run_worker(
         Ok(lease) => lease,
         Err(e) => return failed(WorkerFailure::Lease(e), started),
     };
-    let prepared = async {
-        let recycled = match lease.as_mut() {
-            Some(lease) if !spec.resume => {
-                super::spares::recycle_into(lease, &run, &spec.branch, spec.start_commit).await
-            }
-            _ => None,
-        };
-        let (worktree, created, marker) = match recycled {
-            Some((worktree, marker)) => (worktree, true, marker),
-            None => {
-                let (worktree, created) = create_worktree(&run, &spec)
-                    .await
-                    .map_err(WorkerFailure::Worktree)?;
-                (worktree, created, None)
-            }
-        };
-        // Flushed while the worker starts; waited for before its commit.
-        let marker = marker.map(|m| tokio::task::spawn_blocking(move || m.sync()));
-        let tool_context = bind_tool_context(&run, &spec, &worktree)?;
-        if created {
-            run.worktree_setup
-                .prepare(
-                    &run.repo_root,
-                    &worktree,
-                    &tool_context,
-                    &spec.transcript,
-                    &cancel,
-                )
-                .await
-                .map_err(WorkerFailure::Setup)?;
-        }
-        Ok::<_, WorkerFailure>((worktree, tool_context, marker))
+    let steps = WorkerSteps {
+        run: &run,
+        spec: &spec,
+        coordinator: &coordinator,
+        cancel: &cancel,
     };
-    let (worktree, tool_context, marker) = match prepared.await {
-        Ok(ready) => ready,
+    let ran = match early_start(&run, &spec).await {
+        Some(instructions) => steps.run_while_made(lease.as_mut(), instructions).await,
+        None => steps.run_once_made(lease.as_mut()).await,
+    };
+    let Ran {
+        worktree,
+        mut agent,
+        mcp,
+        marker,
+        outcome,
+    } = match ran {
+        Ok(ran) => ran,
         Err(failure) => return failed(failure, started),
     };
-    tracing::debug!(worker = %spec.id, "its worktree is set up");
-    let mcp = start_mcp_servers(&run, &spec, &worktree).await;
-    let mut agent = match build_agent(&run, &spec, tool_context, &mcp) {
-        Ok(agent) => agent,
-        Err(failure) => {
-            mcp.shutdown().await;
-            return failed(failure, started);
-        }
-    };
-    tracing::debug!(worker = %spec.id, "its agent is built");
-    let outcome = run_agent(&mut agent, &run, &spec, &coordinator, &cancel).await;
     if let Err(failure) = marker_flushed(marker).await {
         mcp.shutdown().await;
         return failed(failure, started);
@@ -503,9 +484,8 @@ async fn create_worktree(
 fn bind_tool_context(
     run: &RunContext,
     spec: &WorkerSpec,
-    worktree: &Path,
-) -> Result<ToolContext, WorkerFailure> {
-    let mut tool_context = ToolContext::new(worktree).map_err(WorkerFailure::Workspace)?;
+    mut tool_context: ToolContext,
+) -> ToolContext {
     super::helpers::mark_commands(&mut tool_context, &run.run_id, &spec.id);
     tool_context.claims = Some(FileClaims {
         map: run.claims.clone(),
@@ -517,7 +497,7 @@ fn bind_tool_context(
         let sandbox = worker_sandbox(sandbox, run, &spec.worktree, &spec.id, &mut tool_context);
         tool_context.command_sandbox = Some(Arc::new(sandbox));
     }
-    Ok(tool_context)
+    tool_context
 }
 
 /// The run's sandbox re-rooted at the worktree. A writable path that contains the user's
@@ -583,6 +563,7 @@ fn build_agent(
     spec: &WorkerSpec,
     tool_context: ToolContext,
     mcp: &McpHub,
+    early: Option<(WorkspaceReady, Option<ProjectInstructions>)>,
 ) -> Result<Agent, WorkerFailure> {
     let mut gate = PermissionGate::new(
         run.policy.clone(),
@@ -606,7 +587,13 @@ fn build_agent(
     for tool in mcp.tools_for_role(&spec.role.tools) {
         tools.register(tool);
     }
-    Agent::builder(run.client.clone(), run.model.clone(), tool_context, gate)
+    let mut builder = Agent::builder(run.client.clone(), run.model.clone(), tool_context, gate);
+    if let Some((ready, instructions)) = early {
+        builder = builder
+            .workspace_ready(ready)
+            .project_instructions(instructions);
+    }
+    builder
         .tools(tools)
         .role_instructions(spec.role.instructions.clone())
         .subagent()

@@ -121,6 +121,31 @@ impl ToolContext {
         })
     }
 
+    /// A context for a workspace root that does not exist yet (a worktree still being made):
+    /// its parent directory canonicalised (and created when missing), its last component as
+    /// given. The caller must not run a tool before the directory is there, and must check
+    /// that it was made at this path (a symlink put there would change what it resolves to).
+    ///
+    /// # Errors
+    /// [`WorkspaceError`] when `root` has no parent or last component, or the parent cannot be
+    /// created or canonicalised.
+    pub fn for_root_to_be(root: &Path) -> Result<Self, WorkspaceError> {
+        let error = |source| WorkspaceError {
+            path: root.to_path_buf(),
+            source,
+        };
+        let (Some(parent), Some(name)) = (root.parent(), root.file_name()) else {
+            let reason = "it has no parent directory or no name";
+            return Err(error(std::io::Error::other(reason)));
+        };
+        std::fs::create_dir_all(parent).map_err(error)?;
+        let parent = std::fs::canonicalize(parent).map_err(error)?;
+        let mut context = ToolContext::new(&parent)?;
+        context.workspace_root = parent.join(name);
+        context.cwd = context.workspace_root.clone();
+        Ok(context)
+    }
+
     /// Resolves a path the model gave, relative to this call's cwd, inside the workspace or an
     /// added directory ([`crate::sandbox::resolve_in_roots`]).
     ///

@@ -116,7 +116,8 @@ struct Host {
     queue: async_nats::jetstream::consumer::PullConsumer,
     /// Spare worktrees per cached clone (by repository URL), made when a run is announced.
     spares: tokio::sync::Mutex<HashMap<String, Arc<WorktreePool>>>,
-    /// Subtasks pulled whose agent has not asked the model yet (making their worktrees).
+    /// Subtasks pulled whose worktree may still be being made (their agent is not past its
+    /// first model reply).
     starting: AtomicUsize,
     stop: CancellationToken,
 }
@@ -520,7 +521,8 @@ impl Subtask {
         }
     }
 
-    /// Its agent asked the model (or it ended before): it no longer counts as starting.
+    /// Its worktree is ready (its agent got past its first reply) or it ended: it no longer
+    /// counts as starting.
     fn started(&self) {
         if !self.started.swap(true, Ordering::SeqCst) {
             self.host.starting.fetch_sub(1, Ordering::SeqCst);
@@ -696,8 +698,10 @@ impl Subtask {
                     (WorkerStatus::Failed, WorkerReport::failed(format!("the worker's task ended: {e}"), 0))
                 }),
                 Some(progress) = rx.recv() => {
-                    if !replenished && matches!(progress, Progress::Turn { .. }) {
-                        // Its worktree is ready and it waits on the model: the CPU is free.
+                    let past_first_reply = matches!(progress, Progress::ToolCall { .. } | Progress::Turn { turn: 2.., .. });
+                    if !replenished && past_first_reply {
+                        // Its worktree is ready (its first request may go out before) and it
+                        // waits on a tool or the model: the CPU is free.
                         replenished = true;
                         self.started();
                         tokio::spawn(self.host.clone().replenish_spares(self.msg.repo_url.clone()));

@@ -77,6 +77,11 @@ fn four_subtasks_complete_over_nats_on_two_worker_processes() {
         String::from_utf8_lossy(&out.stderr),
         logs()
     );
+    // The run released its consumer on NATS and stopped reading first: no failed read (and
+    // no retry that would re-create the consumer) after it.
+    let log = std::fs::read_to_string(repo.home().join("state/ahelper/logs/ahelper.log")).unwrap();
+    assert!(log.contains("released the run on NATS"), "{log}");
+    assert!(!log.contains("reading worker events failed"), "{log}");
     let run = last_run(&repo);
     assert_eq!(run["status"], "finished", "{run:#}");
     let integration = run["integration_branch"].as_str().unwrap();

@@ -25,6 +25,7 @@ use kameo::prelude::*;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+use tokio_util::sync::CancellationToken;
 
 /// Setting up a distributed run failed.
 #[derive(Debug, thiserror::Error)]
@@ -95,6 +96,9 @@ pub struct NatsSlots {
     /// The events stream's last sequence when the run was prepared: a new consumer of the
     /// run's events starts after it.
     events_from: u64,
+    /// Cancelled when the run is closed: its event listener stops before its consumer is
+    /// deleted (and never re-creates it).
+    closed: CancellationToken,
 }
 
 impl NatsSlots {
@@ -143,6 +147,7 @@ impl NatsSlots {
             listener: tokio::sync::OnceCell::new(),
             questions: Arc::default(),
             events_from,
+            closed: CancellationToken::new(),
         })
     }
 
@@ -176,6 +181,7 @@ impl NatsSlots {
                     events_from: self.events_from,
                     finished,
                     ended: Mutex::default(),
+                    closed: self.closed.clone(),
                 };
                 tokio::spawn(fetcher.run(fetch_queue));
                 tokio::spawn(listener.run());
@@ -256,6 +262,7 @@ impl WorkerSlots for NatsSlots {
     }
 
     async fn close(&self, run_id: &str) {
+        self.closed.cancel();
         lifecycle::delete_fetched_branches(&self.repo_root, run_id).await;
         match lifecycle::release_run(&self.nats, run_id).await {
             Ok(released) => tracing::info!(
@@ -415,6 +422,8 @@ struct Listener {
     finished: tokio::sync::mpsc::UnboundedSender<Vec<Finished>>,
     /// The finished workers of the events being read, sent once they are all handled.
     ended: Mutex<Vec<Finished>>,
+    /// The run is closed: no more reading (its consumer is being deleted).
+    closed: CancellationToken,
 }
 
 impl Listener {
@@ -424,6 +433,10 @@ impl Listener {
         loop {
             match this.consume().await {
                 Ok(()) => return,
+                Err(error) if this.closed.is_cancelled() => {
+                    tracing::debug!(%error, "the run is closed; its events are no longer read");
+                    return;
+                }
                 Err(error) => {
                     tracing::warn!(%error, "reading worker events failed; retrying");
                     tokio::time::sleep(std::time::Duration::from_secs(1)).await;
@@ -464,6 +477,7 @@ impl Listener {
         loop {
             let next = tokio::select! {
                 next = messages.next() => next,
+                () = self.closed.cancelled() => return Ok(()),
                 _ = tick.tick() => {
                     if self.coordinator.is_alive() {
                         continue;

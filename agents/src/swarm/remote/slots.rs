@@ -870,11 +870,11 @@ struct Taken {
 /// commit its report names.
 fn take_branches(root: &Path, url: &str, run: &str, wanted: &[WantedBranch], fetch: bool) -> Taken {
     let prefix = pushed_prefix(run);
-    let mut fetch_error = None;
-    if fetch {
-        let spec = format!("+refs/heads/ahelper/{run}/*:{prefix}*");
-        fetch_error = git::fetch_refspecs(root, url, &[spec]).err();
-    }
+    let fetch_error = if fetch {
+        fetch_pushed(root, url, run).err()
+    } else {
+        None
+    };
     let tips: HashMap<String, git::Oid> = git::local_refs(root, &prefix)
         .unwrap_or_default()
         .into_iter()
@@ -887,6 +887,34 @@ fn take_branches(root: &Path, url: &str, run: &str, wanted: &[WantedBranch], fet
     Taken {
         tips: fetch.then_some(tips),
         outcomes,
+    }
+}
+
+/// Attempts of [`fetch_pushed`], and the wait before the second (doubled before each next).
+const FETCH_ATTEMPTS: u32 = 3;
+const FETCH_RETRY_AFTER: std::time::Duration = std::time::Duration::from_millis(150);
+
+/// Fetches every branch run `run`'s workers pushed to `url` into [`pushed_prefix`] of `root`,
+/// trying again after a failure: two fetches in flight update the same refs, and one that
+/// finds a ref locked by the other for longer than git waits (`core.filesRefLockTimeout`, 100
+/// ms: a loaded machine) fails, which must not fail the finished worker whose branch it was to
+/// bring. The last attempt's error when none succeeds (a remote that stays unreachable costs
+/// 0.45 s more).
+fn fetch_pushed(root: &Path, url: &str, run: &str) -> Result<(), git::GitError> {
+    let spec = format!("+refs/heads/ahelper/{run}/*:{}*", pushed_prefix(run));
+    let mut wait = FETCH_RETRY_AFTER;
+    let mut attempt = 1;
+    loop {
+        match git::fetch_refspecs(root, url, std::slice::from_ref(&spec)) {
+            Ok(()) => return Ok(()),
+            Err(error) if attempt >= FETCH_ATTEMPTS => return Err(error),
+            Err(error) => {
+                tracing::debug!(%error, attempt, "fetching the pushed branches failed; trying again");
+                std::thread::sleep(wait);
+                wait *= 2;
+                attempt += 1;
+            }
+        }
     }
 }
 
@@ -1050,6 +1078,30 @@ mod tests {
                 .is_empty()
         );
         assert_eq!(git(&repo, &["rev-parse", &branch]), commits[1]);
+    }
+
+    #[test]
+    fn a_ref_locked_by_another_fetch_for_longer_than_git_waits_fails_no_worker() {
+        let dir = tempfile::tempdir().unwrap();
+        let (repo, url, commits) = pushed_branches(dir.path());
+        // Another fetch in flight holds w2's ref for 400 ms: git gives up on it after 100 ms.
+        let lock = repo.join(format!(".git/{}w2.lock", pushed_prefix(RUN)));
+        std::fs::create_dir_all(lock.parent().unwrap()).unwrap();
+        std::fs::write(&lock, "").unwrap();
+        let held = lock.clone();
+        let other = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(400));
+            std::fs::remove_file(held).unwrap();
+        });
+        let wanted = [wanted("w1", &commits[0]), wanted("w2", &commits[1])];
+        let outcomes = take_branches(&repo, &url, RUN, &wanted, true).outcomes;
+        other.join().unwrap();
+        assert_eq!(outcomes[0].as_ref().unwrap().to_string(), commits[0]);
+        assert_eq!(outcomes[1].as_ref().unwrap().to_string(), commits[1]);
+        assert_eq!(
+            git(&repo, &["rev-parse", &format!("ahelper/{RUN}/w2")]),
+            commits[1]
+        );
     }
 
     #[test]

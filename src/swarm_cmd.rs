@@ -1158,6 +1158,10 @@ fn ls_line(root: &Path, r: &RunRecord) -> String {
 /// [`crate::EXIT_OUTPUT_LOST`] after a line on stderr when stdout does not take it (e.g. a full
 /// disk); a closed pipe (`| head`) is not such a failure ([`crate::try_write_stdout`]).
 fn emit(output: &str) -> i32 {
+    if output.is_empty() {
+        // Nothing to say (`--follow` with no new line): no write, no flush.
+        return 0;
+    }
     match crate::try_write_stdout(format_args!("{output}")) {
         Ok(()) => 0,
         Err(e) => {

@@ -4,7 +4,7 @@
 //! the validation error, and a re-asked plan that is still a chain runs as one worker. Its conversation goes to `runs/<run>/coordinator.jsonl`.
 
 use super::events::SwarmEvent;
-use super::plan::{Plan, PlanError, parse_plan};
+use super::plan::{Plan, PlanError, PlanValidator};
 use super::plan_review::{collapse_chain, review_plan};
 use super::record_saver::RecordFlush;
 use super::roles::load_role;
@@ -72,7 +72,15 @@ pub async fn plan_run(
         agent.subscribe(),
         io.events.clone(),
     ));
-    let asked = ask_for_plan(&mut agent, &mut prepared.record, config, io).await;
+    // Compiled while the planning request is in flight.
+    let mut validator = Validating::start();
+    let asked = ask_for_plan(
+        &mut agent,
+        &mut prepared.record,
+        (config, io),
+        &mut validator,
+    )
+    .await;
     agent.unsubscribe();
     drop(agent);
     let _ = forward.await;
@@ -180,8 +188,8 @@ async fn forward_coordinator_events(
 async fn ask_for_plan(
     agent: &mut Agent,
     record: &mut RunRecord,
-    config: &Config,
-    io: &RunIo,
+    (config, io): (&Config, &RunIo),
+    validator: &mut Validating,
 ) -> Result<Plan, PlanFailure> {
     let mut prompt = format!(
         "Task for the swarm:\n{}\n\nExplore as needed, then answer with the JSON plan only.",
@@ -191,7 +199,14 @@ async fn ask_for_plan(
     loop {
         let outcome = agent.run(&prompt, io.cancel.token()).await;
         record.usage.add(outcome.usage);
-        let rejected = match read_plan(&outcome, config.swarm.max_subtasks, agent.settings()) {
+        let validator = validator.ready().await;
+        let answer = read_plan(
+            &outcome,
+            config.swarm.max_subtasks,
+            agent.settings(),
+            validator,
+        );
+        let rejected = match answer {
             Ok(plan) => match review_plan(&plan) {
                 Ok(()) => return Ok(plan),
                 // Re-asked and still a chain: one worker does the steps in order.
@@ -235,10 +250,35 @@ enum PlanAnswer {
     Rejected(PlanError),
 }
 
+/// The plan validator: being compiled beside the planning request, then ready.
+struct Validating {
+    compiling: Option<tokio::task::JoinHandle<PlanValidator>>,
+    ready: Option<PlanValidator>,
+}
+
+impl Validating {
+    /// Starts compiling it on the blocking pool.
+    fn start() -> Self {
+        Validating {
+            compiling: Some(tokio::task::spawn_blocking(PlanValidator::new)),
+            ready: None,
+        }
+    }
+
+    /// The compiled validator (compiled here when its task failed).
+    async fn ready(&mut self) -> &PlanValidator {
+        if let Some(task) = self.compiling.take() {
+            self.ready = Some(task.await.unwrap_or_else(|_| PlanValidator::new()));
+        }
+        self.ready.get_or_insert_with(PlanValidator::new)
+    }
+}
+
 fn read_plan(
     outcome: &AgentOutcome,
     max_subtasks: usize,
     settings: &AgentSettings,
+    validator: &PlanValidator,
 ) -> Result<Plan, PlanAnswer> {
     match outcome.stop_reason {
         AgentStopReason::Cancelled => return Err(PlanAnswer::Failed(PlanFailure::Cancelled)),
@@ -262,15 +302,17 @@ fn read_plan(
     // an error) is named as such: "no JSON found" would send the model and the user looking for
     // the wrong problem.
     let cut_off = outcome.stop_reason == AgentStopReason::Completed && outcome.error.is_some();
-    parse_plan(&outcome.final_text, max_subtasks).map_err(|e| {
-        PlanAnswer::Rejected(if cut_off {
-            PlanError::Truncated {
-                max_output_tokens: settings.max_output_tokens,
-            }
-        } else {
-            e
+    validator
+        .parse(&outcome.final_text, max_subtasks)
+        .map_err(|e| {
+            PlanAnswer::Rejected(if cut_off {
+                PlanError::Truncated {
+                    max_output_tokens: settings.max_output_tokens,
+                }
+            } else {
+                e
+            })
         })
-    })
 }
 
 /// Stores the plan and one queued worker per subtask in the record (status `planned`).

@@ -80,7 +80,7 @@ pub use remote::{
     push_commits, remote_ref, remote_refs, remote_url, set_branch,
 };
 pub use repo::{
-    AHELPER_DIR, Head, Identity, RepoInfo, TreeFile, dirty_paths, ensure_excluded, file_at_commit,
+    AHELPER_DIR, Head, Identity, RepoInfo, TreeFile, dirty_paths, ensure_excluded, files_at_commit,
     snapshot_uncommitted,
 };
 pub use spare::{

@@ -443,7 +443,7 @@ pub fn ensure_excluded(repo: &Path, pattern: &str) -> Result<bool, GitError> {
     Ok(true)
 }
 
-/// What a commit's tree has at a top-level name ([`file_at_commit`]).
+/// What a commit's tree has at a top-level name ([`files_at_commit`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TreeFile {
     /// No entry of that name.
@@ -461,34 +461,40 @@ pub enum TreeFile {
     Other,
 }
 
-/// The top-level entry `name` of `commit`'s tree in the repository at `repo_path`, read from
-/// the object store (no checkout needed): what a new worktree at `commit` will have there.
+/// The top-level entries `names` of `commit`'s tree in the repository at `repo_path`, in the
+/// order given, read from the object store with one open of the repository (no checkout
+/// needed): what a new worktree at `commit` will have there.
 ///
 /// # Errors
-/// [`GitError`] opening the repository, finding the commit or reading the blob.
-pub fn file_at_commit(
+/// [`GitError`] opening the repository, finding the commit or reading a blob.
+pub fn files_at_commit(
     repo_path: &Path,
     commit: Oid,
-    name: &str,
+    names: &[&str],
     max_bytes: usize,
-) -> Result<TreeFile, GitError> {
+) -> Result<Vec<TreeFile>, GitError> {
     let repo = open_repo(repo_path)?;
     let tree = repo
         .find_commit(commit)
         .and_then(|c| c.tree())
         .ctx(|| format!("reading the tree of commit {commit}"))?;
-    let Some(entry) = tree.get_name(name) else {
-        return Ok(TreeFile::Absent);
-    };
-    if !matches!(entry.filemode(), 0o100644 | 0o100755) {
-        return Ok(TreeFile::Other);
-    }
-    let blob = repo
-        .find_blob(entry.id())
-        .ctx(|| format!("reading {name} of commit {commit}"))?;
-    let content = blob.content();
-    Ok(TreeFile::Regular {
-        bytes: content[..content.len().min(max_bytes)].to_vec(),
-        size: content.len(),
-    })
+    names
+        .iter()
+        .map(|name| {
+            let Some(entry) = tree.get_name(name) else {
+                return Ok(TreeFile::Absent);
+            };
+            if !matches!(entry.filemode(), 0o100644 | 0o100755) {
+                return Ok(TreeFile::Other);
+            }
+            let blob = repo
+                .find_blob(entry.id())
+                .ctx(|| format!("reading {name} of commit {commit}"))?;
+            let content = blob.content();
+            Ok(TreeFile::Regular {
+                bytes: content[..content.len().min(max_bytes)].to_vec(),
+                size: content.len(),
+            })
+        })
+        .collect()
 }

@@ -95,8 +95,14 @@ pub fn instructions_at_commit(
     commit: ahelper_worktrees::Oid,
 ) -> Result<Option<Option<ProjectInstructions>>, ahelper_worktrees::GitError> {
     use ahelper_worktrees::TreeFile;
-    for name in INSTRUCTIONS_FILES {
-        match ahelper_worktrees::file_at_commit(repo, commit, name, MAX_INSTRUCTIONS_BYTES)? {
+    let files = ahelper_worktrees::files_at_commit(
+        repo,
+        commit,
+        &INSTRUCTIONS_FILES,
+        MAX_INSTRUCTIONS_BYTES,
+    )?;
+    for (name, file) in INSTRUCTIONS_FILES.into_iter().zip(files) {
+        match file {
             TreeFile::Absent => {}
             TreeFile::Other => return Ok(None),
             TreeFile::Regular { bytes, size } => {

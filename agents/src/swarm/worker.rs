@@ -318,11 +318,17 @@ fn failed(failure: WorkerFailure, started: Instant) -> (WorkerStatus, WorkerRepo
     )
 }
 
+/// Whether worker `spec` starts the run's MCP servers: the run has some and its role offers an
+/// MCP tool.
+fn uses_mcp_servers(run: &RunContext, spec: &WorkerSpec) -> bool {
+    !run.mcp_servers.is_empty() && spec.role.tools.iter().any(|t| t.starts_with("mcp__"))
+}
+
 /// Step 2b: the run's MCP servers, started for this worker with its worktree as working
 /// directory and root (none when the role offers no MCP tool). A server that does not start is
 /// a notice for the user; the worker goes on without its tools.
 async fn start_mcp_servers(run: &RunContext, spec: &WorkerSpec, worktree: &Path) -> McpHub {
-    if run.mcp_servers.is_empty() || !spec.role.tools.iter().any(|t| t.starts_with("mcp__")) {
+    if !uses_mcp_servers(run, spec) {
         return McpHub::default();
     }
     let hub = McpHub::start(run.mcp_servers.clone(), worktree).await;

@@ -8,7 +8,7 @@
 
 use super::{
     WorkerFailure, WorkerSpec, bind_tool_context, build_agent, create_worktree, run_agent,
-    start_mcp_servers,
+    start_mcp_servers, uses_mcp_servers,
 };
 use crate::agent::prompt::{ProjectInstructions, instructions_at_commit};
 use crate::agent::{Agent, AgentOutcome, workspace_ready_channel};
@@ -50,9 +50,7 @@ pub(super) async fn early_start(
     run: &RunContext,
     spec: &WorkerSpec,
 ) -> Option<Option<ProjectInstructions>> {
-    let has_mcp =
-        !run.mcp_servers.is_empty() && spec.role.tools.iter().any(|t| t.starts_with("mcp__"));
-    if spec.resume || run.worktree_setup.command.is_some() || has_mcp {
+    if spec.resume || run.worktree_setup.command.is_some() || uses_mcp_servers(run, spec) {
         return None;
     }
     run.start_instructions

@@ -153,8 +153,8 @@ pub struct RunContext {
     /// and `[swarm] setup`.
     pub worktree_setup: super::setup::WorktreeSetup,
     /// The project instructions at the last start commit a worker asked for (the workers that
-    /// start together read them once).
-    pub start_instructions: super::worker::StartInstructions,
+    /// start together read them once; a worker machine shares one between its subtasks).
+    pub start_instructions: Arc<super::worker::StartInstructions>,
     /// Command sandbox for the repository root; each worker uses
     /// [`CommandSandbox::for_workspace`] with its worktree, so its commands can write only there
     /// (and in the temp dir and the user's listed paths), never in the main checkout or another
@@ -888,6 +888,12 @@ pub struct RemoteRunParts {
     pub role: RoleDefinition,
     /// Cancelled when the subtask must stop (SIGTERM, the coordinator's cancel).
     pub cancel: CancellationToken,
+    /// This machine's command sandbox, probed once when it started serving (landlock,
+    /// namespaces: a fork each); the subtask's is [`CommandSandbox::for_workspace`] of it.
+    pub sandbox: Arc<CommandSandbox>,
+    /// The project instructions at a start commit, shared by this machine's subtasks (a
+    /// commit id tells its tree, whatever the repository).
+    pub start_instructions: Arc<super::worker::StartInstructions>,
 }
 
 impl RunContext {
@@ -917,7 +923,7 @@ impl RunContext {
             // This machine's own `[swarm] setup` and `.worktreeinclude` guard; MCP servers are
             // not started for remote subtasks (their approval lives on the coordinator's side).
             worktree_setup: super::setup::WorktreeSetup::from_config(config),
-            start_instructions: Default::default(),
+            start_instructions: parts.start_instructions,
             mcp_servers: Vec::new(),
             run_id: parts.run_id,
             task: parts.task,
@@ -938,7 +944,7 @@ impl RunContext {
             events,
             snapshots,
             events_log: std::sync::Mutex::new(None),
-            command_sandbox: Some(Arc::new(CommandSandbox::new(&config.sandbox, &root))),
+            command_sandbox: Some(Arc::new(parts.sandbox.for_workspace(&root))),
             redactor: config.redactor.clone(),
             repo_root: root,
             worker_slots: Arc::new(super::slots::LocalSlots),
@@ -957,4 +963,55 @@ fn hazard_limits(config: &Config) -> git::HazardLimits {
 /// The placeholder record of a remote subtask's context (nothing renders it).
 fn remote_record(run_id: &str, root: &Path) -> RunRecord {
     RunRecord::new(run_id.to_string(), root.to_path_buf(), RunStatus::Running)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::CliOverrides;
+    use crate::model::scripted::{ScriptedClient, ScriptedTurn};
+
+    /// A worker machine's subtasks take its sandbox probe and its project instructions cache;
+    /// each subtask's sandbox is rooted at its own clone.
+    #[tokio::test]
+    async fn remote_subtasks_share_the_machines_sandbox_probe_and_instructions() {
+        let machine = tempfile::tempdir().unwrap();
+        let env = EnvSnapshot::from_pairs([("HOME".into(), machine.path().display().to_string())]);
+        let config = Config::load(machine.path(), &env, &CliOverrides::default()).unwrap();
+        let sandbox = Arc::new(CommandSandbox::new(&config.sandbox, machine.path()));
+        let instructions = Arc::new(super::super::worker::StartInstructions::default());
+        let client: Arc<dyn ModelClient> =
+            Arc::new(ScriptedClient::new(Vec::<ScriptedTurn>::new()));
+        let owner = git::GitOwner::new();
+        let contexts: Vec<RunContext> = ["a", "b"]
+            .iter()
+            .map(|name| {
+                let clone = machine.path().join(name);
+                std::fs::create_dir(&clone).unwrap();
+                let init = std::process::Command::new("git")
+                    .args(["init", "-q"])
+                    .current_dir(&clone)
+                    .status();
+                assert!(init.unwrap().success());
+                let parts = RemoteRunParts {
+                    run_id: "run".into(),
+                    task: "task".into(),
+                    git_lock: owner.lock_for(&clone).unwrap(),
+                    role: load_role(&clone, "worker").unwrap(),
+                    clone,
+                    cancel: CancellationToken::new(),
+                    sandbox: sandbox.clone(),
+                    start_instructions: instructions.clone(),
+                };
+                RunContext::for_remote_worker(parts, &config, client.clone(), "model")
+            })
+            .collect();
+        for (context, name) in contexts.iter().zip(["a", "b"]) {
+            assert!(Arc::ptr_eq(&context.start_instructions, &instructions));
+            let theirs = context.command_sandbox.as_ref().unwrap();
+            let clone = machine.path().join(name).canonicalize().unwrap();
+            assert_eq!(theirs.workspace_root(), clone);
+            assert_eq!(theirs.is_enforced(), sandbox.is_enforced());
+        }
+    }
 }

@@ -30,11 +30,14 @@ use super::wire::{
 };
 use crate::config::Config;
 use crate::model::ModelClient;
+use crate::sandbox_os::CommandSandbox;
 use crate::swarm::coordinator::Progress;
 use crate::swarm::run::{RemoteRunParts, RunContext};
 use crate::swarm::spares::{self, WorktreeLease, WorktreePool};
 use crate::swarm::state::{WorkerReport, WorkerStatus};
-use crate::swarm::worker::{ProgressSink, WorkerSpec, run_leased_worker_catching_panics};
+use crate::swarm::worker::{
+    ProgressSink, StartInstructions, WorkerSpec, run_leased_worker_catching_panics,
+};
 use crate::swarm::{GitTaskError, create_parent_dir, git_task};
 use ahelper_worktrees as git;
 use async_nats::jetstream::{AckKind, Message};
@@ -119,6 +122,10 @@ struct Host {
     /// Subtasks pulled whose worktree may still be being made (their agent is not past its
     /// first model reply).
     starting: AtomicUsize,
+    /// This machine's command sandbox, probed once ([`RemoteRunParts::sandbox`]).
+    sandbox: Arc<CommandSandbox>,
+    /// Project instructions at start commits, shared by the subtasks.
+    start_instructions: Arc<StartInstructions>,
     stop: CancellationToken,
 }
 
@@ -140,6 +147,7 @@ pub async fn serve(
     let consumer = nats.workers_consumer().await?;
     nats.events_stream().await?;
     let heartbeats = nats.heartbeats().await?;
+    let sandbox = CommandSandbox::new(&model.config.sandbox, &options.work_dir);
     let host = Arc::new(Host {
         nats,
         options,
@@ -149,6 +157,8 @@ pub async fn serve(
         pusher: Pusher::start(),
         spares: tokio::sync::Mutex::default(),
         starting: AtomicUsize::new(0),
+        sandbox: Arc::new(sandbox),
+        start_instructions: Arc::default(),
         queue: consumer.clone(),
         stop,
     });
@@ -668,6 +678,8 @@ impl Subtask {
             git_lock: lock,
             role: self.msg.role.clone(),
             cancel: self.cancel.clone(),
+            sandbox: self.host.sandbox.clone(),
+            start_instructions: self.host.start_instructions.clone(),
         };
         let model = &self.host.model;
         let mut run =

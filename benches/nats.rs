@@ -26,7 +26,7 @@
 //! `AHELPER_BENCH_BIN=<path>` runs another `ahelper` build instead (e.g. a copy of an earlier
 //! commit's binary), for a before/after under the same conditions.
 //!
-//! Run: `cargo bench --bench nats` (needs `nats-server` on PATH; Debian: `apt-get install
+//! Run: `cargo bench --bench nats` (`-- dispatch` or `-- throughput` for one figure; needs `nats-server` on PATH; Debian: `apt-get install
 //! nats-server`).
 
 mod common;
@@ -376,7 +376,17 @@ fn main() {
         load_average()
     );
     let url = nats.url();
-    dispatch_overhead(&url);
-    throughput(&url);
+    // `cargo bench --bench nats -- dispatch` (or `throughput`) runs one figure only.
+    let only: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let wanted = |figure: &str| only.is_empty() || only.iter().any(|o| o == figure);
+    if wanted("dispatch") {
+        dispatch_overhead(&url);
+    }
+    if wanted("throughput") {
+        throughput(&url);
+    }
     println!("\nload average after: {}\n", load_average());
 }

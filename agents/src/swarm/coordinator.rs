@@ -31,6 +31,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 /// Progress reported by a worker while it runs. Serialisable: a worker on another machine sends
 /// it over NATS (JSON, tagged by `kind`).
@@ -894,12 +895,9 @@ impl CoordinatorActor {
     }
 
     /// Starts the deferred removals (each worker's on a blocking thread of its own, as
-    /// [`Self::spawn_removals`] would) once `go` is notified; the handle of the task that waits
+    /// [`Self::spawn_removals`] would) once `go` is cancelled; the handle of the task that waits
     /// for them all.
-    fn start_deferred_removals(
-        &mut self,
-        go: Arc<tokio::sync::Notify>,
-    ) -> tokio::task::JoinHandle<()> {
+    fn start_deferred_removals(&mut self, go: CancellationToken) -> tokio::task::JoinHandle<()> {
         let deferred = std::mem::take(&mut self.deferred_removals);
         let integration = self.record.integration_branch.clone();
         let run = self.run.clone();
@@ -907,7 +905,7 @@ impl CoordinatorActor {
             if deferred.is_empty() {
                 return;
             }
-            go.notified().await;
+            go.cancelled().await;
             let removals: Vec<_> = deferred
                 .into_iter()
                 .map(|work| {
@@ -922,6 +920,19 @@ impl CoordinatorActor {
                     tracing::error!(error = %e, "removing a merged worktree stopped");
                 }
             }
+        })
+    }
+
+    /// Releases what the worker slots hold for this run elsewhere
+    /// ([`super::slots::WorkerSlots::close`]: a
+    /// distributed run's NATS consumer, queued subtasks and fetched branches) once `go` is
+    /// cancelled — the closing turn's request is under way: every worker has reported, and the
+    /// release overlaps the model's answer instead of following it.
+    fn start_releasing_slots(&self, go: CancellationToken) -> tokio::task::JoinHandle<()> {
+        let (slots, run_id) = (self.run.worker_slots.clone(), self.record.run_id.clone());
+        tokio::spawn(async move {
+            go.cancelled().await;
+            slots.close(&run_id).await;
         })
     }
 
@@ -976,13 +987,14 @@ impl CoordinatorActor {
         if let Some(pool) = &self.run.worktree_pool {
             cleanups.extend(pool.take_makers());
         }
-        let go = Arc::new(tokio::sync::Notify::new());
+        let go = CancellationToken::new();
         cleanups.push(self.start_deferred_removals(go.clone()));
+        cleanups.push(self.start_releasing_slots(go.clone()));
         if self.cancelled.is_none() {
             tracing::debug!("closing turn");
-            self.synthesize(move || go.notify_one()).await;
+            self.synthesize(move || go.cancel()).await;
         } else {
-            go.notify_one();
+            go.cancel();
         }
         for cleanup in cleanups {
             let _ = cleanup.await;

@@ -262,6 +262,10 @@ impl WorkerSlots for NatsSlots {
     }
 
     async fn close(&self, run_id: &str) {
+        if self.closed.is_cancelled() {
+            // Released already (the coordinator does it during its closing turn).
+            return;
+        }
         self.closed.cancel();
         lifecycle::delete_fetched_branches(&self.repo_root, run_id).await;
         match lifecycle::release_run(&self.nats, run_id).await {

@@ -923,11 +923,10 @@ impl CoordinatorActor {
         })
     }
 
-    /// Releases what the worker slots hold for this run elsewhere
-    /// ([`super::slots::WorkerSlots::close`]: a
-    /// distributed run's NATS consumer, queued subtasks and fetched branches) once `go` is
-    /// cancelled — the closing turn's request is under way: every worker has reported, and the
-    /// release overlaps the model's answer instead of following it.
+    /// Releases what the worker slots hold for this run elsewhere (a distributed run's NATS
+    /// consumer, queued subtasks and fetched branches: [`super::slots::WorkerSlots::close`])
+    /// once `go` is cancelled — the closing turn's request is under way: every worker has
+    /// reported, and the release overlaps the model's answer instead of following it.
     fn start_releasing_slots(&self, go: CancellationToken) -> tokio::task::JoinHandle<()> {
         let (slots, run_id) = (self.run.worker_slots.clone(), self.record.run_id.clone());
         tokio::spawn(async move {

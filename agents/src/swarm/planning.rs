@@ -251,26 +251,27 @@ enum PlanAnswer {
 }
 
 /// The plan validator: being compiled beside the planning request, then ready.
-struct Validating {
-    compiling: Option<tokio::task::JoinHandle<PlanValidator>>,
-    ready: Option<PlanValidator>,
+enum Validating {
+    Compiling(tokio::task::JoinHandle<PlanValidator>),
+    Ready(PlanValidator),
 }
 
 impl Validating {
     /// Starts compiling it on the blocking pool.
     fn start() -> Self {
-        Validating {
-            compiling: Some(tokio::task::spawn_blocking(PlanValidator::new)),
-            ready: None,
-        }
+        Validating::Compiling(tokio::task::spawn_blocking(PlanValidator::new))
     }
 
     /// The compiled validator (compiled here when its task failed).
     async fn ready(&mut self) -> &PlanValidator {
-        if let Some(task) = self.compiling.take() {
-            self.ready = Some(task.await.unwrap_or_else(|_| PlanValidator::new()));
+        if let Validating::Compiling(task) = self {
+            let compiled = task.await.unwrap_or_else(|_| PlanValidator::new());
+            *self = Validating::Ready(compiled);
         }
-        self.ready.get_or_insert_with(PlanValidator::new)
+        match self {
+            Validating::Ready(validator) => validator,
+            Validating::Compiling(_) => unreachable!("compiled just above"),
+        }
     }
 }
 

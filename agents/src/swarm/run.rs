@@ -174,15 +174,19 @@ pub struct RunContext {
 
 impl RunContext {
     /// Sends an event to the UI and appends it to `runs/<run>/events.jsonl`, with known secret
-    /// values redacted.
+    /// values redacted. Each line (`{"ts": RFC 3339, "event": …}`) is serialised first and
+    /// appended with one `write` (an `O_APPEND` write of the whole line: a reader following the
+    /// file never sees half of one, and a line costs one system call, not one per JSON token).
     pub fn publish(&self, event: SwarmEvent) {
         let event = self.redactor.redact_serde(event);
+        let line = serde_json::json!({"ts": crate::transcript::now_rfc3339(), "event": &event});
+        let mut bytes = line.to_string().into_bytes();
+        bytes.push(b'\n');
         if let Ok(mut guard) = self.events_log.lock()
             && let Some(file) = guard.as_mut()
         {
             use std::io::Write;
-            let line = serde_json::json!({"ts": crate::transcript::now_rfc3339(), "event": &event});
-            let _ = writeln!(file, "{line}");
+            let _ = file.write_all(&bytes);
         }
         let _ = self.events.send(event);
     }

@@ -32,7 +32,7 @@
 mod common;
 use ahelper_fake_llm::{FakeLlm, RecordedRequest, Script, Turn};
 use common::breakdown::Breakdown;
-use common::stats::{load_average, median, ms, print_against_ideal};
+use common::stats::{journal_less_temp_dir, load_average, median, ms, print_against_ideal};
 use common::{
     Finished, Fixture, KillOnDrop, ahelper_with_model, edit_turns, git_cli, planning_arrival,
     run_to_end, swarm_script, worker, worker_arrivals,
@@ -375,6 +375,9 @@ fn main() {
         "nats benchmark: fake model at {LATENCY_MS} ms per reply, {cores} cores, load average {} before",
         load_average()
     );
+    if let Some(note) = journal_less_temp_dir() {
+        println!("{note}");
+    }
     let url = nats.url();
     // `cargo bench --bench nats -- dispatch` (or `throughput`) runs one figure only.
     let only: Vec<String> = std::env::args()

@@ -33,7 +33,7 @@
 mod common;
 use ahelper_fake_llm::{Conversation, FakeLlm, RecordedRequest, Script, Turn};
 use common::breakdown::Breakdown;
-use common::stats::{load_average, median, ms, print_against_ideal};
+use common::stats::{journal_less_temp_dir, load_average, median, ms, print_against_ideal};
 use common::{
     Fixture, ahelper_with_model, edit_turns, file_name, planning_arrival, run_to_end, swarm_script,
     worker, worker_arrivals,
@@ -354,6 +354,9 @@ fn main() {
         "swarm benchmark: fake model at {LATENCY_MS} ms per reply, {cores} cores, load average {} before",
         load_average()
     );
+    if let Some(note) = journal_less_temp_dir() {
+        println!("{note}");
+    }
     // Interleaved rounds so that load changes hit both configurations alike.
     let (mut one, mut sixteen) = (Vec::new(), Vec::new());
     for _ in 0..ROUNDS {

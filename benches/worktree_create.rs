@@ -30,7 +30,7 @@ mod git_cli;
 /// Medians and the load average, as the other benchmarks print them.
 #[path = "common/stats.rs"]
 mod stats;
-use stats::{load_average, median};
+use stats::{journal_less_temp_dir, load_average, median};
 
 const DEFAULT_SIZES: [usize; 2] = [5_000, 100_000];
 
@@ -196,6 +196,9 @@ fn main() {
         .ok()
         .map(|s| s.split(',').filter_map(|n| n.trim().parse().ok()).collect())
         .unwrap_or_else(|| DEFAULT_SIZES.to_vec());
+    if let Some(note) = journal_less_temp_dir() {
+        println!("{note}");
+    }
     for files in sizes {
         let (made_in, mut r) = timed(|| repo(files));
         let rounds = if files > 20_000 { 3 } else { 5 };

@@ -42,3 +42,42 @@ pub fn print_against_ideal(
         ms(ideal.1),
     );
 }
+
+/// A warning to print before the figures when the temp dir (where the benchmarks build their
+/// repositories, worktrees and clones; `TMPDIR`) is on an ext4 file system mounted without a
+/// journal; `None` on any other file system or when it cannot be told. Without a journal,
+/// ext4 does not reuse an inode deleted in the last 60–300 s (`recently_deleted` in
+/// `fs/ext4/ialloc.c`, checked only when `s_journal` is `NULL`): for minutes after a run that
+/// deleted thousands of files (another benchmark, the test suite) every file creation reads
+/// inode-table blocks one by one, and the figures below read high. Read from
+/// `/proc/self/mountinfo` (proc(5)) and `/sys/fs/ext4/<device>/journal_task`.
+pub fn journal_less_temp_dir() -> Option<String> {
+    let temp = std::env::temp_dir().canonicalize().ok()?;
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let (_, fs_type, source) = mounts
+        .lines()
+        .filter_map(mount_of_line)
+        .filter(|(point, _, _)| temp.starts_with(point))
+        .max_by_key(|(point, _, _)| point.components().count())?;
+    let device = std::path::Path::new(source).file_name()?.to_str()?;
+    let journal = std::fs::read_to_string(format!("/sys/fs/ext4/{device}/journal_task")).ok()?;
+    (fs_type == "ext4" && journal.trim() == "<none>").then(|| {
+        format!(
+            "note: the temp dir {} is on ext4 without a journal ({source}): for 60-300 s after \
+             many files are deleted (another benchmark, a test run) file creation is slow and \
+             these figures read high; wait a few minutes, or set TMPDIR to a journaled file system",
+            temp.display()
+        )
+    })
+}
+
+/// The mount point, file system type and source of one `/proc/self/mountinfo` line:
+/// `id parent major:minor root mount-point options [optional fields] - type source options`.
+fn mount_of_line(line: &str) -> Option<(std::path::PathBuf, &str, &str)> {
+    let (before, after) = line.split_once(" - ")?;
+    let point = before.split(' ').nth(4)?;
+    let mut after = after.split(' ');
+    let fs_type = after.next()?;
+    let source = after.next()?;
+    Some((point.into(), fs_type, source))
+}

@@ -80,8 +80,8 @@ pub use remote::{
     push_commits, remote_ref, remote_refs, remote_url, set_branch,
 };
 pub use repo::{
-    AHELPER_DIR, Head, Identity, RepoInfo, TreeFile, dirty_paths, ensure_excluded, files_at_commit,
-    snapshot_uncommitted,
+    AHELPER_DIR, Head, Identity, RepoInfo, TreeFile, dirty_paths, ensure_excluded,
+    first_file_at_commit, snapshot_uncommitted,
 };
 pub use spare::{
     MarkerSync, SpareFiles, create_spare_worktree, park_worktree, recycle_worktree,

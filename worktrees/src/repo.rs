@@ -443,11 +443,9 @@ pub fn ensure_excluded(repo: &Path, pattern: &str) -> Result<bool, GitError> {
     Ok(true)
 }
 
-/// What a commit's tree has at a top-level name ([`files_at_commit`]).
+/// What a commit's tree has at a top-level name ([`first_file_at_commit`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TreeFile {
-    /// No entry of that name.
-    Absent,
     /// A regular (or executable) file: its bytes, at most the `max_bytes` asked for, and its
     /// whole size in bytes.
     Regular {
@@ -461,40 +459,41 @@ pub enum TreeFile {
     Other,
 }
 
-/// The top-level entries `names` of `commit`'s tree in the repository at `repo_path`, in the
-/// order given, read from the object store with one open of the repository (no checkout
-/// needed): what a new worktree at `commit` will have there.
+/// The first of the top-level entries `names` that `commit`'s tree has (in the order given),
+/// with its index in `names`, read from the object store with one open of the repository at
+/// `repo_path` (no checkout needed): what a new worktree at `commit` will have there. Only that
+/// entry's blob is read. `None` when the tree has none of them.
 ///
 /// # Errors
-/// [`GitError`] opening the repository, finding the commit or reading a blob.
-pub fn files_at_commit(
+/// [`GitError`] opening the repository, finding the commit or reading the blob.
+pub fn first_file_at_commit(
     repo_path: &Path,
     commit: Oid,
     names: &[&str],
     max_bytes: usize,
-) -> Result<Vec<TreeFile>, GitError> {
+) -> Result<Option<(usize, TreeFile)>, GitError> {
     let repo = open_repo(repo_path)?;
     let tree = repo
         .find_commit(commit)
         .and_then(|c| c.tree())
         .ctx(|| format!("reading the tree of commit {commit}"))?;
-    names
+    let Some((index, entry)) = names
         .iter()
-        .map(|name| {
-            let Some(entry) = tree.get_name(name) else {
-                return Ok(TreeFile::Absent);
-            };
-            if !matches!(entry.filemode(), 0o100644 | 0o100755) {
-                return Ok(TreeFile::Other);
-            }
-            let blob = repo
-                .find_blob(entry.id())
-                .ctx(|| format!("reading {name} of commit {commit}"))?;
-            let content = blob.content();
-            Ok(TreeFile::Regular {
-                bytes: content[..content.len().min(max_bytes)].to_vec(),
-                size: content.len(),
-            })
-        })
-        .collect()
+        .enumerate()
+        .find_map(|(i, name)| tree.get_name(name).map(|entry| (i, entry)))
+    else {
+        return Ok(None);
+    };
+    if !matches!(entry.filemode(), 0o100644 | 0o100755) {
+        return Ok(Some((index, TreeFile::Other)));
+    }
+    let blob = repo
+        .find_blob(entry.id())
+        .ctx(|| format!("reading {} of commit {commit}", names[index]))?;
+    let content = blob.content();
+    let file = TreeFile::Regular {
+        bytes: content[..content.len().min(max_bytes)].to_vec(),
+        size: content.len(),
+    };
+    Ok(Some((index, file)))
 }

@@ -95,26 +95,23 @@ pub fn instructions_at_commit(
     commit: ahelper_worktrees::Oid,
 ) -> Result<Option<Option<ProjectInstructions>>, ahelper_worktrees::GitError> {
     use ahelper_worktrees::TreeFile;
-    let files = ahelper_worktrees::files_at_commit(
+    let first = ahelper_worktrees::first_file_at_commit(
         repo,
         commit,
         &INSTRUCTIONS_FILES,
         MAX_INSTRUCTIONS_BYTES,
     )?;
-    for (name, file) in INSTRUCTIONS_FILES.into_iter().zip(files) {
-        match file {
-            TreeFile::Absent => {}
-            TreeFile::Other => return Ok(None),
-            TreeFile::Regular { bytes, size } => {
-                let text = instructions_text(name, &bytes, size);
-                return Ok(Some(Some(ProjectInstructions {
-                    file_name: name,
-                    text,
-                })));
-            }
+    Ok(match first {
+        None => Some(None),
+        Some((_, TreeFile::Other)) => None,
+        Some((index, TreeFile::Regular { bytes, size })) => {
+            let name = INSTRUCTIONS_FILES[index];
+            Some(Some(ProjectInstructions {
+                file_name: name,
+                text: instructions_text(name, &bytes, size),
+            }))
         }
-    }
-    Ok(Some(None))
+    })
 }
 
 /// Reads the project instructions text (see [`find_project_instructions`]).

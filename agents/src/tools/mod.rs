@@ -107,7 +107,13 @@ impl ToolContext {
             path: workspace_root.to_path_buf(),
             source,
         })?;
-        Ok(ToolContext {
+        Ok(ToolContext::at_canonical_root(root))
+    }
+
+    /// A context for `root`, already canonical (or the canonical parent of a root to be), with
+    /// cwd = root and default limits.
+    fn at_canonical_root(root: PathBuf) -> Self {
+        ToolContext {
             cwd: root.clone(),
             workspace_root: root,
             added_dirs: Vec::new(),
@@ -118,7 +124,7 @@ impl ToolContext {
             command_sandbox: None,
             redactor: crate::redact::Redactor::default(),
             read_deny: Vec::new(),
-        })
+        }
     }
 
     /// A context for a workspace root that does not exist yet (a worktree still being made):
@@ -140,10 +146,7 @@ impl ToolContext {
         };
         std::fs::create_dir_all(parent).map_err(error)?;
         let parent = std::fs::canonicalize(parent).map_err(error)?;
-        let mut context = ToolContext::new(&parent)?;
-        context.workspace_root = parent.join(name);
-        context.cwd = context.workspace_root.clone();
-        Ok(context)
+        Ok(ToolContext::at_canonical_root(parent.join(name)))
     }
 
     /// Resolves a path the model gave, relative to this call's cwd, inside the workspace or an

@@ -5,10 +5,10 @@
 //! 1. 16 workers × 5 turns (4 tool-call turns + a final text turn) with `max_workers = 16`: the
 //!    worker phase (first worker request received → last worker reply sent, from the server's
 //!    request log) against the ideal 5 × 200 ms, and the whole process against the ideal
-//!    (1 coordinator turn + 5 worker turns) × 200 ms. Target ≤ 1.10×.
+//!    (the coordinator's planning and closing turns + 5 worker turns) × 200 ms. Target ≤ 1.08×.
 //! 2. Peak RSS per extra worker: `(RSS(16 workers) − RSS(1 worker)) / 15`, from the `ru_maxrss`
 //!    that `wait4` reports for the `ahelper` process alone (its `git` children are its own
-//!    children, not ours, and `wait4` on one pid never mixes in other processes). Target ≤ 2 MB.
+//!    children, not ours, and `wait4` on one pid never mixes in other processes). Target ≤ 1 MB.
 //!
 //! 3. A verified run: 4 workers × 5 turns with `verify = "sleep 0.5"` (a 0.5 s test suite, in
 //!    the user's config: a project's `swarm.verify` needs the user's trust): the
@@ -388,7 +388,7 @@ fn main() {
     const MIB: f64 = 1024.0 * 1024.0;
     println!("\n2. peak RSS (ru_maxrss of the ahelper process, median of {ROUNDS}):");
     println!(
-        "  1 worker {:.1} MiB, 16 workers {:.1} MiB: {:.2} MiB per extra worker (target <= 2 MB)",
+        "  1 worker {:.1} MiB, 16 workers {:.1} MiB: {:.2} MiB per extra worker (target <= 1 MB)",
         rss1 as f64 / MIB,
         rss16 as f64 / MIB,
         per_worker / MIB

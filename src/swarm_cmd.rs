@@ -17,7 +17,7 @@ use ahelper_agents::swarm::plan::Plan;
 use ahelper_agents::swarm::remote::{NatsOptions, NatsSlots};
 use ahelper_agents::swarm::resume::{self, Resumable, ResumeSelection};
 use ahelper_agents::swarm::slots::WorkerSlots;
-use ahelper_agents::swarm::state::{RemoteRecord, RunOutcome, RunRecord, WorkerStatus};
+use ahelper_agents::swarm::state::{RemoteRecord, RunOutcome, RunRecord, RunStatus, WorkerStatus};
 use ahelper_agents::swarm::summary::short_commit;
 use ahelper_agents::swarm::verification::{BaselineHandle, RunVerifier};
 use ahelper_agents::swarm::{self, PlannedRun, PreparedRun, RunIo, RunOptions, UserStop};
@@ -574,12 +574,19 @@ async fn stop_baseline(baseline: Option<BaselineHandle>) {
     }
 }
 
-/// How to go on with an interrupted run.
+/// How to go on with an interrupted run: resume it, or (one that stopped before it had a plan,
+/// which `swarm resume` refuses) start a new one; either way `swarm clean` removes it.
 fn interrupted_advice(r: &RunRecord) -> String {
-    format!(
-        "Resume it with `ahelper swarm resume {id}`, or remove it with `ahelper swarm clean {id}`.",
-        id = r.run_id
-    )
+    let id = &r.run_id;
+    if r.plan.is_none() {
+        format!(
+            "It stopped while planning and has no plan to resume: start a new run, and remove this one with `ahelper swarm clean {id}`."
+        )
+    } else {
+        format!(
+            "Resume it with `ahelper swarm resume {id}`, or remove it with `ahelper swarm clean {id}`."
+        )
+    }
 }
 
 fn announce(prepared: &PreparedRun, options: &RunOptions, config: &Config, mode: EventOutput) {
@@ -1104,7 +1111,8 @@ fn nothing_left(record: &RunRecord, selection: &ResumeSelection) -> i32 {
 }
 
 /// `swarm ls [--all]`: runs of the repository, oldest first; runs `swarm clean` emptied only
-/// with `--all`; an integration branch that no longer exists shows as `(deleted)`. Exit code 0,
+/// with `--all`; an integration branch that no longer exists shows as `(deleted)`, one that was
+/// never made (the workers never started) as `(none)`. Exit code 0,
 /// or [`crate::EXIT_OUTPUT_LOST`] when stdout cannot take the list ([`emit`]).
 pub(crate) fn ls(config: &Config, all: bool) -> i32 {
     let Ok(root) = repo_root(config) else {
@@ -1136,6 +1144,9 @@ fn ls_line(root: &Path, r: &RunRecord) -> String {
         .count();
     let branch = if git::branch_tip(root, &r.integration_branch).is_ok() {
         r.integration_branch.clone()
+    } else if r.plan.is_none() || matches!(r.status, RunStatus::Planning | RunStatus::Planned) {
+        // Made when the workers start: a run that never started them has none.
+        "(none)".to_string()
     } else {
         "(deleted)".to_string()
     };

@@ -577,3 +577,50 @@ enum Kill {
     /// `kill -9`.
     Sigkill,
 }
+
+/// A run killed while the coordinator plans has no plan and no integration branch: `ls` shows
+/// `(none)` for the branch, and `status` and the next run say to start a new run and clean this
+/// one — not to resume it (`resume` refuses a run without a plan).
+#[test]
+fn a_swarm_killed_while_planning_is_not_offered_for_resume() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let slow_plan = plan_turn(json!([subtask("s1", "a.txt")])).with_delay_ms(10_000);
+    let server = start(coordinator(slow_plan).with_conversation(worker("s1", writes_a())));
+    let mut child = spawn_swarm(&repo, &server);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while server.model_requests().is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap(); // SIGKILL, while the plan is awaited
+    child.wait().unwrap();
+    let run = last_run(&repo);
+    let id = run["run_id"].as_str().unwrap().to_string();
+    assert_eq!(run["status"], "planning", "{run}");
+
+    let ls = stdout_of(&mut swarm(&repo, &server, &["ls"]));
+    let line = ls.lines().find(|l| l.starts_with(&id)).unwrap();
+    assert!(
+        line.contains("interrupted") && line.contains("(none)"),
+        "{ls}"
+    );
+    let status = stdout_of(&mut swarm(&repo, &server, &["status", &id]));
+    assert!(
+        status.contains("It stopped while planning and has no plan to resume")
+            && status.contains(&format!("`ahelper swarm clean {id}`"))
+            && !status.contains("swarm resume"),
+        "{status}"
+    );
+    swarm(&repo, &server, &["resume", &id])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("has no plan"));
+    swarm(&repo, &server, &["another task", "--plan-only"])
+        .assert()
+        .success()
+        .stderr(predicate::str::contains(format!(
+            "Run {id} was interrupted"
+        )))
+        .stderr(predicate::str::contains("start a new run"))
+        .stderr(predicate::str::contains(format!("swarm resume {id}")).not());
+    swarm(&repo, &server, &["clean", &id]).assert().success();
+}

@@ -1112,7 +1112,8 @@ fn nothing_left(record: &RunRecord, selection: &ResumeSelection) -> i32 {
 
 /// `swarm ls [--all]`: runs of the repository, oldest first; runs `swarm clean` emptied only
 /// with `--all`; an integration branch that no longer exists shows as `(deleted)`, one that was
-/// never made (the workers never started) as `(none)`. Exit code 0,
+/// never made (the workers never started) as `(none)`; a run whose record cannot be read is
+/// listed as `unreadable`, with why on stderr. Exit code 0,
 /// or [`crate::EXIT_OUTPUT_LOST`] when stdout cannot take the list ([`emit`]).
 pub(crate) fn ls(config: &Config, all: bool) -> i32 {
     let Ok(root) = repo_root(config) else {
@@ -1122,7 +1123,11 @@ pub(crate) fn ls(config: &Config, all: bool) -> i32 {
         .into_iter()
         .filter(|r| all || r.cleaned_at.is_none())
         .collect();
-    if runs.is_empty() {
+    let unreadable = RunRecord::unreadable(&root);
+    for (_, error) in &unreadable {
+        eprintln!("ahelper: {error}");
+    }
+    if runs.is_empty() && unreadable.is_empty() {
         return emit(&format!("No swarm runs in {}.\n", root.display()));
     }
     let mut out = format!(
@@ -1131,6 +1136,11 @@ pub(crate) fn ls(config: &Config, all: bool) -> i32 {
     );
     for r in runs {
         out.push_str(&ls_line(&root, &r));
+    }
+    for (id, _) in &unreadable {
+        out.push_str(&format!(
+            "{id:<38} unreadable  (its run.json cannot be read: see above)\n"
+        ));
     }
     emit(&out)
 }

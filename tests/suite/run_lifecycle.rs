@@ -624,3 +624,45 @@ fn a_swarm_killed_while_planning_is_not_offered_for_resume() {
         .stderr(predicate::str::contains(format!("swarm resume {id}")).not());
     swarm(&repo, &server, &["clean", &id]).assert().success();
 }
+
+/// A run whose record cannot be read does not vanish: `ls` lists it as `unreadable` and says why
+/// on stderr, and `status`, `resume` and `clean` of its id say that its record is not valid
+/// instead of "no run matches".
+#[test]
+fn a_run_with_an_unreadable_record_is_listed_and_named() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let server = start(one_worker(writes_a()));
+    swarm(
+        &repo,
+        &server,
+        &["do it", "--yes", "--permission-mode", "bypass"],
+    )
+    .assert()
+    .success();
+    let id = last_run(&repo)["run_id"].as_str().unwrap().to_string();
+    let record = runs_dir(&repo).join(&id).join("run.json");
+    let text = std::fs::read_to_string(&record).unwrap();
+    std::fs::write(&record, &text[..text.len() / 2]).unwrap();
+
+    let not_valid = format!("{} is not a valid run record", record.display());
+    let out = swarm(&repo, &server, &["ls"]).output().unwrap();
+    assert!(out.status.success());
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    let line = stdout.lines().find(|l| l.starts_with(&id)).unwrap();
+    assert!(line.contains("unreadable"), "{stdout}");
+    assert!(stderr.contains(&not_valid), "{stderr}");
+    for command in [
+        &["status", &id[..13]][..],
+        &["resume", &id],
+        &["clean", &id],
+    ] {
+        swarm(&repo, &server, command)
+            .assert()
+            .failure()
+            .stderr(predicate::str::contains(&not_valid))
+            .stderr(predicate::str::contains("no run matches").not());
+    }
+}

@@ -547,7 +547,9 @@ pub enum RunStoreError {
         source: std::io::Error,
     },
     /// Bad JSON.
-    #[error("{path} is not a valid run record: {message}")]
+    #[error(
+        "{path} is not a valid run record: {message}; the run's worktrees and branches are kept. Restore the file, or move its run directory away to drop the run"
+    )]
     Corrupt {
         /// File.
         path: PathBuf,
@@ -560,6 +562,21 @@ pub enum RunStoreError {
     /// Several runs match a prefix.
     #[error("`{0}` matches several runs; give more characters of the run id")]
     Ambiguous(String),
+}
+
+/// The ids of the repository's runs (the directories under `.ahelper/runs/`), sorted: oldest
+/// first, run ids being UUID v7.
+fn run_ids(repo_root: &Path) -> Vec<String> {
+    let mut ids: Vec<String> = std::fs::read_dir(runs_dir(repo_root))
+        .map(|rd| {
+            rd.filter_map(Result::ok)
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                .filter_map(|e| e.file_name().into_string().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    ids.sort();
+    ids
 }
 
 /// The text of [`RunStoreError::Io`]: a full disk in the user's words, else `path: error`.
@@ -671,32 +688,40 @@ impl RunRecord {
     }
 
     /// Every run of the repository, oldest first (run ids are UUID v7 and sort by time).
-    /// Unreadable records are skipped.
+    /// Unreadable records are skipped: [`RunRecord::unreadable`] names them.
     pub fn list(repo_root: &Path) -> Vec<RunRecord> {
-        let mut ids: Vec<String> = std::fs::read_dir(runs_dir(repo_root))
-            .map(|rd| {
-                rd.filter_map(Result::ok)
-                    .filter_map(|e| e.file_name().into_string().ok())
-                    .collect()
-            })
-            .unwrap_or_default();
-        ids.sort();
-        ids.iter()
+        run_ids(repo_root)
+            .iter()
             .filter_map(|id| RunRecord::load(repo_root, id).ok())
+            .collect()
+    }
+
+    /// The runs of the repository whose record cannot be read (missing, not JSON, not a run
+    /// record), oldest first: their ids and why ([`RunStoreError::Io`] or
+    /// [`RunStoreError::Corrupt`]).
+    pub fn unreadable(repo_root: &Path) -> Vec<(String, RunStoreError)> {
+        run_ids(repo_root)
+            .into_iter()
+            .filter_map(|id| {
+                let error = RunRecord::load(repo_root, &id).err()?;
+                Some((id, error))
+            })
             .collect()
     }
 
     /// Finds a run by id or unique prefix.
     ///
     /// # Errors
-    /// [`RunStoreError::NotFound`] or [`RunStoreError::Ambiguous`].
+    /// [`RunStoreError::NotFound`] or [`RunStoreError::Ambiguous`]; when no readable run
+    /// matches but one unreadable run does, why its record cannot be read.
     pub fn find(repo_root: &Path, prefix: &str) -> Result<RunRecord, RunStoreError> {
         let matches: Vec<RunRecord> = Self::list(repo_root)
             .into_iter()
             .filter(|r| r.run_id.starts_with(prefix))
             .collect();
         match matches.len() {
-            0 => Err(RunStoreError::NotFound(prefix.into())),
+            0 => Err(Self::unreadable_match(repo_root, prefix)
+                .unwrap_or_else(|| RunStoreError::NotFound(prefix.into()))),
             1 => Ok(matches.into_iter().next().expect("one")),
             _ => {
                 if let Some(exact) = matches.iter().find(|r| r.run_id == prefix) {
@@ -704,6 +729,21 @@ impl RunRecord {
                 }
                 Err(RunStoreError::Ambiguous(prefix.into()))
             }
+        }
+    }
+
+    /// Why the record of the one unreadable run whose id starts with `prefix` (or is `prefix`)
+    /// cannot be read; `None` when no unreadable run, or several, match.
+    fn unreadable_match(repo_root: &Path, prefix: &str) -> Option<RunStoreError> {
+        let mut matching: Vec<(String, RunStoreError)> = Self::unreadable(repo_root)
+            .into_iter()
+            .filter(|(id, _)| id.starts_with(prefix))
+            .collect();
+        let exact = matching.iter().position(|(id, _)| id == prefix);
+        match (exact, matching.len()) {
+            (Some(i), _) => Some(matching.swap_remove(i).1),
+            (None, 1) => matching.pop().map(|(_, error)| error),
+            _ => None,
         }
     }
 

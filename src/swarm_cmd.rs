@@ -1119,11 +1119,11 @@ pub(crate) fn ls(config: &Config, all: bool) -> i32 {
     let Ok(root) = repo_root(config) else {
         return EXIT_USAGE;
     };
-    let runs: Vec<RunRecord> = RunRecord::list(&root)
+    let (runs, unreadable) = RunRecord::list_all(&root);
+    let runs: Vec<RunRecord> = runs
         .into_iter()
         .filter(|r| all || r.cleaned_at.is_none())
         .collect();
-    let unreadable = RunRecord::unreadable(&root);
     for (_, error) in &unreadable {
         eprintln!("ahelper: {error}");
     }

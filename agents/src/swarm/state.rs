@@ -579,6 +579,24 @@ fn run_ids(repo_root: &Path) -> Vec<String> {
     ids
 }
 
+/// Of `unreadable` (ids and errors), why the record of the one run whose id is `prefix`, or the
+/// only one that starts with it, cannot be read; `None` when none, or several, match.
+fn unreadable_match(
+    unreadable: Vec<(String, RunStoreError)>,
+    prefix: &str,
+) -> Option<RunStoreError> {
+    let mut matching: Vec<(String, RunStoreError)> = unreadable
+        .into_iter()
+        .filter(|(id, _)| id.starts_with(prefix))
+        .collect();
+    let exact = matching.iter().position(|(id, _)| id == prefix);
+    match (exact, matching.len()) {
+        (Some(i), _) => Some(matching.swap_remove(i).1),
+        (None, 1) => matching.pop().map(|(_, error)| error),
+        _ => None,
+    }
+}
+
 /// The text of [`RunStoreError::Io`]: a full disk in the user's words, else `path: error`.
 fn io_message(path: &Path, source: &std::io::Error) -> String {
     if crate::atomic_write::is_disk_full(source) {
@@ -688,25 +706,27 @@ impl RunRecord {
     }
 
     /// Every run of the repository, oldest first (run ids are UUID v7 and sort by time).
-    /// Unreadable records are skipped: [`RunRecord::unreadable`] names them.
+    /// Unreadable records are skipped: [`RunRecord::list_all`] names them.
     pub fn list(repo_root: &Path) -> Vec<RunRecord> {
-        run_ids(repo_root)
-            .iter()
-            .filter_map(|id| RunRecord::load(repo_root, id).ok())
-            .collect()
+        Self::list_all(repo_root).0
     }
 
-    /// The runs of the repository whose record cannot be read (missing, not JSON, not a run
-    /// record), oldest first: their ids and why ([`RunStoreError::Io`] or
-    /// [`RunStoreError::Corrupt`]).
-    pub fn unreadable(repo_root: &Path) -> Vec<(String, RunStoreError)> {
-        run_ids(repo_root)
+    /// Every run of the repository, oldest first, each record read once: those that could be
+    /// read, and the ids of those whose record cannot be (missing, not JSON, not a run record)
+    /// with why ([`RunStoreError::Io`] or [`RunStoreError::Corrupt`]).
+    pub fn list_all(repo_root: &Path) -> (Vec<RunRecord>, Vec<(String, RunStoreError)>) {
+        let mut unreadable = Vec::new();
+        let records = run_ids(repo_root)
             .into_iter()
-            .filter_map(|id| {
-                let error = RunRecord::load(repo_root, &id).err()?;
-                Some((id, error))
+            .filter_map(|id| match RunRecord::load(repo_root, &id) {
+                Ok(record) => Some(record),
+                Err(error) => {
+                    unreadable.push((id, error));
+                    None
+                }
             })
-            .collect()
+            .collect();
+        (records, unreadable)
     }
 
     /// Finds a run by id or unique prefix.
@@ -715,12 +735,13 @@ impl RunRecord {
     /// [`RunStoreError::NotFound`] or [`RunStoreError::Ambiguous`]; when no readable run
     /// matches but one unreadable run does, why its record cannot be read.
     pub fn find(repo_root: &Path, prefix: &str) -> Result<RunRecord, RunStoreError> {
-        let matches: Vec<RunRecord> = Self::list(repo_root)
+        let (records, unreadable) = Self::list_all(repo_root);
+        let matches: Vec<RunRecord> = records
             .into_iter()
             .filter(|r| r.run_id.starts_with(prefix))
             .collect();
         match matches.len() {
-            0 => Err(Self::unreadable_match(repo_root, prefix)
+            0 => Err(unreadable_match(unreadable, prefix)
                 .unwrap_or_else(|| RunStoreError::NotFound(prefix.into()))),
             1 => Ok(matches.into_iter().next().expect("one")),
             _ => {
@@ -729,21 +750,6 @@ impl RunRecord {
                 }
                 Err(RunStoreError::Ambiguous(prefix.into()))
             }
-        }
-    }
-
-    /// Why the record of the one unreadable run whose id starts with `prefix` (or is `prefix`)
-    /// cannot be read; `None` when no unreadable run, or several, match.
-    fn unreadable_match(repo_root: &Path, prefix: &str) -> Option<RunStoreError> {
-        let mut matching: Vec<(String, RunStoreError)> = Self::unreadable(repo_root)
-            .into_iter()
-            .filter(|(id, _)| id.starts_with(prefix))
-            .collect();
-        let exact = matching.iter().position(|(id, _)| id == prefix);
-        match (exact, matching.len()) {
-            (Some(i), _) => Some(matching.swap_remove(i).1),
-            (None, 1) => matching.pop().map(|(_, error)| error),
-            _ => None,
         }
     }
 

@@ -24,6 +24,18 @@ fn swarm(repo: &TestRepo, server: &FakeLlm, args: &[&str]) -> assert_cmd::Comman
     cmd
 }
 
+/// Runs `swarm "do it" --yes --permission-mode bypass` to a successful end; the run's id.
+fn run_to_the_end(repo: &TestRepo, server: &FakeLlm) -> String {
+    swarm(
+        repo,
+        server,
+        &["do it", "--yes", "--permission-mode", "bypass"],
+    )
+    .assert()
+    .success();
+    last_run(repo)["run_id"].as_str().unwrap().to_string()
+}
+
 /// Starts `ahelper swarm "do it" --yes --permission-mode bypass` as a plain child process (so the
 /// test can signal it), its output discarded.
 fn spawn_swarm(repo: &TestRepo, server: &FakeLlm) -> std::process::Child {
@@ -204,14 +216,7 @@ fn status_and_logs_default_to_the_latest_run_and_ls_hides_cleaned_runs() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains("no swarm runs"));
-    swarm(
-        &repo,
-        &server,
-        &["do it", "--yes", "--permission-mode", "bypass"],
-    )
-    .assert()
-    .success();
-    let id = last_run(&repo)["run_id"].as_str().unwrap().to_string();
+    let id = run_to_the_end(&repo, &server);
     let status = stdout_of(&mut swarm(&repo, &server, &["status"]));
     assert!(
         status.contains(&format!("Run: {id} (finished)")),
@@ -632,14 +637,7 @@ fn a_swarm_killed_while_planning_is_not_offered_for_resume() {
 fn a_run_with_an_unreadable_record_is_listed_and_named() {
     let repo = repo_with(&[("a.txt", "a\n")]);
     let server = start(one_worker(writes_a()));
-    swarm(
-        &repo,
-        &server,
-        &["do it", "--yes", "--permission-mode", "bypass"],
-    )
-    .assert()
-    .success();
-    let id = last_run(&repo)["run_id"].as_str().unwrap().to_string();
+    let id = run_to_the_end(&repo, &server);
     let record = runs_dir(&repo).join(&id).join("run.json");
     let text = std::fs::read_to_string(&record).unwrap();
     std::fs::write(&record, &text[..text.len() / 2]).unwrap();

@@ -24,6 +24,11 @@ enum Server {
 /// working server — a second file `<id>-more.txt` and stops. The first write is `first`, so a
 /// test can tell whether a resumed worker replayed it.
 fn script(ids: &[&str], server: Server, first: &str) -> Script {
+    script_where(ids, |_| server, first)
+}
+
+/// [`script`] with each worker's server chosen by `server_of(id)`.
+fn script_where(ids: &[&str], server_of: impl Fn(&str) -> Server, first: &str) -> Script {
     let subtasks: Vec<Value> = ids
         .iter()
         .map(|id| {
@@ -38,7 +43,7 @@ fn script(ids: &[&str], server: Server, first: &str) -> Script {
             .turn(Turn::text(plan.to_string())),
     );
     for id in ids {
-        let second = match server {
+        let second = match server_of(id) {
             Server::Up => write(&format!("{id}-more.txt"), "more\n"),
             Server::Down => {
                 Turn::text("never").with_fault(Fault::new(FaultKind::Http500).times(100))
@@ -302,4 +307,30 @@ fn clean_removes_the_registration_of_a_deleted_worktree() {
         registered(&repo, &users),
         "a user's worktree is never pruned"
     );
+}
+
+/// `swarm resume` of a run whose integration branch was deleted after a worker merged into it
+/// is refused with what to do: making the branch again at the base commit would drop the merge
+/// and still end in "success".
+#[test]
+fn resume_refuses_a_run_whose_integration_branch_is_gone_after_merges() {
+    let repo = repo();
+    let down_for_s2 = |id: &str| if id == "s2" { Server::Down } else { Server::Up };
+    let server = start(script_where(&["s1", "s2"], down_for_s2, "first\n"));
+    swarm(&repo, &server, &["do it", "--yes"])
+        .assert()
+        .failure();
+    let run = last_run(&repo);
+    assert_eq!(run["workers"][0]["status"], "merged", "{run}");
+    let id = run["run_id"].as_str().unwrap().to_string();
+    let integration = run["integration_branch"].as_str().unwrap().to_string();
+    repo.git(&["branch", "-D", &integration]);
+    swarm(&repo, &server, &["resume", &id])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains(format!(
+            "the integration branch {integration} of run {id} is gone, but 1 worker(s) were merged into it"
+        )));
+    let branches = repo.git(&["branch", "--list", &integration]);
+    assert!(branches.trim().is_empty(), "made again: {branches}");
 }

@@ -69,6 +69,19 @@ pub enum SwarmError {
         /// What the record holds.
         base: String,
     },
+    /// The run's integration branch is gone although workers were merged into it: made again
+    /// at the base commit it would silently drop their merges.
+    #[error(
+        "the integration branch {branch} of run {run_id} is gone, but {merged} worker(s) were merged into it; resuming would start it again from the base commit and lose their merges. Restore the branch (its last commit is in `git reflog` or `git fsck --lost-found`: `git branch {branch} <commit>`), or start a new run"
+    )]
+    IntegrationBranchGone {
+        /// The run.
+        run_id: String,
+        /// The missing branch.
+        branch: String,
+        /// Workers the record says were merged into it.
+        merged: usize,
+    },
     /// The record has no plan (it failed while planning), so it cannot be executed.
     #[error("run {run_id} has no plan (it failed while planning); start a new run")]
     NotPlanned {
@@ -702,11 +715,24 @@ fn ensure_baseline(
     )))
 }
 
-/// The integration branch starts at the base commit; a resumed run keeps the one it has.
+/// The integration branch starts at the base commit; a resumed run keeps the one it has, and
+/// one whose branch is gone after merges is refused ([`SwarmError::IntegrationBranchGone`]).
 fn ensure_integration_branch(record: &RunRecord) -> Result<(), SwarmError> {
     let root = &record.repo_root;
     if git::branch_tip(root, &record.integration_branch).is_ok() {
         return Ok(());
+    }
+    let merged = record
+        .workers
+        .iter()
+        .filter(|w| w.status == WorkerStatus::Merged)
+        .count();
+    if merged > 0 {
+        return Err(SwarmError::IntegrationBranchGone {
+            run_id: record.run_id.clone(),
+            branch: record.integration_branch.clone(),
+            merged,
+        });
     }
     let base = git::Oid::from_str(&record.base_commit).map_err(|_| SwarmError::InvalidBase {
         run_id: record.run_id.clone(),

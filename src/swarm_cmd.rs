@@ -1443,6 +1443,10 @@ fn print_clean_step(step: &CleanStep, run: &RunRecord) {
         ),
         CleanStep::BranchDeleted { branch } => println!("  deleted branch {branch}"),
         CleanStep::BranchKept { branch, error } => println!("  kept branch {branch}: {error}"),
+        CleanStep::BranchNotTheRuns { branch } => println!(
+            "  kept branch {branch}: the run's record names it, but it is not one of the run's branches (ahelper/{}/…); its run.json was edited",
+            run.run_id
+        ),
         CleanStep::BranchWithoutIntegration { branch } => println!(
             "  kept branch {branch}: the integration branch {} no longer exists, so its commits cannot be checked; delete it anyway with: ahelper swarm clean {} --force",
             run.integration_branch, run.run_id

@@ -664,3 +664,31 @@ fn a_run_with_an_unreadable_record_is_listed_and_named() {
             .stderr(predicate::str::contains("no run matches").not());
     }
 }
+
+/// `swarm clean --force` deletes only the run's own branches (`ahelper/<run>/…`): a user's
+/// branch named as a worker's in an edited (or planted) `run.json` is kept and named.
+#[test]
+fn clean_never_deletes_a_branch_that_is_not_the_runs() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let server = start(one_worker(writes_a()));
+    let id = run_to_the_end(&repo, &server);
+    repo.git(&["branch", "userwork"]);
+    let record = runs_dir(&repo).join(&id).join("run.json");
+    let mut run: Value = serde_json::from_str(&std::fs::read_to_string(&record).unwrap()).unwrap();
+    run["workers"][0]["branch"] = json!("userwork");
+    std::fs::write(&record, run.to_string()).unwrap();
+    // Something asked for was kept: exit 1.
+    let out = swarm(&repo, &server, &["clean", &id, "--force"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let out = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.contains("kept branch userwork") && out.contains("not one of the run's branches"),
+        "{out}"
+    );
+    assert_eq!(
+        repo.git(&["branch", "--list", "userwork"]).trim(),
+        "userwork"
+    );
+}

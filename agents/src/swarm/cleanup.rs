@@ -122,6 +122,12 @@ pub enum CleanStep {
         /// The branch.
         branch: String,
     },
+    /// A branch the record names as a worker's is not one of the run's (`ahelper/<run>/…`): a
+    /// hand-edited or planted `run.json`. Never deleted, even with `force`.
+    BranchNotTheRuns {
+        /// The branch.
+        branch: String,
+    },
     /// Deleting a worker branch failed.
     BranchKept {
         /// The branch.
@@ -381,6 +387,9 @@ fn clean_worker_branch(
     force: bool,
 ) -> CleanStep {
     let branch = worker.branch.clone();
+    if !branch.starts_with(&format!("ahelper/{}/", run.run_id)) {
+        return CleanStep::BranchNotTheRuns { branch };
+    }
     if git::branch_tip(root, &run.integration_branch).is_err() {
         // Nothing to compare with: keep the work unless forced (the branch itself as `into`
         // makes `delete_branch` check nothing).

@@ -44,7 +44,12 @@ pub fn integration_branch(run: &str) -> String {
 
 /// A worker's branch: `ahelper/<run>/<worker>` (see [`integration_branch`]).
 pub fn worker_branch(run: &str, worker: &str) -> String {
-    format!("ahelper/{run}/{worker}")
+    format!("{}{worker}", run_branch_prefix(run))
+}
+
+/// What every branch of run `run` starts with: `ahelper/<run>/`.
+pub fn run_branch_prefix(run: &str) -> String {
+    format!("ahelper/{run}/")
 }
 
 /// Refuses a new branch name that nests with an existing branch (`a/b` vs `a/b/c`).

@@ -312,7 +312,7 @@ pub fn prune_missing_worktrees(
         .into_iter()
         .map(|o| o.worktree)
         .collect();
-    let branch_prefix = format!("ahelper/{}/", run.run_id);
+    let branch_prefix = git::run_branch_prefix(&run.run_id);
     let mut pruned = Vec::new();
     for wt in git::list_worktrees(root)? {
         let ours = paths.contains(&wt.path)
@@ -387,7 +387,7 @@ fn clean_worker_branch(
     force: bool,
 ) -> CleanStep {
     let branch = worker.branch.clone();
-    if !branch.starts_with(&format!("ahelper/{}/", run.run_id)) {
+    if !branch.starts_with(&git::run_branch_prefix(&run.run_id)) {
         return CleanStep::BranchNotTheRuns { branch };
     }
     if git::branch_tip(root, &run.integration_branch).is_err() {

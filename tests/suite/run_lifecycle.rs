@@ -373,14 +373,42 @@ fn spawn_until_closing_turn(
     child
 }
 
+/// Two subtasks (`a.txt`, `b.txt`) that both merge; the closing turn answers after
+/// `closing_delay_ms`.
+fn both_merged(closing_delay_ms: u64) -> ahelper_fake_llm::Script {
+    use ahelper_fake_llm::Conversation;
+    let coordinator = Conversation::new()
+        .matching(COORDINATOR)
+        .turn(plan_turn(json!([
+            subtask("s1", "a.txt"),
+            subtask("s2", "b.txt")
+        ])));
+    ahelper_fake_llm::Script::new()
+        .with_conversation(
+            Conversation::new()
+                .named("synthesis")
+                .matching(SYNTHESIS)
+                .turn(Turn::text("both merged").with_delay_ms(closing_delay_ms)),
+        )
+        .with_conversation(coordinator)
+        .with_conversation(worker("s1", [writes("a.txt", "A\n"), done("s1")]))
+        .with_conversation(worker("s2", [writes("b.txt", "B\n"), done("s2")]))
+}
+
 /// Waits until `run.json` shows every merge of [`merged_and_conflicted`] (w1 and w2 merged, w3
-/// in conflict). The coordinator hands the record to its saver before the closing turn starts,
-/// but the saver writes it in the background: the file may be one save behind for a few ms.
+/// in conflict).
 fn wait_for_the_merges_on_disk(repo: &TestRepo) {
+    wait_for_statuses_on_disk(repo, &["merged", "merged", "conflict"]);
+}
+
+/// Waits until `run.json` shows the workers in `expected`. The coordinator hands the record to
+/// its saver before the closing turn starts, but the saver writes it in the background: the
+/// file may be one save behind for a few ms.
+fn wait_for_statuses_on_disk(repo: &TestRepo, expected: &[&str]) {
     let deadline = Instant::now() + Duration::from_secs(10);
     let statuses = || {
         let run = last_run(repo);
-        (0..3)
+        (0..expected.len())
             .map(|i| {
                 run["workers"][i]["status"]
                     .as_str()
@@ -389,7 +417,7 @@ fn wait_for_the_merges_on_disk(repo: &TestRepo) {
             })
             .collect::<Vec<_>>()
     };
-    while statuses() != ["merged", "merged", "conflict"] && Instant::now() < deadline {
+    while statuses() != expected && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(10));
     }
 }
@@ -461,6 +489,55 @@ fn merged_work_is_removed_by_the_end_of_the_run_and_a_conflict_is_kept() {
         "{run:#}"
     );
     assert_merged_gone_conflict_kept(&repo, &run, true);
+}
+
+/// A run whose final record cannot be written (its `run.json` replaced by a directory while the
+/// closing turn waits) does not report a success that `swarm status` would contradict: a note
+/// and the result say why, and the exit status is 1. Once the file can be
+/// written again, the run shows as interrupted and `resume` records its end.
+#[test]
+fn a_run_whose_end_cannot_be_recorded_does_not_report_success() {
+    let repo = repo_with(&[("a.txt", "a\n"), ("b.txt", "b\n")]);
+    let server = start(both_merged(1_500));
+    let child = spawn_until_closing_turn(&repo, &server, std::process::Stdio::piped);
+    wait_for_statuses_on_disk(&repo, &["merged", "merged"]);
+    let id = last_run(&repo)["run_id"].as_str().unwrap().to_string();
+    let record = runs_dir(&repo).join(&id).join("run.json");
+    let aside = record.with_extension("aside");
+    std::fs::rename(&record, &aside).unwrap();
+    std::fs::create_dir(&record).unwrap();
+    std::fs::write(record.join("in-the-way"), "").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("Result: FAILED — the run's end could not be recorded: "),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!("`ahelper swarm resume {id}` records its end")),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("Result: success"), "{stdout}");
+    assert!(
+        stdout.contains("note: could not record the run's end: "),
+        "{stdout}\n{stderr}"
+    );
+    std::fs::remove_dir_all(&record).unwrap();
+    std::fs::rename(&aside, &record).unwrap();
+    let status = stdout_of(&mut swarm(&repo, &server, &["status", &id]));
+    assert!(status.contains("interrupted"), "{status}");
+    let server = start(both_merged(0));
+    swarm(&repo, &server, &["resume", &id])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("Result: success"));
+    let run = last_run(&repo);
+    assert_eq!(run["status"], "finished", "{run:#}");
+    assert_eq!(run["synthesis"], "both merged", "{run:#}");
 }
 
 /// Ctrl-C (`SIGINT`) or `SIGTERM` while the closing turn waits for a model that answers only

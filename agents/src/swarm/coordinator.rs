@@ -1082,13 +1082,30 @@ impl CoordinatorActor {
         };
         self.record.error = self.cancelled.clone();
         self.record.summary = Some(super::summary::final_summary(&self.record));
-        if let Some(saver) = self.saver.take() {
-            saver.finish(self.record.clone()).await;
+        if let Some(saver) = self.saver.take()
+            && let Err(e) = saver.finish(self.record.clone()).await
+        {
+            self.record_not_saved(&e);
         }
         self.publish_snapshot(false);
         if let Some(done) = self.done.take() {
             let _ = done.send(self.record.clone());
         }
+    }
+
+    /// The final record could not be written (`e`): the run ends `failed` with why, so its
+    /// result and exit status do not claim an end that `swarm status` will not show (the file
+    /// keeps the last record saved: a running run, `interrupted` once this process is gone).
+    fn record_not_saved(&mut self, e: &super::state::RunStoreError) {
+        self.emit(SwarmEvent::Notice {
+            message: format!("could not record the run's end: {e}"),
+        });
+        self.record.status = RunStatus::Failed;
+        self.record.error = Some(format!(
+            "the run's end could not be recorded: {e}; its merges are on {}, and `ahelper swarm resume {}` records its end once run.json can be written",
+            self.record.integration_branch, self.record.run_id
+        ));
+        self.record.summary = Some(super::summary::final_summary(&self.record));
     }
 
     /// Applies one progress report of a running worker to its record and tells renderers.

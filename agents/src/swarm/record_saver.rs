@@ -21,8 +21,9 @@
 //! reports its end. Until a flush ends only a power loss can undo that save (the record then
 //! reads as before, or, for the first save, empty).
 
-use super::state::RunRecord;
+use super::state::{RunRecord, RunStoreError};
 use crate::atomic_write::PendingSync;
+use std::path::PathBuf;
 use std::sync::Arc;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -67,7 +68,7 @@ impl RecordFlush {
 /// Saves the newest record handed to it, in the background (see the module docs).
 pub struct RecordSaver {
     newest: watch::Sender<Option<RunRecord>>,
-    task: JoinHandle<()>,
+    task: JoinHandle<Result<(), RunStoreError>>,
 }
 
 impl RecordSaver {
@@ -83,7 +84,7 @@ impl RecordSaver {
         let (newest, pending) = watch::channel(None);
         let task = tokio::spawn(async move {
             earlier.wait().await;
-            save_newest(pending).await;
+            save_newest(pending).await
         });
         RecordSaver { newest, task }
     }
@@ -94,32 +95,47 @@ impl RecordSaver {
         self.newest.send_replace(Some(record));
     }
 
-    /// Saves `record` after whatever is being saved and returns once it is written (or its
-    /// save failed, which is logged like every failed save).
-    pub async fn finish(self, record: RunRecord) {
+    /// Saves `record` after whatever is being saved and returns once it is written.
+    ///
+    /// # Errors
+    /// Why the final record is not on disk ([`RunStoreError::Io`]: a full disk, a read-only
+    /// directory); `run.json` then holds the last record that could be saved, whole.
+    pub async fn finish(self, record: RunRecord) -> Result<(), RunStoreError> {
         self.newest.send_replace(Some(record));
         drop(self.newest);
-        if let Err(e) = self.task.await {
-            tracing::error!(error = %e, "the run.json saver stopped");
+        match self.task.await {
+            Ok(last) => last,
+            Err(e) => Err(RunStoreError::Io {
+                path: PathBuf::from("run.json"),
+                source: std::io::Error::other(format!("the run.json saver stopped: {e}")),
+            }),
         }
     }
 }
 
 /// The saver's task: waits for a new record, writes the newest one, until the sender is gone
-/// and the last record handed over is written.
-async fn save_newest(mut pending: watch::Receiver<Option<RunRecord>>) {
+/// and the last record handed over is written. Returns how the last save went (a failed save
+/// that a later one wrote over is only logged: every save writes the whole record).
+async fn save_newest(mut pending: watch::Receiver<Option<RunRecord>>) -> Result<(), RunStoreError> {
+    let mut last = Ok(());
     // `changed` reports a record handed over before the sender went, then the end.
     while pending.changed().await.is_ok() {
         let Some(mut record) = pending.borrow_and_update().clone() else {
             continue;
         };
-        let saved = tokio::task::spawn_blocking(move || record.save()).await;
-        match saved {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => tracing::error!(error = %e, "saving run.json failed"),
-            Err(e) => tracing::error!(error = %e, "saving run.json stopped"),
+        let path = record.record_path();
+        last = match tokio::task::spawn_blocking(move || record.save()).await {
+            Ok(saved) => saved,
+            Err(e) => Err(RunStoreError::Io {
+                path,
+                source: std::io::Error::other(format!("saving stopped: {e}")),
+            }),
+        };
+        if let Err(e) = &last {
+            tracing::error!(error = %e, "saving run.json failed");
         }
     }
+    last
 }
 
 #[cfg(test)]
@@ -140,7 +156,7 @@ mod tests {
         }
         record.status = RunStatus::Finished;
         record.task = "final".into();
-        saver.finish(record).await;
+        saver.finish(record).await.unwrap();
         let back = RunRecord::load(dir.path(), "r1").unwrap();
         assert_eq!(back.task, "final");
         assert_eq!(back.status, RunStatus::Finished);
@@ -159,7 +175,7 @@ mod tests {
         let saver = RecordSaver::after(flush.clone());
         record.status = RunStatus::Finished;
         record.task = "final".into();
-        saver.finish(record).await;
+        saver.finish(record).await.unwrap();
         flush.wait().await;
         let back = RunRecord::load(dir.path(), "r2").unwrap();
         assert_eq!(back.task, "final");

@@ -684,9 +684,14 @@ impl RunRecord {
             move |source| RunStoreError::Io { path, source }
         };
         std::fs::create_dir_all(&dir).map_err(io(&dir))?;
-        let target = dir.join("run.json");
+        let target = self.record_path();
         let text = serde_json::to_string_pretty(self).expect("run records serialise");
         replace(&target, text.as_bytes()).map_err(io(&target))
+    }
+
+    /// `<repo>/.ahelper/runs/<run>/run.json`, where [`RunRecord::save`] writes this record.
+    pub fn record_path(&self) -> PathBuf {
+        run_dir(&self.repo_root, &self.run_id).join("run.json")
     }
 
     /// Reads one run's record.
@@ -783,7 +788,13 @@ impl RunRecord {
             RunStatus::Cancelled => {
                 return Some(self.error.clone().unwrap_or_else(|| "cancelled".into()));
             }
-            other => return Some(format!("the run is {}", other.as_str())),
+            other => {
+                return Some(
+                    self.error
+                        .clone()
+                        .unwrap_or_else(|| format!("the run is {}", other.as_str())),
+                );
+            }
         }
         let not_done: Vec<String> = self
             .workers

@@ -307,7 +307,10 @@ pub(crate) async fn start(
                 "The coordinator's conversation is in {}",
                 prepared.record.coordinator_transcript().display()
             );
-            return 1;
+            return match e {
+                swarm::SwarmError::PlanningCancelled { .. } => 130,
+                _ => 1,
+            };
         }
     };
     let answered = confirm_keeping_baseline(
@@ -589,6 +592,20 @@ fn interrupted_advice(r: &RunRecord) -> String {
     }
 }
 
+/// What to do with a run that failed or was cancelled before it had a plan (`None` for any
+/// other run): there is nothing to resume.
+fn ended_while_planning_advice(r: &RunRecord) -> Option<String> {
+    if r.plan.is_some() || !matches!(r.status, RunStatus::Failed | RunStatus::Cancelled) {
+        return None;
+    }
+    let why = r.error.as_deref().unwrap_or(r.status.as_str());
+    Some(format!(
+        "It ended while planning ({}) and has no plan to resume: start a new run, and remove this one with `ahelper swarm clean {}`.",
+        for_terminal(why),
+        r.run_id
+    ))
+}
+
 fn announce(prepared: &PreparedRun, options: &RunOptions, config: &Config, mode: EventOutput) {
     let record = &prepared.record;
     say(
@@ -634,7 +651,7 @@ async fn plan(
     };
     let ctrl_c = tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
-            cancel.token().cancel();
+            cancel.stop(crate::interrupts::Interrupt::CtrlC.cancel_reason());
         }
     });
     say(mode, "planning…".into());
@@ -1208,6 +1225,8 @@ fn status_text(r: &RunRecord) -> String {
     out.push_str(&format!("Task: {}\n", for_terminal(&r.task)));
     if r.is_interrupted() {
         out.push_str(&format!("{}\n", interrupted_advice(r)));
+    } else if let Some(advice) = ended_while_planning_advice(r) {
+        out.push_str(&format!("{advice}\n"));
     }
     let elapsed = match (
         chrono::DateTime::parse_from_rfc3339(&r.created_at),

@@ -707,6 +707,50 @@ fn a_swarm_killed_while_planning_is_not_offered_for_resume() {
     swarm(&repo, &server, &["clean", &id]).assert().success();
 }
 
+/// Ctrl-C while the coordinator plans: the run ends `cancelled` (exit status 130, the reason
+/// in its record), not "could not produce a valid plan" (exit status 1, `failed`); `status`
+/// says to start a new run, not to resume it.
+#[test]
+fn ctrl_c_while_planning_cancels_the_run() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let slow_plan = plan_turn(json!([subtask("s1", "a.txt")])).with_delay_ms(30_000);
+    let server = start(coordinator(slow_plan).with_conversation(worker("s1", writes_a())));
+    let child = spawn_swarm_with_output(&repo, &server, std::process::Stdio::piped);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while server.model_requests().is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: signalling our own child process.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    let run = last_run(&repo);
+    let id = run["run_id"].as_str().unwrap().to_string();
+    assert!(
+        stderr.contains(&format!(
+            "run {id} cancelled by the user (Ctrl-C) while the coordinator was planning; nothing was started"
+        )),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("valid plan"), "{stderr}");
+    assert_eq!(run["status"], "cancelled", "{run}");
+    assert_eq!(run["error"], "cancelled by the user (Ctrl-C)", "{run}");
+    let ls = stdout_of(&mut swarm(&repo, &server, &["ls"]));
+    let line = ls.lines().find(|l| l.starts_with(&id)).unwrap();
+    assert!(
+        line.contains("cancelled") && line.contains("(none)"),
+        "{ls}"
+    );
+    let status = stdout_of(&mut swarm(&repo, &server, &["status", &id]));
+    assert!(
+        status.contains("It ended while planning (cancelled by the user (Ctrl-C))")
+            && status.contains(&format!("`ahelper swarm clean {id}`"))
+            && !status.contains("swarm resume"),
+        "{status}"
+    );
+}
+
 /// A run whose record cannot be read does not vanish: `ls` lists it as `unreadable` and says why
 /// on stderr, and `status`, `resume` and `clean` of its id say that its record is not valid
 /// instead of "no run matches".

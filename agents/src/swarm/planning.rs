@@ -92,17 +92,33 @@ pub async fn plan_run(
             prepared.take_ready_remote();
             save_plan(&mut prepared.record, plan, config, io)
         }
-        Err(failure) => {
-            let error = match failure {
-                PlanFailure::ModelSettings(e) => SwarmError::ModelSettings(e),
-                other => SwarmError::Plan(other),
-            };
-            prepared.record.status = RunStatus::Failed;
-            prepared.record.error = Some(error.to_string());
-            let _ = prepared.record.save();
-            Err(error)
-        }
+        Err(failure) => Err(record_planning_failure(&mut prepared.record, failure, io)),
     }
+}
+
+/// Marks the run `failed` with why planning failed, or `cancelled` with the user's reason
+/// when they stopped it (the record is saved; a failed save leaves it `planning`, which
+/// `swarm ls` shows as interrupted once this process is gone); the error the caller reports.
+fn record_planning_failure(record: &mut RunRecord, failure: PlanFailure, io: &RunIo) -> SwarmError {
+    let (status, error) = match failure {
+        PlanFailure::Cancelled => {
+            let reason = io.cancel.reason();
+            record.error = Some(reason.clone());
+            let error = SwarmError::PlanningCancelled {
+                run_id: record.run_id.clone(),
+                reason,
+            };
+            (RunStatus::Cancelled, error)
+        }
+        PlanFailure::ModelSettings(e) => (RunStatus::Failed, SwarmError::ModelSettings(e)),
+        other => (RunStatus::Failed, SwarmError::Plan(other)),
+    };
+    if status == RunStatus::Failed {
+        record.error = Some(error.to_string());
+    }
+    record.status = status;
+    let _ = record.save();
+    error
 }
 
 /// The coordinator: read-only tools of its role, rooted at the repository; its own copy of the

@@ -52,6 +52,17 @@ pub enum SwarmError {
     /// Planning failed (after the one re-ask of an invalid plan).
     #[error("the coordinator could not produce a valid plan: {0}")]
     Plan(#[source] PlanFailure),
+    /// The user stopped the run while the coordinator planned (Ctrl-C): nothing was started;
+    /// the record is `cancelled` with the reason (e.g. `cancelled by the user (Ctrl-C)`).
+    #[error(
+        "run {run_id} {reason} while the coordinator was planning; nothing was started. Start a new run, and remove this one with `ahelper swarm clean {run_id}`"
+    )]
+    PlanningCancelled {
+        /// The run.
+        run_id: String,
+        /// Why it stopped.
+        reason: String,
+    },
     /// `run.json` could not be written or read.
     #[error(transparent)]
     Record(#[from] RunStoreError),

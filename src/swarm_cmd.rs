@@ -1031,6 +1031,7 @@ async fn resume(
         Err(code) => return code,
     };
     report_pruned_worktrees(run.record());
+    report_restored_branches(run.record());
     let what = if selected.is_empty() {
         "every worker has ended; the coordinator writes the run's summary".to_string()
     } else {
@@ -1111,6 +1112,30 @@ fn report_pruned_worktrees(record: &RunRecord) {
             }
         }
         Err(e) => eprintln!("ahelper: could not prune the run's deleted worktrees: {e}"),
+    }
+}
+
+/// Makes again the branches of the run's workers that were deleted while their worktrees
+/// stayed, and says which ([`cleanup::restore_deleted_branches`]).
+fn report_restored_branches(record: &RunRecord) {
+    match cleanup::restore_deleted_branches(&record.repo_root, record) {
+        Ok(restored) => {
+            for r in restored {
+                let from = match r.source {
+                    cleanup::RestoredFrom::WorktreeHead => "the last commit of worktree",
+                    cleanup::RestoredFrom::StartCommit => {
+                        "the worker's start commit; its files are kept in worktree"
+                    }
+                };
+                eprintln!(
+                    "Branch {} was deleted: made again at {} ({from} {}).",
+                    r.branch,
+                    short_commit(&r.commit.to_string()),
+                    r.worktree.display()
+                );
+            }
+        }
+        Err(e) => eprintln!("ahelper: could not make again the run's deleted branches: {e}"),
     }
 }
 

@@ -275,6 +275,48 @@ fn a_worktree_deleted_by_hand_is_rebuilt_from_its_branch() {
     );
 }
 
+/// A failed worker whose branch was deleted by hand (`git update-ref -d`: git refuses `branch
+/// -D` of a checked-out branch) while its worktree is kept: `swarm resume` makes the branch
+/// again at the worktree's last commit (its `wip` commit, from the worktree's HEAD log) — or,
+/// without that log, at the worker's start commit, the worktree's files kept — and says so;
+/// the worker finishes and merges, nothing it wrote lost. It does not run again only to fail
+/// at its commit.
+#[test]
+fn a_deleted_worker_branch_is_made_again_from_its_worktree() {
+    for head_log_kept in [true, false] {
+        let repo = repo();
+        let id = run_through_outage(&repo, &["s1"]);
+        let run = last_run(&repo);
+        let worktree = PathBuf::from(run["workers"][0]["worktree"].as_str().unwrap());
+        let branch = format!("ahelper/{id}/w1");
+        let wip = repo.git(&["rev-parse", &branch]).trim().to_string();
+        repo.git(&["update-ref", "-d", &format!("refs/heads/{branch}")]);
+        let expected = if head_log_kept {
+            format!("made again at {} (the last commit of worktree", &wip[..12])
+        } else {
+            let git_dir = repo.git(&["-C", worktree.to_str().unwrap(), "rev-parse", "--git-dir"]);
+            std::fs::remove_file(Path::new(git_dir.trim()).join("logs/HEAD")).unwrap();
+            let start = run["workers"][0]["start_commit"].as_str().unwrap();
+            format!(
+                "made again at {} (the worker's start commit; its files are kept in worktree",
+                &start[..12]
+            )
+        };
+        let up = start(script(&["s1"], Server::Up, "replayed\n"));
+        swarm(&repo, &up, &["resume", &id])
+            .assert()
+            .success()
+            .stderr(predicate::str::contains(format!(
+                "Branch {branch} was deleted: {expected} {}).",
+                worktree.display()
+            )));
+        let run = last_run(&repo);
+        assert_eq!(status_of(&run, "w1"), "merged");
+        assert_eq!(integrated(&repo, &id, "s1.txt"), "first attempt\n");
+        assert_eq!(integrated(&repo, &id, "s1-more.txt"), "more\n");
+    }
+}
+
 /// issue 9.4: `swarm clean` removes the stale registration of a worktree deleted by hand and
 /// says so; it keeps the branch with the worker's unmerged `wip` commit (exit 1) until
 /// `--force`, which finishes. A user's stale worktree stays registered.

@@ -109,6 +109,17 @@ pub(crate) fn tip(repo: &Repository, branch: &str) -> Result<Oid, GitError> {
         })
 }
 
+/// The commit a worktree's HEAD last pointed to, from its HEAD log (`<git dir>/logs/HEAD`,
+/// which git keeps per worktree): what its branch was at when the branch was deleted from
+/// under it (`git update-ref -d`). `None` when the worktree cannot be opened, has no HEAD log,
+/// or that commit is no longer in the repository.
+pub fn last_head_commit(worktree: &Path) -> Option<Oid> {
+    let repo = open_repo(worktree).ok()?;
+    let log = repo.reflog("HEAD").ok()?;
+    let commit = log.get(0)?.id_new();
+    (!commit.is_zero() && repo.find_commit(commit).is_ok()).then_some(commit)
+}
+
 /// Creates the local branch `name` at `commit` (e.g. the integration branch `ahelper/<run>` at the
 /// base commit). Idempotent when it already points there; an existing branch elsewhere is never moved.
 ///

@@ -51,7 +51,7 @@ mod worktree;
 
 pub use branch::{
     CommitSummary, DeletedBranch, branch_tip, create_branch, delete_branch, integration_branch,
-    resolve_commit, run_branch_prefix, unmerged_commits, worker_branch,
+    last_head_commit, resolve_commit, run_branch_prefix, unmerged_commits, worker_branch,
 };
 pub use cargo_warm::{
     CARGO_SEED_DIR, CargoSeed, CargoSeedReport, NoSeedReason, list_cargo_seed, seed_cargo_target,

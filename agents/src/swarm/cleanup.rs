@@ -332,6 +332,65 @@ pub fn prune_missing_worktrees(
     Ok(pruned)
 }
 
+/// A worker's branch that was deleted while its worktree stayed, made again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RestoredBranch {
+    /// The branch (short name).
+    pub branch: String,
+    /// The worktree that had it checked out.
+    pub worktree: PathBuf,
+    /// Where it points now.
+    pub commit: git::Oid,
+    /// Where that commit came from.
+    pub source: RestoredFrom,
+}
+
+/// Where a [`RestoredBranch`] was made again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RestoredFrom {
+    /// The worktree's last commit, from its HEAD log: nothing the worker committed is lost.
+    WorktreeHead,
+    /// The worker's start commit (the worktree had no usable HEAD log): its files, as the
+    /// worker left them, are committed on top when it finishes.
+    StartCommit,
+}
+
+/// Makes again the branches of run `run`'s workers that were deleted (`git update-ref -d`)
+/// while their worktrees stayed: git shows such a worktree on an unborn branch, and the worker
+/// would run again only to fail at its commit. Each is made at the worktree's last commit, else
+/// at the worker's start commit.
+///
+/// # Errors
+/// The [`GitError`] of the first branch that could not be made (those before it are made).
+pub fn restore_deleted_branches(
+    root: &Path,
+    run: &RunRecord,
+) -> Result<Vec<RestoredBranch>, GitError> {
+    let listed = git::list_worktrees(root)?;
+    let mut restored = Vec::new();
+    for w in &run.workers {
+        let orphaned = listed.iter().any(|wt| {
+            !wt.prunable && wt.head.is_none() && wt.branch.as_deref() == Some(w.branch.as_str())
+        });
+        if !orphaned || git::branch_tip(root, &w.branch).is_ok() {
+            continue;
+        }
+        let start = w.start_commit.as_deref().unwrap_or(&run.base_commit);
+        let (commit, source) = match git::last_head_commit(&w.worktree) {
+            Some(commit) => (commit, RestoredFrom::WorktreeHead),
+            None => (git::resolve_commit(root, start)?, RestoredFrom::StartCommit),
+        };
+        git::create_branch(root, &w.branch, commit)?;
+        restored.push(RestoredBranch {
+            branch: w.branch.clone(),
+            worktree: w.worktree.clone(),
+            commit,
+            source,
+        });
+    }
+    Ok(restored)
+}
+
 /// Prunes the registration of the missing worktree `path` ([`git::remove_worktree`] deletes
 /// nothing but the admin entry of a worktree whose directory is gone). Its base directory is
 /// created first when it went too, as removal only acts inside an existing base.

@@ -187,9 +187,15 @@ fn find_run_or_latest(config: &Config, run: Option<&str>) -> Result<(PathBuf, Ru
         return find_run(config, run);
     }
     let root = repo_root(config)?;
-    match RunRecord::list(&root).pop() {
-        Some(record) => Ok((root, record)),
-        None => {
+    let (mut records, mut unreadable) = RunRecord::list_all(&root);
+    // Run ids are UUID v7: the greatest is the newest, readable or not.
+    let newest_unreadable = unreadable.pop();
+    match (records.pop(), newest_unreadable) {
+        (newest, Some((id, e))) if newest.as_ref().is_none_or(|r| r.run_id < id) => {
+            Err(usage_error(&e))
+        }
+        (Some(record), _) => Ok((root, record)),
+        (None, _) => {
             eprintln!(
                 "ahelper: no swarm runs in {} yet; start one with `ahelper swarm \"<task>\"`",
                 root.display()
@@ -1356,12 +1362,20 @@ fn clean(
     let Ok(root) = repo_root(config) else {
         return EXIT_USAGE;
     };
+    let mut refused_before = 0;
     let runs: Vec<RunRecord> = match (run, flags.all) {
         (Some(r), _) => match RunRecord::find(&root, r) {
             Ok(r) => vec![r],
             Err(e) => return usage_error(&e),
         },
-        (None, true) => RunRecord::list(&root),
+        (None, true) => {
+            let (runs, unreadable) = RunRecord::list_all(&root);
+            for (id, e) in &unreadable {
+                eprintln!("skip {id}: {e}");
+            }
+            refused_before = unreadable.len();
+            runs
+        }
         (None, false) => {
             eprintln!("ahelper: say which run to clean (`ahelper swarm clean <run>`), or --all");
             return EXIT_USAGE;
@@ -1374,7 +1388,7 @@ fn clean(
             return 1;
         }
     };
-    let mut refused = 0;
+    let mut refused = refused_before;
     for mut r in runs {
         let base = swarm::run::worktree_base(config, env, &root, &r.run_id);
         match cleanup::clean_run(&lock, &root, &r, &base, flags.force) {

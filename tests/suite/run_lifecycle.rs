@@ -752,8 +752,9 @@ fn ctrl_c_while_planning_cancels_the_run() {
 }
 
 /// A run whose record cannot be read does not vanish: `ls` lists it as `unreadable` and says why
-/// on stderr, and `status`, `resume` and `clean` of its id say that its record is not valid
-/// instead of "no run matches".
+/// on stderr; `status`, `resume` and `clean` of its id, and `status` of the latest run, say
+/// that its record is not valid instead of "no run matches" (or showing an older run); `clean
+/// --all` skips it and says so.
 #[test]
 fn a_run_with_an_unreadable_record_is_listed_and_named() {
     let repo = repo_with(&[("a.txt", "a\n")]);
@@ -775,6 +776,7 @@ fn a_run_with_an_unreadable_record_is_listed_and_named() {
     assert!(stderr.contains(&not_valid), "{stderr}");
     for command in [
         &["status", &id[..13]][..],
+        &["status"],
         &["resume", &id],
         &["clean", &id],
     ] {
@@ -784,6 +786,12 @@ fn a_run_with_an_unreadable_record_is_listed_and_named() {
             .stderr(predicate::str::contains(&not_valid))
             .stderr(predicate::str::contains("no run matches").not());
     }
+    // `clean --all` names it, keeps its directory and says something was kept (exit 1).
+    swarm(&repo, &server, &["clean", "--all"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(format!("skip {id}: {not_valid}")));
+    assert!(record.exists());
 }
 
 /// `swarm clean --force` deletes only the run's own branches (`ahelper/<run>/…`): a user's

@@ -469,7 +469,7 @@ fn overrides(common: &CommonArgs) -> CliOverrides {
 /// `redactor`. Each record is written by the thread that logs it, in one `write` to the file
 /// opened for appending ([`LogFile`]): no writer thread, so nothing to hand over or wait for
 /// when the process exits, and no record lost then. Without a state directory, or when the
-/// file cannot be opened, nothing is logged.
+/// file cannot be opened, nothing is logged; a record that cannot be written is dropped.
 fn init_logging(env: &EnvSnapshot, verbose: bool, redactor: &Redactor) -> Option<()> {
     let dir = env.state_dir()?.join("logs");
     std::fs::create_dir_all(&dir).ok()?;
@@ -481,6 +481,9 @@ fn init_logging(env: &EnvSnapshot, verbose: bool, redactor: &Redactor) -> Option
     tracing_subscriber::fmt()
         .with_writer(move || RedactingWriter::new(writer.clone(), redactor.clone()))
         .with_ansi(false)
+        // A log record that cannot be written (a full disk) is dropped without a line on
+        // stderr per record: what failed is reported where it happened.
+        .log_internal_errors(false)
         .with_env_filter(filter)
         .try_init()
         .ok()?;

@@ -309,10 +309,13 @@ pub(crate) async fn start(
             discard(warm).await;
             discard_remote(remote, nats, &prepared.record).await;
             eprintln!("ahelper: {e}");
-            eprintln!(
-                "The coordinator's conversation is in {}",
-                prepared.record.coordinator_transcript().display()
-            );
+            let transcript = prepared.record.coordinator_transcript();
+            if std::fs::metadata(&transcript).is_ok_and(|m| m.len() > 0) {
+                eprintln!(
+                    "The coordinator's conversation is in {}",
+                    transcript.display()
+                );
+            }
             return match e {
                 swarm::SwarmError::PlanningCancelled { .. } => 130,
                 _ => 1,
@@ -916,8 +919,12 @@ fn apply(config: &Config, run_id: &str, allow_hazards: bool) -> i32 {
     let Ok(root) = repo_root(config) else {
         return EXIT_USAGE;
     };
-    let Ok(run) = RunRecord::find(&root, run_id) else {
-        return 1;
+    let run = match RunRecord::find(&root, run_id) {
+        Ok(run) => run,
+        Err(e) => {
+            eprintln!("ahelper: cannot apply run {run_id}: {e}");
+            return 1;
+        }
     };
     let branch = &run.integration_branch;
     if !allow_hazards && !hazards_confirmed(&run) {
@@ -1153,6 +1160,14 @@ fn nothing_left(record: &RunRecord, selection: &ResumeSelection) -> i32 {
             eprintln!("Run {} has no failed workers to retry.", record.run_id)
         }
         _ => eprintln!("Run {} has nothing left to do.", record.run_id),
+    }
+    if git::branch_tip(&record.repo_root, &record.integration_branch).is_err()
+        && record.plan.is_some()
+    {
+        eprintln!(
+            "Its integration branch {} no longer exists (deleted, or merged and deleted); the summary below is the run's record.",
+            record.integration_branch
+        );
     }
     println!("{}", for_terminal(&swarm::final_summary(record)));
     exit_code(record.outcome())

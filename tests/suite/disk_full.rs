@@ -41,10 +41,16 @@ struct FullDiskRun {
 fn run_on_a_full_disk(args: &[&str]) -> Option<FullDiskRun> {
     let (fs, repo) = repo_on_tmpfs()?;
     let root = fs.path();
+    // The log file is on the full disk too (made before it filled up, as a log file already
+    // there would be): a record that cannot be written is not a line on stderr.
+    let state = root.join(".git/state");
+    std::fs::create_dir_all(state.join("ahelper/logs")).unwrap();
+    std::fs::write(state.join("ahelper/logs/ahelper.log"), "").unwrap();
     fill(&root);
     let server = start(Script::new());
     let out = ahelper(&repo, &server, Wire::Anthropic)
         .current_dir(&root)
+        .env("XDG_STATE_HOME", &state)
         .args(args)
         .output()
         .unwrap();
@@ -75,6 +81,7 @@ fn swarm_set_up_on_a_full_disk_says_no_space_left_in_the_users_words() {
         "{stderr}"
     );
     assert!(!stderr.contains("os error 28"), "no raw OS error: {stderr}");
+    assert!(!stderr.contains("Unable to write an event"), "{stderr}");
     assert!(server.model_requests().is_empty(), "nothing planned");
     // No temporary or empty record is left behind.
     for run in std::fs::read_dir(root.join(".ahelper/runs"))

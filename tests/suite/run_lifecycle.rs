@@ -707,6 +707,24 @@ fn a_swarm_killed_while_planning_is_not_offered_for_resume() {
     swarm(&repo, &server, &["clean", &id]).assert().success();
 }
 
+/// `resume` of a finished run whose integration branch was deleted since: nothing left to do,
+/// and it says the branch is gone rather than only repeating the recorded summary.
+#[test]
+fn resume_of_a_finished_run_says_when_its_integration_branch_is_gone() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let server = start(one_worker(writes_a()));
+    let id = run_to_the_end(&repo, &server);
+    let branch = format!("ahelper/{id}/integration");
+    repo.git(&["branch", "-D", &branch]);
+    swarm(&repo, &server, &["resume", &id])
+        .assert()
+        .success()
+        .stderr(predicate::str::contains("has nothing left to do"))
+        .stderr(predicate::str::contains(format!(
+            "Its integration branch {branch} no longer exists"
+        )));
+}
+
 /// Ctrl-C while the coordinator plans: the run ends `cancelled` (exit status 130, the reason
 /// in its record), not "could not produce a valid plan" (exit status 1, `failed`); `status`
 /// says to start a new run, not to resume it.

@@ -200,14 +200,24 @@ impl SwarmEvent {
                     .unwrap_or_default();
                 format!("[{worker}] refused {action}: {reason}{allow}")
             }
-            SwarmEvent::WorkerReported { worker, report } => format!(
-                "[{worker}] {} — {} files, +{} -{}, {} turns",
-                report.stop_reason.as_str(),
-                report.files_changed.len(),
-                report.insertions,
-                report.deletions,
-                report.turns
-            ),
+            SwarmEvent::WorkerReported { worker, report } => match &report.error {
+                // Its loop may have completed, and what came after failed (its commit): no
+                // "0 files" line that reads as a clean finish.
+                Some(error) => format!(
+                    "[{worker}] {}, {} turns — {}",
+                    report.stop_reason.as_str(),
+                    report.turns,
+                    crate::text::clip(error, 300).0
+                ),
+                None => format!(
+                    "[{worker}] {} — {} files, +{} -{}, {} turns",
+                    report.stop_reason.as_str(),
+                    report.files_changed.len(),
+                    report.insertions,
+                    report.deletions,
+                    report.turns
+                ),
+            },
             SwarmEvent::Merged { worker, commit } => {
                 format!("[{worker}] merged ({})", short_commit(commit))
             }
@@ -223,5 +233,35 @@ impl SwarmEvent {
                 format!("run {} {}", record.run_id, record.status.as_str())
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::AgentStopReason;
+
+    /// A worker whose loop completed but whose commit failed: its report line gives the error,
+    /// not "completed — 0 files" (which read as a clean finish just before "failed").
+    #[test]
+    fn a_report_with_an_error_names_it() {
+        let mut report = WorkerReport {
+            stop_reason: AgentStopReason::Completed,
+            turns: 2,
+            ..Default::default()
+        };
+        let line = |report: &WorkerReport| {
+            SwarmEvent::WorkerReported {
+                worker: "w1".into(),
+                report: report.clone(),
+            }
+            .to_line()
+        };
+        assert_eq!(line(&report), "[w1] completed — 0 files, +0 -0, 2 turns");
+        report.error = Some("could not commit the worktree /w: reference not found".into());
+        assert_eq!(
+            line(&report),
+            "[w1] completed, 2 turns — could not commit the worktree /w: reference not found"
+        );
     }
 }

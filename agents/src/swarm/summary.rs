@@ -234,11 +234,32 @@ fn resume_lines(s: &mut String, record: &RunRecord) {
     let _ = writeln!(s, "Resume with: ahelper swarm resume {run_id}");
 }
 
+/// The run's totals: how many subtasks ended each way, and — when a run stopped with workers
+/// still queued, running, or committed and waiting for the merge queue — how many are in
+/// none of those (so the counts add up to the subtasks).
 fn counts_line(s: &mut String, record: &RunRecord) {
+    const ENDED: [WorkerStatus; 6] = [
+        WorkerStatus::Merged,
+        WorkerStatus::Conflict,
+        WorkerStatus::Failed,
+        WorkerStatus::Cancelled,
+        WorkerStatus::NoChanges,
+        WorkerStatus::Skipped,
+    ];
     let count = |st: WorkerStatus| record.workers.iter().filter(|w| w.status == st).count();
+    let pending = record
+        .workers
+        .iter()
+        .filter(|w| !ENDED.contains(&w.status))
+        .count();
+    let pending = if pending > 0 {
+        format!(", {pending} not merged yet")
+    } else {
+        String::new()
+    };
     let _ = writeln!(
         s,
-        "Run {} {} — {} merged, {} conflict, {} failed, {} cancelled, {} no changes, {} skipped of {} subtasks; {} tokens in / {} out.",
+        "Run {} {} — {} merged, {} conflict, {} failed, {} cancelled, {} no changes, {} skipped{pending} of {} subtasks; {} tokens in / {} out.",
         record.run_id,
         record.status.as_str(),
         count(WorkerStatus::Merged),
@@ -447,4 +468,46 @@ fn next_steps(s: &mut String, record: &RunRecord) {
         s,
         "Logs: ahelper swarm logs {run_id} [worker]   Clean up: ahelper swarm clean {run_id}"
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::swarm::state::RunStatus;
+    use std::path::PathBuf;
+
+    /// A run stopped while its committed workers waited for the merge queue: the totals count
+    /// them (they were in no bucket: "0 … of 3 subtasks").
+    #[test]
+    fn the_totals_count_workers_that_did_not_end() {
+        let mut record = RunRecord::new("r1".into(), PathBuf::from("/r"), RunStatus::Cancelled);
+        for (i, status) in [
+            WorkerStatus::Finished,
+            WorkerStatus::Verifying,
+            WorkerStatus::Merged,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let mut w = WorkerRecord::queued(
+                format!("w{i}"),
+                format!("s{i}"),
+                "t".into(),
+                "b".into(),
+                PathBuf::new(),
+            );
+            w.status = status;
+            record.workers.push(w);
+        }
+        let mut s = String::new();
+        counts_line(&mut s, &record);
+        assert!(
+            s.contains("1 merged, 0 conflict, 0 failed, 0 cancelled, 0 no changes, 0 skipped, 2 not merged yet of 3 subtasks"),
+            "{s}"
+        );
+        record.workers.truncate(0);
+        let mut s = String::new();
+        counts_line(&mut s, &record);
+        assert!(s.contains("0 skipped of 0 subtasks"), "{s}");
+    }
 }

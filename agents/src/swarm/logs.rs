@@ -93,11 +93,21 @@ impl TranscriptFollower {
     }
 }
 
-/// One raw transcript line as readable text; `None` for lines that do not parse or say nothing
-/// (an assistant message without text).
+/// One raw transcript line as readable text; `None` for blank lines and entries that say
+/// nothing (an assistant message without text). A line that is not a transcript entry (cut
+/// short by a crash or a full disk, edited by hand) is shown as such, its start quoted — never
+/// skipped without a word.
 pub fn format_raw_line(line: &str) -> Option<String> {
-    let parsed: TranscriptLine = serde_json::from_str(line).ok()?;
-    format_transcript_line(&parsed.entry, &parsed.ts)
+    if line.trim().is_empty() {
+        return None;
+    }
+    match serde_json::from_str::<TranscriptLine>(line) {
+        Ok(parsed) => format_transcript_line(&parsed.entry, &parsed.ts),
+        Err(e) => Some(format!(
+            "(a line that is not a transcript entry, {e}: {})",
+            clip_counted(line, 200)
+        )),
+    }
 }
 
 /// "… [N more characters]" after the first `max` characters of `text`.
@@ -198,6 +208,20 @@ mod tests {
         let line = format_transcript_line(&entry, "2026-01-02T03:04:05.678Z").unwrap();
         let kept = "x".repeat(2_000);
         assert_eq!(line, format!("03:04:05 user: {kept}… [10 more characters]"));
+    }
+
+    /// A corrupt line is shown as such (with the parser's reason and its start); a blank one
+    /// is not shown.
+    #[test]
+    fn a_line_that_is_not_an_entry_is_shown_not_skipped() {
+        let shown =
+            format_raw_line("{\"ts\":\"2026-01-02T03:04:05Z\",\"type\":\"user_mes").unwrap();
+        assert!(
+            shown.starts_with("(a line that is not a transcript entry, EOF while parsing")
+                && shown.ends_with(": {\"ts\":\"2026-01-02T03:04:05Z\",\"type\":\"user_mes)"),
+            "{shown}"
+        );
+        assert_eq!(format_raw_line("  "), None);
     }
 
     #[test]

@@ -1405,7 +1405,7 @@ fn clean(
     };
     let mut refused = refused_before;
     for mut r in runs {
-        let base = swarm::run::worktree_base(config, env, &root, &r.run_id);
+        let base = swarm::run::recorded_worktree_base(config, env, &r);
         match cleanup::clean_run(&lock, &root, &r, &base, flags.force) {
             Ok(cleaned) => {
                 println!("run {}:", r.run_id);

@@ -707,6 +707,33 @@ fn a_swarm_killed_while_planning_is_not_offered_for_resume() {
     swarm(&repo, &server, &["clean", &id]).assert().success();
 }
 
+/// `swarm clean` from a shell whose `XDG_STATE_HOME` differs from the run's (the worktrees
+/// were made under the old one): the run's worktrees and base directory are still removed —
+/// the base comes from the record, not from today's environment.
+#[test]
+fn clean_finds_the_worktrees_where_the_run_made_them() {
+    let repo = repo_with(&[("README.md", "title\n"), ("a.txt", "a\n"), ("b.txt", "b\n")]);
+    let server = start(merged_and_conflicted(0));
+    swarm(
+        &repo,
+        &server,
+        &["do it", "--yes", "--permission-mode", "bypass"],
+    )
+    .assert()
+    .code(1);
+    let run = last_run(&repo);
+    let id = run["run_id"].as_str().unwrap().to_string();
+    let (worktree, _) = worktree_and_branch(&run, 2);
+    assert!(worktree.exists());
+    let elsewhere = tempfile::tempdir().unwrap();
+    swarm(&repo, &server, &["clean", &id, "--force"])
+        .env("XDG_STATE_HOME", elsewhere.path())
+        .assert()
+        .success();
+    assert!(!worktree.exists(), "{} is left", worktree.display());
+    assert!(!worktree.parent().unwrap().exists(), "the base dir is left");
+}
+
 /// `resume` of a finished run whose integration branch was deleted since: nothing left to do,
 /// and it says the branch is gone rather than only repeating the recorded summary.
 #[test]

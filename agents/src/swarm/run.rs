@@ -518,6 +518,21 @@ pub fn worktree_base(
     root.join(repo_id(repo_root)).join(run_id)
 }
 
+/// The base directory run `record`'s worktrees were made in: the parent of its workers'
+/// recorded worktrees when it is `<…>/<repo id>/<run id>` — `[swarm] worktree_root` or
+/// `XDG_STATE_HOME` may have changed since the run started — else [`worktree_base`] as
+/// configured now. The name check keeps an edited record from naming any other directory.
+pub fn recorded_worktree_base(config: &Config, env: &EnvSnapshot, record: &RunRecord) -> PathBuf {
+    let configured = worktree_base(config, env, &record.repo_root, &record.run_id);
+    let repo_dir = repo_id(&record.repo_root);
+    record
+        .workers
+        .iter()
+        .map(|w| super::cleanup::worktree_base_of(&w.worktree))
+        .find(|base| base.ends_with(Path::new(&repo_dir).join(&record.run_id)))
+        .unwrap_or(configured)
+}
+
 pub use ahelper_worktrees::{integration_branch, worker_branch};
 
 /// Checks the repository, records the base commit, creates the run directory and the record.

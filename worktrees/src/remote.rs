@@ -50,10 +50,25 @@ pub fn push_commits(repo: &Path, url: &str, updates: &[(Oid, String)]) -> Result
 }
 
 /// Fetches `refspecs` (`+src:dst`) from `url` into the repository at `repo`, without tags.
+/// From a repository on this machine (an absolute path or a `file://` URL) libgit2 copies the
+/// objects in this process: a fetch there has no credentials, hooks or transport to honour,
+/// and `git fetch` would start five processes (fetch, upload-pack, pack-objects, index-pack or
+/// unpack-objects, rev-list) for what is, at the end of a distributed run, a few commits per
+/// finished worker. Any other URL — or a local fetch that libgit2 could not do — runs
+/// `git fetch`.
 ///
 /// # Errors
-/// [`GitError::GitCommand`] with git's message (unreachable remote, missing ref).
+/// [`GitError::GitCommand`] with git's message (unreachable remote, missing ref);
+/// [`GitError::Libgit2`] for a local repository.
 pub fn fetch_refspecs(repo: &Path, url: &str, refspecs: &[String]) -> Result<(), GitError> {
+    if local_repository(url) {
+        match fetch_in_process(repo, url, refspecs) {
+            Ok(()) => return Ok(()),
+            // `git` says it in its own words (or manages where libgit2 did not, e.g. a
+            // repository owned by another user that `safe.directory` allows).
+            Err(e) => tracing::debug!(error = %e, "in-process fetch failed; running git fetch"),
+        }
+    }
     // No `git maintenance run --auto` after each fetch: a run fetches often, and the
     // repository's owner runs maintenance on their own schedule.
     let mut args = vec![
@@ -67,6 +82,74 @@ pub fn fetch_refspecs(repo: &Path, url: &str, refspecs: &[String]) -> Result<(),
     args.extend(refspecs.iter().map(String::as_str));
     cli::git(repo, args)?;
     Ok(())
+}
+
+/// Whether `url` names a repository on this machine: an absolute path, or a `file://` URL
+/// (without `%` escapes). A relative path is left to `git` (it resolves it the same way).
+fn local_repository(url: &str) -> bool {
+    let path = url.strip_prefix("file://").unwrap_or(url);
+    path.starts_with('/') && !path.contains('%') && Path::new(path).is_dir()
+}
+
+/// [`fetch_refspecs`] from a repository on this machine, with libgit2's local transport: the
+/// objects are downloaded, then each destination ref is set. Not `Remote::fetch`: its tips
+/// update truncates the user's `FETCH_HEAD`, which `git fetch --no-write-fetch-head` leaves
+/// alone. Only forced refspecs (`+src:dst`, one trailing `*` on both sides or none).
+///
+/// # Errors
+/// [`GitError::BranchNotFound`] for a source ref the remote does not have (libgit2 would
+/// fetch nothing without a word) or a refspec of another form; [`GitError::Libgit2`].
+fn fetch_in_process(repo: &Path, url: &str, refspecs: &[String]) -> Result<(), GitError> {
+    let repository = open_repo(repo)?;
+    let context = || format!("fetching {} from {url}", refspecs.join(" "));
+    let mut remote = repository.remote_anonymous(url).ctx(context)?;
+    remote.connect(git2::Direction::Fetch).ctx(context)?;
+    let advertised: Vec<(String, Oid)> = remote
+        .list()
+        .ctx(context)?
+        .iter()
+        .map(|head| (head.name().to_string(), head.oid()))
+        .collect();
+    let mut updates = Vec::new();
+    for spec in refspecs {
+        updates.extend(refs_for_spec(spec, &advertised)?);
+    }
+    let mut options = git2::FetchOptions::new();
+    options.download_tags(git2::AutotagOption::None);
+    remote.download(refspecs, Some(&mut options)).ctx(context)?;
+    remote.disconnect().ctx(context)?;
+    for (refname, oid) in updates {
+        repository
+            .reference(&refname, oid, true, &format!("fetch: from {url}"))
+            .ctx(context)?;
+    }
+    Ok(())
+}
+
+/// The local refs forced refspec `spec` (`+src:dst`) sets from the `advertised` refs, with
+/// their commits.
+fn refs_for_spec(spec: &str, advertised: &[(String, Oid)]) -> Result<Vec<(String, Oid)>, GitError> {
+    let not_supported = || GitError::BranchNotFound {
+        branch: spec.to_string(),
+    };
+    let (source, destination) = spec
+        .strip_prefix('+')
+        .and_then(|s| s.split_once(':'))
+        .ok_or_else(not_supported)?;
+    match (source.strip_suffix('*'), destination.strip_suffix('*')) {
+        (Some(from), Some(to)) if !from.contains('*') && !to.contains('*') => Ok(advertised
+            .iter()
+            .filter_map(|(name, oid)| Some((format!("{to}{}", name.strip_prefix(from)?), *oid)))
+            .collect()),
+        (None, None) => advertised
+            .iter()
+            .find(|(name, _)| name == source)
+            .map(|(_, oid)| vec![(destination.to_string(), *oid)])
+            .ok_or_else(|| GitError::BranchNotFound {
+                branch: source.to_string(),
+            }),
+        _ => Err(not_supported()),
+    }
 }
 
 /// The commit `refname` points to on `url`, `None` when it has no such ref.
@@ -204,4 +287,64 @@ pub fn delete_local_refs(repo: &Path, prefix: &str) -> Result<usize, GitError> {
         }
     }
     Ok(names.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn oid(n: u8) -> Oid {
+        Oid::from_bytes(&[n; 20]).unwrap()
+    }
+
+    /// A glob maps every advertised ref under its prefix; an exact refspec maps its one ref;
+    /// a missing source or an unforced refspec is refused (the caller then runs `git fetch`).
+    #[test]
+    fn refspecs_map_advertised_refs() {
+        let advertised = vec![
+            ("refs/heads/ahelper/r/w1".to_string(), oid(1)),
+            ("refs/heads/ahelper/r/w2".to_string(), oid(2)),
+            ("refs/heads/main".to_string(), oid(3)),
+        ];
+        assert_eq!(
+            refs_for_spec(
+                "+refs/heads/ahelper/r/*:refs/ahelper-pushed/r/*",
+                &advertised
+            )
+            .unwrap(),
+            vec![
+                ("refs/ahelper-pushed/r/w1".to_string(), oid(1)),
+                ("refs/ahelper-pushed/r/w2".to_string(), oid(2)),
+            ]
+        );
+        assert_eq!(
+            refs_for_spec("+refs/heads/main:refs/heads/base", &advertised).unwrap(),
+            vec![("refs/heads/base".to_string(), oid(3))]
+        );
+        for refused in [
+            "+refs/heads/gone:refs/heads/gone",
+            "refs/heads/main:refs/heads/main",
+            "+refs/*/x/*:refs/*",
+        ] {
+            assert!(refs_for_spec(refused, &advertised).is_err(), "{refused}");
+        }
+    }
+
+    #[test]
+    fn local_repositories_are_absolute_paths_or_file_urls() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().to_str().unwrap();
+        assert!(local_repository(path));
+        assert!(local_repository(&format!("file://{path}")));
+        for other in [
+            "origin",
+            "../remote.git",
+            "git@example.com:r.git",
+            "ssh://example.com/r.git",
+            "https://example.com/r.git",
+            "/no/such/dir/r.git",
+        ] {
+            assert!(!local_repository(other), "{other}");
+        }
+    }
 }

@@ -3,6 +3,7 @@ mod cargo_warm;
 mod commit_merge;
 mod include;
 mod index_lock;
+mod remote;
 mod repo;
 mod spare;
 mod support;

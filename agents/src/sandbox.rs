@@ -228,7 +228,8 @@ pub fn resolve_in_roots(
     } else {
         root.join(cwd).join(requested_path)
     };
-    let physical = physical_path(&absolute).map_err(|e| SandboxError::Io {
+    let mut links = Vec::new();
+    let physical = physical_path(&absolute, &mut links).map_err(|e| SandboxError::Io {
         requested: requested.to_string(),
         message: e.to_string(),
         kind: e.kind(),
@@ -236,6 +237,7 @@ pub fn resolve_in_roots(
     if let Ok(relative) = physical.strip_prefix(&root).map(Path::to_path_buf) {
         if access == Access::Write {
             check_unprotected(workspace_root, &root, requested, &absolute, &relative)?;
+            check_links_unprotected(&root, requested, &links)?;
         }
         return Ok(ResolvedPath {
             physical,
@@ -251,6 +253,7 @@ pub fn resolve_in_roots(
         if let Ok(relative) = physical.strip_prefix(dir).map(Path::to_path_buf) {
             if access == Access::Write {
                 check_unprotected(dir, dir, requested, &absolute, &relative)?;
+                check_links_unprotected(dir, requested, &links)?;
             }
             return Ok(ResolvedPath {
                 physical,
@@ -332,6 +335,30 @@ fn check_unprotected(
         }),
         None => Ok(()),
     }
+}
+
+/// A write through a symlink that lies at a protected path (`.git` or `.git/config` made a
+/// link to an ordinary workspace file) is refused however the path is spelled: through an
+/// alias of the root the spelled path is not under the root, so [`check_unprotected`] sees
+/// only the physical target.
+fn check_links_unprotected(
+    root: &Path,
+    requested: &str,
+    links: &[PathBuf],
+) -> Result<(), SandboxError> {
+    for link in links {
+        let Ok(relative) = link.strip_prefix(root) else {
+            continue;
+        };
+        if let Some(reason) = protection_reason(relative) {
+            return Err(SandboxError::Protected {
+                requested: requested.to_string(),
+                relative: relative.to_path_buf(),
+                reason,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// True when file tools must never write `relative` (a path relative to the workspace root):
@@ -458,7 +485,7 @@ fn push_steps_front(queue: &mut VecDeque<Step>, path: &Path) {
 /// The path the kernel would reach for the absolute `path`: symlinks followed one component at
 /// a time (a `..` applies to the physical directory reached so far), with the components that
 /// do not exist appended literally (a `..` among them cancels the previous missing one).
-fn physical_path(path: &Path) -> io::Result<PathBuf> {
+fn physical_path(path: &Path, followed: &mut Vec<PathBuf>) -> io::Result<PathBuf> {
     let mut queue = VecDeque::new();
     push_steps_front(&mut queue, path);
     let mut current = PathBuf::from("/");
@@ -491,6 +518,7 @@ fn physical_path(path: &Path) -> io::Result<PathBuf> {
                         }
                         let target = std::fs::read_link(&candidate)?;
                         push_steps_front(&mut queue, &target);
+                        followed.push(candidate);
                     }
                     Ok(_) => current = candidate,
                     Err(e)

@@ -94,6 +94,7 @@ fn is_symlink(path: &Path) -> bool {
 }
 
 /// Asserts a refusal that leaks none of `secret`.
+#[track_caller]
 fn assert_refused(r: Result<ToolOutput, ToolError>, secret: &str) -> String {
     match r {
         Ok(out) => panic!("expected a refusal, got {out:?}"),
@@ -105,6 +106,7 @@ fn assert_refused(r: Result<ToolOutput, ToolError>, secret: &str) -> String {
 }
 
 /// [`assert_refused`], and the refusal says `says`.
+#[track_caller]
 fn assert_refused_saying(r: Result<ToolOutput, ToolError>, secret: &str, says: &str) {
     let msg = assert_refused(r, secret);
     assert!(msg.contains(says), "{msg}");
@@ -319,9 +321,43 @@ async fn p20_both_spellings_get_the_same_decision() {
             matches!(r, Err(SandboxError::Protected { .. })),
             "{root:?}: {r:?}"
         );
-        assert_refused(f.write(cfg.to_str().unwrap(), "x").await, "zzz");
+        if let Ok(out) = f.write(cfg.to_str().unwrap(), "x").await {
+            // Seen once (not reproduced in thousands of runs since): say what the sandbox
+            // decides now and what the directory holds.
+            let now = f.resolve(cfg.to_str().unwrap(), Access::Write);
+            let tree = std::process::Command::new("ls")
+                .arg("-laR")
+                .arg(&f.base)
+                .output()
+                .map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
+            panic!("{root:?}: write allowed: {out:?}; resolve now: {now:?}; tree: {tree:?}");
+        }
     }
     assert!(!f.ws.join(".git/config").exists());
+}
+
+/// `.git/config` planted as a symlink to an ordinary workspace file: a write through it is
+/// refused as protected through the workspace's own path and through an alias of it alike
+/// (through the alias the spelled path is not under the root, so only the links followed
+/// show it passes a protected path), and the file it points to is unchanged.
+#[tokio::test]
+async fn p20_a_protected_path_planted_as_a_symlink_is_refused_through_every_spelling() {
+    let f = fixture();
+    let alias = f.base.join("alias");
+    symlink(&f.ws, &alias).unwrap();
+    fs::create_dir_all(f.ws.join(".git")).unwrap();
+    fs::write(f.ws.join("file.txt"), "kept\n").unwrap();
+    symlink("../file.txt", f.ws.join(".git/config")).unwrap();
+    for root in [&f.ws, &alias] {
+        let cfg = root.join(".git/config");
+        let r = f.resolve(cfg.to_str().unwrap(), Access::Write);
+        assert!(
+            matches!(r, Err(SandboxError::Protected { .. })),
+            "{root:?}: {r:?}"
+        );
+        assert_refused(f.write(cfg.to_str().unwrap(), "x").await, "zzz");
+    }
+    assert_eq!(f.ws_text("file.txt"), "kept\n");
 }
 
 #[tokio::test]

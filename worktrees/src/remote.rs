@@ -1,6 +1,7 @@
 //! Moving commits through a git remote both sides can reach (the distributed swarm): a cached
 //! clone, pushing a commit to a ref, fetching refs. Runs the `git` program, so every transport
-//! and credential helper the user has configured works.
+//! and credential helper the user has configured works — except a fetch from a repository on
+//! this machine, which libgit2 does in-process ([`fetch_refspecs`]).
 
 use std::path::Path;
 

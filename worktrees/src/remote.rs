@@ -115,6 +115,19 @@ fn fetch_in_process(repo: &Path, url: &str, refspecs: &[String]) -> Result<(), G
     for spec in refspecs {
         updates.extend(refs_for_spec(spec, &advertised)?);
     }
+    for (refname, _) in &updates {
+        // `git fetch` refuses to move a branch a worktree has checked out; so does this, by
+        // leaving it to `git fetch`.
+        if let Some(branch) = refname.strip_prefix("refs/heads/")
+            && let Some(owner) = crate::worktree::checked_out_by(&repository, branch)?
+        {
+            return Err(GitError::BranchCheckedOut {
+                branch: branch.to_string(),
+                ours: owner.is_ours(),
+                path: owner.path,
+            });
+        }
+    }
     let mut options = git2::FetchOptions::new();
     options.download_tags(git2::AutotagOption::None);
     remote.download(refspecs, Some(&mut options)).ctx(context)?;

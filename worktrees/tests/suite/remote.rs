@@ -121,3 +121,20 @@ fn a_glob_refspec_fetches_every_branch_under_it() {
     }
     assert!(!listed.contains("other"), "{listed}");
 }
+
+/// Into a branch a worktree has checked out: refused, as `git fetch` refuses it, and the
+/// branch stays where it was.
+#[test]
+fn a_checked_out_branch_is_not_moved() {
+    let fx = Fixture::new();
+    let (remote, _) = remote_with_a_branch(&fx);
+    let before = fx.head();
+    let e = fetch_refspecs(
+        &fx.repo,
+        remote.to_str().unwrap(),
+        &["+refs/heads/ahelper/r/w1:refs/heads/main".to_string()],
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("main"), "{e}");
+    assert_eq!(fx.head(), before);
+}

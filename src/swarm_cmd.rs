@@ -1386,7 +1386,14 @@ fn clean(
         (None, true) => {
             let (runs, unreadable) = RunRecord::list_all(&root);
             for (id, e) in &unreadable {
-                eprintln!("skip {id}: {e}");
+                match e {
+                    // Its message says what to do already.
+                    swarm::state::RunStoreError::Corrupt { .. } => eprintln!("skip {id}: {e}"),
+                    _ => eprintln!(
+                        "skip {id}: {e}; its worktrees and branches are kept: restore its run.json, or move {} away to drop the run",
+                        swarm::state::run_dir(&root, id).display()
+                    ),
+                }
             }
             refused_before = unreadable.len();
             runs
@@ -1405,7 +1412,7 @@ fn clean(
     };
     let mut refused = refused_before;
     for mut r in runs {
-        let base = swarm::run::recorded_worktree_base(config, env, &r);
+        let base = swarm::run::recorded_worktree_base(config, env, &root, &r);
         match cleanup::clean_run(&lock, &root, &r, &base, flags.force) {
             Ok(cleaned) => {
                 println!("run {}:", r.run_id);

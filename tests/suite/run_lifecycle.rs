@@ -734,6 +734,39 @@ fn clean_finds_the_worktrees_where_the_run_made_them() {
     assert!(!worktree.parent().unwrap().exists(), "the base dir is left");
 }
 
+/// A planted or edited `run.json` (`.ahelper/runs/` is in the repository, so a clone can
+/// bring one) cannot point `swarm clean --all --force` at a directory outside the run's: a
+/// worker id that is a path, or a record that names another run than its directory's, makes
+/// the record unreadable (named, skipped), and the directory it aimed at stays.
+#[test]
+fn a_planted_record_cannot_make_clean_delete_elsewhere() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let server = start(one_worker(writes_a()));
+    let id = run_to_the_end(&repo, &server);
+    let record = runs_dir(&repo).join(&id).join("run.json");
+    let good: Value = serde_json::from_str(&std::fs::read_to_string(&record).unwrap()).unwrap();
+    let victim = repo.path().parent().unwrap().join("victim");
+    std::fs::create_dir_all(victim.join("inside")).unwrap();
+    let traversal = format!("w1/../../../../../../../../..{}", victim.display());
+    let mut planted = good.clone();
+    planted["workers"][0]["id"] = json!(traversal);
+    planted["workers"][0]["worktree"] = json!("x/b/w1");
+    let mut renamed = good.clone();
+    renamed["run_id"] = json!("01a00000-0000-7000-8000-000000000000");
+    for (bad, says) in [
+        (planted, "is not a plain name"),
+        (renamed, "but it is in the directory of run"),
+    ] {
+        std::fs::write(&record, bad.to_string()).unwrap();
+        swarm(&repo, &server, &["clean", "--all", "--force"])
+            .assert()
+            .code(1)
+            .stderr(predicate::str::contains(format!("skip {id}: ")))
+            .stderr(predicate::str::contains(says));
+        assert!(victim.join("inside").is_dir(), "{says}");
+    }
+}
+
 /// `resume` of a finished run whose integration branch was deleted since: nothing left to do,
 /// and it says the branch is gone rather than only repeating the recorded summary.
 #[test]

@@ -518,18 +518,34 @@ pub fn worktree_base(
     root.join(repo_id(repo_root)).join(run_id)
 }
 
-/// The base directory run `record`'s worktrees were made in: the parent of its workers'
-/// recorded worktrees when it is `<…>/<repo id>/<run id>` — `[swarm] worktree_root` or
-/// `XDG_STATE_HOME` may have changed since the run started — else [`worktree_base`] as
-/// configured now. The name check keeps an edited record from naming any other directory.
-pub fn recorded_worktree_base(config: &Config, env: &EnvSnapshot, record: &RunRecord) -> PathBuf {
-    let configured = worktree_base(config, env, &record.repo_root, &record.run_id);
-    let repo_dir = repo_id(&record.repo_root);
+/// The base directory run `record` (of the repository at `repo_root`) made its worktrees in:
+/// the parent of its workers' recorded worktrees when that is an existing absolute directory
+/// `<…>/<repo id>/<run id>` without `.` or `..` — `[swarm] worktree_root` or `XDG_STATE_HOME`
+/// may have changed since the run started — else [`worktree_base`] as configured now. The
+/// repository id comes from `repo_root`, not from the record, and [`RunRecord::load`] checked
+/// that the record's run id is its directory's, so an edited record names no other directory.
+pub fn recorded_worktree_base(
+    config: &Config,
+    env: &EnvSnapshot,
+    repo_root: &Path,
+    record: &RunRecord,
+) -> PathBuf {
+    let configured = worktree_base(config, env, repo_root, &record.run_id);
+    let expected_tail = Path::new(&repo_id(repo_root)).join(&record.run_id);
+    let plain = |base: &Path| {
+        base.is_absolute()
+            && base.components().all(|c| {
+                matches!(
+                    c,
+                    std::path::Component::RootDir | std::path::Component::Normal(_)
+                )
+            })
+    };
     record
         .workers
         .iter()
         .map(|w| super::cleanup::worktree_base_of(&w.worktree))
-        .find(|base| base.ends_with(Path::new(&repo_dir).join(&record.run_id)))
+        .find(|base| plain(base) && base.ends_with(&expected_tail) && base.is_dir())
         .unwrap_or(configured)
 }
 

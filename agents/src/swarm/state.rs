@@ -704,10 +704,44 @@ impl RunRecord {
             path: path.clone(),
             source,
         })?;
-        serde_json::from_str(&text).map_err(|e| RunStoreError::Corrupt {
-            path,
-            message: e.to_string(),
-        })
+        let record: RunRecord =
+            serde_json::from_str(&text).map_err(|e| RunStoreError::Corrupt {
+                path: path.clone(),
+                message: e.to_string(),
+            })?;
+        record
+            .check_ids(run_id)
+            .map_err(|message| RunStoreError::Corrupt { path, message })?;
+        Ok(record)
+    }
+
+    /// Checks what paths and branch names are made from: the record names the run of its
+    /// directory (`dir_id`), and every worker and helper id is a plain name (1–64 of `A-Z a-z
+    /// 0-9 _ -`), so that an edited or planted `run.json` (`.ahelper/runs/` is in the
+    /// repository) cannot point a clean-up outside the run's directories.
+    fn check_ids(&self, dir_id: &str) -> Result<(), String> {
+        if self.run_id != dir_id {
+            return Err(format!(
+                "it names run `{}`, but it is in the directory of run `{dir_id}`",
+                self.run_id
+            ));
+        }
+        let plain = |id: &str| {
+            (1..=64).contains(&id.len())
+                && id
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        };
+        let ids = self.workers.iter().map(|w| w.id.as_str());
+        match ids
+            .chain(self.helpers.iter().map(|h| h.id.as_str()))
+            .find(|id| !plain(id))
+        {
+            Some(id) => Err(format!(
+                "worker id `{id}` is not a plain name (1-64 of A-Z a-z 0-9 _ -)"
+            )),
+            None => Ok(()),
+        }
     }
 
     /// Every run of the repository, oldest first (run ids are UUID v7 and sort by time).

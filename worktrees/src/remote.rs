@@ -92,34 +92,73 @@ fn local_repository(url: &str) -> bool {
     path.starts_with('/') && !path.contains('%') && Path::new(path).is_dir()
 }
 
-/// [`fetch_refspecs`] from a repository on this machine, with libgit2's local transport: the
-/// objects are downloaded, then each destination ref is set. Not `Remote::fetch`: its tips
-/// update truncates the user's `FETCH_HEAD`, which `git fetch --no-write-fetch-head` leaves
-/// alone. Only forced refspecs (`+src:dst`, one trailing `*` on both sides or none).
+/// [`fetch_refspecs`] from a repository on this machine, in-process: the remote is opened as a
+/// repository, the commits the refspecs bring that this repository lacks are packed there —
+/// walked from the wanted tips only, this repository's ref tips hidden — and the pack written
+/// into this repository's object store; then each destination ref is moved from the value it
+/// had before (compare-and-swap, as `git fetch` does). Not libgit2's `Remote::fetch`/
+/// `download`: its local transport packs from every ref of the remote (objects of branches
+/// and tags nobody asked for, again on every fetch), and its tip update truncates the user's
+/// `FETCH_HEAD`. Only forced refspecs (`+src:dst`, one trailing `*` on both sides or none)
+/// whose sources are commits.
 ///
 /// # Errors
-/// [`GitError::BranchNotFound`] for a source ref the remote does not have (libgit2 would
-/// fetch nothing without a word) or a refspec of another form; [`GitError::Libgit2`].
+/// [`GitError::BranchNotFound`] for a source ref the remote does not have or a refspec of
+/// another form; [`GitError::BranchCheckedOut`]; [`GitError::Libgit2`] (a ref that moved
+/// meanwhile, a source that is not a commit, …). The caller then runs `git fetch`.
 fn fetch_in_process(repo: &Path, url: &str, refspecs: &[String]) -> Result<(), GitError> {
-    let repository = open_repo(repo)?;
+    let local = open_repo(repo)?;
     let context = || format!("fetching {} from {url}", refspecs.join(" "));
-    let mut remote = repository.remote_anonymous(url).ctx(context)?;
-    remote.connect(git2::Direction::Fetch).ctx(context)?;
-    let advertised: Vec<(String, Oid)> = remote
-        .list()
-        .ctx(context)?
-        .iter()
-        .map(|head| (head.name().to_string(), head.oid()))
-        .collect();
+    let path = url.strip_prefix("file://").unwrap_or(url);
+    let remote = git2::Repository::open_ext(
+        path,
+        git2::RepositoryOpenFlags::NO_SEARCH,
+        std::iter::empty::<&std::ffi::OsStr>(),
+    )
+    .ctx(context)?;
+    let advertised = ref_tips(&remote).ctx(context)?;
     let mut updates = Vec::new();
     for spec in refspecs {
         updates.extend(refs_for_spec(spec, &advertised)?);
     }
-    for (refname, _) in &updates {
-        // `git fetch` refuses to move a branch a worktree has checked out; so does this, by
-        // leaving it to `git fetch`.
+    refuse_checked_out(&local, &updates)?;
+    let before: Vec<Option<Oid>> = updates
+        .iter()
+        .map(|(name, _)| local.refname_to_id(name).ok())
+        .collect();
+    let tips: Vec<Oid> = updates.iter().map(|(_, oid)| *oid).collect();
+    copy_missing_commits(&remote, &local, &tips).ctx(context)?;
+    for ((name, oid), old) in updates.iter().zip(before) {
+        let message = format!("fetch: from {url}");
+        match old {
+            Some(old) => local.reference_matching(name, *oid, true, old, &message),
+            None => local.reference(name, *oid, false, &message),
+        }
+        .ctx(context)?;
+    }
+    Ok(())
+}
+
+/// Every ref of `repo` with the object it resolves to.
+fn ref_tips(repo: &git2::Repository) -> Result<Vec<(String, Oid)>, git2::Error> {
+    let mut tips = Vec::new();
+    for reference in repo.references()? {
+        let reference = reference?;
+        if let (Ok(name), Ok(resolved)) = (reference.name(), reference.resolve())
+            && let Some(oid) = resolved.target()
+        {
+            tips.push((name.to_string(), oid));
+        }
+    }
+    Ok(tips)
+}
+
+/// `git fetch` refuses to move a branch a worktree has checked out; so does this (the caller
+/// then leaves it to `git fetch`).
+fn refuse_checked_out(local: &git2::Repository, updates: &[(String, Oid)]) -> Result<(), GitError> {
+    for (refname, _) in updates {
         if let Some(branch) = refname.strip_prefix("refs/heads/")
-            && let Some(owner) = crate::worktree::checked_out_by(&repository, branch)?
+            && let Some(owner) = crate::worktree::checked_out_by(local, branch)?
         {
             return Err(GitError::BranchCheckedOut {
                 branch: branch.to_string(),
@@ -128,15 +167,47 @@ fn fetch_in_process(repo: &Path, url: &str, refspecs: &[String]) -> Result<(), G
             });
         }
     }
-    let mut options = git2::FetchOptions::new();
-    options.download_tags(git2::AutotagOption::None);
-    remote.download(refspecs, Some(&mut options)).ctx(context)?;
-    remote.disconnect().ctx(context)?;
-    for (refname, oid) in updates {
-        repository
-            .reference(&refname, oid, true, &format!("fetch: from {url}"))
-            .ctx(context)?;
+    Ok(())
+}
+
+/// Copies into `local` the commits reachable from `tips` in `remote` that `local` lacks, with
+/// their trees and blobs, as one pack. A tip `local` has is taken as complete (as git does).
+fn copy_missing_commits(
+    remote: &git2::Repository,
+    local: &git2::Repository,
+    tips: &[Oid],
+) -> Result<(), git2::Error> {
+    let local_odb = local.odb()?;
+    let missing: Vec<Oid> = tips
+        .iter()
+        .copied()
+        .filter(|oid| !local_odb.exists(*oid))
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
     }
+    let mut walk = remote.revwalk()?;
+    for tip in &missing {
+        // A tag or a tree as a source: an error (and `git fetch` then).
+        walk.push(remote.find_commit(*tip)?.id())?;
+    }
+    let remote_odb = remote.odb()?;
+    for (_, oid) in ref_tips(local)? {
+        if remote_odb.exists(oid) {
+            // What this repository has, and all it reaches, is not sent (not a commit: ignored).
+            let _ = walk.hide(oid);
+        }
+    }
+    let mut pack = remote.packbuilder()?;
+    pack.insert_walk(&mut walk)?;
+    let mut writer = local_odb.packwriter()?;
+    let mut written = Ok(());
+    pack.foreach(|chunk| {
+        written = std::io::Write::write_all(&mut writer, chunk);
+        written.is_ok()
+    })?;
+    written.map_err(|e| git2::Error::from_str(&format!("writing the fetched pack: {e}")))?;
+    writer.commit()?;
     Ok(())
 }
 
@@ -342,6 +413,92 @@ mod tests {
         ] {
             assert!(refs_for_spec(refused, &advertised).is_err(), "{refused}");
         }
+    }
+
+    fn git(dir: &Path, args: &[&str]) -> String {
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(["-c", "user.name=T", "-c", "user.email=t@example.com"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    fn packs(repo: &Path) -> usize {
+        std::fs::read_dir(repo.join(".git/objects/pack")).map_or(0, |d| {
+            d.flatten()
+                .filter(|e| e.path().extension().is_some_and(|x| x == "pack"))
+                .count()
+        })
+    }
+
+    /// The in-process fetch itself (not its `git fetch` fallback): it brings the wanted
+    /// branch's new commit and blob, not the objects of an unrelated branch or tag on the
+    /// remote, and a second fetch of the same refs writes nothing.
+    #[test]
+    fn only_the_wanted_commits_are_copied() {
+        let dir = tempfile::tempdir().unwrap();
+        let (remote, local) = (dir.path().join("remote"), dir.path().join("local"));
+        std::fs::create_dir_all(&remote).unwrap();
+        git(&remote, &["init", "-q", "-b", "main"]);
+        std::fs::write(remote.join("a.txt"), "base\n").unwrap();
+        git(&remote, &["add", "-A"]);
+        git(&remote, &["commit", "-q", "-m", "base"]);
+        git(
+            dir.path(),
+            &[
+                "clone",
+                "-q",
+                remote.to_str().unwrap(),
+                local.to_str().unwrap(),
+            ],
+        );
+        git(&remote, &["checkout", "-q", "-b", "unrelated"]);
+        std::fs::write(remote.join("big.txt"), "not asked for\n").unwrap();
+        git(&remote, &["add", "-A"]);
+        git(&remote, &["commit", "-q", "-m", "unrelated"]);
+        git(&remote, &["tag", "-a", "-m", "t", "v1"]);
+        let unrelated_blob = git(&remote, &["rev-parse", "HEAD:big.txt"]);
+        git(&remote, &["checkout", "-q", "main"]);
+        git(&remote, &["checkout", "-q", "-b", "ahelper/r/w1"]);
+        std::fs::write(remote.join("w1.txt"), "from w1\n").unwrap();
+        git(&remote, &["add", "-A"]);
+        git(&remote, &["commit", "-q", "-m", "w1"]);
+        let wanted = git(&remote, &["rev-parse", "HEAD"]);
+        let spec = vec!["+refs/heads/ahelper/r/*:refs/ahelper-pushed/r/*".to_string()];
+
+        fetch_in_process(&local, remote.to_str().unwrap(), &spec).unwrap();
+        assert_eq!(
+            git(&local, &["rev-parse", "refs/ahelper-pushed/r/w1"]),
+            wanted
+        );
+        assert_eq!(
+            git(&local, &["show", "refs/ahelper-pushed/r/w1:w1.txt"]),
+            "from w1"
+        );
+        let has = |oid: &str| {
+            std::process::Command::new("git")
+                .arg("-C")
+                .arg(&local)
+                .args(["cat-file", "-e", oid])
+                .status()
+                .unwrap()
+                .success()
+        };
+        assert!(
+            !has(&unrelated_blob),
+            "an unrelated branch's blob was copied"
+        );
+        let after_first = packs(&local);
+        fetch_in_process(&local, remote.to_str().unwrap(), &spec).unwrap();
+        assert_eq!(packs(&local), after_first, "a second fetch wrote a pack");
     }
 
     #[test]

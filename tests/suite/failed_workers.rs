@@ -277,20 +277,30 @@ fn a_worktree_deleted_by_hand_is_rebuilt_from_its_branch() {
 
 /// A failed worker whose branch was deleted by hand (`git update-ref -d`: git refuses `branch
 /// -D` of a checked-out branch) while its worktree is kept: `swarm resume` makes the branch
-/// again at the worktree's last commit (its `wip` commit, from the worktree's HEAD log) — or,
+/// again at the worktree's last commit (its `wip` commit, from the worktree's HEAD log, also
+/// when it was deleted from inside the worktree) — or,
 /// without that log, at the worker's start commit, the worktree's files kept — and says so;
 /// the worker finishes and merges, nothing it wrote lost. It does not run again only to fail
 /// at its commit.
 #[test]
 fn a_deleted_worker_branch_is_made_again_from_its_worktree() {
-    for head_log_kept in [true, false] {
+    // (HEAD log kept, deleted from inside the worktree)
+    for (head_log_kept, from_inside) in [(true, false), (true, true), (false, false)] {
         let repo = repo();
         let id = run_through_outage(&repo, &["s1"]);
         let run = last_run(&repo);
         let worktree = PathBuf::from(run["workers"][0]["worktree"].as_str().unwrap());
         let branch = format!("ahelper/{id}/w1");
         let wip = repo.git(&["rev-parse", &branch]).trim().to_string();
-        repo.git(&["update-ref", "-d", &format!("refs/heads/{branch}")]);
+        let deleting = ["update-ref", "-d", &format!("refs/heads/{branch}")];
+        if from_inside {
+            // The worktree's HEAD log then ends with an entry from the tip to zero.
+            let mut args = vec!["-C", worktree.to_str().unwrap()];
+            args.extend(deleting);
+            repo.git(&args);
+        } else {
+            repo.git(&deleting);
+        }
         let expected = if head_log_kept {
             format!("made again at {} (the last commit of worktree", &wip[..12])
         } else {

@@ -111,13 +111,21 @@ pub(crate) fn tip(repo: &Repository, branch: &str) -> Result<Oid, GitError> {
 
 /// The commit a worktree's HEAD last pointed to, from its HEAD log (`<git dir>/logs/HEAD`,
 /// which git keeps per worktree): what its branch was at when the branch was deleted from
-/// under it (`git update-ref -d`). `None` when the worktree cannot be opened, has no HEAD log,
-/// or that commit is no longer in the repository.
+/// under it (`git update-ref -d`; run inside the worktree, that adds a last entry from the tip
+/// to zero, so the newest non-zero commit of the log is taken, new side first). `None` when
+/// `worktree` is not itself a repository's working tree (no search upwards), has no HEAD log,
+/// or no commit of it is still in the repository.
 pub fn last_head_commit(worktree: &Path) -> Option<Oid> {
-    let repo = open_repo(worktree).ok()?;
+    let repo = Repository::open_ext(
+        worktree,
+        git2::RepositoryOpenFlags::NO_SEARCH,
+        std::iter::empty::<&std::ffi::OsStr>(),
+    )
+    .ok()?;
     let log = repo.reflog("HEAD").ok()?;
-    let commit = log.get(0)?.id_new();
-    (!commit.is_zero() && repo.find_commit(commit).is_ok()).then_some(commit)
+    log.iter()
+        .flat_map(|entry| [entry.id_new(), entry.id_old()])
+        .find(|commit| !commit.is_zero() && repo.find_commit(*commit).is_ok())
 }
 
 /// Creates the local branch `name` at `commit` (e.g. the integration branch `ahelper/<run>` at the

@@ -369,14 +369,19 @@ pub fn restore_deleted_branches(
     let listed = git::list_worktrees(root)?;
     let mut restored = Vec::new();
     for w in &run.workers {
+        // The worktree git lists on the branch, at the worker's recorded path.
+        let recorded = std::fs::canonicalize(&w.worktree).unwrap_or_else(|_| w.worktree.clone());
         let orphaned = listed.iter().any(|wt| {
-            !wt.prunable && wt.head.is_none() && wt.branch.as_deref() == Some(w.branch.as_str())
+            !wt.prunable
+                && wt.head.is_none()
+                && wt.branch.as_deref() == Some(w.branch.as_str())
+                && wt.path == recorded
         });
         if !orphaned || git::branch_tip(root, &w.branch).is_ok() {
             continue;
         }
         let start = w.start_commit.as_deref().unwrap_or(&run.base_commit);
-        let (commit, source) = match git::last_head_commit(&w.worktree) {
+        let (commit, source) = match git::last_head_commit(&recorded) {
             Some(commit) => (commit, RestoredFrom::WorktreeHead),
             None => (git::resolve_commit(root, start)?, RestoredFrom::StartCommit),
         };

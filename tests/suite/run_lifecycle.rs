@@ -493,51 +493,67 @@ fn merged_work_is_removed_by_the_end_of_the_run_and_a_conflict_is_kept() {
 
 /// A run whose final record cannot be written (its `run.json` replaced by a directory while the
 /// closing turn waits) does not report a success that `swarm status` would contradict: a note
-/// and the result say why, and the exit status is 1. Once the file can be
+/// and the result say why, and the exit status is 1 (130 for a run cancelled then: it stays
+/// cancelled, its reason kept). Once the file can be
 /// written again, the run shows as interrupted and `resume` records its end.
 #[test]
 fn a_run_whose_end_cannot_be_recorded_does_not_report_success() {
-    let repo = repo_with(&[("a.txt", "a\n"), ("b.txt", "b\n")]);
-    let server = start(both_merged(1_500));
-    let child = spawn_until_closing_turn(&repo, &server, std::process::Stdio::piped);
-    wait_for_statuses_on_disk(&repo, &["merged", "merged"]);
-    let id = last_run(&repo)["run_id"].as_str().unwrap().to_string();
-    let record = runs_dir(&repo).join(&id).join("run.json");
-    let aside = record.with_extension("aside");
-    std::fs::rename(&record, &aside).unwrap();
-    std::fs::create_dir(&record).unwrap();
-    std::fs::write(record.join("in-the-way"), "").unwrap();
-    let out = child.wait_with_output().unwrap();
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-    );
-    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
-    assert!(
-        stdout.contains("Result: FAILED — the run's end could not be recorded: "),
-        "{stdout}"
-    );
-    assert!(
-        stdout.contains(&format!("`ahelper swarm resume {id}` records its end")),
-        "{stdout}"
-    );
-    assert!(!stdout.contains("Result: success"), "{stdout}");
-    assert!(
-        stdout.contains("note: could not record the run's end: "),
-        "{stdout}\n{stderr}"
-    );
-    std::fs::remove_dir_all(&record).unwrap();
-    std::fs::rename(&aside, &record).unwrap();
-    let status = stdout_of(&mut swarm(&repo, &server, &["status", &id]));
-    assert!(status.contains("interrupted"), "{status}");
-    let server = start(both_merged(0));
-    swarm(&repo, &server, &["resume", &id])
-        .assert()
-        .success()
-        .stdout(predicate::str::contains("Result: success"));
-    let run = last_run(&repo);
-    assert_eq!(run["status"], "finished", "{run:#}");
-    assert_eq!(run["synthesis"], "both merged", "{run:#}");
+    for ctrl_c in [false, true] {
+        let repo = repo_with(&[("a.txt", "a\n"), ("b.txt", "b\n")]);
+        let server = start(both_merged(if ctrl_c { 60_000 } else { 1_500 }));
+        let child = spawn_until_closing_turn(&repo, &server, std::process::Stdio::piped);
+        wait_for_statuses_on_disk(&repo, &["merged", "merged"]);
+        let id = last_run(&repo)["run_id"].as_str().unwrap().to_string();
+        let record = runs_dir(&repo).join(&id).join("run.json");
+        let aside = record.with_extension("aside");
+        std::fs::rename(&record, &aside).unwrap();
+        std::fs::create_dir(&record).unwrap();
+        std::fs::write(record.join("in-the-way"), "").unwrap();
+        if ctrl_c {
+            // SAFETY: signalling our own child process.
+            unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+        }
+        let out = child.wait_with_output().unwrap();
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
+        assert!(
+            stdout.contains("note: could not record the run's end: "),
+            "{stdout}\n{stderr}"
+        );
+        assert!(!stdout.contains("Result: success"), "{stdout}");
+        if ctrl_c {
+            // A cancelled run stays cancelled: 130 and its reason.
+            assert_eq!(out.status.code(), Some(130), "{stdout}\n{stderr}");
+            assert!(
+                stdout.contains("Result: cancelled — cancelled by the user (Ctrl-C)"),
+                "{stdout}"
+            );
+        } else {
+            assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+            assert!(
+                stdout.contains("Result: FAILED — the run's end could not be recorded: "),
+                "{stdout}"
+            );
+            assert!(
+                stdout.contains(&format!("`ahelper swarm resume {id}` records its end")),
+                "{stdout}"
+            );
+        }
+        std::fs::remove_dir_all(&record).unwrap();
+        std::fs::rename(&aside, &record).unwrap();
+        let status = stdout_of(&mut swarm(&repo, &server, &["status", &id]));
+        assert!(status.contains("interrupted"), "{status}");
+        let server = start(both_merged(0));
+        swarm(&repo, &server, &["resume", &id])
+            .assert()
+            .success()
+            .stdout(predicate::str::contains("Result: success"));
+        let run = last_run(&repo);
+        assert_eq!(run["status"], "finished", "{run:#}");
+        assert_eq!(run["synthesis"], "both merged", "{run:#}");
+    }
 }
 
 /// Ctrl-C (`SIGINT`) or `SIGTERM` while the closing turn waits for a model that answers only

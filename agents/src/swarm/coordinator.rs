@@ -1093,13 +1093,21 @@ impl CoordinatorActor {
         }
     }
 
-    /// The final record could not be written (`e`): the run ends `failed` with why, so its
-    /// result and exit status do not claim an end that `swarm status` will not show (the file
-    /// keeps the last record saved: a running run, `interrupted` once this process is gone).
+    /// The final record could not be written (`e`): a note says so, and a run that would have
+    /// ended `finished` ends `failed` with why, so its result and exit status do not claim an
+    /// end that `swarm status` will not show (the file keeps the last record saved: a running
+    /// run, `interrupted` once this process is gone). A cancelled run stays cancelled (exit
+    /// status 130, its reason kept): the note is its word on the record.
     fn record_not_saved(&mut self, e: &super::state::RunStoreError) {
         self.emit(SwarmEvent::Notice {
-            message: format!("could not record the run's end: {e}"),
+            message: format!(
+                "could not record the run's end: {e}; `ahelper swarm resume {}` records it once run.json can be written",
+                self.record.run_id
+            ),
         });
+        if self.record.status == RunStatus::Cancelled {
+            return;
+        }
         self.record.status = RunStatus::Failed;
         self.record.error = Some(format!(
             "the run's end could not be recorded: {e}; its merges are on {}, and `ahelper swarm resume {}` records its end once run.json can be written",

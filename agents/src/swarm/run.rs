@@ -94,7 +94,7 @@ pub enum SwarmError {
         merged: usize,
     },
     /// The record has no plan (it failed while planning), so it cannot be executed.
-    #[error("run {run_id} has no plan (it failed while planning); start a new run")]
+    #[error("run {run_id} has no plan (it stopped while planning); start a new run")]
     NotPlanned {
         /// The run.
         run_id: String,

@@ -234,32 +234,29 @@ fn resume_lines(s: &mut String, record: &RunRecord) {
     let _ = writeln!(s, "Resume with: ahelper swarm resume {run_id}");
 }
 
-/// The run's totals: how many subtasks ended each way, and — when a run stopped with workers
-/// still queued, running, or committed and waiting for the merge queue — how many are in
-/// none of those (so the counts add up to the subtasks).
+/// The run's totals: how many subtasks ended each way ("verify failed" only when some did),
+/// and — when a run stopped with workers still queued, running, or committed and waiting for
+/// the merge queue — how many are in none of those (so the counts add up to the subtasks).
 fn counts_line(s: &mut String, record: &RunRecord) {
-    const ENDED: [WorkerStatus; 6] = [
-        WorkerStatus::Merged,
-        WorkerStatus::Conflict,
-        WorkerStatus::Failed,
-        WorkerStatus::Cancelled,
-        WorkerStatus::NoChanges,
-        WorkerStatus::Skipped,
-    ];
     let count = |st: WorkerStatus| record.workers.iter().filter(|w| w.status == st).count();
     let pending = record
         .workers
         .iter()
-        .filter(|w| !ENDED.contains(&w.status))
+        .filter(|w| !w.status.is_terminal() && w.status != WorkerStatus::Cancelled)
         .count();
-    let pending = if pending > 0 {
-        format!(", {pending} not merged yet")
-    } else {
-        String::new()
-    };
+    let mut rest = String::new();
+    if count(WorkerStatus::VerifyFailed) > 0 {
+        rest.push_str(&format!(
+            ", {} verify failed",
+            count(WorkerStatus::VerifyFailed)
+        ));
+    }
+    if pending > 0 {
+        rest.push_str(&format!(", {pending} not merged yet"));
+    }
     let _ = writeln!(
         s,
-        "Run {} {} — {} merged, {} conflict, {} failed, {} cancelled, {} no changes, {} skipped{pending} of {} subtasks; {} tokens in / {} out.",
+        "Run {} {} — {} merged, {} conflict, {} failed, {} cancelled, {} no changes, {} skipped{rest} of {} subtasks; {} tokens in / {} out.",
         record.run_id,
         record.status.as_str(),
         count(WorkerStatus::Merged),
@@ -477,7 +474,8 @@ mod tests {
     use std::path::PathBuf;
 
     /// A run stopped while its committed workers waited for the merge queue: the totals count
-    /// them (they were in no bucket: "0 … of 3 subtasks").
+    /// them (they were in no bucket: "0 … of 3 subtasks"), and a worker whose merge failed
+    /// verification as ended, not as waiting.
     #[test]
     fn the_totals_count_workers_that_did_not_end() {
         let mut record = RunRecord::new("r1".into(), PathBuf::from("/r"), RunStatus::Cancelled);
@@ -485,6 +483,7 @@ mod tests {
             WorkerStatus::Finished,
             WorkerStatus::Verifying,
             WorkerStatus::Merged,
+            WorkerStatus::VerifyFailed,
         ]
         .into_iter()
         .enumerate()
@@ -502,7 +501,7 @@ mod tests {
         let mut s = String::new();
         counts_line(&mut s, &record);
         assert!(
-            s.contains("1 merged, 0 conflict, 0 failed, 0 cancelled, 0 no changes, 0 skipped, 2 not merged yet of 3 subtasks"),
+            s.contains("1 merged, 0 conflict, 0 failed, 0 cancelled, 0 no changes, 0 skipped, 1 verify failed, 2 not merged yet of 4 subtasks"),
             "{s}"
         );
         record.workers.truncate(0);

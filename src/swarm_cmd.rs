@@ -308,18 +308,7 @@ pub(crate) async fn start(
             stop_baseline(baseline).await;
             discard(warm).await;
             discard_remote(remote, nats, &prepared.record).await;
-            eprintln!("ahelper: {e}");
-            let transcript = prepared.record.coordinator_transcript();
-            if std::fs::metadata(&transcript).is_ok_and(|m| m.len() > 0) {
-                eprintln!(
-                    "The coordinator's conversation is in {}",
-                    transcript.display()
-                );
-            }
-            return match e {
-                swarm::SwarmError::PlanningCancelled { .. } => 130,
-                _ => 1,
-            };
+            return report_planning_failure(&e, &prepared.record);
         }
     };
     let answered = confirm_keeping_baseline(
@@ -388,6 +377,23 @@ async fn prepare(
         .command()
         .map(|command| RunVerifier::new(&prepared.record, config, command).worktree);
     Ok((prepared, choice, options))
+}
+
+/// Says why planning ended without a plan (`e`) and where the coordinator's conversation is
+/// (when it has one); the exit status: 130 when the user stopped it, else 1.
+fn report_planning_failure(e: &swarm::SwarmError, record: &RunRecord) -> i32 {
+    eprintln!("ahelper: {e}");
+    let transcript = record.coordinator_transcript();
+    if std::fs::metadata(&transcript).is_ok_and(|m| m.len() > 0) {
+        eprintln!(
+            "The coordinator's conversation is in {}",
+            transcript.display()
+        );
+    }
+    match e {
+        swarm::SwarmError::PlanningCancelled { .. } => 130,
+        _ => 1,
+    }
 }
 
 /// Asks the user about the plan ([`confirm`]) and acts on the answer: `Ok` with the baseline run to keep — restarted when the answer changed

@@ -682,31 +682,18 @@ enum Kill {
 #[test]
 fn a_swarm_killed_while_planning_is_not_offered_for_resume() {
     let repo = repo_with(&[("a.txt", "a\n")]);
-    let slow_plan = plan_turn(json!([subtask("s1", "a.txt")])).with_delay_ms(10_000);
-    let server = start(coordinator(slow_plan).with_conversation(worker("s1", writes_a())));
-    let mut child = spawn_swarm(&repo, &server);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while server.model_requests().is_empty() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    // 10 s: the `--plan-only` run below waits for this plan too.
+    let (server, mut child) = spawn_while_planning(&repo, std::process::Stdio::null, 10_000);
     child.kill().unwrap(); // SIGKILL, while the plan is awaited
     child.wait().unwrap();
     let run = last_run(&repo);
     let id = run["run_id"].as_str().unwrap().to_string();
     assert_eq!(run["status"], "planning", "{run}");
 
-    let ls = stdout_of(&mut swarm(&repo, &server, &["ls"]));
-    let line = ls.lines().find(|l| l.starts_with(&id)).unwrap();
-    assert!(
-        line.contains("interrupted") && line.contains("(none)"),
-        "{ls}"
-    );
-    let status = stdout_of(&mut swarm(&repo, &server, &["status", &id]));
-    assert!(
-        status.contains("It stopped while planning and has no plan to resume")
-            && status.contains(&format!("`ahelper swarm clean {id}`"))
-            && !status.contains("swarm resume"),
-        "{status}"
+    assert_planless(
+        (&repo, &server, &id),
+        "interrupted",
+        "It stopped while planning and has no plan to resume",
     );
     swarm(&repo, &server, &["resume", &id])
         .assert()
@@ -807,13 +794,7 @@ fn resume_of_a_finished_run_says_when_its_integration_branch_is_gone() {
 #[test]
 fn ctrl_c_while_planning_cancels_the_run() {
     let repo = repo_with(&[("a.txt", "a\n")]);
-    let slow_plan = plan_turn(json!([subtask("s1", "a.txt")])).with_delay_ms(30_000);
-    let server = start(coordinator(slow_plan).with_conversation(worker("s1", writes_a())));
-    let child = spawn_swarm_with_output(&repo, &server, std::process::Stdio::piped);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while server.model_requests().is_empty() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let (server, child) = spawn_while_planning(&repo, std::process::Stdio::piped, 30_000);
     // SAFETY: signalling our own child process.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let out = child.wait_with_output().unwrap();
@@ -830,15 +811,39 @@ fn ctrl_c_while_planning_cancels_the_run() {
     assert!(!stderr.contains("valid plan"), "{stderr}");
     assert_eq!(run["status"], "cancelled", "{run}");
     assert_eq!(run["error"], "cancelled by the user (Ctrl-C)", "{run}");
-    let ls = stdout_of(&mut swarm(&repo, &server, &["ls"]));
-    let line = ls.lines().find(|l| l.starts_with(&id)).unwrap();
-    assert!(
-        line.contains("cancelled") && line.contains("(none)"),
-        "{ls}"
+    assert_planless(
+        (&repo, &server, &id),
+        "cancelled",
+        "It ended while planning (cancelled by the user (Ctrl-C))",
     );
-    let status = stdout_of(&mut swarm(&repo, &server, &["status", &id]));
+}
+
+/// Starts `swarm` (output made by `output`) against a coordinator whose plan takes
+/// `plan_delay_ms`, and returns once the planning request reached the model.
+fn spawn_while_planning(
+    repo: &TestRepo,
+    output: fn() -> std::process::Stdio,
+    plan_delay_ms: u64,
+) -> (FakeLlm, std::process::Child) {
+    let slow_plan = plan_turn(json!([subtask("s1", "a.txt")])).with_delay_ms(plan_delay_ms);
+    let server = start(coordinator(slow_plan).with_conversation(worker("s1", writes_a())));
+    let child = spawn_swarm_with_output(repo, &server, output);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while server.model_requests().is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (server, child)
+}
+
+/// Run `id`, which ended before it had a plan: `ls` shows it in `state` with no integration
+/// branch (`(none)`), and `status` gives `advice` and says to clean it, not to resume it.
+fn assert_planless((repo, server, id): (&TestRepo, &FakeLlm, &str), state: &str, advice: &str) {
+    let ls = stdout_of(&mut swarm(repo, server, &["ls"]));
+    let line = ls.lines().find(|l| l.starts_with(id)).unwrap();
+    assert!(line.contains(state) && line.contains("(none)"), "{ls}");
+    let status = stdout_of(&mut swarm(repo, server, &["status", id]));
     assert!(
-        status.contains("It ended while planning (cancelled by the user (Ctrl-C))")
+        status.contains(advice)
             && status.contains(&format!("`ahelper swarm clean {id}`"))
             && !status.contains("swarm resume"),
         "{status}"

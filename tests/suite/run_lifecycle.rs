@@ -468,11 +468,9 @@ fn assert_merged_gone_conflict_kept(repo: &TestRepo, run: &Value, worktree_kept:
     assert!(leftovers.is_empty(), "left in the base dir: {leftovers:?}");
 }
 
-/// issue 11.3: after the run (the final record written in the background, the process exiting
-/// without waiting for idle threads) merged workers' worktrees and branches are gone and the
-/// conflicted worker's are kept.
-#[test]
-fn merged_work_is_removed_by_the_end_of_the_run_and_a_conflict_is_kept() {
+/// Runs [`merged_and_conflicted`] (closing turn at once) to its end (exit 1: w3 conflicts);
+/// the repository, the model and the run's record.
+fn run_merged_and_conflicted() -> (TestRepo, FakeLlm, Value) {
     let repo = repo_with(&[("README.md", "title\n"), ("a.txt", "a\n"), ("b.txt", "b\n")]);
     let server = start(merged_and_conflicted(0));
     swarm(
@@ -483,6 +481,15 @@ fn merged_work_is_removed_by_the_end_of_the_run_and_a_conflict_is_kept() {
     .assert()
     .code(1);
     let run = last_run(&repo);
+    (repo, server, run)
+}
+
+/// issue 11.3: after the run (the final record written in the background, the process exiting
+/// without waiting for idle threads) merged workers' worktrees and branches are gone and the
+/// conflicted worker's are kept.
+#[test]
+fn merged_work_is_removed_by_the_end_of_the_run_and_a_conflict_is_kept() {
+    let (repo, _server, run) = run_merged_and_conflicted();
     assert_eq!(run["status"], "finished", "{run:#}");
     assert_eq!(
         run["synthesis"], "w1 and w2 merged; w3 conflicts",
@@ -715,16 +722,7 @@ fn a_swarm_killed_while_planning_is_not_offered_for_resume() {
 /// the base comes from the record, not from today's environment.
 #[test]
 fn clean_finds_the_worktrees_where_the_run_made_them() {
-    let repo = repo_with(&[("README.md", "title\n"), ("a.txt", "a\n"), ("b.txt", "b\n")]);
-    let server = start(merged_and_conflicted(0));
-    swarm(
-        &repo,
-        &server,
-        &["do it", "--yes", "--permission-mode", "bypass"],
-    )
-    .assert()
-    .code(1);
-    let run = last_run(&repo);
+    let (repo, server, run) = run_merged_and_conflicted();
     let id = run["run_id"].as_str().unwrap().to_string();
     let (worktree, _) = worktree_and_branch(&run, 2);
     assert!(worktree.exists());

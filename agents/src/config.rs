@@ -593,6 +593,40 @@ impl EnvSnapshot {
             .map(|d| d.join("ahelper"))
     }
 
+    /// The user's directories that no tool may write, wherever they lie: ahelper's config
+    /// directory (`$XDG_CONFIG_HOME/ahelper` and `~/.config/ahelper`) and state directory
+    /// (`$XDG_STATE_HOME/ahelper` and `~/.local/state/ahelper`) — the user config, the trust
+    /// and MCP approval files —, and the places that run code on their own: `~/.local/bin`
+    /// (on `PATH`), and `systemd` (user units), `autostart` (desktop sessions) and `git`
+    /// (git's user configuration) of the config directory. Absolute, each once; empty when
+    /// neither `HOME` nor the XDG variables are set.
+    pub fn protected_user_dirs(&self) -> Vec<PathBuf> {
+        let home = self.get("HOME").map(PathBuf::from);
+        let configs = [
+            self.xdg_dir("XDG_CONFIG_HOME", ".config"),
+            home.as_ref().map(|h| h.join(".config")),
+        ];
+        let states = [
+            self.xdg_dir("XDG_STATE_HOME", ".local/state"),
+            home.as_ref().map(|h| h.join(".local/state")),
+        ];
+        let mut dirs: Vec<PathBuf> = Vec::new();
+        for config in configs.iter().flatten() {
+            for name in ["ahelper", "systemd", "autostart", "git"] {
+                dirs.push(config.join(name));
+            }
+        }
+        dirs.extend(states.iter().flatten().map(|s| s.join("ahelper")));
+        dirs.extend(home.map(|h| h.join(".local/bin")));
+        let mut unique = Vec::new();
+        for dir in dirs {
+            if !unique.contains(&dir) {
+                unique.push(dir);
+            }
+        }
+        unique
+    }
+
     fn xdg_dir(&self, var: &str, fallback: &str) -> Option<PathBuf> {
         if let Some(dir) = self.get(var).map(PathBuf::from).filter(|p| p.is_absolute()) {
             return Some(dir);
@@ -719,6 +753,7 @@ impl Config {
         let added_dirs = resolve_added_dirs(&cli.add_dirs)?;
         let mut sandbox = resolve_sandbox(&merged.sandbox, &workspace_root, env)?;
         sandbox.added_dirs = added_dirs.clone();
+        warnings.extend(user_dirs_warning(&sandbox, &workspace_root));
         let mut permissions = permissions;
         permissions.network_off = !sandbox.network;
         permissions.added_dirs = added_dirs.clone();
@@ -787,6 +822,49 @@ fn with_env_and_cli_layers(
     let cli_layer = cli_layer(cli);
     resolve_permissions(&cli_layer.permissions, "command line (--permission-mode)")?;
     Ok(merged.merged_with(cli_layer))
+}
+
+/// The warning for a workspace or added directory that contains the user's protected
+/// directories ([`EnvSnapshot::protected_user_dirs`]), naming those that exist; `None` when no
+/// root contains one.
+fn user_dirs_warning(sandbox: &SandboxSettings, workspace_root: &Path) -> Option<String> {
+    let roots: Vec<&Path> = std::iter::once(workspace_root)
+        .chain(sandbox.added_dirs.iter().map(PathBuf::as_path))
+        .collect();
+    let inside: Vec<String> = sandbox
+        .protected_dirs
+        .iter()
+        .map(|d| crate::sandbox_os::binds::canonical_best(d))
+        .filter(|d| d.exists() && roots.iter().any(|r| d.starts_with(r)))
+        .map(|d| d.display().to_string())
+        .collect();
+    let containing = |root: &Path| {
+        sandbox
+            .protected_dirs
+            .iter()
+            .map(|d| crate::sandbox_os::binds::canonical_best(d))
+            .any(|d| d.starts_with(root))
+    };
+    let holders: Vec<String> = roots
+        .iter()
+        .filter(|r| containing(r))
+        .map(|r| r.display().to_string())
+        .collect();
+    if holders.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "{} contains your home's configuration ({}): ahelper's file tools refuse to write \
+         ahelper's config and state directories, ~/.local/bin, ~/.config/systemd, \
+         ~/.config/autostart and ~/.config/git, and commands see them read-only — prefer a \
+         project directory as the workspace",
+        holders.join(" and "),
+        if inside.is_empty() {
+            "none of its protected directories exists yet".to_string()
+        } else {
+            inside.join(", ")
+        }
+    ))
 }
 
 /// The `[agent]` limits with their defaults, and the hooks.
@@ -1055,6 +1133,7 @@ fn resolve_sandbox(
         deny_read,
         network: file.network.unwrap_or(true),
         added_dirs: Vec::new(),
+        protected_dirs: env.protected_user_dirs(),
     })
 }
 

@@ -43,6 +43,7 @@ use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
+pub mod binds;
 mod pid_init;
 use pid_init::PidInit;
 
@@ -174,6 +175,12 @@ pub struct SandboxSettings {
     /// The directories of `--add-dir` (canonical): writable like the workspace, with their
     /// protected top-level entries (`.git`, `.ahelper`…) bound read-only as the workspace's.
     pub added_dirs: Vec<PathBuf>,
+    /// The user's directories that no tool writes, wherever they lie (absolute): ahelper's
+    /// config and state directories and the places that run code on their own (`~/.local/bin`,
+    /// `~/.config/systemd`, `~/.config/autostart`, `~/.config/git`); see
+    /// [`crate::config::EnvSnapshot::protected_user_dirs`]. Those inside a writable path are
+    /// bound read-only for commands ([`binds::user_dirs_within`]) and refused to file tools.
+    pub protected_dirs: Vec<PathBuf>,
 }
 
 impl SandboxSettings {
@@ -185,6 +192,7 @@ impl SandboxSettings {
             deny_read: default_deny_read(home),
             network: true,
             added_dirs: Vec::new(),
+            protected_dirs: Vec::new(),
         }
     }
 }
@@ -309,6 +317,8 @@ pub struct CommandSandbox {
     /// The directories of `--add-dir` (canonical), kept by [`CommandSandbox::for_workspace`]:
     /// writable, with their protected entries read-only like the workspace's.
     added_dirs: Vec<PathBuf>,
+    /// [`SandboxSettings::protected_dirs`], kept by [`CommandSandbox::for_workspace`].
+    protected_dirs: Vec<PathBuf>,
 }
 
 impl CommandSandbox {
@@ -332,6 +342,7 @@ impl CommandSandbox {
             status,
         );
         sandbox.add_dirs(&settings.added_dirs);
+        sandbox.protected_dirs = settings.protected_dirs.clone();
         sandbox.namespaces = settings.mode == SandboxMode::Enforce
             && owned_by_me(&sandbox.workspace_root)
             && namespaces_available();
@@ -355,7 +366,14 @@ impl CommandSandbox {
         );
         sandbox.namespaces = self.namespaces;
         sandbox.add_dirs(&self.added_dirs);
+        sandbox.protected_dirs = self.protected_dirs.clone();
         sandbox
+    }
+
+    /// The user's protected directories ([`SandboxSettings::protected_dirs`]): file tools
+    /// refuse to write inside them, commands see those inside a writable path read-only.
+    pub fn protected_dirs(&self) -> &[PathBuf] {
+        &self.protected_dirs
     }
 
     /// Makes `dirs` (the directories of `--add-dir`) writable roots, their protected entries
@@ -407,6 +425,7 @@ impl CommandSandbox {
             workspace_root,
             extra_writable,
             added_dirs: Vec::new(),
+            protected_dirs: Vec::new(),
         }
     }
 
@@ -559,12 +578,10 @@ impl CommandSandbox {
             created = add_path_rule(created, path, all, abi).map_err(err)?;
         }
         let read_only = if self.namespaces {
-            let mut roots = vec![self.workspace_root.clone()];
-            roots.extend(self.added_dirs());
-            let mut mounts: Vec<ReadOnlyMount> = roots
+            let mut mounts: Vec<ReadOnlyMount> = self
+                .read_only_paths()
                 .iter()
-                .flat_map(|root| protected_entries(root))
-                .filter_map(|p| ReadOnlyMount::new(&p))
+                .filter_map(|p| ReadOnlyMount::new(p))
                 .collect();
             mounts.extend(hiding_mounts(hidden, temp_dir)?);
             mounts
@@ -584,6 +601,25 @@ impl CommandSandbox {
             namespaces: (!namespaces.is_empty()).then_some(namespaces),
             report,
         })
+    }
+
+    /// What commands see read-only: the protected top-level entries of the workspace and the
+    /// added directories ([`protected_entries`]), the `.git` of every repository nested in them
+    /// ([`binds::nested_git_entries`]), and the user's protected directories inside any
+    /// writable path ([`binds::user_dirs_within`]).
+    fn read_only_paths(&self) -> Vec<PathBuf> {
+        let mut roots = vec![self.workspace_root.clone()];
+        roots.extend(self.added_dirs());
+        let mut paths: Vec<PathBuf> = roots
+            .iter()
+            .flat_map(|root| {
+                let mut entries = protected_entries(root);
+                entries.extend(binds::nested_git_entries(root));
+                entries
+            })
+            .collect();
+        paths.extend(binds::user_dirs_within(&self.writable, &self.protected_dirs));
+        paths
     }
 
     /// The workspace this policy was built for (canonical).

@@ -1002,12 +1002,65 @@ fn trusted_project_layer(
     if trusted {
         return (file, None);
     }
-    let (kept, ignored) = split_untrusted(file, lower.permissions.mode.as_deref());
+    let (kept, _) = split_untrusted(file.clone(), lower.permissions.mode.as_deref());
+    let kept = hold_cost_settings(kept, lower);
+    let ignored = changed_keys(&file, &kept);
     let untrusted = (!ignored.is_empty()).then(|| UntrustedSettings {
         path: project.to_path_buf(),
         ignored,
     });
     (kept, untrusted)
+}
+
+/// Takes out of an untrusted project layer what would change what a session or run may spend
+/// without the user seeing it: a `model` other than the lower layers', `[pricing]` entries
+/// that differ from theirs, and every limit raised above the value the lower layers (or the
+/// default) give — `max_output_tokens`, `context_window` (above 200,000 without a lower
+/// value), `retry.max_attempts`, `[agent]` `max_turns`, `repeat_limit`,
+/// `max_tool_output_chars`, `compact_threshold`, and `[swarm]` `max_workers`, `max_subtasks`,
+/// `worker_max_turns`, `token_budget`, `time_limit_s`, `verify_timeout_s`,
+/// `worker_fix_rounds`, `merge_fix_attempts`. Lower values and equal ones apply.
+fn hold_cost_settings(mut kept: ConfigFile, lower: &ConfigFile) -> ConfigFile {
+    fn cap<T: PartialOrd + Copy>(value: &mut Option<T>, limit: T) {
+        if value.is_some_and(|v| v > limit) {
+            *value = None;
+        }
+    }
+    if kept.model.is_some() && kept.model != lower.model {
+        kept.model = None;
+    }
+    kept.pricing
+        .retain(|model, price| lower.pricing.get(model) == Some(&*price));
+    cap(
+        &mut kept.max_output_tokens,
+        lower.max_output_tokens.unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS),
+    );
+    cap(
+        &mut kept.context_window,
+        lower.context_window.unwrap_or(ANTHROPIC_DEFAULT_CONTEXT_WINDOW),
+    );
+    cap(
+        &mut kept.retry.max_attempts,
+        lower.retry.max_attempts.unwrap_or(5),
+    );
+    if let Ok(agent) = resolve_agent(lower) {
+        let a = &mut kept.agent;
+        cap(&mut a.max_turns, agent.max_turns);
+        cap(&mut a.repeat_limit, agent.repeat_limit);
+        cap(&mut a.max_tool_output_chars, agent.max_tool_output_chars);
+        cap(&mut a.compact_threshold, agent.compact_threshold);
+    }
+    let swarm = resolve_swarm(&lower.swarm);
+    let s = &mut kept.swarm;
+    cap(&mut s.max_workers, swarm.max_workers);
+    cap(&mut s.max_subtasks, swarm.max_subtasks);
+    cap(&mut s.worker_max_turns, swarm.worker_max_turns);
+    cap(&mut s.token_budget, swarm.token_budget);
+    cap(&mut s.time_limit_s, swarm.time_limit_s);
+    cap(&mut s.verify_timeout_s, swarm.verify_timeout_s);
+    cap(&mut s.worker_fix_rounds, swarm.worker_fix_rounds);
+    cap(&mut s.merge_fix_attempts, swarm.merge_fix_attempts);
+    kept
 }
 
 /// Splits an untrusted project config into what applies anyway and the dotted keys that need
@@ -1948,13 +2001,17 @@ mod tests {
             &[],
         );
         // Untrusted: the project's verification command (a command ahelper runs) is left out
-        // and named; its limits apply.
+        // and named; its limits apply where they lower what the user's layer gives, a raised
+        // one (merge_fix_attempts 5 > the default 2) is left out and named.
         let cfg = Config::load(l.ws.path(), &l.env, &CliOverrides::default()).unwrap();
         assert_eq!(cfg.swarm.verify.as_deref(), Some("make check"));
-        assert_eq!(cfg.untrusted.unwrap().ignored, vec!["swarm.verify"]);
+        assert_eq!(
+            cfg.untrusted.unwrap().ignored,
+            vec!["swarm.merge_fix_attempts", "swarm.verify"]
+        );
         assert_eq!(cfg.swarm.verify_timeout_s, 30);
         assert_eq!(cfg.swarm.worker_fix_rounds, 0);
-        assert_eq!(cfg.swarm.merge_fix_attempts, 5);
+        assert_eq!(cfg.swarm.merge_fix_attempts, 2);
         let cfg = Config::load(l.ws.path(), &l.env, &trusted()).unwrap();
         assert_eq!(cfg.swarm.verify.as_deref(), Some("cargo test --offline"));
         assert_eq!(cfg.untrusted, None);

@@ -10,7 +10,7 @@ pub const NESTED_GIT_MAX_DEPTH: usize = 6;
 
 /// Most directories [`nested_git_entries`] lists per command; a tree larger than that has the
 /// repositories found until then bound, the rest not (`docs/sandbox.md`).
-pub const NESTED_GIT_MAX_DIRS: usize = 5_000;
+pub const NESTED_GIT_MAX_DIRS: usize = 2_000;
 
 /// Directory names not descended into: build outputs and package caches (a cargo `target/`
 /// alone holds thousands of directories), where nobody runs git.

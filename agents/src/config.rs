@@ -1037,7 +1037,9 @@ fn hold_cost_settings(mut kept: ConfigFile, lower: &ConfigFile) -> ConfigFile {
     );
     cap(
         &mut kept.context_window,
-        lower.context_window.unwrap_or(ANTHROPIC_DEFAULT_CONTEXT_WINDOW),
+        lower
+            .context_window
+            .unwrap_or(ANTHROPIC_DEFAULT_CONTEXT_WINDOW),
     );
     cap(
         &mut kept.retry.max_attempts,

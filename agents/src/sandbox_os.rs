@@ -618,7 +618,10 @@ impl CommandSandbox {
                 entries
             })
             .collect();
-        paths.extend(binds::user_dirs_within(&self.writable, &self.protected_dirs));
+        paths.extend(binds::user_dirs_within(
+            &self.writable,
+            &self.protected_dirs,
+        ));
         paths
     }
 

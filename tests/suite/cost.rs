@@ -1,8 +1,8 @@
 //! Cost in `--output-format json`: `total_cost_usd` from the built-in price table or the
 //! configuration's `[pricing]`, null when the model's price is unknown.
 
-use super::support::scripts::*;
 use super::support::config::write_user_config;
+use super::support::scripts::*;
 use super::support::*;
 use ahelper_fake_llm::Turn;
 use serde_json::Value;

@@ -33,7 +33,10 @@ fn accept_edits_asks_before_writing_files_that_run_code_or_instruct_agents() {
     turns.push(writes("notes.txt", "notes\n"));
     let (_, stderr) = play(&repo, &["--permission-mode", "accept-edits"], turns);
     for path in RUNS_CODE {
-        assert!(!repo.path().join(path).exists(), "{path} was written\n{stderr}");
+        assert!(
+            !repo.path().join(path).exists(),
+            "{path} was written\n{stderr}"
+        );
     }
     assert_eq!(repo.file("notes.txt"), "notes\n", "{stderr}");
     assert!(stderr.contains("auto-run file"), "{stderr}");
@@ -51,7 +54,14 @@ fn files_that_run_code_or_instruct_agents_are_hazards_at_apply() {
     let head = repo.git(&["rev-parse", "HEAD"]);
     let server = start(one_worker([runs("sh plant.sh"), Turn::text("s1 done")]));
     let out = ahelper(&repo, &server, Wire::Anthropic)
-        .args(["swarm", "x", "--yes", "--apply", "--permission-mode", "bypass"])
+        .args([
+            "swarm",
+            "x",
+            "--yes",
+            "--apply",
+            "--permission-mode",
+            "bypass",
+        ])
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -100,7 +110,13 @@ fn an_untrusted_project_config_cannot_change_model_prices_or_raise_limits() {
     let user_model = ["--model", "claude-sonnet-4-5-20250929"];
     let (model, _, stderr) = dearer_run(&[]);
     assert_ne!(model, "claude-opus-4-1", "{stderr}");
-    for key in ["model", "pricing", "agent.max_turns", "swarm.max_workers", "swarm.time_limit_s"] {
+    for key in [
+        "model",
+        "pricing",
+        "agent.max_turns",
+        "swarm.max_workers",
+        "swarm.time_limit_s",
+    ] {
         assert!(stderr.contains(key), "{key} not named:\n{stderr}");
     }
     assert!(stderr.contains("ahelper trust"), "{stderr}");

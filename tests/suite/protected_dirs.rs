@@ -13,7 +13,10 @@ use std::path::Path;
 /// The files of the fake home that must not change, with their content.
 const HOME_FILES: &[(&str, &str)] = &[
     (".config/ahelper/config.toml", "# user settings\n"),
-    (".local/state/ahelper/trusted-projects.json", "{\"projects\": {}}\n"),
+    (
+        ".local/state/ahelper/trusted-projects.json",
+        "{\"projects\": {}}\n",
+    ),
     ("xdg-state/ahelper/mcp-approvals.json", "{}\n"),
 ];
 
@@ -29,7 +32,11 @@ fn home_repo() -> TestRepo {
 
 /// `ahelper -p go args…` with the workspace as `$HOME` playing `turns` then "done"; (model
 /// requests, stderr).
-fn play_at_home(repo: &TestRepo, args: &[&str], turns: Vec<Turn>) -> (Vec<RecordedRequest>, String) {
+fn play_at_home(
+    repo: &TestRepo,
+    args: &[&str],
+    turns: Vec<Turn>,
+) -> (Vec<RecordedRequest>, String) {
     let server = start(agent(turns.into_iter().chain([Turn::text("done")])));
     let out = ahelper(repo, &server, Wire::Anthropic)
         .env("HOME", repo.path())
@@ -73,12 +80,21 @@ fn file_tools_never_write_ahelpers_dirs_or_autorun_places_in_home() {
     for mode in ["accept-edits", "bypass"] {
         let repo = home_repo();
         let turns = vec![
-            writes(".config/ahelper/config.toml", "[permissions]\nmode = \"bypass\"\n"),
+            writes(
+                ".config/ahelper/config.toml",
+                "[permissions]\nmode = \"bypass\"\n",
+            ),
             writes(".local/state/ahelper/trusted-projects.json", "{}"),
             writes("xdg-state/ahelper/mcp-approvals.json", "{\"x\": 1}"),
             writes(".local/bin/git", "#!/bin/sh\ntouch /tmp/pwned\n"),
-            writes(".config/systemd/user/evil.service", "[Service]\nExecStart=/bin/true\n"),
-            writes(".config/autostart/evil.desktop", "[Desktop Entry]\nExec=true\n"),
+            writes(
+                ".config/systemd/user/evil.service",
+                "[Service]\nExecStart=/bin/true\n",
+            ),
+            writes(
+                ".config/autostart/evil.desktop",
+                "[Desktop Entry]\nExec=true\n",
+            ),
             writes(".config/git/config", "[core]\n\tpager = x\n"),
             writes("notes.txt", "notes\n"),
         ];
@@ -87,10 +103,16 @@ fn file_tools_never_write_ahelpers_dirs_or_autorun_places_in_home() {
         assert_home_unchanged(&repo, &context);
         assert_eq!(repo.file("notes.txt"), "notes\n", "{context}");
         let seen = results(&requests);
-        assert!(seen.contains("ahelper's own configuration or state"), "{seen}");
+        assert!(
+            seen.contains("ahelper's own configuration or state"),
+            "{seen}"
+        );
         assert!(seen.contains("on PATH"), "{seen}");
         assert!(seen.contains("systemd user units"), "{seen}");
-        assert!(stderr.contains("contains your home's configuration"), "{context}");
+        assert!(
+            stderr.contains("contains your home's configuration"),
+            "{context}"
+        );
     }
 }
 
@@ -113,8 +135,11 @@ fn a_command_cannot_change_ahelpers_dirs_or_autorun_places_in_home() {
     require_sandbox!(Needs::LandlockAndNamespaces);
     let repo = home_repo();
     repo.write("plant.sh", PLANT_HOME);
-    let (requests, stderr) =
-        play_at_home(&repo, &["--permission-mode", "bypass"], vec![runs("sh plant.sh")]);
+    let (requests, stderr) = play_at_home(
+        &repo,
+        &["--permission-mode", "bypass"],
+        vec![runs("sh plant.sh")],
+    );
     assert_home_unchanged(&repo, &stderr);
     assert_eq!(repo.file("made.txt"), "made\n", "{stderr}");
     let seen = results(&requests);
@@ -127,7 +152,10 @@ fn embedded_git_dir() -> Vec<Turn> {
         writes("evil/HEAD", "ref: refs/heads/main\n"),
         writes("evil/objects/.keep", ""),
         writes("evil/refs/.keep", ""),
-        writes("evil/config", "[core]\n\tworktree = .\n\tfsmonitor = \"touch PWNED\"\n"),
+        writes(
+            "evil/config",
+            "[core]\n\tworktree = .\n\tfsmonitor = \"touch PWNED\"\n",
+        ),
         writes("notes.txt", "notes\n"),
     ]
 }
@@ -148,7 +176,10 @@ fn file_tools_never_create_an_embedded_git_directory() {
         assert_eq!(repo.file("notes.txt"), "notes\n", "{mode}: {stderr}");
         let seen = results(&requests);
         assert!(seen.contains("look like a git directory"), "{mode}: {seen}");
-        assert!(seen.contains("runs a program (core.worktree)"), "{mode}: {seen}");
+        assert!(
+            seen.contains("runs a program (core.worktree)"),
+            "{mode}: {seen}"
+        );
     }
 }
 
@@ -168,7 +199,14 @@ fn an_embedded_git_directory_from_a_worker_is_a_hazard_at_apply() {
     let head = repo.git(&["rev-parse", "HEAD"]);
     let server = start(one_worker([runs(PLANT_GIT_DIR), Turn::text("s1 done")]));
     let out = ahelper(&repo, &server, Wire::Anthropic)
-        .args(["swarm", "x", "--yes", "--apply", "--permission-mode", "bypass"])
+        .args([
+            "swarm",
+            "x",
+            "--yes",
+            "--apply",
+            "--permission-mode",
+            "bypass",
+        ])
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -208,7 +246,11 @@ fn a_command_cannot_rewrite_a_nested_repositorys_git_dir() {
     };
     let before = configs(&repo);
     repo.write("attack.sh", NESTED_ATTACK);
-    let (requests, stderr) = play(&repo, &["--permission-mode", "bypass"], [runs("sh attack.sh")]);
+    let (requests, stderr) = play(
+        &repo,
+        &["--permission-mode", "bypass"],
+        [runs("sh attack.sh")],
+    );
     assert_eq!(configs(&repo), before, "{stderr}");
     assert!(!Path::new(&repo.path().join("inner/.git/hooks/pre-commit")).exists());
     assert_eq!(repo.file("inner/b.txt"), "B\n", "{stderr}");

@@ -2,9 +2,9 @@
 //! Case ids S01… are the rows of `worktrees/tests/data/swarm.md`, P01… of
 //! `agents/tests/data/paths.md`.
 
+use super::support::config::write_user_config;
 use super::support::sandbox::{Needs, require_sandbox};
 use super::support::scripts::*;
-use super::support::config::write_user_config;
 use super::support::*;
 use ahelper_fake_llm::{Conversation, FakeLlm, Fault, FaultKind, RecordedRequest, Script, Turn};
 use predicates::prelude::*;

@@ -102,7 +102,10 @@ mod tests {
     #[test]
     fn config_that_runs_code_is_recognised() {
         let fsmonitor = "[core]\n\tbare = false\n\tfsmonitor = sh p.sh\n";
-        assert_eq!(config_running_code(fsmonitor).as_deref(), Some("core.fsmonitor"));
+        assert_eq!(
+            config_running_code(fsmonitor).as_deref(),
+            Some("core.fsmonitor")
+        );
         assert_eq!(
             config_running_code("[core] worktree = .\n").as_deref(),
             Some("core.worktree")

@@ -203,12 +203,12 @@ pub(crate) fn hazards_in(
     to: Oid,
     limits: &HazardLimits,
 ) -> Result<Vec<Hazard>, GitError> {
-    let tree = repo
-        .find_commit(to)
-        .and_then(|c| c.tree())
-        .map_err(|_| GitError::CommitNotFound {
-            rev: to.to_string(),
-        })?;
+    let tree =
+        repo.find_commit(to)
+            .and_then(|c| c.tree())
+            .map_err(|_| GitError::CommitNotFound {
+                rev: to.to_string(),
+            })?;
     let mut found = Vec::new();
     let mut git_dirs = Vec::new();
     for delta in diff.deltas() {

@@ -242,15 +242,15 @@ pub fn write_file(args: &WriteFileArgs, ctx: &ToolContext) -> Result<ToolOutput,
 fn refuse_git_dir_shape(resolved: &ResolvedPath, content: &str) -> Result<(), ToolError> {
     let relative = resolved.relative.to_string_lossy().replace('\\', "/");
     let name = relative.rsplit('/').next().unwrap_or(&relative);
-    if name.eq_ignore_ascii_case("config") {
-        if let Some(setting) = ahelper_worktrees::git_shape::config_running_code(content) {
-            return Err(ToolError::new(format!(
-                "writing `{}` is not allowed: it is git configuration that runs a program \
-                 ({setting}), which git obeys when it runs in that directory; file tools never \
-                 write such a file — ask the user to do it if it is really needed",
-                resolved.display()
-            )));
-        }
+    if name.eq_ignore_ascii_case("config")
+        && let Some(setting) = ahelper_worktrees::git_shape::config_running_code(content)
+    {
+        return Err(ToolError::new(format!(
+            "writing `{}` is not allowed: it is git configuration that runs a program \
+             ({setting}), which git obeys when it runs in that directory; file tools never \
+             write such a file — ask the user to do it if it is really needed",
+            resolved.display()
+        )));
     }
     let root_len = resolved.physical.components().count() - resolved.relative.components().count();
     let root: PathBuf = resolved.physical.components().take(root_len).collect();

@@ -214,7 +214,9 @@ fn user_dir_reason(dir: &Path) -> &'static str {
              projects, MCP approvals)"
         }
         "bin" => "`~/.local/bin` is on PATH: a program there runs in place of the one meant",
-        "systemd" | "autostart" => "systemd user units and autostart entries run programs on their own",
+        "systemd" | "autostart" => {
+            "systemd user units and autostart entries run programs on their own"
+        }
         _ => "git's user configuration runs code in every git command",
     }
 }

@@ -578,11 +578,7 @@ impl CommandSandbox {
             created = add_path_rule(created, path, all, abi).map_err(err)?;
         }
         let read_only = if self.namespaces {
-            let mut mounts: Vec<ReadOnlyMount> = self
-                .read_only_paths()
-                .iter()
-                .filter_map(|p| ReadOnlyMount::new(p))
-                .collect();
+            let mut mounts = self.read_only_mounts();
             mounts.extend(hiding_mounts(hidden, temp_dir)?);
             mounts
         } else {
@@ -606,8 +602,11 @@ impl CommandSandbox {
     /// What commands see read-only: the protected top-level entries of the workspace and the
     /// added directories ([`protected_entries`]), the `.git` of every repository nested in them
     /// ([`binds::nested_git_entries`]), and the user's protected directories inside any
-    /// writable path ([`binds::user_dirs_within`]).
-    fn read_only_paths(&self) -> Vec<PathBuf> {
+    /// writable path ([`binds::user_dirs_within`]). The directories between a writable path
+    /// and a bound user directory (`~/.config` for `~/.config/ahelper`) are pinned first: bound
+    /// onto themselves, still writable, so that they cannot be renamed away (`EBUSY`) and
+    /// replaced by a new one with other contents.
+    fn read_only_mounts(&self) -> Vec<ReadOnlyMount> {
         let mut roots = vec![self.workspace_root.clone()];
         roots.extend(self.added_dirs());
         let mut paths: Vec<PathBuf> = roots
@@ -618,11 +617,13 @@ impl CommandSandbox {
                 entries
             })
             .collect();
-        paths.extend(binds::user_dirs_within(
-            &self.writable,
-            &self.protected_dirs,
-        ));
-        paths
+        let user_dirs = binds::user_dirs_within(&self.writable, &self.protected_dirs);
+        let pins = binds::ancestors_within(&self.writable, &user_dirs);
+        paths.extend(user_dirs);
+        let pinned = pins.iter().filter_map(|p| ReadOnlyMount::pinned(p));
+        pinned
+            .chain(paths.iter().filter_map(|p| ReadOnlyMount::new(p)))
+            .collect()
     }
 
     /// The workspace this policy was built for (canonical).
@@ -706,6 +707,8 @@ pub struct ReadOnlyMount {
     /// What is bound there: the path itself (`None`), or an empty placeholder that hides it.
     source: Option<std::ffi::CString>,
     kept_flags: libc::c_ulong,
+    /// Remounted read-only (every mount but a pin: [`ReadOnlyMount::pinned`]).
+    read_only: bool,
 }
 
 impl ReadOnlyMount {
@@ -719,6 +722,16 @@ impl ReadOnlyMount {
             path,
             source: None,
             kept_flags,
+            read_only: true,
+        })
+    }
+
+    /// `path` bound onto itself and left writable: a mount point cannot be renamed or removed
+    /// (`EBUSY`), so the directory stays where ahelper looks for what it holds.
+    fn pinned(path: &Path) -> Option<Self> {
+        Self::new(path).map(|m| ReadOnlyMount {
+            read_only: false,
+            ..m
         })
     }
 
@@ -732,6 +745,7 @@ impl ReadOnlyMount {
             path,
             source: Some(source),
             kept_flags,
+            read_only: true,
         })
     }
 
@@ -766,6 +780,9 @@ impl ReadOnlyMount {
             let from = self.source.as_ref().map_or(p, |s| s.as_ptr());
             if libc::mount(from, p, none, libc::MS_BIND | libc::MS_REC, none.cast()) != 0 {
                 return Err(std::io::Error::last_os_error());
+            }
+            if !self.read_only {
+                return Ok(());
             }
             let flags = libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY | self.kept_flags;
             if libc::mount(none, p, none, flags, none.cast()) != 0 {

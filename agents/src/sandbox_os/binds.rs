@@ -85,6 +85,33 @@ pub fn user_dirs_within(writable: &[PathBuf], protected: &[PathBuf]) -> Vec<Path
     binds
 }
 
+/// The directories strictly between a path of `writable` and each of `bound` (deepest
+/// writable path that holds it), shallowest first, each once: `~/.config` for
+/// `~/.config/ahelper` with `~` writable.
+pub fn ancestors_within(writable: &[PathBuf], bound: &[PathBuf]) -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = Vec::new();
+    for path in bound {
+        let Some(root) = writable
+            .iter()
+            .filter(|w| path.starts_with(w) && path != *w)
+            .max_by_key(|w| w.components().count())
+        else {
+            continue;
+        };
+        let between = path
+            .ancestors()
+            .skip(1)
+            .take_while(|a| a != root && a.starts_with(root));
+        for dir in between {
+            if !found.iter().any(|f| f == dir) {
+                found.push(dir.to_path_buf());
+            }
+        }
+    }
+    found.sort_by_key(|p| p.components().count());
+    found
+}
+
 /// `dir` exists as a directory, or was created (mode 0700, parents too).
 fn ensure_dir(dir: &Path) -> bool {
     use std::os::unix::fs::DirBuilderExt;
@@ -169,6 +196,26 @@ mod tests {
         assert_eq!(found, [home.join(".config/systemd")]);
         assert!(home.join(".config/systemd").is_dir());
         assert!(!outside.path().join("state").exists());
+    }
+
+    #[test]
+    fn ancestors_between_a_writable_root_and_bound_dirs_are_listed_shallowest_first() {
+        let home = PathBuf::from("/h");
+        let bound = [
+            home.join(".local/state/ahelper"),
+            home.join(".config/ahelper"),
+            home.join(".local/bin"),
+        ];
+        assert_eq!(
+            ancestors_within(std::slice::from_ref(&home), &bound),
+            [
+                home.join(".local"),
+                home.join(".config"),
+                home.join(".local/state")
+            ]
+        );
+        let config = [home.join(".config")];
+        assert!(ancestors_within(&config, &[home.join(".config/git")]).is_empty());
     }
 
     /// A protected directory that holds a writable path (a worktree in ahelper's state

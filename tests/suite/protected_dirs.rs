@@ -261,3 +261,37 @@ fn a_command_cannot_rewrite_a_nested_repositorys_git_dir() {
     assert_eq!(repo.file("inner/b.txt"), "B\n", "{stderr}");
     assert!(results(&requests).contains("Read-only file system"));
 }
+
+/// Item 2 with `--add-dir ~` (the harness's home, its XDG dirs inside): in bypass, the file
+/// tools refuse ahelper's user config and state and `~/.local/bin`, while another file in the
+/// added home is written; the start warns that the added directory holds the configuration.
+#[test]
+fn an_added_home_keeps_ahelpers_dirs_and_path_protected() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let home = repo.home();
+    std::fs::create_dir_all(home.join("config/ahelper")).unwrap();
+    std::fs::write(home.join("config/ahelper/config.toml"), "# user\n").unwrap();
+    let at = |p: &str| home.join(p).display().to_string();
+    let turns = [
+        writes(
+            &at("config/ahelper/config.toml"),
+            "[permissions]\nmode = \"bypass\"\n",
+        ),
+        writes(&at("state/ahelper/trusted-projects.json"), "{}"),
+        writes(&at(".local/bin/git"), "#!/bin/sh\n"),
+        writes(&at("notes.txt"), "notes\n"),
+    ];
+    let home_arg = home.display().to_string();
+    let args = ["--permission-mode", "bypass", "--add-dir", &home_arg];
+    let (requests, stderr) = play(&repo, &args, turns);
+    let read = |p: &str| std::fs::read_to_string(home.join(p)).unwrap_or_default();
+    assert_eq!(read("config/ahelper/config.toml"), "# user\n", "{stderr}");
+    assert!(!home.join("state/ahelper/trusted-projects.json").exists());
+    assert!(!home.join(".local/bin/git").exists());
+    assert_eq!(read("notes.txt"), "notes\n", "{stderr}");
+    assert!(results(&requests).contains("is protected"));
+    assert!(
+        stderr.contains("contains your home's configuration"),
+        "{stderr}"
+    );
+}

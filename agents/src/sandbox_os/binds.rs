@@ -14,7 +14,7 @@ pub const NESTED_GIT_MAX_DIRS: usize = 2_000;
 
 /// Directory names not descended into: build outputs and package caches (a cargo `target/`
 /// alone holds thousands of directories), where nobody runs git.
-const SKIPPED_DIRS: &[&str] = &[
+pub const SKIPPED_DIRS: &[&str] = &[
     "target",
     "node_modules",
     ".venv",

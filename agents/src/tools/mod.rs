@@ -150,10 +150,12 @@ impl ToolContext {
     }
 
     /// Resolves a path the model gave, relative to this call's cwd, inside the workspace or an
-    /// added directory ([`crate::sandbox::resolve_in_roots`]).
+    /// added directory ([`crate::sandbox::resolve_in_roots`]). A write inside one of the user's
+    /// protected directories (those of [`Self::command_sandbox`]) is refused as well.
     ///
     /// # Errors
-    /// The [`crate::sandbox::SandboxError`] of a refused path.
+    /// The [`crate::sandbox::SandboxError`] of a refused path
+    /// ([`crate::sandbox::SandboxError::Protected`] for a protected user directory).
     pub fn resolve(
         &self,
         requested: &str,

@@ -2019,6 +2019,36 @@ mod tests {
         assert_eq!(cfg.untrusted, None);
     }
 
+    /// An untrusted project's model and prices apply only when they equal the user's, its
+    /// limits only up to the user's (or the default).
+    #[test]
+    fn untrusted_cost_settings_apply_only_when_no_dearer() {
+        let user = "model = \"m1\"\n[agent]\nmax_turns = 60\n";
+        let project = "model = \"m2\"\nmax_output_tokens = 4096\n\
+                       [pricing.\"m1\"]\ninput_per_mtok = 0.0\noutput_per_mtok = 0.0\n\
+                       [agent]\nmax_turns = 50\n[swarm]\nmax_workers = 5\nmax_subtasks = 3\n";
+        let l = layers(user, project, &[]);
+        let cfg = Config::load(l.ws.path(), &l.env, &CliOverrides::default()).unwrap();
+        assert_eq!(cfg.merged.model.as_deref(), Some("m1"));
+        assert!(cfg.merged.pricing.is_empty());
+        assert_eq!(cfg.agent.max_turns, 50);
+        assert_eq!(cfg.swarm.max_workers, 4);
+        assert_eq!(cfg.swarm.max_subtasks, 3);
+        assert_eq!(cfg.merged.max_output_tokens, Some(4096));
+        assert_eq!(
+            cfg.untrusted.unwrap().ignored,
+            [
+                "model",
+                "pricing.m1.input_per_mtok",
+                "pricing.m1.output_per_mtok",
+                "swarm.max_workers"
+            ]
+        );
+        let cfg = Config::load(l.ws.path(), &l.env, &trusted()).unwrap();
+        assert_eq!(cfg.merged.model.as_deref(), Some("m2"));
+        assert_eq!(cfg.swarm.max_workers, 5);
+    }
+
     /// `swarm.setup` is a command ahelper runs: an untrusted project's is left out and named; its
     /// include size guard applies only up to the default.
     #[test]

@@ -114,7 +114,7 @@ pub struct CommonArgs {
 
     /// Trust this project's `.ahelper/config.toml` as it is now (its SHA-256 is recorded in
     /// `$XDG_STATE_HOME/ahelper/trusted-projects.json`), so settings that widen permissions
-    /// apply; same as `ahelper trust`.
+    /// or raise cost (model, prices, limits) apply; same as `ahelper trust`.
     #[arg(long, global = true)]
     pub trust_project: bool,
 }

@@ -66,8 +66,9 @@ pub fn settle(config: Config, cli: &Cli, env: &EnvSnapshot) -> Result<Config, St
 /// "ignoring … of the untrusted project config …: keys; run `ahelper trust` …".
 pub fn warning(untrusted: &UntrustedSettings) -> String {
     format!(
-        "ignoring settings of {} that widen permissions, because you have not trusted this \
-         file: {}. Review it, then run `ahelper trust` (or pass --trust-project) to apply them",
+        "ignoring settings of {} that widen permissions or raise what a session may spend \
+         (model, prices, limits), because you have not trusted this file: {}. Review it, then \
+         run `ahelper trust` (or pass --trust-project) to apply them",
         untrusted.path.display(),
         untrusted.ignored.join(", ")
     )
@@ -78,7 +79,8 @@ fn ask(untrusted: &UntrustedSettings) -> bool {
     let mut err = std::io::stderr();
     let _ = write!(
         err,
-        "ahelper: {} sets {}, which widen what the model may do.\nTrust this file? [y/N] ",
+        "ahelper: {} sets {}, which widen what the model may do or what it may spend.\nTrust \
+         this file? [y/N] ",
         untrusted.path.display(),
         untrusted.ignored.join(", ")
     );

@@ -593,6 +593,40 @@ impl EnvSnapshot {
             .map(|d| d.join("ahelper"))
     }
 
+    /// The user's directories that no tool may write, wherever they lie: ahelper's config
+    /// directory (`$XDG_CONFIG_HOME/ahelper` and `~/.config/ahelper`) and state directory
+    /// (`$XDG_STATE_HOME/ahelper` and `~/.local/state/ahelper`) — the user config, the trust
+    /// and MCP approval files —, and the places that run code on their own: `~/.local/bin`
+    /// (on `PATH`), and `systemd` (user units), `autostart` (desktop sessions) and `git`
+    /// (git's user configuration) of the config directory. Absolute, each once; empty when
+    /// neither `HOME` nor the XDG variables are set.
+    pub fn protected_user_dirs(&self) -> Vec<PathBuf> {
+        let home = self.get("HOME").map(PathBuf::from);
+        let configs = [
+            self.xdg_dir("XDG_CONFIG_HOME", ".config"),
+            home.as_ref().map(|h| h.join(".config")),
+        ];
+        let states = [
+            self.xdg_dir("XDG_STATE_HOME", ".local/state"),
+            home.as_ref().map(|h| h.join(".local/state")),
+        ];
+        let mut dirs: Vec<PathBuf> = Vec::new();
+        for config in configs.iter().flatten() {
+            for name in ["ahelper", "systemd", "autostart", "git"] {
+                dirs.push(config.join(name));
+            }
+        }
+        dirs.extend(states.iter().flatten().map(|s| s.join("ahelper")));
+        dirs.extend(home.map(|h| h.join(".local/bin")));
+        let mut unique = Vec::new();
+        for dir in dirs {
+            if !unique.contains(&dir) {
+                unique.push(dir);
+            }
+        }
+        unique
+    }
+
     fn xdg_dir(&self, var: &str, fallback: &str) -> Option<PathBuf> {
         if let Some(dir) = self.get(var).map(PathBuf::from).filter(|p| p.is_absolute()) {
             return Some(dir);
@@ -719,6 +753,7 @@ impl Config {
         let added_dirs = resolve_added_dirs(&cli.add_dirs)?;
         let mut sandbox = resolve_sandbox(&merged.sandbox, &workspace_root, env)?;
         sandbox.added_dirs = added_dirs.clone();
+        warnings.extend(user_dirs_warning(&sandbox, &workspace_root));
         let mut permissions = permissions;
         permissions.network_off = !sandbox.network;
         permissions.added_dirs = added_dirs.clone();
@@ -787,6 +822,49 @@ fn with_env_and_cli_layers(
     let cli_layer = cli_layer(cli);
     resolve_permissions(&cli_layer.permissions, "command line (--permission-mode)")?;
     Ok(merged.merged_with(cli_layer))
+}
+
+/// The warning for a workspace or added directory that contains the user's protected
+/// directories ([`EnvSnapshot::protected_user_dirs`]), naming those that exist; `None` when no
+/// root contains one.
+fn user_dirs_warning(sandbox: &SandboxSettings, workspace_root: &Path) -> Option<String> {
+    let roots: Vec<&Path> = std::iter::once(workspace_root)
+        .chain(sandbox.added_dirs.iter().map(PathBuf::as_path))
+        .collect();
+    let inside: Vec<String> = sandbox
+        .protected_dirs
+        .iter()
+        .map(|d| crate::sandbox_os::binds::canonical_best(d))
+        .filter(|d| d.exists() && roots.iter().any(|r| d.starts_with(r)))
+        .map(|d| d.display().to_string())
+        .collect();
+    let containing = |root: &Path| {
+        sandbox
+            .protected_dirs
+            .iter()
+            .map(|d| crate::sandbox_os::binds::canonical_best(d))
+            .any(|d| d.starts_with(root))
+    };
+    let holders: Vec<String> = roots
+        .iter()
+        .filter(|r| containing(r))
+        .map(|r| r.display().to_string())
+        .collect();
+    if holders.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "{} contains your home's configuration ({}): ahelper's file tools refuse to write \
+         ahelper's config and state directories, ~/.local/bin, ~/.config/systemd, \
+         ~/.config/autostart and ~/.config/git, and commands see them read-only — prefer a \
+         project directory as the workspace",
+        holders.join(" and "),
+        if inside.is_empty() {
+            "none of its protected directories exists yet".to_string()
+        } else {
+            inside.join(", ")
+        }
+    ))
 }
 
 /// The `[agent]` limits with their defaults, and the hooks.
@@ -924,12 +1002,67 @@ fn trusted_project_layer(
     if trusted {
         return (file, None);
     }
-    let (kept, ignored) = split_untrusted(file, lower.permissions.mode.as_deref());
+    let (kept, _) = split_untrusted(file.clone(), lower.permissions.mode.as_deref());
+    let kept = hold_cost_settings(kept, lower);
+    let ignored = changed_keys(&file, &kept);
     let untrusted = (!ignored.is_empty()).then(|| UntrustedSettings {
         path: project.to_path_buf(),
         ignored,
     });
     (kept, untrusted)
+}
+
+/// Takes out of an untrusted project layer what would change what a session or run may spend
+/// without the user seeing it: a `model` other than the lower layers', `[pricing]` entries
+/// that differ from theirs, and every limit raised above the value the lower layers (or the
+/// default) give — `max_output_tokens`, `context_window` (above 200,000 without a lower
+/// value), `retry.max_attempts`, `[agent]` `max_turns`, `repeat_limit`,
+/// `max_tool_output_chars`, `compact_threshold`, and `[swarm]` `max_workers`, `max_subtasks`,
+/// `worker_max_turns`, `token_budget`, `time_limit_s`, `verify_timeout_s`,
+/// `worker_fix_rounds`, `merge_fix_attempts`. Lower values and equal ones apply.
+fn hold_cost_settings(mut kept: ConfigFile, lower: &ConfigFile) -> ConfigFile {
+    fn cap<T: PartialOrd + Copy>(value: &mut Option<T>, limit: T) {
+        if value.is_some_and(|v| v > limit) {
+            *value = None;
+        }
+    }
+    if kept.model.is_some() && kept.model != lower.model {
+        kept.model = None;
+    }
+    kept.pricing
+        .retain(|model, price| lower.pricing.get(model) == Some(&*price));
+    cap(
+        &mut kept.max_output_tokens,
+        lower.max_output_tokens.unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS),
+    );
+    cap(
+        &mut kept.context_window,
+        lower
+            .context_window
+            .unwrap_or(ANTHROPIC_DEFAULT_CONTEXT_WINDOW),
+    );
+    cap(
+        &mut kept.retry.max_attempts,
+        lower.retry.max_attempts.unwrap_or(5),
+    );
+    if let Ok(agent) = resolve_agent(lower) {
+        let a = &mut kept.agent;
+        cap(&mut a.max_turns, agent.max_turns);
+        cap(&mut a.repeat_limit, agent.repeat_limit);
+        cap(&mut a.max_tool_output_chars, agent.max_tool_output_chars);
+        cap(&mut a.compact_threshold, agent.compact_threshold);
+    }
+    let swarm = resolve_swarm(&lower.swarm);
+    let s = &mut kept.swarm;
+    cap(&mut s.max_workers, swarm.max_workers);
+    cap(&mut s.max_subtasks, swarm.max_subtasks);
+    cap(&mut s.worker_max_turns, swarm.worker_max_turns);
+    cap(&mut s.token_budget, swarm.token_budget);
+    cap(&mut s.time_limit_s, swarm.time_limit_s);
+    cap(&mut s.verify_timeout_s, swarm.verify_timeout_s);
+    cap(&mut s.worker_fix_rounds, swarm.worker_fix_rounds);
+    cap(&mut s.merge_fix_attempts, swarm.merge_fix_attempts);
+    kept
 }
 
 /// Splits an untrusted project config into what applies anyway and the dotted keys that need
@@ -1055,6 +1188,7 @@ fn resolve_sandbox(
         deny_read,
         network: file.network.unwrap_or(true),
         added_dirs: Vec::new(),
+        protected_dirs: env.protected_user_dirs(),
     })
 }
 
@@ -1869,16 +2003,50 @@ mod tests {
             &[],
         );
         // Untrusted: the project's verification command (a command ahelper runs) is left out
-        // and named; its limits apply.
+        // and named; its limits apply where they lower what the user's layer gives, a raised
+        // one (merge_fix_attempts 5 > the default 2) is left out and named.
         let cfg = Config::load(l.ws.path(), &l.env, &CliOverrides::default()).unwrap();
         assert_eq!(cfg.swarm.verify.as_deref(), Some("make check"));
-        assert_eq!(cfg.untrusted.unwrap().ignored, vec!["swarm.verify"]);
+        assert_eq!(
+            cfg.untrusted.unwrap().ignored,
+            vec!["swarm.merge_fix_attempts", "swarm.verify"]
+        );
         assert_eq!(cfg.swarm.verify_timeout_s, 30);
         assert_eq!(cfg.swarm.worker_fix_rounds, 0);
-        assert_eq!(cfg.swarm.merge_fix_attempts, 5);
+        assert_eq!(cfg.swarm.merge_fix_attempts, 2);
         let cfg = Config::load(l.ws.path(), &l.env, &trusted()).unwrap();
         assert_eq!(cfg.swarm.verify.as_deref(), Some("cargo test --offline"));
         assert_eq!(cfg.untrusted, None);
+    }
+
+    /// An untrusted project's model and prices apply only when they equal the user's, its
+    /// limits only up to the user's (or the default).
+    #[test]
+    fn untrusted_cost_settings_apply_only_when_no_dearer() {
+        let user = "model = \"m1\"\n[agent]\nmax_turns = 60\n";
+        let project = "model = \"m2\"\nmax_output_tokens = 4096\n\
+                       [pricing.\"m1\"]\ninput_per_mtok = 0.0\noutput_per_mtok = 0.0\n\
+                       [agent]\nmax_turns = 50\n[swarm]\nmax_workers = 5\nmax_subtasks = 3\n";
+        let l = layers(user, project, &[]);
+        let cfg = Config::load(l.ws.path(), &l.env, &CliOverrides::default()).unwrap();
+        assert_eq!(cfg.merged.model.as_deref(), Some("m1"));
+        assert!(cfg.merged.pricing.is_empty());
+        assert_eq!(cfg.agent.max_turns, 50);
+        assert_eq!(cfg.swarm.max_workers, 4);
+        assert_eq!(cfg.swarm.max_subtasks, 3);
+        assert_eq!(cfg.merged.max_output_tokens, Some(4096));
+        assert_eq!(
+            cfg.untrusted.unwrap().ignored,
+            [
+                "model",
+                "pricing.m1.input_per_mtok",
+                "pricing.m1.output_per_mtok",
+                "swarm.max_workers"
+            ]
+        );
+        let cfg = Config::load(l.ws.path(), &l.env, &trusted()).unwrap();
+        assert_eq!(cfg.merged.model.as_deref(), Some("m2"));
+        assert_eq!(cfg.swarm.max_workers, 5);
     }
 
     /// `swarm.setup` is a command ahelper runs: an untrusted project's is left out and named; its

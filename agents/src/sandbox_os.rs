@@ -43,6 +43,7 @@ use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
+pub mod binds;
 mod pid_init;
 use pid_init::PidInit;
 
@@ -174,6 +175,12 @@ pub struct SandboxSettings {
     /// The directories of `--add-dir` (canonical): writable like the workspace, with their
     /// protected top-level entries (`.git`, `.ahelper`…) bound read-only as the workspace's.
     pub added_dirs: Vec<PathBuf>,
+    /// The user's directories that no tool writes, wherever they lie (absolute): ahelper's
+    /// config and state directories and the places that run code on their own (`~/.local/bin`,
+    /// `~/.config/systemd`, `~/.config/autostart`, `~/.config/git`); see
+    /// [`crate::config::EnvSnapshot::protected_user_dirs`]. Those inside a writable path are
+    /// bound read-only for commands ([`binds::user_dirs_within`]) and refused to file tools.
+    pub protected_dirs: Vec<PathBuf>,
 }
 
 impl SandboxSettings {
@@ -185,6 +192,7 @@ impl SandboxSettings {
             deny_read: default_deny_read(home),
             network: true,
             added_dirs: Vec::new(),
+            protected_dirs: Vec::new(),
         }
     }
 }
@@ -309,6 +317,8 @@ pub struct CommandSandbox {
     /// The directories of `--add-dir` (canonical), kept by [`CommandSandbox::for_workspace`]:
     /// writable, with their protected entries read-only like the workspace's.
     added_dirs: Vec<PathBuf>,
+    /// [`SandboxSettings::protected_dirs`], kept by [`CommandSandbox::for_workspace`].
+    protected_dirs: Vec<PathBuf>,
 }
 
 impl CommandSandbox {
@@ -332,6 +342,7 @@ impl CommandSandbox {
             status,
         );
         sandbox.add_dirs(&settings.added_dirs);
+        sandbox.protected_dirs = settings.protected_dirs.clone();
         sandbox.namespaces = settings.mode == SandboxMode::Enforce
             && owned_by_me(&sandbox.workspace_root)
             && namespaces_available();
@@ -355,7 +366,14 @@ impl CommandSandbox {
         );
         sandbox.namespaces = self.namespaces;
         sandbox.add_dirs(&self.added_dirs);
+        sandbox.protected_dirs = self.protected_dirs.clone();
         sandbox
+    }
+
+    /// The user's protected directories ([`SandboxSettings::protected_dirs`]): file tools
+    /// refuse to write inside them, commands see those inside a writable path read-only.
+    pub fn protected_dirs(&self) -> &[PathBuf] {
+        &self.protected_dirs
     }
 
     /// Makes `dirs` (the directories of `--add-dir`) writable roots, their protected entries
@@ -407,6 +425,7 @@ impl CommandSandbox {
             workspace_root,
             extra_writable,
             added_dirs: Vec::new(),
+            protected_dirs: Vec::new(),
         }
     }
 
@@ -559,13 +578,7 @@ impl CommandSandbox {
             created = add_path_rule(created, path, all, abi).map_err(err)?;
         }
         let read_only = if self.namespaces {
-            let mut roots = vec![self.workspace_root.clone()];
-            roots.extend(self.added_dirs());
-            let mut mounts: Vec<ReadOnlyMount> = roots
-                .iter()
-                .flat_map(|root| protected_entries(root))
-                .filter_map(|p| ReadOnlyMount::new(&p))
-                .collect();
+            let mut mounts = self.read_only_mounts();
             mounts.extend(hiding_mounts(hidden, temp_dir)?);
             mounts
         } else {
@@ -584,6 +597,33 @@ impl CommandSandbox {
             namespaces: (!namespaces.is_empty()).then_some(namespaces),
             report,
         })
+    }
+
+    /// What commands see read-only: the protected top-level entries of the workspace and the
+    /// added directories ([`protected_entries`]), the `.git` of every repository nested in them
+    /// ([`binds::nested_git_entries`]), and the user's protected directories inside any
+    /// writable path ([`binds::user_dirs_within`]). The directories between a writable path
+    /// and a bound user directory (`~/.config` for `~/.config/ahelper`) are pinned first: bound
+    /// onto themselves, still writable, so that they cannot be renamed away (`EBUSY`) and
+    /// replaced by a new one with other contents.
+    fn read_only_mounts(&self) -> Vec<ReadOnlyMount> {
+        let mut roots = vec![self.workspace_root.clone()];
+        roots.extend(self.added_dirs());
+        let mut paths: Vec<PathBuf> = roots
+            .iter()
+            .flat_map(|root| {
+                let mut entries = protected_entries(root);
+                entries.extend(binds::nested_git_entries(root));
+                entries
+            })
+            .collect();
+        let user_dirs = binds::user_dirs_within(&self.writable, &self.protected_dirs);
+        let pins = binds::ancestors_within(&self.writable, &user_dirs);
+        paths.extend(user_dirs);
+        let pinned = pins.iter().filter_map(|p| ReadOnlyMount::pinned(p));
+        pinned
+            .chain(paths.iter().filter_map(|p| ReadOnlyMount::new(p)))
+            .collect()
     }
 
     /// The workspace this policy was built for (canonical).
@@ -667,6 +707,8 @@ pub struct ReadOnlyMount {
     /// What is bound there: the path itself (`None`), or an empty placeholder that hides it.
     source: Option<std::ffi::CString>,
     kept_flags: libc::c_ulong,
+    /// Remounted read-only (every mount but a pin: [`ReadOnlyMount::pinned`]).
+    read_only: bool,
 }
 
 impl ReadOnlyMount {
@@ -680,6 +722,16 @@ impl ReadOnlyMount {
             path,
             source: None,
             kept_flags,
+            read_only: true,
+        })
+    }
+
+    /// `path` bound onto itself and left writable: a mount point cannot be renamed or removed
+    /// (`EBUSY`), so the directory stays where ahelper looks for what it holds.
+    fn pinned(path: &Path) -> Option<Self> {
+        Self::new(path).map(|m| ReadOnlyMount {
+            read_only: false,
+            ..m
         })
     }
 
@@ -693,6 +745,7 @@ impl ReadOnlyMount {
             path,
             source: Some(source),
             kept_flags,
+            read_only: true,
         })
     }
 
@@ -727,6 +780,9 @@ impl ReadOnlyMount {
             let from = self.source.as_ref().map_or(p, |s| s.as_ptr());
             if libc::mount(from, p, none, libc::MS_BIND | libc::MS_REC, none.cast()) != 0 {
                 return Err(std::io::Error::last_os_error());
+            }
+            if !self.read_only {
+                return Ok(());
             }
             let flags = libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY | self.kept_flags;
             if libc::mount(none, p, none, flags, none.cast()) != 0 {

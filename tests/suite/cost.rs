@@ -1,6 +1,7 @@
 //! Cost in `--output-format json`: `total_cost_usd` from the built-in price table or the
 //! configuration's `[pricing]`, null when the model's price is unknown.
 
+use super::support::config::write_user_config;
 use super::support::scripts::*;
 use super::support::*;
 use ahelper_fake_llm::Turn;
@@ -34,8 +35,8 @@ fn a_known_model_has_its_list_price() {
 fn an_unknown_model_has_no_cost_and_a_configured_one_has_its_price() {
     let repo = repo_with(&[("a.txt", "a\n")]);
     assert_eq!(cost_of(&repo, "my-local-model"), Value::Null);
-    repo.write(
-        ".ahelper/config.toml",
+    write_user_config(
+        &repo,
         "[pricing.\"my-local-model\"]\ninput_per_mtok = 0.5\noutput_per_mtok = 2.0\n",
     );
     let cost = cost_of(&repo, "my-local-model").as_f64().unwrap();

@@ -40,7 +40,8 @@ fn planted_git_dir(script: &Path) -> Vec<(String, String)> {
 }
 
 /// 15.1: `cd tools/evil && git status` in a planted git dir runs no code, whether the model
-/// wrote the directory (accept-edits) or the repository already had it (default).
+/// tried to write the directory (accept-edits: refused) or the repository already had it
+/// (default).
 #[test]
 fn git_in_a_planted_git_dir_runs_no_code() {
     for mode in ["accept-edits", "default"] {
@@ -80,7 +81,14 @@ fn git_in_a_planted_git_dir_runs_no_code() {
             !marker.exists(),
             "{mode}: git ran the planted fsmonitor script\n{stderr}"
         );
-        assert_refused(mode, &stderr, 2, "not the workspace's own repository");
+        if mode == "accept-edits" {
+            // The file tools never complete the git directory (issue 29), so git runs in the
+            // workspace's own repository.
+            assert!(!repo.path().join("tools/evil/objects").exists(), "{stderr}");
+            assert!(!repo.path().join("tools/evil/config").exists(), "{stderr}");
+        } else {
+            assert_refused(mode, &stderr, 2, "not the workspace's own repository");
+        }
     }
 }
 

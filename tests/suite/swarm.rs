@@ -2,6 +2,7 @@
 //! Case ids S01… are the rows of `worktrees/tests/data/swarm.md`, P01… of
 //! `agents/tests/data/paths.md`.
 
+use super::support::config::write_user_config;
 use super::support::sandbox::{Needs, require_sandbox};
 use super::support::scripts::*;
 use super::support::*;
@@ -87,15 +88,15 @@ fn one_worker_writes_a() -> Script {
 }
 
 /// `n` subtasks, `s<i>` on `f<i>.txt` for `i` in `1..=n`, the worker of each playing
-/// `turns(i)`; the repository's config lets the run have `max_workers` workers at once.
+/// `turns(i)`; the user's config lets the run have `max_workers` workers at once.
 fn numbered_subtasks(
     repo: &TestRepo,
     n: usize,
     max_workers: usize,
     turns: impl Fn(usize) -> Vec<Turn>,
 ) -> Script {
-    repo.write(
-        ".ahelper/config.toml",
+    write_user_config(
+        repo,
         &format!("[swarm]\nmax_workers = {max_workers}\nmax_subtasks = {n}\n"),
     );
     let subtasks: Vec<Value> = (1..=n)

@@ -84,7 +84,7 @@ pub fn commit_and_measure(
     };
     if tip != since {
         let mut diff = tree_diff(&repo, since, tip)?;
-        measured.hazards = crate::hazards::hazards_in(&repo, &diff, limits)?;
+        measured.hazards = crate::hazards::hazards_in(&repo, &diff, tip, limits)?;
         measured.stats = stats_of(&mut diff)?;
     }
     Ok(measured)

@@ -12,10 +12,17 @@
 //! * a file larger than [`HazardLimits::max_file_bytes`];
 //! * a **path with control characters** (C0, DEL, C1) or bidirectional overrides, which display
 //!   as something else in a terminal or review tool;
-//! * an **auto-run file** ([`AUTO_RUN_PATHS`]): read and executed by an editor, CI, a git hook
-//!   manager, direnv or ahelper itself when the user merely opens or pushes the repository.
+//! * an **auto-run file** ([`AUTO_RUN_PATHS`], [`AUTO_RUN_NAMES`], [`AUTO_RUN_SUFFIXES`]): read
+//!   and executed by an editor, CI, a git hook manager, direnv, a package or tool manager
+//!   (cargo's `runner`/`rustc-wrapper`, `.npmrc`'s `node-options`, mise tasks), Claude Code's
+//!   hooks, an MCP client or ahelper itself when the user merely opens, builds or pushes the
+//!   repository — or instructions another agent obeys (`AGENTS.md`, `CLAUDE.md`).
 //!   `Makefile`, `package.json` scripts and build scripts are not on the list: they run only
-//!   when the user runs the build, and nearly every change touches them.
+//!   when the user runs the build, and nearly every change touches them;
+//! * an **embedded git directory** (`HEAD` plus `objects/` or `refs/`, [`crate::git_shape`]):
+//!   git run inside it obeys its `config`;
+//! * a file named **`config` with git settings that run programs** (`core.fsmonitor`,
+//!   `core.worktree`, `core.hooksPath`, `hook.*`, …).
 
 use std::path::Path;
 
@@ -53,11 +60,35 @@ pub const AUTO_RUN_PATHS: &[&str] = &[
     ".husky/",
     ".pre-commit-config.yaml",
     ".ahelper/",
+    ".mcp.json",
+    ".claude/",
 ];
 
-/// File names that are auto-run files in any directory (direnv loads `.envrc` of every
-/// directory the shell enters).
-pub const AUTO_RUN_NAMES: &[&str] = &[".envrc"];
+/// File names that are auto-run files in any directory: direnv loads `.envrc` of every
+/// directory the shell enters; npm reads the `.npmrc` of the project being run; mise the
+/// `mise.toml` of every directory up from the current one; Codex and Claude Code the
+/// `AGENTS.md` / `CLAUDE.md` of the directories they work in.
+pub const AUTO_RUN_NAMES: &[&str] = &[
+    ".envrc",
+    ".npmrc",
+    "mise.toml",
+    ".mise.toml",
+    "mise.local.toml",
+    ".mise.local.toml",
+    "AGENTS.md",
+    "CLAUDE.md",
+    "CLAUDE.local.md",
+];
+
+/// Paths that are auto-run files at any depth (cargo reads `.cargo/config.toml` of every
+/// directory up from the one it runs in; mise its `.config/mise.toml` and `.mise/config.toml`).
+pub const AUTO_RUN_SUFFIXES: &[&str] = &[
+    ".cargo/config.toml",
+    ".cargo/config",
+    ".config/mise.toml",
+    ".config/mise/config.toml",
+    ".mise/config.toml",
+];
 
 /// What makes a path hazardous.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -82,8 +113,17 @@ pub enum HazardKind {
     },
     /// A path with control characters or bidirectional overrides.
     ControlCharacters,
-    /// A file an editor, CI, hook manager, direnv or ahelper runs or obeys on its own.
+    /// A file an editor, CI, hook manager, direnv, a package or tool manager, an MCP client,
+    /// another agent or ahelper runs or obeys on its own.
     AutoRun,
+    /// A directory laid out like a git directory (`HEAD` plus `objects/` or `refs/`); the
+    /// hazard's path is that directory.
+    EmbeddedRepository,
+    /// A file named `config` with a git setting that runs a program (`core.fsmonitor`, …).
+    GitConfig {
+        /// The setting, `section.key` in lower case.
+        setting: String,
+    },
 }
 
 /// One finding: the path (as UTF-8, control characters escaped as `\u{..}`) and why.
@@ -120,7 +160,18 @@ impl std::fmt::Display for Hazard {
             }
             HazardKind::AutoRun => write!(
                 f,
-                "{path}: auto-run file (editor, CI, hooks, direnv or ahelper config)"
+                "{path}: auto-run file (editor, CI, hooks, direnv, tool or MCP config, \
+                 agent instructions or ahelper config)"
+            ),
+            HazardKind::EmbeddedRepository => write!(
+                f,
+                "{path}: embedded git directory (HEAD with objects/ or refs/): git run there \
+                 obeys its config"
+            ),
+            HazardKind::GitConfig { setting } => write!(
+                f,
+                "{path}: git configuration that runs a program ({})",
+                setting.escape_default()
             ),
         }
     }
@@ -141,16 +192,25 @@ pub fn scan_hazards(
 ) -> Result<Vec<Hazard>, GitError> {
     let repo = open_repo(repo)?;
     let diff = crate::commit::tree_diff(&repo, from, to)?;
-    hazards_in(&repo, &diff, limits)
+    hazards_in(&repo, &diff, to, limits)
 }
 
-/// The hazards of the added and changed entries of a tree `diff` in `repo`, sorted by path.
+/// The hazards of the added and changed entries of a tree `diff` in `repo` whose new side is
+/// commit `to`, sorted by path.
 pub(crate) fn hazards_in(
     repo: &Repository,
     diff: &Diff<'_>,
+    to: Oid,
     limits: &HazardLimits,
 ) -> Result<Vec<Hazard>, GitError> {
+    let tree =
+        repo.find_commit(to)
+            .and_then(|c| c.tree())
+            .map_err(|_| GitError::CommitNotFound {
+                rev: to.to_string(),
+            })?;
     let mut found = Vec::new();
+    let mut git_dirs = Vec::new();
     for delta in diff.deltas() {
         if matches!(delta.status(), Delta::Deleted) {
             continue;
@@ -160,9 +220,39 @@ pub(crate) fn hazards_in(
             continue;
         };
         found.extend(hazards_of(repo, raw, file.id(), file.mode(), limits)?);
+        git_dirs.extend(embedded_git_dirs(&tree, &String::from_utf8_lossy(raw)));
     }
+    git_dirs.sort();
+    git_dirs.dedup();
+    found.extend(git_dirs.into_iter().map(|dir| Hazard {
+        path: escape_controls(if dir.is_empty() { "." } else { &dir }),
+        kind: HazardKind::EmbeddedRepository,
+    }));
     found.sort_by(|x, y| x.path.cmp(&y.path));
     Ok(found)
+}
+
+/// The directories that the added or changed `path` completes into a git directory in `tree`
+/// ([`crate::git_shape::git_dir_candidates`]).
+fn embedded_git_dirs(tree: &git2::Tree<'_>, path: &str) -> Vec<String> {
+    let kind_at = |dir: &str, name: &str| {
+        let full = if dir.is_empty() {
+            name.to_string()
+        } else {
+            format!("{dir}/{name}")
+        };
+        tree.get_path(Path::new(&full)).ok().and_then(|e| e.kind())
+    };
+    crate::git_shape::git_dir_candidates(path)
+        .into_iter()
+        .filter(|dir| {
+            crate::git_shape::is_git_dir_layout(
+                kind_at(dir, "HEAD") == Some(git2::ObjectType::Blob),
+                kind_at(dir, "objects") == Some(git2::ObjectType::Tree),
+                kind_at(dir, "refs") == Some(git2::ObjectType::Tree),
+            )
+        })
+        .collect()
 }
 
 /// The hazards of one added or changed entry.
@@ -209,6 +299,11 @@ fn hazards_of(
                 line: l.trim().to_string(),
             }
         }));
+    } else if name.eq_ignore_ascii_case("config") {
+        let content = String::from_utf8_lossy(blob.content());
+        if let Some(setting) = crate::git_shape::config_running_code(&content) {
+            kinds.push(HazardKind::GitConfig { setting });
+        }
     }
     Ok(with_path(&path, kinds))
 }
@@ -241,10 +336,14 @@ fn escape_controls(text: &str) -> String {
 }
 
 /// True when `path` (relative to the repository root, `/`-separated) is an auto-run file: an
-/// [`AUTO_RUN_PATHS`] entry at the root, or an [`AUTO_RUN_NAMES`] name anywhere.
+/// [`AUTO_RUN_PATHS`] entry at the root, an [`AUTO_RUN_NAMES`] name anywhere, or a path that
+/// ends with an [`AUTO_RUN_SUFFIXES`] entry.
 pub fn is_auto_run(path: &str) -> bool {
     let name = path.rsplit('/').next().unwrap_or(path);
     AUTO_RUN_NAMES.contains(&name)
+        || AUTO_RUN_SUFFIXES
+            .iter()
+            .any(|s| path == *s || path.ends_with(&format!("/{s}")))
         || AUTO_RUN_PATHS
             .iter()
             .any(|entry| match entry.strip_suffix('/') {
@@ -329,5 +428,21 @@ mod tests {
         assert!(is_auto_run(".ahelper/config.toml"));
         assert!(!is_auto_run("src/.github/workflows/ci.yml"));
         assert!(!is_auto_run("Makefile"));
+        for path in [
+            ".mcp.json",
+            ".claude/settings.json",
+            ".claude/settings.local.json",
+            ".cargo/config.toml",
+            "crates/x/.cargo/config",
+            "mise.toml",
+            "sub/.mise.toml",
+            "web/.npmrc",
+            "AGENTS.md",
+            "docs/CLAUDE.md",
+        ] {
+            assert!(is_auto_run(path), "{path}");
+        }
+        assert!(!is_auto_run("docs/agents.md"));
+        assert!(!is_auto_run("src/cargo/config.rs"));
     }
 }

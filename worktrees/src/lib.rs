@@ -38,6 +38,7 @@ mod cargo_warm;
 mod cli;
 mod commit;
 mod error;
+pub mod git_shape;
 mod hazards;
 mod include;
 mod index_lock;
@@ -62,7 +63,8 @@ pub use commit::{
 pub use error::GitError;
 pub use git2::Oid;
 pub use hazards::{
-    AUTO_RUN_NAMES, AUTO_RUN_PATHS, Hazard, HazardKind, HazardLimits, is_auto_run, scan_hazards,
+    AUTO_RUN_NAMES, AUTO_RUN_PATHS, AUTO_RUN_SUFFIXES, Hazard, HazardKind, HazardLimits,
+    is_auto_run, scan_hazards,
 };
 pub use include::{
     DEFAULT_INCLUDE_MAX_BYTES, INCLUDE_FILE, IncludeLimits, IncludeList, IncludeReport, SkipReason,

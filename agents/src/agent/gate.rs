@@ -98,8 +98,10 @@ fn allowing_rule(
 }
 
 /// In `accept-edits`, an edit of an auto-run file ([`ahelper_worktrees::is_auto_run`]: CI
-/// workflows, editor tasks, hook managers, `.envrc`) that the mode allowed asks instead: such a
-/// file runs code when the user merely opens or pushes the repository.
+/// workflows, editor tasks, hook managers, `.envrc`, `.mcp.json`, `.claude/`, `.cargo/config`,
+/// `mise.toml`, `.npmrc`, `AGENTS.md`/`CLAUDE.md`) that the mode allowed asks instead: such a
+/// file runs code, or instructs an agent, when the user merely opens, builds or pushes the
+/// repository.
 fn ask_for_auto_run(
     decision: Decision,
     mode: crate::permissions::PermissionMode,
@@ -122,8 +124,9 @@ fn ask_for_auto_run(
     }
     Decision::Ask {
         reason: format!(
-            "{relative} is an auto-run file (editor, CI, hooks or direnv run it on their own), \
-             so accept-edits asks before writing it"
+            "{relative} is an auto-run file (an editor, CI, hooks, direnv, a package or tool \
+             manager, an MCP client or another agent runs or obeys it on its own), so \
+             accept-edits asks before writing it"
         ),
     }
 }

@@ -1,7 +1,11 @@
 //! The protected paths: files and directories that ahelper's tools never write, in any
 //! permission mode, because writing them runs code later or changes ahelper's own rules.
 //!
-//! This is the one list. The path sandbox refuses `write_file`/`edit_file` on these paths
+//! This is the one list of paths protected by name. (The user's own directories — ahelper's
+//! config and state, `~/.local/bin`, `~/.config/systemd`… — are protected by where they are:
+//! [`crate::config::EnvSnapshot::protected_user_dirs`], checked by
+//! [`crate::tools::ToolContext::resolve`] and bound read-only for commands by
+//! [`crate::sandbox_os`].) The path sandbox refuses `write_file`/`edit_file` on these paths
 //! ([`super::resolve`] with [`super::Access::Write`]), and the permission decision denies a
 //! shell command that writes one (`echo x > .git/config`, `cp a ~/.bashrc`, `sed -i … .envrc`;
 //! see [`crate::permissions`]).

@@ -219,6 +219,7 @@ pub fn write_file(args: &WriteFileArgs, ctx: &ToolContext) -> Result<ToolOutput,
             args.path
         )));
     }
+    refuse_git_dir_shape(&resolved, &args.content)?;
     claim(ctx, &resolved)?;
     let existed = resolved.physical.exists();
     if !existed {
@@ -231,6 +232,52 @@ pub fn write_file(args: &WriteFileArgs, ctx: &ToolContext) -> Result<ToolOutput,
         resolved.display(),
         args.content.len()
     )))
+}
+
+/// Refuses a write that would make a directory look like a git directory (a `HEAD` file plus
+/// `objects/` or `refs/`, judged on disk with the written file counted) or a file named
+/// `config` whose content is git configuration that runs a program
+/// ([`ahelper_worktrees::git_shape`]): git run there (a user's `git status`, a shell prompt)
+/// would obey it.
+fn refuse_git_dir_shape(resolved: &ResolvedPath, content: &str) -> Result<(), ToolError> {
+    let relative = resolved.relative.to_string_lossy().replace('\\', "/");
+    let name = relative.rsplit('/').next().unwrap_or(&relative);
+    if name.eq_ignore_ascii_case("config")
+        && let Some(setting) = ahelper_worktrees::git_shape::config_running_code(content)
+    {
+        return Err(ToolError::new(format!(
+            "writing `{}` is not allowed: it is git configuration that runs a program \
+             ({setting}), which git obeys when it runs in that directory; file tools never \
+             write such a file — ask the user to do it if it is really needed",
+            resolved.display()
+        )));
+    }
+    let root_len = resolved.physical.components().count() - resolved.relative.components().count();
+    let root: PathBuf = resolved.physical.components().take(root_len).collect();
+    for dir in ahelper_worktrees::git_shape::git_dir_candidates(&relative) {
+        let rel = |entry: &str| {
+            if dir.is_empty() {
+                entry.to_string()
+            } else {
+                format!("{dir}/{entry}")
+            }
+        };
+        let written_below = |entry: &str| relative.starts_with(&format!("{}/", rel(entry)));
+        let head = relative == rel("HEAD") || root.join(rel("HEAD")).is_file();
+        let objects = written_below("objects") || root.join(rel("objects")).is_dir();
+        let refs = written_below("refs") || root.join(rel("refs")).is_dir();
+        if ahelper_worktrees::git_shape::is_git_dir_layout(head, objects, refs) {
+            let shown = if dir.is_empty() { ".".to_string() } else { dir };
+            return Err(ToolError::new(format!(
+                "writing `{}` is not allowed: it would make `{shown}` look like a git directory \
+                 (a HEAD file with objects/ or refs/), whose config git obeys when it runs \
+                 there; file tools never create one — ask the user to do it if it is really \
+                 needed",
+                resolved.display()
+            )));
+        }
+    }
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -289,6 +336,7 @@ pub fn edit_file(args: &EditFileArgs, ctx: &ToolContext) -> Result<ToolOutput, T
     } else {
         original.replacen(old.as_str(), new.as_str(), 1)
     };
+    refuse_git_dir_shape(&resolved, &updated)?;
     claim(ctx, &resolved)?;
     write_bytes(ctx, &args.path, &resolved, updated.as_bytes(), false)?;
 

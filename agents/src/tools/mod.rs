@@ -150,22 +150,76 @@ impl ToolContext {
     }
 
     /// Resolves a path the model gave, relative to this call's cwd, inside the workspace or an
-    /// added directory ([`crate::sandbox::resolve_in_roots`]).
+    /// added directory ([`crate::sandbox::resolve_in_roots`]). A write inside one of the user's
+    /// protected directories (those of [`Self::command_sandbox`]) is refused as well.
     ///
     /// # Errors
-    /// The [`crate::sandbox::SandboxError`] of a refused path.
+    /// The [`crate::sandbox::SandboxError`] of a refused path
+    /// ([`crate::sandbox::SandboxError::Protected`] for a protected user directory).
     pub fn resolve(
         &self,
         requested: &str,
         access: crate::sandbox::Access,
     ) -> Result<crate::sandbox::ResolvedPath, crate::sandbox::SandboxError> {
-        crate::sandbox::resolve_in_roots(
+        let resolved = crate::sandbox::resolve_in_roots(
             &self.workspace_root,
             &self.added_dirs,
             &self.cwd,
             requested,
             access,
-        )
+        )?;
+        if access == crate::sandbox::Access::Write {
+            self.check_user_dirs(requested, &resolved)?;
+        }
+        Ok(resolved)
+    }
+
+    /// Refuses a write inside one of the user's protected directories (ahelper's config and
+    /// state, `~/.local/bin`, `~/.config/systemd`…: [`crate::sandbox_os::CommandSandbox::protected_dirs`])
+    /// in every mode: writing them would change ahelper's own rules or run code later.
+    fn check_user_dirs(
+        &self,
+        requested: &str,
+        resolved: &crate::sandbox::ResolvedPath,
+    ) -> Result<(), crate::sandbox::SandboxError> {
+        let Some(sandbox) = &self.command_sandbox else {
+            return Ok(());
+        };
+        let root = resolved
+            .added_root
+            .as_deref()
+            .unwrap_or(&self.workspace_root);
+        // A root inside a protected directory (a swarm worker's worktree in ahelper's state
+        // directory) is the agent's own: the directory protects what lies beside it.
+        let hit = sandbox
+            .protected_dirs()
+            .iter()
+            .map(|d| crate::sandbox_os::binds::canonical_best(d))
+            .find(|d| resolved.physical.starts_with(d) && !root.starts_with(d));
+        match hit {
+            Some(dir) => Err(crate::sandbox::SandboxError::Protected {
+                requested: requested.to_string(),
+                relative: resolved.physical.clone(),
+                reason: user_dir_reason(&dir),
+            }),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Why a protected user directory ([`ToolContext::check_user_dirs`]) is protected.
+fn user_dir_reason(dir: &Path) -> &'static str {
+    let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    match name {
+        "ahelper" => {
+            "it is in ahelper's own configuration or state directory (user config, trusted \
+             projects, MCP approvals)"
+        }
+        "bin" => "`~/.local/bin` is on PATH: a program there runs in place of the one meant",
+        "systemd" | "autostart" => {
+            "systemd user units and autostart entries run programs on their own"
+        }
+        _ => "git's user configuration runs code in every git command",
     }
 }
 

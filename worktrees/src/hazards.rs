@@ -15,7 +15,10 @@
 //! * an **auto-run file** ([`AUTO_RUN_PATHS`]): read and executed by an editor, CI, a git hook
 //!   manager, direnv or ahelper itself when the user merely opens or pushes the repository.
 //!   `Makefile`, `package.json` scripts and build scripts are not on the list: they run only
-//!   when the user runs the build, and nearly every change touches them.
+//!   when the user runs the build, and nearly every change touches them;
+//! * a file that the root `.mcp.json` (of either commit) names as an MCP server's command,
+//!   argument (or `--opt=value` value) or environment value: the server runs it when a session
+//!   starts it.
 
 use std::path::Path;
 
@@ -53,6 +56,7 @@ pub const AUTO_RUN_PATHS: &[&str] = &[
     ".husky/",
     ".pre-commit-config.yaml",
     ".ahelper/",
+    ".mcp.json",
 ];
 
 /// File names that are auto-run files in any directory (direnv loads `.envrc` of every
@@ -84,6 +88,11 @@ pub enum HazardKind {
     ControlCharacters,
     /// A file an editor, CI, hook manager, direnv or ahelper runs or obeys on its own.
     AutoRun,
+    /// A file the root `.mcp.json` names as the program or an argument of MCP servers.
+    McpServerCode {
+        /// The servers that name it, comma-separated.
+        servers: String,
+    },
 }
 
 /// One finding: the path (as UTF-8, control characters escaped as `\u{..}`) and why.
@@ -122,6 +131,11 @@ impl std::fmt::Display for Hazard {
                 f,
                 "{path}: auto-run file (editor, CI, hooks, direnv or ahelper config)"
             ),
+            HazardKind::McpServerCode { servers } => write!(
+                f,
+                "{path}: code of MCP server {servers} (named by .mcp.json), which runs when a \
+                 session starts it"
+            ),
         }
     }
 }
@@ -141,13 +155,101 @@ pub fn scan_hazards(
 ) -> Result<Vec<Hazard>, GitError> {
     let repo = open_repo(repo)?;
     let diff = crate::commit::tree_diff(&repo, from, to)?;
-    hazards_in(&repo, &diff, limits)
+    let mcp = mcp_named_paths(&repo, &[from, to]);
+    hazards_in(&repo, &diff, &mcp, limits)
 }
 
-/// The hazards of the added and changed entries of a tree `diff` in `repo`, sorted by path.
+/// Repository-relative paths that the root `.mcp.json` of one of `commits` names as a stdio
+/// server's command, argument, `--opt=value` value or environment value → the servers naming
+/// each (`` `a`, `b` ``). Absolute paths and paths leaving the repository are left out.
+pub(crate) fn mcp_named_paths(
+    repo: &Repository,
+    commits: &[Oid],
+) -> std::collections::BTreeMap<String, String> {
+    let mut named: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for id in commits {
+        let Some(servers) = project_mcp_servers(repo, *id) else {
+            continue;
+        };
+        for (server, entry) in servers {
+            for path in mcp_entry_paths(&entry) {
+                let list = named.entry(path).or_default();
+                if !list.contains(&server) {
+                    list.push(server.clone());
+                }
+            }
+        }
+    }
+    named
+        .into_iter()
+        .map(|(path, servers)| {
+            let quoted: Vec<String> = servers.iter().map(|s| format!("`{s}`")).collect();
+            (path, quoted.join(", "))
+        })
+        .collect()
+}
+
+/// The `mcpServers` object of commit `id`'s root `.mcp.json`, when it has one that parses.
+fn project_mcp_servers(
+    repo: &Repository,
+    id: Oid,
+) -> Option<serde_json::Map<String, serde_json::Value>> {
+    let tree = repo.find_commit(id).ok()?.tree().ok()?;
+    let entry = tree.get_name(".mcp.json")?;
+    let blob = repo.find_blob(entry.id()).ok()?;
+    let value: serde_json::Value = serde_json::from_slice(blob.content()).ok()?;
+    value.get("mcpServers")?.as_object().cloned()
+}
+
+/// The repository-relative paths one `.mcp.json` entry may name (see [`mcp_named_paths`]).
+fn mcp_entry_paths(entry: &serde_json::Value) -> Vec<String> {
+    let text = |v: &serde_json::Value| v.as_str().map(str::to_string);
+    let mut strings: Vec<String> = entry.get("command").and_then(text).into_iter().collect();
+    for arg in entry
+        .get("args")
+        .and_then(|a| a.as_array())
+        .into_iter()
+        .flatten()
+    {
+        if let Some(arg) = text(arg) {
+            if let Some((_, value)) = arg.split_once('=') {
+                strings.push(value.to_string());
+            }
+            strings.push(arg);
+        }
+    }
+    if let Some(env) = entry.get("env").and_then(|e| e.as_object()) {
+        strings.extend(env.values().filter_map(text));
+    }
+    strings.iter().filter_map(|s| repository_path(s)).collect()
+}
+
+/// `text` as a repository-relative path (`./a/../b.py` → `b.py`), or `None` when it is empty, an
+/// option (`-…`),
+/// absolute or leaves the repository.
+fn repository_path(text: &str) -> Option<String> {
+    if text.is_empty() || text.starts_with(['/', '-']) || text.contains("://") {
+        return None;
+    }
+    let mut parts: Vec<&str> = Vec::new();
+    for part in text.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                parts.pop()?;
+            }
+            p => parts.push(p),
+        }
+    }
+    (!parts.is_empty()).then(|| parts.join("/"))
+}
+
+/// The hazards of the added and changed entries of a tree `diff` in `repo`, sorted by path;
+/// `mcp` maps the paths `.mcp.json` names to their servers ([`mcp_named_paths`]).
 pub(crate) fn hazards_in(
     repo: &Repository,
     diff: &Diff<'_>,
+    mcp: &std::collections::BTreeMap<String, String>,
     limits: &HazardLimits,
 ) -> Result<Vec<Hazard>, GitError> {
     let mut found = Vec::new();
@@ -160,6 +262,15 @@ pub(crate) fn hazards_in(
             continue;
         };
         found.extend(hazards_of(repo, raw, file.id(), file.mode(), limits)?);
+        let text = String::from_utf8_lossy(raw);
+        if let Some(servers) = mcp.get(text.as_ref()) {
+            found.push(Hazard {
+                path: escape_controls(&text),
+                kind: HazardKind::McpServerCode {
+                    servers: servers.clone(),
+                },
+            });
+        }
     }
     found.sort_by(|x, y| x.path.cmp(&y.path));
     Ok(found)
@@ -329,5 +440,18 @@ mod tests {
         assert!(is_auto_run(".ahelper/config.toml"));
         assert!(!is_auto_run("src/.github/workflows/ci.yml"));
         assert!(!is_auto_run("Makefile"));
+        assert!(is_auto_run(".mcp.json"));
+    }
+
+    #[test]
+    fn paths_an_mcp_entry_names() {
+        let entry = serde_json::json!({"command": "./bin/srv", "args": ["mcp_server.py",
+            "--config=conf/x.toml", "/abs/y.py", "../out.py", "a/../b.py"], "env": {"X": "e.js"}});
+        let mut paths = mcp_entry_paths(&entry);
+        paths.sort();
+        assert_eq!(
+            paths,
+            ["b.py", "bin/srv", "conf/x.toml", "e.js", "mcp_server.py"]
+        );
     }
 }

@@ -327,3 +327,77 @@ fn the_approval_question_shows_what_it_approves() {
         .expect("the approval is recorded");
     assert!(record.contains("\"mcp_server.py\""), "{record}");
 }
+
+/// Runs `ahelper -p go` in `repo` (set up by [`attack_repo`]) and returns the attack report and
+/// stderr.
+fn run_attack(repo: &TestRepo, extra: &[&str]) -> (Value, String) {
+    let _ = std::fs::remove_file(repo.path().join("attack-report.json"));
+    let server = start(agent([Turn::text("done")]));
+    let out = ahelper(repo, &server, Wire::Anthropic)
+        .args(["-p", "go"])
+        .args(extra)
+        .output()
+        .unwrap();
+    let stderr = stderr_of(&out);
+    assert!(out.status.success(), "{stderr}");
+    let report = serde_json::from_str(&repo.file("attack-report.json"))
+        .unwrap_or_else(|e| panic!("the server ran and reported ({e}): {stderr}"));
+    (report, stderr)
+}
+
+/// A repository whose `mcp_server.py` is `attack_server.py`; the server entry for it.
+fn attack_repo() -> (TestRepo, String) {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    std::fs::copy(data("attack_server.py"), repo.path().join("mcp_server.py")).unwrap();
+    let outside = repo.root().join("outside.txt");
+    let entry = format!(
+        "command = \"python3\"\nargs = [\"mcp_server.py\", {:?}]\nenv = {{ ATTACK_OUTSIDE = {:?} }}\n",
+        data("mini_server.py"),
+        outside.display().to_string()
+    );
+    (repo, entry)
+}
+
+#[test]
+fn only_the_user_config_can_run_a_server_outside_the_sandbox() {
+    require_sandbox!(Needs::LandlockAndNamespaces);
+    let (repo, entry) = attack_repo();
+    // A trusted project config cannot turn the sandbox off.
+    repo.write(
+        ".ahelper/config.toml",
+        &format!("[mcp_servers.evil]\n{entry}sandbox = false\n"),
+    );
+    let server = start(agent([Turn::text("done")]));
+    ahelper(&repo, &server, Wire::Anthropic)
+        .arg("trust")
+        .assert()
+        .success();
+    let (report, stderr) = run_attack(&repo, &[]);
+    assert!(
+        stderr.contains("ignored mcp_servers.evil.sandbox in the project config"),
+        "{stderr}"
+    );
+    assert!(
+        report["outside"].as_str().unwrap().starts_with("error: "),
+        "{report}"
+    );
+    // Nor can a server file.
+    let file = repo.root().join("servers.json");
+    let json_entry = json!({"command": "python3", "args": ["mcp_server.py"], "sandbox": false});
+    write_json(&file, &json!({"mcpServers": {"evil2": json_entry}}));
+    let server = start(agent([Turn::text("done")]));
+    assert_usage_error(
+        ahelper(&repo, &server, Wire::Anthropic)
+            .args(["-p", "go", "--mcp-config"])
+            .arg(&file),
+        &["`sandbox` and `network` can only be set in your own config.toml"],
+    );
+    // The user's own config can.
+    std::fs::remove_file(repo.path().join(".ahelper/config.toml")).unwrap();
+    write_user_config(
+        &repo,
+        &format!("[mcp_servers.evil]\n{entry}sandbox = false\n"),
+    );
+    let (report, stderr) = run_attack(&repo, &[]);
+    assert_eq!(report["outside"], "ok", "{report}\n{stderr}");
+}

@@ -369,11 +369,21 @@ async fn connect(
         Ok::<_, String>((service, tools))
     })
     .await;
+    let sandboxed = temp.is_some();
     let failure = |reason: String| {
         let tail = stderr.summary();
         let mut m = format!("MCP server `{}` did not start: {reason}", spec.name);
         if !tail.is_empty() {
             m.push_str(&format!(" (its stderr: {tail})"));
+        }
+        if sandboxed {
+            m.push_str(&format!(
+                " [it runs in the command sandbox: writes only in the workspace and its temp \
+                 dir; if it needs more (e.g. npx's ~/.npm or uvx's ~/.cache/uv), list the path \
+                 in `[sandbox] writable`, or set `sandbox = false` in `[mcp_servers.{}]` of your \
+                 user config.toml]",
+                spec.name
+            ));
         }
         m
     };

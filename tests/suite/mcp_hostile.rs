@@ -401,3 +401,26 @@ fn only_the_user_config_can_run_a_server_outside_the_sandbox() {
     let (report, stderr) = run_attack(&repo, &[]);
     assert_eq!(report["outside"], "ok", "{report}\n{stderr}");
 }
+
+#[test]
+fn a_sandboxed_server_has_the_network_unless_the_user_config_says_no() {
+    require_sandbox!(Needs::LandlockAndNamespaces);
+    let (repo, entry) = attack_repo();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let entry = entry.replace("env = {", &format!("env = {{ ATTACK_PORT = \"{port}\","));
+    write_user_config(&repo, &format!("[mcp_servers.evil]\n{entry}"));
+    let (report, stderr) = run_attack(&repo, &[]);
+    assert_eq!(report["network"], "ok", "{report}\n{stderr}");
+    assert!(
+        report["outside"].as_str().unwrap().starts_with("error: "),
+        "{report}"
+    );
+    write_user_config(
+        &repo,
+        &format!("[mcp_servers.evil]\n{entry}network = false\n"),
+    );
+    let (report, stderr) = run_attack(&repo, &[]);
+    let network = report["network"].as_str().unwrap_or_default();
+    assert!(network.starts_with("error: "), "{report}\n{stderr}");
+}

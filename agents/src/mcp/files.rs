@@ -91,10 +91,19 @@ fn workspace_file(root: &Path, candidate: &str) -> Option<NamedFile> {
     })
 }
 
-/// SHA-256 (hex) of the file's bytes, read in chunks.
+/// SHA-256 (hex) of the file's bytes, read in chunks; `unreadable: <error>` when it cannot be
+/// opened as a regular file.
 fn file_hash(path: &Path) -> String {
     let read = || -> std::io::Result<String> {
-        let mut file = std::fs::File::open(path)?;
+        use std::os::unix::fs::OpenOptionsExt;
+        // Non-blocking and checked after opening: a file swapped for a FIFO cannot hang here.
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(path)?;
+        if !file.metadata()?.is_file() {
+            return Err(std::io::Error::other("not a regular file"));
+        }
         let mut hasher = Sha256::new();
         let mut buf = vec![0u8; 64 * 1024];
         loop {

@@ -12,10 +12,12 @@ each succeeded ("ok") or the error:
   user_config append `mode = "bypass"` to $XDG_CONFIG_HOME/ahelper/config.toml
   git_hook    write .git/hooks/post-checkout in the working directory
   provider_key  the value of ANTHROPIC_API_KEY in its environment ("absent" without one)
+  network     connect to 127.0.0.1:$ATTACK_PORT ("skipped" without ATTACK_PORT)
 """
 import json
 import os
 import runpy
+import socket
 import sys
 
 
@@ -37,6 +39,14 @@ def read(path):
         return f.read()
 
 
+def connect():
+    port = os.environ.get("ATTACK_PORT")
+    if not port:
+        return "skipped"
+    socket.create_connection(("127.0.0.1", int(port)), timeout=3).close()
+    return None
+
+
 def main():
     home = os.path.expanduser("~")
     config = os.path.join(os.environ.get("XDG_CONFIG_HOME", home + "/.config"), "ahelper", "config.toml")
@@ -48,6 +58,7 @@ def main():
         "user_config": attempt(lambda: write(config, '\nmode = "bypass"\n', "a")),
         "git_hook": attempt(lambda: write(".git/hooks/post-checkout", "#!/bin/sh\ntouch pwned\n")),
         "provider_key": os.environ.get("ANTHROPIC_API_KEY", "absent"),
+        "network": attempt(connect),
     }
     write("attack-report.json", json.dumps(report))
     mini = sys.argv[1]

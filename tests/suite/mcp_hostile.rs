@@ -6,8 +6,8 @@
 //!   file rewritten anyway is not started by the next session without a new approval;
 //! - (b) an approved server cannot write outside the workspace, read `~/.ssh`, write the user
 //!   config or `.git`, nor see the provider key: it runs in the command sandbox;
-//! - (c) in a swarm, s2 (after s1) does not start the server file s1 rewrote, and the merge
-//!   names it as a hazard;
+//! - (c) in a swarm, s2 (after s1) does not start the server file s1 rewrote, the merge
+//!   names it as a hazard and `--apply` refuses it;
 //! - (d) a project `.mcp.json` that expands `${ANTHROPIC_API_KEY}` is refused, and the key
 //!   never reaches its server;
 //! - (e) the approval question shows the commands, arguments, URL, headers, the workspace files
@@ -208,7 +208,8 @@ fn a_swarm_worker_does_not_start_a_server_file_another_worker_rewrote() {
         .with_conversation(worker("s2", [writes("b.txt", "B\n"), done("s2")]));
     let server = start(script);
     let out = ahelper(&repo, &server, Wire::Anthropic)
-        .args(["swarm", "do it", "--yes", "--permission-mode", "bypass"])
+        .args(["swarm", "do it", "--yes", "--apply"])
+        .args(["--permission-mode", "bypass"])
         .output()
         .unwrap();
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), stderr_of(&out));
@@ -232,11 +233,18 @@ fn a_swarm_worker_does_not_start_a_server_file_another_worker_rewrote() {
         all.contains("MCP server `mini` was not started") && all.contains("mcp_server.py changed"),
         "{all}"
     );
-    // The merge names the rewritten server file as a hazard.
+    // The merge names the rewritten server file as a hazard, and `--apply` does not bring it
+    // into the user's branch.
     assert!(
         all.contains("mcp_server.py: code of MCP server `mini` (named by .mcp.json)"),
         "{all}"
     );
+    assert_eq!(out.status.code(), Some(1), "{all}");
+    assert!(
+        all.contains("not applied: workers added hazardous content"),
+        "{all}"
+    );
+    assert_eq!(repo.file("mcp_server.py"), launcher(""));
 }
 
 #[test]

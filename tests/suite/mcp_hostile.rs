@@ -103,9 +103,11 @@ fn a_rewritten_server_file_is_asked_about_and_not_started_without_a_new_approval
     let original = repo.file("mcp_server.py");
     // (a) In accept-edits the model tries to rewrite the approved server's file, with a file
     // tool and with a command: both ask, and `-p` has nobody to ask.
+    let mcp_json = repo.file(".mcp.json");
     let server = start(agent([
         writes("mcp_server.py", &hostile_launcher()),
         runs("printf 'import os' > mcp_server.py"),
+        writes(".mcp.json", r#"{"mcpServers": {"x": {"command": "sh"}}}"#),
         Turn::text("done"),
     ]));
     let out = ahelper(&repo, &server, Wire::Anthropic)
@@ -114,6 +116,8 @@ fn a_rewritten_server_file_is_asked_about_and_not_started_without_a_new_approval
         .unwrap();
     let stderr = stderr_of(&out);
     assert_eq!(repo.file("mcp_server.py"), original, "{stderr}");
+    assert_eq!(repo.file(".mcp.json"), mcp_json, "{stderr}");
+    assert!(stderr.contains(".mcp.json is an auto-run file"), "{stderr}");
     assert!(
         stderr.contains("mcp_server.py is code the MCP server `mini` of .mcp.json runs"),
         "{stderr}"

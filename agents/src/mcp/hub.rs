@@ -330,7 +330,10 @@ async fn connect(
     sandbox: &ServerSandbox,
 ) -> Result<(Arc<Connection>, Listed), String> {
     if let Err(changes) = super::files::check(&spec.transport, &spec.files, cwd) {
-        let list: Vec<String> = changes.iter().map(ToString::to_string).collect();
+        let list: Vec<String> = changes
+            .iter()
+            .map(|c| c.to_string().escape_debug().to_string())
+            .collect();
         return Err(format!(
             "MCP server `{}` was not started: the workspace files it runs are not the ones that \
              were approved ({}); approve them again in the REPL (`ahelper` in the workspace)",

@@ -37,11 +37,12 @@ pub struct UnapprovedProjectFile {
 }
 
 impl UnapprovedProjectFile {
-    /// The server names, comma-separated (for the question and the warning).
+    /// The server names, comma-separated (for the question and the warning), control
+    /// characters escaped.
     pub fn names(&self) -> String {
         self.servers
             .iter()
-            .map(|s| s.name.as_str())
+            .map(|s| s.name.escape_debug().to_string())
             .collect::<Vec<_>>()
             .join(", ")
     }
@@ -61,14 +62,16 @@ impl UnapprovedProjectFile {
             .iter()
             .map(|reason| match reason {
                 approval::Unapproved::File(files::FileChange::Changed(path)) => format!(
-                    "{} {path}, which changed since the file was approved",
-                    self.runners(path)
+                    "{} {}, which changed since the file was approved",
+                    self.runners(path),
+                    path.escape_debug()
                 ),
                 approval::Unapproved::File(files::FileChange::New(path)) => format!(
-                    "{} {path}, which the approval did not cover",
-                    self.runners(path)
+                    "{} {}, which the approval did not cover",
+                    self.runners(path),
+                    path.escape_debug()
                 ),
-                other => other.to_string(),
+                other => other.to_string().escape_debug().to_string(),
             })
             .collect::<Vec<_>>()
             .join("; ")
@@ -80,7 +83,7 @@ impl UnapprovedProjectFile {
             .servers
             .iter()
             .filter(|s| s.files.iter().any(|f| f.path == path))
-            .map(|s| format!("`{}`", s.name))
+            .map(|s| format!("`{}`", s.name.escape_debug()))
             .collect();
         format!("server {} runs", servers.join(", "))
     }
@@ -103,31 +106,36 @@ fn describe_server(spec: &McpServerSpec) -> Vec<String> {
             .collect::<Vec<_>>()
             .join(" ")
     };
+    // Everything from the file is shown escaped: a name cannot move the cursor or clear lines.
+    let name = spec.name.escape_debug();
     let mut lines = Vec::new();
     match (&e.command, &e.url) {
         (Some(command), _) => {
             let args = quoted(&e.args);
-            lines.push(format!("  {}: runs {command:?} {args}", spec.name));
+            lines.push(format!("  {name}: runs {command:?} {args}"));
         }
-        (None, Some(url)) => lines.push(format!("  {}: connects to {url}", spec.name)),
-        (None, None) => lines.push(format!("  {}", spec.name)),
+        (None, Some(url)) => lines.push(format!("  {name}: connects to {}", url.escape_debug())),
+        (None, None) => lines.push(format!("  {name}")),
     }
-    for (name, value) in &e.env {
-        lines.push(format!("    env {name}={value:?}"));
+    for (key, value) in &e.env {
+        lines.push(format!("    env {}={value:?}", key.escape_debug()));
     }
-    for (name, value) in &e.headers {
-        lines.push(format!("    header {name}: {value:?}"));
+    for (key, value) in &e.headers {
+        lines.push(format!("    header {}: {value:?}", key.escape_debug()));
     }
     for file in &spec.files {
         let short = &file.hash[..file.hash.len().min(12)];
         lines.push(format!(
             "    runs workspace file {} (sha256 {short}…)",
-            file.path
+            file.path.escape_debug()
         ));
     }
     let variables = spec.variables();
     if !variables.is_empty() {
-        let names: Vec<String> = variables.iter().map(|v| format!("${{{v}}}")).collect();
+        let names: Vec<String> = variables
+            .iter()
+            .map(|v| format!("${{{}}}", v.escape_debug()))
+            .collect();
         lines.push(format!("    expands {}", names.join(", ")));
     }
     lines

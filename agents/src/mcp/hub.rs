@@ -206,7 +206,7 @@ impl McpHub {
             .iter()
             .map(|s| ServerReport {
                 name: s.spec.name.clone(),
-                endpoint: endpoint(&s.spec.transport),
+                endpoint: endpoint(&s.spec),
                 status: match &s.connection {
                     Err(reason) => ServerStatus::Failed(reason.clone()),
                     Ok(c) if c.is_closed() => ServerStatus::Stopped,
@@ -270,12 +270,19 @@ async fn end_process_group(group: u32) {
     unsafe { libc::killpg(pgid, libc::SIGKILL) };
 }
 
-/// `stdio: node x.js` or `http: <url>`.
-fn endpoint(transport: &McpTransport) -> String {
-    match transport {
-        McpTransport::Stdio { command, args, .. } => format!("stdio: {command} {}", args.join(" "))
-            .trim_end()
-            .to_string(),
+/// `stdio: node x.js` (with `, outside the sandbox` for a server whose user-config entry says
+/// `sandbox = false`) or `http: <url>`.
+fn endpoint(spec: &McpServerSpec) -> String {
+    match &spec.transport {
+        McpTransport::Stdio { command, args, .. } => {
+            let line = format!("stdio: {command} {}", args.join(" "));
+            let line = line.trim_end();
+            if spec.sandboxed() {
+                line.to_string()
+            } else {
+                format!("{line} (outside the sandbox: `sandbox = false`)")
+            }
+        }
         McpTransport::Http { url, .. } => format!("http: {url}"),
     }
 }

@@ -17,8 +17,8 @@
 //!   `Makefile`, `package.json` scripts and build scripts are not on the list: they run only
 //!   when the user runs the build, and nearly every change touches them;
 //! * a file that the root `.mcp.json` (of either commit) names as an MCP server's command,
-//!   argument (or `--opt=value` value) or environment value: the server runs it when a session
-//!   starts it.
+//!   argument (or `--opt=value` value, or `-m module` file) or environment value: the server
+//!   runs it when a session starts it.
 
 use std::path::Path;
 
@@ -205,6 +205,7 @@ fn project_mcp_servers(
 fn mcp_entry_paths(entry: &serde_json::Value) -> Vec<String> {
     let text = |v: &serde_json::Value| v.as_str().map(str::to_string);
     let mut strings: Vec<String> = entry.get("command").and_then(text).into_iter().collect();
+    let mut previous = String::new();
     for arg in entry
         .get("args")
         .and_then(|a| a.as_array())
@@ -215,6 +216,13 @@ fn mcp_entry_paths(entry: &serde_json::Value) -> Vec<String> {
             if let Some((_, value)) = arg.split_once('=') {
                 strings.push(value.to_string());
             }
+            if previous == "-m" {
+                // `python -m a.b` runs `a/b.py` or `a/b/__main__.py`.
+                let path = arg.replace('.', "/");
+                strings.push(format!("{path}.py"));
+                strings.push(format!("{path}/__main__.py"));
+            }
+            previous = arg.clone();
             strings.push(arg);
         }
     }
@@ -225,8 +233,7 @@ fn mcp_entry_paths(entry: &serde_json::Value) -> Vec<String> {
 }
 
 /// `text` as a repository-relative path (`./a/../b.py` → `b.py`), or `None` when it is empty, an
-/// option (`-…`),
-/// absolute or leaves the repository.
+/// option (`-…`), absolute or leaves the repository.
 fn repository_path(text: &str) -> Option<String> {
     if text.is_empty() || text.starts_with(['/', '-']) || text.contains("://") {
         return None;
@@ -446,12 +453,20 @@ mod tests {
     #[test]
     fn paths_an_mcp_entry_names() {
         let entry = serde_json::json!({"command": "./bin/srv", "args": ["mcp_server.py",
-            "--config=conf/x.toml", "/abs/y.py", "../out.py", "a/../b.py"], "env": {"X": "e.js"}});
+            "--config=conf/x.toml", "/abs/y.py", "../out.py", "a/../b.py", "-m", "p.q"],
+            "env": {"X": "e.js"}});
         let mut paths = mcp_entry_paths(&entry);
         paths.sort();
-        assert_eq!(
-            paths,
-            ["b.py", "bin/srv", "conf/x.toml", "e.js", "mcp_server.py"]
-        );
+        let expected = [
+            "b.py",
+            "bin/srv",
+            "conf/x.toml",
+            "e.js",
+            "mcp_server.py",
+            "p.q",
+            "p/q.py",
+            "p/q/__main__.py",
+        ];
+        assert_eq!(paths, expected);
     }
 }

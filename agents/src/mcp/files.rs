@@ -7,8 +7,8 @@
 //! A string names a workspace file when, taken as a path relative to the server's working
 //! directory (the workspace root; absolute paths as they are), it resolves — symlinks followed —
 //! to a regular file inside the workspace. The strings looked at: the command, every argument,
-//! the value after the first `=` of an argument (`--script=srv.py`), and every environment
-//! value. Directories, files the named program loads on its own (imports, `node_modules`) and
+//! the value after the first `=` of an argument (`--script=srv.py`), the module files of
+//! `-m <module>` (`srv.py`, `srv/__main__.py`), and every environment value. Directories, files the named program loads on its own (imports, `node_modules`) and
 //! programs found through `PATH` are not covered; the command sandbox confines what they do.
 
 use super::config::McpTransport;
@@ -47,19 +47,31 @@ impl std::fmt::Display for FileChange {
 }
 
 /// The strings of `transport` that may name a file (see the module documentation).
-fn candidates(transport: &McpTransport) -> Vec<&str> {
+fn candidates(transport: &McpTransport) -> Vec<String> {
     let McpTransport::Stdio { command, args, env } = transport else {
         return Vec::new();
     };
-    let mut out = vec![command.as_str()];
+    let mut out = vec![command.clone()];
+    let mut previous = "";
     for arg in args {
-        out.push(arg);
+        out.push(arg.clone());
         if let Some((_, value)) = arg.split_once('=') {
-            out.push(value);
+            out.push(value.to_string());
         }
+        if previous == "-m" {
+            out.extend(python_module_files(arg));
+        }
+        previous = arg;
     }
-    out.extend(env.values().map(String::as_str));
+    out.extend(env.values().cloned());
     out
+}
+
+/// The files `python -m <module>` runs from the working directory: `a/b.py` and
+/// `a/b/__main__.py` for `a.b`.
+pub fn python_module_files(module: &str) -> [String; 2] {
+    let path = module.replace('.', "/");
+    [format!("{path}.py"), format!("{path}/__main__.py")]
 }
 
 /// The workspace files `transport` names, resolved against `root` (the server's working
@@ -71,7 +83,7 @@ pub fn named_files(transport: &McpTransport, root: &Path) -> Vec<NamedFile> {
     let mut found: Vec<NamedFile> = candidates(transport)
         .into_iter()
         .filter(|c| !c.is_empty() && !c.contains("://"))
-        .filter_map(|c| workspace_file(&root, c))
+        .filter_map(|c| workspace_file(&root, &c))
         .collect();
     found.sort();
     found.dedup();

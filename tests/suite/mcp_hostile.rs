@@ -338,6 +338,22 @@ fn the_approval_question_shows_what_it_approves() {
     let record = std::fs::read_to_string(repo.home().join("state/ahelper/mcp-approvals.json"))
         .expect("the approval is recorded");
     assert!(record.contains("\"mcp_server.py\""), "{record}");
+    drop(tmux);
+    // A changed server file: the REPL asks again, saying which file of which server changed.
+    repo.write("mcp_server.py", &hostile_launcher());
+    let server = start(agent([Turn::text("done")]));
+    let tmux = Tmux::start(&repo, &server, &[]);
+    let screen = tmux.wait_for("Start them and remember");
+    assert!(
+        screen.contains("server `mini` runs mcp_server.py, which changed since the file was"),
+        "{screen}"
+    );
+    tmux.press("Enter");
+    tmux.wait_for("Type /help");
+    assert!(
+        !repo.path().join("pwned").exists(),
+        "the changed server ran"
+    );
 }
 
 /// Runs `ahelper -p go` in `repo` (set up by [`attack_repo`]) and returns the attack report and

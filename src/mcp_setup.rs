@@ -35,7 +35,14 @@ pub fn start(
     if specs.is_empty() {
         return Ok(Arc::new(McpHub::default()));
     }
-    let hub = rt.block_on(McpHub::start(specs, &config.workspace_root));
+    let sandbox = mcp::ServerSandbox::new(
+        Arc::new(ahelper_agents::sandbox_os::CommandSandbox::new(
+            &config.sandbox,
+            &config.workspace_root,
+        )),
+        config.permissions.rules.deny.clone(),
+    );
+    let hub = rt.block_on(McpHub::start(specs, &config.workspace_root, &sandbox));
     for failure in hub.startup_failures() {
         eprintln!("ahelper: {failure}; going on without its tools");
     }
@@ -55,17 +62,21 @@ fn settle_approval(
     };
     let file = project.file.display();
     let names = project.names();
+    let reasons = project.reasons_text();
     if asking == Asking::Headless {
         eprintln!(
-            "ahelper: warning: ignoring the MCP servers of {file} ({names}): this file has not been \
-             approved. Approve it once in the REPL (run `ahelper` here), or name it with \
-             `--mcp-config {file}` to start them."
+            "ahelper: warning: ignoring the MCP servers of {file} ({names}): {reasons}. Approve \
+             it once in the REPL (run `ahelper` here), or name it with `--mcp-config {file}` to \
+             start them."
         );
         return declared.trusted;
     }
     let approved = ask(&format!(
-        "{file} wants to start MCP servers: {names}. They run programs on this machine.\n\
-         Start them and remember this answer for this file's content? [y/N] "
+        "{file} wants to start MCP servers: {names} ({reasons}):\n{}\n\
+         They run programs on this machine, stdio ones in the command sandbox (writes only in \
+         the workspace and their temp dir; network as `[sandbox] network` says).\n\
+         Start them and remember this answer for this content and these files? [y/N] ",
+        project.describe().join("\n")
     ));
     if !approved {
         eprintln!("ahelper: not starting the servers of {file}; you will be asked again next time");
@@ -160,6 +171,8 @@ mod tests {
             startup_timeout: Duration::from_secs(30),
             tool_timeout: Duration::from_secs(30),
             origin: ServerOrigin::Config,
+            declared: Default::default(),
+            files: Vec::new(),
         }
     }
 
@@ -173,7 +186,8 @@ mod tests {
             trusted: vec![stdio("user", "u", &[])],
             unapproved: Some(ahelper_agents::mcp::UnapprovedProjectFile {
                 file: file.clone(),
-                hash: ahelper_agents::mcp::approval::content_hash(b"{}"),
+                content: ahelper_agents::mcp::approval::ApprovedContent::of(b"{}", &[]),
+                reasons: vec![ahelper_agents::mcp::approval::Unapproved::Never],
                 servers: vec![stdio("project", "p", &[])],
             }),
         };
@@ -190,7 +204,7 @@ mod tests {
         };
         let specs = settle(Asking::Interactive, &mut no);
         assert_eq!(names(specs), ["user"]);
-        assert!(asked[0].contains(".mcp.json wants to start MCP servers: project."));
+        assert!(asked[0].contains(".mcp.json wants to start MCP servers: project ("));
         let mut never = |_: &str| panic!("-p never asks");
         let specs = settle(Asking::Headless, &mut never);
         assert_eq!(names(specs), ["user"]);
@@ -198,7 +212,7 @@ mod tests {
         let specs = settle(Asking::Interactive, &mut yes);
         assert_eq!(names(specs), ["user", "project"]);
         assert_eq!(
-            ahelper_agents::mcp::approval::state(&file, Some(&state)).unwrap(),
+            ahelper_agents::mcp::approval::state(&file, &[], Some(&state)).unwrap(),
             ahelper_agents::mcp::approval::ApprovalState::Approved
         );
     }
@@ -214,6 +228,7 @@ mod tests {
                 stdio("gone", "/nonexistent/server", &[]),
             ],
             dir.path(),
+            &Default::default(),
         ));
         let text = describe_servers(&hub);
         rt.block_on(hub.shutdown());

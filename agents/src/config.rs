@@ -723,6 +723,9 @@ impl Config {
         if let Some(warning) = ignore_project_hooks(&mut file, &project) {
             warnings.push(warning);
         }
+        if let Some(warning) = ignore_project_mcp_sandbox(&mut file, &project) {
+            warnings.push(warning);
+        }
         let trust_file = env
             .state_dir()
             .map(|d| crate::project_trust::trust_file_path(&d));
@@ -941,6 +944,29 @@ fn ignore_project_hooks(file: &mut ConfigFile, path: &Path) -> Option<String> {
              (~/.config/ahelper/config.toml); copy them there to enable them",
             path.display(),
             commands.join(", ")
+        )
+    })
+}
+
+/// Takes `sandbox` and `network` out of the project config's `[mcp_servers]` entries: only the
+/// user's own config may run a server outside the command sandbox or change its network
+/// ([`crate::mcp::sandbox`]). Returns the warning naming them, when there were any.
+fn ignore_project_mcp_sandbox(file: &mut ConfigFile, path: &Path) -> Option<String> {
+    let mut ignored = Vec::new();
+    for (name, entry) in &mut file.mcp_servers {
+        if entry.sandbox.take().is_some() {
+            ignored.push(format!("mcp_servers.{name}.sandbox"));
+        }
+        if entry.network.take().is_some() {
+            ignored.push(format!("mcp_servers.{name}.network"));
+        }
+    }
+    (!ignored.is_empty()).then(|| {
+        format!(
+            "ignored {} in the project config {}: only your user config \
+             (~/.config/ahelper/config.toml) can change an MCP server's sandbox or network",
+            ignored.join(", "),
+            path.display()
         )
     })
 }

@@ -8,7 +8,6 @@ use super::support::config::write_user_config;
 use super::support::requests::last_tool_results;
 use super::support::scripts::*;
 use super::support::text::assert_contains_all;
-use super::support::tmux::process_ended;
 use super::support::wait::wait_for;
 use super::support::*;
 use ahelper_fake_llm::{Conversation, FakeLlm, Script, Turn};
@@ -113,6 +112,18 @@ fn mini_writing_pids(pid_file: &Path) -> Value {
     let mut entry = mini();
     entry["env"] = json!({"MINI_PID_FILE": pid_file.display().to_string()});
     entry
+}
+
+/// Where a server may write its pids: a file in a directory beside the repository, which the
+/// user config makes writable for sandboxed servers (`[sandbox] writable`).
+fn writable_pid_file(repo: &TestRepo) -> PathBuf {
+    let out = repo.root().join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    write_user_config(
+        repo,
+        &format!("[sandbox]\nwritable = [\"{}\"]\n", out.display()),
+    );
+    out.join("pids")
 }
 
 /// A project's `.mcp.json` in `repo` naming `mini` with `args`.
@@ -339,12 +350,12 @@ fn a_project_mcp_json_needs_approval_and_print_mode_ignores_it_with_a_warning() 
 
     // Approved (as the REPL records a "y"): started in -p too.
     let state = repo.home().join("state/ahelper");
-    let ahelper_agents::mcp::approval::ApprovalState::NotApproved { hash } =
-        ahelper_agents::mcp::approval::state(&project, Some(&state)).unwrap()
+    let ahelper_agents::mcp::approval::ApprovalState::NotApproved { content, .. } =
+        ahelper_agents::mcp::approval::state(&project, &[], Some(&state)).unwrap()
     else {
         panic!("approved before anyone approved it");
     };
-    ahelper_agents::mcp::approval::approve(&project, &hash, &state).unwrap();
+    ahelper_agents::mcp::approval::approve(&project, &content, &state).unwrap();
     let server = calling(&[("mcp__mini__shout", json!({"text": "x"}))]);
     ahelper(&repo, &server, Wire::Anthropic)
         .args(["-p", "go", "--allowedTools", "mcp__mini__*"])
@@ -458,7 +469,7 @@ fn within<T>(limit: Duration, why: &str, run: impl FnOnce() -> T) -> T {
 #[test]
 fn a_stdio_server_gets_expanded_variables_and_ends_with_its_children() {
     let repo = repo_with(&[("a.txt", "a\n")]);
-    let pid_file = repo.root().join("pids");
+    let pid_file = writable_pid_file(&repo);
     let mut entry = mini();
     // `${VAR}` is read from ahelper's environment, as Claude Code does.
     entry["env"] = json!({"MINI_PID_FILE": "${MINI_PIDS}"});
@@ -470,20 +481,27 @@ fn a_stdio_server_gets_expanded_variables_and_ends_with_its_children() {
         .arg(&file)
         .assert()
         .success();
-    let pids = std::fs::read_to_string(&pid_file).expect("the server started");
-    assert_all_end(&pids, "the session", Duration::from_secs(10));
+    std::fs::read_to_string(&pid_file).expect("the server started");
+    assert_servers_end(&pid_file, "the session", Duration::from_secs(10));
 }
 
-/// Waits up to `timeout` for every pid in `pids` (whitespace-separated) to end, after `what`.
+/// The live processes of the `mini` servers (and their children) that write to `pid_file`:
+/// found by their environment, since a sandboxed server lives in a PID namespace of its own and
+/// writes the pids it sees there.
+fn server_processes(pid_file: &Path) -> Vec<u32> {
+    let needle = format!("MINI_PID_FILE={}", pid_file.display()).into_bytes();
+    ahelper_agents::process_sweep::marked_pids(&[needle], std::process::id())
+}
+
+/// Waits up to `timeout` for every process of the servers writing to `pid_file` to end, after
+/// `what`.
 #[track_caller]
-fn assert_all_end(pids: &str, what: &str, timeout: Duration) {
-    let deadline = Instant::now() + timeout;
-    for pid in pids.split_whitespace() {
-        let left = deadline.saturating_duration_since(Instant::now());
-        wait_for(&format!("process {pid} to end after {what}"), left, || {
-            process_ended(pid.parse().expect("a pid"))
-        });
-    }
+fn assert_servers_end(pid_file: &Path, what: &str, timeout: Duration) {
+    wait_for(
+        &format!("the MCP server's processes to end after {what}"),
+        timeout,
+        || server_processes(pid_file).is_empty(),
+    );
 }
 
 #[test]
@@ -492,7 +510,7 @@ fn swarm_workers_start_their_own_mcp_servers_in_their_worktrees() {
         return;
     };
     let repo = repo_with(&[("a.txt", "a\n")]);
-    let pid_file = repo.root().join("pids");
+    let pid_file = writable_pid_file(&repo);
     let file = servers_file(
         &repo,
         json!({"everything": stdio(&node, &[&entry, "stdio"]), "mini": mini_writing_pids(&pid_file)}),
@@ -560,8 +578,8 @@ fn swarm_workers_start_their_own_mcp_servers_in_their_worktrees() {
         "A\n"
     );
     // The worker's servers ended with it.
-    let pids = std::fs::read_to_string(&pid_file).expect("the worker started mini");
-    assert_all_end(&pids, "the swarm", Duration::from_secs(10));
+    std::fs::read_to_string(&pid_file).expect("the worker started mini");
+    assert_servers_end(&pid_file, "the swarm", Duration::from_secs(10));
 }
 
 #[test]
@@ -609,7 +627,7 @@ fn a_tool_call_that_hangs_times_out_and_the_agent_goes_on() {
 #[test]
 fn a_killed_ahelper_leaves_no_mcp_server_behind() {
     let repo = repo_with(&[("a.txt", "a\n")]);
-    let pid_file = repo.root().join("pids");
+    let pid_file = writable_pid_file(&repo);
     let file = servers_file(&repo, json!({"mini": mini_writing_pids(&pid_file)}));
     // The model takes a minute to answer: ahelper is killed while it waits.
     let server = start(
@@ -626,8 +644,10 @@ fn a_killed_ahelper_leaves_no_mcp_server_behind() {
     wait_for("ahelper to ask the model", Duration::from_secs(60), || {
         !server.model_requests().is_empty()
     });
-    let pids = std::fs::read_to_string(&pid_file).expect("the server started");
+    wait_for("the server and its child", Duration::from_secs(30), || {
+        server_processes(&pid_file).len() >= 2
+    });
     child.kill().unwrap(); // SIGKILL: no shutdown code runs
     child.wait().unwrap();
-    assert_all_end(&pids, "a killed ahelper", Duration::from_secs(20));
+    assert_servers_end(&pid_file, "a killed ahelper", Duration::from_secs(20));
 }

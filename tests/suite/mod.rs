@@ -16,6 +16,7 @@ mod hostile_model;
 mod instructions;
 mod key_protection;
 mod mcp;
+mod mcp_hostile;
 mod narrow_terminal;
 mod nats;
 mod nats_features;

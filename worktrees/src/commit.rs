@@ -84,7 +84,8 @@ pub fn commit_and_measure(
     };
     if tip != since {
         let mut diff = tree_diff(&repo, since, tip)?;
-        measured.hazards = crate::hazards::hazards_in(&repo, &diff, tip, limits)?;
+        let mcp = crate::hazards::mcp_named_paths(&repo, &[since, tip]);
+        measured.hazards = crate::hazards::hazards_in(&repo, &diff, tip, &mcp, limits)?;
         measured.stats = stats_of(&mut diff)?;
     }
     Ok(measured)

@@ -23,6 +23,9 @@
 //!   git run inside it obeys its `config`;
 //! * a file named **`config` with git settings that run programs** (`core.fsmonitor`,
 //!   `core.worktree`, `core.hooksPath`, `hook.*`, …).
+//! * a file that the root `.mcp.json` (of either commit) names as an MCP server's command,
+//!   argument (or `--opt=value` value, or `-m module` file) or environment value: the server
+//!   runs it when a session starts it.
 
 use std::path::Path;
 
@@ -124,6 +127,11 @@ pub enum HazardKind {
         /// The setting, `section.key` in lower case.
         setting: String,
     },
+    /// A file the root `.mcp.json` names as the program or an argument of MCP servers.
+    McpServerCode {
+        /// The servers that name it, comma-separated.
+        servers: String,
+    },
 }
 
 /// One finding: the path (as UTF-8, control characters escaped as `\u{..}`) and why.
@@ -173,6 +181,11 @@ impl std::fmt::Display for Hazard {
                 "{path}: git configuration that runs a program ({})",
                 setting.escape_default()
             ),
+            HazardKind::McpServerCode { servers } => write!(
+                f,
+                "{path}: code of MCP server {servers} (named by .mcp.json), which runs when a \
+                 session starts it"
+            ),
         }
     }
 }
@@ -192,15 +205,110 @@ pub fn scan_hazards(
 ) -> Result<Vec<Hazard>, GitError> {
     let repo = open_repo(repo)?;
     let diff = crate::commit::tree_diff(&repo, from, to)?;
-    hazards_in(&repo, &diff, to, limits)
+    let mcp = mcp_named_paths(&repo, &[from, to]);
+    hazards_in(&repo, &diff, to, &mcp, limits)
+}
+
+/// Repository-relative paths that the root `.mcp.json` of one of `commits` names as a stdio
+/// server's command, argument, `--opt=value` value or environment value → the servers naming
+/// each (`` `a`, `b` ``). Absolute paths and paths leaving the repository are left out.
+pub(crate) fn mcp_named_paths(
+    repo: &Repository,
+    commits: &[Oid],
+) -> std::collections::BTreeMap<String, String> {
+    let mut named: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for id in commits {
+        let Some(servers) = project_mcp_servers(repo, *id) else {
+            continue;
+        };
+        for (server, entry) in servers {
+            for path in mcp_entry_paths(&entry) {
+                let list = named.entry(path).or_default();
+                if !list.contains(&server) {
+                    list.push(server.clone());
+                }
+            }
+        }
+    }
+    named
+        .into_iter()
+        .map(|(path, servers)| {
+            let quoted: Vec<String> = servers.iter().map(|s| format!("`{s}`")).collect();
+            (path, quoted.join(", "))
+        })
+        .collect()
+}
+
+/// The `mcpServers` object of commit `id`'s root `.mcp.json`, when it has one that parses.
+fn project_mcp_servers(
+    repo: &Repository,
+    id: Oid,
+) -> Option<serde_json::Map<String, serde_json::Value>> {
+    let tree = repo.find_commit(id).ok()?.tree().ok()?;
+    let entry = tree.get_name(".mcp.json")?;
+    let blob = repo.find_blob(entry.id()).ok()?;
+    let value: serde_json::Value = serde_json::from_slice(blob.content()).ok()?;
+    value.get("mcpServers")?.as_object().cloned()
+}
+
+/// The repository-relative paths one `.mcp.json` entry may name (see [`mcp_named_paths`]).
+fn mcp_entry_paths(entry: &serde_json::Value) -> Vec<String> {
+    let text = |v: &serde_json::Value| v.as_str().map(str::to_string);
+    let mut strings: Vec<String> = entry.get("command").and_then(text).into_iter().collect();
+    let mut previous = String::new();
+    for arg in entry
+        .get("args")
+        .and_then(|a| a.as_array())
+        .into_iter()
+        .flatten()
+    {
+        if let Some(arg) = text(arg) {
+            if let Some((_, value)) = arg.split_once('=') {
+                strings.push(value.to_string());
+            }
+            if previous == "-m" {
+                // `python -m a.b` runs `a/b.py` or `a/b/__main__.py`.
+                let path = arg.replace('.', "/");
+                strings.push(format!("{path}.py"));
+                strings.push(format!("{path}/__main__.py"));
+            }
+            previous = arg.clone();
+            strings.push(arg);
+        }
+    }
+    if let Some(env) = entry.get("env").and_then(|e| e.as_object()) {
+        strings.extend(env.values().filter_map(text));
+    }
+    strings.iter().filter_map(|s| repository_path(s)).collect()
+}
+
+/// `text` as a repository-relative path (`./a/../b.py` → `b.py`), or `None` when it is empty, an
+/// option (`-…`), absolute or leaves the repository.
+fn repository_path(text: &str) -> Option<String> {
+    if text.is_empty() || text.starts_with(['/', '-']) || text.contains("://") {
+        return None;
+    }
+    let mut parts: Vec<&str> = Vec::new();
+    for part in text.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                parts.pop()?;
+            }
+            p => parts.push(p),
+        }
+    }
+    (!parts.is_empty()).then(|| parts.join("/"))
 }
 
 /// The hazards of the added and changed entries of a tree `diff` in `repo` whose new side is
-/// commit `to`, sorted by path.
+/// commit `to`, sorted by path;
+/// `mcp` maps the paths `.mcp.json` names to their servers ([`mcp_named_paths`]).
 pub(crate) fn hazards_in(
     repo: &Repository,
     diff: &Diff<'_>,
     to: Oid,
+    mcp: &std::collections::BTreeMap<String, String>,
     limits: &HazardLimits,
 ) -> Result<Vec<Hazard>, GitError> {
     let tree =
@@ -221,6 +329,15 @@ pub(crate) fn hazards_in(
         };
         found.extend(hazards_of(repo, raw, file.id(), file.mode(), limits)?);
         git_dirs.extend(embedded_git_dirs(&tree, &String::from_utf8_lossy(raw)));
+        let text = String::from_utf8_lossy(raw);
+        if let Some(servers) = mcp.get(text.as_ref()) {
+            found.push(Hazard {
+                path: escape_controls(&text),
+                kind: HazardKind::McpServerCode {
+                    servers: servers.clone(),
+                },
+            });
+        }
     }
     git_dirs.sort();
     git_dirs.dedup();
@@ -444,5 +561,26 @@ mod tests {
         }
         assert!(!is_auto_run("docs/agents.md"));
         assert!(!is_auto_run("src/cargo/config.rs"));
+        assert!(is_auto_run(".mcp.json"));
+    }
+
+    #[test]
+    fn paths_an_mcp_entry_names() {
+        let entry = serde_json::json!({"command": "./bin/srv", "args": ["mcp_server.py",
+            "--config=conf/x.toml", "/abs/y.py", "../out.py", "a/../b.py", "-m", "p.q"],
+            "env": {"X": "e.js"}});
+        let mut paths = mcp_entry_paths(&entry);
+        paths.sort();
+        let expected = [
+            "b.py",
+            "bin/srv",
+            "conf/x.toml",
+            "e.js",
+            "mcp_server.py",
+            "p.q",
+            "p/q.py",
+            "p/q/__main__.py",
+        ];
+        assert_eq!(paths, expected);
     }
 }

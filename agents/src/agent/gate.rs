@@ -119,6 +119,9 @@ fn ask_for_auto_run(
     let path = std::path::Path::new(path);
     let relative = path.strip_prefix(&call.workspace_root).unwrap_or(path);
     let relative = relative.to_string_lossy().replace('\\', "/");
+    if let Some(decision) = ask_for_mcp_server_code(&call.workspace_root, &relative) {
+        return decision;
+    }
     if !ahelper_worktrees::is_auto_run(relative.trim_start_matches("./")) {
         return decision;
     }
@@ -129,6 +132,21 @@ fn ask_for_auto_run(
              accept-edits asks before writing it"
         ),
     }
+}
+
+/// In `accept-edits`, an edit of a workspace file that the workspace's `.mcp.json` names as a
+/// server's program or argument ([`crate::mcp::files::project_servers_naming`]) asks: the
+/// server runs that file when a session starts it.
+fn ask_for_mcp_server_code(workspace_root: &std::path::Path, relative: &str) -> Option<Decision> {
+    let servers =
+        crate::mcp::files::project_servers_naming(workspace_root, std::path::Path::new(relative));
+    (!servers.is_empty()).then(|| Decision::Ask {
+        reason: format!(
+            "{relative} is code the MCP server `{}` of .mcp.json runs, so accept-edits asks \
+             before writing it",
+            servers.join("`, `")
+        ),
+    })
 }
 
 /// How a call was settled.

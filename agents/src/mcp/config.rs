@@ -54,6 +54,14 @@ pub struct McpServerFile {
     /// Seconds one tool call may take (default 300).
     #[serde(alias = "tool_timeout_sec")]
     pub tool_timeout_s: Option<u64>,
+    /// `false`: a stdio server runs outside the command sandbox. Honoured only in the user's
+    /// own `config.toml` (a project config's value is ignored with a warning, a JSON server
+    /// file's is an error): see [`super::sandbox`].
+    pub sandbox: Option<bool>,
+    /// Network for a sandboxed stdio server: `false` denies it, `true` allows it even with
+    /// `[sandbox] network = false`; unset follows `[sandbox] network` (default on). Same
+    /// places as `sandbox`.
+    pub network: Option<bool>,
 }
 
 /// A JSON server file (`.mcp.json`, `--mcp-config`).
@@ -145,6 +153,13 @@ pub struct McpServerSpec {
     pub tool_timeout: Duration,
     /// Where it was declared.
     pub origin: ServerOrigin,
+    /// The entry as written, before `${VAR}` expansion: what the approval question shows, and
+    /// its `sandbox` and `network` settings ([`McpServerSpec::sandboxed`]).
+    pub declared: McpServerFile,
+    /// The workspace files its command, arguments and environment name, with their content
+    /// when it was declared (or approved): a server whose files differ where it starts is not
+    /// started ([`super::files`]).
+    pub files: Vec<super::files::NamedFile>,
 }
 
 /// A server file or entry that cannot be used.
@@ -167,6 +182,22 @@ pub enum McpConfigError {
         path: PathBuf,
         /// serde's message (line, column, key).
         message: String,
+    },
+    /// A project `.mcp.json` expands a provider key or credential variable.
+    #[error(
+        "refusing the MCP servers of {path}: server `{server}` expands `${{{variable}}}`, a \
+         provider key or credential variable, and a project's .mcp.json may not send those to a \
+         server (a cloned repository or the model can write this file). Declare the server in \
+         your own config.toml (`[mcp_servers.{server}]`), or pass the file with \
+         `--mcp-config` if you trust it"
+    )]
+    Credential {
+        /// The project file.
+        path: PathBuf,
+        /// The server whose entry names it.
+        server: String,
+        /// The variable.
+        variable: String,
     },
     /// An entry names no way to reach the server, or two.
     #[error("MCP server `{name}` in {origin}: {problem}")]
@@ -210,6 +241,20 @@ pub fn read_json_file(
         message: e.to_string(),
     })?;
     let where_ = path.display().to_string();
+    if let Some((name, _)) = file
+        .mcp_servers
+        .iter()
+        .find(|(_, e)| e.sandbox.is_some() || e.network.is_some())
+    {
+        return Err(McpConfigError::Entry {
+            name: name.clone(),
+            origin: where_,
+            problem: "`sandbox` and `network` can only be set in your own config.toml \
+                      (`[mcp_servers.NAME]`), not in a server file; declare the server there to \
+                      change them"
+                .into(),
+        });
+    }
     file.mcp_servers
         .into_iter()
         .map(|(name, entry)| resolve_entry(name, &entry, &where_, origin.clone(), env))
@@ -255,6 +300,7 @@ fn resolve_entry(
     if name.trim().is_empty() {
         return Err(problem("the server name is empty".into()));
     }
+    let raw = entry;
     let entry = &expand_entry(entry, env).map_err(problem)?;
     let transport = match (entry.transport.as_deref(), &entry.command, &entry.url) {
         (Some("sse"), _, _) => {
@@ -313,8 +359,53 @@ fn resolve_entry(
                 .unwrap_or(DEFAULT_TOOL_TIMEOUT_S)
                 .max(1),
         ),
+        declared: raw.clone(),
+        files: Vec::new(),
         origin,
     })
+}
+
+impl McpServerSpec {
+    /// Whether a stdio server starts in the command sandbox: unless `sandbox = false` (which
+    /// only the user's own `config.toml` can set).
+    pub fn sandboxed(&self) -> bool {
+        self.declared.sandbox != Some(false)
+    }
+
+    /// Its network when sandboxed: `None` follows `[sandbox] network`.
+    pub fn network(&self) -> Option<bool> {
+        self.declared.network
+    }
+
+    /// The names of the `${VAR}` variables its entry expands, sorted, each once.
+    pub fn variables(&self) -> Vec<String> {
+        let e = &self.declared;
+        let texts = e
+            .command
+            .iter()
+            .chain(&e.args)
+            .chain(e.env.values())
+            .chain(&e.url)
+            .chain(e.headers.values());
+        let mut names: Vec<String> = texts.flat_map(|t| variable_names(t)).collect();
+        names.sort();
+        names.dedup();
+        names
+    }
+}
+
+/// The names of the `${VAR}` and `${VAR:-default}` references in `text`.
+pub fn variable_names(text: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("${") {
+        let after = &rest[start + 2..];
+        let Some(end) = after.find('}') else { break };
+        let inner = &after[..end];
+        names.push(inner.split_once(":-").map_or(inner, |(n, _)| n).to_string());
+        rest = &after[end + 1..];
+    }
+    names
 }
 
 /// `entry` with `${VAR}` replaced in its command, arguments, environment values, URL and
@@ -333,6 +424,8 @@ fn expand_entry(entry: &McpServerFile, env: EnvLookup<'_>) -> Result<McpServerFi
         headers: map(&entry.headers)?,
         startup_timeout_s: entry.startup_timeout_s,
         tool_timeout_s: entry.tool_timeout_s,
+        sandbox: entry.sandbox,
+        network: entry.network,
     })
 }
 
@@ -456,6 +549,8 @@ mod tests {
             startup_timeout: Duration::from_secs(1),
             tool_timeout: Duration::from_secs(1),
             origin: ServerOrigin::Config,
+            declared: McpServerFile::default(),
+            files: Vec::new(),
         };
         let merged = merge(vec![spec("a", "1"), spec("b", "1")], vec![spec("b", "2")]);
         assert_eq!(merged.len(), 2);

@@ -7,9 +7,13 @@
 //! a call gets a message saying the server stopped. The agent goes on either way.
 //!
 //! Stdio servers are children in their own process group (process-wrap's `ProcessGroup`), so
-//! [`McpHub::shutdown`] (and dropping the hub) ends the server and everything it started.
+//! [`McpHub::shutdown`] (and dropping the hub) ends the server and everything it started. They
+//! start in the command sandbox of their workspace ([`super::sandbox`]), and only where the
+//! workspace files they name have the content they were declared or approved with
+//! ([`super::files::check`]).
 
 use super::config::{McpServerSpec, McpTransport};
+use super::sandbox::ServerSandbox;
 use super::tool::{McpTool, qualified_name};
 use crate::tools::Tool;
 use process_wrap::tokio::{CommandWrap, KillOnDrop, ProcessGroup};
@@ -67,6 +71,8 @@ pub struct Connection {
     /// Process group of a stdio server (its pid: it leads the group).
     process_group: Option<u32>,
     service: tokio::sync::Mutex<Option<RunningService<RoleClient, RootedClient>>>,
+    /// The sandboxed server's temp dir, removed when the connection is dropped.
+    _temp: Option<crate::command_temp::CommandTemp>,
 }
 
 impl Connection {
@@ -137,12 +143,13 @@ pub struct McpHub {
 }
 
 impl McpHub {
-    /// Starts every server of `specs` concurrently, stdio ones with `cwd` as working directory;
-    /// every server gets `cwd` as its one root (`roots/list`).
-    /// Never fails: a server that does not start is recorded as [`ServerStatus::Failed`].
-    pub async fn start(specs: Vec<McpServerSpec>, cwd: &Path) -> McpHub {
+    /// Starts every server of `specs` concurrently, stdio ones with `cwd` as working directory
+    /// and confined by `sandbox`; every server gets `cwd` as its one root (`roots/list`).
+    /// Never fails: a server that does not start (its workspace files changed, its sandbox
+    /// cannot be built, …) is recorded as [`ServerStatus::Failed`].
+    pub async fn start(specs: Vec<McpServerSpec>, cwd: &Path, sandbox: &ServerSandbox) -> McpHub {
         let starts = specs.into_iter().map(|spec| async move {
-            let connection = connect(&spec, cwd).await;
+            let connection = connect(&spec, cwd, sandbox).await;
             let tools = match &connection {
                 Ok((conn, listed)) => make_tools(&spec, conn, listed),
                 Err(_) => Vec::new(),
@@ -199,7 +206,7 @@ impl McpHub {
             .iter()
             .map(|s| ServerReport {
                 name: s.spec.name.clone(),
-                endpoint: endpoint(&s.spec.transport),
+                endpoint: endpoint(&s.spec),
                 status: match &s.connection {
                     Err(reason) => ServerStatus::Failed(reason.clone()),
                     Ok(c) if c.is_closed() => ServerStatus::Stopped,
@@ -263,12 +270,19 @@ async fn end_process_group(group: u32) {
     unsafe { libc::killpg(pgid, libc::SIGKILL) };
 }
 
-/// `stdio: node x.js` or `http: <url>`.
-fn endpoint(transport: &McpTransport) -> String {
-    match transport {
-        McpTransport::Stdio { command, args, .. } => format!("stdio: {command} {}", args.join(" "))
-            .trim_end()
-            .to_string(),
+/// `stdio: node x.js` (with `, outside the sandbox` for a server whose user-config entry says
+/// `sandbox = false`) or `http: <url>`.
+fn endpoint(spec: &McpServerSpec) -> String {
+    match &spec.transport {
+        McpTransport::Stdio { command, args, .. } => {
+            let line = format!("stdio: {command} {}", args.join(" "));
+            let line = line.trim_end();
+            if spec.sandboxed() {
+                line.to_string()
+            } else {
+                format!("{line} (outside the sandbox: `sandbox = false`)")
+            }
+        }
         McpTransport::Http { url, .. } => format!("http: {url}"),
     }
 }
@@ -317,14 +331,37 @@ impl ClientHandler for RootedClient {
 type Listed = Vec<rmcp::model::Tool>;
 
 /// Starts (or reaches) one server, runs `initialize` and `tools/list` within its timeout.
-async fn connect(spec: &McpServerSpec, cwd: &Path) -> Result<(Arc<Connection>, Listed), String> {
+async fn connect(
+    spec: &McpServerSpec,
+    cwd: &Path,
+    sandbox: &ServerSandbox,
+) -> Result<(Arc<Connection>, Listed), String> {
+    if let Err(changes) = super::files::check(&spec.transport, &spec.files, cwd) {
+        let list: Vec<String> = changes
+            .iter()
+            .map(|c| c.to_string().escape_debug().to_string())
+            .collect();
+        return Err(format!(
+            "MCP server `{}` was not started: the workspace files it runs are not the ones that \
+             were approved ({}); approve them again in the REPL (`ahelper` in the workspace)",
+            spec.name,
+            list.join("; ")
+        ));
+    }
     let stderr = StderrTail::default();
     let mut process_group = None;
+    let mut temp = None;
     let started = tokio::time::timeout(spec.startup_timeout, async {
         let service = match &spec.transport {
-            McpTransport::Stdio { command, args, env } => {
-                let transport = spawn_stdio(command, args, env, cwd, &stderr)
+            McpTransport::Stdio { command, .. } => {
+                let start = StdioStart {
+                    cwd,
+                    sandbox,
+                    tail: &stderr,
+                };
+                let (transport, dir) = spawn_stdio(spec, start)
                     .map_err(|e| format!("cannot start `{command}`: {e}"))?;
+                temp = dir;
                 process_group = transport.id();
                 RootedClient::new(cwd).serve(transport).await
             }
@@ -342,11 +379,21 @@ async fn connect(spec: &McpServerSpec, cwd: &Path) -> Result<(Arc<Connection>, L
         Ok::<_, String>((service, tools))
     })
     .await;
+    let sandboxed = temp.is_some();
     let failure = |reason: String| {
         let tail = stderr.summary();
         let mut m = format!("MCP server `{}` did not start: {reason}", spec.name);
         if !tail.is_empty() {
             m.push_str(&format!(" (its stderr: {tail})"));
+        }
+        if sandboxed {
+            m.push_str(&format!(
+                " [it runs in the command sandbox: writes only in the workspace and its temp \
+                 dir; if it needs more (e.g. npx's ~/.npm or uvx's ~/.cache/uv), list the path \
+                 in `[sandbox] writable`, or set `sandbox = false` in `[mcp_servers.{}]` of your \
+                 user config.toml]",
+                spec.name
+            ));
         }
         m
     };
@@ -375,34 +422,45 @@ async fn connect(spec: &McpServerSpec, cwd: &Path) -> Result<(Arc<Connection>, L
         tool_timeout: spec.tool_timeout,
         process_group,
         service: tokio::sync::Mutex::new(Some(service)),
+        _temp: temp,
     };
     Ok((Arc::new(connection), tools))
 }
 
-/// The child process of a stdio server: its own process group, killed when dropped, stderr
-/// collected into `tail`.
+/// Where and how a stdio server starts.
+struct StdioStart<'a> {
+    cwd: &'a Path,
+    sandbox: &'a ServerSandbox,
+    tail: &'a StderrTail,
+}
+
+/// The child process of the stdio server `spec`: its own process group, killed when dropped,
+/// confined by the sandbox ([`super::sandbox::confine`]), stderr collected into the tail; with
+/// the temp dir to keep while it runs.
 fn spawn_stdio(
-    command: &str,
-    args: &[String],
-    env: &std::collections::BTreeMap<String, String>,
-    cwd: &Path,
-    tail: &StderrTail,
-) -> std::io::Result<TokioChildProcess> {
+    spec: &McpServerSpec,
+    at: StdioStart<'_>,
+) -> Result<(TokioChildProcess, Option<crate::command_temp::CommandTemp>), String> {
+    let McpTransport::Stdio { command, args, env } = &spec.transport else {
+        return Err("not a stdio server".into());
+    };
     let mut cmd = tokio::process::Command::new(command);
-    cmd.args(args).envs(env).current_dir(cwd);
+    cmd.args(args).envs(env).current_dir(at.cwd);
     // The marker lets ahelper's watchdog end the server (and what it started) when ahelper is
     // killed without a chance to shut it down (`kill -9`).
     cmd.env(
         crate::process_sweep::OWNER_VAR,
         crate::process_sweep::owner_token(),
     );
+    let temp = super::sandbox::confine(&mut cmd, spec, env, at.sandbox, at.cwd)?;
     let mut wrapped = CommandWrap::from(cmd);
     wrapped.wrap(ProcessGroup::leader()).wrap(KillOnDrop);
     let (process, child_stderr) = TokioChildProcess::builder(wrapped)
         .stderr(std::process::Stdio::piped())
-        .spawn()?;
+        .spawn()
+        .map_err(|e| e.to_string())?;
     if let Some(child_stderr) = child_stderr {
-        let tail = tail.clone();
+        let tail = at.tail.clone();
         tokio::spawn(async move {
             let mut lines = tokio::io::BufReader::new(child_stderr).lines();
             while let Ok(Some(line)) = lines.next_line().await {
@@ -411,7 +469,7 @@ fn spawn_stdio(
             }
         });
     }
-    Ok(process)
+    Ok((process, temp))
 }
 
 /// The streamable HTTP transport for `url`; `Authorization: Bearer …` becomes the bearer

@@ -325,13 +325,30 @@ fn uses_mcp_servers(run: &RunContext, spec: &WorkerSpec) -> bool {
 }
 
 /// Step 2b: the run's MCP servers, started for this worker with its worktree as working
-/// directory and root (none when the role offers no MCP tool). A server that does not start is
-/// a notice for the user; the worker goes on without its tools.
-async fn start_mcp_servers(run: &RunContext, spec: &WorkerSpec, worktree: &Path) -> McpHub {
+/// directory and root, in the worker's command sandbox (none when the role offers no MCP
+/// tool). A server that does not start — the workspace files it runs differ in this worktree
+/// from the approved ones (another worker changed them), or it fails — is a notice for the
+/// user; the worker goes on without its tools.
+async fn start_mcp_servers(
+    run: &RunContext,
+    spec: &WorkerSpec,
+    worktree: &Path,
+    tool_context: &ToolContext,
+) -> McpHub {
     if !uses_mcp_servers(run, spec) {
         return McpHub::default();
     }
-    let hub = McpHub::start(run.mcp_servers.clone(), worktree).await;
+    let sandbox = crate::mcp::ServerSandbox {
+        policy: tool_context.command_sandbox.clone(),
+        read_deny: run
+            .policy
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .rules
+            .deny
+            .clone(),
+    };
+    let hub = McpHub::start(run.mcp_servers.clone(), worktree, &sandbox).await;
     for failure in hub.startup_failures() {
         run.publish(super::events::SwarmEvent::Notice {
             message: format!(

@@ -9,7 +9,8 @@ Usage: mini_server.py MODE [PORT_FILE]
   hang          stdio; never answers `initialize`
   crash         writes a message on stderr and exits 3 at once
   http          the `ok` tools over streamable HTTP (JSON responses) on 127.0.0.1, port
-                chosen by the OS and written to PORT_FILE
+                chosen by the OS and written to PORT_FILE (with MINI_HEADERS_FILE set: appends
+                the headers of every request there)
 """
 import json
 import os
@@ -95,6 +96,10 @@ def http(port_file):
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self):
+            headers_file = os.environ.get("MINI_HEADERS_FILE")
+            if headers_file:
+                with open(headers_file, "a") as f:
+                    f.write(str(self.headers) + "\n")
             body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
             reply = answer(json.loads(body))
             if reply is None:

@@ -342,6 +342,14 @@ impl SimpleCheck<'_> {
         if let Some(rule) = edit_rules(&policy.rules.ask, true) {
             return Outcome::Ask(format!("the rule `{rule}` asks before writing {shown}"));
         }
+        if policy.mode == PermissionMode::AcceptEdits
+            && let Some(rel) = &placed.rel
+            && !crate::mcp::files::project_servers_naming(self.ctx.root, rel).is_empty()
+        {
+            return Outcome::Ask(format!(
+                "the command writes {shown}, code an MCP server of .mcp.json runs"
+            ));
+        }
         if policy.mode == PermissionMode::Bypass
             || (policy.mode == PermissionMode::AcceptEdits && placed.inside(&policy.added_dirs))
             || edit_rules(&policy.rules.allow, false).is_some()

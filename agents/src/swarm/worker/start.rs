@@ -109,7 +109,7 @@ impl WorkerSteps<'_> {
     ) -> Result<Ran, WorkerFailure> {
         let (worktree, tool_context, marker) = self.make_worktree(lease, None).await?;
         tracing::debug!(worker = %self.spec.id, "its worktree is set up");
-        let mcp = start_mcp_servers(self.run, self.spec, &worktree).await;
+        let mcp = start_mcp_servers(self.run, self.spec, &worktree, &tool_context).await;
         let built = build_agent(self.run, self.spec, tool_context, &mcp, None);
         let mut agent = match built {
             Ok(agent) => agent,

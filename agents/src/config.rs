@@ -132,6 +132,9 @@ config_table! {
         repeat_limit: Option<u32>,
         /// Tool output cap in characters. Default 30,000.
         max_tool_output_chars: Option<usize>,
+        /// Time limit of one file-tool call (`read_file`, `grep`, `glob`, …), in seconds.
+        /// Default 60.
+        file_tool_timeout_s: Option<u64>,
         /// Fraction of `context_window` (0 < x ≤ 1) at which older turns are compacted into a
         /// summary. Default 0.8.
         compact_threshold: Option<f64>,
@@ -423,6 +426,7 @@ impl ConfigFile {
         over!(agent.max_turns);
         over!(agent.repeat_limit);
         over!(agent.max_tool_output_chars);
+        over!(agent.file_tool_timeout_s);
         over!(agent.compact_threshold);
         over!(permissions.mode);
         over!(swarm.max_workers);
@@ -490,6 +494,9 @@ pub struct AgentLimits {
     pub repeat_limit: u32,
     /// Tool output cap in characters.
     pub max_tool_output_chars: usize,
+    /// Time limit of one file-tool call (`agent.file_tool_timeout_s`, default
+    /// [`crate::tools::DEFAULT_FILE_TOOL_TIMEOUT`]).
+    pub file_tool_timeout: std::time::Duration,
     /// Hooks of the user config (project hooks are never here).
     pub hooks: crate::hooks::HooksFile,
     /// Fraction of the context window at which the history is compacted.
@@ -799,6 +806,10 @@ fn resolve_agent(merged: &ConfigFile) -> Result<AgentLimits, ConfigError> {
             .max_tool_output_chars
             .unwrap_or(30_000)
             .max(1_000),
+        file_tool_timeout: merged.agent.file_tool_timeout_s.map_or(
+            crate::tools::DEFAULT_FILE_TOOL_TIMEOUT,
+            std::time::Duration::from_secs,
+        ),
         hooks: merged.hooks.clone(),
         compact_threshold: compact_threshold(merged.agent.compact_threshold)?,
     })

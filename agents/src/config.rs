@@ -296,6 +296,11 @@ config_table! {
         deny_read: Vec<PathBuf>,
         /// `false` denies TCP bind and connect to commands (landlock ABI ≥ 4). Default `true`.
         network: Option<bool>,
+        /// Processes and threads a command may run at once. Default 4,096.
+        max_processes: Option<u32>,
+        /// MiB of memory each process of a command may allocate (`RLIMIT_DATA`); `0` = no
+        /// limit. Default 8,192.
+        max_memory_mb: Option<u64>,
     }
 }
 
@@ -447,6 +452,8 @@ impl ConfigFile {
         over!(swarm.remote);
         over!(sandbox.mode);
         over!(sandbox.network);
+        over!(sandbox.max_processes);
+        over!(sandbox.max_memory_mb);
         self.sandbox.writable.extend(higher.sandbox.writable);
         self.sandbox.deny_read.extend(higher.sandbox.deny_read);
         self.secrets.redact_env.extend(higher.secrets.redact_env);
@@ -953,10 +960,12 @@ fn trusted_project_layer(
 /// `accept-edits` < `bypass`), `[swarm]` limits (`max_file_mb` up to the default 10,
 /// `worktree_include_max_mb` up to the default 1,000),
 /// `sandbox.mode = "enforce"`,
-/// `sandbox.deny_read`, `sandbox.network = false`, `[secrets]`, `[pricing]`.
+/// `sandbox.deny_read`, `sandbox.network = false`, `sandbox.max_processes` and
+/// `sandbox.max_memory_mb` up to their defaults (4,096; 8,192, not `0`), `[secrets]`,
+/// `[pricing]`.
 ///
 /// Needs trust (widening): `permissions.allow`, a wider `permissions.mode`, `sandbox.mode =
-/// "off"`, `sandbox.writable`, `sandbox.network = true`, `swarm.worktree_root` (where worker
+/// "off"`, `sandbox.writable`, `sandbox.network = true`, higher command limits, `swarm.worktree_root` (where worker
 /// checkouts and their writable paths go), `swarm.verify` and `swarm.setup` (commands ahelper
 /// runs itself), `swarm.worktree_include_max_mb` above the default 1,000, `swarm.nats_url` and
 /// `swarm.remote` (where the run's code and subtasks are sent),
@@ -1010,6 +1019,14 @@ pub fn split_untrusted(project: ConfigFile, lower_mode: Option<&str>) -> (Config
             writable: Vec::new(),
             deny_read: project.sandbox.deny_read.clone(),
             network: project.sandbox.network.filter(|n| !n),
+            max_processes: project
+                .sandbox
+                .max_processes
+                .filter(|n| *n <= crate::sandbox_os::DEFAULT_MAX_PROCESSES),
+            max_memory_mb: project
+                .sandbox
+                .max_memory_mb
+                .filter(|mb| (1..=crate::sandbox_os::DEFAULT_MAX_MEMORY_MB).contains(mb)),
         },
         secrets: project.secrets.clone(),
         pricing: project.pricing.clone(),
@@ -1066,6 +1083,14 @@ fn resolve_sandbox(
         deny_read,
         network: file.network.unwrap_or(true),
         added_dirs: Vec::new(),
+        limits: crate::sandbox_os::CommandLimits {
+            max_processes: file
+                .max_processes
+                .unwrap_or(crate::sandbox_os::DEFAULT_MAX_PROCESSES),
+            max_memory_mb: file
+                .max_memory_mb
+                .unwrap_or(crate::sandbox_os::DEFAULT_MAX_MEMORY_MB),
+        },
     })
 }
 

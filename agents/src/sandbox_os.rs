@@ -43,7 +43,13 @@ use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
+mod limits;
 mod pid_init;
+use limits::PreparedLimits;
+pub use limits::{
+    CommandLimits, DEFAULT_MAX_MEMORY_MB, DEFAULT_MAX_PROCESSES, LimitHit, MIN_MAX_PROCESSES,
+    limit_hit,
+};
 use pid_init::PidInit;
 
 /// The landlock ABI whose access rights we ask for. Newer kernels are asked for exactly these
@@ -174,6 +180,8 @@ pub struct SandboxSettings {
     /// The directories of `--add-dir` (canonical): writable like the workspace, with their
     /// protected top-level entries (`.git`, `.ahelper`…) bound read-only as the workspace's.
     pub added_dirs: Vec<PathBuf>,
+    /// `sandbox.max_processes` and `sandbox.max_memory_mb` ([`CommandLimits`]).
+    pub limits: CommandLimits,
 }
 
 impl SandboxSettings {
@@ -185,6 +193,7 @@ impl SandboxSettings {
             deny_read: default_deny_read(home),
             network: true,
             added_dirs: Vec::new(),
+            limits: CommandLimits::default(),
         }
     }
 }
@@ -309,6 +318,9 @@ pub struct CommandSandbox {
     /// The directories of `--add-dir` (canonical), kept by [`CommandSandbox::for_workspace`]:
     /// writable, with their protected entries read-only like the workspace's.
     added_dirs: Vec<PathBuf>,
+    /// How many processes a command may run and how much memory each may allocate
+    /// ([`limits`]); applied with the rest of the sandbox, so only when it is enforced.
+    pub limits: CommandLimits,
 }
 
 impl CommandSandbox {
@@ -332,6 +344,7 @@ impl CommandSandbox {
             status,
         );
         sandbox.add_dirs(&settings.added_dirs);
+        sandbox.limits = settings.limits;
         sandbox.namespaces = settings.mode == SandboxMode::Enforce
             && owned_by_me(&sandbox.workspace_root)
             && namespaces_available();
@@ -354,6 +367,7 @@ impl CommandSandbox {
             self.status,
         );
         sandbox.namespaces = self.namespaces;
+        sandbox.limits = self.limits;
         sandbox.add_dirs(&self.added_dirs);
         sandbox
     }
@@ -407,6 +421,7 @@ impl CommandSandbox {
             workspace_root,
             extra_writable,
             added_dirs: Vec::new(),
+            limits: CommandLimits::default(),
         }
     }
 
@@ -528,6 +543,7 @@ impl CommandSandbox {
                 ruleset: None,
                 namespaces: None,
                 report: None,
+                limits: None,
             });
         }
         let err = |e: landlock::RulesetError| SandboxOsError::Ruleset(e.to_string());
@@ -571,10 +587,11 @@ impl CommandSandbox {
         } else {
             Vec::new()
         };
+        let limits = PreparedLimits::new(self.limits);
         let (pid_init, report) = if self.namespaces {
             let (report, init) = pid_init_for(&created, read.bits())
                 .map_err(|e| SandboxOsError::Ruleset(e.to_string()))?;
-            (Some(init), Some(report))
+            (Some(init.with_pid_max(limits.pid_max())), Some(report))
         } else {
             (None, None)
         };
@@ -583,6 +600,7 @@ impl CommandSandbox {
             ruleset: Some(created),
             namespaces: (!namespaces.is_empty()).then_some(namespaces),
             report,
+            limits: Some(limits),
         })
     }
 
@@ -599,6 +617,8 @@ pub struct PreparedSandbox {
     namespaces: Option<Namespaces>,
     /// Read end of the PID namespace's report pipe ([`Self::take_report`]).
     report: Option<OwnedFd>,
+    /// The process and memory limits, applied after the namespaces ([`limits`]).
+    limits: Option<PreparedLimits>,
 }
 
 /// The report pipe (read end non-blocking, both ends close-on-exec) and the [`PidInit`] of one
@@ -969,6 +989,9 @@ impl PreparedSandbox {
     pub fn restrict_self(&mut self) -> std::io::Result<()> {
         if let Some(namespace) = self.namespaces.take() {
             namespace.enter()?;
+        }
+        if let Some(limits) = self.limits.take() {
+            limits.apply()?;
         }
         let Some(ruleset) = self.ruleset.take() else {
             return Ok(());

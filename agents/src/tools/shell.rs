@@ -21,6 +21,9 @@
 //! - when [`ToolContext::command_sandbox`] is enforced, the child is confined with landlock
 //!   before `exec` ([`crate::sandbox_os`]): writes only in the workspace, the temp dir and the
 //!   user's listed paths, no reads of denied paths, optionally no TCP;
+//! - with the sandbox come the process and memory limits ([`crate::sandbox_os::CommandLimits`]);
+//!   when the output shows a command hit one, a note says which
+//!   ([`crate::sandbox_os::limit_hit`]);
 //! - output is capped: at most about [`ToolContext::max_output_chars`] characters, head and
 //!   tail kept, with a marker saying how much was cut.
 //!
@@ -447,6 +450,14 @@ async fn run_command(args: &RunCommandArgs, ctx: &ToolContext) -> Result<ToolOut
     if running.sandboxed && is_error && text.contains("Permission denied") {
         text.push_str(SANDBOX_HINT);
     }
+    let hit = running
+        .limits
+        .as_ref()
+        .and_then(|l| crate::sandbox_os::limit_hit(l, &text));
+    if let Some(hit) = hit {
+        text.push('\n');
+        text.push_str(&hit.describe());
+    }
     if requested_ms > MAX_TIMEOUT_MS {
         text.push_str(&format!(
             "\n[note: timeout_ms {requested_ms} was lowered to the maximum {MAX_TIMEOUT_MS}]"
@@ -545,6 +556,8 @@ struct RunningCommand {
     output: tokio::net::unix::pipe::Receiver,
     /// Confined by the landlock sandbox.
     sandboxed: bool,
+    /// The process and memory limits it runs with (those of the sandbox, when enforced).
+    limits: Option<crate::sandbox_os::CommandLimits>,
     /// The command's `TMPDIR`; removed after the sweep (declared after `guard`, so it is
     /// dropped after it).
     _temp: CommandTemp,
@@ -588,6 +601,7 @@ impl RunningCommand {
             .kill_on_drop(true);
         die_with_parent(&mut cmd);
         let mut report = None;
+        let limits = sandbox.filter(|p| p.is_enforced()).map(|p| p.limits);
         let sandboxed = match sandbox {
             Some(policy) if policy.is_enforced() => {
                 // Without its sandbox no command may run, and the model cannot change that.
@@ -646,6 +660,7 @@ impl RunningCommand {
             guard,
             output,
             sandboxed,
+            limits,
             _temp: temp,
         })
     }

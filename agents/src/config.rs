@@ -1954,6 +1954,44 @@ mod tests {
         );
     }
 
+    /// `sandbox.max_processes` and `sandbox.max_memory_mb`: defaults 4,096 and 8,192; an
+    /// untrusted project may lower them, not raise them or turn the memory limit off (`0`).
+    #[test]
+    fn command_limits_default_and_an_untrusted_project_only_lowers_them() {
+        let path = Path::new("/p/.ahelper/config.toml");
+        let env = EnvSnapshot::default();
+        let limits = |file: &ConfigFile| {
+            resolve_sandbox(&file.sandbox, Path::new("/ws"), &env)
+                .unwrap()
+                .limits
+        };
+        assert_eq!(
+            limits(&ConfigFile::default()),
+            crate::sandbox_os::CommandLimits {
+                max_processes: 4096,
+                max_memory_mb: 8192
+            }
+        );
+        let lower = ConfigFile::parse("[sandbox]\nmax_processes = 64\nmax_memory_mb = 512\n", path)
+            .unwrap();
+        let (kept, ignored) = split_untrusted(lower, None);
+        assert!(ignored.is_empty(), "{ignored:?}");
+        assert_eq!(limits(&kept).max_processes, 64);
+        assert_eq!(limits(&kept).max_memory_mb, 512);
+        for text in [
+            "[sandbox]\nmax_processes = 100000\n",
+            "[sandbox]\nmax_memory_mb = 0\n",
+            "[sandbox]\nmax_memory_mb = 65536\n",
+        ] {
+            let file = ConfigFile::parse(text, path).unwrap();
+            let (kept, ignored) = split_untrusted(file.clone(), None);
+            assert_eq!(ignored.len(), 1, "{text}: {ignored:?}");
+            assert!(ignored[0].starts_with("sandbox.max_"), "{ignored:?}");
+            assert_eq!(limits(&kept), limits(&ConfigFile::default()), "{text}");
+            assert_ne!(limits(&file), limits(&ConfigFile::default()), "{text}");
+        }
+    }
+
     /// `swarm.warm_cargo`: `"auto"` by default, `"off"` turns it off, anything else is an error
     /// naming the key.
     #[test]

@@ -196,7 +196,17 @@ fn started(result: &str) -> u32 {
 #[test]
 fn a_command_that_hits_the_process_limit_is_told_so() {
     require_sandbox!(Needs::LandlockAndNamespaces);
-    let result = run_limited("max_processes = 100", &bounded_fork_loop(600));
+    // The command first tries to lift the PID namespace's limit (as root it holds
+    // CAP_SYS_ADMIN in its own user namespace; landlock gives it no write to the new /proc).
+    // (Through python: the permission layer refuses a plain redirection out of the workspace.)
+    let lift = "python3 -c \"open('/proc/sys/kernel/pid_max', 'w').write('4000000')\"; \
+                echo pid_max=$(cat /proc/sys/kernel/pid_max)";
+    let result = run_limited(
+        "max_processes = 100",
+        &format!("{lift}\n{}", bounded_fork_loop(600)),
+    );
+    assert!(!result.contains("pid_max=4000000"), "{result}");
+    eprintln!("{}", result.lines().take(8).collect::<Vec<_>>().join("\n"));
     let started = started(&result);
     // 100 (RLIMIT_NPROC) for a user, at most 100 + 300 as root (pid_max; see limits.rs).
     assert!(started < 400, "{started} started: {result}");

@@ -67,7 +67,12 @@ pub const KEY_RANGES: [KeyRange; 18] = [
     KeyRange::new("swarm.time_limit_s", 1, u64::MAX, None),
     KeyRange::new("swarm.max_file_mb", 1, u64::MAX / 1_000_000, None),
     // The PID namespace's pid_max (limit + 302) is at most 4,194,304.
-    KeyRange::new("sandbox.max_processes", 16, 4_194_002, None),
+    KeyRange::new(
+        "sandbox.max_processes",
+        crate::sandbox_os::MIN_MAX_PROCESSES as u64,
+        4_194_002,
+        None,
+    ),
     KeyRange::new("sandbox.max_memory_mb", 0, u64::MAX >> 20, None),
 ];
 

@@ -47,6 +47,8 @@ fn read_file_of_a_fifo_fails_at_once_and_p_ends() {
 
 /// Runs `ahelper -p go` in `repo` against `server` and waits for it with `wait4(2)`; (its stderr,
 /// its peak resident set in KiB — `ru_maxrss` of that one child).
+// Reaped with `wait4(2)` below: `Child::wait` would drop the child's resource usage.
+#[allow(clippy::zombie_processes)]
 fn run_measuring_rss(repo: &TestRepo, server: &ahelper_fake_llm::FakeLlm) -> (String, i64) {
     let mut child = ahelper_process(repo, server, Wire::Anthropic)
         .args(["-p", "go"])

@@ -224,9 +224,15 @@ fn a_command_that_hits_the_process_limit_is_told_so() {
 #[test]
 fn a_command_that_hits_the_memory_limit_is_told_so() {
     require_sandbox!(Needs::Landlock);
-    let result = run_limited(
-        "max_memory_mb = 256",
-        "python3 -c 'b = bytearray(512 << 20); print(\"allocated\", len(b))'",
+    // The command first tries to lift the limit (as root it holds every capability in its own
+    // user namespace, which does not count for RLIMIT_DATA's hard limit).
+    let lift = "python3 -c 'import resource as r; r.setrlimit(r.RLIMIT_DATA, (-1, -1)); \
+                print(\"lifted\")'";
+    let allocate = "python3 -c 'b = bytearray(512 << 20); print(\"allocated\", len(b))'";
+    let result = run_limited("max_memory_mb = 256", &format!("{lift}; {allocate}"));
+    assert!(
+        !result.contains("lifted") && result.contains("not allowed to raise maximum limit"),
+        "{result}"
     );
     assert!(!result.contains("allocated"), "{result}");
     assert!(

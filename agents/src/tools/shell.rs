@@ -450,13 +450,9 @@ async fn run_command(args: &RunCommandArgs, ctx: &ToolContext) -> Result<ToolOut
     if running.sandboxed && is_error && text.contains("Permission denied") {
         text.push_str(SANDBOX_HINT);
     }
-    let hit = running
-        .limits
-        .as_ref()
-        .and_then(|l| crate::sandbox_os::limit_hit(l, &text));
-    if let Some(hit) = hit {
+    if let Some(note) = limit_note(running.limits.as_ref(), &text) {
         text.push('\n');
-        text.push_str(&hit.describe());
+        text.push_str(&note);
     }
     if requested_ms > MAX_TIMEOUT_MS {
         text.push_str(&format!(
@@ -468,6 +464,14 @@ async fn run_command(args: &RunCommandArgs, ctx: &ToolContext) -> Result<ToolOut
         is_error,
         usage: crate::model::Usage::default(),
     })
+}
+
+/// Which limit a command's `output` shows it hit ([`crate::sandbox_os::limit_hit`]), as the
+/// note for the model, when it ran with `limits`.
+fn limit_note(limits: Option<&crate::sandbox_os::CommandLimits>, output: &str) -> Option<String> {
+    limits
+        .and_then(|l| crate::sandbox_os::limit_hit(l, output))
+        .map(|hit| hit.describe())
 }
 
 /// A command line for [`run_in_group`].
@@ -519,7 +523,14 @@ pub(crate) async fn run_in_group(spec: &GroupCommand<'_>) -> Result<GroupRun, To
     running.stop(&outcome, &mut capture).await;
     capture.flush();
     let truncated = capture.cuts(spec.max_output_chars);
-    let output = capture.finish(spec.max_output_chars);
+    let mut output = capture.finish(spec.max_output_chars);
+    if let Some(note) = limit_note(running.limits.as_ref(), &output) {
+        if !output.is_empty() && !output.ends_with('\n') {
+            output.push('\n');
+        }
+        output.push_str(&note);
+        output.push('\n');
+    }
     Ok(GroupRun {
         outcome,
         output,

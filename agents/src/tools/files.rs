@@ -16,6 +16,9 @@ pub const DEFAULT_READ_LIMIT: usize = 2000;
 pub const MAX_LINE_CHARS: usize = 2000;
 /// Bytes inspected for NUL bytes to decide that a file is binary.
 pub const BINARY_SNIFF_BYTES: usize = 8192;
+/// Largest file `edit_file` changes, in bytes (64 MiB): it holds the file, the changed copy and
+/// a diff in memory at once.
+pub const MAX_EDIT_BYTES: u64 = 64 << 20;
 /// Most entries `list_dir` returns.
 pub const LIST_DIR_CAP: usize = 1000;
 
@@ -49,7 +52,8 @@ fn claim(ctx: &ToolContext, resolved: &ResolvedPath) -> Result<(), ToolError> {
     Ok(())
 }
 
-/// Reads the whole file at a resolved path through the sandbox opener.
+/// Reads the whole file at a resolved path through the sandbox opener (at most
+/// [`MAX_EDIT_BYTES`]; a larger file is refused before anything is read).
 fn read_bytes(
     ctx: &ToolContext,
     requested: &str,
@@ -63,6 +67,14 @@ fn read_bytes(
     if meta.is_dir() {
         return Err(ToolError::new(format!(
             "`{requested}` is a directory, not a file; use list_dir to see its entries"
+        )));
+    }
+    if meta.len() > MAX_EDIT_BYTES {
+        return Err(ToolError::new(format!(
+            "`{requested}` is {} MiB; edit_file changes files of at most {} MiB. Use \
+             run_command with a streaming tool (`sed -i`) for a file this large",
+            meta.len() >> 20,
+            MAX_EDIT_BYTES >> 20
         )));
     }
     let mut bytes = Vec::with_capacity(meta.len() as usize);

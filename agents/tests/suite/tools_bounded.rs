@@ -120,3 +120,20 @@ async fn a_file_tool_over_its_time_limit_fails_naming_the_limit() {
         "{e}"
     );
 }
+
+#[tokio::test]
+async fn edit_file_refuses_a_file_too_large_to_hold() {
+    let f = Workspace::new();
+    let big = fs::File::create(f.ws.join("big.txt")).unwrap();
+    big.set_len(65 << 20).unwrap();
+    let e = f
+        .err(
+            "edit_file",
+            json!({"path": "big.txt", "old_string": "a", "new_string": "b"}),
+        )
+        .await;
+    assert!(
+        e.contains("is 65 MiB; edit_file changes files of at most 64 MiB"),
+        "{e}"
+    );
+}

@@ -479,6 +479,9 @@ impl CommandSandbox {
                             .to_string(),
                     );
                 }
+                if let Some(missing) = limits::missing_process_limit(self.namespaces) {
+                    notes.push(missing.to_string());
+                }
                 if !self.network && !self.status.supports_network() {
                     notes.push(format!(
                         "sandbox.network = false is not enforced: {} cannot restrict TCP \

@@ -134,6 +134,38 @@ pub(super) fn write_pid_max(pid_max: &[u8]) {
     let _ = super::write_proc_file(c"/proc/sys/kernel/pid_max", pid_max);
 }
 
+/// Why commands of a sandbox with (`namespaces`) or without user namespaces of their own get
+/// no process limit here, or `None` when they get one: without namespaces `RLIMIT_NPROC` would
+/// count every process of the user, and as root (exempt from it) the limit needs a `pid_max`
+/// per PID namespace (Linux 6.14).
+pub(super) fn missing_process_limit(namespaces: bool) -> Option<&'static str> {
+    // SAFETY: geteuid cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !namespaces {
+        Some("commands have no process limit (sandbox.max_processes): it needs a user namespace")
+    } else if root && !per_namespace_pid_max() {
+        Some(
+            "commands have no process limit (sandbox.max_processes): as root it needs Linux \
+             6.14 or newer (pid_max per PID namespace)",
+        )
+    } else {
+        None
+    }
+}
+
+/// Whether the running kernel has a `pid_max` per PID namespace (Linux 6.14 and newer).
+fn per_namespace_pid_max() -> bool {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let mut parts = release.trim().split(|c: char| !c.is_ascii_digit());
+    let mut number = || {
+        parts
+            .next()
+            .and_then(|p| p.parse::<u32>().ok())
+            .unwrap_or(0)
+    };
+    (number(), number()) >= (6, 14)
+}
+
 /// Which limit a command's output shows it hit ([`limit_hit`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LimitHit {

@@ -132,6 +132,9 @@ config_table! {
         repeat_limit: Option<u32>,
         /// Tool output cap in characters. Default 30,000.
         max_tool_output_chars: Option<usize>,
+        /// Time limit of one file-tool call (`read_file`, `grep`, `glob`, …), in seconds.
+        /// Default 60.
+        file_tool_timeout_s: Option<u64>,
         /// Fraction of `context_window` (0 < x ≤ 1) at which older turns are compacted into a
         /// summary. Default 0.8.
         compact_threshold: Option<f64>,
@@ -293,6 +296,11 @@ config_table! {
         deny_read: Vec<PathBuf>,
         /// `false` denies TCP bind and connect to commands (landlock ABI ≥ 4). Default `true`.
         network: Option<bool>,
+        /// Processes and threads a command may run at once. Default 4,096.
+        max_processes: Option<u32>,
+        /// MiB of memory each process of a command may allocate (`RLIMIT_DATA`); `0` = no
+        /// limit. Default 8,192.
+        max_memory_mb: Option<u64>,
     }
 }
 
@@ -423,6 +431,7 @@ impl ConfigFile {
         over!(agent.max_turns);
         over!(agent.repeat_limit);
         over!(agent.max_tool_output_chars);
+        over!(agent.file_tool_timeout_s);
         over!(agent.compact_threshold);
         over!(permissions.mode);
         over!(swarm.max_workers);
@@ -443,6 +452,8 @@ impl ConfigFile {
         over!(swarm.remote);
         over!(sandbox.mode);
         over!(sandbox.network);
+        over!(sandbox.max_processes);
+        over!(sandbox.max_memory_mb);
         self.sandbox.writable.extend(higher.sandbox.writable);
         self.sandbox.deny_read.extend(higher.sandbox.deny_read);
         self.secrets.redact_env.extend(higher.secrets.redact_env);
@@ -490,6 +501,9 @@ pub struct AgentLimits {
     pub repeat_limit: u32,
     /// Tool output cap in characters.
     pub max_tool_output_chars: usize,
+    /// Time limit of one file-tool call (`agent.file_tool_timeout_s`, default
+    /// [`crate::tools::DEFAULT_FILE_TOOL_TIMEOUT`]).
+    pub file_tool_timeout: std::time::Duration,
     /// Hooks of the user config (project hooks are never here).
     pub hooks: crate::hooks::HooksFile,
     /// Fraction of the context window at which the history is compacted.
@@ -880,6 +894,10 @@ fn resolve_agent(merged: &ConfigFile) -> Result<AgentLimits, ConfigError> {
             .max_tool_output_chars
             .unwrap_or(30_000)
             .max(1_000),
+        file_tool_timeout: merged.agent.file_tool_timeout_s.map_or(
+            crate::tools::DEFAULT_FILE_TOOL_TIMEOUT,
+            std::time::Duration::from_secs,
+        ),
         hooks: merged.hooks.clone(),
         compact_threshold: compact_threshold(merged.agent.compact_threshold)?,
     })
@@ -1101,10 +1119,12 @@ fn hold_cost_settings(mut kept: ConfigFile, lower: &ConfigFile) -> ConfigFile {
 /// `accept-edits` < `bypass`), `[swarm]` limits (`max_file_mb` up to the default 10,
 /// `worktree_include_max_mb` up to the default 1,000),
 /// `sandbox.mode = "enforce"`,
-/// `sandbox.deny_read`, `sandbox.network = false`, `[secrets]`, `[pricing]`.
+/// `sandbox.deny_read`, `sandbox.network = false`, `sandbox.max_processes` and
+/// `sandbox.max_memory_mb` up to their defaults (4,096; 8,192, not `0`), `[secrets]`,
+/// `[pricing]`.
 ///
 /// Needs trust (widening): `permissions.allow`, a wider `permissions.mode`, `sandbox.mode =
-/// "off"`, `sandbox.writable`, `sandbox.network = true`, `swarm.worktree_root` (where worker
+/// "off"`, `sandbox.writable`, `sandbox.network = true`, higher command limits, `swarm.worktree_root` (where worker
 /// checkouts and their writable paths go), `swarm.verify` and `swarm.setup` (commands ahelper
 /// runs itself), `swarm.worktree_include_max_mb` above the default 1,000, `swarm.nats_url` and
 /// `swarm.remote` (where the run's code and subtasks are sent),
@@ -1158,6 +1178,14 @@ pub fn split_untrusted(project: ConfigFile, lower_mode: Option<&str>) -> (Config
             writable: Vec::new(),
             deny_read: project.sandbox.deny_read.clone(),
             network: project.sandbox.network.filter(|n| !n),
+            max_processes: project
+                .sandbox
+                .max_processes
+                .filter(|n| *n <= crate::sandbox_os::DEFAULT_MAX_PROCESSES),
+            max_memory_mb: project
+                .sandbox
+                .max_memory_mb
+                .filter(|mb| (1..=crate::sandbox_os::DEFAULT_MAX_MEMORY_MB).contains(mb)),
         },
         secrets: project.secrets.clone(),
         pricing: project.pricing.clone(),
@@ -1215,6 +1243,14 @@ fn resolve_sandbox(
         network: file.network.unwrap_or(true),
         added_dirs: Vec::new(),
         protected_dirs: env.protected_user_dirs(),
+        limits: crate::sandbox_os::CommandLimits {
+            max_processes: file
+                .max_processes
+                .unwrap_or(crate::sandbox_os::DEFAULT_MAX_PROCESSES),
+            max_memory_mb: file
+                .max_memory_mb
+                .unwrap_or(crate::sandbox_os::DEFAULT_MAX_MEMORY_MB),
+        },
     })
 }
 
@@ -2110,6 +2146,44 @@ mod tests {
             resolve_swarm(&SwarmFile::default()).include_max_bytes,
             ahelper_worktrees::DEFAULT_INCLUDE_MAX_BYTES
         );
+    }
+
+    /// `sandbox.max_processes` and `sandbox.max_memory_mb`: defaults 4,096 and 8,192; an
+    /// untrusted project may lower them, not raise them or turn the memory limit off (`0`).
+    #[test]
+    fn command_limits_default_and_an_untrusted_project_only_lowers_them() {
+        let path = Path::new("/p/.ahelper/config.toml");
+        let env = EnvSnapshot::default();
+        let limits = |file: &ConfigFile| {
+            resolve_sandbox(&file.sandbox, Path::new("/ws"), &env)
+                .unwrap()
+                .limits
+        };
+        assert_eq!(
+            limits(&ConfigFile::default()),
+            crate::sandbox_os::CommandLimits {
+                max_processes: 4096,
+                max_memory_mb: 8192
+            }
+        );
+        let lower = ConfigFile::parse("[sandbox]\nmax_processes = 64\nmax_memory_mb = 512\n", path)
+            .unwrap();
+        let (kept, ignored) = split_untrusted(lower, None);
+        assert!(ignored.is_empty(), "{ignored:?}");
+        assert_eq!(limits(&kept).max_processes, 64);
+        assert_eq!(limits(&kept).max_memory_mb, 512);
+        for text in [
+            "[sandbox]\nmax_processes = 100000\n",
+            "[sandbox]\nmax_memory_mb = 0\n",
+            "[sandbox]\nmax_memory_mb = 65536\n",
+        ] {
+            let file = ConfigFile::parse(text, path).unwrap();
+            let (kept, ignored) = split_untrusted(file.clone(), None);
+            assert_eq!(ignored.len(), 1, "{text}: {ignored:?}");
+            assert!(ignored[0].starts_with("sandbox.max_"), "{ignored:?}");
+            assert_eq!(limits(&kept), limits(&ConfigFile::default()), "{text}");
+            assert_ne!(limits(&file), limits(&ConfigFile::default()), "{text}");
+        }
     }
 
     /// `swarm.warm_cargo`: `"auto"` by default, `"off"` turns it off, anything else is an error

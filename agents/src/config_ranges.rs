@@ -49,7 +49,7 @@ impl KeyRange {
 const HOUR_MS: u64 = 3_600_000;
 
 /// Every numeric key with its range, in file order of the README's example.
-pub const KEY_RANGES: [KeyRange; 15] = [
+pub const KEY_RANGES: [KeyRange; 18] = [
     KeyRange::new("max_output_tokens", 16, u64::MAX, None),
     KeyRange::new("context_window", 1_024, u64::MAX, None),
     KeyRange::new("retry.max_attempts", 1, 100, None),
@@ -59,12 +59,21 @@ pub const KEY_RANGES: [KeyRange; 15] = [
     KeyRange::new("agent.max_turns", 1, u64::MAX, Some("--max-turns")),
     KeyRange::new("agent.repeat_limit", 2, u64::MAX, None),
     KeyRange::new("agent.max_tool_output_chars", 1_000, u64::MAX, None),
+    KeyRange::new("agent.file_tool_timeout_s", 1, 3_600, None),
     KeyRange::new("swarm.max_workers", 1, u64::MAX, Some("--max-workers")),
     KeyRange::new("swarm.max_subtasks", 1, u64::MAX, None),
     KeyRange::new("swarm.worker_max_turns", 1, u64::MAX, None),
     KeyRange::new("swarm.token_budget", 1, u64::MAX, None),
     KeyRange::new("swarm.time_limit_s", 1, u64::MAX, None),
     KeyRange::new("swarm.max_file_mb", 1, u64::MAX / 1_000_000, None),
+    // The PID namespace's pid_max (limit + 302) is at most 4,194,304.
+    KeyRange::new(
+        "sandbox.max_processes",
+        crate::sandbox_os::MIN_MAX_PROCESSES as u64,
+        4_194_002,
+        None,
+    ),
+    KeyRange::new("sandbox.max_memory_mb", 0, u64::MAX >> 20, None),
 ];
 
 /// The value `file` sets for `key` (one of [`KEY_RANGES`]), if any.
@@ -80,12 +89,15 @@ fn value_of(file: &ConfigFile, key: &str) -> Option<u64> {
         "agent.max_turns" => file.agent.max_turns.map(u64::from),
         "agent.repeat_limit" => file.agent.repeat_limit.map(u64::from),
         "agent.max_tool_output_chars" => as_u64(file.agent.max_tool_output_chars),
+        "agent.file_tool_timeout_s" => file.agent.file_tool_timeout_s,
         "swarm.max_workers" => as_u64(file.swarm.max_workers),
         "swarm.max_subtasks" => as_u64(file.swarm.max_subtasks),
         "swarm.worker_max_turns" => file.swarm.worker_max_turns.map(u64::from),
         "swarm.token_budget" => file.swarm.token_budget,
         "swarm.time_limit_s" => file.swarm.time_limit_s,
         "swarm.max_file_mb" => file.swarm.max_file_mb,
+        "sandbox.max_processes" => file.sandbox.max_processes.map(u64::from),
+        "sandbox.max_memory_mb" => file.sandbox.max_memory_mb,
         _ => None,
     }
 }
@@ -170,9 +182,10 @@ mod tests {
     fn every_range_key_reads_a_value() {
         let text = "max_output_tokens = 1\ncontext_window = 1\n[retry]\nmax_attempts = 1\n\
                     base_delay_ms = 1\nmax_delay_ms = 1\nidle_timeout_ms = 1\n[agent]\n\
-                    max_turns = 1\nrepeat_limit = 1\nmax_tool_output_chars = 1\n[swarm]\n\
+                    max_turns = 1\nrepeat_limit = 1\nmax_tool_output_chars = 1\nfile_tool_timeout_s = 1\n[swarm]\n\
                     max_workers = 1\nmax_subtasks = 1\nworker_max_turns = 1\ntoken_budget = 1\n\
-                    time_limit_s = 1\nmax_file_mb = 1\n";
+                    time_limit_s = 1\nmax_file_mb = 1\n[sandbox]\nmax_processes = 1\n\
+                    max_memory_mb = 1\n";
         let file = ConfigFile::parse(text, Path::new("x")).unwrap();
         for range in &KEY_RANGES {
             assert_eq!(value_of(&file, range.key), Some(1), "{}", range.key);

@@ -115,6 +115,19 @@ pub enum SandboxError {
         /// Path relative to the workspace root.
         requested: String,
     },
+    /// What was opened is not a regular file or directory (a FIFO, a socket, a device): the
+    /// file tools refuse it, since reading or writing one may block for ever or never end.
+    #[error(
+        "`{requested}` is {kind}, not a regular file; the file tools read and write only \
+         regular files (reading one could block or never end). Use run_command if you must \
+         use it"
+    )]
+    NotRegular {
+        /// Path relative to the workspace root.
+        requested: String,
+        /// `a FIFO (named pipe)`, `a socket`, `a character device`, `a block device`.
+        kind: &'static str,
+    },
 }
 
 impl SandboxError {
@@ -683,12 +696,56 @@ fn open_beneath(
 /// [`SandboxError::Changed`] when the path changed since [`resolve`]; [`SandboxError::Io`]
 /// when it cannot be opened (not found, permission denied…).
 pub fn open_read(workspace_root: &Path, resolved: &ResolvedPath) -> Result<File, SandboxError> {
-    open_beneath(
+    let file = open_beneath(
         resolved.root(workspace_root),
         &resolved.relative,
-        libc::O_RDONLY,
+        libc::O_RDONLY | NEVER_BLOCK,
         0,
     )
+    .map_err(|e| enxio_as_not_regular(e, &resolved.relative))?;
+    regular_or_dir(file, &resolved.relative)
+}
+
+/// Flags of every file-tool open: `O_NONBLOCK` makes opening a FIFO return at once (a FIFO
+/// without a writer would block `open` for ever), `O_NOCTTY` keeps a terminal from becoming
+/// ahelper's. What was opened is then checked by [`regular_or_dir`].
+const NEVER_BLOCK: libc::c_int = libc::O_NONBLOCK | libc::O_NOCTTY;
+
+/// `file` when what was opened (`fstat` of the descriptor, so no later swap of the path
+/// matters) is a regular file or a directory — with `O_NONBLOCK` cleared again, which regular
+/// files ignore anyway.
+///
+/// # Errors
+/// [`SandboxError::NotRegular`] for a FIFO, a socket or a device; [`SandboxError::Io`] when
+/// the descriptor cannot be inspected.
+fn regular_or_dir(file: File, relative: &Path) -> Result<File, SandboxError> {
+    use std::os::unix::fs::FileTypeExt;
+    let requested = relative.display().to_string();
+    let file_type = file.metadata().map_err(|e| SandboxError::Io {
+        requested: requested.clone(),
+        message: e.to_string(),
+        kind: e.kind(),
+    })?;
+    let file_type = file_type.file_type();
+    let kind = if file_type.is_fifo() {
+        "a FIFO (named pipe)"
+    } else if file_type.is_socket() {
+        "a socket"
+    } else if file_type.is_char_device() {
+        "a character device"
+    } else if file_type.is_block_device() {
+        "a block device"
+    } else {
+        // SAFETY: fcntl(2) on a descriptor `file` owns; F_GETFL/F_SETFL take integers.
+        unsafe {
+            let flags = libc::fcntl(file.as_raw_fd(), libc::F_GETFL);
+            if flags >= 0 {
+                libc::fcntl(file.as_raw_fd(), libc::F_SETFL, flags & !libc::O_NONBLOCK);
+            }
+        }
+        return Ok(file);
+    };
+    Err(SandboxError::NotRegular { requested, kind })
 }
 
 /// Opens a resolved path for writing, creating it (mode `0o666` minus umask) when `create` is
@@ -702,13 +759,30 @@ pub fn open_write(
     resolved: &ResolvedPath,
     create: bool,
 ) -> Result<File, SandboxError> {
-    let flags = libc::O_WRONLY | if create { libc::O_CREAT } else { 0 };
-    open_beneath(
+    let flags = libc::O_WRONLY | NEVER_BLOCK | if create { libc::O_CREAT } else { 0 };
+    let file = open_beneath(
         resolved.root(workspace_root),
         &resolved.relative,
         flags,
         0o666,
     )
+    .map_err(|e| enxio_as_not_regular(e, &resolved.relative))?;
+    regular_or_dir(file, &resolved.relative)
+}
+
+/// The `ENXIO` ("No such device or address") of an open as [`SandboxError::NotRegular`]: the
+/// kernel's answer for a socket, for `O_WRONLY|O_NONBLOCK` on a FIFO nobody reads, and for a
+/// device without a driver.
+fn enxio_as_not_regular(e: SandboxError, relative: &Path) -> SandboxError {
+    let enxio = io::Error::from_raw_os_error(libc::ENXIO).to_string();
+    if matches!(&e, SandboxError::Io { message, .. } if *message == enxio) {
+        SandboxError::NotRegular {
+            requested: relative.display().to_string(),
+            kind: "a socket, a FIFO (named pipe) or a device",
+        }
+    } else {
+        e
+    }
 }
 
 /// Opens the directory that holds a resolved path (read-only, for `openat`/`renameat` calls

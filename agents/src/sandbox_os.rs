@@ -44,7 +44,13 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 pub mod binds;
+mod limits;
 mod pid_init;
+use limits::PreparedLimits;
+pub use limits::{
+    CommandLimits, DEFAULT_MAX_MEMORY_MB, DEFAULT_MAX_PROCESSES, LimitHit, MIN_MAX_PROCESSES,
+    limit_hit,
+};
 use pid_init::PidInit;
 
 /// The landlock ABI whose access rights we ask for. Newer kernels are asked for exactly these
@@ -181,6 +187,8 @@ pub struct SandboxSettings {
     /// [`crate::config::EnvSnapshot::protected_user_dirs`]. Those inside a writable path are
     /// bound read-only for commands ([`binds::user_dirs_within`]) and refused to file tools.
     pub protected_dirs: Vec<PathBuf>,
+    /// `sandbox.max_processes` and `sandbox.max_memory_mb` ([`CommandLimits`]).
+    pub limits: CommandLimits,
 }
 
 impl SandboxSettings {
@@ -193,6 +201,7 @@ impl SandboxSettings {
             network: true,
             added_dirs: Vec::new(),
             protected_dirs: Vec::new(),
+            limits: CommandLimits::default(),
         }
     }
 }
@@ -319,6 +328,9 @@ pub struct CommandSandbox {
     added_dirs: Vec<PathBuf>,
     /// [`SandboxSettings::protected_dirs`], kept by [`CommandSandbox::for_workspace`].
     protected_dirs: Vec<PathBuf>,
+    /// How many processes a command may run and how much memory each may allocate
+    /// ([`limits`]); applied with the rest of the sandbox, so only when it is enforced.
+    pub limits: CommandLimits,
 }
 
 impl CommandSandbox {
@@ -343,6 +355,7 @@ impl CommandSandbox {
         );
         sandbox.add_dirs(&settings.added_dirs);
         sandbox.protected_dirs = settings.protected_dirs.clone();
+        sandbox.limits = settings.limits;
         sandbox.namespaces = settings.mode == SandboxMode::Enforce
             && owned_by_me(&sandbox.workspace_root)
             && namespaces_available();
@@ -365,6 +378,7 @@ impl CommandSandbox {
             self.status,
         );
         sandbox.namespaces = self.namespaces;
+        sandbox.limits = self.limits;
         sandbox.add_dirs(&self.added_dirs);
         sandbox.protected_dirs = self.protected_dirs.clone();
         sandbox
@@ -426,6 +440,7 @@ impl CommandSandbox {
             extra_writable,
             added_dirs: Vec::new(),
             protected_dirs: Vec::new(),
+            limits: CommandLimits::default(),
         }
     }
 
@@ -482,6 +497,9 @@ impl CommandSandbox {
                          unwritable)"
                             .to_string(),
                     );
+                }
+                if let Some(missing) = limits::missing_process_limit(self.namespaces) {
+                    notes.push(missing.to_string());
                 }
                 if !self.network && !self.status.supports_network() {
                     notes.push(format!(
@@ -547,6 +565,7 @@ impl CommandSandbox {
                 ruleset: None,
                 namespaces: None,
                 report: None,
+                limits: None,
             });
         }
         let err = |e: landlock::RulesetError| SandboxOsError::Ruleset(e.to_string());
@@ -584,10 +603,11 @@ impl CommandSandbox {
         } else {
             Vec::new()
         };
+        let limits = PreparedLimits::new(self.limits);
         let (pid_init, report) = if self.namespaces {
             let (report, init) = pid_init_for(&created, read.bits())
                 .map_err(|e| SandboxOsError::Ruleset(e.to_string()))?;
-            (Some(init), Some(report))
+            (Some(init.with_pid_max(limits.pid_max())), Some(report))
         } else {
             (None, None)
         };
@@ -596,6 +616,7 @@ impl CommandSandbox {
             ruleset: Some(created),
             namespaces: (!namespaces.is_empty()).then_some(namespaces),
             report,
+            limits: Some(limits),
         })
     }
 
@@ -639,6 +660,8 @@ pub struct PreparedSandbox {
     namespaces: Option<Namespaces>,
     /// Read end of the PID namespace's report pipe ([`Self::take_report`]).
     report: Option<OwnedFd>,
+    /// The process and memory limits, applied after the namespaces ([`limits`]).
+    limits: Option<PreparedLimits>,
 }
 
 /// The report pipe (read end non-blocking, both ends close-on-exec) and the [`PidInit`] of one
@@ -1025,6 +1048,9 @@ impl PreparedSandbox {
     pub fn restrict_self(&mut self) -> std::io::Result<()> {
         if let Some(namespace) = self.namespaces.take() {
             namespace.enter()?;
+        }
+        if let Some(limits) = self.limits.take() {
+            limits.apply()?;
         }
         let Some(ruleset) = self.ruleset.take() else {
             return Ok(());

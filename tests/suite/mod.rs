@@ -1,5 +1,6 @@
 mod add_dir;
 mod add_dir_hiding;
+mod bounded_tools;
 mod closed_stdout;
 mod compaction;
 mod config_ranges;

@@ -294,6 +294,7 @@ impl Agent {
         ctx.read_deny = self.gate.read_deny_rules();
         ctx.cancel = cancel.child_token();
         ctx.max_output_chars = self.settings.max_tool_output_chars;
+        ctx.file_tool_timeout = self.settings.file_tool_timeout;
         let futures = indices.iter().map(|&i| {
             let call = &calls[i];
             let tool: Option<Arc<dyn Tool>> = self.tools.get(&call.name).cloned();

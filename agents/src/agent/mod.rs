@@ -47,6 +47,8 @@ pub struct AgentSettings {
     /// Tool result cap in characters (default 30,000); longer results keep their first 60% and
     /// their tail around a marker.
     pub max_tool_output_chars: usize,
+    /// Time limit of one file-tool call (default [`crate::tools::DEFAULT_FILE_TOOL_TIMEOUT`]).
+    pub file_tool_timeout: std::time::Duration,
     /// Output tokens requested per turn (reserved in the context budget).
     pub max_output_tokens: u32,
     /// Model context window in tokens.
@@ -67,6 +69,7 @@ impl Default for AgentSettings {
             max_turns: 40,
             repeat_limit: 3,
             max_tool_output_chars: 30_000,
+            file_tool_timeout: crate::tools::DEFAULT_FILE_TOOL_TIMEOUT,
             max_output_tokens: crate::config::DEFAULT_MAX_OUTPUT_TOKENS,
             context_window: crate::config::ANTHROPIC_DEFAULT_CONTEXT_WINDOW,
             token_budget: None,
@@ -86,6 +89,7 @@ impl AgentSettings {
             max_turns: limits.max_turns,
             repeat_limit: limits.repeat_limit,
             max_tool_output_chars: limits.max_tool_output_chars,
+            file_tool_timeout: limits.file_tool_timeout,
             max_output_tokens: provider.map_or(defaults.max_output_tokens, |p| p.max_output_tokens),
             context_window: provider.map_or(defaults.context_window, |p| p.context_window),
             hooks: Hooks::new(limits.hooks.clone()),

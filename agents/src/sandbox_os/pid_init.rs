@@ -49,13 +49,26 @@ pub(super) struct PidInit {
     /// to grant on the namespace's new `/proc`: a rule on the old `/proc` does not cover the
     /// new mount (landlock rules belong to inodes).
     proc_rule: Option<(OwnedFd, u64)>,
+    /// What init writes to the namespace's `/proc/sys/kernel/pid_max` before it forks the
+    /// command (the process limit, [`super::limits`]); nothing when `None`.
+    pid_max: Option<Vec<u8>>,
 }
 
 impl PidInit {
     /// Prepares a namespace init that reports on `report` and, when given, grants
     /// `proc_rule.1` on the new `/proc` in ruleset `proc_rule.0`.
     pub(super) fn new(report: OwnedFd, proc_rule: Option<(OwnedFd, u64)>) -> Self {
-        PidInit { report, proc_rule }
+        PidInit {
+            report,
+            proc_rule,
+            pid_max: None,
+        }
+    }
+
+    /// The same init, limiting the namespace to PIDs below `pid_max` (decimal ASCII).
+    pub(super) fn with_pid_max(mut self, pid_max: Vec<u8>) -> Self {
+        self.pid_max = Some(pid_max);
+        self
     }
 
     /// Called in the child after `unshare(CLONE_NEWPID)`: forks init, which forks the command.
@@ -81,6 +94,9 @@ impl PidInit {
         // SAFETY: prctl with integer arguments.
         unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) };
         self.mount_proc();
+        if let Some(pid_max) = &self.pid_max {
+            super::limits::write_pid_max(pid_max);
+        }
         // SAFETY: as above.
         let command = unsafe { libc::fork() };
         if command == 0 {

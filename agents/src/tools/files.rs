@@ -16,6 +16,9 @@ pub const DEFAULT_READ_LIMIT: usize = 2000;
 pub const MAX_LINE_CHARS: usize = 2000;
 /// Bytes inspected for NUL bytes to decide that a file is binary.
 pub const BINARY_SNIFF_BYTES: usize = 8192;
+/// Largest file `edit_file` changes, in bytes (64 MiB): it holds the file, the changed copy and
+/// a diff in memory at once.
+pub const MAX_EDIT_BYTES: u64 = 64 << 20;
 /// Most entries `list_dir` returns.
 pub const LIST_DIR_CAP: usize = 1000;
 
@@ -49,7 +52,8 @@ fn claim(ctx: &ToolContext, resolved: &ResolvedPath) -> Result<(), ToolError> {
     Ok(())
 }
 
-/// Reads the whole file at a resolved path through the sandbox opener.
+/// Reads the whole file at a resolved path through the sandbox opener (at most
+/// [`MAX_EDIT_BYTES`]; a larger file is refused before anything is read).
 fn read_bytes(
     ctx: &ToolContext,
     requested: &str,
@@ -63,6 +67,14 @@ fn read_bytes(
     if meta.is_dir() {
         return Err(ToolError::new(format!(
             "`{requested}` is a directory, not a file; use list_dir to see its entries"
+        )));
+    }
+    if meta.len() > MAX_EDIT_BYTES {
+        return Err(ToolError::new(format!(
+            "`{requested}` is {} MiB; edit_file changes files of at most {} MiB. Use \
+             run_command with a streaming tool (`sed -i`) for a file this large",
+            meta.len() >> 20,
+            MAX_EDIT_BYTES >> 20
         )));
     }
     let mut bytes = Vec::with_capacity(meta.len() as usize);
@@ -111,17 +123,12 @@ fn write_bytes(
 // ---------------------------------------------------------------------------------------------
 
 /// Carries out a `read_file` call: numbered lines of a text file (`cat -n` style).
+///
+/// The file is streamed: at most [`MAX_LINE_CHARS`] characters of a line are kept (the rest is
+/// only counted, see [`next_line`]), so a huge one-line file costs a buffer, not its size. The
+/// call stops when its context is cancelled (the turn, or the file tools' time limit).
 pub fn read_file(args: &ReadFileArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-    let offset = args.offset.unwrap_or(1);
-    if offset == 0 {
-        return Err(ToolError::new(
-            "offset is 1-based: use offset 1 for the first line",
-        ));
-    }
-    let limit = args.limit.unwrap_or(DEFAULT_READ_LIMIT);
-    if limit == 0 {
-        return Err(ToolError::new("limit must be at least 1 line"));
-    }
+    let (offset, limit) = read_window(args)?;
     let resolved = ctx.resolve(&args.path, Access::Read)?;
     let file = sandbox::open_read(&ctx.workspace_root, &resolved)
         .map_err(|e| open_error(&args.path, e))?;
@@ -134,10 +141,9 @@ pub fn read_file(args: &ReadFileArgs, ctx: &ToolContext) -> Result<ToolOutput, T
             args.path
         )));
     }
+    let cannot = |e: std::io::Error| ToolError::new(format!("cannot read `{}`: {e}", args.path));
     let mut reader = BufReader::with_capacity(64 * 1024, file);
-    let head = reader
-        .fill_buf()
-        .map_err(|e| ToolError::new(format!("cannot read `{}`: {e}", args.path)))?;
+    let head = reader.fill_buf().map_err(cannot)?;
     if head[..head.len().min(BINARY_SNIFF_BYTES)].contains(&0) {
         return Err(ToolError::new(format!(
             "`{}` is a binary file ({} bytes; NUL bytes in its first 8 KiB); read_file only \
@@ -152,60 +158,154 @@ pub fn read_file(args: &ReadFileArgs, ctx: &ToolContext) -> Result<ToolOutput, T
             resolved.display()
         )));
     }
-
-    let budget = ctx.max_output_chars.max(1000);
-    let mut out = String::new();
+    let mut window = Window::new(offset, limit, ctx.max_output_chars.max(1000));
     let mut line = Vec::new();
-    let mut number = 0usize;
-    let mut shown = 0usize;
-    let mut last_shown = 0usize;
-    let mut stopped_for_size = false;
+    while let Some(more) = next_line(&mut reader, KEPT_LINE_BYTES, &mut line).map_err(cannot)? {
+        if ctx.cancel.is_cancelled() {
+            return Err(ToolError::new(format!(
+                "read_file of `{}` was stopped (cancelled, or over the file tools' time limit)",
+                args.path
+            )));
+        }
+        window.add(&line, more);
+    }
+    window.finish(&args.path)
+}
+
+/// The 1-based first line and the number of lines a `read_file` call asks for.
+fn read_window(args: &ReadFileArgs) -> Result<(usize, usize), ToolError> {
+    let offset = args.offset.unwrap_or(1);
+    if offset == 0 {
+        return Err(ToolError::new(
+            "offset is 1-based: use offset 1 for the first line",
+        ));
+    }
+    let limit = args.limit.unwrap_or(DEFAULT_READ_LIMIT);
+    if limit == 0 {
+        return Err(ToolError::new("limit must be at least 1 line"));
+    }
+    Ok((offset, limit))
+}
+
+/// Bytes of a line `read_file` keeps: enough for [`MAX_LINE_CHARS`] characters of 4 bytes.
+const KEPT_LINE_BYTES: usize = MAX_LINE_CHARS * 4 + 4;
+
+/// Reads the next line of `reader` into `line` (cleared first): its first `keep` bytes, with the
+/// `\n` when it is among them. The rest of a longer line is consumed and only counted.
+///
+/// Returns `None` at the end of the input, else the number of characters (UTF-8 leading bytes)
+/// of the line after the kept bytes, its `\n` not counted. Memory: `keep` bytes plus the
+/// reader's buffer, whatever the line's length.
+///
+/// # Errors
+/// A read error of `reader`.
+fn next_line(
+    reader: &mut impl BufRead,
+    keep: usize,
+    line: &mut Vec<u8>,
+) -> std::io::Result<Option<usize>> {
+    line.clear();
+    let mut more = 0usize;
+    let mut any = false;
     loop {
-        line.clear();
-        let n = reader
-            .read_until(b'\n', &mut line)
-            .map_err(|e| ToolError::new(format!("cannot read `{}`: {e}", args.path)))?;
-        if n == 0 {
-            break;
+        let buf = reader.fill_buf()?;
+        if buf.is_empty() {
+            return Ok(any.then_some(more));
         }
-        number += 1;
-        if number < offset || shown >= limit || stopped_for_size {
-            continue;
+        any = true;
+        let (chunk, ended) = match memchr::memchr(b'\n', buf) {
+            Some(i) => (&buf[..=i], true),
+            None => (buf, false),
+        };
+        let room = keep.saturating_sub(line.len()).min(chunk.len());
+        line.extend_from_slice(&chunk[..room]);
+        let rest = &chunk[room..];
+        let rest = match rest.split_last() {
+            Some((b'\n', before)) if ended => before,
+            _ => rest,
+        };
+        more += rest.iter().filter(|b| (**b as i8) >= -0x40).count();
+        let used = chunk.len();
+        reader.consume(used);
+        if ended {
+            return Ok(Some(more));
         }
-        let mut text = String::from_utf8_lossy(&line).into_owned();
+    }
+}
+
+/// The lines a `read_file` call shows: from `offset`, at most `limit` lines and about `budget`
+/// characters; every line is counted.
+struct Window {
+    offset: usize,
+    limit: usize,
+    budget: usize,
+    out: String,
+    number: usize,
+    shown: usize,
+    last_shown: usize,
+    full: bool,
+}
+
+impl Window {
+    fn new(offset: usize, limit: usize, budget: usize) -> Self {
+        Window {
+            offset,
+            limit,
+            budget,
+            out: String::new(),
+            number: 0,
+            shown: 0,
+            last_shown: 0,
+            full: false,
+        }
+    }
+
+    /// Counts one line (`kept` bytes of it, `more` characters after them) and shows it when it
+    /// is in the window, cut at [`MAX_LINE_CHARS`] characters with a note.
+    fn add(&mut self, kept: &[u8], more: usize) {
+        self.number += 1;
+        if self.number < self.offset || self.shown >= self.limit || self.full {
+            return;
+        }
+        let mut text = String::from_utf8_lossy(kept).into_owned();
         if text.ends_with('\n') {
             text.pop();
             if text.ends_with('\r') {
                 text.pop();
             }
         }
-        if let (kept, cut @ 1..) = crate::text::clip(&text, MAX_LINE_CHARS) {
-            let chars = MAX_LINE_CHARS + cut;
-            text = format!("{kept} […line cut: {chars} characters in total]");
+        let (kept, cut) = crate::text::clip(&text, MAX_LINE_CHARS);
+        if cut + more > 0 {
+            let chars = MAX_LINE_CHARS + cut + more;
+            text = format!("{kept} […line cut at {MAX_LINE_CHARS} characters: {chars} in total]");
         }
-        let entry = format!("{number:>6}\t{text}\n");
-        if !out.is_empty() && out.len() + entry.len() > budget {
-            stopped_for_size = true;
-            continue;
+        let entry = format!("{:>6}\t{text}\n", self.number);
+        if !self.out.is_empty() && self.out.len() + entry.len() > self.budget {
+            self.full = true;
+            return;
         }
-        out.push_str(&entry);
-        shown += 1;
-        last_shown = number;
+        self.out.push_str(&entry);
+        self.shown += 1;
+        self.last_shown = self.number;
     }
-    if number < offset {
-        return Err(ToolError::new(format!(
-            "offset {offset} is past the end of `{}`, which has {number} lines",
-            args.path
-        )));
+
+    /// The shown lines with a note on what follows, or an error when `offset` is past the end.
+    fn finish(mut self, path: &str) -> Result<ToolOutput, ToolError> {
+        let (number, offset) = (self.number, self.offset);
+        if number < offset {
+            return Err(ToolError::new(format!(
+                "offset {offset} is past the end of `{path}`, which has {number} lines"
+            )));
+        }
+        if self.last_shown < number {
+            let remaining = number - self.last_shown;
+            self.out.push_str(&format!(
+                "[… {remaining} more lines (file has {number}); call read_file with offset={} to continue]\n",
+                self.last_shown + 1
+            ));
+        }
+        Ok(ToolOutput::ok(self.out))
     }
-    if last_shown < number {
-        let remaining = number - last_shown;
-        out.push_str(&format!(
-            "[… {remaining} more lines (file has {number}); call read_file with offset={} to continue]\n",
-            last_shown + 1
-        ));
-    }
-    Ok(ToolOutput::ok(out))
 }
 
 // ---------------------------------------------------------------------------------------------

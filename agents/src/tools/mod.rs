@@ -95,7 +95,15 @@ pub struct ToolContext {
     /// `grep` and `glob` tools skip the files they cover, symbolic links resolved (see
     /// [`crate::permissions::read_denied`]).
     pub read_deny: Vec<crate::permissions::PermissionRule>,
+    /// Time limit of one call of a file tool (`read_file`, `write_file`, `edit_file`,
+    /// `list_dir`, `glob`, `grep`; default [`DEFAULT_FILE_TOOL_TIMEOUT`], set from
+    /// `agent.file_tool_timeout_s`): past it the call fails with a message naming the limit,
+    /// and its work is told to stop (its cancellation token fires).
+    pub file_tool_timeout: std::time::Duration,
 }
+
+/// Default time limit of one file-tool call: 60 seconds.
+pub const DEFAULT_FILE_TOOL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl ToolContext {
     /// A context for `workspace_root` (canonicalised) with cwd = root and default limits.
@@ -124,6 +132,7 @@ impl ToolContext {
             command_sandbox: None,
             redactor: crate::redact::Redactor::default(),
             read_deny: Vec::new(),
+            file_tool_timeout: DEFAULT_FILE_TOOL_TIMEOUT,
         }
     }
 
@@ -374,17 +383,35 @@ impl<T: BuiltinTool> Tool for T {
 }
 
 /// A built-in tool that works on tokio's blocking pool (file reads, writes and walks): the
-/// function that carries out a call.
+/// function that carries out a call. A call that takes longer than
+/// [`ToolContext::file_tool_timeout`] fails with a message naming that limit, and the
+/// cancellation token of its context fires so that the work stops at its next check.
 pub struct Blocking<A>(pub fn(&A, &ToolContext) -> Result<ToolOutput, ToolError>);
 
 impl<A: ToolArgs> BuiltinTool for Blocking<A> {
     type Args = A;
 
     async fn run(&self, args: A, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let (work, ctx) = (self.0, ctx.clone());
-        tokio::task::spawn_blocking(move || work(&args, &ctx))
-            .await
-            .map_err(|e| ToolError::new(format!("{} failed: {e}", A::SPEC.name)))?
+        let (work, mut ctx) = (self.0, ctx.clone());
+        let stop = ctx.cancel.child_token();
+        ctx.cancel = stop.clone();
+        let limit = ctx.file_tool_timeout;
+        let job = tokio::task::spawn_blocking(move || work(&args, &ctx));
+        match tokio::time::timeout(limit, job).await {
+            Ok(joined) => {
+                joined.map_err(|e| ToolError::new(format!("{} failed: {e}", A::SPEC.name)))?
+            }
+            Err(_) => {
+                stop.cancel();
+                Err(ToolError::new(format!(
+                    "{} did not finish within the time limit of file tools ({} s, \
+                     agent.file_tool_timeout_s) and was stopped; narrow the path, pattern or \
+                     range, or use run_command for long work",
+                    A::SPEC.name,
+                    limit.as_secs_f64()
+                )))
+            }
+        }
     }
 }
 

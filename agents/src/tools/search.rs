@@ -24,6 +24,9 @@ pub const GREP_DEFAULT_RESULTS: usize = 200;
 pub const GREP_MAX_RESULTS: usize = 2000;
 /// Longest matching line `grep` shows, in characters.
 pub const GREP_LINE_CHARS: usize = 500;
+/// Most bytes `grep` holds of one file at a time (the longest line it can search, in bytes):
+/// past it the file is searched no further and the result says so.
+pub const GREP_HEAP_LIMIT: usize = 16 * 1024 * 1024;
 
 /// A gitignore-aware walker rooted at `root` that shows hidden files, skips `.git` and does
 /// not follow symbolic links. Entries come sorted by file name.
@@ -151,6 +154,7 @@ pub fn grep(args: &GrepArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError>
     let mut searcher = SearcherBuilder::new()
         .line_number(true)
         .binary_detection(BinaryDetection::quit(0))
+        .heap_limit(Some(GREP_HEAP_LIMIT))
         .build();
     let mut found = GrepMatches::new(max_results, ctx.max_output_chars.max(1000));
     for entry in walk.build() {
@@ -166,21 +170,44 @@ pub fn grep(args: &GrepArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError>
             continue;
         }
         let shown_path = relative_display(path, &root);
+        // Unreadable files (permissions, races) and what is no longer a regular file (a FIFO
+        // put there since the walk) are skipped like ripgrep does.
+        let Some(file) = open_regular(path) else {
+            continue;
+        };
         let sink = Lossy(|line_number: u64, line: &str| {
             found.add(&shown_path, line_number, line);
             Ok(true)
         });
-        // Unreadable files (permissions, races) are skipped like ripgrep does.
-        let _ = searcher.search_path(&matcher, path, sink);
+        if let Err(e) = searcher.search_file(&matcher, &file, sink) {
+            found.unfinished.push(format!("{shown_path} ({e})"));
+        }
     }
     if found.total == 0 {
-        return Ok(ToolOutput::ok(format!(
+        let mut none = format!(
             "No matches for `{}` in `{}`.",
             args.pattern,
             args.path.as_deref().unwrap_or(".")
-        )));
+        );
+        if !found.unfinished.is_empty() {
+            none.push('\n');
+            none.push_str(&unfinished_note(&found.unfinished));
+        }
+        return Ok(ToolOutput::ok(none));
     }
     Ok(ToolOutput::ok(found.finish()))
+}
+
+/// `path` opened for reading without following a symbolic link and without blocking (a FIFO
+/// opens at once), when what was opened is a regular file.
+fn open_regular(path: &Path) -> Option<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW | libc::O_NOCTTY)
+        .open(path)
+        .ok()?;
+    file.metadata().ok()?.is_file().then_some(file)
 }
 
 /// The pattern, straight to the regex engine: there is no command line, so a pattern such as
@@ -235,6 +262,9 @@ struct GrepMatches {
     total: usize,
     max_results: usize,
     budget: usize,
+    /// Files whose search stopped early (`path (reason)`): a line longer than
+    /// [`GREP_HEAP_LIMIT`], a read error.
+    unfinished: Vec<String>,
 }
 
 impl GrepMatches {
@@ -245,6 +275,7 @@ impl GrepMatches {
             total: 0,
             max_results,
             budget,
+            unfinished: Vec::new(),
         }
     }
 
@@ -278,8 +309,29 @@ impl GrepMatches {
                 self.total - listed
             ));
         }
+        if !self.unfinished.is_empty() {
+            self.out.push_str(&unfinished_note(&self.unfinished));
+        }
         self.out
     }
+}
+
+/// The note on files `grep` did not search to their end (at most five named).
+fn unfinished_note(unfinished: &[String]) -> String {
+    let named: Vec<&str> = unfinished.iter().take(5).map(String::as_str).collect();
+    let others = unfinished.len().saturating_sub(named.len());
+    format!(
+        "[note: {} file(s) were not searched to their end — a line longer than {} MiB, or a read \
+         error: {}{}]\n",
+        unfinished.len(),
+        GREP_HEAP_LIMIT / (1024 * 1024),
+        named.join(", "),
+        if others > 0 {
+            format!(" and {others} more")
+        } else {
+            String::new()
+        }
+    )
 }
 
 /// The glob of `grep` is matched relative to the searched directory. Models often write it

@@ -21,6 +21,9 @@
 //! - when [`ToolContext::command_sandbox`] is enforced, the child is confined with landlock
 //!   before `exec` ([`crate::sandbox_os`]): writes only in the workspace, the temp dir and the
 //!   user's listed paths, no reads of denied paths, optionally no TCP;
+//! - with the sandbox come the process and memory limits ([`crate::sandbox_os::CommandLimits`]);
+//!   when the output shows a command hit one, a note says which
+//!   ([`crate::sandbox_os::limit_hit`]);
 //! - output is capped: at most about [`ToolContext::max_output_chars`] characters, head and
 //!   tail kept, with a marker saying how much was cut.
 //!
@@ -447,6 +450,10 @@ async fn run_command(args: &RunCommandArgs, ctx: &ToolContext) -> Result<ToolOut
     if running.sandboxed && is_error && text.contains("Permission denied") {
         text.push_str(SANDBOX_HINT);
     }
+    if let Some(note) = limit_note(running.limits.as_ref(), &text) {
+        text.push('\n');
+        text.push_str(&note);
+    }
     if requested_ms > MAX_TIMEOUT_MS {
         text.push_str(&format!(
             "\n[note: timeout_ms {requested_ms} was lowered to the maximum {MAX_TIMEOUT_MS}]"
@@ -457,6 +464,14 @@ async fn run_command(args: &RunCommandArgs, ctx: &ToolContext) -> Result<ToolOut
         is_error,
         usage: crate::model::Usage::default(),
     })
+}
+
+/// Which limit a command's `output` shows it hit ([`crate::sandbox_os::limit_hit`]), as the
+/// note for the model, when it ran with `limits`.
+fn limit_note(limits: Option<&crate::sandbox_os::CommandLimits>, output: &str) -> Option<String> {
+    limits
+        .and_then(|l| crate::sandbox_os::limit_hit(l, output))
+        .map(|hit| hit.describe())
 }
 
 /// A command line for [`run_in_group`].
@@ -508,7 +523,14 @@ pub(crate) async fn run_in_group(spec: &GroupCommand<'_>) -> Result<GroupRun, To
     running.stop(&outcome, &mut capture).await;
     capture.flush();
     let truncated = capture.cuts(spec.max_output_chars);
-    let output = capture.finish(spec.max_output_chars);
+    let mut output = capture.finish(spec.max_output_chars);
+    if let Some(note) = limit_note(running.limits.as_ref(), &output) {
+        if !output.is_empty() && !output.ends_with('\n') {
+            output.push('\n');
+        }
+        output.push_str(&note);
+        output.push('\n');
+    }
     Ok(GroupRun {
         outcome,
         output,
@@ -545,6 +567,8 @@ struct RunningCommand {
     output: tokio::net::unix::pipe::Receiver,
     /// Confined by the landlock sandbox.
     sandboxed: bool,
+    /// The process and memory limits it runs with (those of the sandbox, when enforced).
+    limits: Option<crate::sandbox_os::CommandLimits>,
     /// The command's `TMPDIR`; removed after the sweep (declared after `guard`, so it is
     /// dropped after it).
     _temp: CommandTemp,
@@ -588,6 +612,7 @@ impl RunningCommand {
             .kill_on_drop(true);
         die_with_parent(&mut cmd);
         let mut report = None;
+        let limits = sandbox.filter(|p| p.is_enforced()).map(|p| p.limits);
         let sandboxed = match sandbox {
             Some(policy) if policy.is_enforced() => {
                 // Without its sandbox no command may run, and the model cannot change that.
@@ -646,6 +671,7 @@ impl RunningCommand {
             guard,
             output,
             sandboxed,
+            limits,
             _temp: temp,
         })
     }

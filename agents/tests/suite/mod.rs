@@ -13,6 +13,7 @@ mod sandbox_paths;
 mod support;
 mod text_protocol_cases;
 mod text_protocol_wrapper;
+mod tools_bounded;
 mod tools_files;
 mod tools_shell;
 mod verify_runner;

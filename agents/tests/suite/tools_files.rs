@@ -188,7 +188,10 @@ async fn read_file_cuts_long_lines_and_strips_crlf() {
     f.put("l.txt", format!("a\r\n{long}\r\nb"));
     let out = f.ok("read_file", json!({"path": "l.txt"})).await;
     assert!(out.starts_with("     1\ta\n"), "{out:?}");
-    assert!(out.contains("[…line cut: 5000 characters in total]"));
+    assert!(
+        out.contains("[…line cut at 2000 characters: 5000 in total]"),
+        "{out}"
+    );
     assert!(out.ends_with("     3\tb\n"));
     assert!(!out.contains('\r'));
 }

@@ -338,3 +338,38 @@ async fn the_sandbox_confines_writes_to_the_worktree() {
     assert!(!target.exists());
     assert!(run.output.contains("Permission denied"), "{}", run.output);
 }
+
+/// Verification commands run with the sandbox's memory limit, and the output the worker's fix
+/// prompt quotes says when the command hit it (issue 29.5).
+#[tokio::test]
+async fn a_verify_command_over_the_memory_limit_is_told_so() {
+    if landlock_status().abi().is_none() {
+        eprintln!("note: skipping: no landlock on this kernel");
+        return;
+    }
+    let dir = project(&[]);
+    let mut settings = SandboxSettings::with_defaults(None);
+    settings.limits.max_memory_mb = 128;
+    let sandbox = CommandSandbox::new(&settings, dir.path());
+    let cancel = CancellationToken::new();
+    let env = BTreeMap::new();
+    let run = run_verification(&VerifySpec {
+        command: "python3 -c 'b = bytearray(256 << 20); print(\"allocated\")'",
+        dir: dir.path(),
+        timeout: Duration::from_secs(60),
+        sandbox: Some(&sandbox),
+        env: &env,
+        redactor: &Redactor::default(),
+        cancel: &cancel,
+    })
+    .await;
+    assert!(!run.passed(), "{run:?}");
+    assert!(
+        run.output.contains("MemoryError")
+            && run
+                .output
+                .contains("each process of a command may allocate at most 128 MiB"),
+        "{}",
+        run.output
+    );
+}

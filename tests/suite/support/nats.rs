@@ -7,6 +7,27 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// The signing key every coordinator of the tests uses (`AHELPER_NATS_SIGNING_KEY`, test data:
+/// a seed made for the tests only).
+pub const COORDINATOR_KEY_FILE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/data/nats-coordinator.nk"
+);
+/// Its public key, which the tests' worker machines trust.
+pub const COORDINATOR_KEY: &str = "UAWXANW4VWPAOTF5YIAW3BQITPKSHWTSYSYHFMLAVDP6FVNVHP4AYZA5";
+
+/// The repositories the tests' worker machines allow by default: everything under the temp
+/// dir, where the tests' bare remotes are.
+pub fn temp_repos() -> String {
+    format!(
+        "{}/",
+        std::env::temp_dir()
+            .display()
+            .to_string()
+            .trim_end_matches('/')
+    )
+}
+
 /// A JetStream server on a free port of 127.0.0.1, storing (and logging) in its own temp dir.
 pub struct NatsServer {
     child: Option<Child>,
@@ -160,7 +181,8 @@ impl WorkerProcess {
     }
 
     /// Starts `ahelper worker --name <name> --work-dir <its own> args…` talking to `model_url`
-    /// (Anthropic wire format), with `env` added to its clean environment.
+    /// (Anthropic wire format), with `env` added to its clean environment; it trusts
+    /// [`COORDINATOR_KEY`] and allows [`temp_repos`] unless `args` say whom and what.
     pub fn start_with(
         model_url: &str,
         name: &str,
@@ -177,6 +199,12 @@ impl WorkerProcess {
             .arg(dir.path().join("work"))
             .args(args)
             .current_dir(&home);
+        if !args.contains(&"--trust-coordinator") {
+            command.args(["--trust-coordinator", COORDINATOR_KEY]);
+        }
+        if !args.contains(&"--allow-repo") {
+            command.args(["--allow-repo", &temp_repos()]);
+        }
         let child = super::clean_env(&mut command, &home)
             .envs(env.iter().copied())
             .env("ANTHROPIC_API_KEY", "sk-test-secret-key-123")

@@ -33,6 +33,9 @@ pub struct NatsOptions {
     pub ca_file: Option<PathBuf>,
     /// The connection's name in the server's monitoring.
     pub name: String,
+    /// The coordinator's signing key (an nkey seed file, made on first use); `None` on a
+    /// worker machine.
+    pub signing_key: Option<PathBuf>,
 }
 
 /// Connecting or setting up JetStream failed.

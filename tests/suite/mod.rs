@@ -17,6 +17,7 @@ mod key_protection;
 mod mcp;
 mod narrow_terminal;
 mod nats;
+mod nats_attacks;
 mod nats_features;
 mod opaque_code;
 mod print_mode;

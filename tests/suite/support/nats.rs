@@ -347,6 +347,57 @@ impl NatsClient {
         });
     }
 
+    /// Answers every permission question published on `ahelper.ask.>` from now on, as an
+    /// attacker who sees the questions would: each payload `forge(reply subject, question)`
+    /// makes is published to the question's reply subject. Returns the number of questions
+    /// answered so far.
+    pub fn forge_answers(
+        &self,
+        forge: impl Fn(&str, &[u8]) -> Vec<Vec<u8>> + Send + 'static,
+    ) -> std::sync::Arc<std::sync::atomic::AtomicUsize> {
+        let client = self.nats.client.clone();
+        let answered = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let count = answered.clone();
+        let mut sub = self
+            .rt
+            .block_on(client.subscribe("ahelper.ask.>"))
+            .expect("subscribing");
+        self.rt.block_on(client.flush()).unwrap();
+        self.rt.spawn(async move {
+            use futures::StreamExt;
+            while let Some(question) = sub.next().await {
+                let Some(reply) = question.reply.clone() else {
+                    continue;
+                };
+                for payload in forge(&reply, &question.payload) {
+                    let _ = client.publish(reply.clone(), payload.into()).await;
+                }
+                let _ = client.flush().await;
+                count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+        });
+        answered
+    }
+
+    /// Publishes `payload` on `subject` into JetStream with the message id `id`; whether the
+    /// stream stored it (`false`: dropped as a duplicate of a message with that id).
+    pub fn publish_with_id(&self, subject: &str, id: &str, payload: &[u8]) -> bool {
+        self.rt.block_on(async {
+            let message = async_nats::jetstream::message::PublishMessage::build()
+                .payload(payload.to_vec().into())
+                .message_id(id);
+            let ack = self
+                .nats
+                .js
+                .send_publish(subject.to_string(), message)
+                .await
+                .expect("publishing")
+                .await
+                .expect("acknowledged");
+            !ack.duplicate
+        })
+    }
+
     /// The captured messages whose subject is `subject`.
     pub fn captured(&self, subject: &str) -> Vec<Vec<u8>> {
         let captured = self.captured.lock().unwrap();

@@ -28,6 +28,7 @@ pub fn nats_options(args: &NatsArgs, url: String, env: &EnvSnapshot, name: &str)
         ca_file: args.nats_ca.clone(),
         name: name.to_string(),
         signing_key: signing_key_path(env),
+        inbox_prefix: Some(ahelper_agents::swarm::remote::connect::COORDINATOR_INBOX.into()),
     }
 }
 
@@ -128,6 +129,7 @@ pub fn run(
     };
     let mut nats = nats_options(&args.nats, url, env, &format!("ahelper worker {name}"));
     nats.signing_key = None;
+    nats.inbox_prefix = Some(ahelper_agents::swarm::remote::connect::WORKER_INBOX.into());
     let model = HostModel {
         client: model_client(&provider),
         model: provider.model.clone(),

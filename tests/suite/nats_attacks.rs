@@ -355,3 +355,108 @@ fn resume_refuses_an_edited_run_json() {
     assert_eq!(last_run(&repo)["workers"][0]["status"], "merged");
     assert!(seals.exists(), "the resumed run recorded its values again");
 }
+
+/// The example server configuration (`deploy/nats-server.conf`: TLS, a `coordinator` and a
+/// `worker` user with per-role subject permissions) runs a whole distributed run: both sides
+/// connect over TLS as their users, four subtasks on two worker machines all merge. A client
+/// with the worker machines' credentials cannot put a subtask on the work queue.
+#[test]
+fn the_example_config_with_tls_and_per_role_users_runs_a_distributed_swarm() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ca, cert, key) = super::nats_features::certificates(dir.path());
+    let example = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/deploy/nats-server.conf"
+    ))
+    .unwrap();
+    let config = format!(
+        "AHELPER_NATS_TLS_CERT: \"{}\"\nAHELPER_NATS_TLS_KEY: \"{}\"\n\
+         AHELPER_COORDINATOR_PASSWORD: \"coordinator-pw\"\nAHELPER_WORKER_PASSWORD: \"worker-pw\"\n{example}",
+        cert.display(),
+        key.display()
+    );
+    let nats = NatsServer::with_config(&config, dir);
+    let url = format!("tls://{}", nats.address());
+    let ca = ca.to_str().unwrap().to_string();
+    let files = [
+        ("a.txt", "a\n"),
+        ("b.txt", "b\n"),
+        ("c.txt", "c\n"),
+        ("d.txt", "d\n"),
+    ];
+    let repo = repo_with_remote(&files);
+    let mut script = plan_files(&files.map(|(f, _)| f));
+    for (i, (file, _)) in files.iter().enumerate() {
+        let id = format!("s{}", i + 1);
+        script = script.with_conversation(worker(&id, [was_here(&id, file), done(&id)]));
+    }
+    let server = start(script);
+    let worker_args = [
+        "--nats",
+        &url,
+        "--nats-ca",
+        &ca,
+        "--nats-user",
+        "worker",
+        "--permission-mode",
+        "bypass",
+        "--concurrency",
+        "2",
+    ];
+    let env = [("AHELPER_NATS_PASSWORD", "worker-pw")];
+    let workers = [
+        WorkerProcess::start_with(&server.base_url(), "m1", &worker_args, &env),
+        WorkerProcess::start_with(&server.base_url(), "m2", &worker_args, &env),
+    ];
+    let coordinator_url = format!("tls://coordinator:coordinator-pw@{}", nats.address());
+    let out = ahelper(&repo, &server, Wire::Anthropic)
+        .args(["swarm", "change four files", "--yes", "--no-verify"])
+        .args(["--permission-mode", "bypass"])
+        .args(["--nats", &coordinator_url, "--nats-ca", &ca])
+        .timeout(Duration::from_secs(300))
+        .output()
+        .unwrap();
+    let logs = || {
+        format!(
+            "{}\n{}\nm1:\n{}\nm2:\n{}\nnats:\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+            workers[0].log(),
+            workers[1].log(),
+            nats.log()
+        )
+    };
+    assert!(out.status.success(), "{}", logs());
+    let run = last_run(&repo);
+    assert_eq!(run["status"], "finished", "{run:#}");
+    let integration = run["integration_branch"].as_str().unwrap();
+    for (i, (file, _)) in files.iter().enumerate() {
+        assert_eq!(run["workers"][i]["status"], "merged", "{run:#}");
+        let shown = repo.git(&["show", &format!("{integration}:{file}")]);
+        assert_eq!(shown, format!("s{} was here\n", i + 1));
+    }
+    assert!(
+        !nats.log().contains("Violation"),
+        "a role lacks a permission it needs:\n{}",
+        nats.log()
+    );
+    let as_worker = NatsClient::connect_with(ahelper_agents::swarm::remote::NatsOptions {
+        url: url.clone(),
+        user_password: Some(("worker".into(), "worker-pw".into())),
+        ca_file: Some(ca.clone().into()),
+        name: "attacker with worker credentials".into(),
+        ..Default::default()
+    });
+    let subject = format!("ahelper.work.{RUN}.w1");
+    let forged = serde_json::to_vec(&forged_subtask(2, "/tmp/x.git", &uuid())).unwrap();
+    let published = as_worker.try_publish_with_id(&subject, &uuid(), &forged);
+    assert!(published.is_err(), "{published:?}");
+    let log = nats.log();
+    assert!(
+        lines_with(
+            &log,
+            &["Publish Violation", "User \"worker\"", "ahelper.work."]
+        ) == 1,
+        "{log}"
+    );
+}

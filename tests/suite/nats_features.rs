@@ -276,7 +276,7 @@ fn user_and_password_in_the_url_or_flags_and_a_wrong_password_is_a_clear_error()
 
 /// A private CA and a server certificate for 127.0.0.1, made with the openssl CLI in `dir`;
 /// (CA file, certificate, key).
-fn certificates(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+pub(super) fn certificates(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
     let openssl = |args: &[&str]| {
         succeeds(Command::new("openssl").args(args).current_dir(dir));
     };

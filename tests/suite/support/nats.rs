@@ -307,16 +307,20 @@ type Captured = (String, Vec<u8>);
 impl NatsClient {
     /// Connects to `url`.
     pub fn connect(url: &str) -> NatsClient {
+        NatsClient::connect_with(ahelper_agents::swarm::remote::NatsOptions {
+            url: url.to_string(),
+            name: "test client".into(),
+            ..Default::default()
+        })
+    }
+
+    /// Connects with `options` (credentials, a CA).
+    pub fn connect_with(options: ahelper_agents::swarm::remote::NatsOptions) -> NatsClient {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()
             .build()
             .unwrap();
-        let options = ahelper_agents::swarm::remote::NatsOptions {
-            url: url.to_string(),
-            name: "test client".into(),
-            ..Default::default()
-        };
         let nats = rt
             .block_on(ahelper_agents::swarm::remote::connect(&options))
             .expect("the test connects to nats-server");
@@ -382,6 +386,18 @@ impl NatsClient {
     /// Publishes `payload` on `subject` into JetStream with the message id `id`; whether the
     /// stream stored it (`false`: dropped as a duplicate of a message with that id).
     pub fn publish_with_id(&self, subject: &str, id: &str, payload: &[u8]) -> bool {
+        self.try_publish_with_id(subject, id, payload)
+            .expect("JetStream stored or dropped the message")
+    }
+
+    /// [`NatsClient::publish_with_id`]; the error when JetStream does not acknowledge it (a
+    /// subject the user may not publish to is never stored).
+    pub fn try_publish_with_id(
+        &self,
+        subject: &str,
+        id: &str,
+        payload: &[u8],
+    ) -> Result<bool, String> {
         self.rt.block_on(async {
             let message = async_nats::jetstream::message::PublishMessage::build()
                 .payload(payload.to_vec().into())
@@ -391,10 +407,12 @@ impl NatsClient {
                 .js
                 .send_publish(subject.to_string(), message)
                 .await
-                .expect("publishing")
+                .map_err(|e| e.to_string())?;
+            let ack = tokio::time::timeout(Duration::from_secs(5), ack)
                 .await
-                .expect("acknowledged");
-            !ack.duplicate
+                .map_err(|_| "no acknowledgement within 5 s".to_string())?
+                .map_err(|e| e.to_string())?;
+            Ok(!ack.duplicate)
         })
     }
 

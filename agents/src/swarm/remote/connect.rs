@@ -36,7 +36,18 @@ pub struct NatsOptions {
     /// The coordinator's signing key (an nkey seed file, made on first use); `None` on a
     /// worker machine.
     pub signing_key: Option<PathBuf>,
+    /// The prefix of this connection's reply subjects ([`COORDINATOR_INBOX`],
+    /// [`WORKER_INBOX`]; `None`: the client's `_INBOX`), so that a server's permissions can
+    /// keep each role from reading the other's replies (`deploy/nats-server.conf`).
+    pub inbox_prefix: Option<String>,
 }
+
+/// The reply subjects of a coordinator: JetStream's answers and the deliveries of worker
+/// events come there.
+pub const COORDINATOR_INBOX: &str = "_INBOX_AHELPER_COORDINATOR";
+/// The reply subjects of a worker machine: JetStream's answers, the deliveries of subtasks
+/// and the coordinator's answers to its questions.
+pub const WORKER_INBOX: &str = "_INBOX_AHELPER_WORKER";
 
 /// Connecting or setting up JetStream failed.
 #[derive(Debug, thiserror::Error)]
@@ -99,6 +110,9 @@ pub async fn connect(options: &NatsOptions) -> Result<Nats, NatsError> {
         .name(&options.name)
         .max_reconnects(None)
         .connection_timeout(Duration::from_secs(10));
+    if let Some(prefix) = &options.inbox_prefix {
+        connect = connect.custom_inbox_prefix(prefix);
+    }
     if let Some(path) = &options.creds_file {
         connect = connect
             .credentials_file(path)

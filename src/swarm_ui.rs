@@ -503,6 +503,25 @@ impl LiveView {
         self.deny_pending();
     }
 
+    /// Withdraws the waiting questions nobody waits for any more (a remote worker that ended
+    /// or whose question the coordinator gave up), with a line naming each: the table does not
+    /// show its worker `waiting for permission` after that.
+    fn withdraw_abandoned(&mut self) {
+        let (abandoned, waiting): (VecDeque<PromptJob>, VecDeque<PromptJob>) = self
+            .pending
+            .drain(..)
+            .partition(|job| job.reply.is_closed());
+        self.pending = waiting;
+        for job in abandoned {
+            self.notes.push(format!(
+                "[{}] question about {} {} withdrawn: the worker no longer waits for it",
+                job.request.requester.as_deref().unwrap_or_default(),
+                job.request.tool,
+                job.request.subject.as_deref().unwrap_or_default()
+            ));
+        }
+    }
+
     /// Withdraws the waiting questions that a rule added meanwhile (an `a` answer) now
     /// covers, so no other worker asks again for the same program: each is answered
     /// [`PromptAnswer::AllowedByRule`] (recorded as settled by that rule, not as the user's
@@ -528,6 +547,7 @@ impl LiveView {
     /// Prints the pending notes above the viewport, then redraws the table, the totals and the
     /// current question.
     fn draw(&mut self, terminal: &mut LiveTerminal, mut record: RunRecord) {
+        self.withdraw_abandoned();
         for note in self.notes.drain(..) {
             let _ = terminal.insert_before(1, |buf| {
                 Paragraph::new(Line::from(for_terminal(&note).into_owned())).render_ref_to(buf);

@@ -280,6 +280,9 @@ fn a_repository_outside_the_allow_list_is_refused() {
     assert_eq!(server.model_requests().len(), 1);
 }
 
+/// A field of `run.json` and an edit of it.
+type Edit = (&'static str, fn(&mut Value));
+
 /// `run.json` of a planned run edited as a model in bypass mode could: the verification
 /// command, the permission mode, a `remote` section pointing elsewhere. `swarm resume` refuses
 /// each (exit 2, naming what changed) and runs nothing; with the seal removed it refuses as
@@ -299,7 +302,7 @@ fn resume_refuses_an_edited_run_json() {
     let run_id = run["run_id"].as_str().unwrap().to_string();
     let path = repo.path().join(format!(".ahelper/runs/{run_id}/run.json"));
     let original = std::fs::read_to_string(&path).unwrap();
-    let edits: [(&str, fn(&mut Value)); 3] = [
+    let edits: [Edit; 3] = [
         (
             "verify",
             |r| {
@@ -440,10 +443,16 @@ fn the_example_config_with_tls_and_per_role_users_runs_a_distributed_swarm() {
         "a role lacks a permission it needs:\n{}",
         nats.log()
     );
+    worker_credentials_cannot_publish_a_subtask(&nats, &url, &ca);
+}
+
+/// A client with the worker machines' credentials of the example configuration cannot put a
+/// subtask on the work queue: the server refuses the publish (and logs it).
+fn worker_credentials_cannot_publish_a_subtask(nats: &NatsServer, url: &str, ca: &str) {
     let as_worker = NatsClient::connect_with(ahelper_agents::swarm::remote::NatsOptions {
-        url: url.clone(),
+        url: url.to_string(),
         user_password: Some(("worker".into(), "worker-pw".into())),
-        ca_file: Some(ca.clone().into()),
+        ca_file: Some(ca.into()),
         name: "attacker with worker credentials".into(),
         ..Default::default()
     });

@@ -227,6 +227,8 @@ pub struct Questions {
     labels: Mutex<HashMap<String, String>>,
     always: Mutex<HashSet<String>>,
     never: Mutex<HashSet<String>>,
+    /// The questions being asked, by worker id: given up when the worker ends.
+    asking: Mutex<HashMap<String, Vec<tokio::task::AbortHandle>>>,
 }
 
 impl Questions {
@@ -234,6 +236,39 @@ impl Questions {
     pub fn expect(&self, worker: &str, label: String) {
         if let Ok(mut labels) = self.labels.lock() {
             labels.insert(worker.to_string(), label);
+        }
+    }
+
+    /// Worker `worker` ended: the questions it asked that are still shown are given up (the
+    /// live view withdraws them), and later ones are refused.
+    pub fn forget(&self, worker: &str) {
+        if let Ok(mut labels) = self.labels.lock() {
+            labels.remove(worker);
+        }
+        let asking = self.asking.lock().ok().and_then(|mut a| a.remove(worker));
+        for task in asking.into_iter().flatten() {
+            task.abort();
+        }
+    }
+
+    /// Every question still being asked is given up (the run's coordinator stopped).
+    fn forget_all(&self) {
+        let asking = self
+            .asking
+            .lock()
+            .map(|mut a| std::mem::take(&mut *a))
+            .unwrap_or_default();
+        for task in asking.into_values().flatten() {
+            task.abort();
+        }
+    }
+
+    /// Worker `worker`'s question is being asked by `task`.
+    fn asked(&self, worker: &str, task: tokio::task::AbortHandle) {
+        if let Ok(mut asking) = self.asking.lock() {
+            let tasks = asking.entry(worker.to_string()).or_default();
+            tasks.retain(|t| !t.is_finished());
+            tasks.push(task);
         }
     }
 
@@ -302,13 +337,26 @@ impl QuestionServer {
             loop {
                 tokio::select! {
                     next = questions.next() => match next {
-                        Some(message) => { tokio::spawn(this.clone().answer(message)); }
+                        Some(message) => this.spawn_answer(message),
                         None => break,
                     },
-                    _ = tick.tick() => if !this.coordinator.is_alive() { return; },
+                    _ = tick.tick() => if !this.coordinator.is_alive() { break; },
                 }
             }
         }
+        this.questions.forget_all();
+    }
+
+    /// Answers `message` in a task of its own, which is given up when its worker ends.
+    fn spawn_answer(self: &Arc<Self>, message: async_nats::Message) {
+        let worker = message
+            .subject
+            .rsplit('.')
+            .next()
+            .unwrap_or_default()
+            .to_string();
+        let task = tokio::spawn(self.clone().answer(message));
+        self.questions.asked(&worker, task.abort_handle());
     }
 
     /// One question: validated, shown (unless a stored answer settles it), answered.

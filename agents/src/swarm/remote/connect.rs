@@ -3,6 +3,7 @@
 //! KV bucket. Creating an object that exists with the same configuration is a no-op, so the
 //! coordinator and every worker set them up on start and the first one wins.
 
+use super::auth::SUBTASK_LIFETIME;
 use super::wire::{EVENTS_STREAM, HEARTBEAT_BUCKET, WORK_STREAM, WORKERS_CONSUMER};
 use async_nats::jetstream::{self, consumer, kv, stream};
 use std::path::PathBuf;
@@ -187,13 +188,16 @@ pub fn redacted(url: &str) -> String {
 }
 
 impl Nats {
-    /// The stream of subtasks (work queue, on disk).
+    /// The stream of subtasks (work queue, on disk). Its duplicate window is a subtask's
+    /// lifetime ([`SUBTASK_LIFETIME`]): a subtask's message id is its signed nonce, so the same
+    /// subtask published again while it is valid is dropped.
     ///
     /// # Errors
     /// [`NatsError::JetStream`].
     pub async fn work_stream(&self) -> Result<stream::Stream, NatsError> {
         let config = stream::Config {
             retention: stream::RetentionPolicy::WorkQueue,
+            duplicate_window: SUBTASK_LIFETIME,
             ..on_disk(WORK_STREAM, "ahelper.work.>")
         };
         self.stream(config, "creating the work stream").await

@@ -187,6 +187,7 @@ impl NatsSlots {
                     finished,
                     ended: Mutex::default(),
                     closed: self.closed.clone(),
+                    questions: self.questions.clone(),
                 };
                 tokio::spawn(fetcher.run(fetch_queue));
                 tokio::spawn(listener.run());
@@ -465,6 +466,8 @@ struct Listener {
     ended: Mutex<Vec<Finished>>,
     /// The run is closed: no more reading (its consumer is being deleted).
     closed: CancellationToken,
+    /// The workers' questions: an ended worker's are given up.
+    questions: Arc<super::ask::Questions>,
 }
 
 impl Listener {
@@ -673,6 +676,7 @@ impl Listener {
         else {
             return;
         };
+        self.questions.forget(worker);
         let done = match report.commit.clone() {
             Some(commit) => {
                 let finished = Finished {

@@ -1064,13 +1064,20 @@ async fn resume(
         Ok((_, record)) => record,
         Err(code) => return code,
     };
-    if let Err(code) = check_record_seal(&mut record, remote.env, accept_record) {
-        return code;
-    }
+    // Checked now, refused after what makes the run not resumable at all (no plan, running).
+    let sealed = check_record_seal(&mut record, remote.env, accept_record);
     let resumable = match resume::check_resumable(record, selection) {
         Ok(r) => r,
         Err(e) => return usage_error(&e),
     };
+    match sealed {
+        Ok(None) => {}
+        Ok(Some(note)) => eprintln!("{note}"),
+        Err(refusal) => {
+            eprintln!("ahelper: {refusal}");
+            return EXIT_USAGE;
+        }
+    }
     let record = match &resumable {
         Resumable::Unfinished { run, .. } => run.record(),
         Resumable::NothingLeft(record) => record,
@@ -1137,17 +1144,22 @@ async fn resume(
 /// Refuses to resume `record` when its remote, verification command or permission mode differ
 /// from what the run recorded outside the repository ([`swarm::seal`]), or when it has no such
 /// record, unless `accept` (`--accept-record`); sets the record's seal path so that the resumed
-/// run records its values again. Exit status 2 when refused.
-fn check_record_seal(record: &mut RunRecord, env: &EnvSnapshot, accept: bool) -> Result<(), i32> {
+/// run records its values again. `Ok(Some(note))`: accepted as asked, with what differed;
+/// `Err(why)`: refused.
+fn check_record_seal(
+    record: &mut RunRecord,
+    env: &EnvSnapshot,
+    accept: bool,
+) -> Result<Option<String>, String> {
     let Some(state) = env.state_dir() else {
-        return Ok(());
+        return Ok(None);
     };
     let path = swarm::seal::seal_path(&state, &record.repo_root, &record.run_id);
     let checked = swarm::seal::check(&path, record);
     record.seal = Some(path.clone());
     let run = &record.run_id;
     let problem = match checked {
-        Ok(swarm::seal::SealCheck::Matches) => return Ok(()),
+        Ok(swarm::seal::SealCheck::Matches) => return Ok(None),
         Ok(swarm::seal::SealCheck::Changed(fields)) => format!(
             "the {} in {} changed since run {run} recorded {} (in {}); a model, a hook or a checkout can edit files in the repository",
             fields.join(", "),
@@ -1162,16 +1174,14 @@ fn check_record_seal(record: &mut RunRecord, env: &EnvSnapshot, accept: bool) ->
         Err(e) => format!("cannot read {}: {e}", path.display()),
     };
     if accept {
-        eprintln!(
+        return Ok(Some(format!(
             "Note: {problem}; resuming with the values in run.json as you asked (--accept-record)."
-        );
-        return Ok(());
+        )));
     }
-    eprintln!(
-        "ahelper: not resuming: {problem}. Check `remote`, `verify` and `permission_mode` in {}; if they are what you want, resume with --accept-record.",
+    Err(format!(
+        "not resuming: {problem}. Check `remote`, `verify` and `permission_mode` in {}; if they are what you want, resume with --accept-record.",
         record.record_path().display()
-    );
-    Err(EXIT_USAGE)
+    ))
 }
 
 /// How `swarm resume` and `swarm clean` reach a distributed run's NATS server: the one given

@@ -157,4 +157,55 @@ mod tests {
         }
         assert!(!RepoAllowList::default().allows("/srv/git/project.git"));
     }
+
+    #[test]
+    fn a_subtask_cannot_widen_the_tools_or_ask_unless_allowed() {
+        use crate::swarm::plan::Subtask;
+        use crate::swarm::roles::RoleDefinition;
+        let limits = |allow_ask| WorkerLimits {
+            trusted: Arc::default(),
+            repos: RepoAllowList::new(&["/srv/git/"]),
+            tools: vec!["read_file".into(), "write_file".into()],
+            allow_ask,
+        };
+        let msg = || SubtaskMessage {
+            version: super::super::wire::WIRE_VERSION,
+            run_id: "r".into(),
+            worker_id: "w1".into(),
+            repo_url: "/srv/git/p.git".into(),
+            start_commit: "a".repeat(40),
+            subtask: Subtask {
+                id: "s1".into(),
+                title: "t".into(),
+                instructions: "i".into(),
+                scope: vec![],
+                depends_on: vec![],
+            },
+            task: "t".into(),
+            role: RoleDefinition {
+                name: "worker".into(),
+                description: String::new(),
+                tools: vec!["read_file".into(), "run_command".into(), "mcp__*".into()],
+                max_turns: None,
+                instructions: String::new(),
+            },
+            ask_coordinator: true,
+            first_attempt: true,
+            fresh: super::super::auth::Freshness::new(super::super::auth::SHORT_LIFETIME),
+        };
+        let mut narrowed = msg();
+        let outcome = limits(false).apply(&mut narrowed).unwrap();
+        assert_eq!(narrowed.role.tools, vec!["read_file"]);
+        assert_eq!(outcome.tools_dropped, vec!["run_command", "mcp__*"]);
+        assert!(outcome.ask_refused && !narrowed.ask_coordinator);
+        let mut asking = msg();
+        limits(true).apply(&mut asking).unwrap();
+        assert!(asking.ask_coordinator);
+        let mut elsewhere = msg();
+        elsewhere.repo_url = "/home/u/secret".into();
+        assert!(matches!(
+            limits(true).apply(&mut elsewhere),
+            Err(LimitRefusal::RepoNotAllowed { .. })
+        ));
+    }
 }

@@ -722,6 +722,36 @@ mod tests {
         assert!(cells[9].starts_with("waiting for permission"), "{cells:?}");
     }
 
+    /// issue 33: a question nobody waits for any more (its remote worker ended) is withdrawn,
+    /// with a line saying so, and its worker no longer shows `waiting for permission`.
+    #[test]
+    fn a_question_nobody_waits_for_is_withdrawn() {
+        let mut view = LiveView::new(UserStop::new());
+        let request = PromptRequest {
+            requester: Some("w1 · Write a".into()),
+            tool: "run_command".into(),
+            subject: Some("make test".into()),
+            input: serde_json::json!({}),
+            reason: "not allowed by a rule".into(),
+            suggested_rule: "run_command(make test)".into(),
+        };
+        let (reply, answer) = oneshot::channel();
+        view.pending.push_back(PromptJob {
+            request: request.clone(),
+            settled: None,
+            reply,
+        });
+        view.withdraw_abandoned();
+        assert_eq!(view.pending.len(), 1, "still awaited");
+        drop(answer);
+        view.withdraw_abandoned();
+        assert!(view.pending.is_empty());
+        assert!(view.notes[0].contains("withdrawn"), "{:?}", view.notes);
+        let mut record = record_with_w1_waiting_for_the_model();
+        mark_waiting(&mut record, view.pending.iter().map(|job| &job.request));
+        assert_ne!(record.workers[0].status, WorkerStatus::WaitingForPermission);
+    }
+
     #[test]
     fn questions_wrap_and_keep_their_keys_whole() {
         assert_eq!(wrap("aaa bbb ccc", 8), ["aaa bbb", "ccc"]);

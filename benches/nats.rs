@@ -170,6 +170,20 @@ struct Workers {
     count: usize,
 }
 
+/// The coordinator's signing key in the benches (the tests' key: test data, not a secret).
+const COORDINATOR_KEY_FILE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/data/nats-coordinator.nk"
+);
+/// Its public key, which the bench's worker machines trust.
+const COORDINATOR_KEY: &str = "UAWXANW4VWPAOTF5YIAW3BQITPKSHWTSYSYHFMLAVDP6FVNVHP4AYZA5";
+
+/// Everything under the temp dir, where the bench's bare remote is.
+fn temp_repos() -> String {
+    let tmp = std::env::temp_dir().display().to_string();
+    format!("{}/", tmp.trim_end_matches('/'))
+}
+
 impl Workers {
     /// Copies the workers' logs (see [`keep_log`]).
     fn keep_logs(&self, run: &str) {
@@ -192,6 +206,8 @@ impl Workers {
                     .args(["--concurrency", &slots.to_string(), "--work-dir"])
                     .arg(dir.path().join(format!("work{p}")))
                     .args(["--permission-mode", "bypass"])
+                    .args(["--trust-coordinator", COORDINATOR_KEY])
+                    .args(["--allow-repo", &temp_repos()])
                     .current_dir(&home)
                     .env("AHELPER_LOG", log_level())
                     .stdout(Stdio::null())
@@ -252,7 +268,8 @@ fn run(subtasks: usize, turns: u64, maxworkers: usize, slots: Slots) -> Sample {
         .args(["--permission-mode", "bypass"])
         .env("AHELPER_LOG", log_level());
     if let Slots::Nats { url, .. } = slots {
-        cmd.args(["--nats", url]);
+        cmd.args(["--nats", url])
+            .env("AHELPER_NATS_SIGNING_KEY", COORDINATOR_KEY_FILE);
     }
     let finished = run_to_end(&mut cmd);
     finished.assert_success("ahelper swarm");

@@ -183,6 +183,42 @@ pub struct WorkerArgs {
     /// This machine's name in the coordinator's table (default: host name and pid).
     #[arg(long, value_name = "NAME")]
     pub name: Option<String>,
+
+    /// Act for the coordinator with this public key (`ahelper swarm key` prints it on the
+    /// coordinator's machine); repeatable or comma-separated. Subtasks, cancels and answers
+    /// not signed by a trusted key are refused.
+    #[arg(
+        long,
+        value_name = "KEY",
+        env = "AHELPER_TRUSTED_COORDINATORS",
+        value_delimiter = ','
+    )]
+    pub trust_coordinator: Vec<String>,
+
+    /// A file of trusted coordinator keys, one per line (`#` starts a comment).
+    #[arg(long, value_name = "FILE", env = "AHELPER_TRUSTED_COORDINATORS_FILE")]
+    pub trusted_coordinators_file: Option<PathBuf>,
+
+    /// Fetch from and push to this repository URL, or any under this prefix when it ends with
+    /// `/` or `:`; repeatable or comma-separated. A subtask of another repository is refused.
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "AHELPER_WORKER_ALLOWED_REPOS",
+        value_delimiter = ','
+    )]
+    pub allow_repo: Vec<String>,
+
+    /// The tools a subtask's role may have on this machine (comma-separated; default: the
+    /// built-in worker role's: read_file, write_file, edit_file, list_dir, glob, grep,
+    /// run_command). Others in a subtask's role are dropped.
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub worker_tools: Option<Vec<String>>,
+
+    /// Let subtasks ask the coordinator's user about calls this machine's rules ask about;
+    /// without it such calls are refused at once.
+    #[arg(long)]
+    pub allow_ask: bool,
 }
 
 /// `ahelper swarm`.
@@ -307,7 +343,15 @@ pub enum SwarmCommand {
         /// `text` (live table on a terminal, one line per event otherwise) or `stream-json`.
         #[arg(long, value_enum, default_value_t = SwarmOutputFormat::Text)]
         output_format: SwarmOutputFormat,
+        /// Resume even though the run's remote, verification command or permission mode in
+        /// `run.json` differs from what the run recorded outside the repository (or that record
+        /// is missing): the values in `run.json` are recorded anew.
+        #[arg(long)]
+        accept_record: bool,
     },
+    /// Print the public key this machine signs distributed runs with (made on first use); give
+    /// it to `ahelper worker --trust-coordinator`.
+    Key,
     /// Remove a run's worktrees and merged branches.
     Clean {
         /// Run id (prefix); omit with --all.

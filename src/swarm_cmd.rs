@@ -70,6 +70,7 @@ pub fn run(
     }
     match args.command {
         Some(SwarmCommand::Ls { all }) => ls(&config, all),
+        Some(SwarmCommand::Key) => print_key(env),
         Some(SwarmCommand::Status { run }) => status(&config, run.as_deref()),
         Some(SwarmCommand::Logs {
             run,
@@ -106,6 +107,7 @@ pub fn run(
             worker,
             max_workers,
             output_format,
+            accept_record,
         }) => {
             let run_args = SwarmRunArgs {
                 max_workers,
@@ -120,7 +122,7 @@ pub fn run(
             let selection = resume_selection(only_failed, worker);
             rt.block_on(resume(
                 &config,
-                &run,
+                (&run, accept_record),
                 &selection,
                 &run_args,
                 mode_given,
@@ -373,6 +375,9 @@ async fn prepare(
     stop_leftovers_of_inactive_runs(config);
     let mut prepared = swarm::prepare_run(config, task, &options).map_err(|e| usage_error(&e))?;
     prepared.record.verify = Some(choice.clone());
+    prepared.record.seal = EnvSnapshot::capture().state_dir().map(|state| {
+        swarm::seal::seal_path(&state, &prepared.record.repo_root, &prepared.record.run_id)
+    });
     prepared.record.verify_worktree = choice
         .command()
         .map(|command| RunVerifier::new(&prepared.record, config, command).worktree);
@@ -500,14 +505,49 @@ async fn remote_slots(
             return Err("the run did not start; NATS was not connected".into())
         }
     };
-    let slots = NatsSlots::prepare(connection, &record.repo_root, remote, &record.run_id, base)
-        .await
-        .map_err(|e| e.to_string())?;
+    let key = signing_key(nats)?;
+    let slots = NatsSlots::prepare(
+        connection,
+        &record.repo_root,
+        (remote, key),
+        &record.run_id,
+        base,
+    )
+    .await
+    .map_err(|e| e.to_string())?;
     let remote = RemoteRecord {
         nats_url: nats.url.clone(),
         repo_url: slots.repo_url().to_string(),
     };
     Ok((Arc::new(slots), remote))
+}
+
+/// The coordinator's signing key of `nats` (made on first use).
+fn signing_key(nats: &NatsOptions) -> Result<Arc<swarm::remote::auth::SigningKey>, String> {
+    let path = nats.signing_key.as_ref().ok_or(
+        "no place for the coordinator's signing key: set AHELPER_NATS_SIGNING_KEY (neither XDG_STATE_HOME nor HOME is set)",
+    )?;
+    swarm::remote::auth::SigningKey::load_or_create(path)
+        .map(Arc::new)
+        .map_err(|e| e.to_string())
+}
+
+/// `swarm key`: prints the public key this machine signs distributed runs with.
+fn print_key(env: &EnvSnapshot) -> i32 {
+    let options = NatsOptions {
+        signing_key: crate::worker_cmd::signing_key_path(env),
+        ..NatsOptions::default()
+    };
+    match signing_key(&options) {
+        Ok(key) => {
+            println!("{}", key.public_key());
+            0
+        }
+        Err(message) => {
+            eprintln!("ahelper: {message}");
+            1
+        }
+    }
 }
 
 /// Names the runs of the repository that a dead process left `planning` or `running`, and how
@@ -1012,7 +1052,7 @@ fn report_leftovers(killed: usize) {
 /// `swarm resume <run> [--only-failed | --worker ID…]`.
 async fn resume(
     config: &Config,
-    run: &str,
+    (run, accept_record): (&str, bool),
     selection: &ResumeSelection,
     run_args: &SwarmRunArgs,
     mode_given: bool,
@@ -1020,14 +1060,24 @@ async fn resume(
     remote: RemoteAccess<'_>,
 ) -> i32 {
     let mut config = with_max_workers(config, run_args);
-    let record = match find_run(&config, run) {
+    let mut record = match find_run(&config, run) {
         Ok((_, record)) => record,
         Err(code) => return code,
     };
+    // Checked now, refused after what makes the run not resumable at all (no plan, running).
+    let sealed = check_record_seal(&mut record, remote.env, accept_record);
     let resumable = match resume::check_resumable(record, selection) {
         Ok(r) => r,
         Err(e) => return usage_error(&e),
     };
+    match sealed {
+        Ok(None) => {}
+        Ok(Some(note)) => eprintln!("{note}"),
+        Err(refusal) => {
+            eprintln!("ahelper: {refusal}");
+            return EXIT_USAGE;
+        }
+    }
     let record = match &resumable {
         Resumable::Unfinished { run, .. } => run.record(),
         Resumable::NothingLeft(record) => record,
@@ -1089,6 +1139,49 @@ async fn resume(
         remote,
     )
     .await
+}
+
+/// Refuses to resume `record` when its remote, verification command or permission mode differ
+/// from what the run recorded outside the repository ([`swarm::seal`]), or when it has no such
+/// record, unless `accept` (`--accept-record`); sets the record's seal path so that the resumed
+/// run records its values again. `Ok(Some(note))`: accepted as asked, with what differed;
+/// `Err(why)`: refused.
+fn check_record_seal(
+    record: &mut RunRecord,
+    env: &EnvSnapshot,
+    accept: bool,
+) -> Result<Option<String>, String> {
+    let Some(state) = env.state_dir() else {
+        return Ok(None);
+    };
+    let path = swarm::seal::seal_path(&state, &record.repo_root, &record.run_id);
+    let checked = swarm::seal::check(&path, record);
+    record.seal = Some(path.clone());
+    let run = &record.run_id;
+    let problem = match checked {
+        Ok(swarm::seal::SealCheck::Matches) => return Ok(None),
+        Ok(swarm::seal::SealCheck::Changed(fields)) => format!(
+            "the {} in {} changed since run {run} recorded {} (in {}); a model, a hook or a checkout can edit files in the repository",
+            fields.join(", "),
+            record.record_path().display(),
+            if fields.len() == 1 { "it" } else { "them" },
+            path.display()
+        ),
+        Ok(swarm::seal::SealCheck::Missing) => format!(
+            "run {run} has no record of its remote, verification command and permission mode outside the repository ({} is missing: a run from an older ahelper, or from another account)",
+            path.display()
+        ),
+        Err(e) => format!("cannot read {}: {e}", path.display()),
+    };
+    if accept {
+        return Ok(Some(format!(
+            "Note: {problem}; resuming with the values in run.json as you asked (--accept-record)."
+        )));
+    }
+    Err(format!(
+        "not resuming: {problem}. Check `remote`, `verify` and `permission_mode` in {}; if they are what you want, resume with --accept-record.",
+        record.record_path().display()
+    ))
 }
 
 /// How `swarm resume` and `swarm clean` reach a distributed run's NATS server: the one given

@@ -503,6 +503,25 @@ impl LiveView {
         self.deny_pending();
     }
 
+    /// Withdraws the waiting questions nobody waits for any more (a remote worker that ended
+    /// or whose question the coordinator gave up), with a line naming each: the table does not
+    /// show its worker `waiting for permission` after that.
+    fn withdraw_abandoned(&mut self) {
+        let (abandoned, waiting): (VecDeque<PromptJob>, VecDeque<PromptJob>) = self
+            .pending
+            .drain(..)
+            .partition(|job| job.reply.is_closed());
+        self.pending = waiting;
+        for job in abandoned {
+            self.notes.push(format!(
+                "[{}] question about {} {} withdrawn: the worker no longer waits for it",
+                job.request.requester.as_deref().unwrap_or_default(),
+                job.request.tool,
+                job.request.subject.as_deref().unwrap_or_default()
+            ));
+        }
+    }
+
     /// Withdraws the waiting questions that a rule added meanwhile (an `a` answer) now
     /// covers, so no other worker asks again for the same program: each is answered
     /// [`PromptAnswer::AllowedByRule`] (recorded as settled by that rule, not as the user's
@@ -528,6 +547,7 @@ impl LiveView {
     /// Prints the pending notes above the viewport, then redraws the table, the totals and the
     /// current question.
     fn draw(&mut self, terminal: &mut LiveTerminal, mut record: RunRecord) {
+        self.withdraw_abandoned();
         for note in self.notes.drain(..) {
             let _ = terminal.insert_before(1, |buf| {
                 Paragraph::new(Line::from(for_terminal(&note).into_owned())).render_ref_to(buf);
@@ -700,6 +720,36 @@ mod tests {
         assert_eq!(cells[1], "local");
         assert_eq!(cells[3], "waiting for permission");
         assert!(cells[9].starts_with("waiting for permission"), "{cells:?}");
+    }
+
+    /// issue 33: a question nobody waits for any more (its remote worker ended) is withdrawn,
+    /// with a line saying so, and its worker no longer shows `waiting for permission`.
+    #[test]
+    fn a_question_nobody_waits_for_is_withdrawn() {
+        let mut view = LiveView::new(UserStop::new());
+        let request = PromptRequest {
+            requester: Some("w1 · Write a".into()),
+            tool: "run_command".into(),
+            subject: Some("make test".into()),
+            input: serde_json::json!({}),
+            reason: "not allowed by a rule".into(),
+            suggested_rule: "run_command(make test)".into(),
+        };
+        let (reply, answer) = oneshot::channel();
+        view.pending.push_back(PromptJob {
+            request: request.clone(),
+            settled: None,
+            reply,
+        });
+        view.withdraw_abandoned();
+        assert_eq!(view.pending.len(), 1, "still awaited");
+        drop(answer);
+        view.withdraw_abandoned();
+        assert!(view.pending.is_empty());
+        assert!(view.notes[0].contains("withdrawn"), "{:?}", view.notes);
+        let mut record = record_with_w1_waiting_for_the_model();
+        mark_waiting(&mut record, view.pending.iter().map(|job| &job.request));
+        assert_ne!(record.workers[0].status, WorkerStatus::WaitingForPermission);
     }
 
     #[test]

@@ -7,7 +7,9 @@ use crate::cli::{NatsArgs, WorkerArgs};
 use crate::interrupts::{Interrupts, say};
 use ahelper_agents::config::{Config, EnvSnapshot};
 use ahelper_agents::session::model_client;
+use ahelper_agents::swarm::remote::auth::TrustedKeys;
 use ahelper_agents::swarm::remote::host::{HostModel, HostOptions, HostOutcome, serve};
+use ahelper_agents::swarm::remote::limits::{DEFAULT_TOOLS, RepoAllowList, WorkerLimits};
 use ahelper_agents::swarm::remote::{NatsOptions, connect};
 use std::path::PathBuf;
 use tokio_util::sync::CancellationToken;
@@ -25,7 +27,55 @@ pub fn nats_options(args: &NatsArgs, url: String, env: &EnvSnapshot, name: &str)
         user_password: args.nats_user.clone().map(|user| (user, password)),
         ca_file: args.nats_ca.clone(),
         name: name.to_string(),
+        signing_key: signing_key_path(env),
+        inbox_prefix: Some(ahelper_agents::swarm::remote::connect::COORDINATOR_INBOX.into()),
     }
+}
+
+/// The coordinator's signing key: `AHELPER_NATS_SIGNING_KEY`, else
+/// `$XDG_STATE_HOME/ahelper/nats-signing.nk`.
+pub fn signing_key_path(env: &EnvSnapshot) -> Option<PathBuf> {
+    env.get("AHELPER_NATS_SIGNING_KEY")
+        .map(PathBuf::from)
+        .or_else(|| env.state_dir().map(|d| d.join("nats-signing.nk")))
+}
+
+/// The limits of this worker machine from its flags; an error message when a trusted key or
+/// its file is not valid.
+fn limits(args: &WorkerArgs) -> Result<WorkerLimits, String> {
+    let mut keys = args.trust_coordinator.clone();
+    if let Some(file) = &args.trusted_coordinators_file {
+        let text = std::fs::read_to_string(file).map_err(|e| {
+            format!(
+                "cannot read the trusted coordinators file {}: {e}",
+                file.display()
+            )
+        })?;
+        keys.extend(
+            text.lines()
+                .map(|l| l.split('#').next().unwrap_or_default().trim())
+                .filter(|l| !l.is_empty())
+                .map(str::to_string),
+        );
+    }
+    keys.retain(|k| !k.trim().is_empty());
+    if keys.is_empty() || args.allow_repo.iter().all(|r| r.trim().is_empty()) {
+        return Err(
+            "`ahelper worker` acts only for coordinators it trusts and on repositories it allows: give --trust-coordinator KEY (the key `ahelper swarm key` prints on the coordinator's machine) and --allow-repo URL (a prefix ends with `/`)"
+                .into(),
+        );
+    }
+    let trusted = TrustedKeys::parse(&keys).map_err(|e| e.to_string())?;
+    let tools = match &args.worker_tools {
+        Some(tools) => tools.iter().map(|t| t.trim().to_string()).collect(),
+        None => DEFAULT_TOOLS.map(str::to_string).to_vec(),
+    };
+    Ok(WorkerLimits {
+        trusted: std::sync::Arc::new(trusted),
+        repos: RepoAllowList::new(&args.allow_repo),
+        tools,
+        allow_ask: args.allow_ask,
+    })
 }
 
 /// Runs `ahelper worker`; returns the exit status.
@@ -64,12 +114,22 @@ pub fn run(
         return crate::EXIT_USAGE;
     };
     let name = args.name.clone().unwrap_or_else(default_name);
+    let limits = match limits(&args) {
+        Ok(limits) => limits,
+        Err(message) => {
+            eprintln!("ahelper: {message}");
+            return crate::EXIT_USAGE;
+        }
+    };
     let options = HostOptions {
         concurrency: args.concurrency.unwrap_or_else(default_concurrency),
         work_dir: absolute(work_dir),
         name: name.clone(),
+        limits,
     };
-    let nats = nats_options(&args.nats, url, env, &format!("ahelper worker {name}"));
+    let mut nats = nats_options(&args.nats, url, env, &format!("ahelper worker {name}"));
+    nats.signing_key = None;
+    nats.inbox_prefix = Some(ahelper_agents::swarm::remote::connect::WORKER_INBOX.into());
     let model = HostModel {
         client: model_client(&provider),
         model: provider.model.clone(),

@@ -20,6 +20,7 @@ mod mcp;
 mod mcp_hostile;
 mod narrow_terminal;
 mod nats;
+mod nats_attacks;
 mod nats_features;
 mod opaque_code;
 mod print_mode;

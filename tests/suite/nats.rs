@@ -396,9 +396,10 @@ fn lines_with(log: &str, parts: &[&str]) -> usize {
 }
 
 /// Duplicate delivery never merges twice: after w1 merged, its `done` event is published twice
-/// more and its subtask is delivered again and run to the end by a worker machine. The
-/// coordinator ignores every later end of w1 (idempotent by run and worker id): the merge
-/// queue merges it once and the summary counts it once.
+/// more and its subtask published again (a replay, which the worker machine refuses: its
+/// message id is not its signed nonce). The coordinator ignores every later end of w1
+/// (idempotent by run and worker id): the merge queue merges it once and the summary counts
+/// it once.
 #[test]
 fn duplicate_deliveries_merge_once_and_count_once() {
     let RunOnM1 {
@@ -429,13 +430,19 @@ fn duplicate_deliveries_merge_once_and_count_once() {
     let subtask = client.captured(&work);
     assert_eq!(subtask.len(), 1, "w1's subtask was published once");
     client.publish(&work, &subtask[0]);
-    // the two copies and the second attempt's own `done` reach the coordinator and are ignored
     wait_for_or_show(
-        "three later ends of w1 ignored",
+        "the replayed subtask refused",
+        Duration::from_secs(300),
+        || lines_with(&m1.log(), &["refused a subtask message", "a replay"]) >= 1,
+        logs,
+    );
+    // the two copies reach the coordinator and are ignored
+    wait_for_or_show(
+        "two later ends of w1 ignored",
         Duration::from_secs(300),
         || {
             let log = coordinator_log(&repo);
-            lines_with(&log, &["not running ignored", "worker=w1", "kind=\"done\""]) >= 3
+            lines_with(&log, &["not running ignored", "worker=w1", "kind=\"done\""]) >= 2
         },
         logs,
     );

@@ -4,7 +4,9 @@
 //! 127.0.0.1, `ahelper worker` processes and the coordinator through the built binary, against
 //! the fake LLM server.
 
-use super::support::nats::{NatsServer, WorkerProcess, repo_with_remote};
+use super::support::nats::{
+    COORDINATOR_KEY, NatsServer, WorkerProcess, repo_with_remote, temp_repos,
+};
 use super::support::scripts::{done, plan_files, runs_then_done, was_here, worker};
 use super::support::tmux::Tmux;
 use super::support::wait::wait_for;
@@ -43,6 +45,8 @@ fn refused_worker(url: &str) -> String {
     let (code, _, stderr) = outcome_of(
         ahelper(&repo, &model, Wire::Anthropic)
             .args(["worker", "--nats", url, "--name", "w"])
+            .args(["--trust-coordinator", COORDINATOR_KEY])
+            .args(["--allow-repo", &temp_repos()])
             .timeout(Duration::from_secs(60)),
     );
     assert_eq!(code, 1, "{stderr}");
@@ -115,7 +119,13 @@ fn remote_questions_are_answered_in_the_live_view_and_always_is_stored_on_the_co
     let worker = worker_of_two(
         &server,
         "m1",
-        &["--nats", &nats.url(), "--permission-mode", "accept-edits"],
+        &[
+            "--nats",
+            &nats.url(),
+            "--permission-mode",
+            "accept-edits",
+            "--allow-ask",
+        ],
         &[],
     );
     let args = [
@@ -266,7 +276,7 @@ fn user_and_password_in_the_url_or_flags_and_a_wrong_password_is_a_clear_error()
 
 /// A private CA and a server certificate for 127.0.0.1, made with the openssl CLI in `dir`;
 /// (CA file, certificate, key).
-fn certificates(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+pub(super) fn certificates(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
     let openssl = |args: &[&str]| {
         succeeds(Command::new("openssl").args(args).current_dir(dir));
     };

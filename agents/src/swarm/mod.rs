@@ -30,6 +30,7 @@ pub mod resume;
 pub mod roles;
 pub mod run;
 pub mod scheduler;
+pub mod seal;
 pub mod setup;
 pub mod slots;
 pub mod spares;

@@ -921,7 +921,9 @@ async fn coordinate(
     let final_record = match done_rx.await {
         Ok(r) => r,
         Err(_) => {
+            let seal = fallback.seal.clone();
             let mut r = RunRecord::load(&context.repo_root, &fallback.run_id).unwrap_or(fallback);
+            r.seal = seal;
             r.status = RunStatus::Failed;
             r.error = Some("the coordinator stopped unexpectedly".into());
             let _ = r.save();

@@ -523,6 +523,11 @@ pub struct RunRecord {
     /// there and `swarm clean` removes what the run left there. `None`: local workers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remote: Option<RemoteRecord>,
+    /// Where each save also records the run's remote, verification and permission mode outside
+    /// the repository ([`super::seal`]); not part of `run.json`. `None`: not recorded (a record
+    /// read for display, a unit test).
+    #[serde(skip)]
+    pub seal: Option<PathBuf>,
 }
 
 /// The NATS server and git remote of a distributed run, as the coordinator used them.
@@ -649,6 +654,7 @@ impl RunRecord {
             synthesis: None,
             verify_activity: None,
             remote: None,
+            seal: None,
         }
     }
 
@@ -686,7 +692,11 @@ impl RunRecord {
         std::fs::create_dir_all(&dir).map_err(io(&dir))?;
         let target = self.record_path();
         let text = serde_json::to_string_pretty(self).expect("run records serialise");
-        replace(&target, text.as_bytes()).map_err(io(&target))
+        let written = replace(&target, text.as_bytes()).map_err(io(&target))?;
+        if let Some(seal) = &self.seal {
+            super::seal::write(seal, self).map_err(io(seal))?;
+        }
+        Ok(written)
     }
 
     /// `<repo>/.ahelper/runs/<run>/run.json`, where [`RunRecord::save`] writes this record.

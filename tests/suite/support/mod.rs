@@ -106,6 +106,7 @@ pub fn clean_env<'c>(
         .env("XDG_STATE_HOME", home.join("state"))
         .envs(GIT_ENV)
         .env("AHELPER_LOG", "debug")
+        .env("AHELPER_NATS_SIGNING_KEY", nats::COORDINATOR_KEY_FILE)
 }
 
 /// The API key and base URL that point `cmd` at `server` in the given wire format.

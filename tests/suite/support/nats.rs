@@ -7,6 +7,27 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// The signing key every coordinator of the tests uses (`AHELPER_NATS_SIGNING_KEY`, test data:
+/// a seed made for the tests only).
+pub const COORDINATOR_KEY_FILE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/data/nats-coordinator.nk"
+);
+/// Its public key, which the tests' worker machines trust.
+pub const COORDINATOR_KEY: &str = "UAWXANW4VWPAOTF5YIAW3BQITPKSHWTSYSYHFMLAVDP6FVNVHP4AYZA5";
+
+/// The repositories the tests' worker machines allow by default: everything under the temp
+/// dir, where the tests' bare remotes are.
+pub fn temp_repos() -> String {
+    format!(
+        "{}/",
+        std::env::temp_dir()
+            .display()
+            .to_string()
+            .trim_end_matches('/')
+    )
+}
+
 /// A JetStream server on a free port of 127.0.0.1, storing (and logging) in its own temp dir.
 pub struct NatsServer {
     child: Option<Child>,
@@ -160,7 +181,8 @@ impl WorkerProcess {
     }
 
     /// Starts `ahelper worker --name <name> --work-dir <its own> args…` talking to `model_url`
-    /// (Anthropic wire format), with `env` added to its clean environment.
+    /// (Anthropic wire format), with `env` added to its clean environment; it trusts
+    /// [`COORDINATOR_KEY`] and allows [`temp_repos`] unless `args` say whom and what.
     pub fn start_with(
         model_url: &str,
         name: &str,
@@ -177,6 +199,12 @@ impl WorkerProcess {
             .arg(dir.path().join("work"))
             .args(args)
             .current_dir(&home);
+        if !args.contains(&"--trust-coordinator") {
+            command.args(["--trust-coordinator", COORDINATOR_KEY]);
+        }
+        if !args.contains(&"--allow-repo") {
+            command.args(["--allow-repo", &temp_repos()]);
+        }
         let child = super::clean_env(&mut command, &home)
             .envs(env.iter().copied())
             .env("ANTHROPIC_API_KEY", "sk-test-secret-key-123")
@@ -279,16 +307,20 @@ type Captured = (String, Vec<u8>);
 impl NatsClient {
     /// Connects to `url`.
     pub fn connect(url: &str) -> NatsClient {
+        NatsClient::connect_with(ahelper_agents::swarm::remote::NatsOptions {
+            url: url.to_string(),
+            name: "test client".into(),
+            ..Default::default()
+        })
+    }
+
+    /// Connects with `options` (credentials, a CA).
+    pub fn connect_with(options: ahelper_agents::swarm::remote::NatsOptions) -> NatsClient {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()
             .build()
             .unwrap();
-        let options = ahelper_agents::swarm::remote::NatsOptions {
-            url: url.to_string(),
-            name: "test client".into(),
-            ..Default::default()
-        };
         let nats = rt
             .block_on(ahelper_agents::swarm::remote::connect(&options))
             .expect("the test connects to nats-server");
@@ -317,6 +349,71 @@ impl NatsClient {
                 captured.lock().unwrap().push(entry);
             }
         });
+    }
+
+    /// Answers every permission question published on `ahelper.ask.>` from now on, as an
+    /// attacker who sees the questions would: each payload `forge(reply subject, question)`
+    /// makes is published to the question's reply subject. Returns the number of questions
+    /// answered so far.
+    pub fn forge_answers(
+        &self,
+        forge: impl Fn(&str, &[u8]) -> Vec<Vec<u8>> + Send + 'static,
+    ) -> std::sync::Arc<std::sync::atomic::AtomicUsize> {
+        let client = self.nats.client.clone();
+        let answered = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let count = answered.clone();
+        let mut sub = self
+            .rt
+            .block_on(client.subscribe("ahelper.ask.>"))
+            .expect("subscribing");
+        self.rt.block_on(client.flush()).unwrap();
+        self.rt.spawn(async move {
+            use futures::StreamExt;
+            while let Some(question) = sub.next().await {
+                let Some(reply) = question.reply.clone() else {
+                    continue;
+                };
+                for payload in forge(&reply, &question.payload) {
+                    let _ = client.publish(reply.clone(), payload.into()).await;
+                }
+                let _ = client.flush().await;
+                count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+        });
+        answered
+    }
+
+    /// Publishes `payload` on `subject` into JetStream with the message id `id`; whether the
+    /// stream stored it (`false`: dropped as a duplicate of a message with that id).
+    pub fn publish_with_id(&self, subject: &str, id: &str, payload: &[u8]) -> bool {
+        self.try_publish_with_id(subject, id, payload)
+            .expect("JetStream stored or dropped the message")
+    }
+
+    /// [`NatsClient::publish_with_id`]; the error when JetStream does not acknowledge it (a
+    /// subject the user may not publish to is never stored).
+    pub fn try_publish_with_id(
+        &self,
+        subject: &str,
+        id: &str,
+        payload: &[u8],
+    ) -> Result<bool, String> {
+        self.rt.block_on(async {
+            let message = async_nats::jetstream::message::PublishMessage::build()
+                .payload(payload.to_vec().into())
+                .message_id(id);
+            let ack = self
+                .nats
+                .js
+                .send_publish(subject.to_string(), message)
+                .await
+                .map_err(|e| e.to_string())?;
+            let ack = tokio::time::timeout(Duration::from_secs(5), ack)
+                .await
+                .map_err(|_| "no acknowledgement within 5 s".to_string())?
+                .map_err(|e| e.to_string())?;
+            Ok(!ack.duplicate)
+        })
     }
 
     /// The captured messages whose subject is `subject`.

@@ -16,9 +16,14 @@
 //!
 //! Messages: [`AskMessage`] (the request) and [`AnswerMessage`] (the reply), JSON, carrying
 //! [`WIRE_VERSION`]; a request that does not validate, or names a worker the coordinator did
-//! not start, is answered "no".
+//! not start, is answered "no". The reply is signed with the coordinator's key
+//! ([`super::auth`]) and names the question's nonce: the asking worker reads replies on its
+//! own inbox until one is signed by a key it trusts for its run, worker and question — a reply
+//! from anyone else (another client that saw the question) is logged and ignored, and after
+//! the first valid answer the inbox is closed, so a second answer is never read.
 
 use super::super::coordinator::CoordinatorActor;
+use super::auth::{Freshness, SHORT_LIFETIME, SigningKey, TrustedKeys};
 use super::wire::{WIRE_VERSION, WireError, check_machine, check_run_id, check_worker_id};
 use crate::config::RuleList;
 use crate::permissions::{
@@ -46,6 +51,8 @@ pub struct AskMessage {
     pub worker_id: String,
     /// The machine asking (`--name`).
     pub machine: String,
+    /// A fresh UUID: the answer must name it.
+    pub question: String,
     /// The question as its gate built it (its `requester` is replaced by the coordinator).
     pub request: PromptRequest,
 }
@@ -55,8 +62,53 @@ pub struct AskMessage {
 pub struct AnswerMessage {
     /// [`WIRE_VERSION`].
     pub version: u32,
+    /// Run id of the question.
+    pub run_id: String,
+    /// Worker id of the question.
+    pub worker_id: String,
+    /// The question's nonce ([`AskMessage::question`]).
+    pub question: String,
     /// The user's answer.
     pub answer: PromptAnswer,
+    /// Nonce and expiry of the answer.
+    #[serde(flatten)]
+    pub fresh: Freshness,
+}
+
+impl AnswerMessage {
+    /// Opens a signed answer that arrived on the inbox `subject` and checks that it answers
+    /// `question` of worker `worker` in run `run`.
+    ///
+    /// # Errors
+    /// [`WireError`]: unsigned, untrusted or badly signed, malformed, another version, for
+    /// another question, expired.
+    pub fn open(
+        trusted: &TrustedKeys,
+        subject: &str,
+        payload: &[u8],
+        (run, worker, question): (&str, &str, &str),
+    ) -> Result<AnswerMessage, WireError> {
+        let body = trusted.open(subject, payload)?;
+        let msg: AnswerMessage =
+            serde_json::from_str(&body).map_err(|e| WireError::Malformed(e.to_string()))?;
+        if msg.version != WIRE_VERSION {
+            return Err(WireError::Version { found: msg.version });
+        }
+        if (
+            msg.run_id.as_str(),
+            msg.worker_id.as_str(),
+            msg.question.as_str(),
+        ) != (run, worker, question)
+        {
+            return Err(WireError::SubjectMismatch {
+                subject: crate::text::clip(subject, 120).0.to_string(),
+                run_id: msg.run_id,
+                worker_id: msg.worker_id,
+            });
+        }
+        msg.fresh.check(SHORT_LIFETIME)?;
+        Ok(msg)
+    }
 }
 
 impl AskMessage {
@@ -97,43 +149,70 @@ pub struct RemotePrompter {
     pub worker_id: String,
     /// This machine's name.
     pub machine: String,
+    /// The coordinator keys whose answers count.
+    pub trusted: Arc<TrustedKeys>,
 }
 
-#[async_trait::async_trait]
-impl Prompter for RemotePrompter {
-    async fn ask(&self, request: &PromptRequest) -> PromptAnswer {
+impl RemotePrompter {
+    /// Sends the question with a reply inbox of its own; `None` when it cannot be sent.
+    async fn send(
+        &self,
+        request: &PromptRequest,
+        question: &str,
+    ) -> Option<async_nats::Subscriber> {
         let message = AskMessage {
             version: WIRE_VERSION,
             run_id: self.run_id.clone(),
             worker_id: self.worker_id.clone(),
             machine: self.machine.clone(),
+            question: question.to_string(),
             request: request.clone(),
         };
         let payload = serde_json::to_vec(&message).unwrap_or_default();
         let subject = ask_subject(&self.run_id, &self.worker_id);
-        let sent = self
-            .client
-            .send_request(
-                subject,
-                async_nats::Request::new()
-                    .payload(payload.into())
-                    .timeout(None),
-            )
-            .await;
-        let reply = match sent {
-            Ok(reply) => reply,
+        let inbox = self.client.new_inbox();
+        let replies = match self.client.subscribe(inbox.clone()).await {
+            Ok(replies) => replies,
             Err(error) => {
                 tracing::warn!(%error, "asking the coordinator failed; the call is refused");
-                return PromptAnswer::Deny;
+                return None;
             }
         };
-        match serde_json::from_slice::<AnswerMessage>(&reply.payload) {
-            Ok(a) if a.version == WIRE_VERSION => a.answer,
-            _ => {
-                tracing::warn!("the coordinator's answer did not parse; the call is refused");
-                PromptAnswer::Deny
+        let sent = self
+            .client
+            .publish_with_reply(subject, inbox, payload.into())
+            .await;
+        if let Err(error) = sent {
+            tracing::warn!(%error, "asking the coordinator failed; the call is refused");
+            return None;
+        }
+        Some(replies)
+    }
+}
+
+#[async_trait::async_trait]
+impl Prompter for RemotePrompter {
+    async fn ask(&self, request: &PromptRequest) -> PromptAnswer {
+        let question = uuid::Uuid::now_v7().to_string();
+        let Some(mut replies) = self.send(request, &question).await else {
+            return PromptAnswer::Deny;
+        };
+        let ids = (
+            self.run_id.as_str(),
+            self.worker_id.as_str(),
+            question.as_str(),
+        );
+        while let Some(reply) = replies.next().await {
+            match AnswerMessage::open(&self.trusted, &reply.subject, &reply.payload, ids) {
+                // The first valid answer counts; dropping `replies` unsubscribes the inbox.
+                Ok(answer) => return answer.answer,
+                Err(error) => {
+                    tracing::warn!(worker = %self.worker_id, %error, "ignored an answer that is not the coordinator's")
+                }
             }
         }
+        tracing::warn!("the connection closed while asking the coordinator; the call is refused");
+        PromptAnswer::Deny
     }
 
     fn is_interactive(&self) -> bool {
@@ -148,6 +227,8 @@ pub struct Questions {
     labels: Mutex<HashMap<String, String>>,
     always: Mutex<HashSet<String>>,
     never: Mutex<HashSet<String>>,
+    /// The questions being asked, by worker id: given up when the worker ends.
+    asking: Mutex<HashMap<String, Vec<tokio::task::AbortHandle>>>,
 }
 
 impl Questions {
@@ -155,6 +236,39 @@ impl Questions {
     pub fn expect(&self, worker: &str, label: String) {
         if let Ok(mut labels) = self.labels.lock() {
             labels.insert(worker.to_string(), label);
+        }
+    }
+
+    /// Worker `worker` ended: the questions it asked that are still shown are given up (the
+    /// live view withdraws them), and later ones are refused.
+    pub fn forget(&self, worker: &str) {
+        if let Ok(mut labels) = self.labels.lock() {
+            labels.remove(worker);
+        }
+        let asking = self.asking.lock().ok().and_then(|mut a| a.remove(worker));
+        for task in asking.into_iter().flatten() {
+            task.abort();
+        }
+    }
+
+    /// Every question still being asked is given up (the run's coordinator stopped).
+    fn forget_all(&self) {
+        let asking = self
+            .asking
+            .lock()
+            .map(|mut a| std::mem::take(&mut *a))
+            .unwrap_or_default();
+        for task in asking.into_values().flatten() {
+            task.abort();
+        }
+    }
+
+    /// Worker `worker`'s question is being asked by `task`.
+    fn asked(&self, worker: &str, task: tokio::task::AbortHandle) {
+        if let Ok(mut asking) = self.asking.lock() {
+            let tasks = asking.entry(worker.to_string()).or_default();
+            tasks.retain(|t| !t.is_finished());
+            tasks.push(task);
         }
     }
 
@@ -200,6 +314,8 @@ pub struct QuestionServer {
     pub questions: Arc<Questions>,
     /// The coordinator; the server stops when it has stopped.
     pub coordinator: ActorRef<CoordinatorActor>,
+    /// The coordinator's key, which signs every answer.
+    pub key: Arc<SigningKey>,
 }
 
 impl QuestionServer {
@@ -221,13 +337,26 @@ impl QuestionServer {
             loop {
                 tokio::select! {
                     next = questions.next() => match next {
-                        Some(message) => { tokio::spawn(this.clone().answer(message)); }
+                        Some(message) => this.spawn_answer(message),
                         None => break,
                     },
-                    _ = tick.tick() => if !this.coordinator.is_alive() { return; },
+                    _ = tick.tick() => if !this.coordinator.is_alive() { break; },
                 }
             }
         }
+        this.questions.forget_all();
+    }
+
+    /// Answers `message` in a task of its own, which is given up when its worker ends.
+    fn spawn_answer(self: &Arc<Self>, message: async_nats::Message) {
+        let worker = message
+            .subject
+            .rsplit('.')
+            .next()
+            .unwrap_or_default()
+            .to_string();
+        let task = tokio::spawn(self.clone().answer(message));
+        self.questions.asked(&worker, task.abort_handle());
     }
 
     /// One question: validated, shown (unless a stored answer settles it), answered.
@@ -235,31 +364,47 @@ impl QuestionServer {
         let Some(reply) = message.reply.clone() else {
             return;
         };
-        let answer = self.decide(&message.subject, &message.payload).await;
+        let Some((ask, answer)) = self.decide(&message.subject, &message.payload).await else {
+            // Not a question of this run's workers: nothing is signed for it.
+            return;
+        };
         let body = AnswerMessage {
             version: WIRE_VERSION,
+            run_id: ask.run_id,
+            worker_id: ask.worker_id,
+            question: ask.question,
             answer,
+            fresh: Freshness::new(SHORT_LIFETIME),
         };
-        let payload = serde_json::to_vec(&body).unwrap_or_default();
+        let body = serde_json::to_string(&body).unwrap_or_default();
+        let payload = self.key.sign(&reply, body);
         if let Err(error) = self.client.publish(reply, payload.into()).await {
             tracing::warn!(%error, "sending a permission answer failed");
         }
     }
 
-    async fn decide(&self, subject: &str, payload: &[u8]) -> PromptAnswer {
+    /// The question of `payload` and its answer; `None` for a message that is no question of
+    /// this run (logged).
+    async fn decide(&self, subject: &str, payload: &[u8]) -> Option<(AskMessage, PromptAnswer)> {
         let ask = match AskMessage::parse(subject, payload) {
             Ok(ask) if ask.run_id == self.run_id => ask,
-            Ok(_) => return PromptAnswer::Deny,
+            Ok(_) => return None,
             Err(error) => {
                 tracing::warn!(%subject, %error, "refused a permission question");
-                return PromptAnswer::Deny;
+                return None;
             }
         };
         let Some(label) = self.questions.label(&ask.worker_id) else {
             tracing::warn!(worker = %ask.worker_id, "question of a worker this run did not start refused");
-            return PromptAnswer::Deny;
+            return Some((ask, PromptAnswer::Deny));
         };
-        let mut request = ask.request;
+        let answer = self.answer_of(label, ask.request.clone()).await;
+        Some((ask, answer))
+    }
+
+    /// The answer to `request` of the worker labelled `label`: a stored `a`/`d`, else the
+    /// user's.
+    async fn answer_of(&self, label: String, mut request: PromptRequest) -> PromptAnswer {
         request.requester = Some(label);
         let rule = request.suggested_rule.clone();
         if let Some(stored) = self.questions.stored(&rule) {
@@ -306,6 +451,7 @@ mod tests {
             run_id: RUN.into(),
             worker_id: worker.into(),
             machine: "m1".into(),
+            question: uuid::Uuid::now_v7().to_string(),
             request: PromptRequest {
                 requester: Some("w9 · forged label".into()),
                 tool: "run_command".into(),

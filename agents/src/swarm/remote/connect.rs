@@ -3,6 +3,7 @@
 //! KV bucket. Creating an object that exists with the same configuration is a no-op, so the
 //! coordinator and every worker set them up on start and the first one wins.
 
+use super::auth::SUBTASK_LIFETIME;
 use super::wire::{EVENTS_STREAM, HEARTBEAT_BUCKET, WORK_STREAM, WORKERS_CONSUMER};
 use async_nats::jetstream::{self, consumer, kv, stream};
 use std::path::PathBuf;
@@ -33,7 +34,21 @@ pub struct NatsOptions {
     pub ca_file: Option<PathBuf>,
     /// The connection's name in the server's monitoring.
     pub name: String,
+    /// The coordinator's signing key (an nkey seed file, made on first use); `None` on a
+    /// worker machine.
+    pub signing_key: Option<PathBuf>,
+    /// The prefix of this connection's reply subjects ([`COORDINATOR_INBOX`],
+    /// [`WORKER_INBOX`]; `None`: the client's `_INBOX`), so that a server's permissions can
+    /// keep each role from reading the other's replies (`deploy/nats-server.conf`).
+    pub inbox_prefix: Option<String>,
 }
+
+/// The reply subjects of a coordinator: JetStream's answers and the deliveries of worker
+/// events come there.
+pub const COORDINATOR_INBOX: &str = "_INBOX_AHELPER_COORDINATOR";
+/// The reply subjects of a worker machine: JetStream's answers, the deliveries of subtasks
+/// and the coordinator's answers to its questions.
+pub const WORKER_INBOX: &str = "_INBOX_AHELPER_WORKER";
 
 /// Connecting or setting up JetStream failed.
 #[derive(Debug, thiserror::Error)]
@@ -96,6 +111,9 @@ pub async fn connect(options: &NatsOptions) -> Result<Nats, NatsError> {
         .name(&options.name)
         .max_reconnects(None)
         .connection_timeout(Duration::from_secs(10));
+    if let Some(prefix) = &options.inbox_prefix {
+        connect = connect.custom_inbox_prefix(prefix);
+    }
     if let Some(path) = &options.creds_file {
         connect = connect
             .credentials_file(path)
@@ -170,13 +188,16 @@ pub fn redacted(url: &str) -> String {
 }
 
 impl Nats {
-    /// The stream of subtasks (work queue, on disk).
+    /// The stream of subtasks (work queue, on disk). Its duplicate window is a subtask's
+    /// lifetime ([`SUBTASK_LIFETIME`]): a subtask's message id is its signed nonce, so the same
+    /// subtask published again while it is valid is dropped.
     ///
     /// # Errors
     /// [`NatsError::JetStream`].
     pub async fn work_stream(&self) -> Result<stream::Stream, NatsError> {
         let config = stream::Config {
             retention: stream::RetentionPolicy::WorkQueue,
+            duplicate_window: SUBTASK_LIFETIME,
             ..on_disk(WORK_STREAM, "ahelper.work.>")
         };
         self.stream(config, "creating the work stream").await

@@ -62,6 +62,8 @@ pub struct HostOptions {
     pub work_dir: PathBuf,
     /// This machine's name in events and heartbeats (validated).
     pub name: String,
+    /// What this machine accepts from coordinators.
+    pub limits: super::limits::WorkerLimits,
 }
 
 /// This machine's model and configuration (API keys stay here).
@@ -95,6 +97,11 @@ pub enum HostError {
     /// `--name` has the wrong format.
     #[error("{0}; pass another --name")]
     Name(#[from] WireError),
+    /// No coordinator key is trusted or no repository allowed: every subtask would be refused.
+    #[error(
+        "`ahelper worker` acts only for coordinators it trusts and on repositories it allows: give --trust-coordinator KEY (the key `ahelper swarm key` prints on the coordinator's machine) and --allow-repo URL"
+    )]
+    NoLimits,
     /// The work dir could not be created.
     #[error("cannot create the work dir {path}: {source}; pass a writable --work-dir")]
     WorkDir {
@@ -140,6 +147,9 @@ pub async fn serve(
     stop: CancellationToken,
 ) -> Result<HostOutcome, HostError> {
     check_machine(&options.name)?;
+    if options.limits.trusted.is_empty() || options.limits.repos.is_empty() {
+        return Err(HostError::NoLimits);
+    }
     std::fs::create_dir_all(&options.work_dir).map_err(|source| HostError::WorkDir {
         path: options.work_dir.clone(),
         source,
@@ -280,7 +290,12 @@ async fn prepare_announced_runs(host: Arc<Host>, mut runs: async_nats::Subscribe
         let Some(message) = message else {
             return;
         };
-        match RunAnnouncement::parse(&message.subject, &message.payload) {
+        let trusted = &host.options.limits.trusted;
+        let opened = RunAnnouncement::open(trusted, &message.subject, &message.payload);
+        match opened {
+            Ok(run) if !host.options.limits.repos.allows(&run.repo_url) => {
+                tracing::warn!(subject = %message.subject, url = %run.repo_url, "refused a run announcement: its repository is not on the allow-list")
+            }
             Ok(run) => {
                 tokio::spawn(host.clone().prepare_clone(run));
             }
@@ -434,14 +449,48 @@ impl Host {
         }
     }
 
-    async fn run_message(self: Arc<Self>, message: Message) -> SubtaskOutcome {
-        let subtask = match SubtaskMessage::parse(&message.subject, &message.payload) {
+    /// The subtask of `message` once it is the trusted coordinator's and within this
+    /// machine's limits; `None` when refused (logged; terminated, or handed back when signed by
+    /// a key this machine does not trust: another machine may trust it).
+    async fn admit(&self, message: &Message) -> Option<SubtaskMessage> {
+        let msg_id = message
+            .headers
+            .as_ref()
+            .and_then(|h| h.get(async_nats::header::NATS_MESSAGE_ID))
+            .map(|v| v.as_str());
+        let trusted = &self.options.limits.trusted;
+        let opened = SubtaskMessage::open(trusted, &message.subject, &message.payload, msg_id);
+        let mut subtask = match opened {
             Ok(s) => s,
             Err(error) => {
                 tracing::warn!(subject = %message.subject, %error, "refused a subtask message");
-                let _ = message.ack_with(AckKind::Term).await;
-                return SubtaskOutcome::Refused;
+                let kind = if error.is_untrusted_key() {
+                    AckKind::Nak(Some(std::time::Duration::from_secs(1)))
+                } else {
+                    AckKind::Term
+                };
+                let _ = message.ack_with(kind).await;
+                return None;
             }
+        };
+        match self.options.limits.apply(&mut subtask) {
+            Ok(narrowed) => {
+                if !narrowed.tools_dropped.is_empty() || narrowed.ask_refused {
+                    tracing::warn!(worker = %subtask.worker_id, dropped = ?narrowed.tools_dropped, ask_refused = narrowed.ask_refused, "narrowed a subtask to this worker's limits");
+                }
+                Some(subtask)
+            }
+            Err(error) => {
+                tracing::warn!(subject = %message.subject, %error, "refused a subtask message");
+                let _ = message.ack_with(AckKind::Term).await;
+                None
+            }
+        }
+    }
+
+    async fn run_message(self: Arc<Self>, message: Message) -> SubtaskOutcome {
+        let Some(subtask) = self.admit(&message).await else {
+            return SubtaskOutcome::Refused;
         };
         let redelivered = message.info().is_ok_and(|info| info.delivered > 1);
         tracing::debug!(worker = %subtask.worker_id, redelivered, "pulled a subtask");
@@ -602,14 +651,27 @@ impl Subtask {
         SubtaskOutcome::Completed
     }
 
-    /// Cancels the subtask when the coordinator says so.
+    /// Cancels the subtask when the coordinator says so: a cancel signed by a trusted key for
+    /// this subtask message; any other message on the subject is logged and ignored.
     async fn watch_control(&self) -> Option<tokio::task::JoinHandle<()>> {
-        let subject = format!("ahelper.control.{}.{}", self.msg.run_id, self.msg.worker_id);
+        let subject = wire::control_subject(&self.msg.run_id, &self.msg.worker_id);
         let mut sub = self.host.nats.client.subscribe(subject).await.ok()?;
         let cancel = self.cancel.clone();
+        let host = self.host.clone();
+        let nonce = self.msg.fresh.nonce.clone();
         Some(tokio::spawn(async move {
-            if sub.next().await.is_some() {
-                cancel.cancel();
+            while let Some(message) = sub.next().await {
+                let trusted = &host.options.limits.trusted;
+                match wire::ControlMessage::open(trusted, &message.subject, &message.payload) {
+                    Ok(control) if control.subtask_nonce == nonce => {
+                        cancel.cancel();
+                        return;
+                    }
+                    Ok(_) => tracing::info!("ignored a cancel of another attempt"),
+                    Err(error) => {
+                        tracing::warn!(subject = %message.subject, %error, "refused a cancel")
+                    }
+                }
             }
         }))
     }
@@ -753,6 +815,7 @@ impl Subtask {
             run_id: self.msg.run_id.clone(),
             worker_id: self.msg.worker_id.clone(),
             machine: self.host.options.name.clone(),
+            trusted: self.host.options.limits.trusted.clone(),
         }
     }
 

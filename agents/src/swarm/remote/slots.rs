@@ -6,6 +6,7 @@
 //! before the worker is reported done (so the merge queue merges it like a local one), and a
 //! worker id that is not running (a duplicate delivery, a forged message) is ignored.
 
+use super::auth::{Freshness, SHORT_LIFETIME, SUBTASK_LIFETIME, SigningKey};
 use super::batches::{FETCHES_IN_FLIGHT, run_batches};
 use super::connect::{HEARTBEAT_EVERY, Nats, NatsError};
 use super::lifecycle;
@@ -99,19 +100,22 @@ pub struct NatsSlots {
     /// Cancelled when the run is closed: its event listener stops before its consumer is
     /// deleted (and never re-creates it).
     closed: CancellationToken,
+    /// Signs the run's subtasks, announcement, cancels and answers ([`super::auth`]).
+    key: Arc<SigningKey>,
 }
 
 impl NatsSlots {
     /// Prepares run `run_id` for remote workers: sets up the JetStream streams and pushes
     /// `base_commit` of the repository at `repo_root` to `refs/ahelper/<run>/base` on its git
-    /// remote `remote` (whose URL the workers fetch from).
+    /// remote `remote` (whose URL the workers fetch from). Everything it sends the workers is
+    /// signed with `key`.
     ///
     /// # Errors
     /// [`RemoteError`]: no such remote, an unreachable remote or server.
     pub async fn prepare(
         nats: Nats,
         repo_root: &Path,
-        remote: &str,
+        (remote, key): (&str, Arc<SigningKey>),
         run_id: &str,
         base_commit: git::Oid,
     ) -> Result<NatsSlots, RemoteError> {
@@ -133,7 +137,7 @@ impl NatsSlots {
                 url: repo_url.clone(),
                 source,
             })?;
-        announce(&nats, run_id, &repo_url, base_commit).await;
+        announce(&nats, &key, run_id, &repo_url, base_commit).await;
         let shared = Shared {
             on_remote: HashSet::from([base_commit]),
             ..Shared::default()
@@ -148,6 +152,7 @@ impl NatsSlots {
             questions: Arc::default(),
             events_from,
             closed: CancellationToken::new(),
+            key,
         })
     }
 
@@ -182,6 +187,7 @@ impl NatsSlots {
                     finished,
                     ended: Mutex::default(),
                     closed: self.closed.clone(),
+                    questions: self.questions.clone(),
                 };
                 tokio::spawn(fetcher.run(fetch_queue));
                 tokio::spawn(listener.run());
@@ -205,6 +211,7 @@ impl NatsSlots {
             policy: run.policy.clone(),
             questions: self.questions.clone(),
             coordinator: coordinator.clone(),
+            key: self.key.clone(),
         }
     }
 }
@@ -245,8 +252,11 @@ impl WorkerSlots for NatsSlots {
             role: spec.role.clone(),
             ask_coordinator: run.prompter.is_interactive(),
             first_attempt: !spec.resume,
+            fresh: Freshness::new(SUBTASK_LIFETIME),
         };
+        let subtask_nonce = message.fresh.nonce.clone();
         let dispatch = Dispatch {
+            key: self.key.clone(),
             nats: self.nats.clone(),
             repo_root: run.repo_root.clone(),
             shared: self.shared.clone(),
@@ -257,7 +267,10 @@ impl WorkerSlots for NatsSlots {
         tokio::spawn(dispatch.run(message));
         Box::new(RemoteHandle {
             client: self.nats.client.clone(),
-            subject: format!("ahelper.control.{}.{}", self.run_id, spec.id),
+            key: self.key.clone(),
+            run_id: self.run_id.clone(),
+            worker_id: spec.id.clone(),
+            subtask_nonce,
         })
     }
 
@@ -285,17 +298,25 @@ impl WorkerSlots for NatsSlots {
 /// Tells the worker machines listening that run `run_id` is coming ([`wire::RunAnnouncement`]),
 /// so that they prepare their clones while the coordinator plans. Best effort: a machine that
 /// does not hear it prepares on its first subtask.
-async fn announce(nats: &Nats, run_id: &str, repo_url: &str, base_commit: git::Oid) {
+async fn announce(
+    nats: &Nats,
+    key: &SigningKey,
+    run_id: &str,
+    repo_url: &str,
+    base_commit: git::Oid,
+) {
     let announcement = wire::RunAnnouncement {
         version: WIRE_VERSION,
         run_id: run_id.to_string(),
         repo_url: repo_url.to_string(),
         base_commit: base_commit.to_string(),
+        fresh: Freshness::new(SHORT_LIFETIME),
     };
-    let Ok(payload) = serde_json::to_vec(&announcement) else {
+    let Ok(body) = serde_json::to_string(&announcement) else {
         return;
     };
     let subject = wire::run_subject(run_id);
+    let payload = key.sign(&subject, body);
     if let Err(error) = nats.client.publish(subject, payload.into()).await {
         tracing::debug!(%error, "announcing the run to worker machines failed");
     }
@@ -315,6 +336,8 @@ async fn push(
 /// Sending one subtask: its start commit to the remote, the message to the queue. A failure
 /// fails the worker (the run goes on with the others).
 struct Dispatch {
+    /// Signs the subtask.
+    key: Arc<SigningKey>,
     nats: Nats,
     repo_root: PathBuf,
     shared: Arc<Mutex<Shared>>,
@@ -365,14 +388,13 @@ impl Dispatch {
                 shared.on_remote.insert(commit);
             }
         }
-        let payload = serde_json::to_vec(message).map_err(|e| e.to_string())?;
+        let body = serde_json::to_string(message).map_err(|e| e.to_string())?;
         let subject = wire::work_subject(&message.run_id, &message.worker_id);
-        let id = format!(
-            "{}.{}.{}",
-            message.run_id, message.worker_id, message.start_commit
-        );
+        let payload = self.key.sign(&subject, body);
+        // The signed nonce is the message id: the work stream drops the same message published
+        // again within its duplicate window, and a worker refuses it under another id.
         self.nats
-            .publish(subject, &id, payload)
+            .publish(subject, &message.fresh.nonce, payload)
             .await
             .map_err(|e| e.to_string())?;
         tracing::debug!(%worker, "published the subtask");
@@ -389,18 +411,34 @@ impl Dispatch {
     }
 }
 
-/// A remote worker as the coordinator holds it: cancelling sends a control message its machine
-/// listens to (it then commits and pushes `wip` and reports `cancelled`).
+/// A remote worker as the coordinator holds it: cancelling sends a signed control message its
+/// machine listens to (it then commits and pushes `wip` and reports `cancelled`).
 struct RemoteHandle {
     client: async_nats::Client,
-    subject: String,
+    key: Arc<SigningKey>,
+    run_id: String,
+    worker_id: String,
+    /// The nonce of the subtask message the cancel is for.
+    subtask_nonce: String,
 }
 
 impl RunningWorker for RemoteHandle {
     fn cancel(&self) {
-        let (client, subject) = (self.client.clone(), self.subject.clone());
+        let message = wire::ControlMessage {
+            version: WIRE_VERSION,
+            run_id: self.run_id.clone(),
+            worker_id: self.worker_id.clone(),
+            subtask_nonce: self.subtask_nonce.clone(),
+            fresh: Freshness::new(SHORT_LIFETIME),
+        };
+        let subject = wire::control_subject(&self.run_id, &self.worker_id);
+        let payload = self.key.sign(
+            &subject,
+            serde_json::to_string(&message).unwrap_or_default(),
+        );
+        let client = self.client.clone();
         tokio::spawn(async move {
-            let _ = client.publish(subject, "cancel".into()).await;
+            let _ = client.publish(subject, payload.into()).await;
             let _ = client.flush().await;
         });
     }
@@ -428,6 +466,8 @@ struct Listener {
     ended: Mutex<Vec<Finished>>,
     /// The run is closed: no more reading (its consumer is being deleted).
     closed: CancellationToken,
+    /// The workers' questions: an ended worker's are given up.
+    questions: Arc<super::ask::Questions>,
 }
 
 impl Listener {
@@ -636,6 +676,7 @@ impl Listener {
         else {
             return;
         };
+        self.questions.forget(worker);
         let done = match report.commit.clone() {
             Some(commit) => {
                 let finished = Finished {

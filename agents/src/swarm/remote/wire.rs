@@ -7,15 +7,20 @@
 //! Subjects: `ahelper.work.<run>.<worker>` (subtasks, stream [`WORK_STREAM`], a work queue),
 //! `ahelper.events.<run>.<worker>` (events, stream [`EVENTS_STREAM`]). Each message carries
 //! [`WIRE_VERSION`]; a message of another version is refused, not guessed at.
+//!
+//! What a coordinator sends — subtasks, run announcements, cancels ([`ControlMessage`]) and
+//! permission answers — is signed ([`super::auth`]): a worker machine opens it with the keys
+//! it trusts ([`SubtaskMessage::open`], …) before it reads a field.
 
 use super::super::coordinator::Progress;
 use super::super::plan::Subtask;
 use super::super::roles::RoleDefinition;
 use super::super::state::{WorkerReport, WorkerStatus};
+use super::auth::{AuthError, Freshness, SHORT_LIFETIME, SUBTASK_LIFETIME, TrustedKeys};
 use serde::{Deserialize, Serialize};
 
 /// Version of every message below; bumped on any incompatible change.
-pub const WIRE_VERSION: u32 = 1;
+pub const WIRE_VERSION: u32 = 2;
 /// The JetStream stream of subtasks (work-queue retention: a message is gone once acked).
 pub const WORK_STREAM: &str = "AHELPER_WORK";
 /// The JetStream stream of worker events (kept a day, so a coordinator that reconnects or
@@ -74,9 +79,21 @@ pub struct RunAnnouncement {
     pub repo_url: String,
     /// The run's base commit (40 hex), at [`base_ref`] on the remote.
     pub base_commit: String,
+    /// Nonce and expiry.
+    #[serde(flatten)]
+    pub fresh: Freshness,
 }
 
 impl RunAnnouncement {
+    /// Opens a signed announcement ([`TrustedKeys::open`]) and validates it.
+    ///
+    /// # Errors
+    /// [`WireError::Auth`] and those of [`RunAnnouncement::parse`].
+    pub fn open(trusted: &TrustedKeys, subject: &str, payload: &[u8]) -> Result<Self, WireError> {
+        let body = trusted.open(subject, payload)?;
+        RunAnnouncement::parse(subject, body.as_bytes())
+    }
+
     /// Parses and validates an announcement that arrived on `subject`.
     ///
     /// # Errors
@@ -84,6 +101,7 @@ impl RunAnnouncement {
     /// disagrees, a base commit that is not a full object id, a refused repository URL.
     pub fn parse(subject: &str, payload: &[u8]) -> Result<Self, WireError> {
         let msg: RunAnnouncement = decode(payload)?;
+        msg.fresh.check(SHORT_LIFETIME)?;
         (msg.version == WIRE_VERSION)
             .then_some(())
             .ok_or(WireError::Version { found: msg.version })?;
@@ -137,6 +155,48 @@ pub struct SubtaskMessage {
     /// fetch when it has the start commit). Absent in older messages: `false`.
     #[serde(default)]
     pub first_attempt: bool,
+    /// Nonce (also the message's JetStream message id) and expiry.
+    #[serde(flatten)]
+    pub fresh: Freshness,
+}
+
+/// The coordinator's cancel of one running subtask, on `ahelper.control.<run>.<worker>`
+/// ([`control_subject`]), signed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ControlMessage {
+    /// [`WIRE_VERSION`].
+    pub version: u32,
+    /// Run id.
+    pub run_id: String,
+    /// Worker id.
+    pub worker_id: String,
+    /// The nonce of the subtask message it cancels (a cancel of an earlier attempt does not
+    /// cancel a later one).
+    pub subtask_nonce: String,
+    /// Nonce and expiry of the cancel itself.
+    #[serde(flatten)]
+    pub fresh: Freshness,
+}
+
+/// The subject of worker `worker`'s cancel in run `run`.
+pub fn control_subject(run: &str, worker: &str) -> String {
+    format!("ahelper.control.{run}.{worker}")
+}
+
+impl ControlMessage {
+    /// Opens and validates a signed cancel that arrived on `subject`.
+    ///
+    /// # Errors
+    /// [`WireError`]: unsigned or untrusted ([`WireError::Auth`]), malformed, another version,
+    /// bad ids, a subject that disagrees, expired.
+    pub fn open(trusted: &TrustedKeys, subject: &str, payload: &[u8]) -> Result<Self, WireError> {
+        let body = trusted.open(subject, payload)?;
+        let msg: ControlMessage = decode(body.as_bytes())?;
+        check_envelope(msg.version, &msg.run_id, &msg.worker_id)?;
+        check_subject(subject, control_subject, &msg.run_id, &msg.worker_id)?;
+        msg.fresh.check(SHORT_LIFETIME)?;
+        Ok(msg)
+    }
 }
 
 /// What a remote worker tells the coordinator.
@@ -218,6 +278,17 @@ pub enum WireError {
         /// Worker id in the message.
         worker_id: String,
     },
+    /// Not signed by a trusted coordinator, expired or replayed.
+    #[error("{0}")]
+    Auth(#[from] AuthError),
+}
+
+impl WireError {
+    /// Whether the message is signed by a key this machine does not trust (it may be another
+    /// coordinator's, for a machine that trusts it: handed back, not terminated).
+    pub fn is_untrusted_key(&self) -> bool {
+        matches!(self, WireError::Auth(AuthError::UntrustedKey { .. }))
+    }
 }
 
 /// Checks a run id: a UUID in its hyphenated form.
@@ -333,6 +404,28 @@ impl SubtaskMessage {
         check_subject(subject, work_subject, &msg.run_id, &msg.worker_id)?;
         check_commit("start commit", &msg.start_commit)?;
         check_repo_url(&msg.repo_url)?;
+        msg.fresh.check(SUBTASK_LIFETIME)?;
+        Ok(msg)
+    }
+
+    /// Opens a signed subtask that arrived on `subject` with JetStream message id `msg_id`
+    /// (`Nats-Msg-Id`), then validates it ([`SubtaskMessage::parse`]): the message id must be
+    /// the signed nonce, so the same message published again under another id is a replay.
+    ///
+    /// # Errors
+    /// [`WireError::Auth`] (unsigned, untrusted key, bad signature, expired, replayed), and
+    /// those of [`SubtaskMessage::parse`].
+    pub fn open(
+        trusted: &TrustedKeys,
+        subject: &str,
+        payload: &[u8],
+        msg_id: Option<&str>,
+    ) -> Result<Self, WireError> {
+        let body = trusted.open(subject, payload)?;
+        let msg = SubtaskMessage::parse(subject, body.as_bytes())?;
+        if msg_id != Some(msg.fresh.nonce.as_str()) {
+            return Err(AuthError::Replayed.into());
+        }
         Ok(msg)
     }
 }
@@ -382,6 +475,7 @@ mod tests {
             },
             ask_coordinator: true,
             first_attempt: true,
+            fresh: Freshness::new(SUBTASK_LIFETIME),
         }
     }
 
@@ -397,6 +491,7 @@ mod tests {
             run_id: RUN.into(),
             repo_url: "/srv/git/project.git".into(),
             base_commit: "b".repeat(40),
+            fresh: Freshness::new(SHORT_LIFETIME),
         };
         let parse = |subject: &str, msg: &RunAnnouncement| {
             RunAnnouncement::parse(subject, &serde_json::to_vec(msg).unwrap())
@@ -428,7 +523,44 @@ mod tests {
 
     #[test]
     fn a_valid_subtask_round_trips() {
-        assert_eq!(parse(&subtask()).unwrap(), subtask());
+        let valid = subtask();
+        assert_eq!(parse(&valid).unwrap(), valid);
+    }
+
+    #[test]
+    fn a_subtask_opens_only_signed_by_a_trusted_key_under_its_nonce_as_message_id() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = super::super::auth::SigningKey::load_or_create(&dir.path().join("k")).unwrap();
+        let trusted = TrustedKeys::of(&key);
+        let msg = subtask();
+        let subject = work_subject(RUN, "w2");
+        let signed = key.sign(&subject, serde_json::to_string(&msg).unwrap());
+        let nonce = Some(msg.fresh.nonce.as_str());
+        assert_eq!(
+            SubtaskMessage::open(&trusted, &subject, &signed, nonce).unwrap(),
+            msg
+        );
+        assert_eq!(
+            SubtaskMessage::open(&trusted, &subject, &signed, Some("test-1")),
+            Err(WireError::Auth(AuthError::Replayed))
+        );
+        let unsigned = serde_json::to_vec(&msg).unwrap();
+        assert_eq!(
+            SubtaskMessage::open(&trusted, &subject, &unsigned, nonce),
+            Err(WireError::Auth(AuthError::Unsigned))
+        );
+        let expired = SubtaskMessage {
+            fresh: Freshness {
+                expires_at: 1,
+                ..msg.fresh.clone()
+            },
+            ..msg.clone()
+        };
+        let signed = key.sign(&subject, serde_json::to_string(&expired).unwrap());
+        assert!(matches!(
+            SubtaskMessage::open(&trusted, &subject, &signed, nonce),
+            Err(WireError::Auth(AuthError::Expired { .. }))
+        ));
     }
 
     #[test]

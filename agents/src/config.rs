@@ -1094,7 +1094,10 @@ fn hold_cost_settings(mut kept: ConfigFile, lower: &ConfigFile) -> ConfigFile {
         cap(&mut a.max_turns, agent.max_turns);
         cap(&mut a.repeat_limit, agent.repeat_limit);
         cap(&mut a.max_tool_output_chars, agent.max_tool_output_chars);
-        cap(&mut a.compact_threshold, agent.compact_threshold);
+        // A threshold above 1 is no limit but an error, which the range check names.
+        if a.compact_threshold.is_some_and(|t| t <= 1.0) {
+            cap(&mut a.compact_threshold, agent.compact_threshold);
+        }
     }
     let swarm = resolve_swarm(&lower.swarm);
     let s = &mut kept.swarm;

@@ -60,12 +60,26 @@ fn spawn_swarm_with_output(
 /// [`spawn_swarm`], waiting until worker w1 is `running`.
 fn spawn_until_worker_runs(repo: &TestRepo, server: &FakeLlm) -> std::process::Child {
     let mut child = spawn_swarm(repo, server);
-    if !worker_runs_within(repo, Duration::from_secs(90)) {
+    // `running` is recorded before the worker's worktree is made; its first model request
+    // (after the coordinator's plan) comes after it.
+    if !worker_runs_within(repo, Duration::from_secs(90)) || !requests_within(server, 2) {
         let _ = child.kill();
         let _ = child.wait();
         panic!("the worker never started");
     }
     child
+}
+
+/// Whether `server` has had `count` model requests within 90 s.
+fn requests_within(server: &FakeLlm, count: usize) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while Instant::now() < deadline {
+        if server.model_request_count() >= count {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
 }
 
 /// Whether worker w1 of the newest run is `running` before `limit` passes.

@@ -84,6 +84,8 @@ pub enum HazardKind {
     ControlCharacters,
     /// A file an editor, CI, hook manager, direnv or ahelper runs or obeys on its own.
     AutoRun,
+    /// A temporary file of ahelper's atomic writer ([`crate::is_writer_temp_name`]).
+    WriterTemp,
 }
 
 /// One finding: the path (as UTF-8, control characters escaped as `\u{..}`) and why.
@@ -121,6 +123,10 @@ impl std::fmt::Display for Hazard {
             HazardKind::AutoRun => write!(
                 f,
                 "{path}: auto-run file (editor, CI, hooks, direnv or ahelper config)"
+            ),
+            HazardKind::WriterTemp => write!(
+                f,
+                "{path}: temporary file of an interrupted write (may be a partial copy; delete it)"
             ),
         }
     }
@@ -185,6 +191,9 @@ fn hazards_of(
     let name = text.rsplit('/').next().unwrap_or(&text);
     if name == ".gitmodules" {
         kinds.push(HazardKind::Submodules);
+    }
+    if crate::is_writer_temp_name(name) {
+        kinds.push(HazardKind::WriterTemp);
     }
     if mode == FileMode::Commit {
         return Ok(with_path(&path, kinds));

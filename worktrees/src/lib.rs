@@ -47,6 +47,7 @@ mod remote;
 mod repo;
 mod serde_oid;
 mod spare;
+mod temp_files;
 mod worktree;
 
 pub use branch::{
@@ -86,6 +87,10 @@ pub use repo::{
 pub use spare::{
     MarkerSync, SpareFiles, create_spare_worktree, park_worktree, recycle_worktree,
     recycle_worktree_deferring_sync,
+};
+pub use temp_files::{
+    WRITER_TEMP_INFIX, WRITER_TEMP_SUFFIX, is_writer_temp_name, is_writer_temp_path,
+    sweep_writer_temps,
 };
 pub use worktree::{
     RemovedWorktree, WorktreeInfo, WorktreeMarker, create_worktree, list_worktrees,

@@ -43,6 +43,7 @@ mod include;
 mod index_lock;
 mod lock;
 mod merge;
+mod ref_lock;
 mod remote;
 mod repo;
 mod serde_oid;
@@ -76,6 +77,7 @@ pub use merge::{
     apply_to_current, checkout_detached, clean_untracked, conclude_merge, merge_candidate,
     merge_clean_run, merge_into, start_merge,
 };
+pub use ref_lock::remove_run_ref_locks;
 pub use remote::{
     delete_local_refs, delete_remote_refs, ensure_clone, fetch_refspecs, local_refs, push_commit,
     push_commits, remote_ref, remote_refs, remote_url, set_branch,

@@ -4,7 +4,7 @@
 
 use super::support::scripts::*;
 use super::support::*;
-use ahelper_fake_llm::{FakeLlm, Turn};
+use ahelper_fake_llm::{FakeLlm, Fault, FaultKind, Turn};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -264,4 +264,25 @@ fn resume_removes_a_stale_lock_on_the_runs_integration_branch() {
     let run = last_run(&repo);
     assert_eq!(run["workers"][0]["status"], "merged", "{run:#}");
     assert_eq!(repo.git(&["show", &format!("{integration}:a.txt")]), "A\n");
+}
+
+/// Issue 37.5: one malformed frame in a worker's reply stream (a proxy that corrupts it) is
+/// retried like a dropped stream: the worker does its work and merges.
+#[test]
+fn one_malformed_frame_in_a_workers_stream_is_retried() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let corrupt = Fault::new(FaultKind::MalformedLine);
+    let server = start(one_worker([
+        writes("a.txt", "A\n").with_fault(corrupt),
+        Turn::text("s1 done"),
+    ]));
+    swarm(&repo, &server, &["do it", "--yes", "--permission-mode", "bypass"])
+        .assert()
+        .success();
+    let run = last_run(&repo);
+    assert_eq!(run["workers"][0]["status"], "merged", "{run:#}");
+    let integration = run["integration_branch"].as_str().unwrap();
+    assert_eq!(repo.git(&["show", &format!("{integration}:a.txt")]), "A\n");
+    let faulted = server.requests().iter().filter(|r| r.fault.is_some()).count();
+    assert_eq!(faulted, 1, "the corrupted reply was sent once, then retried");
 }

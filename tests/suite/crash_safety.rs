@@ -276,13 +276,58 @@ fn one_malformed_frame_in_a_workers_stream_is_retried() {
         writes("a.txt", "A\n").with_fault(corrupt),
         Turn::text("s1 done"),
     ]));
-    swarm(&repo, &server, &["do it", "--yes", "--permission-mode", "bypass"])
-        .assert()
-        .success();
+    swarm(
+        &repo,
+        &server,
+        &["do it", "--yes", "--permission-mode", "bypass"],
+    )
+    .assert()
+    .success();
     let run = last_run(&repo);
     assert_eq!(run["workers"][0]["status"], "merged", "{run:#}");
     let integration = run["integration_branch"].as_str().unwrap();
     assert_eq!(repo.git(&["show", &format!("{integration}:a.txt")]), "A\n");
-    let faulted = server.requests().iter().filter(|r| r.fault.is_some()).count();
-    assert_eq!(faulted, 1, "the corrupted reply was sent once, then retried");
+    let faulted = server
+        .requests()
+        .iter()
+        .filter(|r| r.fault.is_some())
+        .count();
+    assert_eq!(
+        faulted, 1,
+        "the corrupted reply was sent once, then retried"
+    );
+}
+
+/// Issue 37.6: the provider down when a swarm starts: the error says the provider could not be
+/// reached while planning, at which URL — not that the coordinator made no valid plan.
+#[test]
+fn a_provider_down_at_start_is_named() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let server = start(slow_writer(0));
+    // A port nothing listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("http://127.0.0.1:{port}");
+    let out = swarm(&repo, &server, &["do it", "--yes"])
+        .env("ANTHROPIC_BASE_URL", &url)
+        .assert()
+        .code(1)
+        .get_output()
+        .stderr
+        .clone();
+    let stderr = String::from_utf8_lossy(&out);
+    assert!(
+        stderr.contains(&format!(
+            "could not reach the model provider at {url} while planning: connection"
+        )),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("could not produce a valid plan"),
+        "{stderr}"
+    );
+    assert!(server.model_requests().is_empty());
 }

@@ -774,3 +774,33 @@ fn a_run_that_does_not_start_does_not_wait_for_an_unanswering_nats_server() {
     assert_eq!(last_run(&repo)["status"], "planned");
     drop(silent);
 }
+
+/// Issue 37.4: a nats-server outage of 2 s while all four subtasks run (stopped, then started
+/// again on the same port; the heartbeat bucket, kept in memory, starts empty): no machine is
+/// taken for lost — not in the coordinator's output, not in the record — and all four merge.
+#[test]
+fn a_two_second_nats_outage_loses_no_machine() {
+    let mut nats = NatsServer::start();
+    let repo = four_file_repo();
+    let server = start(four_slow_subtasks(20_000));
+    let m1 = WorkerProcess::start(&nats.url(), "m1", &server.base_url(), 4);
+    let mut run = coordinator(&repo, &server, &nats.url());
+    wait_for_second_turn_of_all_four(&server);
+    nats.restart_after(Duration::from_secs(2));
+    let status = wait_for_exit(&mut run, || {
+        format!("{}\nm1:\n{}", coordinator_log(&repo), m1.log())
+    });
+    assert!(
+        status.success(),
+        "{}\nm1:\n{}",
+        coordinator_log(&repo),
+        m1.log()
+    );
+    let record = assert_all_four_merged(&repo, Some("m1"));
+    let printed = std::fs::read_to_string(repo.root().join("coordinator.err")).unwrap();
+    assert!(!printed.contains("machine lost"), "{printed}");
+    for w in record["workers"].as_array().unwrap() {
+        assert_eq!(w["machine_lost"], false, "{w:#}");
+        assert!(w.get("nats_unreachable").is_none(), "{w:#}");
+    }
+}

@@ -9,6 +9,7 @@
 //! - [`host`]: [`host::serve`], the `ahelper worker` loop;
 //! - [`pusher`]: a worker machine's pushes of finished branches, batched;
 //! - [`batches`]: batches of queued git work with several in flight (pushes, fetches);
+//! - [`liveness`]: a machine lost, told apart from NATS unreachable;
 //! - [`lifecycle`]: re-attaching on resume, releasing a finished run, `swarm clean`.
 
 pub mod ask;
@@ -16,6 +17,7 @@ pub mod batches;
 pub mod connect;
 pub mod host;
 pub mod lifecycle;
+pub mod liveness;
 pub mod pusher;
 pub mod slots;
 #[cfg(test)]

@@ -132,7 +132,10 @@ fn record_planning_failure(
         PlanFailure::ModelSettings(e) => (RunStatus::Failed, SwarmError::ModelSettings(e)),
         PlanFailure::Provider(error) => (
             RunStatus::Failed,
-            SwarmError::ProviderFailed { base_url, error },
+            SwarmError::ProviderFailed {
+                base_url,
+                error: Box::new(error),
+            },
         ),
         other => (RunStatus::Failed, SwarmError::Plan(other)),
     };

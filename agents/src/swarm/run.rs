@@ -107,13 +107,13 @@ pub enum SwarmError {
     /// planned (after the request's retries): no plan was received, nothing was started.
     #[error(
         "{} the model provider at {base_url} while planning: {error}; nothing was started — check that the provider is up (and `base_url`), then start the run again",
-        if matches!(error, crate::model::ModelError::Connection(_)) { "could not reach" } else { "an error from" }
+        if matches!(**error, crate::model::ModelError::Connection(_)) { "could not reach" } else { "an error from" }
     )]
     ProviderFailed {
         /// The provider's `base_url`.
         base_url: String,
-        /// What failed.
-        error: crate::model::ModelError,
+        /// What failed (boxed: the error is large).
+        error: Box<crate::model::ModelError>,
     },
     /// Role definitions.
     #[error(transparent)]

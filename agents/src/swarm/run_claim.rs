@@ -115,10 +115,11 @@ fn write_pid(file: &mut File) -> std::io::Result<()> {
 fn holder_pid(file: &mut File) -> Option<u32> {
     for _ in 0..20 {
         let mut text = String::new();
-        if file.rewind().is_ok() && file.read_to_string(&mut text).is_ok() {
-            if let Ok(pid) = text.trim().parse() {
-                return Some(pid);
-            }
+        if file.rewind().is_ok()
+            && file.read_to_string(&mut text).is_ok()
+            && let Ok(pid) = text.trim().parse()
+        {
+            return Some(pid);
         }
         std::thread::sleep(Duration::from_millis(10));
     }

@@ -27,24 +27,29 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# The fake model: a plan of four subtasks, each worker writes its file (256 KiB, streamed in
-# slow chunks) and a second file, answering after a pause; kills land in model waits, tool
+# The fake model: a plan of four subtasks, each worker writes its file (32 KiB) and a second
+# file, each answer after a pause; kills land in model waits, tool
 # calls, commits and merges.
 python3 - "$work/script.json" <<'EOF'
 import json, sys
-big = "x" * 262144 + "\n"
+big = "x" * 32768 + "\n"
 plan = {"summary": "one file each", "subtasks": [
     {"id": f"s{i}", "title": f"Work on s{i}", "instructions": f"Do s{i}.", "scope": [f"f{i}.txt", f"g{i}.txt"]}
     for i in range(1, 5)]}
 convs = [{"name": "coordinator", "match": "You are the coordinator of a swarm",
           "turns": [{"text": json.dumps(plan), "delay_ms": 200}]}]
 for i in range(1, 5):
+    write_f = {"tool_calls": [{"name": "write_file", "arguments": {"path": f"f{i}.txt", "content": f"s{i} " + big}}],
+               "delay_ms": 150 * i}
+    write_g = {"tool_calls": [{"name": "write_file", "arguments": {"path": f"g{i}.txt", "content": f"s{i} done\n"}}],
+               "delay_ms": 300}
+    # By what is on disk: a call cut by a kill (its result "interrupted") is made again.
+    f_done = {"file_contains": {"path": f"f{i}.txt", "text": f"s{i} x"}}
+    g_done = {"file_contains": {"path": f"g{i}.txt", "text": f"s{i} done"}}
     convs.append({"name": f"s{i}", "match": f"Your subtask `s{i}`", "turns": [
-        {"tool_calls": [{"name": "write_file", "arguments": {"path": f"f{i}.txt", "content": f"s{i} " + big}}],
-         "delay_ms": 150 * i, "chunk_delay_ms": 2},
-        {"tool_calls": [{"name": "write_file", "arguments": {"path": f"g{i}.txt", "content": f"s{i} done\n"}}],
-         "delay_ms": 300},
-        {"text": f"s{i} done", "delay_ms": 200}]})
+        write_f,
+        dict(write_g, when=f_done, otherwise=write_f),
+        {"text": f"s{i} done", "delay_ms": 200, "when": {"all": [f_done, g_done]}, "otherwise": write_g}]})
 json.dump({"model": "fake-model", "fallback_text": "Done.", "conversations": convs}, open(sys.argv[1], "w"))
 EOF
 "$fake" --script "$work/script.json" --port-file "$work/port" --quiet >/dev/null &
@@ -65,7 +70,7 @@ random_ms() { echo $(( $1 + RANDOM % ($2 - $1) )); }
 sleep_ms() { sleep "$(printf '%d.%03d' $(( $1 / 1000 )) $(( $1 % 1000 )))"; }
 
 broken=0; temp_merged=0; double_merged=0; fsck_failed=0; unfinished=0; both_drove=0; refused=0
-kills=0; resumes=0
+kills=0; resumes=0; planless=0
 for round in $(seq "$rounds"); do
     repo="$work/r$round"; mkdir -p "$repo"
     git -C "$repo" init -q -b main
@@ -74,15 +79,19 @@ for round in $(seq "$rounds"); do
     git -C "$repo" -c user.name=chaos -c user.email=chaos@localhost commit -q -m base
     # the run, killed at a random moment
     run_ahelper "$repo" swarm "do it" --yes --permission-mode bypass >"$repo.out" 2>&1 &
-    pid=$!; at=$(random_ms 300 3500); sleep_ms "$at"; kill -9 "$pid" 2>/dev/null && kills=$((kills + 1))
+    pid=$!; at=$(random_ms 200 2500); sleep_ms "$at"; kill -9 "$pid" 2>/dev/null && kills=$((kills + 1))
     wait "$pid" 2>/dev/null
     id="$(ls "$repo/.ahelper/runs" 2>/dev/null | head -1)"
     if [ -n "${CHAOS_DEBUG:-}" ]; then for p in /proc/[0-9]*; do ls -l "$p/fd" 2>/dev/null | grep -q run.lock && echo "DEBUG holder $p $(cat "$p/comm") $(tr '\0' ' ' <"$p/cmdline")"; done; fi
     if [ -z "$id" ]; then echo "round $round: killed at ${at} ms before the run was recorded"; continue; fi
+    if ! grep -q '"plan": {' "$repo/.ahelper/runs/$id/run.json"; then
+        # A run killed while planning has no plan: by design it cannot be resumed (start anew).
+        planless=$((planless + 1)); echo "round $round: killed at ${at} ms while planning (no plan to resume)"; continue
+    fi
     # half of the time, the first resume is killed too
     if [ $((RANDOM % 2)) -eq 0 ]; then
         run_ahelper "$repo" swarm resume "$id" >>"$repo.out" 2>&1 &
-        pid=$!; sleep_ms "$(random_ms 200 2500)"; kill -9 "$pid" 2>/dev/null && kills=$((kills + 1))
+        pid=$!; sleep_ms "$(random_ms 100 1500)"; kill -9 "$pid" 2>/dev/null && kills=$((kills + 1))
         wait "$pid" 2>/dev/null; resumes=$((resumes + 1))
     fi
     # two resumes started together: one drives the run, the other is refused (or, when the
@@ -108,12 +117,12 @@ for round in $(seq "$rounds"); do
     content_ok=1
     for i in 1 2 3 4; do
         [ "$(git -C "$repo" show "$integration:g$i.txt" 2>/dev/null)" = "s$i done" ] || content_ok=0
-        [ "$(git -C "$repo" show "$integration:f$i.txt" 2>/dev/null | wc -c)" = 262148 ] || content_ok=0
+        [ "$(git -C "$repo" show "$integration:f$i.txt" 2>/dev/null | wc -c)" = 32772 ] || content_ok=0
     done
     if [ "$status" != "finished 4" ] || [ "$content_ok" != 1 ]; then unfinished=$((unfinished + 1)); bad="$bad not-finished($status,files=$content_ok)"; fi
     [ -n "$bad" ] && broken=$((broken + 1))
     echo "round $round: killed at ${at} ms; concurrent resumes exited $ca/$cb; ${bad:- ok}"
 done
-echo "rounds $rounds · kill -9 $kills · resumes $resumes · concurrent pair refused $refused · both drove $both_drove"
+echo "rounds $rounds (killed while planning: $planless) · kill -9 $kills · resumes $resumes · concurrent pair refused $refused · both drove $both_drove"
 echo "temp file merged $temp_merged · double merge $double_merged · fsck failed $fsck_failed · not finished $unfinished · broken rounds $broken"
 [ "$broken" = 0 ] && [ "$both_drove" = 0 ]

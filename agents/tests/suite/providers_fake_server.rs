@@ -956,19 +956,19 @@ async fn the_api_key_never_appears_in_errors_even_when_echoed_back() {
     }
 }
 
-/// A decode error quotes the line it could not read; a line echoing the key is scrubbed too.
+/// A malformed event quotes the line it could not read; a line echoing the key is scrubbed too.
 #[tokio::test]
-async fn the_api_key_is_not_in_decode_errors_quoting_the_stream() {
+async fn the_api_key_is_not_in_malformed_event_errors_quoting_the_stream() {
     for kind in BOTH {
         let line = format!("data: {{\"echo\": \"x-api-key: {KEY}\"\n\n");
         let server = start(script(vec![Turn::raw_sse_inline(line)])).await;
         let got = collect(build_client(&settings(&server, kind)).as_ref(), request()).await;
         match got.last() {
-            Some(Err(e @ ModelError::Decode(m))) => {
+            Some(Err(e @ ModelError::MalformedEvent(m))) => {
                 assert!(m.contains("x-api-key: <redacted>"), "{kind:?}: {m}");
                 assert!(!format!("{e} {e:?}").contains(KEY));
             }
-            other => panic!("{kind:?}: expected a decode error, got {other:?}"),
+            other => panic!("{kind:?}: expected a malformed event, got {other:?}"),
         }
     }
 }

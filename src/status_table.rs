@@ -104,12 +104,14 @@ pub fn row_cells(
 }
 
 /// Where the worker runs: `local` (this process), the `--name` of the `ahelper worker` machine
-/// running it, or `<name>: machine lost` once that machine's heartbeat expired.
+/// running it, `<name>: NATS unreachable` while its heartbeat cannot be read, or
+/// `<name>: machine lost` once that machine was silent past the liveness timeout.
 pub fn machine_cell(w: &WorkerRecord) -> String {
-    match (&w.machine, w.machine_lost) {
-        (None, _) => "local".into(),
-        (Some(name), false) => clip(name, 24),
-        (Some(name), true) => format!("{}: machine lost", clip(name, 24)),
+    match (&w.machine, w.machine_lost, w.nats_unreachable) {
+        (None, _, _) => "local".into(),
+        (Some(name), true, _) => format!("{}: machine lost", clip(name, 24)),
+        (Some(name), false, true) => format!("{}: NATS unreachable", clip(name, 24)),
+        (Some(name), false, false) => clip(name, 24),
     }
 }
 
@@ -410,6 +412,8 @@ mod tests {
         assert_eq!(machine_cell(&w), "local");
         w.machine = Some("build-01".into());
         assert_eq!(machine_cell(&w), "build-01");
+        w.nats_unreachable = true;
+        assert_eq!(machine_cell(&w), "build-01: NATS unreachable");
         w.machine_lost = true;
         assert_eq!(machine_cell(&w), "build-01: machine lost");
     }

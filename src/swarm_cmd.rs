@@ -16,6 +16,7 @@ use ahelper_agents::swarm::logs::{self, TranscriptFollower};
 use ahelper_agents::swarm::plan::Plan;
 use ahelper_agents::swarm::remote::{NatsOptions, NatsSlots};
 use ahelper_agents::swarm::resume::{self, Resumable, ResumeSelection};
+use ahelper_agents::swarm::run_claim::RunClaim;
 use ahelper_agents::swarm::slots::WorkerSlots;
 use ahelper_agents::swarm::state::{RemoteRecord, RunOutcome, RunRecord, RunStatus, WorkerStatus};
 use ahelper_agents::swarm::summary::short_commit;
@@ -282,6 +283,12 @@ pub(crate) async fn start(
     let (mut prepared, choice, options) = match prepare(&config, task, run_args, &root).await {
         Ok(prepared) => prepared,
         Err(code) => return code,
+    };
+    // Held until this function returns (the run, then `--apply`): see `swarm::run_claim`.
+    let run_dir = swarm::state::run_dir(&root, &prepared.record.run_id);
+    let _claim = match swarm::run_claim::claim_run(&run_dir, &prepared.record.run_id) {
+        Ok(claim) => claim,
+        Err(e) => return usage_error(&e),
     };
     let mode = output_mode(run_args.output_format);
     tell_interrupted_runs(&prepared.record, mode);
@@ -1060,8 +1067,9 @@ async fn resume(
     remote: RemoteAccess<'_>,
 ) -> i32 {
     let mut config = with_max_workers(config, run_args);
-    let mut record = match find_run(&config, run) {
-        Ok((_, record)) => record,
+    // Held until this function returns: no other process runs, resumes or cleans the run.
+    let (_claim, mut record) = match claim_for_resume(&config, run) {
+        Ok(claimed) => claimed,
         Err(code) => return code,
     };
     // Checked now, refused after what makes the run not resumable at all (no plan, running).
@@ -1182,6 +1190,47 @@ fn check_record_seal(
         "not resuming: {problem}. Check `remote`, `verify` and `permission_mode` in {}; if they are what you want, resume with --accept-record.",
         record.record_path().display()
     ))
+}
+
+/// Claims run `run` (id or unique prefix) for this `swarm resume` ([`swarm::run_claim`]) and
+/// reads its record once the claim is held (what the process that held it before wrote last),
+/// with the workers whose work is already on the integration branch set to be recorded
+/// merged, never run again ([`resume::settle_already_merged`]); the exit code after saying why
+/// not.
+fn claim_for_resume(config: &Config, run: &str) -> Result<(RunClaim, RunRecord), i32> {
+    let (root, record) = find_run(config, run)?;
+    let dir = swarm::state::run_dir(&root, &record.run_id);
+    let claim = swarm::run_claim::claim_run(&dir, &record.run_id).map_err(|e| usage_error(&e))?;
+    let (_, mut record) = find_run(config, &record.run_id)?;
+    if record.is_active() {
+        // Its process (one that predates run locks) still runs it: check_resumable says so.
+        return Ok((claim, record));
+    }
+    report_removed_ref_locks(&root, &record.run_id);
+    let settled = resume::settle_already_merged(&mut record);
+    if !settled.is_empty() {
+        eprintln!(
+            "Already on the integration branch, recorded merged without running again: {}.",
+            settled.join(", ")
+        );
+    }
+    Ok((claim, record))
+}
+
+/// Deletes the lock files a crash left on run `run_id`'s own refs (its branches): the run is
+/// claimed by this process, so no other ahelper updates them; says which, or why not.
+fn report_removed_ref_locks(root: &Path, run_id: &str) {
+    match git::remove_run_ref_locks(root, run_id) {
+        Ok(removed) => {
+            for lock in removed {
+                eprintln!(
+                    "Removed the stale ref lock {} (left by an ahelper that was killed while it moved the run's branch).",
+                    lock.display()
+                );
+            }
+        }
+        Err(e) => eprintln!("ahelper: could not remove the run's stale ref locks: {e}"),
+    }
 }
 
 /// How `swarm resume` and `swarm clean` reach a distributed run's NATS server: the one given
@@ -1510,7 +1559,15 @@ fn clean(
         }
     };
     let mut refused = refused_before;
-    for mut r in runs {
+    for r in runs {
+        // Held while this run is cleaned: no other process runs or resumes it meanwhile.
+        let (_claim, mut r) = match claim_for_clean(&root, r) {
+            Ok(claimed) => claimed,
+            Err(()) => {
+                refused += 1;
+                continue;
+            }
+        };
         let base = swarm::run::recorded_worktree_base(config, env, &root, &r);
         match cleanup::clean_run(&lock, &root, &r, &base, flags.force) {
             Ok(cleaned) => {
@@ -1532,6 +1589,19 @@ fn clean(
         }
     }
     if refused > 0 { 1 } else { 0 }
+}
+
+/// Claims run `r` for `swarm clean` ([`swarm::run_claim`]) and reads its record again under
+/// the claim; says why not (`skip <run>: …`) when another process holds it or it cannot be read.
+fn claim_for_clean(root: &Path, r: RunRecord) -> Result<(RunClaim, RunRecord), ()> {
+    let dir = swarm::state::run_dir(root, &r.run_id);
+    let claimed = swarm::run_claim::claim_run(&dir, &r.run_id)
+        .map_err(|e| e.to_string())
+        .and_then(|claim| {
+            let record = RunRecord::find(root, &r.run_id).map_err(|e| e.to_string())?;
+            Ok((claim, record))
+        });
+    claimed.map_err(|e| eprintln!("skip {}: {e}", r.run_id))
 }
 
 /// A distributed run's refs on the shared git remote and its consumer and queued subtasks on

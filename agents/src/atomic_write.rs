@@ -128,7 +128,16 @@ fn temp_name(name: &OsStr) -> OsString {
     let bytes = name.as_bytes();
     let mut out = b".".to_vec();
     out.extend_from_slice(&bytes[..bytes.len().min(64)]);
-    out.extend_from_slice(format!(".ahelper-{}.tmp", uuid::Uuid::now_v7().simple()).as_bytes());
+    // The name `ahelper_worktrees::is_writer_temp_name` recognises (commits leave it out).
+    let uuid = uuid::Uuid::now_v7().simple();
+    out.extend_from_slice(
+        format!(
+            "{}{uuid}{}",
+            ahelper_worktrees::WRITER_TEMP_INFIX,
+            ahelper_worktrees::WRITER_TEMP_SUFFIX
+        )
+        .as_bytes(),
+    );
     OsString::from_vec(out)
 }
 
@@ -272,6 +281,19 @@ pub fn describe_write_error(what: &str, e: &io::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The temp name is the one commits leave out (`ahelper_worktrees::is_writer_temp_name`),
+    /// also for a long target name (clipped to 64 bytes).
+    #[test]
+    fn temp_names_are_the_ones_commits_leave_out() {
+        for name in ["a.txt", &"x".repeat(200)] {
+            let tmp = temp_name(OsStr::new(name));
+            assert!(
+                ahelper_worktrees::is_writer_temp_name(&tmp.to_string_lossy()),
+                "{tmp:?}"
+            );
+        }
+    }
 
     /// Passes `limit` bytes to the file, then fails with ENOSPC, like a disk that fills up.
     struct FailsAfter<'f> {

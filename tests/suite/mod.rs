@@ -5,6 +5,7 @@ mod closed_stdout;
 mod compaction;
 mod config_ranges;
 mod cost;
+mod crash_safety;
 mod demo_script;
 mod disk_full;
 mod failed_workers;

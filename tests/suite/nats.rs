@@ -781,3 +781,41 @@ fn a_run_that_does_not_start_does_not_wait_for_an_unanswering_nats_server() {
     assert_eq!(last_run(&repo)["status"], "planned");
     drop(silent);
 }
+
+/// Issue 37.4: a nats-server outage of 2 s while all four subtasks run (stopped, then started
+/// again on the same port; the heartbeat bucket, kept in memory, starts empty), with machine m1
+/// paused (SIGSTOP) through it and 8 s after — a heartbeat gap shorter than the liveness
+/// timeout, which the coordinator sees as an absent key once NATS is back: no machine is taken
+/// for lost — not in the coordinator's output, not in the record — and all four merge.
+#[test]
+fn a_two_second_nats_outage_loses_no_machine() {
+    let mut nats = NatsServer::start();
+    let repo = four_file_repo();
+    let server = start(four_slow_subtasks(20_000));
+    let m1 = WorkerProcess::start(&nats.url(), "m1", &server.base_url(), 4);
+    let mut run = coordinator(&repo, &server, &nats.url());
+    wait_for_second_turn_of_all_four(&server);
+    m1.signal("STOP");
+    nats.restart_after(Duration::from_secs(2));
+    // NATS is back, m1's heartbeat absent (the bucket starts empty) for 8 s: more than the
+    // coordinator's read interval (3 s), less than the liveness timeout (15 s).
+    std::thread::sleep(Duration::from_secs(8));
+    m1.signal("CONT");
+    let status = wait_for_exit(&mut run, || {
+        format!("{}\nm1:\n{}", coordinator_log(&repo), m1.log())
+    });
+    assert!(
+        status.success(),
+        "{}\nm1:\n{}",
+        coordinator_log(&repo),
+        m1.log()
+    );
+    let record = assert_all_four_merged(&repo, Some("m1"));
+    let read = |name: &str| std::fs::read_to_string(repo.root().join(name)).unwrap();
+    let printed = format!("{}\n{}", read("coordinator.out"), read("coordinator.err"));
+    assert!(!printed.contains("machine lost"), "{printed}");
+    for w in record["workers"].as_array().unwrap() {
+        assert_eq!(w["machine_lost"], false, "{w:#}");
+        assert!(w.get("nats_unreachable").is_none(), "{w:#}");
+    }
+}

@@ -23,7 +23,8 @@ pub struct DiffStats {
 }
 
 /// Stages everything in the ahelper worktree at `worktree` — modified, deleted and new files, respecting
-/// `.gitignore` and `info/exclude` — and commits it on the worktree's branch with `message`.
+/// `.gitignore` and `info/exclude`; ahelper's own writer temp files left by an interrupted write
+/// are left out and removed ([`crate::sweep_writer_temps`]) — and commits it on the worktree's branch with `message`.
 /// Returns the new commit id, or `None` when nothing changed (the worktree's index is still
 /// refreshed). The worktree's own index is written; no other checkout is touched.
 ///
@@ -134,15 +135,15 @@ fn commit_in(
     let mut index = repo
         .index()
         .ctx(|| "opening the worktree's index".to_owned())?;
-    // One index-to-worktree diff: libgit2's `add_all` adds new and modified files and removes
-    // the index entries of deleted ones (`update_all` would walk the tracked files again).
-    index
-        .add_all(["*"], IndexAddOption::DEFAULT, None)
-        .ctx(|| "staging new, modified and deleted files".to_owned())?;
+    let temps = stage_all_but_writer_temps(&mut index)?;
     let tree_id = index.write_tree().ctx(|| "writing the tree".to_owned())?;
     index
         .write()
         .ctx(|| "writing the worktree's index".to_owned())?;
+    for temp in &temps {
+        tracing::warn!(worktree = %root.display(), file = %temp.display(), "removed a leftover temporary file of an interrupted write");
+        crate::temp_files::remove_temp(&root.join(temp))?;
+    }
     if tree_id == parent.tree_id() {
         return Ok((parent.id(), None));
     }
@@ -160,6 +161,28 @@ fn commit_in(
     )?;
     tracing::info!(worktree = %root.display(), commit = %id, "committed worktree");
     Ok((parent.id(), Some(id)))
+}
+
+/// Stages every new, modified and deleted file into `index` except ahelper's own writer temp
+/// files ([`crate::is_writer_temp_name`], left by an interrupted write); returns those,
+/// relative to the worktree root. One index-to-worktree diff: libgit2's `add_all` adds new and
+/// modified files and removes the index entries of deleted ones (`update_all` would walk the
+/// tracked files again).
+fn stage_all_but_writer_temps(index: &mut git2::Index) -> Result<Vec<PathBuf>, GitError> {
+    let mut temps = Vec::new();
+    let mut skip_temps = |path: &Path, _spec: &[u8]| -> i32 {
+        let name = path.file_name().map(|n| n.to_string_lossy());
+        if name.is_some_and(|n| crate::is_writer_temp_name(&n)) {
+            temps.push(path.to_owned());
+            1
+        } else {
+            0
+        }
+    };
+    index
+        .add_all(["*"], IndexAddOption::DEFAULT, Some(&mut skip_temps))
+        .ctx(|| "staging new, modified and deleted files".to_owned())?;
+    Ok(temps)
 }
 
 /// Files changed and lines added/removed from commit `from` to commit `to` (tree to tree, with rename

@@ -261,6 +261,18 @@ pub enum GitError {
         expected: String,
     },
 
+    /// The ref's lock file exists: a git process is updating the ref, or one was killed while it
+    /// did (libgit2 and git write `<ref>.lock` and rename it over the ref); nothing was changed.
+    #[error(
+        "`{reference}` is locked: {lock} exists — a git process is updating it right now, or one crashed (or was killed) while it did, leaving the lock behind. If no git process is running in this repository, delete {lock} and retry; for a swarm run, `ahelper swarm resume <run>` removes its own stale ref locks"
+    )]
+    RefLocked {
+        /// The reference.
+        reference: String,
+        /// Its lock file.
+        lock: PathBuf,
+    },
+
     /// Refused to merge into a branch that a worktree has checked out (moving it would leave that
     /// checkout's index and files behind, S16).
     #[error(

@@ -132,6 +132,8 @@ pub enum HazardKind {
         /// The servers that name it, comma-separated.
         servers: String,
     },
+    /// A temporary file of ahelper's atomic writer ([`crate::is_writer_temp_name`]).
+    WriterTemp,
 }
 
 /// One finding: the path (as UTF-8, control characters escaped as `\u{..}`) and why.
@@ -185,6 +187,10 @@ impl std::fmt::Display for Hazard {
                 f,
                 "{path}: code of MCP server {servers} (named by .mcp.json), which runs when a \
                  session starts it"
+            ),
+            HazardKind::WriterTemp => write!(
+                f,
+                "{path}: temporary file of an interrupted write (may be a partial copy; delete it)"
             ),
         }
     }
@@ -392,6 +398,9 @@ fn hazards_of(
     let name = text.rsplit('/').next().unwrap_or(&text);
     if name == ".gitmodules" {
         kinds.push(HazardKind::Submodules);
+    }
+    if crate::is_writer_temp_name(name) {
+        kinds.push(HazardKind::WriterTemp);
     }
     if mode == FileMode::Commit {
         return Ok(with_path(&path, kinds));

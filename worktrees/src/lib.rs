@@ -44,10 +44,12 @@ mod include;
 mod index_lock;
 mod lock;
 mod merge;
+mod ref_lock;
 mod remote;
 mod repo;
 mod serde_oid;
 mod spare;
+mod temp_files;
 mod worktree;
 
 pub use branch::{
@@ -77,6 +79,7 @@ pub use merge::{
     apply_to_current, checkout_detached, clean_untracked, conclude_merge, merge_candidate,
     merge_clean_run, merge_into, start_merge,
 };
+pub use ref_lock::remove_run_ref_locks;
 pub use remote::{
     delete_local_refs, delete_remote_refs, ensure_clone, fetch_refspecs, local_refs, push_commit,
     push_commits, remote_ref, remote_refs, remote_url, set_branch,
@@ -88,6 +91,10 @@ pub use repo::{
 pub use spare::{
     MarkerSync, SpareFiles, create_spare_worktree, park_worktree, recycle_worktree,
     recycle_worktree_deferring_sync,
+};
+pub use temp_files::{
+    WRITER_TEMP_INFIX, WRITER_TEMP_SUFFIX, is_writer_temp_name, is_writer_temp_path,
+    sweep_writer_temps,
 };
 pub use worktree::{
     RemovedWorktree, WorktreeInfo, WorktreeMarker, create_worktree, list_worktrees,

@@ -94,7 +94,8 @@ branch_outcome! {
 ///
 /// # Errors
 /// [`GitError::BranchNotFound`]; [`GitError::MergeTargetCheckedOut`] when a worktree has the target
-/// checked out; [`GitError::ConcurrentRefUpdate`] when the target moved meanwhile;
+/// checked out; [`GitError::ConcurrentRefUpdate`] when the target moved meanwhile; [`GitError::RefLocked`]
+/// when its lock file exists;
 /// [`GitError::Libgit2`].
 pub fn merge_into(
     repo: &Path,
@@ -235,6 +236,7 @@ pub struct MergeSource<'a> {
 /// # Errors
 /// [`GitError::BranchNotFound`] for the target; [`GitError::MergeTargetCheckedOut`];
 /// [`GitError::ConcurrentRefUpdate`] when the target moved meanwhile (nothing merged then);
+/// [`GitError::RefLocked`] when its lock file exists (a crashed update);
 /// [`GitError::Libgit2`].
 pub fn merge_clean_run(
     repo: &Path,
@@ -276,7 +278,8 @@ pub fn merge_clean_run(
 /// it checked out.
 ///
 /// # Errors
-/// [`GitError::MergeTargetCheckedOut`]; [`GitError::ConcurrentRefUpdate`] when the branch is no
+/// [`GitError::MergeTargetCheckedOut`]; [`GitError::RefLocked`] when its lock file exists;
+/// [`GitError::ConcurrentRefUpdate`] when the branch is no
 /// longer at `expected`; [`GitError::Libgit2`].
 pub fn advance_branch(repo: &Path, branch: &str, expected: Oid, new: Oid) -> Result<(), GitError> {
     let repo = open_repo(repo)?;
@@ -630,12 +633,14 @@ fn move_ref(
 ) -> Result<(), GitError> {
     match repo.reference_matching(refname, new, true, old, log) {
         Ok(_) => Ok(()),
-        Err(e) if e.code() == ErrorCode::Modified || e.code() == ErrorCode::Locked => {
-            Err(GitError::ConcurrentRefUpdate {
-                reference: refname.to_owned(),
-                expected: old.to_string(),
-            })
-        }
+        Err(e) if e.code() == ErrorCode::Locked => Err(GitError::RefLocked {
+            reference: refname.to_owned(),
+            lock: crate::ref_lock::lock_file(repo, refname),
+        }),
+        Err(e) if e.code() == ErrorCode::Modified => Err(GitError::ConcurrentRefUpdate {
+            reference: refname.to_owned(),
+            expected: old.to_string(),
+        }),
         Err(e) => Err(e).ctx(|| format!("updating {refname}")),
     }
 }

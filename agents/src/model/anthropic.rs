@@ -489,8 +489,8 @@ fn api_error(error: &Value) -> ModelError {
 impl WireDecoder for AnthropicDecoder {
     fn on_event(&mut self, event: &Event, out: &mut Vec<ModelEvent>) -> Result<Flow, ModelError> {
         let data: Value = serde_json::from_str(&event.data).map_err(|e| {
-            decode_error(format_args!(
-                "event `{}` is not JSON ({e}): {}",
+            ModelError::MalformedEvent(format!(
+                "Anthropic stream: event `{}` is not JSON ({e}): {}",
                 event.event,
                 super::sse::truncate_bytes(&event.data, 200)
             ))

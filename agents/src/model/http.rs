@@ -357,6 +357,7 @@ impl HttpTransport {
             ModelError::Incomplete(m) => ModelError::Incomplete(self.scrub(&m)),
             ModelError::Connection(m) => ModelError::Connection(self.scrub(&m)),
             ModelError::Decode(m) => ModelError::Decode(self.scrub(&m)),
+            ModelError::MalformedEvent(m) => ModelError::MalformedEvent(self.scrub(&m)),
             ModelError::Cancelled => ModelError::Cancelled,
         }
     }

@@ -447,8 +447,8 @@ impl WireDecoder for OpenAiDecoder {
             return Ok(Flow::Continue);
         }
         let chunk: Value = serde_json::from_str(data).map_err(|e| {
-            decode_error(format_args!(
-                "a chunk is not JSON ({e}): {}",
+            ModelError::MalformedEvent(format!(
+                "OpenAI-compatible stream: a chunk is not JSON ({e}): {}",
                 truncate_bytes(data, 200)
             ))
         })?;

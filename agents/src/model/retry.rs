@@ -1,8 +1,8 @@
 //! Retries with exponential backoff, jitter and `retry-after`, shared by both HTTP providers.
 //!
 //! What is retried is decided by [`ModelError::is_retryable`]: HTTP 408/409/429/500/502–504/529,
-//! provider error events (e.g. `overloaded_error`), incomplete streams and connection errors
-//! (including the idle timeout). Other 4xx statuses are never retried.
+//! provider error events (e.g. `overloaded_error`), incomplete streams, malformed stream events
+//! (a frame a proxy corrupted) and connection errors (including the idle timeout). Other 4xx statuses are never retried.
 //!
 //! Before each new attempt the stream yields [`ModelEvent::Retry`]; the consumer discards
 //! everything it received since the request started.

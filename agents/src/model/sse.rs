@@ -77,10 +77,10 @@ where
     let events = bytes.eventsource().map(|item| match item {
         Ok(event) => Ok(event),
         Err(EventStreamError::Transport(e)) => Err(e.into()),
-        Err(EventStreamError::Utf8(e)) => Err(ModelError::Decode(format!(
+        Err(EventStreamError::Utf8(e)) => Err(ModelError::MalformedEvent(format!(
             "the reply stream is not valid UTF-8: {e}"
         ))),
-        Err(EventStreamError::Parser(e)) => Err(ModelError::Decode(format!(
+        Err(EventStreamError::Parser(e)) => Err(ModelError::MalformedEvent(format!(
             "the reply stream is not valid server-sent events: {e:?}"
         ))),
     });

@@ -338,6 +338,12 @@ pub enum ModelError {
     /// A stream event that could not be decoded.
     #[error("could not decode the model's reply: {0}")]
     Decode(String),
+    /// A frame of the reply stream that is not what the wire format allows (an event whose
+    /// data is not JSON, bytes that are not UTF-8 or not server-sent events): what a proxy
+    /// that corrupts or cuts a frame sends. Retried like a dropped stream; the text quotes
+    /// the frame (clipped to 200 bytes).
+    #[error("the model's reply stream carried a malformed event: {0}")]
+    MalformedEvent(String),
     /// The request was cancelled.
     #[error("cancelled")]
     Cancelled,
@@ -345,7 +351,7 @@ pub enum ModelError {
 
 impl ModelError {
     /// Whether a retry may succeed: 408/409/429/500/502–504/529, provider error events,
-    /// incomplete streams and connection errors (501 Not Implemented never changes).
+    /// incomplete streams, malformed stream events and connection errors (501 Not Implemented never changes).
     pub fn is_retryable(&self) -> bool {
         match self {
             ModelError::Http { status, .. } => {
@@ -359,7 +365,9 @@ impl ModelError {
                     | "not_found_error"
                     | "request_too_large"
             ),
-            ModelError::Incomplete(_) | ModelError::Connection(_) => true,
+            ModelError::Incomplete(_)
+            | ModelError::Connection(_)
+            | ModelError::MalformedEvent(_) => true,
             ModelError::Auth { .. }
             | ModelError::NotFound { .. }
             | ModelError::NotAnEndpoint { .. }

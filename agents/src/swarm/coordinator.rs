@@ -102,8 +102,8 @@ pub enum Progress {
         index: usize,
         /// Its name.
         machine: String,
-        /// It stopped sending heartbeats.
-        lost: bool,
+        /// What its heartbeats say ([`super::remote::liveness`]).
+        state: super::remote::liveness::MachineState,
     },
     /// A phase after the worker's loop: its self-check (`verifying`, `fixing`) or its merge
     /// (`verifying`, `fixing`, `resolving conflict`).
@@ -354,6 +354,40 @@ impl CoordinatorActor {
         self.run.publish(event);
     }
 
+    /// Records what worker `index`'s machine heartbeats say, with a notice when it becomes
+    /// lost or NATS becomes unreachable. A worker that already ended keeps no such flag.
+    fn note_machine_state(
+        &mut self,
+        index: usize,
+        machine: String,
+        state: super::remote::liveness::MachineState,
+    ) {
+        use super::remote::liveness::MachineState;
+        let w = &self.record.workers[index];
+        let (lost, unreachable) = (
+            state == MachineState::Lost,
+            state == MachineState::NatsUnreachable,
+        );
+        let message = match state {
+            MachineState::Lost if !w.machine_lost => {
+                Some(format!("[{}] machine lost: {machine}", w.id))
+            }
+            MachineState::NatsUnreachable if !w.nats_unreachable => Some(format!(
+                "[{}] NATS unreachable: the heartbeat of {machine} cannot be read; it is not taken for lost while this lasts",
+                w.id
+            )),
+            _ => None,
+        };
+        if let Some(message) = message {
+            self.emit(SwarmEvent::Notice { message });
+        }
+        let ended = w.status.is_terminal() || w.status == WorkerStatus::Finished;
+        let w = &mut self.record.workers[index];
+        w.machine = Some(machine);
+        w.machine_lost = lost && !ended;
+        w.nats_unreachable = unreachable && !ended;
+    }
+
     fn set_status(&mut self, index: usize, status: WorkerStatus) {
         if self.record.workers[index].status == status && status != WorkerStatus::Fixing {
             // Both the coordinator and the worker report `starting`: one event is enough.
@@ -361,6 +395,14 @@ impl CoordinatorActor {
             return;
         }
         self.record.workers[index].status = status;
+        if matches!(
+            status,
+            WorkerStatus::Finished | WorkerStatus::NoChanges | WorkerStatus::Merged
+        ) {
+            // It reported its end: whatever its machine's heartbeats said no longer matters.
+            self.record.workers[index].machine_lost = false;
+            self.record.workers[index].nats_unreachable = false;
+        }
         if let Some(action) = self.record.workers[index].status_action() {
             self.record.workers[index].last_action = action;
         }
@@ -1175,17 +1217,8 @@ impl CoordinatorActor {
             Progress::Machine {
                 index,
                 machine,
-                lost,
-            } => {
-                let w = &self.record.workers[index];
-                if lost && !w.machine_lost {
-                    let message = format!("[{}] machine lost: {machine}", w.id);
-                    self.emit(SwarmEvent::Notice { message });
-                }
-                let w = &mut self.record.workers[index];
-                w.machine = Some(machine);
-                w.machine_lost = lost;
-            }
+                state,
+            } => self.note_machine_state(index, machine, state),
             Progress::Retry { index, message } => {
                 let w = &mut self.record.workers[index];
                 w.last_action = message.clone();

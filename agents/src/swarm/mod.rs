@@ -29,6 +29,7 @@ pub mod remote;
 pub mod resume;
 pub mod roles;
 pub mod run;
+pub mod run_claim;
 pub mod scheduler;
 pub mod seal;
 pub mod setup;

@@ -37,6 +37,10 @@ pub enum PlanFailure {
     /// can be made until the user fixes them.
     #[error("{0}")]
     ModelSettings(crate::model::ModelError),
+    /// The model provider could not be reached or failed (connection, 5xx, overload, a cut or
+    /// corrupted stream) after the request's retries: no plan was ever received.
+    #[error("{0}")]
+    Provider(crate::model::ModelError),
     /// The answer stopped at the output-token limit before the plan was complete, twice.
     #[error(
         "the plan was cut off by the output-token limit ({max_output_tokens} tokens); raise \
@@ -92,14 +96,29 @@ pub async fn plan_run(
             prepared.take_ready_remote();
             save_plan(&mut prepared.record, plan, config, io)
         }
-        Err(failure) => Err(record_planning_failure(&mut prepared.record, failure, io)),
+        Err(failure) => {
+            let base_url = config
+                .provider()
+                .map(|p| p.base_url.clone())
+                .unwrap_or_default();
+            Err(record_planning_failure(
+                &mut prepared.record,
+                failure,
+                (io, base_url),
+            ))
+        }
     }
 }
 
 /// Marks the run `failed` with why planning failed, or `cancelled` with the user's reason
 /// when they stopped it (the record is saved; a failed save leaves it `planning`, which
 /// `swarm ls` shows as interrupted once this process is gone); the error the caller reports.
-fn record_planning_failure(record: &mut RunRecord, failure: PlanFailure, io: &RunIo) -> SwarmError {
+/// `base_url`: the provider's, named when it could not be reached.
+fn record_planning_failure(
+    record: &mut RunRecord,
+    failure: PlanFailure,
+    (io, base_url): (&RunIo, String),
+) -> SwarmError {
     let (status, error) = match failure {
         PlanFailure::Cancelled => {
             let reason = io.cancel.reason();
@@ -111,6 +130,13 @@ fn record_planning_failure(record: &mut RunRecord, failure: PlanFailure, io: &Ru
             (RunStatus::Cancelled, error)
         }
         PlanFailure::ModelSettings(e) => (RunStatus::Failed, SwarmError::ModelSettings(e)),
+        PlanFailure::Provider(error) => (
+            RunStatus::Failed,
+            SwarmError::ProviderFailed {
+                base_url,
+                error: Box::new(error),
+            },
+        ),
         other => (RunStatus::Failed, SwarmError::Plan(other)),
     };
     if status == RunStatus::Failed {
@@ -291,6 +317,20 @@ impl Validating {
     }
 }
 
+/// Whether `e` says the provider was unreachable or failed (not the plan, not the settings):
+/// a connection error, an HTTP or provider error, a cut or corrupted stream.
+fn is_provider_failure(e: &crate::model::ModelError) -> bool {
+    use crate::model::ModelError;
+    matches!(
+        e,
+        ModelError::Connection(_)
+            | ModelError::Http { .. }
+            | ModelError::Api { .. }
+            | ModelError::Incomplete(_)
+            | ModelError::MalformedEvent(_)
+    )
+}
+
 fn read_plan(
     outcome: &AgentOutcome,
     max_subtasks: usize,
@@ -306,6 +346,13 @@ fn read_plan(
                 .filter(|e| e.is_settings_error())
             {
                 return Err(PlanAnswer::Failed(PlanFailure::ModelSettings(e.clone())));
+            }
+            if let Some(e) = outcome
+                .model_error
+                .as_ref()
+                .filter(|e| is_provider_failure(e))
+            {
+                return Err(PlanAnswer::Failed(PlanFailure::Provider(e.clone())));
             }
             let message = outcome
                 .error

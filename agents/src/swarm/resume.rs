@@ -118,6 +118,44 @@ pub fn check_resumable(
     Ok(Resumable::Unfinished { run, selected: ids })
 }
 
+/// Workers whose work is already on the integration branch though the record does not say so
+/// (a process killed between a merge and saving the record, or a record written over by a
+/// second process): their branch has commits past their start commit and every one of them is
+/// reachable from the integration branch. Each goes back to `finished` (waiting to merge), so
+/// the merge queue finds it contained, records it merged and removes its worktree — it is
+/// never run or merged again. Returns their ids; nothing changes when the integration branch
+/// cannot be read.
+pub fn settle_already_merged(record: &mut RunRecord) -> Vec<String> {
+    let root = record.repo_root.clone();
+    let integration = record.integration_branch.clone();
+    if ahelper_worktrees::branch_tip(&root, &integration).is_err() {
+        return Vec::new();
+    }
+    let mut settled = Vec::new();
+    for w in &mut record.workers {
+        let redo = is_retryable(w) && w.status != WorkerStatus::Finished;
+        if redo && branch_is_merged(&root, w, &integration) {
+            w.status = WorkerStatus::Finished;
+            w.last_action = "already on the integration branch".into();
+            settled.push(w.id.clone());
+        }
+    }
+    settled
+}
+
+/// Whether worker `w`'s branch has commits past its start commit, all reachable from the
+/// branch `integration`.
+fn branch_is_merged(root: &std::path::Path, w: &WorkerRecord, integration: &str) -> bool {
+    let Ok(tip) = ahelper_worktrees::branch_tip(root, &w.branch) else {
+        return false;
+    };
+    let started_here = w.start_commit.as_deref() == Some(tip.to_string().as_str());
+    !started_here
+        && w.start_commit.is_some()
+        && ahelper_worktrees::unmerged_commits(root, &w.branch, integration)
+            .is_ok_and(|left| left.is_empty())
+}
+
 /// Whether `record` was stopped (cancelled, or its process gone) without its closing turn: the
 /// coordinator's summary (a Ctrl-C or `kill` during that turn, or the last merge). Resuming it
 /// runs that turn even when no worker is left.

@@ -103,6 +103,18 @@ pub enum SwarmError {
     /// coordinator's first request failed and no plan can be made until they are fixed.
     #[error("{0}")]
     ModelSettings(crate::model::ModelError),
+    /// The model provider at `base_url` could not be reached or failed while the coordinator
+    /// planned (after the request's retries): no plan was received, nothing was started.
+    #[error(
+        "{} the model provider at {base_url} while planning: {error}; nothing was started — check that the provider is up (and `base_url`), then start the run again",
+        if matches!(**error, crate::model::ModelError::Connection(_)) { "could not reach" } else { "an error from" }
+    )]
+    ProviderFailed {
+        /// The provider's `base_url`.
+        base_url: String,
+        /// What failed (boxed: the error is large).
+        error: Box<crate::model::ModelError>,
+    },
     /// Role definitions.
     #[error(transparent)]
     Role(#[from] super::roles::RoleError),

@@ -314,9 +314,14 @@ pub struct WorkerRecord {
     pub verify_output: Option<String>,
     /// The machine a remote worker runs on (`None`: this machine).
     pub machine: Option<String>,
-    /// Its machine stopped sending heartbeats while it ran.
+    /// Its machine stopped sending heartbeats while it ran (for the liveness timeout, while
+    /// NATS was reachable); cleared when it reports its end.
     #[serde(default)]
     pub machine_lost: bool,
+    /// The NATS server could not be read, so its machine's heartbeat is unknown, while this
+    /// is true; cleared when reads succeed again or it reports its end.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub nats_unreachable: bool,
 }
 
 impl WorkerRecord {
@@ -356,6 +361,7 @@ impl WorkerRecord {
             verify_output: None,
             machine: None,
             machine_lost: false,
+            nats_unreachable: false,
         }
     }
 

@@ -479,7 +479,10 @@ async fn create_worktree(
             .into_iter()
             .find(|w| w.branch.as_deref() == Some(spec.branch.as_str()));
         match existing {
-            Some(w) if w.path.exists() => return Ok((w.path, false)),
+            Some(w) if w.path.exists() => {
+                sweep_leftover_temps(&w.path, &spec.id);
+                return Ok((w.path, false));
+            }
             // Its directory was deleted by hand: drop the stale registration, then rebuild the
             // worktree from the branch below (its `wip` commits included).
             Some(w) => super::cleanup::prune_registration(&lock, &repo, &w.path)?,
@@ -500,6 +503,23 @@ async fn create_worktree(
         Ok((info.path, true))
     })
     .await
+}
+
+/// Removes the temp files an interrupted atomic write left in the existing worktree of worker
+/// `id` (a run killed while a file tool wrote), before the worker works there again. A failure
+/// is logged: its commit leaves such files out anyway.
+fn sweep_leftover_temps(worktree: &std::path::Path, id: &str) {
+    match git::sweep_writer_temps(worktree) {
+        Ok(removed) if removed.is_empty() => {}
+        Ok(removed) => tracing::info!(
+            worker = id,
+            ?removed,
+            "removed leftover temporary files of interrupted writes"
+        ),
+        Err(e) => {
+            tracing::warn!(worker = id, error = %e, "could not sweep leftover temporary files")
+        }
+    }
 }
 
 /// Step 2: tools rooted at the worktree, with the run and worker ids in their environment, the

@@ -732,27 +732,38 @@ async fn a_stalled_stream_hits_the_idle_timeout_and_is_retried() {
     }
 }
 
-/// A `data:` line of cut-off JSON in a 200 stream is a decode error that ends the turn: the
-/// client does not skip it (the lost piece may be text or tool arguments) and does not retry
-/// (`ModelError::Decode` is not retryable), so the agent sees the error at once.
+/// Issue 37.5: a `data:` line of cut-off JSON in a 200 stream (a proxy that corrupts a frame)
+/// is retried like a dropped stream: the partial events are discarded (the client never skips
+/// the frame: the lost piece may be text or tool arguments) and the next attempt plays the
+/// turn whole.
 #[tokio::test]
-async fn a_malformed_line_is_a_decode_error_and_not_retried() {
+async fn a_malformed_line_is_retried_like_a_dropped_stream() {
     for kind in BOTH {
         let (got, sent, _) = run_fault(kind, Fault::new(FaultKind::MalformedLine), |_| {}).await;
-        assert!(retries(&got).is_empty(), "{kind:?}: {got:?}");
-        let (last, before) = got.split_last().unwrap();
-        match last {
-            Err(e @ ModelError::Decode(m)) => {
-                assert!(m.contains("not JSON"), "{kind:?}: {m}");
-                assert!(!e.is_retryable());
+        assert_one_retry_then_success(kind, &got, &sent, |r| {
+            r.contains("malformed event") && r.contains("not JSON")
+        });
+    }
+}
+
+/// Issue 37.5: when every attempt gets a malformed frame, the final error is the malformed
+/// event, quoting the frame.
+#[tokio::test]
+async fn a_malformed_line_on_every_attempt_quotes_the_frame() {
+    for kind in BOTH {
+        let fault = Fault::new(FaultKind::MalformedLine).times(5);
+        let (got, sent, _) = run_fault(kind, fault, |_| {}).await;
+        assert_eq!(sent.len(), 3, "{kind:?}: three attempts");
+        match got.last() {
+            Some(Err(e @ ModelError::MalformedEvent(m))) => {
+                assert!(m.contains("not JSON") && m.contains('{'), "{kind:?}: {m}");
+                assert!(
+                    e.to_string()
+                        .starts_with("the model's reply stream carried a malformed event")
+                );
             }
-            other => panic!("{kind:?}: expected a decode error, got {other:?}"),
+            other => panic!("{kind:?}: expected a malformed event, got {other:?}"),
         }
-        let before: Vec<ModelEvent> = before.iter().cloned().map(Result::unwrap).collect();
-        let clean: Vec<ModelEvent> = recovered(kind).into_iter().map(Result::unwrap).collect();
-        assert!(clean.starts_with(&before), "{kind:?}: {before:?}");
-        assert!(!before.iter().any(|e| matches!(e, ModelEvent::Stop { .. })));
-        assert_eq!(sent.len(), 1, "{kind:?}: no retry");
     }
 }
 
@@ -945,19 +956,19 @@ async fn the_api_key_never_appears_in_errors_even_when_echoed_back() {
     }
 }
 
-/// A decode error quotes the line it could not read; a line echoing the key is scrubbed too.
+/// A malformed event quotes the line it could not read; a line echoing the key is scrubbed too.
 #[tokio::test]
-async fn the_api_key_is_not_in_decode_errors_quoting_the_stream() {
+async fn the_api_key_is_not_in_malformed_event_errors_quoting_the_stream() {
     for kind in BOTH {
         let line = format!("data: {{\"echo\": \"x-api-key: {KEY}\"\n\n");
         let server = start(script(vec![Turn::raw_sse_inline(line)])).await;
         let got = collect(build_client(&settings(&server, kind)).as_ref(), request()).await;
         match got.last() {
-            Some(Err(e @ ModelError::Decode(m))) => {
+            Some(Err(e @ ModelError::MalformedEvent(m))) => {
                 assert!(m.contains("x-api-key: <redacted>"), "{kind:?}: {m}");
                 assert!(!format!("{e} {e:?}").contains(KEY));
             }
-            other => panic!("{kind:?}: expected a decode error, got {other:?}"),
+            other => panic!("{kind:?}: expected a malformed event, got {other:?}"),
         }
     }
 }

@@ -119,6 +119,12 @@ impl NatsServer {
     /// Stops the server with SIGTERM (a clean shutdown that keeps its store), waits for it to
     /// exit, and starts it again on the same port with the same store.
     pub fn restart(&mut self) {
+        self.restart_after(Duration::ZERO);
+    }
+
+    /// [`Self::restart`] with `gap` between the old server's exit and the new one's start (an
+    /// outage clients see as refused connections).
+    pub fn restart_after(&mut self, gap: Duration) {
         let mut child = self.child.take().expect("the server runs");
         let status = Command::new("kill")
             .args(["-TERM", &child.id().to_string()])
@@ -126,6 +132,7 @@ impl NatsServer {
             .unwrap();
         assert!(status.success());
         child.wait().unwrap();
+        std::thread::sleep(gap);
         self.spawn();
     }
 

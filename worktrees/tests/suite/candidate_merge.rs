@@ -6,7 +6,7 @@ use super::support::{Fixture, git, read, write};
 use ahelper_worktrees::{
     Candidate, GitError, MergeSource, Oid, RepoLock, advance_branch, checkout_detached,
     clean_untracked, commit_all, conclude_merge, create_branch, create_worktree, merge_candidate,
-    merge_clean_run, start_merge,
+    merge_clean_run, remove_run_ref_locks, start_merge,
 };
 
 /// Worker branch `ahelper/r/<w>` from HEAD with `file` rewritten; its tip.
@@ -212,4 +212,47 @@ fn a_clean_run_stops_before_a_conflict_and_keeps_the_rest() {
     let tips = merge_clean_run(&f.repo, "ahelper/r/integration", &sources(&missing), None).unwrap();
     assert!(tips.is_empty());
     assert_eq!(f.rev("ahelper/r/integration"), w1);
+}
+
+/// Issue 37.3: a ref lock a crash left is named as one (its path), not as a concurrent
+/// update; removing the run's own ref locks lets the branch move again, and touches no lock
+/// outside the run's refs.
+#[test]
+fn a_stale_ref_lock_is_named_and_the_runs_own_are_removed() {
+    let f = Fixture::new();
+    let lock = f.lock();
+    create_branch(&f.repo, "ahelper/r/integration", f.head()).unwrap();
+    let w1 = worker(&f, &lock, "w1", "src/a.rs", "fn a() { 1 }\n");
+    let refs = f.repo.join(".git/refs/heads");
+    std::fs::write(refs.join("ahelper/r/integration.lock"), "").unwrap();
+    std::fs::write(refs.join("main.lock"), "").unwrap();
+    match advance_branch(&f.repo, "ahelper/r/integration", f.head(), w1) {
+        Err(e @ GitError::RefLocked { .. }) => {
+            let text = e.to_string();
+            assert!(text.contains("integration.lock exists"), "{text}");
+            assert!(text.contains("crashed"), "{text}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let removed = remove_run_ref_locks(&f.repo, "r").unwrap();
+    assert_eq!(removed.len(), 1, "{removed:?}");
+    assert!(removed[0].ends_with("refs/heads/ahelper/r/integration.lock"));
+    assert!(refs.join("main.lock").exists(), "not the run's: kept");
+    advance_branch(&f.repo, "ahelper/r/integration", f.head(), w1).unwrap();
+}
+
+/// Issue 37.1: an interrupted write's temp file is neither committed nor left behind.
+#[test]
+fn commits_leave_out_and_remove_writer_temp_files() {
+    let f = Fixture::new();
+    let lock = f.lock();
+    let path = f.wt("r/w1");
+    create_worktree(&lock, &f.repo, &path, "ahelper/r/w1", f.head()).unwrap();
+    let temp = "src/.a.rs.ahelper-0190d1b2c3d4e5f60718293a4b5c6d7e.tmp";
+    write(&path, temp, "fn a() { hal");
+    write(&path, "src/a.rs", "fn a() { 1 }\n");
+    let tip = commit_all(&path, "w1", None).unwrap().unwrap();
+    let files = git(&f.repo, &["ls-tree", "-r", "--name-only", &tip.to_string()]);
+    assert!(!files.contains(".ahelper-"), "{files}");
+    assert!(!path.join(temp).exists());
 }

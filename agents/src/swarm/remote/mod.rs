@@ -11,6 +11,7 @@
 //! - [`pusher`]: a worker machine's pushes of finished branches, batched;
 //! - [`batches`]: batches of queued git work with several in flight (pushes, fetches);
 //! - [`limits`]: what a worker machine accepts (keys, repositories, tools, questions);
+//! - [`liveness`]: a machine lost, told apart from NATS unreachable;
 //! - [`lifecycle`]: re-attaching on resume, releasing a finished run, `swarm clean`.
 
 pub mod ask;
@@ -20,6 +21,7 @@ pub mod connect;
 pub mod host;
 pub mod lifecycle;
 pub mod limits;
+pub mod liveness;
 pub mod pusher;
 pub mod slots;
 #[cfg(test)]

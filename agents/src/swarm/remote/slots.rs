@@ -8,8 +8,9 @@
 
 use super::auth::{Freshness, SHORT_LIFETIME, SUBTASK_LIFETIME, SigningKey};
 use super::batches::{FETCHES_IN_FLIGHT, run_batches};
-use super::connect::{HEARTBEAT_EVERY, Nats, NatsError};
+use super::connect::{HEARTBEAT_EVERY, HEARTBEAT_TTL, Nats, NatsError};
 use super::lifecycle;
+use super::liveness::{Liveness, MachineState, Reading};
 use super::wire::{
     self, EventBody, EventMessage, SubtaskMessage, WIRE_VERSION, base_ref, start_ref,
 };
@@ -71,7 +72,8 @@ struct RemoteWorker {
     /// of its own transcript (an attempt on another machine starts at 0 again).
     lines_from: Option<String>,
     machine: Option<String>,
-    machine_lost: bool,
+    /// What the coordinator was last told of its machine.
+    machine_state: MachineState,
 }
 
 /// What the slots and their event listener share.
@@ -235,7 +237,7 @@ impl WorkerSlots for NatsSlots {
                     lines: 0,
                     lines_from: None,
                     machine: None,
-                    machine_lost: false,
+                    machine_state: MachineState::Alive,
                 },
             );
         }
@@ -622,11 +624,11 @@ impl Listener {
     async fn note_machine(&self, index: usize, worker: &str, machine: &str) {
         let changed = self.shared.lock().ok().and_then(|mut s| {
             let w = s.running.get_mut(worker)?;
-            if w.machine.as_deref() == Some(machine) && !w.machine_lost {
+            if w.machine.as_deref() == Some(machine) && w.machine_state == MachineState::Alive {
                 return None;
             }
             w.machine = Some(machine.to_string());
-            w.machine_lost = false;
+            w.machine_state = MachineState::Alive;
             Some(())
         });
         if changed.is_some() {
@@ -634,7 +636,7 @@ impl Listener {
             let progress = Progress::Machine {
                 index,
                 machine,
-                lost: false,
+                state: MachineState::Alive,
             };
             let _ = self.coordinator.tell(progress).await;
         }
@@ -704,47 +706,82 @@ impl Listener {
         let _ = self.coordinator.tell(done).await;
     }
 
-    /// Every [`HEARTBEAT_EVERY`]: a machine running a worker whose heartbeat expired is lost.
+    /// Reads the heartbeats of the running workers' machines every [`HEARTBEAT_EVERY`] and
+    /// tells the coordinator when one's state changes ([`Liveness`]: lost only after the
+    /// timeout while NATS is reachable; NATS unreachable while reads fail).
     async fn watch_heartbeats(self: Arc<Self>) {
         let mut tick = tokio::time::interval(HEARTBEAT_EVERY);
+        let mut liveness = Liveness::new(HEARTBEAT_TTL, tokio::time::Instant::now().into_std());
         while self.coordinator.is_alive() {
             tick.tick().await;
-            let Ok(store) = self.nats.heartbeats().await else {
-                continue;
+            let Some(machines) = self.watched_machines() else {
+                return;
             };
-            let machines: Vec<(String, usize, String, bool)> = match self.shared.lock() {
-                Ok(s) => s
-                    .running
-                    .iter()
-                    .filter_map(|(id, w)| {
-                        Some((id.clone(), w.index, w.machine.clone()?, w.machine_lost))
-                    })
-                    .collect(),
-                Err(_) => return,
-            };
-            for (worker, index, machine, was_lost) in machines {
-                let alive = matches!(store.get(&machine).await, Ok(Some(_)));
-                if alive == was_lost {
-                    self.set_lost(&worker, index, machine, !alive).await;
+            let names: Vec<&str> = machines.iter().map(|m| m.2.as_str()).collect();
+            liveness.retain(&names);
+            let store = self.nats.heartbeats().await.ok();
+            if store.is_none() {
+                liveness.unreachable();
+            }
+            for (worker, index, machine, told) in machines {
+                let reading = match &store {
+                    Some(store) => read_heartbeat(store, &machine).await,
+                    None => Reading::Unreachable,
+                };
+                let now = tokio::time::Instant::now().into_std();
+                let state = liveness.observe(&machine, reading, now);
+                if state != told {
+                    self.set_machine_state(&worker, index, machine, state).await;
                 }
             }
         }
     }
 
-    async fn set_lost(&self, worker: &str, index: usize, machine: String, lost: bool) {
+    /// The running workers with a machine: (worker, plan index, machine, state last told);
+    /// `None` when the shared state is poisoned.
+    fn watched_machines(&self) -> Option<Vec<(String, usize, String, MachineState)>> {
+        let s = self.shared.lock().ok()?;
+        Some(
+            s.running
+                .iter()
+                .filter_map(|(id, w)| {
+                    Some((id.clone(), w.index, w.machine.clone()?, w.machine_state))
+                })
+                .collect(),
+        )
+    }
+
+    async fn set_machine_state(
+        &self,
+        worker: &str,
+        index: usize,
+        machine: String,
+        state: MachineState,
+    ) {
         if let Ok(mut s) = self.shared.lock()
             && let Some(w) = s.running.get_mut(worker)
         {
-            w.machine_lost = lost;
+            w.machine_state = state;
         }
         let _ = self
             .coordinator
             .tell(Progress::Machine {
                 index,
                 machine,
-                lost,
+                state,
             })
             .await;
+    }
+}
+
+/// One reading of `machine`'s heartbeat key in `store`.
+async fn read_heartbeat(store: &async_nats::jetstream::kv::Store, machine: &str) -> Reading {
+    match store.entry(machine).await {
+        Ok(Some(entry)) if entry.operation == async_nats::jetstream::kv::Operation::Put => {
+            Reading::Beat(entry.revision)
+        }
+        Ok(_) => Reading::Absent,
+        Err(_) => Reading::Unreachable,
     }
 }
 

@@ -62,12 +62,39 @@ fn spawn_until_worker_runs(repo: &TestRepo, server: &FakeLlm) -> std::process::C
     let mut child = spawn_swarm(repo, server);
     // `running` is recorded before the worker's worktree is made; its first model request
     // (after the coordinator's plan) comes after it.
-    if !worker_runs_within(repo, Duration::from_secs(90)) || !requests_within(server, 2) {
+    if !worker_runs_within(repo, Duration::from_secs(90))
+        || !requests_within(server, 2)
+        || !worker_branch_within(repo)
+    {
         let _ = child.kill();
         let _ = child.wait();
         panic!("the worker never started");
     }
     child
+}
+
+/// Whether worker w1's recorded branch exists within 90 s (a loaded machine may record the
+/// worker running before its worktree and branch are made).
+fn worker_branch_within(repo: &TestRepo) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while Instant::now() < deadline {
+        let run = last_run(repo);
+        // Not `has_branch`: git may fail while the worktree's admin files are half written.
+        let made = |branch: &str| {
+            std::process::Command::new("git")
+                .arg("-C")
+                .arg(repo.path())
+                .args(["rev-parse", "--verify", "--quiet"])
+                .arg(format!("refs/heads/{branch}"))
+                .output()
+                .is_ok_and(|o| o.status.success())
+        };
+        if run["workers"][0]["branch"].as_str().is_some_and(made) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
 }
 
 /// Whether `server` has had `count` model requests within 90 s.

@@ -285,6 +285,44 @@ pub struct SwarmRunArgs {
 
     #[command(flatten)]
     pub nats: NatsArgs,
+
+    #[command(flatten)]
+    pub shard: ShardArgs,
+}
+
+/// Where a swarm run's plan comes from when not from the coordinator: `--each` (deterministic
+/// sharding of tracked files) or `--plan FILE`; and the subtask cap.
+#[derive(Debug, Args, Clone, Default)]
+pub struct ShardArgs {
+    /// No planning turn: one subtask per group of tracked files matching GLOB (relative to the
+    /// repository root; `*` stays in one directory, `**` crosses them). May be repeated.
+    #[arg(long, value_name = "GLOB", conflicts_with = "plan")]
+    pub each: Vec<String>,
+
+    /// With `--each`: files per subtask (default 1).
+    #[arg(long, value_name = "N", value_parser = parse_positive, requires = "each", conflicts_with = "by")]
+    pub per: Option<usize>,
+
+    /// With `--each`: one subtask per directory instead of per N files.
+    #[arg(long, value_enum, value_name = "GROUPING", requires = "each")]
+    pub by: Option<ShardGrouping>,
+
+    /// Run the plan in FILE (JSON, the shape `--plan-only --output-format stream-json` shows in
+    /// its `plan_ready` event and `.ahelper/runs/<run>/run.json` keeps under `plan`) instead of
+    /// asking the coordinator; validated as a coordinator's plan is.
+    #[arg(long, value_name = "FILE")]
+    pub plan: Option<std::path::PathBuf>,
+
+    /// Most subtasks a plan may have (config `swarm.max_subtasks`, default 64).
+    #[arg(long, value_name = "N", value_parser = parse_positive)]
+    pub max_subtasks: Option<usize>,
+}
+
+/// How `--each` groups files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ShardGrouping {
+    /// One subtask per directory (the matching files directly in it).
+    Dir,
 }
 
 /// Output formats of `swarm` and `swarm resume`: a run is a stream of events, so there is no

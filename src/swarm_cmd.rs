@@ -2,7 +2,7 @@
 //! `ahelper_agents::swarm` and renders what it returns; the rules (clean-up, exit status,
 //! resume preconditions, transcript formatting) live there.
 
-use crate::cli::{SwarmArgs, SwarmCommand, SwarmOutputFormat, SwarmRunArgs};
+use crate::cli::{ShardGrouping, SwarmArgs, SwarmCommand, SwarmOutputFormat, SwarmRunArgs};
 use crate::status_table;
 use crate::swarm_ui::{self, ChannelPrompter, EventOutput, PromptJob};
 use ahelper_agents::config::{Config, EnvSnapshot};
@@ -16,6 +16,7 @@ use ahelper_agents::swarm::logs::{self, TranscriptFollower};
 use ahelper_agents::swarm::plan::Plan;
 use ahelper_agents::swarm::remote::{NatsOptions, NatsSlots};
 use ahelper_agents::swarm::resume::{self, Resumable, ResumeSelection};
+use ahelper_agents::swarm::sharding::ShardBy;
 use ahelper_agents::swarm::slots::WorkerSlots;
 use ahelper_agents::swarm::state::{RemoteRecord, RunOutcome, RunRecord, RunStatus, WorkerStatus};
 use ahelper_agents::swarm::summary::short_commit;
@@ -241,7 +242,65 @@ fn with_max_workers(config: &Config, run_args: &SwarmRunArgs) -> Config {
     if let Some(n) = run_args.max_workers {
         config.swarm.max_workers = n.max(1);
     }
+    if let Some(n) = run_args.shard.max_subtasks {
+        config.swarm.max_subtasks = n.max(1);
+    }
     config
+}
+
+/// Where the run's plan comes from: the coordinator, the `--each` shards, or `--plan FILE`.
+enum PlanSource {
+    /// The coordinator plans.
+    Coordinator,
+    /// `--each GLOB…` grouped by `--per N` / `--by dir`.
+    Shards(Vec<String>, ShardBy),
+    /// `--plan FILE`, read and parsed.
+    Given(Plan),
+}
+
+/// The plan source the flags name; `Err` with the exit status after saying why (`--plan FILE`
+/// unreadable or not a plan: nothing was created).
+fn plan_source(run_args: &SwarmRunArgs) -> Result<PlanSource, i32> {
+    let shard = &run_args.shard;
+    if !shard.each.is_empty() {
+        let by = match shard.by {
+            Some(ShardGrouping::Dir) => ShardBy::Dir,
+            None => ShardBy::Files(shard.per.unwrap_or(1)),
+        };
+        if let Err(e) = swarm::sharding::each_matcher(&shard.each) {
+            return Err(usage_error(&e));
+        }
+        return Ok(PlanSource::Shards(shard.each.clone(), by));
+    }
+    match &shard.plan {
+        Some(file) => read_plan_file(file).map(PlanSource::Given),
+        None => Ok(PlanSource::Coordinator),
+    }
+}
+
+/// The plan in `file`: a plan object (`{"summary", "subtasks"}`), or a `plan_ready` event line
+/// of `--output-format stream-json` (its `plan`). Exit status 2 after saying what is wrong.
+fn read_plan_file(file: &Path) -> Result<Plan, i32> {
+    let text = std::fs::read_to_string(file).map_err(|e| {
+        usage_error(&format!(
+            "cannot read the plan file {}: {e}",
+            file.display()
+        ))
+    })?;
+    let value = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find_map(|v| (v["type"] == "plan_ready").then(|| v["plan"].clone()))
+        .or_else(|| ahelper_agents::swarm::plan::extract_json(&text));
+    let Some(value) = value else {
+        return Err(usage_error(&format!(
+            "{} holds no JSON plan; write one object {{\"summary\": …, \"subtasks\": [{{\"id\", \"title\", \"instructions\", \"scope\": […]}}, …]}} (the shape of `--plan-only --output-format stream-json`'s plan_ready event)",
+            file.display()
+        )));
+    };
+    // The cap is checked when the run's configuration is known; here only the shape.
+    ahelper_agents::swarm::plan::validate_plan_value(&value, usize::MAX)
+        .map_err(|e| usage_error(&format!("the plan in {} is not valid: {e}", file.display())))
 }
 
 fn provider(config: &Config) -> Result<ProviderSettings, i32> {
@@ -279,6 +338,10 @@ pub(crate) async fn start(
         Ok(root) => root,
         Err(code) => return code,
     };
+    let source = match plan_source(run_args) {
+        Ok(source) => source,
+        Err(code) => return code,
+    };
     let (mut prepared, choice, options) = match prepare(&config, task, run_args, &root).await {
         Ok(prepared) => prepared,
         Err(code) => return code,
@@ -297,7 +360,7 @@ pub(crate) async fn start(
     prepared.remote_ready = remote.as_mut().and_then(|r| r.ready.take());
     let client = model_client(&provider);
     let planned = plan(
-        &mut prepared,
+        (&mut prepared, source),
         &config,
         client.clone(),
         &provider.model,
@@ -397,6 +460,10 @@ fn report_planning_failure(e: &swarm::SwarmError, record: &RunRecord) -> i32 {
     }
     match e {
         swarm::SwarmError::PlanningCancelled { .. } => 130,
+        // The user's own plan or globs were wrong: bad input, as a usage error.
+        swarm::SwarmError::Plan(swarm::PlanFailure::Given(_) | swarm::PlanFailure::Shard(_)) => {
+            EXIT_USAGE
+        }
         _ => 1,
     }
 }
@@ -683,7 +750,7 @@ fn announce(prepared: &PreparedRun, options: &RunOptions, config: &Config, mode:
 
 /// The planning phase, its events printed as lines (or JSON); Ctrl-C cancels it.
 async fn plan(
-    prepared: &mut PreparedRun,
+    (prepared, source): (&mut PreparedRun, PlanSource),
     config: &Config,
     client: Arc<dyn ModelClient>,
     model: &str,
@@ -709,8 +776,23 @@ async fn plan(
             cancel.stop(crate::interrupts::Interrupt::CtrlC.cancel_reason());
         }
     });
-    say(mode, "planning…".into());
-    let planned = swarm::plan_run(prepared, config, client, model, &io).await;
+    let planned = match source {
+        PlanSource::Coordinator => {
+            say(mode, "planning…".into());
+            swarm::plan_run(prepared, config, client, model, &io).await
+        }
+        PlanSource::Shards(globs, by) => {
+            say(
+                mode,
+                format!(
+                    "sharding the files matching {} (no planning turn)…",
+                    globs.join(", ")
+                ),
+            );
+            swarm::planning::shard_run(prepared, (&globs, by), config, &io).await
+        }
+        PlanSource::Given(plan) => swarm::planning::adopt_plan(prepared, plan, config, &io).await,
+    };
     drop(io);
     let _ = printer.await;
     ctrl_c.abort();

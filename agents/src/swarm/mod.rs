@@ -32,6 +32,7 @@ pub mod run;
 pub mod scheduler;
 pub mod seal;
 pub mod setup;
+pub mod sharding;
 pub mod slots;
 pub mod spares;
 pub mod state;

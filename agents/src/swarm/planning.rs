@@ -49,6 +49,15 @@ pub enum PlanFailure {
     /// The second answer was still not a valid plan.
     #[error(transparent)]
     Rejected(PlanError),
+    /// The plan the user gave (`--plan FILE`) is not valid.
+    #[error("the plan given is not valid: {0}")]
+    Given(PlanError),
+    /// No plan could be made from the `--each` globs.
+    #[error(transparent)]
+    Shard(#[from] super::sharding::ShardError),
+    /// The repository's files at the base commit could not be listed.
+    #[error("listing the files at the base commit failed: {0}")]
+    Files(String),
 }
 
 /// Asks the coordinator model for a plan, re-asking once with the validation error, and saves
@@ -93,6 +102,68 @@ pub async fn plan_run(
             save_plan(&mut prepared.record, plan, config, io)
         }
         Err(failure) => Err(record_planning_failure(&mut prepared.record, failure, io)),
+    }
+}
+
+/// Runs a plan made without a coordinator — `plan` from the user's file, or the shards of
+/// `--each` ([`shard_run`]): validated as a coordinator's would be (schema, ids, dependencies,
+/// the subtask cap, [`review_plan`]) and saved like one (status `planned`). No model is asked.
+///
+/// # Errors
+/// [`SwarmError::Plan`] with [`PlanFailure::Given`] when the plan is not valid (the run is
+/// marked `failed`, saying why); record errors.
+pub async fn adopt_plan(
+    prepared: &mut PreparedRun,
+    plan: Plan,
+    config: &Config,
+    io: &RunIo,
+) -> Result<PlannedRun, SwarmError> {
+    let value = serde_json::to_value(&plan).map_err(|e| PlanError::Json(e.to_string()));
+    let checked = value
+        .and_then(|v| PlanValidator::new().validate(&v, config.swarm.max_subtasks))
+        .and_then(|plan| review_plan(&plan).map(|()| plan));
+    prepared.flush.wait().await;
+    match checked {
+        Ok(plan) => {
+            prepared.take_ready_remote();
+            save_plan(&mut prepared.record, plan, config, io)
+        }
+        Err(e) => Err(record_planning_failure(
+            &mut prepared.record,
+            PlanFailure::Given(e),
+            io,
+        )),
+    }
+}
+
+/// `--each`: the plan is the files tracked at the run's base commit that match `globs`, grouped
+/// by `by` ([`super::sharding::shard_plan`]); then as [`adopt_plan`].
+///
+/// # Errors
+/// [`SwarmError::Plan`] with [`PlanFailure::Shard`] (no file matches, a bad glob) or
+/// [`PlanFailure::Files`]; those of [`adopt_plan`].
+pub async fn shard_run(
+    prepared: &mut PreparedRun,
+    (globs, by): (&[String], super::sharding::ShardBy),
+    config: &Config,
+    io: &RunIo,
+) -> Result<PlannedRun, SwarmError> {
+    let record = &prepared.record;
+    let files = ahelper_worktrees::Oid::from_str(&record.base_commit)
+        .map_err(|e| e.to_string())
+        .and_then(|base| {
+            ahelper_worktrees::tracked_files(&record.repo_root, base).map_err(|e| e.to_string())
+        })
+        .map_err(PlanFailure::Files);
+    let plan = files.and_then(|files| {
+        super::sharding::shard_plan(&record.task, globs, &files, by).map_err(PlanFailure::from)
+    });
+    match plan {
+        Ok(plan) => adopt_plan(prepared, plan, config, io).await,
+        Err(failure) => {
+            prepared.flush.wait().await;
+            Err(record_planning_failure(&mut prepared.record, failure, io))
+        }
     }
 }
 

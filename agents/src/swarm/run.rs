@@ -50,7 +50,7 @@ pub enum SwarmError {
         pid: u32,
     },
     /// Planning failed (after the one re-ask of an invalid plan).
-    #[error("the coordinator could not produce a valid plan: {0}")]
+    #[error("{}", planning_failed(.0))]
     Plan(#[source] PlanFailure),
     /// The user stopped the run while the coordinator planned (Ctrl-C): nothing was started;
     /// the record is `cancelled` with the reason (e.g. `cancelled by the user (Ctrl-C)`).
@@ -593,6 +593,17 @@ pub fn prepare_run(
         remote_ready: None,
         flush,
     })
+}
+
+/// What [`SwarmError::Plan`] says: whose plan failed (the coordinator's, the user's file's,
+/// the `--each` shards') and why.
+fn planning_failed(failure: &PlanFailure) -> String {
+    match failure {
+        PlanFailure::Given(_) | PlanFailure::Shard(_) | PlanFailure::Files(_) => {
+            format!("no plan to run: {failure}")
+        }
+        _ => format!("the coordinator could not produce a valid plan: {failure}"),
+    }
 }
 
 /// One active run per base commit: a second would race the first for the same branches' names

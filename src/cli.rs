@@ -313,8 +313,9 @@ pub struct ShardArgs {
     #[arg(long, value_name = "FILE")]
     pub plan: Option<std::path::PathBuf>,
 
-    /// Most subtasks a plan may have (config `swarm.max_subtasks`, default 64).
-    #[arg(long, value_name = "N", value_parser = parse_positive)]
+    /// Subtasks a run does at most, 1 to 1000 (config `swarm.max_subtasks`, default 64); a
+    /// larger plan runs its first N and queues the rest in a plan file for `--plan`.
+    #[arg(long, value_name = "N", value_parser = parse_subtask_cap)]
     pub max_subtasks: Option<usize>,
 }
 
@@ -471,6 +472,14 @@ fn parse_positive(s: &str) -> Result<usize, String> {
     match s.parse::<usize>() {
         Ok(n) if n >= 1 => Ok(n),
         _ => Err(format!("`{s}` is not a whole number of at least 1")),
+    }
+}
+
+/// `--max-subtasks`: 1 to 1000 (the range of `swarm.max_subtasks`).
+fn parse_subtask_cap(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if (1..=1_000).contains(&n) => Ok(n),
+        _ => Err(format!("`{s}` is not a whole number from 1 to 1000")),
     }
 }
 

@@ -513,6 +513,10 @@ pub struct AgentLimits {
 /// Default `[agent] compact_threshold`: compact at 80% of the context window.
 pub const DEFAULT_COMPACT_THRESHOLD: f64 = 0.8;
 
+/// Default `[swarm] max_subtasks`: enough for a coordinator to plan tens of subtasks for tens
+/// of workers' worth of work; a larger plan runs in batches.
+pub const DEFAULT_MAX_SUBTASKS: usize = 64;
+
 /// Swarm limits after resolution.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SwarmLimits {
@@ -993,7 +997,7 @@ fn ignore_project_mcp_sandbox(file: &mut ConfigFile, path: &Path) -> Option<Stri
 fn resolve_swarm(file: &SwarmFile) -> SwarmLimits {
     SwarmLimits {
         max_workers: file.max_workers.unwrap_or(4).max(1),
-        max_subtasks: file.max_subtasks.unwrap_or(12).max(1),
+        max_subtasks: file.max_subtasks.unwrap_or(DEFAULT_MAX_SUBTASKS).max(1),
         worker_max_turns: file.worker_max_turns.unwrap_or(30).max(1),
         token_budget: file.token_budget.unwrap_or(4_000_000),
         time_limit_s: file.time_limit_s.unwrap_or(3_600),

@@ -192,3 +192,123 @@ fn a_plan_file_runs_without_the_coordinator_and_a_bad_one_is_refused_before_any_
         .count();
     assert_eq!(runs_before, runs_after);
 }
+
+/// The most workers that were starting or running at once, from the run's `events.jsonl`.
+fn peak_concurrency(repo: &TestRepo) -> usize {
+    let run = last_run(repo);
+    let events = repo
+        .path()
+        .join(".ahelper/runs")
+        .join(run["run_id"].as_str().unwrap())
+        .join("events.jsonl");
+    let mut active = std::collections::BTreeSet::new();
+    let mut peak = 0;
+    for line in std::fs::read_to_string(events).unwrap().lines() {
+        let event: Value = serde_json::from_str(line).unwrap();
+        let event = &event["event"];
+        if event["type"] != "worker_status" {
+            continue;
+        }
+        let worker = event["worker"].as_str().unwrap().to_string();
+        match event["status"].as_str().unwrap() {
+            "starting" | "running" | "waiting_for_permission" => active.insert(worker),
+            _ => active.remove(&worker),
+        };
+        peak = peak.max(active.len());
+    }
+    peak
+}
+
+#[test]
+fn a_thirty_subtask_plan_is_within_the_default_cap_and_runs_on_eight_workers() {
+    let files: Vec<(String, String)> = (1..=30)
+        .map(|i| (format!("f{i}.txt"), format!("{i}\n")))
+        .collect();
+    let repo = repo_of(&files);
+    let subtasks: Vec<Value> = (1..=30)
+        .map(|i| subtask(&format!("s{i}"), &format!("f{i}.txt")))
+        .collect();
+    let script = (1..=30).fold(plan(json!(subtasks)), |script, i| {
+        let file = format!("f{i}.txt");
+        script.with_conversation(worker(
+            &format!("s{i}"),
+            [writes(&file, "done\n").with_delay_ms(200), done("s")],
+        ))
+    });
+    let server = start(script);
+    ahelper(&repo, &server, Wire::Anthropic)
+        .args(["swarm", "touch every file", "--yes", "--no-verify"])
+        .args(["--permission-mode", "bypass", "--max-workers", "8"])
+        .timeout(std::time::Duration::from_secs(300))
+        .assert()
+        .success();
+    let run = last_run(&repo);
+    let workers = run["workers"].as_array().unwrap();
+    assert_eq!(workers.len(), 30);
+    assert!(workers.iter().all(|w| w["status"] == "merged"), "{run}");
+    assert_eq!(integrated(&repo, "f30.txt"), "done\n");
+    let peak = peak_concurrency(&repo);
+    assert!((2..=8).contains(&peak), "peak of {peak} workers at once");
+}
+
+#[test]
+fn a_plan_over_the_cap_runs_its_first_batch_and_queues_the_rest_for_plan() {
+    let files = rust_files(12);
+    let repo = repo_of(&files);
+    let server = start(Script::new());
+    let out = ahelper(&repo, &server, Wire::Anthropic)
+        .args([
+            "swarm",
+            "document",
+            "--each",
+            "src/*.rs",
+            "--max-subtasks",
+            "5",
+        ])
+        .arg("--plan-only")
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    let stderr = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let run = last_run(&repo);
+    assert_eq!(run["plan"]["subtasks"].as_array().unwrap().len(), 5);
+    let queued = repo
+        .path()
+        .join(".ahelper/runs")
+        .join(run["run_id"].as_str().unwrap())
+        .join("queued-plan.json");
+    assert!(
+        stderr.contains("the other 7 are queued in") && stderr.contains("--plan"),
+        "{stderr}"
+    );
+    let rest: Value = serde_json::from_str(&std::fs::read_to_string(&queued).unwrap()).unwrap();
+    assert_eq!(rest["subtasks"][0]["scope"], json!(["src/m06.rs"]));
+    // The queue is a plan `--plan` runs (here: shown).
+    ahelper(&repo, &server, Wire::Anthropic)
+        .args(["swarm", "clean", "--all", "--force"])
+        .assert()
+        .success();
+    let out = ahelper(&repo, &server, Wire::Anthropic)
+        .args(["swarm", "document", "--plan"])
+        .arg(&queued)
+        .arg("--plan-only")
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("w7 [shard-12] src/m12.rs"), "{stderr}");
+    // Out of range: a usage error.
+    let (code, _, stderr) = outcome_of(ahelper(&repo, &server, Wire::Anthropic).args([
+        "swarm",
+        "t",
+        "--max-subtasks",
+        "0",
+    ]));
+    assert_eq!(code, 2, "{stderr}");
+}

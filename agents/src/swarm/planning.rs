@@ -83,13 +83,7 @@ pub async fn plan_run(
     ));
     // Compiled while the planning request is in flight.
     let mut validator = Validating::start();
-    let asked = ask_for_plan(
-        &mut agent,
-        &mut prepared.record,
-        (config, io),
-        &mut validator,
-    )
-    .await;
+    let asked = ask_for_plan(&mut agent, &mut prepared.record, io, &mut validator).await;
     agent.unsubscribe();
     drop(agent);
     let _ = forward.await;
@@ -97,6 +91,7 @@ pub async fn plan_run(
     prepared.flush.wait().await;
     match asked {
         Ok(plan) => {
+            let plan = batch_over_cap(&prepared.record, plan, config, io)?;
             // One save for the plan and the remote.
             prepared.take_ready_remote();
             save_plan(&mut prepared.record, plan, config, io)
@@ -120,11 +115,12 @@ pub async fn adopt_plan(
 ) -> Result<PlannedRun, SwarmError> {
     let value = serde_json::to_value(&plan).map_err(|e| PlanError::Json(e.to_string()));
     let checked = value
-        .and_then(|v| PlanValidator::new().validate(&v, config.swarm.max_subtasks))
+        .and_then(|v| PlanValidator::new().validate(&v, usize::MAX))
         .and_then(|plan| review_plan(&plan).map(|()| plan));
     prepared.flush.wait().await;
     match checked {
         Ok(plan) => {
+            let plan = batch_over_cap(&prepared.record, plan, config, io)?;
             prepared.take_ready_remote();
             save_plan(&mut prepared.record, plan, config, io)
         }
@@ -165,6 +161,51 @@ pub async fn shard_run(
             Err(record_planning_failure(&mut prepared.record, failure, io))
         }
     }
+}
+
+/// A plan over the run's cap (`--max-subtasks`, `swarm.max_subtasks`) as batches: the first
+/// `max_subtasks` subtasks in dependency order ([`super::plan::split_batch`]) are this run's
+/// plan; the rest are written to `runs/<run>/queued-plan.json` (atomically) for a later
+/// `ahelper swarm "<task>" --plan FILE`, and a notice says so. A plan within the cap is
+/// returned as it is.
+///
+/// # Errors
+/// [`SwarmError::Io`] when the queued plan cannot be written (nothing is lost: the run is not
+/// started).
+fn batch_over_cap(
+    record: &RunRecord,
+    plan: Plan,
+    config: &Config,
+    io: &RunIo,
+) -> Result<Plan, SwarmError> {
+    let cap = config.swarm.max_subtasks;
+    let total = plan.subtasks.len();
+    let (first, rest) = super::plan::split_batch(plan, cap);
+    let Some(rest) = rest else {
+        return Ok(first);
+    };
+    let file = super::state::run_dir(&record.repo_root, &record.run_id).join("queued-plan.json");
+    serde_json::to_string_pretty(&rest)
+        .map_err(std::io::Error::other)
+        .and_then(|text| crate::atomic_write::write_path(&file, text.as_bytes()))
+        .map_err(|source| SwarmError::QueuedPlan {
+            path: file.clone(),
+            source,
+        })?;
+    let _ = io.events.send(SwarmEvent::Notice {
+        message: format!(
+            "the plan has {total} subtasks, over this run's cap of {cap} (--max-subtasks, \
+             swarm.max_subtasks): this run does the first {}; the other {} are queued in {}. \
+             Once this run is merged and applied (--apply, or git merge {}), run them with \
+             `ahelper swarm \"<task>\" --plan {}`",
+            first.subtasks.len(),
+            rest.subtasks.len(),
+            file.display(),
+            record.integration_branch,
+            file.display()
+        ),
+    });
+    Ok(first)
 }
 
 /// Marks the run `failed` with why planning failed, or `cancelled` with the user's reason
@@ -275,7 +316,7 @@ async fn forward_coordinator_events(
 async fn ask_for_plan(
     agent: &mut Agent,
     record: &mut RunRecord,
-    (config, io): (&Config, &RunIo),
+    io: &RunIo,
     validator: &mut Validating,
 ) -> Result<Plan, PlanFailure> {
     let mut prompt = format!(
@@ -287,12 +328,8 @@ async fn ask_for_plan(
         let outcome = agent.run(&prompt, io.cancel.token()).await;
         record.usage.add(outcome.usage);
         let validator = validator.ready().await;
-        let answer = read_plan(
-            &outcome,
-            config.swarm.max_subtasks,
-            agent.settings(),
-            validator,
-        );
+        // Over the cap is not refused: the plan runs in batches ([`batch_over_cap`]).
+        let answer = read_plan(&outcome, usize::MAX, agent.settings(), validator);
         let rejected = match answer {
             Ok(plan) => match review_plan(&plan) {
                 Ok(()) => return Ok(plan),

@@ -103,6 +103,18 @@ pub enum SwarmError {
     /// coordinator's first request failed and no plan can be made until they are fixed.
     #[error("{0}")]
     ModelSettings(crate::model::ModelError),
+    /// The subtasks over the cap could not be written to the queued plan file.
+    #[error(
+        "could not write the subtasks over the cap to {}: {source}; free some space, or raise \
+         --max-subtasks to run them all at once",
+        .path.display()
+    )]
+    QueuedPlan {
+        /// `runs/<run>/queued-plan.json`.
+        path: PathBuf,
+        /// The write's error.
+        source: std::io::Error,
+    },
     /// Role definitions.
     #[error(transparent)]
     Role(#[from] super::roles::RoleError),

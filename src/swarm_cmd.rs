@@ -822,7 +822,8 @@ fn confirm(
     let plan = planned.plan();
     let run_id = &planned.record().run_id;
     if mode != EventOutput::Json {
-        print_plan(plan);
+        let files = swarm::planning::repo_files(planned.record());
+        print_plan(plan, files.as_ref());
         // The start of the run printed the verification line already; repeat it only beside
         // the question that may change it.
         if !run_args.yes && !run_args.plan_only {
@@ -885,7 +886,9 @@ fn read_answer() -> String {
     answer.trim().to_string()
 }
 
-fn print_plan(plan: &Plan) {
+/// The plan as the confirmation shows it: each subtask with its scope and, when the
+/// repository's files are known, how many of them the scope matches (0: new files only).
+fn print_plan(plan: &Plan, files: Option<&swarm::repo_match::RepoFiles>) {
     eprintln!("\nPlan: {}", for_terminal(&plan.summary));
     for (i, s) in plan.subtasks.iter().enumerate() {
         let deps = if s.depends_on.is_empty() {
@@ -893,8 +896,13 @@ fn print_plan(plan: &Plan) {
         } else {
             format!(" (after {})", s.depends_on.join(", "))
         };
+        let matched = files.map_or(String::new(), |files| match files.matching(&s.scope) {
+            0 => " (no existing file: new files)".to_string(),
+            1 => " (1 file)".to_string(),
+            n => format!(" ({n} files)"),
+        });
         eprintln!(
-            "  w{} [{}] {}{deps}\n      scope: {}",
+            "  w{} [{}] {}{deps}\n      scope: {}{matched}",
             i + 1,
             for_terminal(&s.id),
             for_terminal(&s.title),

@@ -312,3 +312,100 @@ fn a_plan_over_the_cap_runs_its_first_batch_and_queues_the_rest_for_plan() {
     ]));
     assert_eq!(code, 2, "{stderr}");
 }
+
+/// A coordinator answering with `first`, then (re-asked) with `second`.
+fn two_plans(first: Value, second: Value) -> Script {
+    Script::new().with_conversation(
+        ahelper_fake_llm::Conversation::new()
+            .matching(COORDINATOR)
+            .with_turn_index(ahelper_fake_llm::TurnIndex::AssistantMessages)
+            .turn(Turn::text(first.to_string()))
+            .turn(Turn::text(second.to_string())),
+    )
+}
+
+/// A Python repository: `calc/core.py`, `tests/test_core.py`.
+fn python_repo() -> TestRepo {
+    repo_with(&[
+        ("calc/core.py", "def add(a, b):\n    return a + b\n"),
+        ("tests/test_core.py", "from calc.core import add\n"),
+    ])
+}
+
+#[test]
+fn a_scope_matching_nothing_is_sent_back_with_the_files_that_exist() {
+    let wrong = json!({"summary": "s", "subtasks": [subtask("s1", "src/hello.rs")]});
+    let right = json!({"summary": "s", "subtasks": [subtask("s1", "calc/core.py"),
+        subtask("s2", "calc/new.py")]});
+    let repo = python_repo();
+    let server = start(two_plans(wrong, right));
+    let out = ahelper(&repo, &server, Wire::Anthropic)
+        .args(["swarm", "type the calculator", "--plan-only", "--no-verify"])
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let requests = server.model_requests();
+    assert_eq!(requests.len(), 2, "{stdout}{stderr}");
+    let reask = requests[1].body.to_string();
+    for part in [
+        "`src/hello.rs` (subtask `s1`)",
+        "tracked files are: calc/core.py, tests/test_core.py",
+    ] {
+        assert!(reask.contains(part), "{part}: {reask}");
+    }
+    assert!(
+        stderr.contains("scope: calc/core.py (1 file)"),
+        "{stdout}{stderr}"
+    );
+    assert!(
+        stderr.contains("scope: calc/new.py (no existing file: new files)"),
+        "{stderr}"
+    );
+}
+
+/// The plan a 1.5B model made: a chain of steps that only find, read and check, then write.
+fn step_chain() -> Value {
+    let step = |id: &str, title: &str, deps: &[&str]| {
+        json!({"id": id, "title": title, "instructions": format!("{title}."),
+               "scope": ["calc/core.py"], "depends_on": deps})
+    };
+    json!({"summary": "steps", "subtasks": [
+        step("find", "Find the functions", &[]),
+        step("read", "Read the functions", &["find"]),
+        step("write", "Write the doc comments", &["read"]),
+    ]})
+}
+
+#[test]
+fn a_step_chain_refused_twice_falls_back_to_the_files_it_named_and_says_so() {
+    let repo = python_repo();
+    let script = two_plans(step_chain(), step_chain()).with_conversation(worker(
+        "shard-1",
+        [
+            writes(
+                "calc/core.py",
+                "def add(a, b):\n    \"\"\"Add.\"\"\"\n    return a + b\n",
+            ),
+            done("shard-1"),
+        ],
+    ));
+    let server = start(script);
+    let out = ahelper(&repo, &server, Wire::Anthropic)
+        .args(["swarm", "document every function", "--yes", "--no-verify"])
+        .args(["--permission-mode", "bypass"])
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("refused after its re-ask")
+            && stdout.contains("fallback: one subtask per file the coordinator named (1 file(s)"),
+        "{stdout}"
+    );
+    assert!(integrated(&repo, "calc/core.py").contains("\"\"\"Add.\"\"\""));
+    assert_eq!(last_run(&repo)["workers"][0]["status"], "merged");
+}

@@ -26,6 +26,7 @@ pub mod planning;
 pub mod process;
 pub mod record_saver;
 pub mod remote;
+pub mod repo_match;
 pub mod resume;
 pub mod roles;
 pub mod run;

@@ -136,6 +136,20 @@ pub enum PlanError {
         /// The scope pattern of `second` that overlaps.
         second_scope: String,
     },
+    /// Scope entries that name no tracked file, no existing directory and no plausible new file
+    /// ([`super::repo_match`]).
+    #[error(
+        "these scopes match no file of the repository and are not plausible new files (no such \
+         directory, no file of that type here): {}. Use the paths that exist; the repository's \
+         tracked files are: {existing}",
+        .entries.iter().map(|(id, e)| format!("`{e}` (subtask `{id}`)")).collect::<Vec<_>>().join(", ")
+    )]
+    Unmatched {
+        /// (subtask id, scope entry).
+        entries: Vec<(String, String)>,
+        /// The tracked files, listed ([`super::repo_match::RepoFiles::listing`]).
+        existing: String,
+    },
     /// More subtasks than allowed.
     #[error(
         "the plan has {count} subtasks but at most {max} are allowed (--max-subtasks, swarm.max_subtasks); merge related subtasks"

@@ -7,6 +7,7 @@ use super::events::SwarmEvent;
 use super::plan::{Plan, PlanError, PlanValidator};
 use super::plan_review::{collapse_chain, review_plan};
 use super::record_saver::RecordFlush;
+use super::repo_match::RepoFiles;
 use super::roles::load_role;
 use super::run::{PlannedRun, PreparedRun, RunIo, SwarmError, worker_branch, worktree_base};
 use super::state::{RunRecord, RunStatus, WorkerRecord};
@@ -83,7 +84,14 @@ pub async fn plan_run(
     ));
     // Compiled while the planning request is in flight.
     let mut validator = Validating::start();
-    let asked = ask_for_plan(&mut agent, &mut prepared.record, io, &mut validator).await;
+    let files = repo_files(&prepared.record);
+    let asked = ask_for_plan(
+        &mut agent,
+        &mut prepared.record,
+        (io, files.as_ref()),
+        &mut validator,
+    )
+    .await;
     agent.unsubscribe();
     drop(agent);
     let _ = forward.await;
@@ -116,7 +124,8 @@ pub async fn adopt_plan(
     let value = serde_json::to_value(&plan).map_err(|e| PlanError::Json(e.to_string()));
     let checked = value
         .and_then(|v| PlanValidator::new().validate(&v, usize::MAX))
-        .and_then(|plan| review_plan(&plan).map(|()| plan));
+        .and_then(|plan| review_plan(&plan).map(|()| plan))
+        .and_then(|plan| matches_repo(&plan, repo_files(&prepared.record).as_ref()).map(|()| plan));
     prepared.flush.wait().await;
     match checked {
         Ok(plan) => {
@@ -316,7 +325,7 @@ async fn forward_coordinator_events(
 async fn ask_for_plan(
     agent: &mut Agent,
     record: &mut RunRecord,
-    io: &RunIo,
+    (io, files): (&RunIo, Option<&RepoFiles>),
     validator: &mut Validating,
 ) -> Result<Plan, PlanFailure> {
     let mut prompt = format!(
@@ -324,6 +333,7 @@ async fn ask_for_plan(
         record.task
     );
     let mut attempts_left = 2;
+    let mut last_plan = None;
     loop {
         let outcome = agent.run(&prompt, io.cancel.token()).await;
         record.usage.add(outcome.usage);
@@ -331,7 +341,7 @@ async fn ask_for_plan(
         // Over the cap is not refused: the plan runs in batches ([`batch_over_cap`]).
         let answer = read_plan(&outcome, usize::MAX, agent.settings(), validator);
         let rejected = match answer {
-            Ok(plan) => match review_plan(&plan) {
+            Ok(plan) => match review_plan(&plan).and_then(|()| matches_repo(&plan, files)) {
                 Ok(()) => return Ok(plan),
                 // Re-asked and still a chain: one worker does the steps in order.
                 Err(PlanError::Chain { ids }) if attempts_left == 1 => {
@@ -343,7 +353,10 @@ async fn ask_for_plan(
                     });
                     return Ok(collapse_chain(&plan));
                 }
-                Err(e) => e,
+                Err(e) => {
+                    last_plan = Some(plan);
+                    e
+                }
             },
             Err(PlanAnswer::Failed(failure)) => return Err(failure),
             Err(PlanAnswer::Rejected(e)) => e,
@@ -353,16 +366,136 @@ async fn ask_for_plan(
         });
         attempts_left -= 1;
         if attempts_left == 0 {
-            return Err(match rejected {
+            return match rejected {
                 PlanError::Truncated { max_output_tokens } => {
-                    PlanFailure::Truncated { max_output_tokens }
+                    Err(PlanFailure::Truncated { max_output_tokens })
                 }
-                other => PlanFailure::Rejected(other),
-            });
+                other => Ok(fall_back(&record.task, &other, last_plan, files, io)),
+            };
         }
         prompt = format!(
             "Your plan was rejected: {rejected}\nAnswer again with only the corrected JSON plan, nothing else."
         );
+    }
+}
+
+/// The repository's tracked files at the run's base commit (`None` when they cannot be read:
+/// scopes are then not checked against them).
+pub fn repo_files(record: &RunRecord) -> Option<RepoFiles> {
+    let base = ahelper_worktrees::Oid::from_str(&record.base_commit).ok()?;
+    match ahelper_worktrees::tracked_files(&record.repo_root, base) {
+        Ok(files) => Some(RepoFiles::new(files)),
+        Err(error) => {
+            tracing::warn!(%error, "listing the files at the base commit failed; scopes are not checked against them");
+            None
+        }
+    }
+}
+
+/// Refuses scopes that match nothing of the repository and are not plausible new files
+/// ([`RepoFiles::unmatched`]), with the list of what exists.
+///
+/// # Errors
+/// [`PlanError::Unmatched`].
+fn matches_repo(plan: &Plan, files: Option<&RepoFiles>) -> Result<(), PlanError> {
+    let Some(files) = files else {
+        return Ok(());
+    };
+    let entries = files.unmatched(plan);
+    if entries.is_empty() {
+        return Ok(());
+    }
+    Err(PlanError::Unmatched {
+        entries,
+        existing: files.listing(),
+    })
+}
+
+/// Which fallback ran when the coordinator's plan was refused after its re-ask.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fallback {
+    /// The files the coordinator's scopes named, one subtask each (as `--each` makes them).
+    EachNamedFile,
+    /// The whole task as one verified worker.
+    WholeTask,
+}
+
+/// The plan that runs when the coordinator's was refused twice (`rejected`, the second
+/// refusal): `--each` over the tracked files its last plan's scopes named, else the whole task
+/// as one worker; a notice says why and which fallback ran, and the plan's summary says it too
+/// (the user confirms it like any plan). (A step chain is collapsed before this: see
+/// [`ask_for_plan`].)
+fn fall_back(
+    task: &str,
+    rejected: &PlanError,
+    last_plan: Option<Plan>,
+    files: Option<&RepoFiles>,
+    io: &RunIo,
+) -> Plan {
+    let named: Vec<String> = match (&last_plan, files) {
+        (Some(plan), Some(files)) => {
+            let scopes: Vec<String> = plan.subtasks.iter().flat_map(|s| s.scope.clone()).collect();
+            files
+                .files
+                .iter()
+                .filter(|f| super::plan::in_scope(f, &scopes))
+                .cloned()
+                .collect()
+        }
+        _ => Vec::new(),
+    };
+    let by_file = (!named.is_empty() && named.len() <= MAX_FALLBACK_FILES)
+        .then(|| {
+            let globs: Vec<String> = named.iter().map(|f| globset::escape(f)).collect();
+            super::sharding::shard_plan(task, &globs, &named, super::sharding::ShardBy::Files(1))
+                .ok()
+        })
+        .flatten();
+    let (fallback, mut plan) = match by_file {
+        Some(plan) => (Fallback::EachNamedFile, plan),
+        None => (Fallback::WholeTask, whole_task(task)),
+    };
+    let what = match fallback {
+        Fallback::EachNamedFile => format!(
+            "one subtask per file the coordinator named ({} file(s), as --each would)",
+            named.len()
+        ),
+        Fallback::WholeTask => "the whole task as one verified worker".to_string(),
+    };
+    plan.summary = format!("Fallback: {what}. {}", plan.summary);
+    let _ = io.events.send(SwarmEvent::Notice {
+        message: format!(
+            "the coordinator's plan was refused after its re-ask ({rejected}); fallback: {what}"
+        ),
+    });
+    plan
+}
+
+/// Files a by-file fallback takes at most; more named files run as one worker instead.
+const MAX_FALLBACK_FILES: usize = 64;
+
+/// The task as one subtask over the whole repository.
+fn whole_task(task: &str) -> Plan {
+    let title: String = task
+        .lines()
+        .next()
+        .unwrap_or(task)
+        .chars()
+        .take(200)
+        .collect();
+    Plan {
+        summary: "the task as one subtask".into(),
+        subtasks: vec![super::plan::Subtask {
+            id: "whole-task".into(),
+            title: if title.trim().is_empty() {
+                "The task".into()
+            } else {
+                title
+            },
+            instructions: task.to_string(),
+            scope: vec![".".into()],
+            depends_on: Vec::new(),
+        }],
     }
 }
 

@@ -248,6 +248,29 @@ fn with_max_workers(config: &Config, run_args: &SwarmRunArgs) -> Config {
     config
 }
 
+/// The MCP servers swarm workers start: of the servers declared and approved (`servers`), only
+/// those the run names — a `--mcp-config` file's, `[swarm] mcp_servers`, or the worker role's
+/// `mcp_servers`. A server approved for the REPL (a workspace `.mcp.json`, `[mcp_servers]`) is
+/// not named by that approval: workers get its tools only when the run names it.
+fn named_for_workers(
+    config: &Config,
+    root: &Path,
+    servers: &[McpServerSpec],
+) -> Vec<McpServerSpec> {
+    let role = ahelper_agents::swarm::roles::load_role(root, "worker")
+        .map(|role| role.mcp_servers)
+        .unwrap_or_default();
+    servers
+        .iter()
+        .filter(|s| {
+            matches!(s.origin, ahelper_agents::mcp::ServerOrigin::CommandLine(_))
+                || config.swarm.mcp_servers.contains(&s.name)
+                || role.contains(&s.name)
+        })
+        .cloned()
+        .collect()
+}
+
 /// Where the run's plan comes from: the coordinator, the `--each` shards, or `--plan FILE`.
 enum PlanSource {
     /// The coordinator plans.
@@ -342,6 +365,7 @@ pub(crate) async fn start(
         Ok(source) => source,
         Err(code) => return code,
     };
+    let mcp_servers = &named_for_workers(&config, &root, mcp_servers);
     let (mut prepared, choice, options) = match prepare(&config, task, run_args, &root).await {
         Ok(prepared) => prepared,
         Err(code) => return code,
@@ -376,6 +400,13 @@ pub(crate) async fn start(
             return report_planning_failure(&e, &prepared.record);
         }
     };
+    if !mcp_servers.is_empty() {
+        let names: Vec<&str> = mcp_servers.iter().map(|s| s.name.as_str()).collect();
+        say(
+            mode,
+            format!("MCP servers the workers start: {}", names.join(", ")),
+        );
+    }
     let answered = confirm_keeping_baseline(
         &mut planned,
         &config,
@@ -1154,6 +1185,7 @@ async fn resume(
         Ok((_, record)) => record,
         Err(code) => return code,
     };
+    let mcp_servers = &named_for_workers(&config, &record.repo_root, mcp_servers);
     // Checked now, refused after what makes the run not resumable at all (no plan, running).
     let sealed = check_record_seal(&mut record, remote.env, accept_record);
     let resumable = match resume::check_resumable(record, selection) {

@@ -1,6 +1,6 @@
 //! Plans that match the repository: each scope entry of a plan should name tracked files, an
-//! existing directory, or a plausible new file — one with an extension the repository already
-//! has (its languages), or, without an extension, in a directory that exists. A scope that is
+//! existing directory, or a plausible new file — one in a directory that exists, or with an
+//! extension the repository already has (its languages). A scope that is
 //! none of these (a plan for a Python repository naming `src/hello.rs`) is refused with the list
 //! of what does exist, so the coordinator can correct it on its re-ask.
 
@@ -46,21 +46,26 @@ impl RepoFiles {
         self.files.iter().filter(|f| in_scope(f, scope)).count()
     }
 
-    /// Whether the scope entry names tracked files, an existing directory, or a plausible new
-    /// file (see the module docs).
+    /// Whether the scope entry names tracked files or an existing directory, or is a plausible
+    /// new file: in a directory that exists (the root does), or of a type the repository has
+    /// (its extension). For a glob, its directory is the part before the first glob character.
     pub fn plausible(&self, entry: &str) -> bool {
         let entry = entry.trim_start_matches("./").trim_end_matches('/');
         if self.matching(&[entry.to_string()]) > 0 || self.dirs.contains(entry) {
             return true;
         }
-        match extension(entry) {
-            Some(ext) => self.extensions.contains(ext),
-            None => {
-                let parent = entry.rsplit_once('/').map_or("", |(d, _)| d);
-                !entry.contains(['*', '?', '[', '{'])
-                    && (parent.is_empty() || self.dirs.contains(parent))
-            }
-        }
+        let literal: Vec<&str> = entry
+            .split('/')
+            .take_while(|c| !c.contains(['*', '?', '[', '{']))
+            .collect();
+        let is_glob = literal.len() < entry.split('/').count();
+        let parent = if is_glob {
+            literal.join("/")
+        } else {
+            literal[..literal.len().saturating_sub(1)].join("/")
+        };
+        let dir_exists = parent.is_empty() || self.dirs.contains(&parent);
+        dir_exists || extension(entry).is_some_and(|ext| self.extensions.contains(ext))
     }
 
     /// The scope entries of `plan` that are not plausible, as (subtask id, entry).
@@ -122,6 +127,7 @@ mod tests {
         assert!(repo.plausible("pkg/new.py"));
         assert!(repo.plausible("calc/**"));
         assert!(repo.plausible("Makefile"));
+        assert!(repo.plausible("calc/new.rs"));
         assert!(!repo.plausible("build/Makefile"));
         assert_eq!(repo.matching(&["calc/**".into(), "tests".into()]), 2);
     }

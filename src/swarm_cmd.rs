@@ -271,6 +271,17 @@ fn named_for_workers(
         .collect()
 }
 
+/// Names the MCP servers the workers start (nothing when none), before the plan's confirmation.
+fn say_mcp_servers(mode: EventOutput, servers: &[McpServerSpec]) {
+    if !servers.is_empty() {
+        let names: Vec<&str> = servers.iter().map(|s| s.name.as_str()).collect();
+        say(
+            mode,
+            format!("MCP servers the workers start: {}", names.join(", ")),
+        );
+    }
+}
+
 /// Where the run's plan comes from: the coordinator, the `--each` shards, or `--plan FILE`.
 enum PlanSource {
     /// The coordinator plans.
@@ -400,13 +411,7 @@ pub(crate) async fn start(
             return report_planning_failure(&e, &prepared.record);
         }
     };
-    if !mcp_servers.is_empty() {
-        let names: Vec<&str> = mcp_servers.iter().map(|s| s.name.as_str()).collect();
-        say(
-            mode,
-            format!("MCP servers the workers start: {}", names.join(", ")),
-        );
-    }
+    say_mcp_servers(mode, mcp_servers);
     let answered = confirm_keeping_baseline(
         &mut planned,
         &config,

@@ -285,6 +285,45 @@ pub struct SwarmRunArgs {
 
     #[command(flatten)]
     pub nats: NatsArgs,
+
+    #[command(flatten)]
+    pub shard: ShardArgs,
+}
+
+/// Where a swarm run's plan comes from when not from the coordinator: `--each` (deterministic
+/// sharding of tracked files) or `--plan FILE`; and the subtask cap.
+#[derive(Debug, Args, Clone, Default)]
+pub struct ShardArgs {
+    /// No planning turn: one subtask per group of tracked files matching GLOB (relative to the
+    /// repository root; `*` stays in one directory, `**` crosses them). May be repeated.
+    #[arg(long, value_name = "GLOB", conflicts_with = "plan")]
+    pub each: Vec<String>,
+
+    /// With `--each`: files per subtask (default 1).
+    #[arg(long, value_name = "N", value_parser = parse_positive, requires = "each", conflicts_with = "by")]
+    pub per: Option<usize>,
+
+    /// With `--each`: one subtask per directory instead of per N files.
+    #[arg(long, value_enum, value_name = "GROUPING", requires = "each")]
+    pub by: Option<ShardGrouping>,
+
+    /// Run the plan in FILE (JSON, the shape `--plan-only --output-format stream-json` shows in
+    /// its `plan_ready` event and `.ahelper/runs/<run>/run.json` keeps under `plan`) instead of
+    /// asking the coordinator; validated as a coordinator's plan is.
+    #[arg(long, value_name = "FILE")]
+    pub plan: Option<std::path::PathBuf>,
+
+    /// Subtasks a run does at most, 1 to 1000 (config `swarm.max_subtasks`, default 64); a
+    /// larger plan runs its first N and queues the rest in a plan file for `--plan`.
+    #[arg(long, value_name = "N", value_parser = parse_subtask_cap)]
+    pub max_subtasks: Option<usize>,
+}
+
+/// How `--each` groups files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ShardGrouping {
+    /// One subtask per directory (the matching files directly in it).
+    Dir,
 }
 
 /// Output formats of `swarm` and `swarm resume`: a run is a stream of events, so there is no
@@ -433,6 +472,14 @@ fn parse_positive(s: &str) -> Result<usize, String> {
     match s.parse::<usize>() {
         Ok(n) if n >= 1 => Ok(n),
         _ => Err(format!("`{s}` is not a whole number of at least 1")),
+    }
+}
+
+/// `--max-subtasks`: 1 to 1000 (the range of `swarm.max_subtasks`).
+fn parse_subtask_cap(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if (1..=1_000).contains(&n) => Ok(n),
+        _ => Err(format!("`{s}` is not a whole number from 1 to 1000")),
     }
 }
 

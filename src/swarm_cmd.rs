@@ -2,7 +2,7 @@
 //! `ahelper_agents::swarm` and renders what it returns; the rules (clean-up, exit status,
 //! resume preconditions, transcript formatting) live there.
 
-use crate::cli::{SwarmArgs, SwarmCommand, SwarmOutputFormat, SwarmRunArgs};
+use crate::cli::{ShardGrouping, SwarmArgs, SwarmCommand, SwarmOutputFormat, SwarmRunArgs};
 use crate::status_table;
 use crate::swarm_ui::{self, ChannelPrompter, EventOutput, PromptJob};
 use ahelper_agents::config::{Config, EnvSnapshot};
@@ -17,6 +17,7 @@ use ahelper_agents::swarm::plan::Plan;
 use ahelper_agents::swarm::remote::{NatsOptions, NatsSlots};
 use ahelper_agents::swarm::resume::{self, Resumable, ResumeSelection};
 use ahelper_agents::swarm::run_claim::RunClaim;
+use ahelper_agents::swarm::sharding::ShardBy;
 use ahelper_agents::swarm::slots::WorkerSlots;
 use ahelper_agents::swarm::state::{RemoteRecord, RunOutcome, RunRecord, RunStatus, WorkerStatus};
 use ahelper_agents::swarm::summary::short_commit;
@@ -242,7 +243,99 @@ fn with_max_workers(config: &Config, run_args: &SwarmRunArgs) -> Config {
     if let Some(n) = run_args.max_workers {
         config.swarm.max_workers = n.max(1);
     }
+    if let Some(n) = run_args.shard.max_subtasks {
+        config.swarm.max_subtasks = n.max(1);
+    }
     config
+}
+
+/// The MCP servers swarm workers start: of the servers declared and approved (`servers`), only
+/// those the run names — a `--mcp-config` file's, `[swarm] mcp_servers`, or the worker role's
+/// `mcp_servers`. A server approved for the REPL (a workspace `.mcp.json`, `[mcp_servers]`) is
+/// not named by that approval: workers get its tools only when the run names it.
+fn named_for_workers(
+    config: &Config,
+    root: &Path,
+    servers: &[McpServerSpec],
+) -> Vec<McpServerSpec> {
+    let role = ahelper_agents::swarm::roles::load_role(root, "worker")
+        .map(|role| role.mcp_servers)
+        .unwrap_or_default();
+    servers
+        .iter()
+        .filter(|s| {
+            matches!(s.origin, ahelper_agents::mcp::ServerOrigin::CommandLine(_))
+                || config.swarm.mcp_servers.contains(&s.name)
+                || role.contains(&s.name)
+        })
+        .cloned()
+        .collect()
+}
+
+/// Names the MCP servers the workers start (nothing when none), before the plan's confirmation.
+fn say_mcp_servers(mode: EventOutput, servers: &[McpServerSpec]) {
+    if !servers.is_empty() {
+        let names: Vec<&str> = servers.iter().map(|s| s.name.as_str()).collect();
+        say(
+            mode,
+            format!("MCP servers the workers start: {}", names.join(", ")),
+        );
+    }
+}
+
+/// Where the run's plan comes from: the coordinator, the `--each` shards, or `--plan FILE`.
+enum PlanSource {
+    /// The coordinator plans.
+    Coordinator,
+    /// `--each GLOB…` grouped by `--per N` / `--by dir`.
+    Shards(Vec<String>, ShardBy),
+    /// `--plan FILE`, read and parsed.
+    Given(Plan),
+}
+
+/// The plan source the flags name; `Err` with the exit status after saying why (`--plan FILE`
+/// unreadable or not a plan: nothing was created).
+fn plan_source(run_args: &SwarmRunArgs) -> Result<PlanSource, i32> {
+    let shard = &run_args.shard;
+    if !shard.each.is_empty() {
+        let by = match shard.by {
+            Some(ShardGrouping::Dir) => ShardBy::Dir,
+            None => ShardBy::Files(shard.per.unwrap_or(1)),
+        };
+        if let Err(e) = swarm::sharding::each_matcher(&shard.each) {
+            return Err(usage_error(&e));
+        }
+        return Ok(PlanSource::Shards(shard.each.clone(), by));
+    }
+    match &shard.plan {
+        Some(file) => read_plan_file(file).map(PlanSource::Given),
+        None => Ok(PlanSource::Coordinator),
+    }
+}
+
+/// The plan in `file`: a plan object (`{"summary", "subtasks"}`), or a `plan_ready` event line
+/// of `--output-format stream-json` (its `plan`). Exit status 2 after saying what is wrong.
+fn read_plan_file(file: &Path) -> Result<Plan, i32> {
+    let text = std::fs::read_to_string(file).map_err(|e| {
+        usage_error(&format!(
+            "cannot read the plan file {}: {e}",
+            file.display()
+        ))
+    })?;
+    let value = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find_map(|v| (v["type"] == "plan_ready").then(|| v["plan"].clone()))
+        .or_else(|| ahelper_agents::swarm::plan::extract_json(&text));
+    let Some(value) = value else {
+        return Err(usage_error(&format!(
+            "{} holds no JSON plan; write one object {{\"summary\": …, \"subtasks\": [{{\"id\", \"title\", \"instructions\", \"scope\": […]}}, …]}} (the shape of `--plan-only --output-format stream-json`'s plan_ready event)",
+            file.display()
+        )));
+    };
+    // The cap is checked when the run's configuration is known; here only the shape.
+    ahelper_agents::swarm::plan::validate_plan_value(&value, usize::MAX)
+        .map_err(|e| usage_error(&format!("the plan in {} is not valid: {e}", file.display())))
 }
 
 fn provider(config: &Config) -> Result<ProviderSettings, i32> {
@@ -280,6 +373,11 @@ pub(crate) async fn start(
         Ok(root) => root,
         Err(code) => return code,
     };
+    let source = match plan_source(run_args) {
+        Ok(source) => source,
+        Err(code) => return code,
+    };
+    let mcp_servers = &named_for_workers(&config, &root, mcp_servers);
     let (mut prepared, choice, options) = match prepare(&config, task, run_args, &root).await {
         Ok(prepared) => prepared,
         Err(code) => return code,
@@ -304,7 +402,7 @@ pub(crate) async fn start(
     prepared.remote_ready = remote.as_mut().and_then(|r| r.ready.take());
     let client = model_client(&provider);
     let planned = plan(
-        &mut prepared,
+        (&mut prepared, source),
         &config,
         client.clone(),
         &provider.model,
@@ -320,6 +418,7 @@ pub(crate) async fn start(
             return report_planning_failure(&e, &prepared.record);
         }
     };
+    say_mcp_servers(mode, mcp_servers);
     let answered = confirm_keeping_baseline(
         &mut planned,
         &config,
@@ -404,6 +503,10 @@ fn report_planning_failure(e: &swarm::SwarmError, record: &RunRecord) -> i32 {
     }
     match e {
         swarm::SwarmError::PlanningCancelled { .. } => 130,
+        // The user's own plan or globs were wrong: bad input, as a usage error.
+        swarm::SwarmError::Plan(swarm::PlanFailure::Given(_) | swarm::PlanFailure::Shard(_)) => {
+            EXIT_USAGE
+        }
         _ => 1,
     }
 }
@@ -690,7 +793,7 @@ fn announce(prepared: &PreparedRun, options: &RunOptions, config: &Config, mode:
 
 /// The planning phase, its events printed as lines (or JSON); Ctrl-C cancels it.
 async fn plan(
-    prepared: &mut PreparedRun,
+    (prepared, source): (&mut PreparedRun, PlanSource),
     config: &Config,
     client: Arc<dyn ModelClient>,
     model: &str,
@@ -716,8 +819,23 @@ async fn plan(
             cancel.stop(crate::interrupts::Interrupt::CtrlC.cancel_reason());
         }
     });
-    say(mode, "planning…".into());
-    let planned = swarm::plan_run(prepared, config, client, model, &io).await;
+    let planned = match source {
+        PlanSource::Coordinator => {
+            say(mode, "planning…".into());
+            swarm::plan_run(prepared, config, client, model, &io).await
+        }
+        PlanSource::Shards(globs, by) => {
+            say(
+                mode,
+                format!(
+                    "sharding the files matching {} (no planning turn)…",
+                    globs.join(", ")
+                ),
+            );
+            swarm::planning::shard_run(prepared, (&globs, by), config, &io).await
+        }
+        PlanSource::Given(plan) => swarm::planning::adopt_plan(prepared, plan, config, &io).await,
+    };
     drop(io);
     let _ = printer.await;
     ctrl_c.abort();
@@ -747,7 +865,8 @@ fn confirm(
     let plan = planned.plan();
     let run_id = &planned.record().run_id;
     if mode != EventOutput::Json {
-        print_plan(plan);
+        let files = swarm::planning::repo_files(planned.record());
+        print_plan(plan, files.as_ref());
         // The start of the run printed the verification line already; repeat it only beside
         // the question that may change it.
         if !run_args.yes && !run_args.plan_only {
@@ -810,7 +929,9 @@ fn read_answer() -> String {
     answer.trim().to_string()
 }
 
-fn print_plan(plan: &Plan) {
+/// The plan as the confirmation shows it: each subtask with its scope and, when the
+/// repository's files are known, how many of them the scope matches (0: new files only).
+fn print_plan(plan: &Plan, files: Option<&swarm::repo_match::RepoFiles>) {
     eprintln!("\nPlan: {}", for_terminal(&plan.summary));
     for (i, s) in plan.subtasks.iter().enumerate() {
         let deps = if s.depends_on.is_empty() {
@@ -818,8 +939,13 @@ fn print_plan(plan: &Plan) {
         } else {
             format!(" (after {})", s.depends_on.join(", "))
         };
+        let matched = files.map_or(String::new(), |files| match files.matching(&s.scope) {
+            0 => " (no existing file: new files)".to_string(),
+            1 => " (1 file)".to_string(),
+            n => format!(" ({n} files)"),
+        });
         eprintln!(
-            "  w{} [{}] {}{deps}\n      scope: {}",
+            "  w{} [{}] {}{deps}\n      scope: {}{matched}",
             i + 1,
             for_terminal(&s.id),
             for_terminal(&s.title),
@@ -1072,6 +1198,7 @@ async fn resume(
         Ok(claimed) => claimed,
         Err(code) => return code,
     };
+    let mcp_servers = &named_for_workers(&config, &record.repo_root, mcp_servers);
     // Checked now, refused after what makes the run not resumable at all (no plan, running).
     let sealed = check_record_seal(&mut record, remote.env, accept_record);
     let resumable = match resume::check_resumable(record, selection) {

@@ -163,8 +163,11 @@ config_table! {
     SwarmFile {
         /// Workers running at once. Default 4.
         max_workers: Option<usize>,
-        /// Subtasks a plan may have. Default 12.
+        /// Subtasks a run does at most (a larger plan runs in batches). Default 64.
         max_subtasks: Option<usize>,
+        /// Names of the declared MCP servers swarm workers start (besides `--mcp-config` files'
+        /// and the worker role's `mcp_servers`). Default none.
+        mcp_servers: Option<Vec<String>>,
         /// Turns per worker. Default 30.
         worker_max_turns: Option<u32>,
         /// Run-wide token budget (input + output tokens). Default 4,000,000.
@@ -436,6 +439,7 @@ impl ConfigFile {
         over!(permissions.mode);
         over!(swarm.max_workers);
         over!(swarm.max_subtasks);
+        over!(swarm.mcp_servers);
         over!(swarm.worker_max_turns);
         over!(swarm.token_budget);
         over!(swarm.time_limit_s);
@@ -513,6 +517,10 @@ pub struct AgentLimits {
 /// Default `[agent] compact_threshold`: compact at 80% of the context window.
 pub const DEFAULT_COMPACT_THRESHOLD: f64 = 0.8;
 
+/// Default `[swarm] max_subtasks`: enough for a coordinator to plan tens of subtasks for tens
+/// of workers' worth of work; a larger plan runs in batches.
+pub const DEFAULT_MAX_SUBTASKS: usize = 64;
+
 /// Swarm limits after resolution.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SwarmLimits {
@@ -520,6 +528,8 @@ pub struct SwarmLimits {
     pub max_workers: usize,
     /// Subtasks per plan.
     pub max_subtasks: usize,
+    /// `[swarm] mcp_servers`: declared MCP servers the workers start.
+    pub mcp_servers: Vec<String>,
     /// Turns per worker.
     pub worker_max_turns: u32,
     /// Run-wide token budget.
@@ -993,7 +1003,8 @@ fn ignore_project_mcp_sandbox(file: &mut ConfigFile, path: &Path) -> Option<Stri
 fn resolve_swarm(file: &SwarmFile) -> SwarmLimits {
     SwarmLimits {
         max_workers: file.max_workers.unwrap_or(4).max(1),
-        max_subtasks: file.max_subtasks.unwrap_or(12).max(1),
+        max_subtasks: file.max_subtasks.unwrap_or(DEFAULT_MAX_SUBTASKS).max(1),
+        mcp_servers: file.mcp_servers.clone().unwrap_or_default(),
         worker_max_turns: file.worker_max_turns.unwrap_or(30).max(1),
         token_budget: file.token_budget.unwrap_or(4_000_000),
         time_limit_s: file.time_limit_s.unwrap_or(3_600),

@@ -61,7 +61,7 @@ pub const KEY_RANGES: [KeyRange; 18] = [
     KeyRange::new("agent.max_tool_output_chars", 1_000, u64::MAX, None),
     KeyRange::new("agent.file_tool_timeout_s", 1, 3_600, None),
     KeyRange::new("swarm.max_workers", 1, u64::MAX, Some("--max-workers")),
-    KeyRange::new("swarm.max_subtasks", 1, u64::MAX, None),
+    KeyRange::new("swarm.max_subtasks", 1, 1_000, Some("--max-subtasks")),
     KeyRange::new("swarm.worker_max_turns", 1, u64::MAX, None),
     KeyRange::new("swarm.token_budget", 1, u64::MAX, None),
     KeyRange::new("swarm.time_limit_s", 1, u64::MAX, None),

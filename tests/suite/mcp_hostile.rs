@@ -202,6 +202,8 @@ fn an_approved_server_runs_in_the_command_sandbox() {
 fn a_swarm_worker_does_not_start_a_server_file_another_worker_rewrote() {
     let repo = repo_with_project_server();
     approve_project_file(&repo);
+    // The run names the server for its workers (a REPL approval alone does not).
+    write_user_config(&repo, "[swarm]\nmcp_servers = [\"mini\"]\n");
     let mut s2 = subtask("s2", "b.txt");
     s2["depends_on"] = json!(["s1"]);
     let script = plan(json!([subtask("s1", "mcp_server.py"), s2]))
@@ -451,4 +453,62 @@ fn a_sandboxed_server_has_the_network_unless_the_user_config_says_no() {
     let (report, stderr) = run_attack(&repo, &[]);
     let network = report["network"].as_str().unwrap_or_default();
     assert!(network.starts_with("error: "), "{report}\n{stderr}");
+}
+
+/// Issue 34 item 5: a project server approved for the REPL reaches swarm workers only when the
+/// run names it (`[swarm] mcp_servers`, the worker role's `mcp_servers`, `--mcp-config`), and
+/// the run says which servers its workers start.
+#[test]
+fn mcp_tools_reach_swarm_workers_only_when_the_run_names_them() {
+    let repo = repo_with_project_server();
+    approve_project_file(&repo);
+    let script = || {
+        plan(json!([subtask("s1", "b.txt")]))
+            .with_conversation(worker("s1", [writes("b.txt", "B\n"), done("s1")]))
+    };
+    let run = |server: &FakeLlm| {
+        let out = ahelper(&repo, server, Wire::Anthropic)
+            .args([
+                "swarm",
+                "do it",
+                "--yes",
+                "--no-verify",
+                "--permission-mode",
+                "bypass",
+            ])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr_of(&out));
+        let worker = server
+            .model_requests()
+            .into_iter()
+            .find(|r| r.body.to_string().contains("Your subtask `s1`"))
+            .expect("the worker asked the model");
+        (
+            tool_names(&worker),
+            String::from_utf8_lossy(&out.stdout).to_string() + &stderr_of(&out),
+        )
+    };
+    let server = start(script());
+    let (tools, output) = run(&server);
+    assert!(!tools.iter().any(|t| t.starts_with("mcp__")), "{tools:?}");
+    assert!(
+        !output.contains("MCP servers the workers start"),
+        "{output}"
+    );
+    // Named by the worker role: its tools reach the worker, and the run says so.
+    repo.write(
+        ".ahelper/agents/worker.md",
+        "---\nname: worker\ntools: [read_file, write_file, \"mcp__*\"]\nmcp_servers: [mini]\n---\nDo the subtask.\n",
+    );
+    let server = start(script());
+    let (tools, output) = run(&server);
+    assert!(
+        tools.contains(&"mcp__mini__shout".to_string()),
+        "{tools:?}\n{output}"
+    );
+    assert!(
+        output.contains("MCP servers the workers start: mini"),
+        "{output}"
+    );
 }

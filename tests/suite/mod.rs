@@ -43,6 +43,7 @@ mod support;
 mod swarm;
 mod swarm_prompts;
 mod swarm_setup;
+mod swarm_shard;
 mod swarm_verify;
 mod terminal;
 mod verify_fixtures;

@@ -366,9 +366,10 @@ fn a_failing_worker_is_reported_and_the_others_finish() {
     assert_eq!(swarm.requests_of(2).len(), 2, "retried up to max_attempts");
 }
 
-/// (d) an invalid plan is re-asked once with the error, then fails clearly.
+/// (d) an invalid plan is re-asked once with the error; when the second answer is no plan
+/// either, the whole task is offered as one worker, saying so (issue 34 item 4).
 #[test]
-fn an_invalid_plan_is_reasked_once_then_fails() {
+fn an_invalid_plan_is_reasked_once_then_falls_back_to_the_whole_task() {
     let script = Script::new().with_conversation(Conversation::new().matching(COORDINATOR).turn(
         Turn::text("Here is the plan: {\"subtasks\": [{\"id\": \"s1\", \"title\": \"x\"}]}"),
     ));
@@ -376,11 +377,13 @@ fn an_invalid_plan_is_reasked_once_then_fails() {
         repo_with(&[("a.txt", "a\n")]),
         script.with_fallback_text("still not json"),
     );
-    let (_, stderr) = swarm.fails(&["swarm", "do it", "--yes"]);
+    let (code, stdout, stderr) = outcome_of(&mut swarm.ahelper(&["swarm", "do it", "--plan-only"]));
+    assert_eq!(code, 0, "{stderr}");
     assert!(
-        stderr.contains("could not produce a valid plan"),
-        "{stderr}"
+        stdout.contains("fallback: the whole task as one verified worker"),
+        "{stdout}\n{stderr}"
     );
+    assert!(stderr.contains("[whole-task] do it"), "{stderr}");
     let requests = swarm.server.model_requests();
     assert_eq!(requests.len(), 2);
     assert!(
@@ -390,7 +393,7 @@ fn an_invalid_plan_is_reasked_once_then_fails() {
             .contains("Your plan was rejected"),
         "the error went back to the model"
     );
-    assert_eq!(swarm.last_run()["status"], "failed");
+    assert_eq!(swarm.last_run()["status"], "planned");
 }
 
 /// (e) a permission request in a non-interactive run is denied at once, the model reads why.

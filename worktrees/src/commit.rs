@@ -284,3 +284,30 @@ pub(crate) fn touched_paths(
     out.dedup();
     Ok(out)
 }
+
+/// The files tracked at `commit` of the repository at `repo`: every blob of the commit's tree
+/// (regular, executable and symlink entries; submodules are not files of this repository), as
+/// paths relative to the repository root, `/`-separated, sorted. Paths that are not UTF-8 are
+/// left out (scopes and globs are UTF-8).
+///
+/// # Errors
+/// [`GitError::Libgit2`] when the repository, the commit or its tree cannot be read.
+pub fn tracked_files(repo: &Path, commit: Oid) -> Result<Vec<String>, GitError> {
+    let repo = open_repo(repo)?;
+    let tree = repo
+        .find_commit(commit)
+        .and_then(|c| c.tree())
+        .ctx(|| format!("reading the tree of {commit}"))?;
+    let mut files = Vec::new();
+    tree.walk(git2::TreeWalkMode::PreOrder, |dir, entry| {
+        if entry.kind() == Some(git2::ObjectType::Blob)
+            && let Ok(name) = entry.name()
+        {
+            files.push(format!("{dir}{name}"));
+        }
+        git2::TreeWalkResult::Ok
+    })
+    .ctx(|| format!("listing the files of {commit}"))?;
+    files.sort();
+    Ok(files)
+}

@@ -61,6 +61,7 @@ pub use cargo_warm::{
 };
 pub use commit::{
     DiffStats, Measured, branch_diff_stats, commit_all, commit_and_measure, diff_stats,
+    tracked_files,
 };
 pub use error::GitError;
 pub use git2::Oid;

@@ -136,9 +136,23 @@ pub enum PlanError {
         /// The scope pattern of `second` that overlaps.
         second_scope: String,
     },
+    /// Scope entries that name no tracked file, no existing directory and no plausible new file
+    /// ([`super::repo_match`]).
+    #[error(
+        "these scopes match no file of the repository and are not plausible new files (no such \
+         directory, no file of that type here): {}. Use the paths that exist; the repository's \
+         tracked files are: {existing}",
+        .entries.iter().map(|(id, e)| format!("`{e}` (subtask `{id}`)")).collect::<Vec<_>>().join(", ")
+    )]
+    Unmatched {
+        /// (subtask id, scope entry).
+        entries: Vec<(String, String)>,
+        /// The tracked files, listed ([`super::repo_match::RepoFiles::listing`]).
+        existing: String,
+    },
     /// More subtasks than allowed.
     #[error(
-        "the plan has {count} subtasks but at most {max} are allowed (swarm.max_subtasks); merge related subtasks"
+        "the plan has {count} subtasks but at most {max} are allowed (--max-subtasks, swarm.max_subtasks); merge related subtasks"
     )]
     TooMany {
         /// Subtasks in the plan.
@@ -330,6 +344,42 @@ fn check_plan(
         return Err(PlanError::Invalid("the dependencies form a cycle".into()));
     }
     Ok(plan)
+}
+
+/// A valid plan cut to at most `max` subtasks: the first batch — the first `max` subtasks of a
+/// dependency order that keeps plan order where it can (a subtask comes once everything it
+/// depends on has come), listed in plan order — and the rest (`None` when the plan fits), whose
+/// dependencies on the first batch are dropped: they run in a later run on top of it.
+pub fn split_batch(plan: Plan, max: usize) -> (Plan, Option<Plan>) {
+    if plan.subtasks.len() <= max {
+        return (plan, None);
+    }
+    let mut placed: BTreeSet<String> = BTreeSet::new();
+    while placed.len() < max {
+        let next = plan
+            .subtasks
+            .iter()
+            .find(|s| !placed.contains(&s.id) && s.depends_on.iter().all(|d| placed.contains(d)));
+        match next {
+            Some(s) => placed.insert(s.id.clone()),
+            None => break,
+        };
+    }
+    let (first, mut rest): (Vec<Subtask>, Vec<Subtask>) = plan
+        .subtasks
+        .into_iter()
+        .partition(|s| placed.contains(&s.id));
+    for s in &mut rest {
+        s.depends_on.retain(|d| !placed.contains(d));
+    }
+    let batch = |subtasks, what: &str| Plan {
+        summary: format!("{} ({what})", plan.summary),
+        subtasks,
+    };
+    let first_count = first.len();
+    let first_batch = batch(first, "first batch");
+    let rest = batch(rest, &format!("after the first {first_count} subtasks"));
+    (first_batch, Some(rest))
 }
 
 /// The literal directory prefix of a scope pattern: everything before the first component that

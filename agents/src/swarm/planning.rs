@@ -7,6 +7,7 @@ use super::events::SwarmEvent;
 use super::plan::{Plan, PlanError, PlanValidator};
 use super::plan_review::{collapse_chain, review_plan};
 use super::record_saver::RecordFlush;
+use super::repo_match::RepoFiles;
 use super::roles::load_role;
 use super::run::{PlannedRun, PreparedRun, RunIo, SwarmError, worker_branch, worktree_base};
 use super::state::{RunRecord, RunStatus, WorkerRecord};
@@ -53,6 +54,15 @@ pub enum PlanFailure {
     /// The second answer was still not a valid plan.
     #[error(transparent)]
     Rejected(PlanError),
+    /// The plan the user gave (`--plan FILE`) is not valid.
+    #[error("the plan given is not valid: {0}")]
+    Given(PlanError),
+    /// No plan could be made from the `--each` globs.
+    #[error(transparent)]
+    Shard(#[from] super::sharding::ShardError),
+    /// The repository's files at the base commit could not be listed.
+    #[error("listing the files at the base commit failed: {0}")]
+    Files(String),
 }
 
 /// Asks the coordinator model for a plan, re-asking once with the validation error, and saves
@@ -78,10 +88,11 @@ pub async fn plan_run(
     ));
     // Compiled while the planning request is in flight.
     let mut validator = Validating::start();
+    let files = repo_files(&prepared.record);
     let asked = ask_for_plan(
         &mut agent,
         &mut prepared.record,
-        (config, io),
+        (io, files.as_ref()),
         &mut validator,
     )
     .await;
@@ -92,15 +103,13 @@ pub async fn plan_run(
     prepared.flush.wait().await;
     match asked {
         Ok(plan) => {
+            let plan = batch_over_cap(&prepared.record, plan, config, io)?;
             // One save for the plan and the remote.
             prepared.take_ready_remote();
             save_plan(&mut prepared.record, plan, config, io)
         }
         Err(failure) => {
-            let base_url = config
-                .provider()
-                .map(|p| p.base_url.clone())
-                .unwrap_or_default();
+            let base_url = provider_base_url(config);
             Err(record_planning_failure(
                 &mut prepared.record,
                 failure,
@@ -108,6 +117,128 @@ pub async fn plan_run(
             ))
         }
     }
+}
+
+/// Runs a plan made without a coordinator — `plan` from the user's file, or the shards of
+/// `--each` ([`shard_run`]): validated as a coordinator's would be (schema, ids, dependencies,
+/// the subtask cap, [`review_plan`]) and saved like one (status `planned`). No model is asked.
+///
+/// # Errors
+/// [`SwarmError::Plan`] with [`PlanFailure::Given`] when the plan is not valid (the run is
+/// marked `failed`, saying why); record errors.
+pub async fn adopt_plan(
+    prepared: &mut PreparedRun,
+    plan: Plan,
+    config: &Config,
+    io: &RunIo,
+) -> Result<PlannedRun, SwarmError> {
+    let value = serde_json::to_value(&plan).map_err(|e| PlanError::Json(e.to_string()));
+    let checked = value
+        .and_then(|v| PlanValidator::new().validate(&v, usize::MAX))
+        .and_then(|plan| review_plan(&plan).map(|()| plan))
+        .and_then(|plan| matches_repo(&plan, repo_files(&prepared.record).as_ref()).map(|()| plan));
+    prepared.flush.wait().await;
+    match checked {
+        Ok(plan) => {
+            let plan = batch_over_cap(&prepared.record, plan, config, io)?;
+            prepared.take_ready_remote();
+            save_plan(&mut prepared.record, plan, config, io)
+        }
+        Err(e) => Err(record_planning_failure(
+            &mut prepared.record,
+            PlanFailure::Given(e),
+            (io, provider_base_url(config)),
+        )),
+    }
+}
+
+/// `--each`: the plan is the files tracked at the run's base commit that match `globs`, grouped
+/// by `by` ([`super::sharding::shard_plan`]); then as [`adopt_plan`].
+///
+/// # Errors
+/// [`SwarmError::Plan`] with [`PlanFailure::Shard`] (no file matches, a bad glob) or
+/// [`PlanFailure::Files`]; those of [`adopt_plan`].
+pub async fn shard_run(
+    prepared: &mut PreparedRun,
+    (globs, by): (&[String], super::sharding::ShardBy),
+    config: &Config,
+    io: &RunIo,
+) -> Result<PlannedRun, SwarmError> {
+    let record = &prepared.record;
+    let files = ahelper_worktrees::Oid::from_str(&record.base_commit)
+        .map_err(|e| e.to_string())
+        .and_then(|base| {
+            ahelper_worktrees::tracked_files(&record.repo_root, base).map_err(|e| e.to_string())
+        })
+        .map_err(PlanFailure::Files);
+    let plan = files.and_then(|files| {
+        super::sharding::shard_plan(&record.task, globs, &files, by).map_err(PlanFailure::from)
+    });
+    match plan {
+        Ok(plan) => adopt_plan(prepared, plan, config, io).await,
+        Err(failure) => {
+            prepared.flush.wait().await;
+            Err(record_planning_failure(
+                &mut prepared.record,
+                failure,
+                (io, provider_base_url(config)),
+            ))
+        }
+    }
+}
+
+/// A plan over the run's cap (`--max-subtasks`, `swarm.max_subtasks`) as batches: the first
+/// `max_subtasks` subtasks in dependency order ([`super::plan::split_batch`]) are this run's
+/// plan; the rest are written to `runs/<run>/queued-plan.json` (atomically) for a later
+/// `ahelper swarm "<task>" --plan FILE`, and a notice says so. A plan within the cap is
+/// returned as it is.
+///
+/// # Errors
+/// [`SwarmError::Io`] when the queued plan cannot be written (nothing is lost: the run is not
+/// started).
+fn batch_over_cap(
+    record: &RunRecord,
+    plan: Plan,
+    config: &Config,
+    io: &RunIo,
+) -> Result<Plan, SwarmError> {
+    let cap = config.swarm.max_subtasks;
+    let total = plan.subtasks.len();
+    let (first, rest) = super::plan::split_batch(plan, cap);
+    let Some(rest) = rest else {
+        return Ok(first);
+    };
+    let file = super::state::run_dir(&record.repo_root, &record.run_id).join("queued-plan.json");
+    serde_json::to_string_pretty(&rest)
+        .map_err(std::io::Error::other)
+        .and_then(|text| crate::atomic_write::write_path(&file, text.as_bytes()))
+        .map_err(|source| SwarmError::QueuedPlan {
+            path: file.clone(),
+            source,
+        })?;
+    let _ = io.events.send(SwarmEvent::Notice {
+        message: format!(
+            "the plan has {total} subtasks, over this run's cap of {cap} (--max-subtasks, \
+             swarm.max_subtasks): this run does the first {}; the other {} are queued in {}. \
+             Once this run is merged and applied (--apply, or git merge {}), run them with \
+             `ahelper swarm \"<task>\" --plan {}`",
+            first.subtasks.len(),
+            rest.subtasks.len(),
+            file.display(),
+            record.integration_branch,
+            file.display()
+        ),
+    });
+    Ok(first)
+}
+
+/// The model provider's `base_url` (empty when none is configured), named when it cannot be
+/// reached while planning.
+fn provider_base_url(config: &Config) -> String {
+    config
+        .provider()
+        .map(|p| p.base_url.clone())
+        .unwrap_or_default()
 }
 
 /// Marks the run `failed` with why planning failed, or `cancelled` with the user's reason
@@ -230,7 +361,7 @@ async fn forward_coordinator_events(
 async fn ask_for_plan(
     agent: &mut Agent,
     record: &mut RunRecord,
-    (config, io): (&Config, &RunIo),
+    (io, files): (&RunIo, Option<&RepoFiles>),
     validator: &mut Validating,
 ) -> Result<Plan, PlanFailure> {
     let mut prompt = format!(
@@ -238,18 +369,15 @@ async fn ask_for_plan(
         record.task
     );
     let mut attempts_left = 2;
+    let mut last_plan = None;
     loop {
         let outcome = agent.run(&prompt, io.cancel.token()).await;
         record.usage.add(outcome.usage);
         let validator = validator.ready().await;
-        let answer = read_plan(
-            &outcome,
-            config.swarm.max_subtasks,
-            agent.settings(),
-            validator,
-        );
+        // Over the cap is not refused: the plan runs in batches ([`batch_over_cap`]).
+        let answer = read_plan(&outcome, usize::MAX, agent.settings(), validator);
         let rejected = match answer {
-            Ok(plan) => match review_plan(&plan) {
+            Ok(plan) => match review_plan(&plan).and_then(|()| matches_repo(&plan, files)) {
                 Ok(()) => return Ok(plan),
                 // Re-asked and still a chain: one worker does the steps in order.
                 Err(PlanError::Chain { ids }) if attempts_left == 1 => {
@@ -261,7 +389,10 @@ async fn ask_for_plan(
                     });
                     return Ok(collapse_chain(&plan));
                 }
-                Err(e) => e,
+                Err(e) => {
+                    last_plan = Some(plan);
+                    e
+                }
             },
             Err(PlanAnswer::Failed(failure)) => return Err(failure),
             Err(PlanAnswer::Rejected(e)) => e,
@@ -271,16 +402,136 @@ async fn ask_for_plan(
         });
         attempts_left -= 1;
         if attempts_left == 0 {
-            return Err(match rejected {
+            return match rejected {
                 PlanError::Truncated { max_output_tokens } => {
-                    PlanFailure::Truncated { max_output_tokens }
+                    Err(PlanFailure::Truncated { max_output_tokens })
                 }
-                other => PlanFailure::Rejected(other),
-            });
+                other => Ok(fall_back(&record.task, &other, last_plan, files, io)),
+            };
         }
         prompt = format!(
             "Your plan was rejected: {rejected}\nAnswer again with only the corrected JSON plan, nothing else."
         );
+    }
+}
+
+/// The repository's tracked files at the run's base commit (`None` when they cannot be read:
+/// scopes are then not checked against them).
+pub fn repo_files(record: &RunRecord) -> Option<RepoFiles> {
+    let base = ahelper_worktrees::Oid::from_str(&record.base_commit).ok()?;
+    match ahelper_worktrees::tracked_files(&record.repo_root, base) {
+        Ok(files) => Some(RepoFiles::new(files)),
+        Err(error) => {
+            tracing::warn!(%error, "listing the files at the base commit failed; scopes are not checked against them");
+            None
+        }
+    }
+}
+
+/// Refuses scopes that match nothing of the repository and are not plausible new files
+/// ([`RepoFiles::unmatched`]), with the list of what exists.
+///
+/// # Errors
+/// [`PlanError::Unmatched`].
+fn matches_repo(plan: &Plan, files: Option<&RepoFiles>) -> Result<(), PlanError> {
+    let Some(files) = files else {
+        return Ok(());
+    };
+    let entries = files.unmatched(plan);
+    if entries.is_empty() {
+        return Ok(());
+    }
+    Err(PlanError::Unmatched {
+        entries,
+        existing: files.listing(),
+    })
+}
+
+/// Which fallback ran when the coordinator's plan was refused after its re-ask.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fallback {
+    /// The files the coordinator's scopes named, one subtask each (as `--each` makes them).
+    EachNamedFile,
+    /// The whole task as one verified worker.
+    WholeTask,
+}
+
+/// The plan that runs when the coordinator's was refused twice (`rejected`, the second
+/// refusal): `--each` over the tracked files its last plan's scopes named, else the whole task
+/// as one worker; a notice says why and which fallback ran, and the plan's summary says it too
+/// (the user confirms it like any plan). (A step chain is collapsed before this: see
+/// [`ask_for_plan`].)
+fn fall_back(
+    task: &str,
+    rejected: &PlanError,
+    last_plan: Option<Plan>,
+    files: Option<&RepoFiles>,
+    io: &RunIo,
+) -> Plan {
+    let named: Vec<String> = match (&last_plan, files) {
+        (Some(plan), Some(files)) => {
+            let scopes: Vec<String> = plan.subtasks.iter().flat_map(|s| s.scope.clone()).collect();
+            files
+                .files
+                .iter()
+                .filter(|f| super::plan::in_scope(f, &scopes))
+                .cloned()
+                .collect()
+        }
+        _ => Vec::new(),
+    };
+    let by_file = (!named.is_empty() && named.len() <= MAX_FALLBACK_FILES)
+        .then(|| {
+            let globs: Vec<String> = named.iter().map(|f| globset::escape(f)).collect();
+            super::sharding::shard_plan(task, &globs, &named, super::sharding::ShardBy::Files(1))
+                .ok()
+        })
+        .flatten();
+    let (fallback, mut plan) = match by_file {
+        Some(plan) => (Fallback::EachNamedFile, plan),
+        None => (Fallback::WholeTask, whole_task(task)),
+    };
+    let what = match fallback {
+        Fallback::EachNamedFile => format!(
+            "one subtask per file the coordinator named ({} file(s), as --each would)",
+            named.len()
+        ),
+        Fallback::WholeTask => "the whole task as one verified worker".to_string(),
+    };
+    plan.summary = format!("Fallback: {what}. {}", plan.summary);
+    let _ = io.events.send(SwarmEvent::Notice {
+        message: format!(
+            "the coordinator's plan was refused after its re-ask ({rejected}); fallback: {what}"
+        ),
+    });
+    plan
+}
+
+/// Files a by-file fallback takes at most; more named files run as one worker instead.
+const MAX_FALLBACK_FILES: usize = 64;
+
+/// The task as one subtask over the whole repository.
+fn whole_task(task: &str) -> Plan {
+    let title: String = task
+        .lines()
+        .next()
+        .unwrap_or(task)
+        .chars()
+        .take(200)
+        .collect();
+    Plan {
+        summary: "the task as one subtask".into(),
+        subtasks: vec![super::plan::Subtask {
+            id: "whole-task".into(),
+            title: if title.trim().is_empty() {
+                "The task".into()
+            } else {
+                title
+            },
+            instructions: task.to_string(),
+            scope: vec![".".into()],
+            depends_on: Vec::new(),
+        }],
     }
 }
 

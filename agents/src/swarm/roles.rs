@@ -2,7 +2,8 @@
 //! (`agents/roles/*.md`) and overridable per project in `.ahelper/agents/<name>.md`.
 //!
 //! Format: a `---` line, YAML keys `name`, `description`, `tools` (list of tool names),
-//! optional `max_turns`, a `---` line, then the instructions in Markdown.
+//! optional `max_turns` and `mcp_servers` (names of declared MCP servers a swarm worker starts),
+//! a `---` line, then the instructions in Markdown.
 
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -18,6 +19,10 @@ pub struct RoleDefinition {
     pub tools: Vec<String>,
     /// Turn cap, when set.
     pub max_turns: Option<u32>,
+    /// Declared MCP servers a swarm worker of this role starts (`mcp_servers:` in the front
+    /// matter; only the `worker` role's are read).
+    #[serde(default)]
+    pub mcp_servers: Vec<String>,
     /// Instructions appended to the system prompt.
     pub instructions: String,
 }
@@ -31,6 +36,8 @@ struct FrontMatter {
     #[serde(default)]
     tools: Vec<String>,
     max_turns: Option<u32>,
+    #[serde(default)]
+    mcp_servers: Vec<String>,
 }
 
 /// Errors of role parsing.
@@ -81,6 +88,7 @@ pub fn parse_role(text: &str, origin: &str) -> Result<RoleDefinition, RoleError>
         description: fm.description,
         tools: fm.tools,
         max_turns: fm.max_turns,
+        mcp_servers: fm.mcp_servers,
         instructions: body.trim().to_string(),
     })
 }

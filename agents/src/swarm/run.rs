@@ -50,7 +50,7 @@ pub enum SwarmError {
         pid: u32,
     },
     /// Planning failed (after the one re-ask of an invalid plan).
-    #[error("the coordinator could not produce a valid plan: {0}")]
+    #[error("{}", planning_failed(.0))]
     Plan(#[source] PlanFailure),
     /// The user stopped the run while the coordinator planned (Ctrl-C): nothing was started;
     /// the record is `cancelled` with the reason (e.g. `cancelled by the user (Ctrl-C)`).
@@ -114,6 +114,18 @@ pub enum SwarmError {
         base_url: String,
         /// What failed (boxed: the error is large).
         error: Box<crate::model::ModelError>,
+    },
+    /// The subtasks over the cap could not be written to the queued plan file.
+    #[error(
+        "could not write the subtasks over the cap to {}: {source}; free some space, or raise \
+         --max-subtasks to run them all at once",
+        .path.display()
+    )]
+    QueuedPlan {
+        /// `runs/<run>/queued-plan.json`.
+        path: PathBuf,
+        /// The write's error.
+        source: std::io::Error,
     },
     /// Role definitions.
     #[error(transparent)]
@@ -605,6 +617,17 @@ pub fn prepare_run(
         remote_ready: None,
         flush,
     })
+}
+
+/// What [`SwarmError::Plan`] says: whose plan failed (the coordinator's, the user's file's,
+/// the `--each` shards') and why.
+fn planning_failed(failure: &PlanFailure) -> String {
+    match failure {
+        PlanFailure::Given(_) | PlanFailure::Shard(_) | PlanFailure::Files(_) => {
+            format!("no plan to run: {failure}")
+        }
+        _ => format!("the coordinator could not produce a valid plan: {failure}"),
+    }
 }
 
 /// One active run per base commit: a second would race the first for the same branches' names

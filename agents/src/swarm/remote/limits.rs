@@ -187,6 +187,7 @@ mod tests {
                 description: String::new(),
                 tools: vec!["read_file".into(), "run_command".into(), "mcp__*".into()],
                 max_turns: None,
+                mcp_servers: Vec::new(),
                 instructions: String::new(),
             },
             ask_coordinator: true,

@@ -471,6 +471,7 @@ mod tests {
                 description: String::new(),
                 tools: vec!["write_file".into()],
                 max_turns: None,
+                mcp_servers: Vec::new(),
                 instructions: String::new(),
             },
             ask_coordinator: true,

@@ -764,6 +764,7 @@ impl Config {
         }
 
         let merged = with_env_and_cli_layers(merged, env, cli)?;
+        warnings.extend(crate::hooks::unmatched_matchers(&merged.hooks));
         let permissions = resolve_permissions(&merged.permissions, "configuration")?;
         let agent = resolve_agent(&merged)?;
         let swarm = resolve_swarm(&merged.swarm);

@@ -263,7 +263,12 @@ fn a_claude_code_hook_matches_bash_and_reads_claude_code_names() {
     let (repo, marks) = repo_with_hooks(&hook("PreToolUse", "Bash", CLAUDE_CODE_RM_GUARD));
     let (server, _) = run_ok(&repo, command_then_answer("rm a.txt"), MAKE_A_FILE);
     assert!(repo.path().join("a.txt").exists(), "the hook blocked rm");
-    assert!(server.model_requests()[1].body.to_string().contains("no rm"));
+    assert!(
+        server.model_requests()[1]
+            .body
+            .to_string()
+            .contains("no rm")
+    );
     let input = read_json(&marks.join("guard.json"));
     assert_eq!(input["tool_name"], "Bash");
     assert_eq!(input["tool_input"]["command"], "rm a.txt");
@@ -304,7 +309,10 @@ fn a_hook_in_ahelpers_names_keeps_them_and_tool_names_can_choose() {
     .concat();
     let (repo, marks) = repo_with_hooks(&hooks);
     run_ok(&repo, command_then_answer("true"), MAKE_A_FILE);
-    assert_eq!(read_json(&marks.join("ours.json"))["tool_name"], "run_command");
+    assert_eq!(
+        read_json(&marks.join("ours.json"))["tool_name"],
+        "run_command"
+    );
     assert_eq!(read_json(&marks.join("all.json"))["tool_name"], "Bash");
 }
 

@@ -155,3 +155,43 @@ fn a_closed_terminal_ends_the_run_instead_of_waiting_for_an_answer() {
     tmux.close_then_wait_for_end_of(pid, Duration::from_secs(120));
     assert_ne!(last_run(&repo)["status"], "running", "{}", last_run(&repo));
 }
+
+/// A subtask whose only edit was refused changed nothing: the run is not a success (issue 31
+/// item 2). The advice names the file relative to the repository (the worker wrote it by a
+/// path that is not), and, with no terminal, says a terminal could answer the questions.
+#[test]
+fn a_subtask_whose_edit_was_refused_fails_the_run_and_the_rule_names_the_repo_path() {
+    let script = plan_files(&["a.txt", "b.txt"])
+        .with_conversation(worker("s1", [was_here("s1", "a.txt"), done("s1")]))
+        .with_conversation(worker("s2", [was_here("s2", "sub/../b.txt"), done("s2")]));
+    let repo = repo_with(&[("a.txt", "a\n"), ("b.txt", "b\n")]);
+    let server = start(script);
+    let mut cmd = ahelper(&repo, &server, Wire::Anthropic);
+    cmd.args([
+        "swarm",
+        "mark them",
+        "--yes",
+        "--allowedTools",
+        "write_file(a.txt)",
+    ]);
+    let out = cmd.assert().code(1).get_output().clone();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(
+            "Result: FAILED — not every subtask merged: w2 no changes (1 call was refused)"
+        ),
+        "{stdout}"
+    );
+    let advice = stdout
+        .lines()
+        .find(|l| l.starts_with("Refused calls:"))
+        .unwrap_or_else(|| panic!("no advice:\n{stdout}"));
+    assert!(
+        advice.contains("--allowedTools 'write_file(b.txt)'"),
+        "{advice}"
+    );
+    assert!(
+        advice.contains("run in a terminal to answer the questions"),
+        "{advice}"
+    );
+}

@@ -654,6 +654,7 @@ pub async fn execute(
     let (mut record, plan) = run.into_parts();
     // A resumed run is this process's now: `swarm ls` must see it running, not interrupted.
     record.claim_for_this_process();
+    record.headless = !io.prompter.is_interactive();
     let baseline = match ensure_integration_branch(&record)
         .and_then(|()| ensure_baseline(&mut record, config, pending))
     {

@@ -68,7 +68,7 @@ fn main() {
             std::process::exit(1);
         }
     };
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(cli::gather_rule_values(std::env::args_os()));
     start_orphan_watchdog();
     std::process::exit(run(cli, hardening));
 }

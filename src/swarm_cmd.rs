@@ -131,9 +131,10 @@ pub fn run(
             ))
         }
         None => match args.task {
-            Some(task) if !task.trim().is_empty() => {
-                rt.block_on(start(&config, &task, &args.run, &mcp_servers, nats))
-            }
+            Some(task) if !task.trim().is_empty() => match mistyped_subcommand(&task) {
+                Some(name) if !run_the_task_anyway(&task, name) => EXIT_USAGE,
+                _ => rt.block_on(start(&config, &task, &args.run, &mcp_servers, nats)),
+            },
             _ => {
                 eprintln!(
                     "ahelper: give the task to do: ahelper swarm \"<task>\" (or a subcommand: ls, status, logs, resume, clean)"
@@ -142,6 +143,49 @@ pub fn run(
             }
         },
     }
+}
+
+/// The subcommands of `ahelper swarm`, which a one-word task may be a typo of.
+const SWARM_SUBCOMMANDS: [&str; 6] = ["ls", "status", "logs", "resume", "key", "clean"];
+
+/// The subcommand `task` is probably a mistyped name of (`stauts` → `status`): a task of one
+/// word within two edits (transpositions count as one) of a subcommand name, one edit for names
+/// of fewer than five letters.
+fn mistyped_subcommand(task: &str) -> Option<&'static str> {
+    let word = task.trim();
+    if word.contains(char::is_whitespace) {
+        return None;
+    }
+    let word = word.to_lowercase();
+    SWARM_SUBCOMMANDS.into_iter().find(|name| {
+        let limit = if name.len() < 5 { 1 } else { 2 };
+        strsim::damerau_levenshtein(&word, name) <= limit
+    })
+}
+
+/// Asks, on a terminal, whether the one-word `task` that looks like the subcommand `name` is
+/// really a task to plan (a paid run); without a terminal refuses with the suggestion. True:
+/// plan it.
+fn run_the_task_anyway(task: &str, name: &str) -> bool {
+    use std::io::IsTerminal;
+    let task = for_terminal(task.trim());
+    if !std::io::stdin().is_terminal() {
+        eprintln!(
+            "ahelper: not planning a run for the one-word task `{task}`: it looks like the \
+             subcommand `{name}` mistyped; run `ahelper swarm {name}`, or describe the task in \
+             more than one word"
+        );
+        return false;
+    }
+    eprint!(
+        "`{task}` looks like the subcommand `{name}` mistyped (`ahelper swarm {name}`). Plan a \
+         run for the task \"{task}\" (it uses the model)? [y/N]: "
+    );
+    let yes = matches!(read_answer().as_str(), "y" | "Y" | "yes");
+    if !yes {
+        eprintln!("Not started. For the subcommand: `ahelper swarm {name}`.");
+    }
+    yes
 }
 
 /// The width of the terminal stdout is, in columns; `None` when stdout is not a terminal (a

@@ -918,3 +918,66 @@ fn clean_never_deletes_a_branch_that_is_not_the_runs() {
         "userwork"
     );
 }
+
+/// A mistyped subcommand is not a paid run: without a terminal it is refused with the
+/// suggestion, and nothing is planned (issue 31 item 6).
+#[test]
+fn a_one_word_task_close_to_a_subcommand_is_refused_without_a_terminal() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let server = start(one_worker(writes_a()));
+    swarm(&repo, &server, &["stauts"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "it looks like the subcommand `status` mistyped; run `ahelper swarm status`",
+        ));
+    assert!(server.model_requests().is_empty(), "no model request");
+    assert!(!runs_dir(&repo).exists(), "no run");
+}
+
+/// A run that never started leaves nothing `swarm clean` keeps (issue 31 item 6).
+#[test]
+fn a_run_that_never_started_is_cleaned_without_force() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let server = start(one_worker(writes_a()));
+    swarm(
+        &repo,
+        &server,
+        &["do it", "--plan-only", "--verify", "true"],
+    )
+    .assert()
+    .success();
+    let id = last_run(&repo)["run_id"].as_str().unwrap().to_string();
+    let out = swarm(&repo, &server, &["clean", &id])
+        .assert()
+        .get_output()
+        .clone();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!stdout.contains("kept branch"), "{stdout}");
+    let branches = repo.git(&["branch", "--list", &format!("ahelper/{id}/*")]);
+    assert!(branches.trim().is_empty(), "{branches}");
+}
+
+/// On a terminal a one-word task close to a subcommand asks first; `n` starts nothing.
+#[test]
+fn a_one_word_task_close_to_a_subcommand_asks_on_a_terminal() {
+    use super::support::tmux::Tmux;
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let server = start(one_worker(writes_a()));
+    let tmux = Tmux::start_then(&repo, &server, &["swarm", "stauts"], Some("echo exit=$?"));
+    tmux.wait_for("`stauts` looks like the subcommand `status` mistyped");
+    tmux.type_text("n");
+    tmux.press("Enter");
+    let screen = tmux.wait_for("exit=");
+    assert!(
+        screen.contains("Not started. For the subcommand: `ahelper swarm status`."),
+        "{screen}"
+    );
+    assert!(server.model_requests().is_empty(), "no model request");
+    assert!(!runs_dir(&repo).exists(), "no run");
+}

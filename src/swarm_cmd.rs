@@ -1456,6 +1456,12 @@ async fn show_logs(
     };
     let path = match logs::transcript_path(&record, worker) {
         Ok(p) => p,
+        Err(_) if follow && record.status == RunStatus::Planning && record.is_active() => {
+            match wait_for_the_plan(&root, &record.run_id, worker).await {
+                Ok(path) => path,
+                Err(code) => return code,
+            }
+        }
         Err(e) => return usage_error(&e),
     };
     let mut follower = TranscriptFollower::new(path);
@@ -1476,6 +1482,34 @@ async fn show_logs(
         eprintln!("(no transcript yet at {})", follower.path().display());
     }
     0
+}
+
+/// `swarm logs <worker> --follow` while the run still plans: says so, waits until the plan
+/// names `worker`, and returns its transcript path; the exit code when the run stops planning
+/// without such a worker (a usage error naming its workers) or on Ctrl-C (130).
+async fn wait_for_the_plan(
+    root: &Path,
+    run_id: &str,
+    worker: Option<&str>,
+) -> Result<PathBuf, i32> {
+    eprintln!(
+        "Run {run_id} is still planning; waiting for its plan to follow {} (Ctrl-C to stop)…",
+        worker.unwrap_or("the worker")
+    );
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(std::time::Duration::from_millis(250)) => {}
+            _ = tokio::signal::ctrl_c() => return Err(130),
+        }
+        let Ok(record) = RunRecord::find(root, run_id) else {
+            continue;
+        };
+        match logs::transcript_path(&record, worker) {
+            Ok(path) => return Ok(path),
+            Err(_) if record.status == RunStatus::Planning && record.is_active() => {}
+            Err(e) => return Err(usage_error(&e)),
+        }
+    }
 }
 
 /// The transcript `lines` as `swarm logs` prints them: raw JSON with `--json`, else formatted

@@ -981,3 +981,37 @@ fn a_one_word_task_close_to_a_subcommand_asks_on_a_terminal() {
     assert!(server.model_requests().is_empty(), "no model request");
     assert!(!runs_dir(&repo).exists(), "no run");
 }
+
+/// `swarm logs w1 --follow` while the run plans waits for the plan, saying so, then follows
+/// the worker (issue 31 item 7).
+#[test]
+fn logs_follow_of_a_worker_waits_for_the_plan() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let plan = plan_turn(json!([subtask("s1", "a.txt")])).with_delay_ms(3000);
+    let server = start(coordinator(plan).with_conversation(worker("s1", writes_a())));
+    let mut child = spawn_swarm(&repo, &server);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !(std::fs::read_dir(runs_dir(&repo)).is_ok_and(|mut d| d.next().is_some())
+        && std::panic::catch_unwind(|| last_run(&repo)).is_ok_and(|r| r["status"] == "planning"))
+    {
+        assert!(Instant::now() < deadline, "the run never planned");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = swarm(&repo, &server, &["logs", "w1", "--follow"])
+        .timeout(Duration::from_secs(120))
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    assert!(child.wait().unwrap().success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("is still planning; waiting for its plan to follow w1"),
+        "{stderr}"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("a.txt"),
+        "the worker's transcript: {stdout}"
+    );
+}

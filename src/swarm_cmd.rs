@@ -1131,9 +1131,12 @@ async fn resume(
     if let Some(mode) = resume::resume_permission_mode(record, config.permissions.mode, mode_given)
     {
         eprintln!(
-            "Using the run's permission mode `{mode:?}` (give --permission-mode to change it)."
+            "Using the run's permission mode `{mode}` (give --permission-mode to change it)."
         );
         config.permissions.mode = mode;
+    }
+    if let Err(e) = apply_the_runs_rules(&mut config, record) {
+        return usage_error(&e);
     }
     let (run, selected) = match resumable {
         Resumable::NothingLeft(record) => return nothing_left(&record, selection),
@@ -1212,7 +1215,7 @@ fn check_record_seal(
             path.display()
         ),
         Ok(swarm::seal::SealCheck::Missing) => format!(
-            "run {run} has no record of its remote, verification command and permission mode outside the repository ({} is missing: a run from an older ahelper, or from another account)",
+            "run {run} has no record of its remote, verification command, permission mode and rules outside the repository ({} is missing: a run from an older ahelper, or from another account)",
             path.display()
         ),
         Err(e) => format!("cannot read {}: {e}", path.display()),
@@ -1482,6 +1485,41 @@ async fn show_logs(
         eprintln!("(no transcript yet at {})", follower.path().display());
     }
     0
+}
+
+/// Adds the run's own `--allowedTools`/`--disallowedTools` rules (checked against its seal
+/// before) to `config`, saying which, so a resume does not ask again what the run allowed.
+///
+/// # Errors
+/// A recorded rule that no longer parses, naming it.
+fn apply_the_runs_rules(config: &mut Config, record: &RunRecord) -> Result<(), String> {
+    let recorded = &record.session_rules;
+    if recorded.is_empty() {
+        return Ok(());
+    }
+    let parse = |rules: &[String]| {
+        rules
+            .iter()
+            .map(|r| {
+                ahelper_agents::permissions::PermissionRule::parse(r)
+                    .map_err(|e| format!("the run's recorded rule `{r}` does not parse: {e}"))
+            })
+            .collect::<Result<Vec<_>, String>>()
+    };
+    let allow = parse(&recorded.allow)?;
+    let deny = parse(&recorded.deny)?;
+    for (flag, rules) in [
+        ("--allowedTools", &recorded.allow),
+        ("--disallowedTools", &recorded.deny),
+    ] {
+        if !rules.is_empty() {
+            let quoted: Vec<String> = rules.iter().map(|r| format!("'{r}'")).collect();
+            eprintln!("Using the run's {flag} {}.", quoted.join(" "));
+        }
+    }
+    config.permissions.rules.allow.extend(allow);
+    config.permissions.rules.deny.extend(deny);
+    Ok(())
 }
 
 /// `swarm logs <worker> --follow` while the run still plans: says so, waits until the plan

@@ -242,3 +242,20 @@ fn a_closed_terminal_ends_the_repl_waiting_at_its_prompt() {
     let pid = tmux.pane_pid();
     tmux.close_then_wait_for_end_of(pid, Duration::from_secs(60));
 }
+
+/// `/model` after a switch names the model in use and the provider alone; `/permissions`
+/// names the mode as users write it (issue 31 item 8).
+#[test]
+fn model_and_permissions_show_what_is_in_use_in_users_names() {
+    let (_repo, _server, tmux) = repl_with(
+        &[("a.txt", "a\n")],
+        agent([Turn::text("hi")]),
+        &["--permission-mode", "accept-edits"],
+    );
+    tmux.line("/model other-model");
+    tmux.line("/model");
+    tmux.wait_for("Model: other-model (provider anthropic)");
+    tmux.line("/permissions");
+    let screen = tmux.wait_for("Mode: accept-edits");
+    assert!(!screen.contains("AcceptEdits"), "{screen}");
+}

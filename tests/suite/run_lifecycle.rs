@@ -1015,3 +1015,70 @@ fn logs_follow_of_a_worker_waits_for_the_plan() {
         "the worker's transcript: {stdout}"
     );
 }
+
+/// `swarm resume` keeps the run's `--allowedTools` and its permission mode, named as users
+/// write them (issue 31 item 8).
+#[test]
+fn resume_keeps_the_runs_allowed_tools_and_names_the_mode() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let server = start(one_worker([
+        runs("touch b.txt"),
+        writes("a.txt", "A\n"),
+        Turn::text("done"),
+    ]));
+    swarm(
+        &repo,
+        &server,
+        &[
+            "do it",
+            "--plan-only",
+            "--permission-mode",
+            "accept-edits",
+            "--allowedTools",
+            "Bash(touch:*)",
+        ],
+    )
+    .assert()
+    .success();
+    let id = last_run(&repo)["run_id"].as_str().unwrap().to_string();
+    let out = swarm(&repo, &server, &["resume", &id])
+        .assert()
+        .get_output()
+        .clone();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("Using the run's permission mode `accept-edits`"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("Using the run's --allowedTools 'run_command(touch:*)'."),
+        "{stderr}"
+    );
+    assert!(!stdout.contains("refused"), "{stdout}");
+    let run = last_run(&repo);
+    let integration = run["integration_branch"].as_str().unwrap();
+    assert_eq!(repo.git(&["show", &format!("{integration}:a.txt")]), "A\n");
+    repo.git(&["cat-file", "-e", &format!("{integration}:b.txt")]);
+}
+
+/// A rule written into `run.json` by someone else is refused at resume: the rules are sealed
+/// outside the repository like the permission mode.
+#[test]
+fn resume_refuses_rules_added_to_run_json() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let server = start(one_worker(writes_a()));
+    swarm(&repo, &server, &["do it", "--plan-only"])
+        .assert()
+        .success();
+    let id = last_run(&repo)["run_id"].as_str().unwrap().to_string();
+    let path = runs_dir(&repo).join(&id).join("run.json");
+    let mut run: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    run["session_rules"] = json!({"allow": ["run_command"]});
+    std::fs::write(&path, run.to_string()).unwrap();
+    swarm(&repo, &server, &["resume", &id])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("session_rules"));
+}

@@ -625,6 +625,7 @@ fn new_record(
         base_ref,
         pid_start_time: super::state::process_start_time(std::process::id()),
         permission_mode: Some(config.permissions.mode),
+        session_rules: config.session_rules.clone(),
         ..RunRecord::new(run_id, repo_root, RunStatus::Planning)
     }
 }

@@ -147,6 +147,39 @@ pub struct ConflictRecord {
     pub sides: String,
 }
 
+/// Permission rules given on a run's command line, as rule text in ahelper's tool names
+/// (`run_command(git diff:*)`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionRules {
+    /// `--allowedTools` rules.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow: Vec<String>,
+    /// `--disallowedTools` rules.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deny: Vec<String>,
+}
+
+impl SessionRules {
+    /// No rule at all.
+    pub fn is_empty(&self) -> bool {
+        self.allow.is_empty() && self.deny.is_empty()
+    }
+
+    /// Adds the rules of `other` not already here, keeping the order.
+    pub fn add(&mut self, other: &SessionRules) {
+        for (mine, theirs) in [
+            (&mut self.allow, &other.allow),
+            (&mut self.deny, &other.deny),
+        ] {
+            for rule in theirs {
+                if !mine.contains(rule) {
+                    mine.push(rule.clone());
+                }
+            }
+        }
+    }
+}
+
 /// What a worker reports when it stops. `summary` is bounded (≤ 2,000 characters); the full
 /// text stays in the worker's transcript.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -547,6 +580,10 @@ pub struct RunRecord {
     /// terminal): the summary then suggests running in a terminal to answer them.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub headless: bool,
+    /// The session rules of the run's command line (`--allowedTools`, `--disallowedTools`),
+    /// which `swarm resume` applies again; sealed outside the repository ([`super::seal`]).
+    #[serde(default, skip_serializing_if = "SessionRules::is_empty")]
+    pub session_rules: SessionRules,
 }
 
 /// The NATS server and git remote of a distributed run, as the coordinator used them.
@@ -675,6 +712,7 @@ impl RunRecord {
             remote: None,
             seal: None,
             headless: false,
+            session_rules: SessionRules::default(),
         }
     }
 

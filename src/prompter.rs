@@ -99,10 +99,9 @@ pub fn diff_preview(request: &PromptRequest, root: &Path) -> Option<String> {
     Some(preview.join("\n"))
 }
 
-/// Reads one line from stdin, giving up when `stop` is set (checked every 100 ms). `None`:
-/// stopped; `Some("")`: end of input.
-fn read_line_until(stop: &AtomicBool) -> Option<String> {
-    let mut line = Vec::new();
+/// Reads one key (byte) from stdin, giving up when `stop` is set (checked every 100 ms).
+/// `None`: stopped; `Some(None)`: end of input.
+fn read_key_until(stop: &AtomicBool) -> Option<Option<u8>> {
     loop {
         if stop.load(Ordering::SeqCst) {
             return None;
@@ -113,33 +112,45 @@ fn read_line_until(stop: &AtomicBool) -> Option<String> {
         let mut byte = [0u8; 1];
         // SAFETY: reads one byte into a local buffer.
         let n = unsafe { libc::read(0, byte.as_mut_ptr().cast(), 1) };
-        if n <= 0 || byte[0] == b'\n' {
-            return Some(String::from_utf8_lossy(&line).into_owned());
-        }
-        line.push(byte[0]);
+        return Some((n > 0).then_some(byte[0]));
     }
 }
 
-/// The question on the terminal: what was typed before it goes to the type-ahead, then up to
-/// five tries for a valid answer in a normal (echoing) terminal line.
+/// Drops the bytes already waiting on stdin (the rest of an escape sequence or of a word).
+fn drain_pending_keys() {
+    while typeahead::stdin_readable(0) {
+        let mut byte = [0u8; 1];
+        // SAFETY: reads one byte into a local buffer.
+        if unsafe { libc::read(0, byte.as_mut_ptr().cast(), 1) } <= 0 {
+            break;
+        }
+    }
+}
+
+/// The question on the terminal, answered by one key as in Claude Code and Codex: `y`, `n`,
+/// `a` or `d` without Enter (Enter alone or the end of input is "no"). What was typed before
+/// the question goes to the type-ahead; up to five tries for a valid key.
 fn ask_on_terminal(text: String, typeahead: TypeAhead, stop: Arc<AtomicBool>) -> PromptAnswer {
     typeahead.collect_pending();
-    let saved = typeahead::line_terminal();
+    let saved = typeahead::quiet_terminal();
     let mut answer = PromptAnswer::Deny;
     for _ in 0..5 {
         eprint!("\n{}", text.clone().yellow());
         let _ = std::io::stderr().flush();
-        let Some(line) = read_line_until(&stop) else {
+        let Some(key) = read_key_until(&stop) else {
             break;
         };
-        if line.is_empty() {
+        let Some(key) = key.filter(|k| !matches!(k, b'\n' | b'\r')) else {
+            eprintln!();
             break;
-        }
-        if let Some(a) = parse_answer(&line) {
+        };
+        if let Some(a) = parse_answer(&char::from(key).to_string()) {
+            eprintln!("{}", char::from(key));
             answer = a;
             break;
         }
-        eprintln!("Please answer y, n, a or d (Ctrl-C cancels the turn).");
+        drain_pending_keys();
+        eprintln!("\nPlease press y, n, a or d (Ctrl-C cancels the turn).");
     }
     if let Some(saved) = saved {
         typeahead::set_terminal(&saved);

@@ -259,3 +259,17 @@ fn model_and_permissions_show_what_is_in_use_in_users_names() {
     let screen = tmux.wait_for("Mode: accept-edits");
     assert!(!screen.contains("AcceptEdits"), "{screen}");
 }
+
+/// A permission question is answered by one key, without Enter, as in Claude Code and Codex
+/// (issue 31 item 4); the prompt after the turn is empty (the key went nowhere else).
+#[test]
+fn a_permission_question_is_answered_by_one_key() {
+    let script = agent([writes("a.txt", "new line\n"), Turn::text("written")]);
+    let (repo, _server, tmux) = repl_with(&[("a.txt", "old line\n")], script, &[]);
+    tmux.line("change a.txt");
+    tmux.wait_for("Allow write_file");
+    tmux.type_text("y");
+    tmux.wait_for("written");
+    assert_eq!(repo.file("a.txt"), "new line\n");
+    tmux.wait_ready();
+}

@@ -61,21 +61,35 @@ pub fn format_prompt(request: &PromptRequest, always_target: &str) -> String {
     )
 }
 
-/// A unified diff (the `similar` crate) of what an `edit_file` or `write_file` call would
-/// change, at most [`MAX_PREVIEW_LINES`] lines; `None` for other tools or unreadable input.
-/// `write_file` is compared with the file's current text under `root` (empty when new).
+/// A unified diff (the `similar` crate) of what an `edit_file` or `write_file` call would do
+/// to the file under `root` (the call's working directory): the whole file before and after,
+/// so hunk headers name the real lines and context is the file's own; at most
+/// [`MAX_PREVIEW_LINES`] lines. `None` for other tools, unreadable input, or an edit whose
+/// `old_string` is not in the file (the call will fail and change nothing).
 pub fn diff_preview(request: &PromptRequest, root: &Path) -> Option<String> {
     let input = &request.input;
     let path = input.get("path")?.as_str()?;
+    let current = || std::fs::read_to_string(root.join(path));
     let (old, new) = match request.tool.as_str() {
-        "write_file" => {
-            let current = std::fs::read_to_string(root.join(path)).unwrap_or_default();
-            (current, input.get("content")?.as_str()?.to_string())
-        }
-        "edit_file" => (
-            input.get("old_string")?.as_str()?.to_string(),
-            input.get("new_string")?.as_str()?.to_string(),
+        "write_file" => (
+            current().unwrap_or_default(),
+            input.get("content")?.as_str()?.to_string(),
         ),
+        "edit_file" => {
+            let text = current().ok()?;
+            let from = input.get("old_string")?.as_str()?;
+            let to = input.get("new_string")?.as_str()?;
+            if from.is_empty() || !text.contains(from) {
+                return None;
+            }
+            let all = input.get("replace_all").and_then(|v| v.as_bool()) == Some(true);
+            let edited = if all {
+                text.replace(from, to)
+            } else {
+                text.replacen(from, to, 1)
+            };
+            (text, edited)
+        }
         _ => return None,
     };
     let diff = similar::TextDiff::from_lines(&old, &new);

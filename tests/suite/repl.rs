@@ -273,3 +273,31 @@ fn a_permission_question_is_answered_by_one_key() {
     assert_eq!(repo.file("a.txt"), "new line\n");
     tmux.wait_ready();
 }
+
+/// An edit question shows the real file diff: the right line numbers in the hunk header, the
+/// file's own context and indentation, no false "No newline" (issue 31 item 3).
+#[test]
+fn an_edit_question_shows_the_real_file_diff() {
+    let edit = Turn::tool_call(
+        "edit_file",
+        serde_json::json!({"path": "m.py", "old_string": "    b()", "new_string": "    c()"}),
+    );
+    let script = agent([edit, Turn::text("edited")]);
+    let file = "def f():\n    a()\n    b()\n    d()\n";
+    let (repo, _server, tmux) = repl_with(&[("m.py", file)], script, &[]);
+    tmux.line("change m.py");
+    let screen = tmux.wait_for("Allow edit_file");
+    for expected in [
+        "@@ -1,4 +1,4 @@",
+        "   def f():",
+        "-    b()",
+        "+    c()",
+        "     d()",
+    ] {
+        assert!(screen.contains(expected), "{expected}:\n{screen}");
+    }
+    assert!(!screen.contains("No newline"), "{screen}");
+    tmux.type_text("y");
+    tmux.wait_for("edited");
+    assert_eq!(repo.file("m.py"), "def f():\n    a()\n    c()\n    d()\n");
+}

@@ -195,3 +195,29 @@ fn a_subtask_whose_edit_was_refused_fails_the_run_and_the_rule_names_the_repo_pa
         "{advice}"
     );
 }
+
+/// A swarm question about an edit shows the real diff of the file in the worker's worktree
+/// above the table (issue 31 item 3).
+#[test]
+fn a_swarm_edit_question_shows_the_diff() {
+    let edit = ahelper_fake_llm::Turn::tool_call(
+        "edit_file",
+        serde_json::json!({"path": "a.txt", "old_string": "two", "new_string": "TWO"}),
+    );
+    let script = plan_files(&["a.txt"]).with_conversation(worker("s1", [edit, done("s1")]));
+    let repo = repo_with(&[("a.txt", "one\ntwo\nthree\n")]);
+    let server = start(script);
+    let tmux = Tmux::start_sized(&repo, &server, &["swarm", "upper", "--yes"], 120);
+    let screen = tmux.wait_for("d = never");
+    for expected in [
+        "[w1] wants to change:",
+        "@@ -1,3 +1,3 @@",
+        "-two",
+        "+TWO",
+        " three",
+    ] {
+        assert!(screen.contains(expected), "{expected}:\n{screen}");
+    }
+    tmux.type_text("y");
+    tmux.wait_for("Integration branch:");
+}

@@ -221,3 +221,32 @@ fn a_swarm_edit_question_shows_the_diff() {
     tmux.type_text("y");
     tmux.wait_for("Integration branch:");
 }
+
+/// The issue's own case: the user answers `n` to a worker's only edit in the live view; the
+/// run is not a success, and the advice does not tell them to run in a terminal (issue 31
+/// item 2).
+#[test]
+fn a_no_to_the_only_edit_in_the_live_view_fails_the_run_without_the_terminal_hint() {
+    let script = plan_files(&["a.txt"])
+        .with_conversation(worker("s1", [was_here("s1", "a.txt"), done("s1")]));
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let server = start(script);
+    let tmux = Tmux::start_then(
+        &repo,
+        &server,
+        &["swarm", "mark it", "--yes"],
+        Some("echo exit=$?"),
+    );
+    tmux.wait_for("d = never");
+    tmux.type_text("n");
+    let screen = tmux.wait_for("exit=");
+    assert!(
+        screen.contains(
+            "Result: FAILED — not every subtask merged: w1 no changes (1 call was refused)"
+        ),
+        "{screen}"
+    );
+    assert!(screen.contains("exit=1"), "{screen}");
+    assert!(screen.contains("Refused calls:"), "{screen}");
+    assert!(!screen.contains("run in a terminal"), "{screen}");
+}

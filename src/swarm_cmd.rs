@@ -149,18 +149,17 @@ pub fn run(
 const SWARM_SUBCOMMANDS: [&str; 6] = ["ls", "status", "logs", "resume", "key", "clean"];
 
 /// The subcommand `task` is probably a mistyped name of (`stauts` → `status`): a task of one
-/// word within two edits (transpositions count as one) of a subcommand name, one edit for names
-/// of fewer than five letters.
+/// word one edit away from a subcommand name (a swapped pair of letters counts as one edit;
+/// two would take real words such as `rename` for `resume`).
 fn mistyped_subcommand(task: &str) -> Option<&'static str> {
     let word = task.trim();
     if word.contains(char::is_whitespace) {
         return None;
     }
     let word = word.to_lowercase();
-    SWARM_SUBCOMMANDS.into_iter().find(|name| {
-        let limit = if name.len() < 5 { 1 } else { 2 };
-        strsim::damerau_levenshtein(&word, name) <= limit
-    })
+    SWARM_SUBCOMMANDS
+        .into_iter()
+        .find(|name| strsim::damerau_levenshtein(&word, name) <= 1)
 }
 
 /// Asks, on a terminal, whether the one-word `task` that looks like the subcommand `name` is

@@ -76,9 +76,11 @@ pub struct CommonArgs {
     #[arg(long, global = true, conflicts_with = "permission_mode")]
     pub dangerously_skip_permissions: bool,
 
-    /// Allow rules for this session, e.g. `run_command(git diff:*)`; several per value separated
-    /// by commas or spaces, and the flag may be repeated. Claude Code's tool names work too
-    /// (`Bash(git diff:*)`, Read, Edit, Write, Glob, Grep).
+    /// Allow rules for this session, e.g. `run_command(git diff:*)`; several after one flag
+    /// (`--allowedTools 'Bash(git diff:*)' Read`), several per value separated by commas or
+    /// spaces, and the flag may be repeated. Claude Code's tool names work too (`Bash(git
+    /// diff:*)`, Read, Edit, Write, Glob, Grep). Only rules are taken after the flag: a prompt
+    /// or `swarm` after them stays a prompt or a subcommand (`--` ends the rules).
     #[arg(long, global = true, value_name = "RULES")]
     #[arg(visible_alias = "allowedTools")]
     pub allowed_tools: Vec<String>,
@@ -465,6 +467,61 @@ fn split_rules(value: &str) -> Vec<String> {
         rules.push(current);
     }
     rules
+}
+
+/// The flags whose values are permission rules.
+const RULE_FLAGS: [&str; 4] = [
+    "--allowedTools",
+    "--allowed-tools",
+    "--disallowedTools",
+    "--disallowed-tools",
+];
+
+/// The command line with the rules written after a rule flag's value folded into that value,
+/// as Claude Code's CLI reads them (`--allowedTools 'Bash(git diff:*)' 'Read'`: several values
+/// after one flag). Only arguments that are rules — a known tool name (ahelper's, Claude
+/// Code's, `mcp__…`) optionally followed by `(pattern)` — are taken, so a prompt or a
+/// subcommand after the rules stays what it is; `--` ends the rules.
+pub fn gather_rule_values(
+    args: impl IntoIterator<Item = std::ffi::OsString>,
+) -> Vec<std::ffi::OsString> {
+    let mut out: Vec<std::ffi::OsString> = Vec::new();
+    let mut args = args.into_iter().peekable();
+    while let Some(arg) = args.next() {
+        let is_rule_flag = arg.to_str().is_some_and(|a| RULE_FLAGS.contains(&a));
+        out.push(arg);
+        if !is_rule_flag {
+            continue;
+        }
+        let Some(mut value) = args.next() else {
+            break;
+        };
+        while let Some(next) = args
+            .peek()
+            .and_then(|a| a.to_str())
+            .filter(|a| is_rule_list(a))
+        {
+            value.push(",");
+            value.push(next);
+            args.next();
+        }
+        out.push(value);
+    }
+    out
+}
+
+/// Whether `text` is one or more permission rules naming known tools.
+fn is_rule_list(text: &str) -> bool {
+    let rules = split_rules(text);
+    !rules.is_empty()
+        && rules.iter().all(|rule| {
+            let (tool, rest) = rule.split_at(rule.find('(').unwrap_or(rule.len()));
+            let known = tool.starts_with("mcp__")
+                || ahelper_agents::hooks::CLAUDE_CODE_TOOL_NAMES
+                    .iter()
+                    .any(|(claude, ours)| tool == *claude || tool == *ours);
+            known && (rest.is_empty() || (rest.starts_with('(') && rest.ends_with(')')))
+        })
 }
 
 /// A whole number ≥ 1.

@@ -68,7 +68,7 @@ fn main() {
             std::process::exit(1);
         }
     };
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(cli::gather_rule_values(std::env::args_os()));
     start_orphan_watchdog();
     std::process::exit(run(cli, hardening));
 }
@@ -194,6 +194,13 @@ pub(crate) fn load_config(cli: &Cli, env: &EnvSnapshot) -> Result<Config, String
     }
     let allow = cli::permission_rules(&cli.common.allowed_tools)?;
     let deny = cli::permission_rules(&cli.common.disallowed_tools)?;
+    let text = |rules: &[ahelper_agents::permissions::PermissionRule]| {
+        rules.iter().map(ToString::to_string).collect::<Vec<_>>()
+    };
+    config.session_rules = ahelper_agents::swarm::state::SessionRules {
+        allow: text(&allow),
+        deny: text(&deny),
+    };
     config.permissions.rules.allow.extend(allow);
     config.permissions.rules.deny.extend(deny);
     Ok(config)

@@ -61,21 +61,35 @@ pub fn format_prompt(request: &PromptRequest, always_target: &str) -> String {
     )
 }
 
-/// A unified diff (the `similar` crate) of what an `edit_file` or `write_file` call would
-/// change, at most [`MAX_PREVIEW_LINES`] lines; `None` for other tools or unreadable input.
-/// `write_file` is compared with the file's current text under `root` (empty when new).
+/// A unified diff (the `similar` crate) of what an `edit_file` or `write_file` call would do
+/// to the file under `root` (the call's working directory): the whole file before and after,
+/// so hunk headers name the real lines and context is the file's own; at most
+/// [`MAX_PREVIEW_LINES`] lines. `None` for other tools, unreadable input, or an edit whose
+/// `old_string` is not in the file (the call will fail and change nothing).
 pub fn diff_preview(request: &PromptRequest, root: &Path) -> Option<String> {
     let input = &request.input;
     let path = input.get("path")?.as_str()?;
+    let current = || std::fs::read_to_string(root.join(path));
     let (old, new) = match request.tool.as_str() {
-        "write_file" => {
-            let current = std::fs::read_to_string(root.join(path)).unwrap_or_default();
-            (current, input.get("content")?.as_str()?.to_string())
-        }
-        "edit_file" => (
-            input.get("old_string")?.as_str()?.to_string(),
-            input.get("new_string")?.as_str()?.to_string(),
+        "write_file" => (
+            current().unwrap_or_default(),
+            input.get("content")?.as_str()?.to_string(),
         ),
+        "edit_file" => {
+            let text = current().ok()?;
+            let from = input.get("old_string")?.as_str()?;
+            let to = input.get("new_string")?.as_str()?;
+            if from.is_empty() || !text.contains(from) {
+                return None;
+            }
+            let all = input.get("replace_all").and_then(|v| v.as_bool()) == Some(true);
+            let edited = if all {
+                text.replace(from, to)
+            } else {
+                text.replacen(from, to, 1)
+            };
+            (text, edited)
+        }
         _ => return None,
     };
     let diff = similar::TextDiff::from_lines(&old, &new);
@@ -99,10 +113,9 @@ pub fn diff_preview(request: &PromptRequest, root: &Path) -> Option<String> {
     Some(preview.join("\n"))
 }
 
-/// Reads one line from stdin, giving up when `stop` is set (checked every 100 ms). `None`:
-/// stopped; `Some("")`: end of input.
-fn read_line_until(stop: &AtomicBool) -> Option<String> {
-    let mut line = Vec::new();
+/// Reads one key (byte) from stdin, giving up when `stop` is set (checked every 100 ms).
+/// `None`: stopped; `Some(None)`: end of input.
+fn read_key_until(stop: &AtomicBool) -> Option<Option<u8>> {
     loop {
         if stop.load(Ordering::SeqCst) {
             return None;
@@ -113,33 +126,45 @@ fn read_line_until(stop: &AtomicBool) -> Option<String> {
         let mut byte = [0u8; 1];
         // SAFETY: reads one byte into a local buffer.
         let n = unsafe { libc::read(0, byte.as_mut_ptr().cast(), 1) };
-        if n <= 0 || byte[0] == b'\n' {
-            return Some(String::from_utf8_lossy(&line).into_owned());
-        }
-        line.push(byte[0]);
+        return Some((n > 0).then_some(byte[0]));
     }
 }
 
-/// The question on the terminal: what was typed before it goes to the type-ahead, then up to
-/// five tries for a valid answer in a normal (echoing) terminal line.
+/// Drops the bytes already waiting on stdin (the rest of an escape sequence or of a word).
+fn drain_pending_keys() {
+    while typeahead::stdin_readable(0) {
+        let mut byte = [0u8; 1];
+        // SAFETY: reads one byte into a local buffer.
+        if unsafe { libc::read(0, byte.as_mut_ptr().cast(), 1) } <= 0 {
+            break;
+        }
+    }
+}
+
+/// The question on the terminal, answered by one key as in Claude Code and Codex: `y`, `n`,
+/// `a` or `d` without Enter (Enter alone or the end of input is "no"). What was typed before
+/// the question goes to the type-ahead; up to five tries for a valid key.
 fn ask_on_terminal(text: String, typeahead: TypeAhead, stop: Arc<AtomicBool>) -> PromptAnswer {
     typeahead.collect_pending();
-    let saved = typeahead::line_terminal();
+    let saved = typeahead::quiet_terminal();
     let mut answer = PromptAnswer::Deny;
     for _ in 0..5 {
         eprint!("\n{}", text.clone().yellow());
         let _ = std::io::stderr().flush();
-        let Some(line) = read_line_until(&stop) else {
+        let Some(key) = read_key_until(&stop) else {
             break;
         };
-        if line.is_empty() {
+        let Some(key) = key.filter(|k| !matches!(k, b'\n' | b'\r')) else {
+            eprintln!();
             break;
-        }
-        if let Some(a) = parse_answer(&line) {
+        };
+        if let Some(a) = parse_answer(&char::from(key).to_string()) {
+            eprintln!("{}", char::from(key));
             answer = a;
             break;
         }
-        eprintln!("Please answer y, n, a or d (Ctrl-C cancels the turn).");
+        drain_pending_keys();
+        eprintln!("\nPlease press y, n, a or d (Ctrl-C cancels the turn).");
     }
     if let Some(saved) = saved {
         typeahead::set_terminal(&saved);

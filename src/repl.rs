@@ -548,11 +548,7 @@ impl Repl<'_> {
             .mode;
         let usage = agent.total_usage();
         println!("Model:      {}", agent.model());
-        println!("Provider:   {}", agent.client().describe());
-        let mode = serde_json::to_value(mode)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_else(|| format!("{mode:?}"));
+        println!("Provider:   {}", provider_name(&agent.client().describe()));
         println!("Mode:       {mode}");
         println!(
             "Workspace:  {}",
@@ -851,9 +847,9 @@ pub fn slash_command(line: &str, config: &Config, session: &mut Session) -> Slas
                 println!("Model set to {name} for this session.");
             }
             None => println!(
-                "Model: {} ({})",
+                "Model: {} (provider {})",
                 session.agent.model(),
-                session.agent.client().describe()
+                provider_name(&session.agent.client().describe())
             ),
         },
         "/permissions" => {
@@ -872,7 +868,7 @@ pub fn slash_command(line: &str, config: &Config, session: &mut Session) -> Slas
                     Err(e) => println!("{e}"),
                 }
             } else {
-                println!("Mode: {:?}", policy.mode);
+                println!("Mode: {}", policy.mode);
                 for (name, list) in [
                     ("allow", &policy.rules.allow),
                     ("ask", &policy.rules.ask),
@@ -901,6 +897,12 @@ pub fn slash_command(line: &str, config: &Config, session: &mut Session) -> Slas
         other => println!("Unknown command {other}. Type /help for the list."),
     }
     SlashOutcome::Continue
+}
+
+/// The provider of a client's description (`anthropic claude-sonnet-4-5` → `anthropic`): the
+/// model in the description is the configured one, which `/model` may have changed since.
+fn provider_name(description: &str) -> &str {
+    description.split_whitespace().next().unwrap_or(description)
 }
 
 #[cfg(test)]

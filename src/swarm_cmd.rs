@@ -133,9 +133,10 @@ pub fn run(
             ))
         }
         None => match args.task {
-            Some(task) if !task.trim().is_empty() => {
-                rt.block_on(start(&config, &task, &args.run, &mcp_servers, nats))
-            }
+            Some(task) if !task.trim().is_empty() => match mistyped_subcommand(&task) {
+                Some(name) if !run_the_task_anyway(&task, name) => EXIT_USAGE,
+                _ => rt.block_on(start(&config, &task, &args.run, &mcp_servers, nats)),
+            },
             _ => {
                 eprintln!(
                     "ahelper: give the task to do: ahelper swarm \"<task>\" (or a subcommand: ls, status, logs, resume, clean)"
@@ -144,6 +145,48 @@ pub fn run(
             }
         },
     }
+}
+
+/// The subcommands of `ahelper swarm`, which a one-word task may be a typo of.
+const SWARM_SUBCOMMANDS: [&str; 6] = ["ls", "status", "logs", "resume", "key", "clean"];
+
+/// The subcommand `task` is probably a mistyped name of (`stauts` → `status`): a task of one
+/// word one edit away from a subcommand name (a swapped pair of letters counts as one edit;
+/// two would take real words such as `rename` for `resume`).
+fn mistyped_subcommand(task: &str) -> Option<&'static str> {
+    let word = task.trim();
+    if word.contains(char::is_whitespace) {
+        return None;
+    }
+    let word = word.to_lowercase();
+    SWARM_SUBCOMMANDS
+        .into_iter()
+        .find(|name| strsim::damerau_levenshtein(&word, name) <= 1)
+}
+
+/// Asks, on a terminal, whether the one-word `task` that looks like the subcommand `name` is
+/// really a task to plan (a paid run); without a terminal refuses with the suggestion. True:
+/// plan it.
+fn run_the_task_anyway(task: &str, name: &str) -> bool {
+    use std::io::IsTerminal;
+    let task = for_terminal(task.trim());
+    if !std::io::stdin().is_terminal() {
+        eprintln!(
+            "ahelper: not planning a run for the one-word task `{task}`: it looks like the \
+             subcommand `{name}` mistyped; run `ahelper swarm {name}`, or describe the task in \
+             more than one word"
+        );
+        return false;
+    }
+    eprint!(
+        "`{task}` looks like the subcommand `{name}` mistyped (`ahelper swarm {name}`). Plan a \
+         run for the task \"{task}\" (it uses the model)? [y/N]: "
+    );
+    let yes = matches!(read_answer().as_str(), "y" | "Y" | "yes");
+    if !yes {
+        eprintln!("Not started. For the subcommand: `ahelper swarm {name}`.");
+    }
+    yes
 }
 
 /// The width of the terminal stdout is, in columns; `None` when stdout is not a terminal (a
@@ -1222,9 +1265,12 @@ async fn resume(
     if let Some(mode) = resume::resume_permission_mode(record, config.permissions.mode, mode_given)
     {
         eprintln!(
-            "Using the run's permission mode `{mode:?}` (give --permission-mode to change it)."
+            "Using the run's permission mode `{mode}` (give --permission-mode to change it)."
         );
         config.permissions.mode = mode;
+    }
+    if let Err(e) = apply_the_runs_rules(&mut config, record) {
+        return usage_error(&e);
     }
     let (run, selected) = match resumable {
         Resumable::NothingLeft(record) => return nothing_left(&record, selection),
@@ -1303,7 +1349,7 @@ fn check_record_seal(
             path.display()
         ),
         Ok(swarm::seal::SealCheck::Missing) => format!(
-            "run {run} has no record of its remote, verification command and permission mode outside the repository ({} is missing: a run from an older ahelper, or from another account)",
+            "run {run} has no record of its remote, verification command, permission mode and rules outside the repository ({} is missing: a run from an older ahelper, or from another account)",
             path.display()
         ),
         Err(e) => format!("cannot read {}: {e}", path.display()),
@@ -1588,6 +1634,12 @@ async fn show_logs(
     };
     let path = match logs::transcript_path(&record, worker) {
         Ok(p) => p,
+        Err(_) if follow && record.status == RunStatus::Planning && record.is_active() => {
+            match wait_for_the_plan(&root, &record.run_id, worker).await {
+                Ok(path) => path,
+                Err(code) => return code,
+            }
+        }
         Err(e) => return usage_error(&e),
     };
     let mut follower = TranscriptFollower::new(path);
@@ -1608,6 +1660,69 @@ async fn show_logs(
         eprintln!("(no transcript yet at {})", follower.path().display());
     }
     0
+}
+
+/// Adds the run's own `--allowedTools`/`--disallowedTools` rules (checked against its seal
+/// before) to `config`, saying which, so a resume does not ask again what the run allowed.
+///
+/// # Errors
+/// A recorded rule that no longer parses, naming it.
+fn apply_the_runs_rules(config: &mut Config, record: &RunRecord) -> Result<(), String> {
+    let recorded = &record.session_rules;
+    if recorded.is_empty() {
+        return Ok(());
+    }
+    let parse = |rules: &[String]| {
+        rules
+            .iter()
+            .map(|r| {
+                ahelper_agents::permissions::PermissionRule::parse(r)
+                    .map_err(|e| format!("the run's recorded rule `{r}` does not parse: {e}"))
+            })
+            .collect::<Result<Vec<_>, String>>()
+    };
+    let allow = parse(&recorded.allow)?;
+    let deny = parse(&recorded.deny)?;
+    for (flag, rules) in [
+        ("--allowedTools", &recorded.allow),
+        ("--disallowedTools", &recorded.deny),
+    ] {
+        if !rules.is_empty() {
+            let quoted: Vec<String> = rules.iter().map(|r| format!("'{r}'")).collect();
+            eprintln!("Using the run's {flag} {}.", quoted.join(" "));
+        }
+    }
+    config.permissions.rules.allow.extend(allow);
+    config.permissions.rules.deny.extend(deny);
+    Ok(())
+}
+
+/// `swarm logs <worker> --follow` while the run still plans: says so, waits until the plan
+/// names `worker`, and returns its transcript path; the exit code when the run stops planning
+/// without such a worker (a usage error naming its workers) or on Ctrl-C (130).
+async fn wait_for_the_plan(
+    root: &Path,
+    run_id: &str,
+    worker: Option<&str>,
+) -> Result<PathBuf, i32> {
+    eprintln!(
+        "Run {run_id} is still planning; waiting for its plan to follow {} (Ctrl-C to stop)…",
+        worker.unwrap_or("the worker")
+    );
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(std::time::Duration::from_millis(250)) => {}
+            _ = tokio::signal::ctrl_c() => return Err(130),
+        }
+        let Ok(record) = RunRecord::find(root, run_id) else {
+            continue;
+        };
+        match logs::transcript_path(&record, worker) {
+            Ok(path) => return Ok(path),
+            Err(_) if record.status == RunStatus::Planning && record.is_active() => {}
+            Err(e) => return Err(usage_error(&e)),
+        }
+    }
 }
 
 /// The transcript `lines` as `swarm logs` prints them: raw JSON with `--json`, else formatted

@@ -420,6 +420,9 @@ struct LiveView {
     price: Option<Price>,
     /// The key reader failed: the terminal is gone.
     terminal_lost: bool,
+    /// The question whose diff was printed last (requester, tool and input), so each is
+    /// printed once.
+    diff_shown_for: Option<String>,
 }
 
 impl LiveView {
@@ -432,6 +435,43 @@ impl LiveView {
             started: std::time::Instant::now(),
             price: None,
             terminal_lost: false,
+            diff_shown_for: None,
+        }
+    }
+
+    /// Prints, once, the diff of the front question's edit or write above the table (the
+    /// question rows cannot hold it): the real change to the file in the asking worker's
+    /// worktree ([`crate::prompter::diff_preview`]).
+    fn show_front_diff(&mut self, record: &RunRecord) {
+        let Some(job) = self.pending.front() else {
+            return;
+        };
+        let r = &job.request;
+        let key = format!(
+            "{}\0{}\0{}",
+            r.requester.as_deref().unwrap_or_default(),
+            r.tool,
+            r.input
+        );
+        if self.diff_shown_for.as_deref() == Some(key.as_str()) {
+            return;
+        }
+        self.diff_shown_for = Some(key);
+        let worker = r.requester.as_deref().and_then(|q| q.split(' ').next());
+        let Some(w) = record
+            .workers
+            .iter()
+            .find(|w| Some(w.id.as_str()) == worker)
+        else {
+            return;
+        };
+        if !w.worktree.is_dir() {
+            // A worker on another machine: its files are not here to compare with.
+            return;
+        }
+        if let Some(diff) = crate::prompter::diff_preview(r, &w.worktree) {
+            self.notes.push(format!("[{}] wants to change:", w.id));
+            self.notes.extend(diff.lines().map(str::to_string));
         }
     }
 
@@ -548,6 +588,7 @@ impl LiveView {
     /// current question.
     fn draw(&mut self, terminal: &mut LiveTerminal, mut record: RunRecord) {
         self.withdraw_abandoned();
+        self.show_front_diff(&record);
         for note in self.notes.drain(..) {
             let _ = terminal.insert_before(1, |buf| {
                 Paragraph::new(Line::from(for_terminal(&note).into_owned())).render_ref_to(buf);

@@ -121,16 +121,6 @@ impl Drop for TerminalRestore {
     }
 }
 
-/// For a question during a turn: echo and line editing on, as a normal terminal line. Returns
-/// the settings to restore afterwards.
-pub fn line_terminal() -> Option<libc::termios> {
-    let saved = terminal_settings()?;
-    let mut line = saved;
-    line.c_lflag |= libc::ECHO | libc::ICANON | libc::ISIG;
-    set_terminal(&line);
-    Some(saved)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -698,6 +698,9 @@ pub struct Config {
     /// What the user should know about the configuration (e.g. project hooks that were
     /// ignored), one sentence each.
     pub warnings: Vec<String>,
+    /// The rules of this command line (`--allowedTools`, `--disallowedTools`; also in
+    /// `permissions.rules`), which a swarm run records so that `swarm resume` keeps them.
+    pub session_rules: crate::swarm::state::SessionRules,
     /// The provider, or the reason none is usable (reported only when a model is needed, so
     /// `ahelper swarm ls` works without a key).
     provider: Result<ProviderSettings, NoModelReason>,
@@ -774,6 +777,7 @@ impl Config {
         }
 
         let merged = with_env_and_cli_layers(merged, env, cli)?;
+        warnings.extend(crate::hooks::unmatched_matchers(&merged.hooks));
         let permissions = resolve_permissions(&merged.permissions, "configuration")?;
         let agent = resolve_agent(&merged)?;
         let swarm = resolve_swarm(&merged.swarm);
@@ -808,6 +812,7 @@ impl Config {
             redactor,
             secret_env,
             warnings,
+            session_rules: Default::default(),
             provider,
         })
     }

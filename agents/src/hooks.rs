@@ -8,6 +8,7 @@
 //! ```toml
 //! [[hooks.PreToolUse]]
 //! matcher = "run_command|edit_file"      # regex on the tool name, matched in full
+//! # or Claude Code's names: matcher = "Bash|Edit" — then the input uses Claude Code's names
 //! hooks = [{ type = "command", command = "python3 ~/check.py", timeout = 60 }]
 //! ```
 //!
@@ -98,11 +99,154 @@ pub struct HookCommand {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HookGroup {
-    /// Regex matched against the whole tool name (`PreToolUse`, `PostToolUse`); absent, empty
-    /// or `*` matches everything. Ignored by events without a tool.
+    /// Regex matched against the whole tool name (`PreToolUse`, `PostToolUse`): ahelper's name
+    /// (`run_command`) or one of Claude Code's for the same tool ([`CLAUDE_CODE_TOOL_NAMES`],
+    /// `Bash`); absent, empty or `*` matches everything. Ignored by events without a tool.
     pub matcher: Option<String>,
+    /// The names the hooks' input uses for the tool and its arguments. Absent: Claude Code's
+    /// when the matcher names a tool only by a Claude Code name (`Bash`, `Edit|Write`),
+    /// ahelper's otherwise.
+    pub tool_names: Option<ToolNames>,
     /// The handlers.
     pub hooks: Vec<HookCommand>,
+}
+
+/// Whose tool and argument names a hook's input carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ToolNames {
+    /// ahelper's: `"tool_name": "run_command"`, `tool_input.path`.
+    Ahelper,
+    /// Claude Code's: `"tool_name": "Bash"`, `tool_input.file_path` (absolute), `timeout`,
+    /// `-i`, `head_limit`, so a hook written for Claude Code reads what it expects.
+    ClaudeCode,
+}
+
+/// Claude Code's names of ahelper's built-in tools, `(Claude Code, ahelper)`; the first pair
+/// of an ahelper tool gives the name hooks in Claude Code's shape receive. Source: Claude
+/// Code's tools and hooks reference (<https://docs.anthropic.com/en/docs/claude-code/hooks>).
+/// MCP tools have the same name in both (`mcp__<server>__<tool>`).
+pub const CLAUDE_CODE_TOOL_NAMES: [(&str, &str); 10] = [
+    ("Bash", "run_command"),
+    ("Read", "read_file"),
+    ("Edit", "edit_file"),
+    ("MultiEdit", "edit_file"),
+    ("Write", "write_file"),
+    ("Glob", "glob"),
+    ("Grep", "grep"),
+    ("LS", "list_dir"),
+    ("Task", "agent"),
+    ("Agent", "agent"),
+];
+
+/// Every name `tool` answers to in a matcher: its own and Claude Code's.
+fn names_of(tool: &str) -> impl Iterator<Item = &str> {
+    std::iter::once(tool).chain(
+        CLAUDE_CODE_TOOL_NAMES
+            .iter()
+            .filter(move |(_, ours)| *ours == tool)
+            .map(|(claude, _)| *claude),
+    )
+}
+
+/// Claude Code's name of `tool` (its own when it has none: MCP tools).
+fn claude_code_name(tool: &str) -> &str {
+    CLAUDE_CODE_TOOL_NAMES
+        .iter()
+        .find(|(_, ours)| *ours == tool)
+        .map_or(tool, |(claude, _)| claude)
+}
+
+impl HookGroup {
+    /// The names this group's hooks receive: the configured ones, else Claude Code's when an
+    /// alternative of the matcher matches a Claude Code name and no ahelper name.
+    pub fn names(&self) -> ToolNames {
+        if let Some(names) = self.tool_names {
+            return names;
+        }
+        let claude_only = |alternative: &str| {
+            let Ok(Some(re)) = compile_matcher(alternative) else {
+                return false;
+            };
+            CLAUDE_CODE_TOOL_NAMES.iter().any(|(c, _)| re.is_match(c))
+                && !CLAUDE_CODE_TOOL_NAMES.iter().any(|(_, o)| re.is_match(o))
+        };
+        match &self.matcher {
+            Some(m) if m.split('|').any(claude_only) => ToolNames::ClaudeCode,
+            _ => ToolNames::Ahelper,
+        }
+    }
+}
+
+/// Warnings for tool matchers (`PreToolUse`, `PostToolUse`) that match no tool, so their hooks
+/// would never run — a safety hook that never runs fails open. Matchers naming MCP tools
+/// (`mcp…`) are not judged: servers' tools are known only once they run.
+pub fn unmatched_matchers(file: &HooksFile) -> Vec<String> {
+    let known: Vec<&str> = CLAUDE_CODE_TOOL_NAMES
+        .iter()
+        .flat_map(|(claude, ours)| [*claude, *ours])
+        .collect();
+    let mut warnings = Vec::new();
+    for event in [HookEvent::PreToolUse, HookEvent::PostToolUse] {
+        for group in file.get(&event).into_iter().flatten() {
+            let Some(matcher) = &group.matcher else {
+                continue;
+            };
+            let Ok(Some(re)) = compile_matcher(matcher) else {
+                continue;
+            };
+            if matcher.contains("mcp") || known.iter().any(|name| re.is_match(name)) {
+                continue;
+            }
+            warnings.push(format!(
+                "the hooks.{} matcher `{matcher}` matches no tool, so its hooks never run; tool \
+                 names: run_command (Bash), read_file (Read), edit_file (Edit, MultiEdit), \
+                 write_file (Write), glob (Glob), grep (Grep), list_dir (LS), agent (Task, Agent), \
+                 mcp__<server>__<tool>",
+                event.as_str()
+            ));
+        }
+    }
+    warnings
+}
+
+/// The tool fields of a hook input (`tool_name`, `tool_input`) in Claude Code's names: the
+/// tool's Claude Code name, `file_path` (absolute, from `cwd`) for `path` of file tools,
+/// `timeout` for `timeout_ms`, `-i` and `head_limit` for grep's `case_insensitive` and
+/// `max_results`, an absolute `path` for `list_dir`.
+fn in_claude_code_names(mut fields: Map<String, Value>, cwd: &Path) -> Map<String, Value> {
+    let Some(tool) = fields
+        .get("tool_name")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+    else {
+        return fields;
+    };
+    fields.insert("tool_name".into(), json!(claude_code_name(&tool)));
+    let renames: &[(&str, &str)] = match tool.as_str() {
+        "read_file" | "write_file" | "edit_file" => &[("path", "file_path")],
+        "run_command" => &[("timeout_ms", "timeout")],
+        "grep" => &[("case_insensitive", "-i"), ("max_results", "head_limit")],
+        _ => &[],
+    };
+    if let Some(input) = fields.get_mut("tool_input").and_then(Value::as_object_mut) {
+        for (ours, theirs) in renames {
+            if let Some(value) = input.remove(*ours) {
+                input.insert((*theirs).to_string(), value);
+            }
+        }
+        let path_key = match tool.as_str() {
+            "read_file" | "write_file" | "edit_file" => Some("file_path"),
+            "list_dir" => Some("path"),
+            _ => None,
+        };
+        if let Some(key) = path_key {
+            let given = input.get(key).and_then(Value::as_str).unwrap_or(".");
+            let absolute = cwd.join(given).display().to_string();
+            input.insert(key.to_string(), json!(absolute));
+        }
+    }
+    fields
 }
 
 /// The `[hooks]` table: matcher groups per event.
@@ -328,8 +472,9 @@ impl Hooks {
         self.file.get(&event).is_none_or(|groups| groups.is_empty())
     }
 
-    /// The commands of `event` whose matcher matches `target` (the tool name).
-    fn matching(&self, event: HookEvent, target: Option<&str>) -> Vec<HookCommand> {
+    /// The commands of `event` whose matcher matches `target` (the tool name, or one of its
+    /// Claude Code names), with the names their input uses.
+    fn matching(&self, event: HookEvent, target: Option<&str>) -> Vec<(HookCommand, ToolNames)> {
         let Some(groups) = self.file.get(&event) else {
             return Vec::new();
         };
@@ -337,13 +482,13 @@ impl Hooks {
             .iter()
             .filter(|g| match (g.matcher.as_deref(), target) {
                 (Some(m), Some(name)) => match compile_matcher(m) {
-                    Ok(Some(re)) => re.is_match(name),
+                    Ok(Some(re)) => names_of(name).any(|n| re.is_match(n)),
                     Ok(None) => true,
                     Err(_) => false,
                 },
                 _ => true,
             })
-            .flat_map(|g| g.hooks.iter().cloned())
+            .flat_map(|g| g.hooks.iter().map(|h| (h.clone(), g.names())))
             .collect()
     }
 
@@ -369,9 +514,17 @@ impl Hooks {
         if let Some(obj) = input.as_object_mut() {
             obj.extend(fields);
         }
+        let claude_input = match &input {
+            Value::Object(obj) => Value::Object(in_claude_code_names(obj.clone(), cwd)),
+            other => other.clone(),
+        };
         let input = Arc::new(input.to_string());
-        let runs = commands.into_iter().map(|command| {
-            let input = input.clone();
+        let claude_input = Arc::new(claude_input.to_string());
+        let runs = commands.into_iter().map(|(command, names)| {
+            let input = match names {
+                ToolNames::Ahelper => input.clone(),
+                ToolNames::ClaudeCode => claude_input.clone(),
+            };
             let cwd = cwd.to_path_buf();
             let project_dir = self.project_dir.clone();
             async move {
@@ -512,6 +665,7 @@ mod tests {
             HookEvent::PostToolUse,
             vec![HookGroup {
                 matcher: Some("(".into()),
+                tool_names: None,
                 hooks: vec![],
             }],
         );

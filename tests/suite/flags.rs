@@ -161,3 +161,48 @@ fn append_system_prompt_reaches_the_model() {
     assert!(system.contains("Answer in French."), "{system}");
     assert!(system.contains("You are ahelper"), "{system}");
 }
+
+/// `--allowedTools` takes several values after one flag, as Claude Code's docs write it, and a
+/// prompt or a subcommand after the rules stays a prompt or a subcommand (issue 31 item 5).
+#[test]
+fn allowed_tools_take_several_values_after_one_flag() {
+    let server = start(agent([
+        runs("touch ran.txt"),
+        writes("notes.txt", "notes\n"),
+        Turn::text("Wrote notes.txt."),
+    ]));
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    ahelper(&repo, &server, Wire::Anthropic)
+        .args([
+            "--allowedTools",
+            "Bash(touch:*)",
+            "Write(notes.txt)",
+            "make notes",
+        ])
+        .assert()
+        .success()
+        .stderr(predicate::str::contains("refused").not());
+    assert!(repo.path().join("ran.txt").exists());
+    assert_eq!(repo.file("notes.txt"), "notes\n");
+    assert!(
+        server.model_requests()[0]
+            .body
+            .to_string()
+            .contains("make notes"),
+        "the last value is the prompt"
+    );
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let server = start(one_subtask_plan());
+    ahelper(&repo, &server, Wire::Anthropic)
+        .args([
+            "--disallowedTools",
+            "Bash(rm:*)",
+            "Read",
+            "swarm",
+            "x",
+            "--plan-only",
+        ])
+        .assert()
+        .success()
+        .stderr(predicate::str::contains("w1 [s1] Work on s1"));
+}

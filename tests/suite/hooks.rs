@@ -251,3 +251,77 @@ fn a_swarm_worker_runs_subagent_stop_hooks_in_its_worktree() {
         "the worker's hook runs in its worktree"
     );
 }
+
+/// A safety hook copied from Claude Code's documentation: it reads `tool_name` and
+/// `tool_input.command` and blocks `rm`.
+const CLAUDE_CODE_RM_GUARD: &str = "input=$(cat); echo \"$input\" > {marks}/guard.json; \
+     if echo \"$input\" | grep -q '\"tool_name\":\"Bash\"' && \
+        echo \"$input\" | grep -q '\"command\":\"rm '; then echo 'no rm' >&2; exit 2; fi";
+
+#[test]
+fn a_claude_code_hook_matches_bash_and_reads_claude_code_names() {
+    let (repo, marks) = repo_with_hooks(&hook("PreToolUse", "Bash", CLAUDE_CODE_RM_GUARD));
+    let (server, _) = run_ok(&repo, command_then_answer("rm a.txt"), MAKE_A_FILE);
+    assert!(repo.path().join("a.txt").exists(), "the hook blocked rm");
+    assert!(
+        server.model_requests()[1]
+            .body
+            .to_string()
+            .contains("no rm")
+    );
+    let input = read_json(&marks.join("guard.json"));
+    assert_eq!(input["tool_name"], "Bash");
+    assert_eq!(input["tool_input"]["command"], "rm a.txt");
+}
+
+#[test]
+fn a_claude_code_edit_hook_gets_file_path_and_old_string() {
+    let (repo, marks) = repo_with_hooks(&hook(
+        "PreToolUse",
+        "Edit|MultiEdit|Write",
+        "cat > {marks}/edit.json",
+    ));
+    let edit = Turn::tool_call(
+        "edit_file",
+        serde_json::json!({"path": "a.txt", "old_string": "a", "new_string": "b"}),
+    );
+    run_ok(&repo, agent([edit, Turn::text("done")]), MAKE_A_FILE);
+    let input = read_json(&marks.join("edit.json"));
+    assert_eq!(input["tool_name"], "Edit");
+    assert_eq!(input["tool_input"]["old_string"], "a");
+    assert_eq!(input["tool_input"]["new_string"], "b");
+    let cwd = std::fs::canonicalize(repo.path()).unwrap();
+    assert_eq!(
+        input["tool_input"]["file_path"],
+        cwd.join("a.txt").display().to_string()
+    );
+    assert!(input["tool_input"].get("path").is_none(), "{input}");
+}
+
+#[test]
+fn a_hook_in_ahelpers_names_keeps_them_and_tool_names_can_choose() {
+    let hooks = [
+        hook("PreToolUse", "run_command", "cat > {marks}/ours.json"),
+        "[[hooks.PreToolUse]]\ntool_names = \"claude-code\"\n\
+         hooks = [{ type = \"command\", command = \"cat > {marks}/all.json\" }]\n"
+            .to_string(),
+    ]
+    .concat();
+    let (repo, marks) = repo_with_hooks(&hooks);
+    run_ok(&repo, command_then_answer("true"), MAKE_A_FILE);
+    assert_eq!(
+        read_json(&marks.join("ours.json"))["tool_name"],
+        "run_command"
+    );
+    assert_eq!(read_json(&marks.join("all.json"))["tool_name"], "Bash");
+}
+
+#[test]
+fn a_matcher_that_matches_no_tool_is_a_warning_at_start_up() {
+    let (repo, _) = repo_with_hooks(&hook("PreToolUse", "Bsh", "exit 2"));
+    run_ok(&repo, agent([Turn::text("hi")]), &["-p", "hello"])
+        .1
+        .stderr(predicates::str::contains(
+            "the hooks.PreToolUse matcher `Bsh` matches no tool, so its hooks never run",
+        ));
+}

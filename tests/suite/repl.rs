@@ -242,3 +242,62 @@ fn a_closed_terminal_ends_the_repl_waiting_at_its_prompt() {
     let pid = tmux.pane_pid();
     tmux.close_then_wait_for_end_of(pid, Duration::from_secs(60));
 }
+
+/// `/model` after a switch names the model in use and the provider alone; `/permissions`
+/// names the mode as users write it (issue 31 item 8).
+#[test]
+fn model_and_permissions_show_what_is_in_use_in_users_names() {
+    let (_repo, _server, tmux) = repl_with(
+        &[("a.txt", "a\n")],
+        agent([Turn::text("hi")]),
+        &["--permission-mode", "accept-edits"],
+    );
+    tmux.line("/model other-model");
+    tmux.line("/model");
+    tmux.wait_for("Model: other-model (provider anthropic)");
+    tmux.line("/permissions");
+    let screen = tmux.wait_for("Mode: accept-edits");
+    assert!(!screen.contains("AcceptEdits"), "{screen}");
+}
+
+/// A permission question is answered by one key, without Enter, as in Claude Code and Codex
+/// (issue 31 item 4); the prompt after the turn is empty (the key went nowhere else).
+#[test]
+fn a_permission_question_is_answered_by_one_key() {
+    let script = agent([writes("a.txt", "new line\n"), Turn::text("written")]);
+    let (repo, _server, tmux) = repl_with(&[("a.txt", "old line\n")], script, &[]);
+    tmux.line("change a.txt");
+    tmux.wait_for("Allow write_file");
+    tmux.type_text("y");
+    tmux.wait_for("written");
+    assert_eq!(repo.file("a.txt"), "new line\n");
+    tmux.wait_ready();
+}
+
+/// An edit question shows the real file diff: the right line numbers in the hunk header, the
+/// file's own context and indentation, no false "No newline" (issue 31 item 3).
+#[test]
+fn an_edit_question_shows_the_real_file_diff() {
+    let edit = Turn::tool_call(
+        "edit_file",
+        serde_json::json!({"path": "m.py", "old_string": "    b()", "new_string": "    c()"}),
+    );
+    let script = agent([edit, Turn::text("edited")]);
+    let file = "def f():\n    a()\n    b()\n    d()\n";
+    let (repo, _server, tmux) = repl_with(&[("m.py", file)], script, &[]);
+    tmux.line("change m.py");
+    let screen = tmux.wait_for("Allow edit_file");
+    for expected in [
+        "@@ -1,4 +1,4 @@",
+        "   def f():",
+        "-    b()",
+        "+    c()",
+        "     d()",
+    ] {
+        assert!(screen.contains(expected), "{expected}:\n{screen}");
+    }
+    assert!(!screen.contains("No newline"), "{screen}");
+    tmux.type_text("y");
+    tmux.wait_for("edited");
+    assert_eq!(repo.file("m.py"), "def f():\n    a()\n    c()\n    d()\n");
+}

@@ -959,3 +959,167 @@ fn clean_never_deletes_a_branch_that_is_not_the_runs() {
         "userwork"
     );
 }
+
+/// A mistyped subcommand is not a paid run: without a terminal it is refused with the
+/// suggestion, and nothing is planned (issue 31 item 6).
+#[test]
+fn a_one_word_task_close_to_a_subcommand_is_refused_without_a_terminal() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let server = start(one_worker(writes_a()));
+    swarm(&repo, &server, &["stauts"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "it looks like the subcommand `status` mistyped; run `ahelper swarm status`",
+        ));
+    assert!(server.model_requests().is_empty(), "no model request");
+    assert!(!runs_dir(&repo).exists(), "no run");
+}
+
+/// A run that never started leaves nothing `swarm clean` keeps (issue 31 item 6).
+#[test]
+fn a_run_that_never_started_is_cleaned_without_force() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let server = start(one_worker(writes_a()));
+    swarm(
+        &repo,
+        &server,
+        &["do it", "--plan-only", "--verify", "true"],
+    )
+    .assert()
+    .success();
+    let id = last_run(&repo)["run_id"].as_str().unwrap().to_string();
+    let out = swarm(&repo, &server, &["clean", &id])
+        .assert()
+        .get_output()
+        .clone();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!stdout.contains("kept branch"), "{stdout}");
+    let branches = repo.git(&["branch", "--list", &format!("ahelper/{id}/*")]);
+    assert!(branches.trim().is_empty(), "{branches}");
+}
+
+/// On a terminal a one-word task close to a subcommand asks first; `n` starts nothing.
+#[test]
+fn a_one_word_task_close_to_a_subcommand_asks_on_a_terminal() {
+    use super::support::tmux::Tmux;
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let server = start(one_worker(writes_a()));
+    let tmux = Tmux::start_then(&repo, &server, &["swarm", "stauts"], Some("echo exit=$?"));
+    tmux.wait_for("`stauts` looks like the subcommand `status` mistyped");
+    tmux.type_text("n");
+    tmux.press("Enter");
+    let screen = tmux.wait_for("exit=");
+    assert!(
+        screen.contains("Not started. For the subcommand: `ahelper swarm status`."),
+        "{screen}"
+    );
+    assert!(server.model_requests().is_empty(), "no model request");
+    assert!(!runs_dir(&repo).exists(), "no run");
+}
+
+/// `swarm logs w1 --follow` while the run plans waits for the plan, saying so, then follows
+/// the worker (issue 31 item 7).
+#[test]
+fn logs_follow_of_a_worker_waits_for_the_plan() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let plan = plan_turn(json!([subtask("s1", "a.txt")])).with_delay_ms(3000);
+    let server = start(coordinator(plan).with_conversation(worker("s1", writes_a())));
+    let mut child = spawn_swarm(&repo, &server);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !(std::fs::read_dir(runs_dir(&repo)).is_ok_and(|mut d| d.next().is_some())
+        && std::panic::catch_unwind(|| last_run(&repo)).is_ok_and(|r| r["status"] == "planning"))
+    {
+        assert!(Instant::now() < deadline, "the run never planned");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = swarm(&repo, &server, &["logs", "w1", "--follow"])
+        .timeout(Duration::from_secs(120))
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    assert!(child.wait().unwrap().success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("is still planning; waiting for its plan to follow w1"),
+        "{stderr}"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("a.txt"),
+        "the worker's transcript: {stdout}"
+    );
+}
+
+/// `swarm resume` keeps the run's `--allowedTools` and its permission mode, named as users
+/// write them (issue 31 item 8).
+#[test]
+fn resume_keeps_the_runs_allowed_tools_and_names_the_mode() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let server = start(one_worker([
+        runs("touch b.txt"),
+        writes("a.txt", "A\n"),
+        Turn::text("done"),
+    ]));
+    swarm(
+        &repo,
+        &server,
+        &[
+            "do it",
+            "--plan-only",
+            "--permission-mode",
+            "accept-edits",
+            "--allowedTools",
+            "Bash(touch:*)",
+        ],
+    )
+    .assert()
+    .success();
+    let id = last_run(&repo)["run_id"].as_str().unwrap().to_string();
+    let out = swarm(&repo, &server, &["resume", &id])
+        .assert()
+        .get_output()
+        .clone();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("Using the run's permission mode `accept-edits`"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("Using the run's --allowedTools 'run_command(touch:*)'."),
+        "{stderr}"
+    );
+    assert!(!stdout.contains("refused"), "{stdout}");
+    let run = last_run(&repo);
+    let integration = run["integration_branch"].as_str().unwrap();
+    assert_eq!(repo.git(&["show", &format!("{integration}:a.txt")]), "A\n");
+    repo.git(&["cat-file", "-e", &format!("{integration}:b.txt")]);
+}
+
+/// A rule written into `run.json` by someone else is refused at resume: the rules are sealed
+/// outside the repository like the permission mode.
+#[test]
+fn resume_refuses_rules_added_to_run_json() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let server = start(one_worker(writes_a()));
+    swarm(&repo, &server, &["do it", "--plan-only"])
+        .assert()
+        .success();
+    let id = last_run(&repo)["run_id"].as_str().unwrap().to_string();
+    let path = runs_dir(&repo).join(&id).join("run.json");
+    let mut run: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    run["session_rules"] = json!({"allow": ["run_command"]});
+    std::fs::write(&path, run.to_string()).unwrap();
+    swarm(&repo, &server, &["resume", &id])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("session_rules"));
+}

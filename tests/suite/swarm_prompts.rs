@@ -155,3 +155,98 @@ fn a_closed_terminal_ends_the_run_instead_of_waiting_for_an_answer() {
     tmux.close_then_wait_for_end_of(pid, Duration::from_secs(120));
     assert_ne!(last_run(&repo)["status"], "running", "{}", last_run(&repo));
 }
+
+/// A subtask whose only edit was refused changed nothing: the run is not a success (issue 31
+/// item 2). The advice names the file relative to the repository (the worker wrote it by a
+/// path that is not), and, with no terminal, says a terminal could answer the questions.
+#[test]
+fn a_subtask_whose_edit_was_refused_fails_the_run_and_the_rule_names_the_repo_path() {
+    let script = plan_files(&["a.txt", "b.txt"])
+        .with_conversation(worker("s1", [was_here("s1", "a.txt"), done("s1")]))
+        .with_conversation(worker("s2", [was_here("s2", "sub/../b.txt"), done("s2")]));
+    let repo = repo_with(&[("a.txt", "a\n"), ("b.txt", "b\n")]);
+    let server = start(script);
+    let mut cmd = ahelper(&repo, &server, Wire::Anthropic);
+    cmd.args([
+        "swarm",
+        "mark them",
+        "--yes",
+        "--allowedTools",
+        "write_file(a.txt)",
+    ]);
+    let out = cmd.assert().code(1).get_output().clone();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(
+            "Result: FAILED — not every subtask merged: w2 no changes (1 call was refused)"
+        ),
+        "{stdout}"
+    );
+    let advice = stdout
+        .lines()
+        .find(|l| l.starts_with("Refused calls:"))
+        .unwrap_or_else(|| panic!("no advice:\n{stdout}"));
+    assert!(
+        advice.contains("--allowedTools 'write_file(b.txt)'"),
+        "{advice}"
+    );
+    assert!(
+        advice.contains("run in a terminal to answer the questions"),
+        "{advice}"
+    );
+}
+
+/// A swarm question about an edit shows the real diff of the file in the worker's worktree
+/// above the table (issue 31 item 3).
+#[test]
+fn a_swarm_edit_question_shows_the_diff() {
+    let edit = ahelper_fake_llm::Turn::tool_call(
+        "edit_file",
+        serde_json::json!({"path": "a.txt", "old_string": "two", "new_string": "TWO"}),
+    );
+    let script = plan_files(&["a.txt"]).with_conversation(worker("s1", [edit, done("s1")]));
+    let repo = repo_with(&[("a.txt", "one\ntwo\nthree\n")]);
+    let server = start(script);
+    let tmux = Tmux::start_sized(&repo, &server, &["swarm", "upper", "--yes"], 120);
+    let screen = tmux.wait_for("d = never");
+    for expected in [
+        "[w1] wants to change:",
+        "@@ -1,3 +1,3 @@",
+        "-two",
+        "+TWO",
+        " three",
+    ] {
+        assert!(screen.contains(expected), "{expected}:\n{screen}");
+    }
+    tmux.type_text("y");
+    tmux.wait_for("Integration branch:");
+}
+
+/// The issue's own case: the user answers `n` to a worker's only edit in the live view; the
+/// run is not a success, and the advice does not tell them to run in a terminal (issue 31
+/// item 2).
+#[test]
+fn a_no_to_the_only_edit_in_the_live_view_fails_the_run_without_the_terminal_hint() {
+    let script = plan_files(&["a.txt"])
+        .with_conversation(worker("s1", [was_here("s1", "a.txt"), done("s1")]));
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let server = start(script);
+    let tmux = Tmux::start_then(
+        &repo,
+        &server,
+        &["swarm", "mark it", "--yes"],
+        Some("echo exit=$?"),
+    );
+    tmux.wait_for("d = never");
+    tmux.type_text("n");
+    let screen = tmux.wait_for("exit=");
+    assert!(
+        screen.contains(
+            "Result: FAILED — not every subtask merged: w1 no changes (1 call was refused)"
+        ),
+        "{screen}"
+    );
+    assert!(screen.contains("exit=1"), "{screen}");
+    assert!(screen.contains("Refused calls:"), "{screen}");
+    assert!(!screen.contains("run in a terminal"), "{screen}");
+}

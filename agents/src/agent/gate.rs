@@ -7,7 +7,7 @@ use crate::permissions::{
     Decision, PermissionPolicy, PermissionRequest, PermissionRule, PromptAnswer, PromptRequest,
     Prompter, SettledCheck,
 };
-use crate::tools::{Tool, ToolContext};
+use crate::tools::{Tool, ToolContext, ToolKind};
 use serde_json::Value;
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
@@ -258,8 +258,10 @@ impl PermissionGate {
             }
             Decision::Ask { reason } => reason,
         };
-        let suggested_rule =
-            crate::permissions::rules::suggest_rule(tool.name(), subject.as_deref());
+        let suggested_rule = crate::permissions::rules::suggest_rule(
+            tool.name(),
+            rule_subject(tool, subject.as_deref(), ctx).as_deref(),
+        );
         if !self.prompter.is_interactive() {
             return GateOutcome::Denied {
                 reason: format!(
@@ -362,4 +364,22 @@ impl PermissionGate {
         let cwd = ctx.cwd.clone();
         tokio::spawn(async move { hooks.run(HookEvent::Notification, None, &cwd, fields).await });
     }
+}
+
+/// The subject a suggested rule names: a file tool's path relative to the workspace root when
+/// it lies inside (relative rules match paths from the root, so a rule naming one worktree's
+/// absolute path would match no later run); anything else as given.
+fn rule_subject(tool: &dyn Tool, subject: Option<&str>, ctx: &ToolContext) -> Option<String> {
+    let subject = subject?;
+    let file_tool =
+        matches!(tool.kind(), ToolKind::Read | ToolKind::Edit) && !tool.name().starts_with("mcp__");
+    if !file_tool || subject.starts_with('~') {
+        return Some(subject.to_string());
+    }
+    let absolute = crate::permissions::command::normalize_path(&ctx.cwd.join(subject));
+    let relative = absolute
+        .strip_prefix(&ctx.workspace_root)
+        .ok()
+        .filter(|r| !r.as_os_str().is_empty());
+    Some(relative.map_or_else(|| subject.to_string(), |r| r.display().to_string()))
 }

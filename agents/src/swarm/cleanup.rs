@@ -454,6 +454,15 @@ fn clean_worker_branch(
     if !branch.starts_with(&git::run_branch_prefix(&run.run_id)) {
         return CleanStep::BranchNotTheRuns { branch };
     }
+    if worker.id == super::verification::VERIFY_ID {
+        // The verification checkout's own branch never holds work of its own (it checks out
+        // the base and merge candidates): nothing is lost by deleting it, even before the
+        // run started (no integration branch yet).
+        return match git::delete_branch(lock, root, &branch, &branch, true) {
+            Ok(_) => CleanStep::BranchDeleted { branch },
+            Err(error) => CleanStep::BranchKept { branch, error },
+        };
+    }
     if git::branch_tip(root, &run.integration_branch).is_err() {
         // Nothing to compare with: keep the work unless forced (the branch itself as `into`
         // makes `delete_branch` check nothing).

@@ -660,6 +660,7 @@ fn new_record(
         base_ref,
         pid_start_time: super::state::process_start_time(std::process::id()),
         permission_mode: Some(config.permissions.mode),
+        session_rules: config.session_rules.clone(),
         ..RunRecord::new(run_id, repo_root, RunStatus::Planning)
     }
 }
@@ -689,6 +690,7 @@ pub async fn execute(
     let (mut record, plan) = run.into_parts();
     // A resumed run is this process's now: `swarm ls` must see it running, not interrupted.
     record.claim_for_this_process();
+    record.headless = !io.prompter.is_interactive();
     let baseline = match ensure_integration_branch(&record)
         .and_then(|()| ensure_baseline(&mut record, config, pending))
     {

@@ -23,6 +23,9 @@ pub struct SealedValues {
     pub verify: Option<VerifyChoice>,
     /// `run.json`'s `permission_mode`.
     pub permission_mode: Option<PermissionMode>,
+    /// `run.json`'s `session_rules` (absent in seals from before they were recorded).
+    #[serde(default, skip_serializing_if = "super::state::SessionRules::is_empty")]
+    pub session_rules: super::state::SessionRules,
 }
 
 impl SealedValues {
@@ -32,6 +35,7 @@ impl SealedValues {
             remote: record.remote.clone(),
             verify: record.verify.clone(),
             permission_mode: record.permission_mode,
+            session_rules: record.session_rules.clone(),
         }
     }
 }
@@ -99,6 +103,9 @@ pub fn check(path: &Path, record: &RunRecord) -> std::io::Result<SealCheck> {
     }
     if sealed.permission_mode != now.permission_mode {
         changed.push("permission_mode");
+    }
+    if sealed.session_rules != now.session_rules {
+        changed.push("session_rules");
     }
     Ok(if changed.is_empty() {
         SealCheck::Matches

@@ -147,6 +147,39 @@ pub struct ConflictRecord {
     pub sides: String,
 }
 
+/// Permission rules given on a run's command line, as rule text in ahelper's tool names
+/// (`run_command(git diff:*)`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionRules {
+    /// `--allowedTools` rules.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow: Vec<String>,
+    /// `--disallowedTools` rules.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deny: Vec<String>,
+}
+
+impl SessionRules {
+    /// No rule at all.
+    pub fn is_empty(&self) -> bool {
+        self.allow.is_empty() && self.deny.is_empty()
+    }
+
+    /// Adds the rules of `other` not already here, keeping the order.
+    pub fn add(&mut self, other: &SessionRules) {
+        for (mine, theirs) in [
+            (&mut self.allow, &other.allow),
+            (&mut self.deny, &other.deny),
+        ] {
+            for rule in theirs {
+                if !mine.contains(rule) {
+                    mine.push(rule.clone());
+                }
+            }
+        }
+    }
+}
+
 /// What a worker reports when it stops. `summary` is bounded (≤ 2,000 characters); the full
 /// text stays in the worker's transcript.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -401,6 +434,21 @@ impl WorkerRecord {
         Some(text)
     }
 
+    /// Why a worker that changed nothing did not do its subtask: its calls were refused, or
+    /// its loop stopped before the model finished (it gave up: turns, budget, time, an error).
+    /// `None` when it finished normally and nothing was refused — its subtask needed no change.
+    pub fn why_nothing_changed(&self) -> Option<String> {
+        if !self.denied.is_empty() {
+            let n = self.denied.len();
+            return Some(format!(
+                "{n} {} refused",
+                if n == 1 { "call was" } else { "calls were" }
+            ));
+        }
+        let stop = self.report.as_ref().map(|r| r.stop_reason)?;
+        (stop != AgentStopReason::Completed).then(|| format!("it stopped: {}", stop.as_str()))
+    }
+
     /// Records a refused call `action`, with the allow rule that would let it run, if any.
     pub fn note_refusal(&mut self, action: &str, allow_rule: Option<&str>) {
         self.denied.push(action.to_string());
@@ -534,6 +582,14 @@ pub struct RunRecord {
     /// read for display, a unit test).
     #[serde(skip)]
     pub seal: Option<PathBuf>,
+    /// Whether its latest process ran without anyone to answer permission questions (no
+    /// terminal): the summary then suggests running in a terminal to answer them.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub headless: bool,
+    /// The session rules of the run's command line (`--allowedTools`, `--disallowedTools`),
+    /// which `swarm resume` applies again; sealed outside the repository ([`super::seal`]).
+    #[serde(default, skip_serializing_if = "SessionRules::is_empty")]
+    pub session_rules: SessionRules,
 }
 
 /// The NATS server and git remote of a distributed run, as the coordinator used them.
@@ -661,6 +717,8 @@ impl RunRecord {
             verify_activity: None,
             remote: None,
             seal: None,
+            headless: false,
+            session_rules: SessionRules::default(),
         }
     }
 
@@ -849,8 +907,13 @@ impl RunRecord {
         let not_done: Vec<String> = self
             .workers
             .iter()
-            .filter(|w| !matches!(w.status, WorkerStatus::Merged | WorkerStatus::NoChanges))
-            .map(|w| format!("{} {}", w.id, w.status.label()))
+            .filter_map(|w| match (w.status, w.why_nothing_changed()) {
+                (WorkerStatus::Merged, _) | (WorkerStatus::NoChanges, None) => None,
+                (WorkerStatus::NoChanges, Some(why)) => {
+                    Some(format!("{} {} ({why})", w.id, w.status.label()))
+                }
+                (status, _) => Some(format!("{} {}", w.id, status.label())),
+            })
             .collect();
         if !not_done.is_empty() {
             return Some(format!("not every subtask merged: {}", not_done.join(", ")));

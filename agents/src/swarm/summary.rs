@@ -383,7 +383,10 @@ fn refused_advice(record: &RunRecord) -> Option<String> {
                 mode_name(mode)
             );
         }
-        advice.push_str("; or run in a terminal to answer the questions.");
+        if record.headless {
+            advice.push_str("; or run in a terminal to answer the questions");
+        }
+        advice.push('.');
     }
     let for_good: usize = record.workers.iter().map(|w| w.refused_for_good).sum();
     if for_good > 0 {

@@ -84,7 +84,8 @@ pub fn script(name: &str) -> Script {
 }
 
 /// Every scenario script's name.
-pub const SCRIPTS: [&str; 7] = [
+pub const SCRIPTS: [&str; 8] = [
+    "swarm-batch",
     "swarm-semantic-conflict",
     "swarm-semantic-conflict-fixer-fails",
     "swarm-textual-conflict",

@@ -1,0 +1,121 @@
+//! End-to-end tests of the batched merge queue (issue 28): the built binary, the fake model
+//! playing `tests/data/swarm-batch.json` (three one-file subtasks that become ready to merge
+//! together), the real `python3 -m unittest` behind a verification command that logs where it
+//! ran to a file outside the repository, so the tests count verification runs.
+
+use super::support::pyproject::*;
+use super::support::*;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+/// Writes the verification config: `prefix` (shell, may be empty) then `python3 -m unittest`,
+/// each run first appending the name of the directory it runs in to `<temp>/verify.log`
+/// (writable in the sandbox), no fix rounds or fixers. The log's path.
+fn counted_verify(repo: &TestRepo, prefix: &str) -> PathBuf {
+    let log = repo.dir.path().join("logs").join("verify.log");
+    std::fs::create_dir_all(log.parent().unwrap()).unwrap();
+    let command = format!(
+        "basename \"$PWD\" >> {log}; {prefix}{UNITTEST}",
+        log = log.display()
+    );
+    repo.write(
+        ".ahelper/config.toml",
+        &format!(
+            "[swarm]\nverify = {command:?}\nverify_timeout_s = 120\nworker_fix_rounds = 0\nmerge_fix_attempts = 0\n\n[sandbox]\nwritable = [{dir:?}]\n",
+            dir = log.parent().unwrap().display().to_string()
+        ),
+    );
+    log
+}
+
+/// Runs `ahelper swarm --trust-project "do the task"` with the `swarm-batch` scenario;
+/// (exit code, stdout, the run's record).
+fn run_batch(repo: &TestRepo, extra: &[&str]) -> (i32, String, Value) {
+    let server = start(script("swarm-batch"));
+    let (code, stdout, stderr) = outcome_of(
+        ahelper(repo, &server, Wire::Anthropic)
+            .args(["swarm", "--trust-project", "do the task", "--yes"])
+            .args(["--permission-mode", "bypass"])
+            .args(extra)
+            .timeout(std::time::Duration::from_secs(300)),
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    (code, format!("{stdout}\n{stderr}"), last_run(repo))
+}
+
+/// Verification runs in the merge queue's verification worktrees (`verify`, `verify-2`, …),
+/// the baseline included.
+fn queue_runs(log: &Path) -> usize {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| *l == "verify" || l.starts_with("verify-"))
+        .count()
+}
+
+fn all_merged(run: &Value) {
+    for id in ["w1", "w2", "w3"] {
+        assert_eq!(worker_record(run, id)["status"], "merged", "{id}: {run:#}");
+    }
+}
+
+#[test]
+fn a_batch_of_green_branches_merges_with_one_verification() {
+    let repo = calc_repo();
+    let log = counted_verify(&repo, "");
+    let (code, out, run) = run_batch(&repo, &[]);
+    assert_eq!(code, 0, "{out}");
+    all_merged(&run);
+    // the baseline, then one verification of the batch (serially: one per worker)
+    assert_eq!(
+        queue_runs(&log),
+        2,
+        "{}",
+        std::fs::read_to_string(&log).unwrap()
+    );
+    // one merge commit per worker (the first, on the base, is a fast-forward), so history
+    // says who brought what
+    let integration = run["integration_branch"].as_str().unwrap();
+    let merges = repo.git(&["log", "--merges", "--format=%s", integration]);
+    for id in ["w2", "w3"] {
+        assert!(merges.contains(&format!("Merge {id} ")), "{merges}");
+    }
+    for file in ["a.py", "b.py", "c.py"] {
+        repo.git(&["cat-file", "-e", &format!("{integration}:{file}")]);
+    }
+}
+
+#[test]
+fn a_fast_forward_onto_a_self_checked_commit_reuses_its_verdict() {
+    let repo = calc_repo();
+    let log = counted_verify(&repo, "");
+    // One worker at a time: `a` alone is ready first and merges as a fast-forward onto its
+    // own self-checked commit; the verdict cache answers for that tree.
+    let (code, out, run) = run_batch(&repo, &["--max-workers", "1"]);
+    assert_eq!(code, 0, "{out}");
+    all_merged(&run);
+    let text = std::fs::read_to_string(&log).unwrap();
+    // the baseline, no run for w1's fast-forward, one each for w2's and w3's merges
+    assert_eq!(queue_runs(&log), 3, "{text}");
+}
+
+#[test]
+fn a_batch_red_once_while_each_part_passes_is_named_flaky() {
+    let repo = calc_repo();
+    let dir = repo.dir.path().join("logs");
+    // Red exactly once, on the first tree that has all three files.
+    let prefix = format!(
+        "if [ -f a.py ] && [ -f b.py ] && [ -f c.py ] && [ ! -e {flag} ]; then touch {flag}; exit 1; fi; ",
+        flag = dir.join("flaked").display()
+    );
+    let log = counted_verify(&repo, &prefix);
+    let (code, out, run) = run_batch(&repo, &[]);
+    assert_eq!(code, 0, "{out}");
+    all_merged(&run);
+    assert_eq!(run["flaky_verifications"][0], "w1+w2+w3", "{run:#}");
+    assert!(
+        out.contains("flaky verification (failed on a batch, passed on retry): w1+w2+w3"),
+        "{out}"
+    );
+    assert!(queue_runs(&log) >= 3);
+}

@@ -29,9 +29,15 @@ fn counted_verify(repo: &TestRepo, prefix: &str) -> PathBuf {
 }
 
 /// Runs `ahelper swarm --trust-project "do the task"` with the `swarm-batch` scenario;
-/// (exit code, stdout, the run's record).
+/// (exit code, stdout and stderr, the run's record).
 fn run_batch(repo: &TestRepo, extra: &[&str]) -> (i32, String, Value) {
-    let server = start(script("swarm-batch"));
+    run_scenario(repo, "swarm-batch", extra)
+}
+
+/// Runs `ahelper swarm --trust-project "do the task"` with the scenario `name`; (exit code,
+/// stdout and stderr, the run's record).
+fn run_scenario(repo: &TestRepo, name: &str, extra: &[&str]) -> (i32, String, Value) {
+    let server = start(script(name));
     let (code, stdout, stderr) = outcome_of(
         ahelper(repo, &server, Wire::Anthropic)
             .args(["swarm", "--trust-project", "do the task", "--yes"])
@@ -118,4 +124,36 @@ fn a_batch_red_once_while_each_part_passes_is_named_flaky() {
         "{out}"
     );
     assert!(queue_runs(&log) >= 3);
+}
+
+#[test]
+fn a_semantic_conflict_inside_a_batch_leaves_only_the_culprit_out() {
+    let repo = calc_repo();
+    counted_verify(&repo, "");
+    let (code, out, run) = run_scenario(&repo, "swarm-batch-semantic-conflict", &[]);
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(worker_record(&run, "w1")["status"], "merged", "{run:#}");
+    assert_eq!(
+        worker_record(&run, "w2")["status"],
+        "verify_failed",
+        "{run:#}"
+    );
+    assert_eq!(worker_record(&run, "w3")["status"], "merged", "{run:#}");
+    assert!(
+        out.contains("[w2] isolated as the culprit of batch w1+w2+w3"),
+        "{out}"
+    );
+    // the integration branch passes: the culprit is not in it, its branch is kept
+    let integration = run["integration_branch"].as_str().unwrap();
+    let files = repo.git(&["ls-tree", "--name-only", integration]);
+    assert!(
+        files.contains("notes.py") && !files.contains("report.py"),
+        "{files}"
+    );
+    let branch = worker_record(&run, "w2")["branch"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    repo.git(&["rev-parse", "--verify", &branch]);
+    assert!(run["flaky_verifications"].is_null(), "{run:#}");
 }

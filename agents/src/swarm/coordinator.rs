@@ -14,7 +14,7 @@
 
 use super::cleanup::{MergedWork, remove_merged_work};
 use super::events::SwarmEvent;
-use super::merge_batch::BatchMerge;
+use super::merge_batch::{BatchMerge, Isolated};
 use super::merge_policy::MergePolicy;
 use super::merge_queue::{Gate, GatedMerge, MergeQueue, MergeStep};
 use super::plan::Plan;
@@ -131,8 +131,8 @@ pub enum Progress {
 pub struct MergeDone {
     /// What merging each worker did, by plan index, in the order they merged.
     pub merges: Vec<(usize, GatedMerge)>,
-    /// A batch (`w3+w5+w7`) whose red verification turned out flaky.
-    pub flaky: Option<String>,
+    /// What isolating a red batch found.
+    pub isolated: Option<Isolated>,
 }
 
 /// A fixer's or merger's token usage so far, reported after each of its model turns (see
@@ -754,8 +754,8 @@ impl CoordinatorActor {
         };
         tokio::spawn(async move {
             let coordinator = pass.coordinator.clone();
-            let (merges, flaky) = pass.merge(ready).await;
-            let _ = coordinator.tell(MergeDone { merges, flaky }).await;
+            let (merges, isolated) = pass.merge(ready).await;
+            let _ = coordinator.tell(MergeDone { merges, isolated }).await;
         });
         true
     }
@@ -783,16 +783,22 @@ impl CoordinatorActor {
     /// A merge pass ended: its helpers join the record (their tokens count against the
     /// budget), each step is recorded, the queue goes on.
     async fn on_merge_done(&mut self, me: &ActorRef<Self>, done: MergeDone) {
-        let MergeDone { merges, flaky } = done;
+        let MergeDone { merges, isolated } = done;
         let pass = std::mem::take(&mut self.merging);
         self.record.verify_activity = None;
-        if let Some(batch) = flaky {
-            self.emit(SwarmEvent::Notice {
-                message: format!(
-                    "flaky verification: batch {batch} failed, then each part passed on retry"
-                ),
-            });
-            self.record.flaky_verifications.push(batch);
+        match isolated {
+            Some(Isolated::Flaky { batch }) => {
+                self.emit(SwarmEvent::Notice {
+                    message: format!(
+                        "flaky verification: batch {batch} failed, then each part passed on retry"
+                    ),
+                });
+                self.record.flaky_verifications.push(batch);
+            }
+            Some(Isolated::Culprit { worker, batch }) => self.emit(SwarmEvent::Notice {
+                message: format!("[{worker}] isolated as the culprit of batch {batch}"),
+            }),
+            None => {}
         }
         for index in pass {
             // Workers of the pass it did not get to (after a culprit, or stopped) are ready
@@ -1364,7 +1370,7 @@ impl MergePass {
     async fn merge(
         self,
         ready: Vec<(usize, WorkerRecord)>,
-    ) -> (Vec<(usize, GatedMerge)>, Option<String>) {
+    ) -> (Vec<(usize, GatedMerge)>, Option<Isolated>) {
         let index = ready[0].0;
         let merging = tokio::spawn(async move {
             let merged = self.clean_run(&ready).await;
@@ -1372,7 +1378,7 @@ impl MergePass {
                 return (merged, None);
             }
             let batch = self.gated(&ready).await;
-            (batch.merges, batch.flaky)
+            (batch.merges, batch.isolated)
         });
         merging.await.unwrap_or_else(|e| {
             let step = MergeStep::Failed(e.into());
@@ -1435,7 +1441,7 @@ impl MergePass {
         }
         BatchMerge {
             merges: vec![(index, self.queue.merge_gated(worker, &gate).await)],
-            flaky: None,
+            isolated: None,
         }
     }
 }

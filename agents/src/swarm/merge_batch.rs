@@ -26,14 +26,32 @@ use super::{GitTaskError, git_task};
 use crate::verify::{Verdict, VerifyOutcome, VerifyRun, compare};
 use ahelper_worktrees as git;
 
+/// What isolating a red batch found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Isolated {
+    /// `worker` is red on top of the parts before it: it went to the gate (fixers, else
+    /// `verify_failed`).
+    Culprit {
+        /// The worker's id.
+        worker: String,
+        /// The batch, `w3+w5+w7`.
+        batch: String,
+    },
+    /// Every part passed, the last on retry: the batch's red verdict was flaky.
+    Flaky {
+        /// The batch, `w3+w5+w7`.
+        batch: String,
+    },
+}
+
 /// What a batch pass did.
 #[derive(Default)]
 pub struct BatchMerge {
     /// What merging each worker did, by plan index, in plan order (workers not named here
     /// stay ready).
     pub merges: Vec<(usize, GatedMerge)>,
-    /// The batch (`w3+w5+w7`) when its red verdict turned out flaky.
-    pub flaky: Option<String>,
+    /// What isolating the batch found, when it was red.
+    pub isolated: Option<Isolated>,
 }
 
 /// A batch's candidate: the integration tip it starts from and the candidate after each
@@ -84,7 +102,7 @@ fn failed_first(batch: &[(usize, WorkerRecord)], error: GitTaskError) -> BatchMe
     let helpers = Vec::new();
     BatchMerge {
         merges: vec![(batch[0].0, GatedMerge { step, helpers })],
-        flaky: None,
+        isolated: None,
     }
 }
 
@@ -119,7 +137,7 @@ impl MergeQueue {
             let step = self.merge_gated(worker, &gate.for_worker(*index)).await;
             return BatchMerge {
                 merges: vec![(*index, step)],
-                flaky: None,
+                isolated: None,
             };
         }
         let batch = &ready[..n];
@@ -128,7 +146,7 @@ impl MergeQueue {
             // All of them are in the integration branch already (a resumed run).
             return BatchMerge {
                 merges: merged(batch, &chain.tips, None),
-                flaky: None,
+                isolated: None,
             };
         }
         report(
@@ -150,7 +168,7 @@ impl MergeQueue {
         match self.advance(chain.start, last).await {
             Ok(()) => BatchMerge {
                 merges: merged(batch, &chain.tips, Some(&verdict)),
-                flaky: None,
+                isolated: None,
             },
             Err(e) => failed_first(batch, e),
         }
@@ -225,11 +243,20 @@ impl MergeQueue {
         let (index, worker) = &batch[lo];
         report(gate, &batch[lo..=lo], format!("isolating: {}", worker.id)).await;
         let culprit = self.merge_gated(worker, &gate.for_worker(*index)).await;
-        let flaky = (matches!(culprit.step, MergeStep::Merged { .. })
-            && culprit.helpers.is_empty())
-        .then(|| batch_name(batch));
+        let batch = batch_name(batch);
+        let passed_retry =
+            matches!(culprit.step, MergeStep::Merged { .. }) && culprit.helpers.is_empty();
+        let isolated = if passed_retry {
+            Isolated::Flaky { batch }
+        } else {
+            let worker = worker.id.clone();
+            Isolated::Culprit { worker, batch }
+        };
         merges.push((*index, culprit));
-        BatchMerge { merges, flaky }
+        BatchMerge {
+            merges,
+            isolated: Some(isolated),
+        }
     }
 
     /// The verdict on `commit` in verification slot `slot`: the cached one when its tree

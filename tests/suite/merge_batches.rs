@@ -4,6 +4,7 @@
 //! ran to a file outside the repository, so the tests count verification runs.
 
 use super::support::pyproject::*;
+use super::support::wait::wait_for;
 use super::support::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -156,4 +157,77 @@ fn a_semantic_conflict_inside_a_batch_leaves_only_the_culprit_out() {
         .to_string();
     repo.git(&["rev-parse", "--verify", &branch]);
     assert!(run["flaky_verifications"].is_null(), "{run:#}");
+}
+
+/// Subjects of the integration branch's commits naming `id`'s merge or work.
+fn merges_of(repo: &TestRepo, integration: &str, id: &str) -> usize {
+    repo.git(&["log", "--format=%s", integration])
+        .lines()
+        .filter(|l| l.starts_with(&format!("Merge {id} ")))
+        .count()
+}
+
+#[test]
+fn kill_9_while_isolating_a_culprit_then_resume_merges_each_worker_once() {
+    let repo = calc_repo();
+    let dir = repo.dir.path().join("logs");
+    // In the queue's worktrees: the first tree with report.py and without notes.py (the
+    // split's prefix w1+w2) runs at once; the second (the culprit's retry, after w1 merged)
+    // writes `retrying` and hangs, and the run is killed there.
+    let (seen, retrying) = (dir.join("seen"), dir.join("retrying"));
+    let prefix = format!(
+        "case \"$(basename \"$PWD\")\" in verify*) if [ -f report.py ] && [ ! -f notes.py ]; then \
+         if [ -e {seen} ]; then [ -e {retrying} ] || {{ touch {retrying}; sleep 20; }}; \
+         else touch {seen}; fi; fi;; esac; ",
+        seen = seen.display(),
+        retrying = retrying.display()
+    );
+    counted_verify(&repo, &prefix);
+    let server = start(script("swarm-batch-semantic-conflict"));
+    let mut child = ahelper_process(&repo, &server, Wire::Anthropic)
+        .args(["swarm", "--trust-project", "do the task", "--yes"])
+        .args(["--permission-mode", "bypass"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for(
+        "the culprit's retry",
+        std::time::Duration::from_secs(120),
+        || retrying.exists(),
+    );
+    child.kill().unwrap(); // SIGKILL, mid-isolation: w1 is in the integration branch already
+    child.wait().unwrap();
+    let run = last_run(&repo);
+    let integration = run["integration_branch"].as_str().unwrap().to_string();
+    let w1_commit = worker_record(&run, "w1")["report"]["commit"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    repo.git(&["merge-base", "--is-ancestor", &w1_commit, &integration]);
+    let id = run["run_id"].as_str().unwrap().to_string();
+    let (code, stdout, stderr) = outcome_of(
+        ahelper(&repo, &server, Wire::Anthropic)
+            .args(["swarm", "resume", &id, "--trust-project"])
+            .timeout(std::time::Duration::from_secs(300)),
+    );
+    assert_eq!(code, 1, "{stdout}\n{stderr}");
+    let run = last_run(&repo);
+    assert_eq!(worker_record(&run, "w1")["status"], "merged", "{run:#}");
+    assert_eq!(
+        worker_record(&run, "w2")["status"],
+        "verify_failed",
+        "{run:#}"
+    );
+    assert_eq!(worker_record(&run, "w3")["status"], "merged", "{run:#}");
+    // nothing merged twice: w1's commit once, w3's merge once, w2 not at all
+    let w1_subject = repo.git(&["log", "-1", "--format=%s", &w1_commit]);
+    let log = repo.git(&["log", "--format=%s", &integration]);
+    assert_eq!(
+        log.lines().filter(|l| *l == w1_subject.trim()).count(),
+        1,
+        "{log}"
+    );
+    assert_eq!(merges_of(&repo, &integration, "w3"), 1, "{log}");
+    assert_eq!(merges_of(&repo, &integration, "w2"), 0, "{log}");
 }

@@ -106,6 +106,16 @@ fn failed_first(batch: &[(usize, WorkerRecord)], error: GitTaskError) -> BatchMe
     }
 }
 
+/// `merged` so far, then what `rest` did (the rest of the batch stays ready).
+fn keep(mut merged: Vec<(usize, GatedMerge)>, rest: Option<BatchMerge>) -> BatchMerge {
+    let rest = rest.unwrap_or_default();
+    merged.extend(rest.merges);
+    BatchMerge {
+        merges: merged,
+        isolated: rest.isolated,
+    }
+}
+
 /// A run of a verification that was not needed: the verdict came from the cache.
 fn cached_run(command: &str) -> VerifyRun {
     VerifyRun {
@@ -193,7 +203,8 @@ impl MergeQueue {
         .await
     }
 
-    /// Isolates the culprit of the red `batch` (see the module docs).
+    /// Isolates the culprit of the red `batch` (see the module docs). Each round's green
+    /// prefix advances the integration branch at once, so a run stopped later keeps it.
     async fn isolate(
         &self,
         batch: &[(usize, WorkerRecord)],
@@ -201,44 +212,31 @@ impl MergeQueue {
         gate: &Gate<'_>,
     ) -> BatchMerge {
         let slots = gate.run.merge_policy.slots().max(1);
+        let mut merged_so_far = Vec::new();
         let (mut lo, mut hi) = (0, batch.len());
-        let mut green: Option<Verdict> = None;
         while hi - lo > 1 {
             let suspects = &batch[lo..hi];
-            report(
-                gate,
-                suspects,
-                format!("isolating: {}", batch_name(suspects)),
-            )
-            .await;
-            let cuts = cuts(lo, hi, slots);
-            let checks = cuts
-                .iter()
-                .enumerate()
-                .map(|(slot, end)| self.verdict_of(gate, slot, chain.tips[end - 1]));
-            let verdicts = futures::future::join_all(checks).await;
-            if gate.run.cancel.is_cancelled() {
-                return BatchMerge::default();
-            }
-            let mut next_hi = hi;
-            for (end, checked) in cuts.into_iter().zip(verdicts) {
-                match checked {
-                    Err(e) => return failed_first(&batch[lo..], e),
-                    Ok((_, v)) if v.blocks_merge() => {
-                        next_hi = end;
-                        break;
-                    }
-                    Ok((_, v)) => (lo, green) = (end, Some(v)),
+            let activity = format!("isolating: {}", batch_name(suspects));
+            report(gate, suspects, activity).await;
+            let round = match self.split_round(gate, chain, (lo, hi), slots).await {
+                Ok(Some(round)) => round,
+                Ok(None) => return keep(merged_so_far, None),
+                Err(e) => return keep(merged_so_far, Some(failed_first(&batch[lo..], e))),
+            };
+            let (green_end, red_end, green) = round;
+            if green_end > lo {
+                let from = if lo == 0 {
+                    chain.start
+                } else {
+                    chain.tips[lo - 1]
+                };
+                if let Err(e) = self.advance(from, chain.tips[green_end - 1]).await {
+                    return keep(merged_so_far, Some(failed_first(&batch[lo..], e)));
                 }
+                let tips = &chain.tips[lo..green_end];
+                merged_so_far.extend(merged(&batch[lo..green_end], tips, green.as_ref()));
             }
-            hi = next_hi;
-        }
-        let mut merges = Vec::new();
-        if lo > 0 {
-            match self.advance(chain.start, chain.tips[lo - 1]).await {
-                Ok(()) => merges = merged(&batch[..lo], &chain.tips[..lo], green.as_ref()),
-                Err(e) => return failed_first(batch, e),
-            }
+            (lo, hi) = (green_end, red_end);
         }
         let (index, worker) = &batch[lo];
         report(gate, &batch[lo..=lo], format!("isolating: {}", worker.id)).await;
@@ -252,11 +250,42 @@ impl MergeQueue {
             let worker = worker.id.clone();
             Isolated::Culprit { worker, batch }
         };
-        merges.push((*index, culprit));
+        merged_so_far.push((*index, culprit));
         BatchMerge {
-            merges,
+            merges: merged_so_far,
             isolated: Some(isolated),
         }
+    }
+
+    /// One round of isolation over the suspects `lo..hi` (the prefix to `hi` is red, the one
+    /// to `lo` green): the prefixes ending at the cut points verified at once, one per slot.
+    /// `(end of the longest green prefix, end of the first red one, the green verdict)`, or
+    /// `None` when the run was stopped meanwhile.
+    async fn split_round(
+        &self,
+        gate: &Gate<'_>,
+        chain: &Chain,
+        (lo, hi): (usize, usize),
+        slots: usize,
+    ) -> Result<Option<(usize, usize, Option<Verdict>)>, GitTaskError> {
+        let cuts = cuts(lo, hi, slots);
+        let checks = cuts
+            .iter()
+            .enumerate()
+            .map(|(slot, end)| self.verdict_of(gate, slot, chain.tips[end - 1]));
+        let verdicts = futures::future::join_all(checks).await;
+        if gate.run.cancel.is_cancelled() {
+            return Ok(None);
+        }
+        let (mut green_end, mut green) = (lo, None);
+        for (end, checked) in cuts.into_iter().zip(verdicts) {
+            let (_, verdict) = checked?;
+            if verdict.blocks_merge() {
+                return Ok(Some((green_end, end, green)));
+            }
+            (green_end, green) = (end, Some(verdict));
+        }
+        Ok(Some((green_end, hi, green)))
     }
 
     /// The verdict on `commit` in verification slot `slot`: the cached one when its tree

@@ -5,9 +5,11 @@
 //! The coordinator asks [`MergeQueue::ready`] which workers may merge now. Without
 //! verification it merges all of them in one pass ([`MergeQueue::merge_clean_run`]: one ref
 //! update, the same commits as one at a time, in plan order), so workers that finish together
-//! are not merged one round trip after another; the first that does not merge cleanly, and
-//! every merge when verification is on, goes through [`MergeQueue::merge_gated`], one at a
-//! time. The typed [`MergeStep`] says what the coordinator records.
+//! are not merged one round trip after another; the first that does not merge cleanly goes
+//! through [`MergeQueue::merge_gated`]. With verification on, several ready workers are one
+//! batch ([`super::merge_batch`]: verified once, split to isolate a culprit), a single one goes
+//! through [`MergeQueue::merge_gated`]. The typed [`MergeStep`] says what the coordinator
+//! records.
 //!
 //! The gate, when verification is on: the branch is merged into a *candidate* in memory
 //! ([`git::merge_candidate`]), the candidate is checked out in the run's verification worktree

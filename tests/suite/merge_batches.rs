@@ -13,12 +13,14 @@ use std::path::{Path, PathBuf};
 /// each run first appending the name of the directory it runs in to `<temp>/verify.log`
 /// (writable in the sandbox), no fix rounds or fixers. The log's path.
 fn counted_verify(repo: &TestRepo, prefix: &str) -> PathBuf {
+    counted_verify_of(repo, &format!("{prefix}{UNITTEST}"))
+}
+
+/// [`counted_verify`] with the command `verify` after the logging.
+fn counted_verify_of(repo: &TestRepo, verify: &str) -> PathBuf {
     let log = repo.dir.path().join("logs").join("verify.log");
     std::fs::create_dir_all(log.parent().unwrap()).unwrap();
-    let command = format!(
-        "basename \"$PWD\" >> {log}; {prefix}{UNITTEST}",
-        log = log.display()
-    );
+    let command = format!("basename \"$PWD\" >> {log}; {verify}", log = log.display());
     repo.write(
         ".ahelper/config.toml",
         &format!(
@@ -230,4 +232,40 @@ fn kill_9_while_isolating_a_culprit_then_resume_merges_each_worker_once() {
     );
     assert_eq!(merges_of(&repo, &integration, "w3"), 1, "{log}");
     assert_eq!(merges_of(&repo, &integration, "w2"), 0, "{log}");
+}
+
+#[test]
+fn a_distributed_run_merges_through_the_same_batched_queue() {
+    use super::support::nats::{NatsServer, WorkerProcess, repo_with_remote};
+    use super::support::scripts::{done, plan_files, was_here, worker};
+    let nats = NatsServer::start();
+    let repo = repo_with_remote(&[("a.txt", "a\n"), ("b.txt", "b\n"), ("c.txt", "c\n")]);
+    let log = counted_verify_of(&repo, "test -f a.txt");
+    let files = [("s1", "a.txt"), ("s2", "b.txt"), ("s3", "c.txt")];
+    // s1, first in the plan, answers 1.5 s late: the three are ready to merge together.
+    let script = files
+        .iter()
+        .fold(plan_files(&files.map(|(_, f)| f)), |s, (id, file)| {
+            let delay = if *id == "s1" { 1_500 } else { 0 };
+            let first = was_here(id, file).with_delay_ms(delay);
+            s.with_conversation(worker(id, vec![first, done(id)]))
+        });
+    let server = start(script);
+    let mut m1 = WorkerProcess::start(&nats.url(), "m1", &server.base_url(), 3);
+    let (code, stdout, stderr) = outcome_of(
+        ahelper(&repo, &server, Wire::Anthropic)
+            .args(["swarm", "--trust-project", "change three files", "--yes"])
+            .args(["--permission-mode", "bypass", "--nats", &nats.url()])
+            .timeout(std::time::Duration::from_secs(300)),
+    );
+    assert_eq!(code, 0, "{stdout}\n{stderr}\nworker:\n{}", m1.log());
+    let run = last_run(&repo);
+    all_merged(&run);
+    let text = std::fs::read_to_string(&log).unwrap();
+    // the baseline and at most two batches (one verification per worker before)
+    let runs = queue_runs(&log);
+    assert!((2..=3).contains(&runs), "{text}");
+    assert!(worker_record(&run, "w1")["machine"] == "m1", "{run:#}");
+    m1.signal("TERM");
+    m1.wait_exit(std::time::Duration::from_secs(60));
 }

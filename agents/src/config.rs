@@ -2257,6 +2257,12 @@ mod tests {
                 "0 to 10",
             ),
             (
+                "[swarm]\nverify_slots = 0\n",
+                "verify_slots",
+                "line 2",
+                "1 to 16",
+            ),
+            (
                 "[swarm]\nverify = \"  \"\n",
                 "verify",
                 "line 2",

@@ -159,6 +159,17 @@ fn a_semantic_conflict_inside_a_batch_leaves_only_the_culprit_out() {
         .to_string();
     repo.git(&["rev-parse", "--verify", &branch]);
     assert!(run["flaky_verifications"].is_null(), "{run:#}");
+    // the isolation used a second verification worktree; `swarm clean` removes it too
+    let worktrees = repo.git(&["worktree", "list"]);
+    assert!(worktrees.contains("/verify-2 "), "{worktrees}");
+    let server = start(script("swarm-batch-semantic-conflict"));
+    let id = run["run_id"].as_str().unwrap();
+    ahelper(&repo, &server, Wire::Anthropic)
+        .args(["swarm", "clean", id, "--force"])
+        .assert()
+        .success();
+    let worktrees = repo.git(&["worktree", "list"]);
+    assert!(!worktrees.contains("verify"), "{worktrees}");
 }
 
 /// Subjects of the integration branch's commits naming `id`'s merge or work.

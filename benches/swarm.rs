@@ -14,13 +14,20 @@
 //!    the user's config: a project's `swarm.verify` needs the user's trust): the
 //!    whole process against the ideal — the baseline in parallel with planning and the worker
 //!    turns (max(500 ms, 200 ms + 5 × 200 ms)), the workers' self-checks in parallel (500 ms),
-//!    the merge queue's verifications one after another (4 × 500 ms, inherent: each candidate
-//!    contains the previous merges) and the coordinator's closing turn (200 ms) — and how much
+//!    the merge queue's verifications (2 × 500 ms: the workers that are ready together are
+//!    verified as one batch) and the coordinator's closing turn (200 ms) — and how much
 //!    of the baseline is hidden behind planning and the first workers (they start without
 //!    waiting for it; the first self-check's verdict is the first thing that needs it):
 //!    `1 − exposed / baseline duration`, where exposed = (coordinator's request received +
 //!    baseline duration) − (first worker's last reply sent), at least 0. Also printed: how long
 //!    fan-out waited after planning (first worker request − coordinator reply sent).
+//!
+//! 6. The verified merge queue (issue 28): 12 one-file subtasks on 8 workers, verification
+//!    `sleep 3`, 200 ms per reply: the whole process against the ideal — planning, a worker
+//!    (2 turns), its self-check, 2 merge verifications (batches), the closing turn — target
+//!    ≤ 1.2×; then the same with one culprit (the verification fails only when the files of
+//!    subtasks 3 and 7 are both edited: each is green alone), target ≤ 1.6× with only the
+//!    culprit unmerged. `SWARM_BENCH_ONLY=queue` runs only this configuration.
 //!
 //! Each configuration runs a few times, alone, and the median is printed; the machine's load
 //! average is printed with them. Then divan times one 16-worker swarm.
@@ -281,11 +288,10 @@ fn medians(samples: &[Sample]) -> (Duration, Duration) {
 /// first workers.
 fn verified_figures() {
     let samples: Vec<VerifiedSample> = (0..ROUNDS).map(|_| run_verified()).collect();
-    let n = VERIFIED_WORKERS as u64;
     let ideal = Duration::from_millis(
         VERIFY_MS.max(LATENCY_MS + WORKER_TURNS * LATENCY_MS)
             + VERIFY_MS
-            + n * VERIFY_MS
+            + 2 * VERIFY_MS
             + LATENCY_MS,
     );
     let process = median(samples.iter().map(|s| s.process).collect());
@@ -293,7 +299,7 @@ fn verified_figures() {
         "\n3. verified run, {VERIFIED_WORKERS} workers x {WORKER_TURNS} turns, verify `{VERIFY}` (median of {ROUNDS}):"
     );
     println!(
-        "  whole process {:.1} ms = {:.2}x ideal {:.0} ms (baseline || planning + turns, self-checks, {n} serial merge verifications, synthesis)",
+        "  whole process {:.1} ms = {:.2}x ideal {:.0} ms (baseline || planning + turns, self-checks, 2 batch verifications, synthesis)",
         ms(process),
         process.as_secs_f64() / ideal.as_secs_f64(),
         ms(ideal)
@@ -348,7 +354,86 @@ fn keep_log(name: &str, sample: Option<&Sample>) {
     println!("  log of the last run: {}", path.display());
 }
 
+/// Config 6: the subtasks, slots and verification time of the merge-queue run.
+const QUEUE_SUBTASKS: usize = 12;
+const QUEUE_WORKERS: usize = 8;
+const QUEUE_VERIFY_MS: u64 = 3_000;
+
+/// Config 6: one run of 12 one-file subtasks on 8 workers verified by `verify` (the user's
+/// config, no fix rounds, no fixers); (spawn → exit, the ids of the workers not merged).
+fn run_queue(verify: &str) -> (Duration, Vec<String>) {
+    let fixture = fixture(QUEUE_SUBTASKS, QUEUE_WORKERS);
+    let user_config = fixture.home().join("config/ahelper/config.toml");
+    std::fs::create_dir_all(user_config.parent().unwrap()).unwrap();
+    let config =
+        format!("[swarm]\nverify = {verify:?}\nworker_fix_rounds = 0\nmerge_fix_attempts = 0\n");
+    std::fs::write(&user_config, config).unwrap();
+    let shape = Shape {
+        subtasks: QUEUE_SUBTASKS,
+        max_workers: QUEUE_WORKERS,
+        latency_ms: LATENCY_MS,
+        play: Play::Edit { turns: 2 },
+    };
+    let server = FakeLlm::start_blocking(script_for(&shape)).expect("fake LLM server starts");
+    let finished = run_to_end(
+        ahelper_with_model(&fixture.home(), &server.base_url())
+            .current_dir(fixture.repo())
+            .args(["swarm", "edit every file", "--yes"])
+            .args(["--permission-mode", "bypass"]),
+    );
+    let run_dir = std::fs::read_dir(fixture.repo().join(".ahelper/runs"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let record: Value =
+        serde_json::from_str(&std::fs::read_to_string(run_dir.join("run.json")).unwrap()).unwrap();
+    let unmerged = record["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|w| w["status"] != "merged")
+        .map(|w| format!("{} ({})", w["id"].as_str().unwrap(), w["status"]))
+        .collect();
+    (finished.wall, unmerged)
+}
+
+/// Config 6: the merge queue's figures, green and with one culprit.
+fn queue_figures() {
+    let ideal = Duration::from_millis(
+        LATENCY_MS + 2 * LATENCY_MS + QUEUE_VERIFY_MS + 2 * QUEUE_VERIFY_MS + LATENCY_MS,
+    );
+    let (a, b) = (file_name(3), file_name(7));
+    let culprit = format!("sleep 3; ! {{ grep -q turn {a} && grep -q turn {b}; }}");
+    println!(
+        "\n6. merge queue: {QUEUE_SUBTASKS} one-file subtasks on {QUEUE_WORKERS} workers, verify `sleep 3`, ideal {:.0} ms (planning + worker + self-check + 2 verifications + closing turn), load average {}:",
+        ms(ideal),
+        load_average()
+    );
+    for (label, verify, target) in [
+        ("all green", "sleep 3", 1.2),
+        ("one culprit", &*culprit, 1.6),
+    ] {
+        let (wall, unmerged) = run_queue(verify);
+        println!(
+            "  {label}: whole process {:.0} ms = {:.2}x ideal (target <= {target}x); not merged: {}",
+            ms(wall),
+            wall.as_secs_f64() / ideal.as_secs_f64(),
+            if unmerged.is_empty() {
+                "none".to_string()
+            } else {
+                unmerged.join(", ")
+            }
+        );
+    }
+}
+
 fn main() {
+    if std::env::var("SWARM_BENCH_ONLY").as_deref() == Ok("queue") {
+        queue_figures();
+        return;
+    }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     println!(
         "swarm benchmark: fake model at {LATENCY_MS} ms per reply, {cores} cores, load average {} before",
@@ -415,6 +500,7 @@ fn main() {
         1.03,
     );
     verified_figures();
+    queue_figures();
     println!("\nload average after: {}\n", load_average());
     divan::main();
 }

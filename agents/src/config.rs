@@ -192,6 +192,10 @@ config_table! {
         /// Fixer agents tried on a merge candidate that fails verification (0 to 10). Default 2.
         #[serde(default, deserialize_with = "merge_fix_attempts")]
         merge_fix_attempts: Option<u32>,
+        /// Verification worktrees (and verification commands) of the merge queue at once, 1 to
+        /// 16: a red batch is split and its parts verified in parallel. Default 2.
+        #[serde(default, deserialize_with = "verify_slots")]
+        verify_slots: Option<u32>,
         /// A file a worker's branch adds that is larger than this many megabytes (10⁶ bytes) is
         /// flagged as a hazard ([`ahelper_worktrees::scan_hazards`]). Default 10.
         max_file_mb: Option<u64>,
@@ -244,6 +248,10 @@ fn worker_fix_rounds<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u3
 
 fn merge_fix_attempts<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
     in_range(d, "swarm.merge_fix_attempts", 0, 10)
+}
+
+fn verify_slots<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+    in_range(d, "swarm.verify_slots", 1, 16)
 }
 
 /// `[swarm] warm_cargo`: whether new worker worktrees of a Rust project get the checkout's
@@ -448,6 +456,7 @@ impl ConfigFile {
         over!(swarm.verify_timeout_s);
         over!(swarm.worker_fix_rounds);
         over!(swarm.merge_fix_attempts);
+        over!(swarm.verify_slots);
         over!(swarm.max_file_mb);
         over!(swarm.setup);
         over!(swarm.worktree_include_max_mb);
@@ -547,6 +556,8 @@ pub struct SwarmLimits {
     pub worker_fix_rounds: u32,
     /// `swarm.merge_fix_attempts`: fixer agents tried on a red merge candidate.
     pub merge_fix_attempts: u32,
+    /// `swarm.verify_slots`: verification worktrees of the merge queue at once.
+    pub verify_slots: u32,
     /// Files larger than this many bytes in a worker's branch are hazards.
     pub max_file_bytes: u64,
     /// `swarm.setup`: run in each new worker worktree before its worker starts.
@@ -1020,6 +1031,9 @@ fn resolve_swarm(file: &SwarmFile) -> SwarmLimits {
         merge_fix_attempts: file
             .merge_fix_attempts
             .unwrap_or(DEFAULT_MERGE_FIX_ATTEMPTS),
+        verify_slots: file
+            .verify_slots
+            .unwrap_or(crate::swarm::merge_policy::DEFAULT_VERIFY_SLOTS),
         max_file_bytes: file.max_file_mb.unwrap_or(10).saturating_mul(1_000_000),
         setup: file.setup.clone(),
         include_max_bytes: file
@@ -1079,7 +1093,7 @@ fn trusted_project_layer(
 /// value), `retry.max_attempts`, `[agent]` `max_turns`, `repeat_limit`,
 /// `max_tool_output_chars`, `compact_threshold`, and `[swarm]` `max_workers`, `max_subtasks`,
 /// `worker_max_turns`, `token_budget`, `time_limit_s`, `verify_timeout_s`,
-/// `worker_fix_rounds`, `merge_fix_attempts`. Lower values and equal ones apply.
+/// `worker_fix_rounds`, `merge_fix_attempts`, `verify_slots`. Lower values and equal ones apply.
 fn hold_cost_settings(mut kept: ConfigFile, lower: &ConfigFile) -> ConfigFile {
     fn cap<T: PartialOrd + Copy>(value: &mut Option<T>, limit: T) {
         if value.is_some_and(|v| v > limit) {
@@ -1125,6 +1139,7 @@ fn hold_cost_settings(mut kept: ConfigFile, lower: &ConfigFile) -> ConfigFile {
     cap(&mut s.verify_timeout_s, swarm.verify_timeout_s);
     cap(&mut s.worker_fix_rounds, swarm.worker_fix_rounds);
     cap(&mut s.merge_fix_attempts, swarm.merge_fix_attempts);
+    cap(&mut s.verify_slots, swarm.verify_slots);
     kept
 }
 
@@ -2259,6 +2274,12 @@ mod tests {
                 "merge_fix_attempts",
                 "line 2",
                 "0 to 10",
+            ),
+            (
+                "[swarm]\nverify_slots = 0\n",
+                "verify_slots",
+                "line 2",
+                "1 to 16",
             ),
             (
                 "[swarm]\nverify = \"  \"\n",

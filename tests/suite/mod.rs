@@ -19,6 +19,7 @@ mod instructions;
 mod key_protection;
 mod mcp;
 mod mcp_hostile;
+mod merge_batches;
 mod narrow_terminal;
 mod nats;
 mod nats_attacks;

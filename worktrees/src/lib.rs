@@ -77,8 +77,8 @@ pub use index_lock::{StaleLockOutcome, remove_stale_index_lock};
 pub use lock::{GitOwner, RepoLock};
 pub use merge::{
     ApplyOutcome, Candidate, ConflictFile, MergeOutcome, MergeSource, advance_branch,
-    apply_to_current, checkout_detached, clean_untracked, conclude_merge, merge_candidate,
-    merge_clean_run, merge_into, start_merge,
+    apply_to_current, candidate_chain, checkout_detached, clean_untracked, conclude_merge,
+    has_ignored_files, merge_candidate, merge_clean_run, merge_into, start_merge, tree_of,
 };
 pub use ref_lock::remove_run_ref_locks;
 pub use remote::{

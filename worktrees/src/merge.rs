@@ -274,6 +274,68 @@ pub fn merge_clean_run(
     Ok(tips)
 }
 
+/// Merges `sources`, in order, on top of the commit `start` in memory, each on top of the
+/// previous result (the commits [`merge_clean_run`] would make), and moves no ref: the
+/// candidate of a batch of branches, one merge commit per branch. Stops before the first source
+/// that conflicts or cannot be read or merged.
+///
+/// Returns the candidate after each merged source, in order (its length is how many of
+/// `sources` merged).
+///
+/// # Errors
+/// [`GitError::Libgit2`] when the repository cannot be opened.
+pub fn candidate_chain(
+    repo: &Path,
+    start: Oid,
+    sources: &[MergeSource<'_>],
+    identity: Option<&Identity>,
+) -> Result<Vec<Oid>, GitError> {
+    let repo = open_repo(repo)?;
+    let mut tips = Vec::with_capacity(sources.len());
+    let mut current = start;
+    for source in sources {
+        let merged = tip(&repo, source.branch)
+            .and_then(|theirs| merge_in_memory(&repo, current, theirs, source.message, identity));
+        current = match merged {
+            Ok(MergeOutcome::UpToDate { commit })
+            | Ok(MergeOutcome::FastForward { commit })
+            | Ok(MergeOutcome::Merged { commit }) => commit,
+            Ok(MergeOutcome::Conflict { .. }) | Err(_) => break,
+        };
+        tips.push(current);
+    }
+    Ok(tips)
+}
+
+/// The id of `commit`'s tree (what a verification verdict is a property of).
+///
+/// # Errors
+/// [`GitError::Libgit2`] when the commit cannot be read.
+pub fn tree_of(repo: &Path, commit: Oid) -> Result<Oid, GitError> {
+    let repo = open_repo(repo)?;
+    let commit = repo
+        .find_commit(commit)
+        .ctx(|| format!("reading commit {commit}"))?;
+    Ok(commit.tree_id())
+}
+
+/// Whether `worktree` holds any ignored file or directory (build caches, `.pyc`, anything a
+/// `.gitignore` hides): a verification there may have seen more than the committed tree.
+///
+/// # Errors
+/// [`GitError::Libgit2`] when the status cannot be read.
+pub fn has_ignored_files(worktree: &Path) -> Result<bool, GitError> {
+    let repo = open_repo(worktree)?;
+    let mut opts = git2::StatusOptions::new();
+    opts.include_untracked(false)
+        .include_ignored(true)
+        .recurse_ignored_dirs(false);
+    let statuses = repo
+        .statuses(Some(&mut opts))
+        .ctx(|| "reading the working tree status".to_owned())?;
+    Ok(statuses.iter().any(|e| e.status().is_ignored()))
+}
+
 /// Moves `branch` from `expected` to `new` with compare-and-swap, refusing when a worktree has
 /// it checked out.
 ///

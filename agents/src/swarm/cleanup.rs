@@ -434,11 +434,17 @@ fn owned_worktrees(run: &RunRecord) -> Vec<Owned> {
         branch: h.branch.clone(),
         status: status_of(&h.worker),
     });
-    let verify = run.verify_worktree.iter().map(|path| Owned {
-        id: super::verification::VERIFY_ID.to_string(),
-        worktree: path.clone(),
-        branch: git::worker_branch(&run.run_id, super::verification::VERIFY_ID),
-        status: WorkerStatus::Merged,
+    // The first verification worktree and the merge queue's further slots next to it.
+    let verify = run.verify_worktree.iter().flat_map(|path| {
+        (0..super::verification::MAX_VERIFY_SLOTS).map(|n| {
+            let id = super::verification::slot_id(n);
+            Owned {
+                worktree: path.with_file_name(&id),
+                branch: git::worker_branch(&run.run_id, &id),
+                id,
+                status: WorkerStatus::Merged,
+            }
+        })
     });
     workers.chain(helpers).chain(verify).collect()
 }

@@ -14,6 +14,8 @@
 
 use super::cleanup::{MergedWork, remove_merged_work};
 use super::events::SwarmEvent;
+use super::merge_batch::{BatchMerge, Isolated};
+use super::merge_policy::MergePolicy;
 use super::merge_queue::{Gate, GatedMerge, MergeQueue, MergeStep};
 use super::plan::Plan;
 use super::record_saver::{RecordFlush, RecordSaver};
@@ -115,6 +117,13 @@ pub enum Progress {
         /// The fix attempt, while `fixing`.
         fix_round: Option<FixRound>,
     },
+    /// What the merge queue's verification does now (`verifying batch w3+w5+w7`,
+    /// `isolating: w5`): the status table's verification row. Only the coordinator's own merge
+    /// queue says this (a remote worker's is dropped).
+    Queue {
+        /// One line.
+        activity: String,
+    },
 }
 
 /// A merge pass ended: one gated merge, or a run of clean merges
@@ -122,6 +131,8 @@ pub enum Progress {
 pub struct MergeDone {
     /// What merging each worker did, by plan index, in the order they merged.
     pub merges: Vec<(usize, GatedMerge)>,
+    /// What isolating a red batch found.
+    pub isolated: Option<Isolated>,
 }
 
 /// A fixer's or merger's token usage so far, reported after each of its model turns (see
@@ -200,7 +211,7 @@ pub struct CoordinatorActor {
     earlier: BTreeMap<usize, EarlierAttempts>,
     /// The first worker of the merge pass under way (one pass at a time; a gated merge is a
     /// pass of one worker).
-    merging: Option<usize>,
+    merging: Vec<usize>,
     /// Whether the baseline task ended (recorded or not).
     baseline_ended: bool,
 }
@@ -267,7 +278,7 @@ impl Actor for CoordinatorActor {
             earlier: BTreeMap::new(),
             cleanups: Vec::new(),
             deferred_removals: Vec::new(),
-            merging: None,
+            merging: Vec::new(),
             baseline_ended: false,
         };
         coordinator.record.status = RunStatus::Running;
@@ -751,10 +762,10 @@ impl CoordinatorActor {
     /// verification they all merge at once where they merge cleanly; otherwise (or for the
     /// first that does not) one gated merge. Returns whether a merge is under way.
     fn start_next_merge(&mut self, me: &ActorRef<Self>, drain: bool) -> bool {
-        if self.merging.is_some() {
+        if !self.merging.is_empty() {
             return true;
         }
-        if self.cancelled.is_some() && self.run.verifier.is_some() {
+        if self.cancelled.is_some() && self.run.merge_policy.verifies() {
             // A verification would be cancelled at once: the finished branches wait for
             // `swarm resume`.
             return false;
@@ -763,8 +774,8 @@ impl CoordinatorActor {
         let Some(&index) = ready.first() else {
             return false;
         };
-        self.merging = Some(index);
-        let ready: Vec<(usize, WorkerRecord)> = if self.run.verifier.is_none() {
+        let batched = matches!(self.run.merge_policy, MergePolicy::Batched { .. });
+        let ready: Vec<(usize, WorkerRecord)> = if !self.run.merge_policy.verifies() || batched {
             ready
                 .into_iter()
                 .map(|i| (i, self.record.workers[i].clone()))
@@ -774,6 +785,7 @@ impl CoordinatorActor {
         };
         let indices: Vec<usize> = ready.iter().map(|(i, _)| *i).collect();
         tracing::debug!(workers = ?indices, "merge pass started");
+        self.merging = indices;
         let pass = MergePass {
             queue: self.merge_queue.clone(),
             run: self.run.clone(),
@@ -784,8 +796,8 @@ impl CoordinatorActor {
         };
         tokio::spawn(async move {
             let coordinator = pass.coordinator.clone();
-            let merges = pass.merge(ready).await;
-            let _ = coordinator.tell(MergeDone { merges }).await;
+            let (merges, isolated) = pass.merge(ready).await;
+            let _ = coordinator.tell(MergeDone { merges, isolated }).await;
         });
         true
     }
@@ -812,9 +824,33 @@ impl CoordinatorActor {
 
     /// A merge pass ended: its helpers join the record (their tokens count against the
     /// budget), each step is recorded, the queue goes on.
-    async fn on_merge_done(&mut self, me: &ActorRef<Self>, merges: Vec<(usize, GatedMerge)>) {
-        self.merging = None;
+    async fn on_merge_done(&mut self, me: &ActorRef<Self>, done: MergeDone) {
+        let MergeDone { merges, isolated } = done;
+        let pass = std::mem::take(&mut self.merging);
         self.record.verify_activity = None;
+        match isolated {
+            Some(Isolated::Flaky { batch }) => {
+                self.emit(SwarmEvent::Notice {
+                    message: format!(
+                        "flaky verification: batch {batch} failed, then each part passed on retry"
+                    ),
+                });
+                self.record.flaky_verifications.push(batch);
+            }
+            Some(Isolated::Culprit { worker, batch }) => self.emit(SwarmEvent::Notice {
+                message: format!("[{worker}] isolated as the culprit of batch {batch}"),
+            }),
+            None => {}
+        }
+        for index in pass {
+            // Workers of the pass it did not get to (after a culprit, or stopped) are ready
+            // again.
+            let untouched = !merges.iter().any(|(i, _)| *i == index);
+            if untouched && self.record.workers[index].status == WorkerStatus::Verifying {
+                self.record.workers[index].last_action = "waiting to merge".into();
+                self.set_status(index, WorkerStatus::Finished);
+            }
+        }
         tracing::debug!(merged = merges.len(), "merge pass done");
         for (index, result) in merges {
             for helper in result.helpers {
@@ -827,7 +863,10 @@ impl CoordinatorActor {
             self.record_merge(index, result.step);
         }
         self.check_budget();
-        self.start_next_merge(me, self.cancelled.is_some() && self.run.verifier.is_none());
+        self.start_next_merge(
+            me,
+            self.cancelled.is_some() && !self.run.merge_policy.verifies(),
+        );
         self.schedule(me).await;
         self.publish_snapshot(true);
         self.maybe_finish(me).await;
@@ -995,7 +1034,7 @@ impl CoordinatorActor {
     }
 
     async fn maybe_finish(&mut self, me: &ActorRef<Self>) {
-        if self.done.is_none() || !self.workers.is_empty() || self.merging.is_some() {
+        if self.done.is_none() || !self.workers.is_empty() || !self.merging.is_empty() {
             return;
         }
         if self.cancelled.is_none() && self.run.cancel.is_cancelled() {
@@ -1009,7 +1048,7 @@ impl CoordinatorActor {
         if self.cancelled.is_some() {
             // Work that completed before the stop is still merged when nothing needs verifying
             // (a verification would be cancelled at once: those branches wait for resume).
-            if self.run.verifier.is_none() && self.start_next_merge(me, true) {
+            if !self.run.merge_policy.verifies() && self.start_next_merge(me, true) {
                 return;
             }
         } else if !self.scheduler.is_finished() {
@@ -1230,7 +1269,7 @@ impl CoordinatorActor {
                 status,
                 fix_round,
             } => {
-                let merging = self.merging == Some(index);
+                let merging = self.merging.contains(&index);
                 let w = &mut self.record.workers[index];
                 w.fix_round = fix_round;
                 w.action_started_at = None;
@@ -1244,6 +1283,11 @@ impl CoordinatorActor {
                 self.record.verify_activity = (merging && status == WorkerStatus::Verifying)
                     .then(|| format!("verifying {}'s merge candidate", w.id));
                 self.set_status(index, status);
+            }
+            Progress::Queue { activity } => {
+                if !self.merging.is_empty() {
+                    self.record.verify_activity = Some(activity);
+                }
             }
         }
     }
@@ -1313,7 +1357,7 @@ impl Message<MergeDone> for CoordinatorActor {
     type Reply = ();
     async fn handle(&mut self, msg: MergeDone, ctx: &mut Context<Self, Self::Reply>) {
         let me = ctx.actor_ref().clone();
-        self.on_merge_done(&me, msg.merges).await;
+        self.on_merge_done(&me, msg).await;
     }
 }
 
@@ -1351,26 +1395,28 @@ struct MergePass {
 }
 
 impl MergePass {
-    /// Merges `ready` (plan order): the workers that merge cleanly one after another in one
-    /// pass when there are several (verification off), else the first through the gate. A
-    /// panic of the merge becomes a failed merge of the first worker.
-    async fn merge(self, ready: Vec<(usize, WorkerRecord)>) -> Vec<(usize, GatedMerge)> {
-        let (index, first) = ready[0].clone();
+    /// Merges `ready` (plan order) by the run's [`MergePolicy`]: unverified, the workers that
+    /// merge cleanly one after another in one pass when there are several, else the first
+    /// through the gate; batched, all of them as one verified batch
+    /// ([`MergeQueue::merge_batch`]). A panic of the merge becomes a failed merge of the first
+    /// worker. The merges and the batch whose verification turned out flaky.
+    async fn merge(
+        self,
+        ready: Vec<(usize, WorkerRecord)>,
+    ) -> (Vec<(usize, GatedMerge)>, Option<Isolated>) {
+        let index = ready[0].0;
         let merging = tokio::spawn(async move {
             let merged = self.clean_run(&ready).await;
             if !merged.is_empty() {
-                return merged;
+                return (merged, None);
             }
-            vec![(index, self.gated(index, &first).await)]
+            let batch = self.gated(&ready).await;
+            (batch.merges, batch.isolated)
         });
         merging.await.unwrap_or_else(|e| {
-            vec![(
-                index,
-                GatedMerge {
-                    step: MergeStep::Failed(e.into()),
-                    helpers: Vec::new(),
-                },
-            )]
+            let step = MergeStep::Failed(e.into());
+            let helpers = Vec::new();
+            (vec![(index, GatedMerge { step, helpers })], None)
         })
     }
 
@@ -1378,7 +1424,7 @@ impl MergePass {
     /// when verification is on, only one worker is ready, or the first does not merge cleanly
     /// (the gate deals with it and says why).
     async fn clean_run(&self, ready: &[(usize, WorkerRecord)]) -> Vec<(usize, GatedMerge)> {
-        if self.run.verifier.is_some() || ready.len() < 2 {
+        if self.run.merge_policy.verifies() || ready.len() < 2 {
             return Vec::new();
         }
         let workers: Vec<WorkerRecord> = ready.iter().map(|(_, w)| w.clone()).collect();
@@ -1403,8 +1449,10 @@ impl MergePass {
             .collect()
     }
 
-    /// Worker `index`'s merge through the gate ([`MergeQueue::merge_gated`]).
-    async fn gated(&self, index: usize, worker: &WorkerRecord) -> GatedMerge {
+    /// The merge of `ready` through the gate: the first alone ([`MergeQueue::merge_gated`]),
+    /// or all of them as a batch ([`MergeQueue::merge_batch`]) when the policy batches.
+    async fn gated(&self, ready: &[(usize, WorkerRecord)]) -> BatchMerge {
+        let (index, worker) = (ready[0].0, &ready[0].1);
         // The first verification waits for the baseline (it may still run: the workers did
         // not wait for it).
         let baseline = match &self.recorded_baseline {
@@ -1421,7 +1469,13 @@ impl MergePass {
             index,
             coordinator: self.coordinator.clone(),
         };
-        self.queue.merge_gated(worker, &gate).await
+        if ready.len() > 1 && matches!(self.run.merge_policy, MergePolicy::Batched { .. }) {
+            return self.queue.merge_batch(ready, &gate).await;
+        }
+        BatchMerge {
+            merges: vec![(index, self.queue.merge_gated(worker, &gate).await)],
+            isolated: None,
+        }
     }
 }
 

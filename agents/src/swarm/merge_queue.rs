@@ -5,9 +5,11 @@
 //! The coordinator asks [`MergeQueue::ready`] which workers may merge now. Without
 //! verification it merges all of them in one pass ([`MergeQueue::merge_clean_run`]: one ref
 //! update, the same commits as one at a time, in plan order), so workers that finish together
-//! are not merged one round trip after another; the first that does not merge cleanly, and
-//! every merge when verification is on, goes through [`MergeQueue::merge_gated`], one at a
-//! time. The typed [`MergeStep`] says what the coordinator records.
+//! are not merged one round trip after another; the first that does not merge cleanly goes
+//! through [`MergeQueue::merge_gated`]. With verification on, several ready workers are one
+//! batch ([`super::merge_batch`]: verified once, split to isolate a culprit), a single one goes
+//! through [`MergeQueue::merge_gated`]. The typed [`MergeStep`] says what the coordinator
+//! records.
 //!
 //! The gate, when verification is on: the branch is merged into a *candidate* in memory
 //! ([`git::merge_candidate`]), the candidate is checked out in the run's verification worktree
@@ -30,7 +32,7 @@ use crate::verify::prompts::{
     FixerInput, MAX_FAILURE_OUTPUT_CHARS, MergerInput, Side, failure_excerpt, fixer_prompt,
     merger_prompt,
 };
-use crate::verify::{Verdict, VerifyRun, compare};
+use crate::verify::{Verdict, VerifyRun};
 use ahelper_worktrees as git;
 use kameo::prelude::ActorRef;
 use std::path::PathBuf;
@@ -64,6 +66,7 @@ pub enum MergeStep {
 }
 
 /// What a gated merge needs besides the queue.
+#[derive(Clone)]
 pub struct Gate<'a> {
     /// The run.
     pub run: &'a RunContext,
@@ -85,6 +88,14 @@ pub struct Gate<'a> {
 }
 
 impl Gate<'_> {
+    /// This gate for the worker at plan index `index`.
+    pub fn for_worker(&self, index: usize) -> Self {
+        Gate {
+            index,
+            ..self.clone()
+        }
+    }
+
     async fn status(&self, status: WorkerStatus, fix_round: Option<FixRound>) {
         let _ = self
             .coordinator
@@ -133,8 +144,8 @@ pub struct GatedMerge {
 /// Merges into one run's integration branch.
 #[derive(Debug, Clone)]
 pub struct MergeQueue {
-    repo_root: PathBuf,
-    integration_branch: String,
+    pub(super) repo_root: PathBuf,
+    pub(super) integration_branch: String,
     run_id: String,
 }
 
@@ -255,14 +266,18 @@ impl MergeQueue {
         .await
     }
 
-    fn merge_message(&self, worker: &WorkerRecord) -> String {
+    pub(super) fn merge_message(&self, worker: &WorkerRecord) -> String {
         format!(
             "Merge {} ({}): {}\n\nahelper run {}",
             worker.id, worker.subtask_id, worker.title, self.run_id
         )
     }
 
-    async fn advance(&self, target: git::Oid, commit: git::Oid) -> Result<(), GitTaskError> {
+    pub(super) async fn advance(
+        &self,
+        target: git::Oid,
+        commit: git::Oid,
+    ) -> Result<(), GitTaskError> {
         let repo = self.repo_root.clone();
         let branch = self.integration_branch.clone();
         git_task(move || Ok(git::advance_branch(&repo, &branch, target, commit)?)).await
@@ -288,7 +303,7 @@ impl MergeQueue {
             };
         };
         let mut current = commit;
-        let (mut run, mut verdict) = match self.verify(verifier, current, gate).await {
+        let (mut run, mut verdict) = match self.verify(current, gate).await {
             Ok(checked) => checked,
             Err(e) => return MergeStep::Failed(e),
         };
@@ -308,7 +323,7 @@ impl MergeQueue {
                 .await;
             let Some(tip) = fixed else { continue };
             current = tip;
-            (run, verdict) = match self.verify(verifier, current, gate).await {
+            (run, verdict) = match self.verify(current, gate).await {
                 Ok(checked) => checked,
                 Err(e) => return MergeStep::Failed(e),
             };
@@ -340,16 +355,15 @@ impl MergeQueue {
         }
     }
 
+    /// Verifies `commit` in the first verification slot (or reuses the run's cached verdict
+    /// on its tree).
     async fn verify(
         &self,
-        verifier: &RunVerifier,
         commit: git::Oid,
         gate: &Gate<'_>,
     ) -> Result<(VerifyRun, Verdict), GitTaskError> {
         gate.status(WorkerStatus::Verifying, None).await;
-        let run = verifier.verify_commit(commit, &gate.run.cancel).await?;
-        let verdict = compare(gate.baseline, &run);
-        Ok((run, verdict))
+        self.verdict_of(gate, 0, commit).await
     }
 
     /// One fixer attempt on the red commit `current`: its worktree on `ahelper/<run>/fix-<n>`

@@ -9,7 +9,8 @@
 //!   feeds the [`merge_queue`];
 //! - [`worker`]: one subtask in its own worktree (and its self-check);
 //! - [`verification`]: the run's verification worktree, baseline and verifier; [`helpers`]: the
-//!   `fixer` and `merger` agents of the gated merge queue;
+//!   `fixer` and `merger` agents of the gated merge queue; [`merge_policy`]: how it batches
+//!   verifications and the run's verdict cache;
 //! - [`state`]: the persistent record (`run.json`), [`events`]: what renderers are told;
 //! - [`summary`], [`logs`], [`resume`], [`cleanup`], [`process`]: what the `swarm` subcommands
 //!   need besides printing.
@@ -19,6 +20,8 @@ pub mod coordinator;
 pub mod events;
 pub mod helpers;
 pub mod logs;
+pub mod merge_batch;
+pub mod merge_policy;
 pub mod merge_queue;
 pub mod plan;
 pub mod plan_review;

@@ -197,6 +197,10 @@ pub struct RunContext {
     pub worker_fix_rounds: u32,
     /// `[swarm] merge_fix_attempts`: fixer agents per red merge candidate.
     pub merge_fix_attempts: u32,
+    /// How the merge queue gates the integration branch, chosen once for the run.
+    pub merge_policy: super::merge_policy::MergePolicy,
+    /// The run's passing verdicts by tree, command and baseline.
+    pub verdicts: Arc<super::merge_policy::VerdictCache>,
     /// How each new worker worktree is prepared before its worker starts: `.worktreeinclude`
     /// and `[swarm] setup`.
     pub worktree_setup: super::setup::WorktreeSetup,
@@ -878,6 +882,11 @@ fn run_context(
             ))
         });
     Ok(RunContext {
+        merge_policy: super::merge_policy::MergePolicy::for_run(
+            verifier.is_some(),
+            config.swarm.verify_slots,
+        ),
+        verdicts: Arc::default(),
         verifier,
         baseline,
         worker_fix_rounds: config.swarm.worker_fix_rounds,
@@ -1031,6 +1040,8 @@ impl RunContext {
             baseline: None,
             worker_fix_rounds: 0,
             merge_fix_attempts: 0,
+            merge_policy: super::merge_policy::MergePolicy::Unverified,
+            verdicts: Arc::default(),
             // This machine's own `[swarm] setup` and `.worktreeinclude` guard; MCP servers are
             // not started for remote subtasks (their approval lives on the coordinator's side).
             worktree_setup: super::setup::WorktreeSetup::from_config(config),

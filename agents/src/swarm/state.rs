@@ -573,6 +573,10 @@ pub struct RunRecord {
     /// What the verification worktree is doing, e.g. `verifying w2's merge candidate`
     /// (`None`: idle).
     pub verify_activity: Option<String>,
+    /// Merge batches whose verification failed while each of their parts passed (a flaky
+    /// verification), e.g. `w3+w5+w7`, in the order they were found.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub flaky_verifications: Vec<String>,
     /// Where a distributed run's workers run (`swarm --nats`): `swarm resume` re-attaches
     /// there and `swarm clean` removes what the run left there. `None`: local workers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -715,6 +719,7 @@ impl RunRecord {
             helpers: Vec::new(),
             synthesis: None,
             verify_activity: None,
+            flaky_verifications: Vec::new(),
             remote: None,
             seal: None,
             headless: false,

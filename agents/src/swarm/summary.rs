@@ -40,6 +40,13 @@ pub fn final_summary(record: &RunRecord) -> String {
     baseline_lines(&mut s, record);
     undone_lines(&mut s, record);
     next_steps(&mut s, record);
+    if !record.flaky_verifications.is_empty() {
+        let _ = writeln!(
+            s,
+            "flaky verification (failed on a batch, passed on retry): {}",
+            record.flaky_verifications.join(", ")
+        );
+    }
     let _ = writeln!(s, "{}", verification_line(record));
     let _ = write!(s, "{}", result_line(record));
     s

@@ -22,6 +22,18 @@ use tokio_util::sync::CancellationToken;
 /// Id of the verification worktree in paths, branch names and the status table.
 pub const VERIFY_ID: &str = "verify";
 
+/// The largest `[swarm] verify_slots`: verification worktrees of one run.
+pub const MAX_VERIFY_SLOTS: usize = 16;
+
+/// Id of verification slot `n` (0-based): `verify` for the first, then `verify-2`, `verify-3`…
+pub fn slot_id(n: usize) -> String {
+    if n == 0 {
+        VERIFY_ID.to_string()
+    } else {
+        format!("{VERIFY_ID}-{}", n + 1)
+    }
+}
+
 /// Everything needed to run a run's verification command somewhere.
 #[derive(Debug, Clone)]
 pub struct RunVerifier {
@@ -66,6 +78,20 @@ impl RunVerifier {
             env,
             redactor: config.redactor.clone(),
         }
+    }
+
+    /// The verifier of slot `n` ([`slot_id`]): the same command in its own worktree next to the
+    /// first (`<worktree base>/verify-<n+1>` on `ahelper/<run>/verify-<n+1>`); slot 0 is this
+    /// one. The worktree is made on first use ([`RunVerifier::prepare_worktree`]) and kept for
+    /// the run, so its build caches stay warm.
+    pub fn slot(&self, n: usize) -> RunVerifier {
+        let mut slot = self.clone();
+        if n > 0 {
+            let id = slot_id(n);
+            slot.worktree = self.worktree.with_file_name(&id);
+            slot.branch = format!("{}-{}", self.branch, n + 1);
+        }
+        slot
     }
 
     /// Runs the command in `dir` (confined to it when the sandbox is enforced).

@@ -402,6 +402,10 @@ impl SelfCheck<'_> {
             let baseline = self.run.wait_for_baseline().await;
             let verdict = compare(baseline.as_ref(), &checked);
             report.verification = Some(verdict.render(&self.verifier.command));
+            if !verdict.blocks_merge() {
+                let judged = (&checked, &verdict, baseline.as_ref());
+                remember_verdict(self.run, self.verifier, self.worktree, judged).await;
+            }
             // Fix rounds stay inside the worker's caps: its turns so far count.
             let caps_left = report.turns < agent.settings().max_turns;
             if !verdict.blocks_merge()
@@ -432,6 +436,36 @@ impl SelfCheck<'_> {
             }
         }
     }
+}
+
+/// Keeps a passing self-check's verdict in the run's cache ([`super::merge_policy`]) for the
+/// worktree's committed tree, so a merge candidate with that tree (a fast-forward onto the
+/// worker's commit) is not verified again. Only when the worktree is exactly its commit: no
+/// uncommitted change and no ignored file (a build cache or a file the model wrote that
+/// `.gitignore` hides could have made the tests pass where a clean checkout would not).
+async fn remember_verdict(
+    run: &RunContext,
+    verifier: &RunVerifier,
+    worktree: &Path,
+    (checked, verdict, baseline): (
+        &crate::verify::VerifyRun,
+        &crate::verify::Verdict,
+        Option<&crate::verify::VerifyRun>,
+    ),
+) {
+    if !matches!(checked.outcome, crate::verify::VerifyOutcome::Passed) {
+        return;
+    }
+    let dir = worktree.to_path_buf();
+    let tree = git_task(move || {
+        let exact = git::dirty_paths(&dir)?.is_empty() && !git::has_ignored_files(&dir)?;
+        let head = git::last_head_commit(&dir).filter(|_| exact);
+        Ok(head.map(|commit| git::tree_of(&dir, commit)).transpose()?)
+    })
+    .await;
+    let Ok(Some(tree)) = tree else { return };
+    let key = super::merge_policy::VerdictKey::new(tree, &verifier.command, baseline);
+    run.verdicts.insert(key, verdict);
 }
 
 /// The report after a fix round: the round's commit and diff stats, the summaries of both,

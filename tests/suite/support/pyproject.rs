@@ -84,7 +84,9 @@ pub fn script(name: &str) -> Script {
 }
 
 /// Every scenario script's name.
-pub const SCRIPTS: [&str; 7] = [
+pub const SCRIPTS: [&str; 9] = [
+    "swarm-batch-semantic-conflict",
+    "swarm-batch",
     "swarm-semantic-conflict",
     "swarm-semantic-conflict-fixer-fails",
     "swarm-textual-conflict",

@@ -1053,7 +1053,7 @@ fn with_index(progress: Progress, i: usize) -> Option<Progress> {
             allow_rule,
         },
         Progress::Retry { message, .. } => Progress::Retry { index: i, message },
-        Progress::Machine { .. } => return None,
+        Progress::Machine { .. } | Progress::Queue { .. } => return None,
         Progress::Phase {
             status, fix_round, ..
         } => Progress::Phase {

@@ -44,6 +44,7 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 pub mod binds;
+mod capabilities;
 mod limits;
 mod pid_init;
 use limits::PreparedLimits;
@@ -1048,6 +1049,9 @@ impl PreparedSandbox {
     pub fn restrict_self(&mut self) -> std::io::Result<()> {
         if let Some(namespace) = self.namespaces.take() {
             namespace.enter()?;
+            // In namespaces of its own a command holds capabilities over them, enough to see
+            // beneath the read-only binds (`open_tree`): it keeps none.
+            capabilities::drop_all()?;
         }
         if let Some(limits) = self.limits.take() {
             limits.apply()?;

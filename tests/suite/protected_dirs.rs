@@ -295,3 +295,42 @@ fn an_added_home_keeps_ahelpers_dirs_and_path_protected() {
         "{stderr}"
     );
 }
+
+/// A command that copies the workspace's mount without its submounts (`open_tree` with
+/// `OPEN_TREE_CLONE`, which needs `CAP_SYS_ADMIN` over the command's mount namespace — a root
+/// command held it in the user namespace the sandbox made) and writes `.git/config` through
+/// that copy, beneath the read-only bind.
+const OPEN_TREE_ATTACK: &str = r#"import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+fd = libc.syscall(428, -100, b".", 1 | 0o2000000)
+print("open_tree", fd, os.strerror(ctypes.get_errno()))
+if fd >= 0:
+    try:
+        f = os.open(".git/config", os.O_WRONLY | os.O_APPEND, dir_fd=fd)
+        os.write(f, b"\n[core]\n\tfsmonitor = touch /tmp/ahelper-open-tree\n")
+        print("wrote through the copy")
+    except OSError as e:
+        print("refused", e)
+"#;
+
+/// A command keeps no capability in the namespaces the sandbox makes for it, so it cannot copy
+/// a mount without the read-only binds (`open_tree`) and write `.git/config` beneath them —
+/// which a command run as root could (found in review).
+#[test]
+fn a_command_cannot_see_beneath_the_read_only_binds() {
+    require_sandbox!(Needs::LandlockAndNamespaces);
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let before = repo.file(".git/config");
+    repo.write("attack.py", OPEN_TREE_ATTACK);
+    let (requests, stderr) = play(
+        &repo,
+        &["--permission-mode", "bypass"],
+        [runs("python3 attack.py")],
+    );
+    assert_eq!(repo.file(".git/config"), before, "{stderr}");
+    let results = results(&requests);
+    assert!(
+        results.contains("open_tree -1 Operation not permitted"),
+        "{results}"
+    );
+}

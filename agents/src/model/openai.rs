@@ -648,6 +648,7 @@ mod tests {
     fn request_body_translates_tool_calls_and_results() {
         let request = ModelRequest {
             model: "override".into(),
+            system_shared_len: 0,
             system: "sys".into(),
             messages: [
                 Message::tool_round(

@@ -166,6 +166,11 @@ pub struct ModelRequest {
     pub model: String,
     /// System prompt.
     pub system: String,
+    /// Length in bytes of the system prompt's prefix shared by every agent of a run with the
+    /// same role (`agent::prompt::SystemPrompt::shared_len`); 0 when unknown. The Anthropic
+    /// request puts a cache breakpoint at its end, so agents read one cache entry.
+    #[serde(default)]
+    pub system_shared_len: usize,
     /// Conversation so far; the last message is from the user.
     pub messages: Vec<Message>,
     /// Tools the model may call.

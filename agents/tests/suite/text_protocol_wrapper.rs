@@ -91,6 +91,7 @@ fn tools() -> Vec<ToolSpec> {
 fn request(messages: Vec<Message>) -> ModelRequest {
     ModelRequest {
         model: "m".into(),
+        system_shared_len: 0,
         system: "You are a coding assistant.".into(),
         messages,
         tools: tools(),

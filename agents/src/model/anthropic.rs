@@ -233,10 +233,7 @@ pub fn parse_anthropic_response(body: &[u8]) -> Vec<Result<ModelEvent, ModelErro
     }
     let mut out = Vec::new();
     let usage = &reply["usage"];
-    out.push(Ok(ModelEvent::Usage(Usage {
-        input_tokens: AnthropicDecoder::input_tokens(usage).unwrap_or(0),
-        output_tokens: u64_field(usage, "output_tokens").unwrap_or(0),
-    })));
+    out.push(Ok(ModelEvent::Usage(AnthropicDecoder::usage(usage))));
     let mut calls = Vec::new();
     for block in reply["content"].as_array().into_iter().flatten() {
         match block["type"].as_str() {
@@ -315,6 +312,16 @@ impl AnthropicDecoder {
         )
     }
 
+    /// A usage object: all prompt tokens, output tokens, cache reads and writes.
+    fn usage(usage: &Value) -> Usage {
+        Usage {
+            input_tokens: Self::input_tokens(usage).unwrap_or(0),
+            output_tokens: u64_field(usage, "output_tokens").unwrap_or(0),
+            cache_read_tokens: u64_field(usage, "cache_read_input_tokens").unwrap_or(0),
+            cache_write_tokens: u64_field(usage, "cache_creation_input_tokens").unwrap_or(0),
+        }
+    }
+
     fn finish(&mut self, out: &mut Vec<ModelEvent>) {
         let max_tokens = self.stop_reason.as_deref() == Some("max_tokens");
         let last_index = self.blocks.keys().next_back().copied();
@@ -361,10 +368,7 @@ impl AnthropicDecoder {
     /// `message_start`: the prompt's usage.
     fn message_start(&mut self, data: &Value, out: &mut Vec<ModelEvent>) {
         let usage = &data["message"]["usage"];
-        self.usage = Usage {
-            input_tokens: Self::input_tokens(usage).unwrap_or(0),
-            output_tokens: u64_field(usage, "output_tokens").unwrap_or(0),
-        };
+        self.usage = Self::usage(usage);
         out.push(ModelEvent::Usage(self.usage));
     }
 
@@ -478,6 +482,12 @@ impl AnthropicDecoder {
             }
             if let Some(output) = u64_field(usage, "output_tokens") {
                 self.usage.output_tokens = output;
+            }
+            if let Some(read) = u64_field(usage, "cache_read_input_tokens") {
+                self.usage.cache_read_tokens = read;
+            }
+            if let Some(written) = u64_field(usage, "cache_creation_input_tokens") {
+                self.usage.cache_write_tokens = written;
             }
             out.push(ModelEvent::Usage(self.usage));
         }
@@ -643,7 +653,8 @@ mod tests {
             vec![
                 ModelEvent::Usage(Usage {
                     input_tokens: 0,
-                    output_tokens: 5
+                    output_tokens: 5,
+                    ..Default::default()
                 }),
                 ModelEvent::ToolCall(ToolCall {
                     id: "t1".into(),
@@ -667,7 +678,9 @@ mod tests {
             got[0],
             Ok(ModelEvent::Usage(Usage {
                 input_tokens: 113,
-                output_tokens: 1
+                output_tokens: 1,
+                cache_read_tokens: 100,
+                cache_write_tokens: 10,
             }))
         );
     }

@@ -222,6 +222,7 @@ async fn retry_resets_the_buffer_and_is_forwarded() {
         Ok(ModelEvent::Usage(Usage {
             input_tokens: 10,
             output_tokens: 5,
+            ..Default::default()
         })),
         stop(StopReason::EndTurn),
     ]]);
@@ -240,7 +241,8 @@ async fn retry_resets_the_buffer_and_is_forwarded() {
             },
             ModelEvent::Usage(Usage {
                 input_tokens: 10,
-                output_tokens: 5
+                output_tokens: 5,
+                ..Default::default()
             }),
             ModelEvent::Stop {
                 reason: StopReason::EndTurn

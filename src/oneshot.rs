@@ -229,6 +229,9 @@ fn print_outcome(
                 "usage": {
                     "input_tokens": outcome.usage.input_tokens,
                     "output_tokens": outcome.usage.output_tokens,
+                    // Of input_tokens (Anthropic's names, as Claude Code prints them).
+                    "cache_read_input_tokens": outcome.usage.cache_read_tokens,
+                    "cache_creation_input_tokens": outcome.usage.cache_write_tokens,
                 },
                 "transcript": session.transcript_path,
             });

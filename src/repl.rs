@@ -929,6 +929,7 @@ mod tests {
         let usage = Usage {
             input_tokens: 1_000_000,
             output_tokens: 100_000,
+            ..Default::default()
         };
         let mut meter = CostMeter::default();
         meter.add(
@@ -936,6 +937,8 @@ mod tests {
             Some(Price {
                 input_per_mtok: 3.0,
                 output_per_mtok: 15.0,
+                cache_read_per_mtok: None,
+                cache_write_per_mtok: None,
             }),
         );
         assert_eq!(

@@ -935,10 +935,18 @@ fn check_prices(
     path: &Path,
 ) -> Result<(), ConfigError> {
     for (model, price) in prices {
+        let cached = [
+            ("cache_read_per_mtok", price.cache_read_per_mtok),
+            ("cache_write_per_mtok", price.cache_write_per_mtok),
+        ];
+        let set = cached.into_iter().filter_map(|(n, v)| v.map(|v| (n, v)));
         for (name, value) in [
             ("input_per_mtok", price.input_per_mtok),
             ("output_per_mtok", price.output_per_mtok),
-        ] {
+        ]
+        .into_iter()
+        .chain(set)
+        {
             if !value.is_finite() || value < 0.0 {
                 return Err(ConfigError::Invalid {
                     key: format!("pricing.\"{model}\".{name}"),

@@ -4,7 +4,11 @@
 //! output tokens, per million tokens, as read on 2026-12-01 from:
 //! - Anthropic: <https://platform.claude.com/docs/en/about-claude/pricing> ("Model pricing":
 //!   base input tokens and output tokens);
-//! - OpenAI: <https://developers.openai.com/api/docs/pricing> (standard tier).
+//! - OpenAI: <https://developers.openai.com/api/docs/pricing> (standard tier, with its "cached
+//!   input" price for prompt-cache reads).
+//!
+//! Prompt caching: Anthropic cache writes (5-minute) cost 1.25× and reads 0.1× of the input
+//! price; a configured price may set `cache_read_per_mtok` and `cache_write_per_mtok`.
 //!
 //! Other models (or newer prices) come from the configuration:
 //! `[pricing."model-name"] input_per_mtok = 3.0, output_per_mtok = 15.0`. A model with no price
@@ -22,21 +26,60 @@ pub struct Price {
     pub input_per_mtok: f64,
     /// Dollars per million output (completion) tokens.
     pub output_per_mtok: f64,
+    /// Dollars per million input tokens read from the prompt cache; when unset,
+    /// [`CACHE_READ_FACTOR`] × `input_per_mtok` (Anthropic's rule).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_read_per_mtok: Option<f64>,
+    /// Dollars per million input tokens written to the prompt cache; when unset,
+    /// [`CACHE_WRITE_FACTOR`] × `input_per_mtok` (Anthropic's 5-minute cache).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write_per_mtok: Option<f64>,
 }
 
+/// Anthropic's price of a cache read relative to base input ("Prompt caching" on the pricing
+/// page: cache hits and refreshes 0.1×).
+pub const CACHE_READ_FACTOR: f64 = 0.1;
+
+/// Anthropic's price of a 5-minute cache write relative to base input (1.25×).
+pub const CACHE_WRITE_FACTOR: f64 = 1.25;
+
 impl Price {
-    /// The cost of `usage` in US dollars.
+    /// The cost of `usage` in US dollars: uncached input at the input price, cache reads and
+    /// writes at theirs, output at the output price.
     pub fn cost_usd(&self, usage: Usage) -> f64 {
-        (usage.input_tokens as f64 * self.input_per_mtok
+        let read = self
+            .cache_read_per_mtok
+            .unwrap_or(self.input_per_mtok * CACHE_READ_FACTOR);
+        let write = self
+            .cache_write_per_mtok
+            .unwrap_or(self.input_per_mtok * CACHE_WRITE_FACTOR);
+        (usage.uncached_input_tokens() as f64 * self.input_per_mtok
+            + usage.cache_read_tokens as f64 * read
+            + usage.cache_write_tokens as f64 * write
             + usage.output_tokens as f64 * self.output_per_mtok)
             / 1_000_000.0
     }
 }
 
+/// An Anthropic price: cache reads and writes by [`CACHE_READ_FACTOR`] and
+/// [`CACHE_WRITE_FACTOR`].
 const fn price(input_per_mtok: f64, output_per_mtok: f64) -> Price {
     Price {
         input_per_mtok,
         output_per_mtok,
+        cache_read_per_mtok: None,
+        cache_write_per_mtok: None,
+    }
+}
+
+/// An OpenAI price: cached input at `cached_per_mtok` ("Cached input" on the pricing page),
+/// no surcharge for writing the cache.
+const fn openai(input_per_mtok: f64, cached_per_mtok: f64, output_per_mtok: f64) -> Price {
+    Price {
+        input_per_mtok,
+        output_per_mtok,
+        cache_read_per_mtok: Some(cached_per_mtok),
+        cache_write_per_mtok: Some(input_per_mtok),
     }
 }
 
@@ -59,17 +102,17 @@ pub const BUILTIN_PRICES: &[(&str, Price)] = &[
     ("claude-3-5-haiku", price(0.8, 4.0)),
     ("claude-3-haiku", price(0.25, 1.25)),
     // OpenAI
-    ("gpt-5", price(1.25, 10.0)),
-    ("gpt-5-mini", price(0.25, 2.0)),
-    ("gpt-5-nano", price(0.05, 0.40)),
-    ("gpt-4.1", price(2.0, 8.0)),
-    ("gpt-4.1-mini", price(0.40, 1.60)),
-    ("gpt-4.1-nano", price(0.10, 0.40)),
-    ("gpt-4o", price(2.50, 10.0)),
-    ("gpt-4o-mini", price(0.15, 0.60)),
-    ("o3", price(2.0, 8.0)),
-    ("o3-mini", price(1.10, 4.40)),
-    ("o4-mini", price(1.10, 4.40)),
+    ("gpt-5", openai(1.25, 0.125, 10.0)),
+    ("gpt-5-mini", openai(0.25, 0.025, 2.0)),
+    ("gpt-5-nano", openai(0.05, 0.005, 0.4)),
+    ("gpt-4.1", openai(2.0, 0.5, 8.0)),
+    ("gpt-4.1-mini", openai(0.4, 0.1, 1.6)),
+    ("gpt-4.1-nano", openai(0.1, 0.025, 0.4)),
+    ("gpt-4o", openai(2.5, 1.25, 10.0)),
+    ("gpt-4o-mini", openai(0.15, 0.075, 0.6)),
+    ("o3", openai(2.0, 0.5, 8.0)),
+    ("o3-mini", openai(1.1, 0.55, 4.4)),
+    ("o4-mini", openai(1.1, 0.275, 4.4)),
 ];
 
 /// True when `model` is `base` or a dated snapshot or alias of it: `base-YYYYMMDD`,
@@ -151,8 +194,14 @@ mod tests {
             Some(price(15.0, 75.0))
         );
         assert_eq!(builtin_price("claude-opus-4-5"), Some(price(5.0, 25.0)));
-        assert_eq!(builtin_price("gpt-4o-2024-08-06"), Some(price(2.5, 10.0)));
-        assert_eq!(builtin_price("gpt-4o-mini"), Some(price(0.15, 0.60)));
+        assert_eq!(
+            builtin_price("gpt-4o-2024-08-06"),
+            Some(openai(2.5, 1.25, 10.0))
+        );
+        assert_eq!(
+            builtin_price("gpt-4o-mini"),
+            Some(openai(0.15, 0.075, 0.60))
+        );
         // a newer version is not priced as an older one
         assert_eq!(builtin_price("claude-opus-4-9"), None);
         assert_eq!(builtin_price("llama3"), None);
@@ -167,6 +216,7 @@ mod tests {
         let usage = Usage {
             input_tokens: 1_000_000,
             output_tokens: 500_000,
+            ..Default::default()
         };
         assert_eq!(table.cost_usd("gpt-4o", usage), Some(2.0));
         assert_eq!(table.cost_usd("local", usage), Some(0.75));

@@ -12,9 +12,11 @@
 //! command's own ([`Namespaces`], [`protected_entries`]).
 //!
 //! How a command is confined:
-//! 1. In the parent, before spawning, [`CommandSandbox::prepare`] builds the landlock ruleset:
-//!    it opens an `O_PATH` fd for every rule and adds the rules, so every allocation and every
-//!    path lookup happens here ([`PreparedSandbox`]).
+//! 1. In the parent, before spawning, [`CommandSandbox::prepare`] builds the landlock rulesets:
+//!    the read rules in a layer of their own, built once per policy and reused while the
+//!    directories they were built from are unchanged ([`read_layer`]), and the command's own
+//!    write and network rules; it opens an `O_PATH` fd for every rule and adds the rules, so
+//!    every allocation and every path lookup happens here ([`PreparedSandbox`]).
 //! 2. Between `fork` and `exec`, in the child, [`PreparedSandbox::restrict_self`] only calls
 //!    `unshare(2)` (network off), `prctl(PR_SET_NO_NEW_PRIVS)` and `landlock_restrict_self(2)`
 //!    — async-signal-safe system calls. [`PreparedSandbox::install`] wires that into a
@@ -26,8 +28,8 @@
 //! no denied path below it is allowed whole; a directory that has one is allowed for listing
 //! only (`READ_DIR`, which landlock applies to the whole subtree: names inside a denied
 //! directory stay listable, their contents do not) and each of its entries is handled the same
-//! way. Entries are enumerated when the command starts, so a file created later in such a
-//! directory is covered by the next command. Symlinks among those entries are followed when
+//! way. Entries are enumerated when the read layer is built and again whenever such a
+//! directory changes, so a file created later in one is covered by the next command. Symlinks among those entries are followed when
 //! they are opened; a symlink that leads to a denied path (or above one) is left out.
 //!
 //! Where landlock is missing (kernel older than 5.13, not enabled at boot, seccomp filters),
@@ -35,8 +37,7 @@
 //! shows, and commands run with the permission rule checks only.
 
 use landlock::{
-    ABI, Access, AccessFs, AccessNet, BitFlags, PathBeneath, PathFd, Ruleset, RulesetAttr,
-    RulesetCreated, RulesetCreatedAttr, RulesetStatus,
+    ABI, Access, AccessFs, AccessNet, Ruleset, RulesetAttr, RulesetCreated, RulesetStatus,
 };
 use std::fmt;
 use std::os::fd::OwnedFd;
@@ -47,12 +48,16 @@ pub mod binds;
 mod capabilities;
 mod limits;
 mod pid_init;
+mod read_layer;
 use limits::PreparedLimits;
 pub use limits::{
     CommandLimits, DEFAULT_MAX_MEMORY_MB, DEFAULT_MAX_PROCESSES, LimitHit, MIN_MAX_PROCESSES,
     limit_hit,
 };
 use pid_init::PidInit;
+#[cfg(test)]
+use read_layer::read_plan;
+use read_layer::{ReadKey, ReadLayerCache, add_path_rule};
 
 /// The landlock ABI whose access rights we ask for. Newer kernels are asked for exactly these
 /// rights (landlock's compatibility contract: rights of a newer ABI are never handled unless
@@ -332,6 +337,9 @@ pub struct CommandSandbox {
     /// How many processes a command may run and how much memory each may allocate
     /// ([`limits`]); applied with the rest of the sandbox, so only when it is enforced.
     pub limits: CommandLimits,
+    /// The read rules, built once and reused while the file system they were built from is
+    /// unchanged ([`read_layer`]).
+    read_layer: ReadLayerCache,
 }
 
 impl CommandSandbox {
@@ -442,6 +450,7 @@ impl CommandSandbox {
             added_dirs: Vec::new(),
             protected_dirs: Vec::new(),
             limits: CommandLimits::default(),
+            read_layer: ReadLayerCache::default(),
         }
     }
 
@@ -564,6 +573,7 @@ impl CommandSandbox {
         if !self.is_enforced() {
             return Ok(PreparedSandbox {
                 ruleset: None,
+                read_layer: None,
                 namespaces: None,
                 report: None,
                 limits: None,
@@ -571,31 +581,24 @@ impl CommandSandbox {
         }
         let err = |e: landlock::RulesetError| SandboxOsError::Ruleset(e.to_string());
         let abi = TARGET_ABI;
-        let all = AccessFs::from_all(abi);
         let read = AccessFs::from_read(abi);
-        let mut ruleset = Ruleset::default().handle_access(all).map_err(err)?;
+        let write = AccessFs::from_write(abi);
+        let read_layer = self.read_layer.ruleset(&self.read_key(temp_dir), abi)?;
+        let mut ruleset = Ruleset::default().handle_access(write).map_err(err)?;
         if !self.network {
             ruleset = ruleset
                 .handle_access(AccessNet::from_all(abi))
                 .map_err(err)?;
         }
         let mut created = ruleset.create().map_err(err)?;
-
-        let plan = read_plan(&self.read_denied);
-        for dir in &plan.list_only {
-            created = add_path_rule(created, dir, AccessFs::ReadDir.into(), abi).map_err(err)?;
-        }
-        for path in plan.readable.iter().chain(&self.readable) {
-            created = add_path_rule(created, path, read, abi).map_err(err)?;
-        }
         // Terminal and device ioctls (e.g. `isatty`, window size) on device files.
-        created = add_path_rule(created, Path::new("/dev"), read | AccessFs::IoctlDev, abi)
+        created = add_path_rule(created, Path::new("/dev"), AccessFs::IoctlDev.into(), abi)
             .map_err(err)?;
         for dev in WRITABLE_DEVICES {
-            created = add_path_rule(created, Path::new(dev), all, abi).map_err(err)?;
+            created = add_path_rule(created, Path::new(dev), write, abi).map_err(err)?;
         }
         for path in self.writable.iter().map(PathBuf::as_path).chain(temp_dir) {
-            created = add_path_rule(created, path, all, abi).map_err(err)?;
+            created = add_path_rule(created, path, write, abi).map_err(err)?;
         }
         let read_only = if self.namespaces {
             let mut mounts = self.read_only_mounts();
@@ -606,7 +609,7 @@ impl CommandSandbox {
         };
         let limits = PreparedLimits::new(self.limits);
         let (pid_init, report) = if self.namespaces {
-            let (report, init) = pid_init_for(&created, read.bits())
+            let (report, init) = pid_init_for(&read_layer, read.bits())
                 .map_err(|e| SandboxOsError::Ruleset(e.to_string()))?;
             (Some(init.with_pid_max(limits.pid_max())), Some(report))
         } else {
@@ -615,6 +618,7 @@ impl CommandSandbox {
         let namespaces = Namespaces::new(!self.network, read_only, self.namespaces, pid_init);
         Ok(PreparedSandbox {
             ruleset: Some(created),
+            read_layer: Some(read_layer),
             namespaces: (!namespaces.is_empty()).then_some(namespaces),
             report,
             limits: Some(limits),
@@ -648,6 +652,18 @@ impl CommandSandbox {
             .collect()
     }
 
+    /// What the read layer is built from: the denied and readable paths, and read granted on
+    /// the writable paths and on the directory that holds the commands' temp dirs (`temp_dir`'s
+    /// parent, the same for every command: [`crate::command_temp`]).
+    fn read_key(&self, temp_dir: Option<&Path>) -> ReadKey {
+        let temp_base = temp_dir.map(|t| t.parent().unwrap_or(t).to_path_buf());
+        ReadKey {
+            denied: self.read_denied.clone(),
+            readable: self.readable.clone(),
+            granted: self.writable.iter().cloned().chain(temp_base).collect(),
+        }
+    }
+
     /// The workspace this policy was built for (canonical).
     pub fn workspace_root(&self) -> &Path {
         &self.workspace_root
@@ -657,7 +673,10 @@ impl CommandSandbox {
 /// A ruleset built in the parent, ready to be applied in a child between `fork` and `exec`.
 #[derive(Debug)]
 pub struct PreparedSandbox {
+    /// The write rights and the network (this command's own ruleset).
     ruleset: Option<RulesetCreated>,
+    /// The read rights: a duplicate of the policy's shared read layer ([`read_layer`]).
+    read_layer: Option<RulesetCreated>,
     namespaces: Option<Namespaces>,
     /// Read end of the PID namespace's report pipe ([`Self::take_report`]).
     report: Option<OwnedFd>,
@@ -1056,15 +1075,14 @@ impl PreparedSandbox {
         if let Some(limits) = self.limits.take() {
             limits.apply()?;
         }
-        let Some(ruleset) = self.ruleset.take() else {
-            return Ok(());
-        };
-        match ruleset.restrict_self() {
-            Ok(status) if status.ruleset != RulesetStatus::NotEnforced => Ok(()),
-            // The parent checked that landlock is available; an unenforced ruleset here means
-            // the kernel changed its mind: refuse rather than run unconfined.
-            Ok(_) => Err(std::io::Error::from_raw_os_error(libc::ENOSYS)),
-            Err(_) => Err(std::io::Error::last_os_error()),
+        // The small ruleset first: each `landlock_restrict_self` copies the domain it stacks
+        // on, so the large read layer is copied once, not twice.
+        if let Some(ruleset) = self.ruleset.take() {
+            enforce(ruleset)?;
+        }
+        match self.read_layer.take() {
+            Some(read_layer) => enforce(read_layer),
+            None => Ok(()),
         }
     }
 
@@ -1084,77 +1102,15 @@ impl PreparedSandbox {
     }
 }
 
-/// The read rules: subtrees readable whole, and directories only listable (ancestors of
-/// denied paths).
-#[derive(Debug, Default, PartialEq, Eq)]
-struct ReadPlan {
-    readable: Vec<PathBuf>,
-    list_only: Vec<PathBuf>,
-}
-
-/// Covers the file system minus `denied` with whole subtrees (see the module docs).
-fn read_plan(denied: &[PathBuf]) -> ReadPlan {
-    let mut plan = ReadPlan::default();
-    let denied: Vec<&PathBuf> = denied.iter().filter(|d| d.is_absolute()).collect();
-    visit(Path::new("/"), &denied, &mut plan, 0);
-    plan
-}
-
-fn visit(dir: &Path, denied: &[&PathBuf], plan: &mut ReadPlan, depth: usize) {
-    if denied.iter().any(|d| dir.starts_with(d)) {
-        return;
+/// Applies `ruleset` to the calling thread (in the child, between `fork` and `exec`).
+fn enforce(ruleset: RulesetCreated) -> std::io::Result<()> {
+    match ruleset.restrict_self() {
+        Ok(status) if status.ruleset != RulesetStatus::NotEnforced => Ok(()),
+        // The parent checked that landlock is available; an unenforced ruleset here means
+        // the kernel changed its mind: refuse rather than run unconfined.
+        Ok(_) => Err(std::io::Error::from_raw_os_error(libc::ENOSYS)),
+        Err(_) => Err(std::io::Error::last_os_error()),
     }
-    if !denied.iter().any(|d| d.starts_with(dir)) || depth > 32 {
-        plan.readable.push(dir.to_path_buf());
-        return;
-    }
-    plan.list_only.push(dir.to_path_buf());
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        let is_symlink = entry.file_type().is_ok_and(|t| t.is_symlink());
-        if is_symlink {
-            // Opening the rule's fd follows the link: judge the target, never recurse through it.
-            let Ok(target) = std::fs::canonicalize(&path) else {
-                continue;
-            };
-            let touches_denied = denied
-                .iter()
-                .any(|d| target.starts_with(d) || d.starts_with(&target));
-            if !touches_denied {
-                plan.readable.push(path);
-            }
-        } else {
-            visit(&path, denied, plan, depth + 1);
-        }
-    }
-}
-
-/// Adds a path-beneath rule; a path that cannot be opened (missing, raced away) is skipped.
-/// For a non-directory only the rights that apply to files are granted.
-fn add_path_rule(
-    created: RulesetCreated,
-    path: &Path,
-    access: BitFlags<AccessFs>,
-    abi: ABI,
-) -> Result<RulesetCreated, landlock::RulesetError> {
-    let Ok(meta) = std::fs::metadata(path) else {
-        return Ok(created);
-    };
-    let access = if meta.is_dir() {
-        access
-    } else {
-        access & AccessFs::from_file(abi)
-    };
-    if access.is_empty() {
-        return Ok(created);
-    }
-    let Ok(fd) = PathFd::new(path) else {
-        return Ok(created);
-    };
-    created.add_rule(PathBeneath::new(fd, access))
 }
 
 /// `realpath` when the path exists, else the path as given.

@@ -46,6 +46,13 @@ fn message_id(reply: &Reply) -> String {
     format!("msg_fake{:06}", reply.serial)
 }
 
+/// A `usage` object with `output_tokens` as given (1 in `message_start`).
+fn anthropic_usage(usage: crate::script::Usage, output_tokens: u64) -> Value {
+    json!({"input_tokens": usage.input_tokens, "output_tokens": output_tokens,
+           "cache_creation_input_tokens": usage.cache_write_tokens,
+           "cache_read_input_tokens": usage.cache_read_tokens})
+}
+
 /// The streamed response: one SSE event per element, ending with `message_stop`.
 pub(crate) fn stream_events(reply: &Reply) -> Vec<Bytes> {
     let usage = reply.usage;
@@ -54,7 +61,7 @@ pub(crate) fn stream_events(reply: &Reply) -> Vec<Bytes> {
         &json!({"type": "message_start", "message": {
             "id": message_id(reply), "type": "message", "role": "assistant",
             "model": reply.model, "content": [], "stop_reason": null, "stop_sequence": null,
-            "usage": {"input_tokens": usage.input_tokens, "output_tokens": 1}}}),
+            "usage": anthropic_usage(usage, 1)}}),
     )];
     let mut index = 0;
     let block_start = |events: &mut Vec<Bytes>, index: usize, block: Value| {
@@ -110,7 +117,7 @@ pub(crate) fn stream_events(reply: &Reply) -> Vec<Bytes> {
         Some("message_delta"),
         &json!({"type": "message_delta",
                 "delta": {"stop_reason": anthropic_stop_reason(reply), "stop_sequence": null},
-                "usage": {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens}}),
+                "usage": anthropic_usage(usage, usage.output_tokens)}),
     ));
     events.push(sse_event(
         Some("message_stop"),
@@ -134,7 +141,7 @@ pub(crate) fn json_body(reply: &Reply) -> Value {
     json!({
         "id": message_id(reply), "type": "message", "role": "assistant", "model": reply.model,
         "content": content, "stop_reason": anthropic_stop_reason(reply), "stop_sequence": null,
-        "usage": {"input_tokens": reply.usage.input_tokens, "output_tokens": reply.usage.output_tokens},
+        "usage": anthropic_usage(reply.usage, reply.usage.output_tokens),
     })
 }
 

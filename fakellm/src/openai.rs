@@ -55,8 +55,10 @@ fn completion_id(reply: &Reply) -> String {
 
 fn usage(reply: &Reply) -> Value {
     let u = reply.usage;
-    json!({"prompt_tokens": u.input_tokens, "completion_tokens": u.output_tokens,
-           "total_tokens": u.input_tokens + u.output_tokens})
+    let prompt = u.input_tokens + u.cache_read_tokens + u.cache_write_tokens;
+    json!({"prompt_tokens": prompt, "completion_tokens": u.output_tokens,
+           "total_tokens": prompt + u.output_tokens,
+           "prompt_tokens_details": {"cached_tokens": u.cache_read_tokens}})
 }
 
 /// The streamed response: one `data:` event per element, ending with `data: [DONE]`.

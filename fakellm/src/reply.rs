@@ -51,6 +51,7 @@ impl Reply {
         let usage = turn.usage.unwrap_or(Usage {
             input_tokens: (request_bytes as u64 / 4).max(1),
             output_tokens: (output_bytes as u64 / 4).max(1),
+            ..Usage::default()
         });
         let created = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)

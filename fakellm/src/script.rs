@@ -190,6 +190,15 @@ pub struct Usage {
     pub input_tokens: u64,
     /// Generated tokens (OpenAI `completion_tokens`).
     pub output_tokens: u64,
+    /// Prompt tokens read from the prompt cache, besides `input_tokens` (Anthropic
+    /// `cache_read_input_tokens`; OpenAI `prompt_tokens_details.cached_tokens`, counted in its
+    /// `prompt_tokens`).
+    #[serde(default)]
+    pub cache_read_tokens: u64,
+    /// Prompt tokens written to the prompt cache, besides `input_tokens` (Anthropic
+    /// `cache_creation_input_tokens`; counted in OpenAI's `prompt_tokens`).
+    #[serde(default)]
+    pub cache_write_tokens: u64,
 }
 
 /// A fault injected instead of (or into) a turn's normal response.
@@ -694,7 +703,14 @@ impl Turn {
         self.usage = Some(Usage {
             input_tokens,
             output_tokens,
+            ..Usage::default()
         });
+        self
+    }
+
+    /// Sets the reported usage with prompt-cache reads and writes (tokens; see [`Usage`]).
+    pub fn with_cached_usage(mut self, usage: Usage) -> Self {
+        self.usage = Some(usage);
         self
     }
 

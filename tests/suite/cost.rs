@@ -88,3 +88,49 @@ fn the_swarm_totals_line_shows_the_cost_of_a_priced_model() {
     // which replays the last scripted turn) at $1 per million
     assert!(totals.contains(" · cost $4.00 · "), "{totals}");
 }
+
+/// One `-p` turn whose usage reports prompt-cache reads and writes, on `wire`.
+fn cached_usage_result(repo: &TestRepo, wire: Wire, model: &str) -> Value {
+    let usage = ahelper_fake_llm::Usage {
+        input_tokens: 100_000,
+        output_tokens: 10_000,
+        cache_read_tokens: 800_000,
+        cache_write_tokens: 100_000,
+    };
+    let server = start(agent([Turn::text("ok").with_cached_usage(usage)]));
+    json_stdout_of(ahelper(repo, &server, wire).args([
+        "-p",
+        "hi",
+        "--output-format",
+        "json",
+        "--model",
+        model,
+    ]))
+}
+
+#[test]
+fn anthropic_cache_reads_and_writes_are_shown_and_priced_by_anthropic_rules() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let result = cached_usage_result(&repo, Wire::Anthropic, "claude-sonnet-4-5");
+    assert_eq!(result["usage"]["input_tokens"], 1_000_000, "{result}");
+    assert_eq!(result["usage"]["cache_read_input_tokens"], 800_000);
+    assert_eq!(result["usage"]["cache_creation_input_tokens"], 100_000);
+    // $3/M input: 100k uncached $0.30 + 100k written ×1.25 $0.375 + 800k read ×0.1 $0.24;
+    // $15/M output: 10k $0.15.
+    let cost = result["total_cost_usd"].as_f64().unwrap();
+    assert!((cost - 1.065).abs() < 1e-9, "{cost}");
+}
+
+#[test]
+fn openai_cached_input_is_shown_and_priced_at_the_cached_input_price() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let result = cached_usage_result(&repo, Wire::OpenAi, "gpt-4.1");
+    // OpenAI counts everything in prompt_tokens and reports the cached part only.
+    assert_eq!(result["usage"]["input_tokens"], 1_000_000, "{result}");
+    assert_eq!(result["usage"]["cache_read_input_tokens"], 800_000);
+    assert_eq!(result["usage"]["cache_creation_input_tokens"], 0);
+    // gpt-4.1: $2/M input, $0.50/M cached input, $8/M output:
+    // 200k × $2 = $0.40, 800k × $0.50 = $0.40, 10k × $8 = $0.08.
+    let cost = result["total_cost_usd"].as_f64().unwrap();
+    assert!((cost - 0.88).abs() < 1e-9, "{cost}");
+}

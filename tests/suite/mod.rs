@@ -28,6 +28,7 @@ mod opaque_code;
 mod print_mode;
 mod processes;
 mod project_trust;
+mod prompt_cache;
 mod protected_dirs;
 mod read_deny_os;
 mod refusals;

@@ -10,7 +10,8 @@
 use super::WorkspaceReady;
 use super::gate::PermissionGate;
 use super::prompt::{
-    InstructionsSource, ProjectInstructions, SystemPromptParams, build_system_prompt,
+    InstructionsSource, ProjectInstructions, SystemPrompt, SystemPromptParams,
+    build_system_prompt_parts,
 };
 use super::{Agent, AgentSettings};
 use crate::hooks::HookEvent;
@@ -155,9 +156,12 @@ impl AgentBuilder {
     /// # Errors
     /// [`TranscriptError`] when the transcript cannot be opened or its first line written.
     pub fn build(self) -> Result<Agent, TranscriptError> {
-        let mut system_prompt = match self.system_prompt {
-            Some(prompt) => prompt,
-            None => build_system_prompt(&SystemPromptParams {
+        let built = match self.system_prompt {
+            Some(prompt) => SystemPrompt {
+                text: prompt,
+                shared_len: 0,
+            },
+            None => build_system_prompt_parts(&SystemPromptParams {
                 workspace_root: &self.tool_context.workspace_root,
                 cwd: &self.tool_context.cwd,
                 added_dirs: &self.tool_context.added_dirs,
@@ -170,6 +174,7 @@ impl AgentBuilder {
                 },
             }),
         };
+        let (mut system_prompt, system_shared_len) = (built.text, built.shared_len);
         if let Some(text) = &self.appended_system_prompt {
             system_prompt = format!("{}\n\n{}\n", system_prompt.trim_end(), text.trim());
         }
@@ -204,6 +209,7 @@ impl AgentBuilder {
             gate,
             tool_context: self.tool_context,
             system_prompt,
+            system_shared_len,
             settings: self.settings,
             transcript,
             events: None,

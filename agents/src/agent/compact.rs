@@ -126,6 +126,7 @@ impl Agent {
         }
         ModelRequest {
             model: self.model.clone(),
+            system_shared_len: 0,
             system: COMPACTION_SYSTEM_PROMPT.into(),
             messages,
             tools: Vec::new(),

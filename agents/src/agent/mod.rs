@@ -280,6 +280,9 @@ pub struct Agent {
     gate: PermissionGate,
     tool_context: ToolContext,
     system_prompt: String,
+    /// Bytes of [`Self::system_prompt`] shared with the run's other agents of the same role
+    /// (`prompt::SystemPrompt::shared_len`); 0 for a prompt given whole.
+    system_shared_len: usize,
     settings: AgentSettings,
     transcript: Option<TranscriptWriter>,
     events: Option<UnboundedSender<AgentEvent>>,

@@ -119,9 +119,29 @@ pub fn read_project_instructions(workspace_root: &Path) -> Option<String> {
     find_project_instructions(workspace_root).map(|i| i.text)
 }
 
-/// Builds the system prompt: who the agent is, the workspace, date and platform, the tools,
-/// working rules, the role instructions and the project's `AGENTS.md` (or `CLAUDE.md`).
+/// A system prompt laid out for prompt caching (issue 32): everything that is the same for
+/// every agent of a run with the same role and tools first, the agent's own facts after.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SystemPrompt {
+    /// The whole prompt.
+    pub text: String,
+    /// Length in bytes of its shared prefix (who the agent is, platform, tools, rules, role,
+    /// project instructions): byte-identical across agents of a run with the same role, so a
+    /// provider cache entry written by one is read by the others. The rest (workspace root,
+    /// working directory, added directories, date) is the agent's own. Always a `char`
+    /// boundary of [`Self::text`].
+    pub shared_len: usize,
+}
+
+/// Builds the system prompt: who the agent is, platform and tools, working rules, the role
+/// instructions and the project's `AGENTS.md` (or `CLAUDE.md`) — then the agent's own
+/// environment: workspace, working directory, added directories and date.
 pub fn build_system_prompt(params: &SystemPromptParams<'_>) -> String {
+    build_system_prompt_parts(params).text
+}
+
+/// [`build_system_prompt`] with the length of its shared prefix ([`SystemPrompt`]).
+pub fn build_system_prompt_parts(params: &SystemPromptParams<'_>) -> SystemPrompt {
     let mut s = String::new();
     s.push_str(
         "You are ahelper, an AI coding assistant working in a software project through tools. \
@@ -129,25 +149,6 @@ pub fn build_system_prompt(params: &SystemPromptParams<'_>) -> String {
          changes with the edit tools, run commands to build and test, and finish with a short \
          summary of what you did.\n\n",
     );
-    s.push_str("# Environment\n");
-    s.push_str(&format!(
-        "- Workspace root: {}\n",
-        params.workspace_root.display()
-    ));
-    s.push_str(&format!("- Working directory: {}\n", params.cwd.display()));
-    if !params.added_dirs.is_empty() {
-        let dirs: Vec<String> = params
-            .added_dirs
-            .iter()
-            .map(|d| d.display().to_string())
-            .collect();
-        s.push_str(&format!(
-            "- Added directories (also readable and writable; name files in them by absolute \
-             path): {}\n",
-            dirs.join(", ")
-        ));
-    }
-    s.push_str(&format!("- Date: {}\n", params.date));
     s.push_str(&format!(
         "- Platform: {} ({})\n",
         std::env::consts::OS,
@@ -156,7 +157,7 @@ pub fn build_system_prompt(params: &SystemPromptParams<'_>) -> String {
     s.push_str(&format!("- Tools: {}\n\n", params.tools.names().join(", ")));
     s.push_str(
         "# Rules\n\
-         - Paths are relative to the working directory; you cannot read or write outside the workspace root (and the added directories, when listed above).\n\
+         - Paths are relative to the working directory; you cannot read or write outside the workspace root (and the added directories, when listed under Environment).\n\
          - Read a file before editing it; edit_file needs the exact text to replace.\n\
          - When a tool result is available, use it instead of calling the same tool again.\n\
          - A tool result marked as an error tells you what went wrong: fix the call or choose another approach.\n\
@@ -179,7 +180,35 @@ pub fn build_system_prompt(params: &SystemPromptParams<'_>) -> String {
         s.push_str(instructions.text.trim());
         s.push('\n');
     }
-    s
+    let shared_len = s.len();
+    push_environment(&mut s, params);
+    SystemPrompt {
+        text: s,
+        shared_len,
+    }
+}
+
+/// The agent's own facts: workspace root, working directory, added directories, date.
+fn push_environment(s: &mut String, params: &SystemPromptParams<'_>) {
+    s.push_str("\n# Environment\n");
+    s.push_str(&format!(
+        "- Workspace root: {}\n",
+        params.workspace_root.display()
+    ));
+    s.push_str(&format!("- Working directory: {}\n", params.cwd.display()));
+    if !params.added_dirs.is_empty() {
+        let dirs: Vec<String> = params
+            .added_dirs
+            .iter()
+            .map(|d| d.display().to_string())
+            .collect();
+        s.push_str(&format!(
+            "- Added directories (also readable and writable; name files in them by absolute \
+             path): {}\n",
+            dirs.join(", ")
+        ));
+    }
+    s.push_str(&format!("- Date: {}\n", params.date));
 }
 
 #[cfg(test)]

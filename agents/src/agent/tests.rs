@@ -568,6 +568,7 @@ async fn time_limit_and_token_budget() {
                 Ok(ModelEvent::Usage(Usage {
                     input_tokens: 600,
                     output_tokens: 10,
+                    ..Default::default()
                 })),
                 stop(StopReason::ToolUse),
             ]

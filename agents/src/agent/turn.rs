@@ -98,6 +98,7 @@ impl Agent {
         ModelRequest {
             model: self.model.clone(),
             system: self.system_prompt.clone(),
+            system_shared_len: self.system_shared_len,
             messages: self.history.clone(),
             tools: self.tools.specs(),
             max_output_tokens: self.settings.max_output_tokens,

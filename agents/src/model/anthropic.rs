@@ -84,8 +84,10 @@ impl ModelClient for AnthropicClient {
 ///
 /// Shape: `{model, max_tokens, stream: true, system?, messages, tools?}`. The model and token
 /// limit come from `request`, falling back to `settings` when empty/zero. `system` is sent as
-/// one text block and the last content block of the last message carries
-/// `cache_control: {type: "ephemeral"}` (prompt caching; tools and system are cached with it).
+/// the run's shared prefix with a cache breakpoint (`cache_control: {type: "ephemeral"}`) and
+/// the agent's own part after it ([`ModelRequest::system_shared_len`]; one block with the
+/// breakpoint without a split), and the last content block of the last message carries a
+/// breakpoint too (prompt caching: tools, system and history are cached with it).
 /// Tool results are sent as `{type: tool_result, tool_use_id, content: "<text>", is_error}`.
 /// Empty text blocks (which the API rejects) are dropped unless a message would become empty.
 pub fn request_body(request: &ModelRequest, settings: &ProviderSettings) -> Value {
@@ -104,10 +106,7 @@ pub fn request_body(request: &ModelRequest, settings: &ProviderSettings) -> Valu
     body.insert("max_tokens".into(), json!(max_tokens));
     body.insert("stream".into(), json!(true));
     if !request.system.is_empty() {
-        body.insert(
-            "system".into(),
-            json!([{"type": "text", "text": request.system, "cache_control": {"type": "ephemeral"}}]),
-        );
+        body.insert("system".into(), system_json(request));
     }
     body.insert("messages".into(), Value::Array(messages));
     if !request.tools.is_empty() {
@@ -119,6 +118,21 @@ pub fn request_body(request: &ModelRequest, settings: &ProviderSettings) -> Valu
         body.insert("tools".into(), Value::Array(tools));
     }
     Value::Object(body)
+}
+
+/// The `system` blocks: the prefix shared by the run's agents of one role with a cache
+/// breakpoint at its end (so every worker's first request reads the entry the first one
+/// wrote), then the agent's own part; one block with the breakpoint when there is no split.
+fn system_json(request: &ModelRequest) -> Value {
+    let cached = json!({"type": "ephemeral"});
+    let split = request.system_shared_len;
+    match request.system.split_at_checked(split) {
+        Some((shared, own)) if split > 0 && !own.is_empty() => json!([
+            {"type": "text", "text": shared, "cache_control": cached},
+            {"type": "text", "text": own},
+        ]),
+        _ => json!([{"type": "text", "text": request.system, "cache_control": cached}]),
+    }
 }
 
 fn message_json(message: &Message) -> Value {
@@ -219,10 +233,7 @@ pub fn parse_anthropic_response(body: &[u8]) -> Vec<Result<ModelEvent, ModelErro
     }
     let mut out = Vec::new();
     let usage = &reply["usage"];
-    out.push(Ok(ModelEvent::Usage(Usage {
-        input_tokens: AnthropicDecoder::input_tokens(usage).unwrap_or(0),
-        output_tokens: u64_field(usage, "output_tokens").unwrap_or(0),
-    })));
+    out.push(Ok(ModelEvent::Usage(AnthropicDecoder::usage(usage))));
     let mut calls = Vec::new();
     for block in reply["content"].as_array().into_iter().flatten() {
         match block["type"].as_str() {
@@ -301,6 +312,16 @@ impl AnthropicDecoder {
         )
     }
 
+    /// A usage object: all prompt tokens, output tokens, cache reads and writes.
+    fn usage(usage: &Value) -> Usage {
+        Usage {
+            input_tokens: Self::input_tokens(usage).unwrap_or(0),
+            output_tokens: u64_field(usage, "output_tokens").unwrap_or(0),
+            cache_read_tokens: u64_field(usage, "cache_read_input_tokens").unwrap_or(0),
+            cache_write_tokens: u64_field(usage, "cache_creation_input_tokens").unwrap_or(0),
+        }
+    }
+
     fn finish(&mut self, out: &mut Vec<ModelEvent>) {
         let max_tokens = self.stop_reason.as_deref() == Some("max_tokens");
         let last_index = self.blocks.keys().next_back().copied();
@@ -347,10 +368,7 @@ impl AnthropicDecoder {
     /// `message_start`: the prompt's usage.
     fn message_start(&mut self, data: &Value, out: &mut Vec<ModelEvent>) {
         let usage = &data["message"]["usage"];
-        self.usage = Usage {
-            input_tokens: Self::input_tokens(usage).unwrap_or(0),
-            output_tokens: u64_field(usage, "output_tokens").unwrap_or(0),
-        };
+        self.usage = Self::usage(usage);
         out.push(ModelEvent::Usage(self.usage));
     }
 
@@ -464,6 +482,12 @@ impl AnthropicDecoder {
             }
             if let Some(output) = u64_field(usage, "output_tokens") {
                 self.usage.output_tokens = output;
+            }
+            if let Some(read) = u64_field(usage, "cache_read_input_tokens") {
+                self.usage.cache_read_tokens = read;
+            }
+            if let Some(written) = u64_field(usage, "cache_creation_input_tokens") {
+                self.usage.cache_write_tokens = written;
             }
             out.push(ModelEvent::Usage(self.usage));
         }
@@ -629,7 +653,8 @@ mod tests {
             vec![
                 ModelEvent::Usage(Usage {
                     input_tokens: 0,
-                    output_tokens: 5
+                    output_tokens: 5,
+                    ..Default::default()
                 }),
                 ModelEvent::ToolCall(ToolCall {
                     id: "t1".into(),
@@ -653,7 +678,9 @@ mod tests {
             got[0],
             Ok(ModelEvent::Usage(Usage {
                 input_tokens: 113,
-                output_tokens: 1
+                output_tokens: 1,
+                cache_read_tokens: 100,
+                cache_write_tokens: 10,
             }))
         );
     }
@@ -675,6 +702,7 @@ mod tests {
     fn request_body_maps_blocks_one_to_one() {
         let request = ModelRequest {
             model: String::new(),
+            system_shared_len: 0,
             system: "be brief".into(),
             messages: Message::tool_round(
                 "list files",

@@ -316,6 +316,10 @@ fn usage_of(chunk: &Value) -> Option<Usage> {
     Some(Usage {
         input_tokens: usage["prompt_tokens"].as_u64().unwrap_or(0),
         output_tokens: usage["completion_tokens"].as_u64().unwrap_or(0),
+        cache_read_tokens: usage["prompt_tokens_details"]["cached_tokens"]
+            .as_u64()
+            .unwrap_or(0),
+        cache_write_tokens: 0,
     })
 }
 
@@ -613,7 +617,8 @@ mod tests {
                 },
                 ModelEvent::Usage(Usage {
                     input_tokens: 10,
-                    output_tokens: 3
+                    output_tokens: 3,
+                    ..Default::default()
                 }),
                 ModelEvent::ToolCall(ToolCall {
                     id: "c9".into(),
@@ -648,6 +653,7 @@ mod tests {
     fn request_body_translates_tool_calls_and_results() {
         let request = ModelRequest {
             model: "override".into(),
+            system_shared_len: 0,
             system: "sys".into(),
             messages: [
                 Message::tool_round(

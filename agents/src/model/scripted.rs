@@ -197,6 +197,7 @@ mod tests {
     fn request(text: &str) -> ModelRequest {
         ModelRequest {
             model: "m".into(),
+            system_shared_len: 0,
             system: String::new(),
             messages: vec![crate::model::Message::user_text(text)],
             tools: vec![],

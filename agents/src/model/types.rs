@@ -166,6 +166,11 @@ pub struct ModelRequest {
     pub model: String,
     /// System prompt.
     pub system: String,
+    /// Length in bytes of the system prompt's prefix shared by every agent of a run with the
+    /// same role (`agent::prompt::SystemPrompt::shared_len`); 0 when unknown. The Anthropic
+    /// request puts a cache breakpoint at its end, so agents read one cache entry.
+    #[serde(default)]
+    pub system_shared_len: usize,
     /// Conversation so far; the last message is from the user.
     pub messages: Vec<Message>,
     /// Tools the model may call.
@@ -177,10 +182,23 @@ pub struct ModelRequest {
 /// Token usage of one turn, in tokens.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
-    /// Prompt (input) tokens.
+    /// Prompt (input) tokens, all of them: uncached, written to the provider's prompt cache,
+    /// and read from it.
     pub input_tokens: u64,
     /// Completion (output) tokens.
     pub output_tokens: u64,
+    /// Of `input_tokens`, those read from the provider's prompt cache (Anthropic
+    /// `cache_read_input_tokens`, OpenAI `prompt_tokens_details.cached_tokens`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_read_tokens: u64,
+    /// Of `input_tokens`, those written to the provider's prompt cache (Anthropic
+    /// `cache_creation_input_tokens`; OpenAI reports none).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_write_tokens: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Usage {
@@ -188,6 +206,15 @@ impl Usage {
     pub fn add(&mut self, other: Usage) {
         self.input_tokens += other.input_tokens;
         self.output_tokens += other.output_tokens;
+        self.cache_read_tokens += other.cache_read_tokens;
+        self.cache_write_tokens += other.cache_write_tokens;
+    }
+
+    /// Input tokens neither read from nor written to the prompt cache.
+    pub fn uncached_input_tokens(&self) -> u64 {
+        self.input_tokens
+            .saturating_sub(self.cache_read_tokens)
+            .saturating_sub(self.cache_write_tokens)
     }
 }
 

@@ -324,6 +324,12 @@ fn usage_since(before: Usage, total: Usage) -> Usage {
     Usage {
         input_tokens: total.input_tokens.saturating_sub(before.input_tokens),
         output_tokens: total.output_tokens.saturating_sub(before.output_tokens),
+        cache_read_tokens: total
+            .cache_read_tokens
+            .saturating_sub(before.cache_read_tokens),
+        cache_write_tokens: total
+            .cache_write_tokens
+            .saturating_sub(before.cache_write_tokens),
     }
 }
 

@@ -263,7 +263,7 @@ fn counts_line(s: &mut String, record: &RunRecord) {
     }
     let _ = writeln!(
         s,
-        "Run {} {} — {} merged, {} conflict, {} failed, {} cancelled, {} no changes, {} skipped{rest} of {} subtasks; {} tokens in / {} out.",
+        "Run {} {} — {} merged, {} conflict, {} failed, {} cancelled, {} no changes, {} skipped{rest} of {} subtasks; {} tokens in{} / {} out.",
         record.run_id,
         record.status.as_str(),
         count(WorkerStatus::Merged),
@@ -274,8 +274,20 @@ fn counts_line(s: &mut String, record: &RunRecord) {
         count(WorkerStatus::Skipped),
         record.workers.len(),
         record.usage.input_tokens,
+        cache_note(record.usage),
         record.usage.output_tokens,
     );
+}
+
+/// ` (R from the prompt cache, W written to it)` when the provider reported cache use.
+fn cache_note(usage: crate::model::Usage) -> String {
+    if usage.cache_read_tokens == 0 && usage.cache_write_tokens == 0 {
+        return String::new();
+    }
+    format!(
+        " ({} from the prompt cache, {} written to it)",
+        usage.cache_read_tokens, usage.cache_write_tokens
+    )
 }
 
 fn worker_lines(s: &mut String, record: &RunRecord, w: &WorkerRecord) {

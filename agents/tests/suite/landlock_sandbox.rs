@@ -241,6 +241,47 @@ async fn denied_paths_cannot_be_read_by_any_route() {
     assert!(out.contains(".ssh"));
 }
 
+/// The read rules are built once and reused (issue 32): whatever appears or is swapped between
+/// two commands of the same sandbox is judged afresh — a denied directory created later, a
+/// denied directory replaced by another, a home directory moved away and replaced — and files
+/// created since then outside the denied paths are readable.
+#[tokio::test]
+async fn reused_read_rules_cover_what_changes_between_commands() {
+    let Some(fx) = fixture() else {
+        return;
+    };
+    let ctx = fx.ctx(true);
+    let h = fx.home.display();
+    succeeds(&ctx, &format!("cat '{h}/notes.txt'")).await;
+    succeeds(&ctx, &format!("cat '{h}/notes.txt'")).await;
+
+    fs::create_dir_all(fx.home.join(".aws")).unwrap();
+    fs::write(fx.home.join(".aws/credentials"), "AWS SECRET\n").unwrap();
+    fs::write(fx.home.join("later.txt"), "later notes\n").unwrap();
+    let out = denied(&ctx, &format!("cat '{h}/.aws/credentials'")).await;
+    assert!(!out.contains("AWS SECRET"));
+    assert!(
+        succeeds(&ctx, &format!("cat '{h}/later.txt'"))
+            .await
+            .contains("later notes")
+    );
+
+    // Swap ~/.ssh for another directory holding a new key.
+    fs::rename(fx.home.join(".ssh"), fx.home.join("old-ssh")).unwrap();
+    fs::create_dir_all(fx.home.join(".ssh")).unwrap();
+    fs::write(fx.home.join(".ssh/id_new"), "NEW KEY\n").unwrap();
+    let out = denied(&ctx, &format!("cat '{h}/.ssh/id_new'")).await;
+    assert!(!out.contains("NEW KEY"));
+
+    // Replace the whole home: the new one's `.ssh` is as closed as the old one's was.
+    let moved = fx.base.join("home-moved");
+    fs::rename(&fx.home, &moved).unwrap();
+    fs::create_dir_all(fx.home.join(".ssh")).unwrap();
+    fs::write(fx.home.join(".ssh/id_rsa"), "THIRD KEY\n").unwrap();
+    let out = denied(&ctx, &format!("cat '{h}/.ssh/id_rsa'")).await;
+    assert!(!out.contains("THIRD KEY"));
+}
+
 #[tokio::test]
 async fn network_off_blocks_tcp_connect_to_a_local_listener() {
     let Some(fx) = fixture() else {

@@ -61,6 +61,7 @@ fn openai_client(server: &FakeLlm, max_attempts: u32) -> OpenAiClient {
 fn request() -> ModelRequest {
     ModelRequest {
         model: String::new(),
+        system_shared_len: 0,
         system: "You are a test.".into(),
         messages: vec![Message::user_text("What is the weather?")],
         tools: vec![ToolSpec {

@@ -63,6 +63,7 @@ fn tools() -> Vec<ToolSpec> {
 fn request() -> ModelRequest {
     ModelRequest {
         model: String::new(),
+        system_shared_len: 0,
         system: SYSTEM.into(),
         messages: vec![Message::user_text(PROMPT)],
         tools: tools(),

@@ -91,6 +91,7 @@ fn tools() -> Vec<ToolSpec> {
 fn request(messages: Vec<Message>) -> ModelRequest {
     ModelRequest {
         model: "m".into(),
+        system_shared_len: 0,
         system: "You are a coding assistant.".into(),
         messages,
         tools: tools(),
@@ -221,6 +222,7 @@ async fn retry_resets_the_buffer_and_is_forwarded() {
         Ok(ModelEvent::Usage(Usage {
             input_tokens: 10,
             output_tokens: 5,
+            ..Default::default()
         })),
         stop(StopReason::EndTurn),
     ]]);
@@ -239,7 +241,8 @@ async fn retry_resets_the_buffer_and_is_forwarded() {
             },
             ModelEvent::Usage(Usage {
                 input_tokens: 10,
-                output_tokens: 5
+                output_tokens: 5,
+                ..Default::default()
             }),
             ModelEvent::Stop {
                 reason: StopReason::EndTurn

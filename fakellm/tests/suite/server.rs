@@ -248,7 +248,8 @@ async fn anthropic_non_streaming_message() {
     assert_eq!(body["stop_reason"], "end_turn");
     assert_eq!(
         body["usage"],
-        json!({"input_tokens": 120, "output_tokens": 7})
+        json!({"input_tokens": 120, "output_tokens": 7,
+               "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0})
     );
 }
 
@@ -347,7 +348,8 @@ async fn openai_non_streaming_completion() {
     let body = openai_json(&server, 1).await;
     assert_eq!(
         body["usage"],
-        json!({"prompt_tokens": 120, "completion_tokens": 7, "total_tokens": 127})
+        json!({"prompt_tokens": 120, "completion_tokens": 7, "total_tokens": 127,
+               "prompt_tokens_details": {"cached_tokens": 0}})
     );
 }
 

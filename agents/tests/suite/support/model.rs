@@ -125,6 +125,7 @@ pub fn usage(input_tokens: u64, output_tokens: u64) -> ModelEvent {
     ModelEvent::Usage(Usage {
         input_tokens,
         output_tokens,
+        ..Default::default()
     })
 }
 

@@ -98,6 +98,7 @@ pub fn usage(input_tokens: u64, output_tokens: u64) -> Option<Usage> {
     Some(Usage {
         input_tokens,
         output_tokens,
+        ..Default::default()
     })
 }
 

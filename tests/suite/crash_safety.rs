@@ -108,6 +108,35 @@ fn killed_after_the_write(repo: &TestRepo, server: &FakeLlm) -> String {
     last_run(repo)["run_id"].as_str().unwrap().to_string()
 }
 
+/// Issue 37 (found by `scripts/chaos-kill9.sh`): a run killed between registering a worker's
+/// worktree and recording ahelper's marker for it leaves a worktree on the worker's branch
+/// without a marker; resume re-records the marker and the worker's work is committed and
+/// merged (it was refused — "only commits in linked worktrees created by ahelper" — on every
+/// resume, so the run never finished).
+#[test]
+fn resume_commits_in_a_worktree_whose_marker_a_kill_cut() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let server = start(slow_writer(2_000));
+    let id = killed_after_the_write(&repo, &server);
+    // What a kill between `git worktree add` and the marker's write leaves: no marker.
+    let markers = repo.path().join(".git/ahelper/worktrees");
+    for entry in std::fs::read_dir(&markers).unwrap() {
+        std::fs::remove_file(entry.unwrap().path()).unwrap();
+    }
+    swarm(
+        &repo,
+        &server,
+        &["resume", &id, "--permission-mode", "bypass"],
+    )
+    .assert()
+    .success();
+    let run = last_run(&repo);
+    assert_eq!(run["workers"][0]["status"], "merged", "{run:#}");
+    assert_eq!(run["status"], "finished", "{run:#}");
+    let integration = run["integration_branch"].as_str().unwrap();
+    assert_eq!(repo.git(&["show", &format!("{integration}:a.txt")]), "A\n");
+}
+
 /// `s1` writes `A` into `a.txt`, then says it is done after `delay_ms`.
 fn slow_writer(delay_ms: u64) -> ahelper_fake_llm::Script {
     one_worker([

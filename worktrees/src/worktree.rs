@@ -153,6 +153,45 @@ pub fn resume_worktree(
     add(lock, repo, path, branch, None)
 }
 
+/// Re-records ahelper's marker for the registered worktree at `path` on `branch` when it has
+/// none: a process killed between registering a worktree (`git worktree add`, or a spare moved
+/// into place) and writing its marker leaves it so, and without the marker its commits are
+/// refused. The caller vouches that `path` and `branch` are the ones it made them for (a
+/// worker's recorded worktree and branch). Returns whether a marker was written (`false`: it had
+/// one already). Runs under `lock`.
+///
+/// # Errors
+/// [`GitError::InvalidWorktreePath`] when `path` is not a registered worktree of `repo` or its
+/// HEAD is not `branch`; [`GitError::WrongLock`], [`GitError::Io`], [`GitError::Libgit2`].
+pub fn adopt_worktree(
+    lock: &RepoLock,
+    repo: &Path,
+    path: &Path,
+    branch: &str,
+) -> Result<bool, GitError> {
+    let locked = Locked::open(lock, repo)?;
+    let target = canonical(path)?;
+    let not_ours = |reason: &str| GitError::InvalidWorktreePath {
+        path: target.clone(),
+        reason: reason.to_owned(),
+    };
+    let wt = registered_at(&locked.repo, &target)?
+        .ok_or_else(|| not_ours("it is not a registered worktree of this repository"))?;
+    if wt.is_ours() {
+        return Ok(false);
+    }
+    let (Some(head), Some(on)) = (wt.head, wt.branch.as_deref()) else {
+        return Err(not_ours("its HEAD is not on a branch"));
+    };
+    if on != branch {
+        return Err(not_ours("its HEAD is on another branch than the worker's"));
+    }
+    write_marker_for(&locked.common, &target, branch, head)?;
+    sync_marker(&locked.common, &target)?;
+    tracing::info!(path = %target.display(), branch, "re-recorded the marker of an interrupted worktree");
+    Ok(true)
+}
+
 /// Creates (`base` given) or resumes (`base` `None`) the worktree at `path` on `branch`:
 /// checks under the lock → prepares the branch → registers the worktree and its marker → checks
 /// it out outside the lock → verifies HEAD (S04). A failure after the branch or the worktree was

@@ -480,6 +480,12 @@ async fn create_worktree(
             .find(|w| w.branch.as_deref() == Some(spec.branch.as_str()));
         match existing {
             Some(w) if w.path.exists() => {
+                let recorded = std::fs::canonicalize(&spec.worktree).ok();
+                if !w.is_ours() && recorded.as_deref() == Some(w.path.as_path()) {
+                    // A kill between registering it and recording its marker: its commit
+                    // would be refused without the marker.
+                    git::adopt_worktree(&lock, &repo, &w.path, &spec.branch)?;
+                }
                 sweep_leftover_temps(&w.path, &spec.id);
                 return Ok((w.path, false));
             }

@@ -494,6 +494,11 @@ async fn create_worktree(
             Some(w) => super::cleanup::prune_registration(&lock, &repo, &w.path)?,
             None => {}
         }
+        if let Some(path) = interrupted_spare(&repo, &spec.worktree)? {
+            // A spare moved into place by a process killed before it checked out the branch.
+            git::adopt_worktree(&lock, &repo, &path, &spec.branch)?;
+            return Ok((path, true));
+        }
         let branch_exists = git::branch_tip(&repo, &spec.branch).is_ok();
         let info = if branch_exists && spec.resume {
             git::resume_worktree(&lock, &repo, &spec.worktree, &spec.branch)?
@@ -509,6 +514,18 @@ async fn create_worktree(
         Ok((info.path, true))
     })
     .await
+}
+
+/// The registered worktree at the worker's recorded path `worktree` when its HEAD is detached:
+/// what a kill between moving a spare there and pointing it at the worker's branch leaves.
+fn interrupted_spare(repo: &Path, worktree: &Path) -> Result<Option<PathBuf>, GitTaskError> {
+    let Ok(recorded) = std::fs::canonicalize(worktree) else {
+        return Ok(None);
+    };
+    Ok(git::list_worktrees(repo)?
+        .into_iter()
+        .find(|w| !w.is_main && w.branch.is_none() && w.path == recorded)
+        .map(|w| w.path))
 }
 
 /// Removes the temp files an interrupted atomic write left in the existing worktree of worker

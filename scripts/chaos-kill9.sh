@@ -10,7 +10,7 @@
 #   - a run that does not end finished with all four workers merged and their files intact.
 # Not a CI test: it takes minutes and its kill moments are random. Usage:
 #   scripts/chaos-kill9.sh [ROUNDS]      (default 20; builds the debug binaries first)
-# CHAOS_KEEP=1 keeps the repositories and outputs; CHAOS_DEBUG=1 names the processes holding a
+# CHAOS_KEEP=1 keeps the repositories and outputs (the fake model's request log in fake.log); CHAOS_DEBUG=1 names the processes holding a
 # run's lock after each kill.
 # Prints one line per round and the totals; exits 1 when any round broke a rule.
 set -uo pipefail
@@ -43,16 +43,18 @@ for i in range(1, 5):
                "delay_ms": 150 * i}
     write_g = {"tool_calls": [{"name": "write_file", "arguments": {"path": f"g{i}.txt", "content": f"s{i} done\n"}}],
                "delay_ms": 300}
-    # By what is on disk: a call cut by a kill (its result "interrupted") is made again.
+    # Every turn decided by what is on disk in the worker's worktree, never by counting tool
+    # results (a call cut by a kill gets an extra "interrupted" result on resume, which would
+    # shift a counted script): f missing → write f; else g missing → write g; else done. One
+    # turn and no fallback text: past the end the fake model plays its last (this) turn.
     f_done = {"file_contains": {"path": f"f{i}.txt", "text": f"s{i} x"}}
     g_done = {"file_contains": {"path": f"g{i}.txt", "text": f"s{i} done"}}
-    convs.append({"name": f"s{i}", "match": f"Your subtask `s{i}`", "turns": [
-        write_f,
-        dict(write_g, when=f_done, otherwise=write_f),
-        {"text": f"s{i} done", "delay_ms": 200, "when": {"all": [f_done, g_done]}, "otherwise": write_g}]})
-json.dump({"model": "fake-model", "fallback_text": "Done.", "conversations": convs}, open(sys.argv[1], "w"))
+    decide = {"text": f"s{i} done", "delay_ms": 200, "when": {"all": [f_done, g_done]},
+              "otherwise": dict(write_g, when=f_done, otherwise=write_f)}
+    convs.append({"name": f"s{i}", "match": f"Your subtask `s{i}`", "turns": [decide]})
+json.dump({"model": "fake-model", "conversations": convs}, open(sys.argv[1], "w"))
 EOF
-"$fake" --script "$work/script.json" --port-file "$work/port" --quiet >/dev/null &
+"$fake" --script "$work/script.json" --port-file "$work/port" >/dev/null 2>"$work/fake.log" &
 server_pid=$!
 for _ in $(seq 100); do [ -s "$work/port" ] && break; sleep 0.05; done
 url="http://127.0.0.1:$(cat "$work/port")"

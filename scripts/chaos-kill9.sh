@@ -72,7 +72,7 @@ random_ms() { echo $(( $1 + RANDOM % ($2 - $1) )); }
 sleep_ms() { sleep "$(printf '%d.%03d' $(( $1 / 1000 )) $(( $1 % 1000 )))"; }
 
 broken=0; temp_merged=0; double_merged=0; fsck_failed=0; unfinished=0; both_drove=0; refused=0
-kills=0; resumes=0; planless=0
+kills=0; resumes=0; planless=0; unkilled=0
 for round in $(seq "$rounds"); do
     repo="$work/r$round"; mkdir -p "$repo"
     git -C "$repo" init -q -b main
@@ -83,6 +83,9 @@ for round in $(seq "$rounds"); do
     run_ahelper "$repo" swarm "do it" --yes --permission-mode bypass >"$repo.out" 2>&1 &
     pid=$!; at=$(random_ms 200 2500); sleep_ms "$at"; kill -9 "$pid" 2>/dev/null && kills=$((kills + 1))
     wait "$pid" 2>/dev/null
+    # `kill` succeeds on a process that exited but was not waited for yet: a run that printed
+    # its result ended before the kill.
+    grep -q '^Result:' "$repo.out" && unkilled=$((unkilled + 1))
     id="$(ls "$repo/.ahelper/runs" 2>/dev/null | head -1)"
     if [ -n "${CHAOS_DEBUG:-}" ]; then for p in /proc/[0-9]*; do ls -l "$p/fd" 2>/dev/null | grep -q run.lock && echo "DEBUG holder $p $(cat "$p/comm") $(tr '\0' ' ' <"$p/cmdline")"; done; fi
     if [ -z "$id" ]; then echo "round $round: killed at ${at} ms before the run was recorded"; continue; fi
@@ -125,6 +128,6 @@ for round in $(seq "$rounds"); do
     [ -n "$bad" ] && broken=$((broken + 1))
     echo "round $round: killed at ${at} ms; concurrent resumes exited $ca/$cb; ${bad:- ok}"
 done
-echo "rounds $rounds (killed while planning: $planless) · kill -9 $kills · resumes $resumes · concurrent pair refused $refused · both drove $both_drove"
+echo "rounds $rounds (killed while planning: $planless; run ended before its kill: $unkilled) · kill -9 $kills · resumes $resumes · concurrent pair refused $refused · both drove $both_drove"
 echo "temp file merged $temp_merged · double merge $double_merged · fsck failed $fsck_failed · not finished $unfinished · broken rounds $broken"
 [ "$broken" = 0 ] && [ "$both_drove" = 0 ]

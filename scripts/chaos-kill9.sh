@@ -10,7 +10,7 @@
 #   - a run that does not end finished with all four workers merged and their files intact.
 # Not a CI test: it takes minutes and its kill moments are random. Usage:
 #   scripts/chaos-kill9.sh [ROUNDS]      (default 20; builds the debug binaries first)
-# CHAOS_KEEP=1 keeps the repositories and outputs; CHAOS_DEBUG=1 names the processes holding a
+# CHAOS_KEEP=1 keeps the repositories and outputs (the fake model's request log in fake.log); CHAOS_DEBUG=1 names the processes holding a
 # run's lock after each kill.
 # Prints one line per round and the totals; exits 1 when any round broke a rule.
 set -uo pipefail
@@ -43,16 +43,18 @@ for i in range(1, 5):
                "delay_ms": 150 * i}
     write_g = {"tool_calls": [{"name": "write_file", "arguments": {"path": f"g{i}.txt", "content": f"s{i} done\n"}}],
                "delay_ms": 300}
-    # By what is on disk: a call cut by a kill (its result "interrupted") is made again.
+    # Every turn decided by what is on disk in the worker's worktree, never by counting tool
+    # results (a call cut by a kill gets an extra "interrupted" result on resume, which would
+    # shift a counted script): f missing → write f; else g missing → write g; else done. One
+    # turn and no fallback text: past the end the fake model plays its last (this) turn.
     f_done = {"file_contains": {"path": f"f{i}.txt", "text": f"s{i} x"}}
     g_done = {"file_contains": {"path": f"g{i}.txt", "text": f"s{i} done"}}
-    convs.append({"name": f"s{i}", "match": f"Your subtask `s{i}`", "turns": [
-        write_f,
-        dict(write_g, when=f_done, otherwise=write_f),
-        {"text": f"s{i} done", "delay_ms": 200, "when": {"all": [f_done, g_done]}, "otherwise": write_g}]})
-json.dump({"model": "fake-model", "fallback_text": "Done.", "conversations": convs}, open(sys.argv[1], "w"))
+    decide = {"text": f"s{i} done", "delay_ms": 200, "when": {"all": [f_done, g_done]},
+              "otherwise": dict(write_g, when=f_done, otherwise=write_f)}
+    convs.append({"name": f"s{i}", "match": f"Your subtask `s{i}`", "turns": [decide]})
+json.dump({"model": "fake-model", "conversations": convs}, open(sys.argv[1], "w"))
 EOF
-"$fake" --script "$work/script.json" --port-file "$work/port" --quiet >/dev/null &
+"$fake" --script "$work/script.json" --port-file "$work/port" >/dev/null 2>"$work/fake.log" &
 server_pid=$!
 for _ in $(seq 100); do [ -s "$work/port" ] && break; sleep 0.05; done
 url="http://127.0.0.1:$(cat "$work/port")"
@@ -70,7 +72,7 @@ random_ms() { echo $(( $1 + RANDOM % ($2 - $1) )); }
 sleep_ms() { sleep "$(printf '%d.%03d' $(( $1 / 1000 )) $(( $1 % 1000 )))"; }
 
 broken=0; temp_merged=0; double_merged=0; fsck_failed=0; unfinished=0; both_drove=0; refused=0
-kills=0; resumes=0; planless=0
+kills=0; resumes=0; planless=0; unkilled=0
 for round in $(seq "$rounds"); do
     repo="$work/r$round"; mkdir -p "$repo"
     git -C "$repo" init -q -b main
@@ -81,6 +83,9 @@ for round in $(seq "$rounds"); do
     run_ahelper "$repo" swarm "do it" --yes --permission-mode bypass >"$repo.out" 2>&1 &
     pid=$!; at=$(random_ms 200 2500); sleep_ms "$at"; kill -9 "$pid" 2>/dev/null && kills=$((kills + 1))
     wait "$pid" 2>/dev/null
+    # `kill` succeeds on a process that exited but was not waited for yet: a run that printed
+    # its result ended before the kill.
+    grep -q '^Result:' "$repo.out" && unkilled=$((unkilled + 1))
     id="$(ls "$repo/.ahelper/runs" 2>/dev/null | head -1)"
     if [ -n "${CHAOS_DEBUG:-}" ]; then for p in /proc/[0-9]*; do ls -l "$p/fd" 2>/dev/null | grep -q run.lock && echo "DEBUG holder $p $(cat "$p/comm") $(tr '\0' ' ' <"$p/cmdline")"; done; fi
     if [ -z "$id" ]; then echo "round $round: killed at ${at} ms before the run was recorded"; continue; fi
@@ -123,6 +128,6 @@ for round in $(seq "$rounds"); do
     [ -n "$bad" ] && broken=$((broken + 1))
     echo "round $round: killed at ${at} ms; concurrent resumes exited $ca/$cb; ${bad:- ok}"
 done
-echo "rounds $rounds (killed while planning: $planless) · kill -9 $kills · resumes $resumes · concurrent pair refused $refused · both drove $both_drove"
+echo "rounds $rounds (killed while planning: $planless; run ended before its kill: $unkilled) · kill -9 $kills · resumes $resumes · concurrent pair refused $refused · both drove $both_drove"
 echo "temp file merged $temp_merged · double merge $double_merged · fsck failed $fsck_failed · not finished $unfinished · broken rounds $broken"
 [ "$broken" = 0 ] && [ "$both_drove" = 0 ]

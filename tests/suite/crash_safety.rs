@@ -108,6 +108,84 @@ fn killed_after_the_write(repo: &TestRepo, server: &FakeLlm) -> String {
     last_run(repo)["run_id"].as_str().unwrap().to_string()
 }
 
+/// Issue 37 (found by `scripts/chaos-kill9.sh`): a run killed between registering a worker's
+/// worktree and recording ahelper's marker for it leaves a worktree on the worker's branch
+/// without a marker; resume re-records the marker and the worker's work is committed and
+/// merged (it was refused — "only commits in linked worktrees created by ahelper" — on every
+/// resume, so the run never finished).
+#[test]
+fn resume_commits_in_a_worktree_whose_marker_a_kill_cut() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let server = start(slow_writer(2_000));
+    let id = killed_after_the_write(&repo, &server);
+    // What a kill between `git worktree add` and the marker's write leaves: no marker.
+    let markers = repo.path().join(".git/ahelper/worktrees");
+    for entry in std::fs::read_dir(&markers).unwrap() {
+        std::fs::remove_file(entry.unwrap().path()).unwrap();
+    }
+    swarm(
+        &repo,
+        &server,
+        &["resume", &id, "--permission-mode", "bypass"],
+    )
+    .assert()
+    .success();
+    let run = last_run(&repo);
+    assert_eq!(run["workers"][0]["status"], "merged", "{run:#}");
+    assert_eq!(run["status"], "finished", "{run:#}");
+    let integration = run["integration_branch"].as_str().unwrap();
+    assert_eq!(repo.git(&["show", &format!("{integration}:a.txt")]), "A\n");
+}
+
+/// Issue 37 (found by `scripts/chaos-kill9.sh`): a run killed after a spare worktree was moved
+/// to a worker's path but before its HEAD was pointed at the worker's branch (detached, no
+/// marker) — resume checks the branch out there and the worker's work is merged (resume
+/// refused the path as "already exists", on every resume).
+#[test]
+fn resume_finishes_a_spare_a_kill_left_detached_at_a_workers_path() {
+    let repo = repo_with(&[("a.txt", "a\n")]);
+    let server = start(one_worker([
+        writes("a.txt", "A\n").with_delay_ms(3_000),
+        Turn::text("s1 done"),
+    ]));
+    let mut child = spawn_swarm(&repo, &server);
+    wait_for_run(&mut child, &repo, |run| {
+        run["workers"][0]["status"] == "running" && worktree_of(run, 0).join(".git").exists()
+    });
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let run = last_run(&repo);
+    let worktree = worktree_of(&run, 0);
+    // What the kill inside the spare's recycling leaves: HEAD detached, no marker.
+    let head = repo
+        .git(&["-C", worktree.to_str().unwrap(), "rev-parse", "HEAD"])
+        .trim()
+        .to_owned();
+    repo.git(&[
+        "-C",
+        worktree.to_str().unwrap(),
+        "checkout",
+        "-q",
+        "--detach",
+        &head,
+    ]);
+    for entry in std::fs::read_dir(repo.path().join(".git/ahelper/worktrees")).unwrap() {
+        std::fs::remove_file(entry.unwrap().path()).unwrap();
+    }
+    let id = run["run_id"].as_str().unwrap().to_string();
+    swarm(
+        &repo,
+        &server,
+        &["resume", &id, "--permission-mode", "bypass"],
+    )
+    .assert()
+    .success();
+    let run = last_run(&repo);
+    assert_eq!(run["workers"][0]["status"], "merged", "{run:#}");
+    let integration = run["integration_branch"].as_str().unwrap();
+    assert_eq!(repo.git(&["show", &format!("{integration}:a.txt")]), "A\n");
+}
+
 /// `s1` writes `A` into `a.txt`, then says it is done after `delay_ms`.
 fn slow_writer(delay_ms: u64) -> ahelper_fake_llm::Script {
     one_worker([

@@ -98,6 +98,6 @@ pub use temp_files::{
     sweep_writer_temps,
 };
 pub use worktree::{
-    RemovedWorktree, WorktreeInfo, WorktreeMarker, create_worktree, list_worktrees,
+    RemovedWorktree, WorktreeInfo, WorktreeMarker, adopt_worktree, create_worktree, list_worktrees,
     prune_worktrees, remove_worktree, resume_worktree,
 };

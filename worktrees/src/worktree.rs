@@ -153,6 +153,62 @@ pub fn resume_worktree(
     add(lock, repo, path, branch, None)
 }
 
+/// Finishes, for a worker's worktree at `path` on `branch`, what a process killed while making
+/// it left undone: a worktree registered (`git worktree add`, or a spare moved into place) but
+/// whose marker was never written gets it — without the marker its commits are refused; one
+/// still detached (a spare moved to `path`, killed before its HEAD was pointed at `branch`) is
+/// checked out on `branch` (`git reset --hard` to its tip: no agent worked there yet, its HEAD
+/// never was on the branch). The caller vouches that `path` and `branch` are the ones it made
+/// them for (a worker's recorded worktree and branch). Returns whether anything was done
+/// (`false`: it is on `branch` with its marker). Runs under `lock`.
+///
+/// # Errors
+/// [`GitError::InvalidWorktreePath`] when `path` is not a registered worktree of `repo` or its
+/// HEAD is on another branch; [`GitError::Libgit2`] when `branch` is missing or HEAD is
+/// unreadable; [`GitError::WrongLock`], [`GitError::Io`], [`GitError::GitCommand`].
+pub fn adopt_worktree(
+    lock: &RepoLock,
+    repo: &Path,
+    path: &Path,
+    branch: &str,
+) -> Result<bool, GitError> {
+    let locked = Locked::open(lock, repo)?;
+    let target = canonical(path)?;
+    let not_ours = |reason: &str| GitError::InvalidWorktreePath {
+        path: target.clone(),
+        reason: reason.to_owned(),
+    };
+    let wt = registered_at(&locked.repo, &target)?
+        .ok_or_else(|| not_ours("it is not a registered worktree of this repository"))?;
+    match wt.branch.as_deref() {
+        Some(on) if on != branch => {
+            return Err(not_ours("its HEAD is on another branch than the worker's"));
+        }
+        Some(_) if wt.is_ours() => return Ok(false),
+        Some(_) => {}
+        None => point_at_branch(&locked.repo, &target, branch)?,
+    }
+    let head = Repository::open(&target)
+        .and_then(|r| r.head()?.peel_to_commit().map(|c| c.id()))
+        .ctx(|| format!("reading HEAD of {}", target.display()))?;
+    write_marker_for(&locked.common, &target, branch, head)?;
+    sync_marker(&locked.common, &target)?;
+    tracing::info!(path = %target.display(), branch, "finished an interrupted worktree");
+    Ok(true)
+}
+
+/// Points the detached worktree at `target` at `branch` and checks its tip out.
+fn point_at_branch(repo: &Repository, target: &Path, branch: &str) -> Result<(), GitError> {
+    let tip = repo
+        .find_branch(branch, git2::BranchType::Local)
+        .and_then(|b| b.get().peel_to_commit().map(|c| c.id()))
+        .ctx(|| format!("reading the branch {branch}"))?;
+    Repository::open(target)
+        .and_then(|r| r.set_head(&format!("refs/heads/{branch}")))
+        .ctx(|| format!("setting HEAD of {}", target.display()))?;
+    checkout_new_worktree(repo, target, tip)
+}
+
 /// Creates (`base` given) or resumes (`base` `None`) the worktree at `path` on `branch`:
 /// checks under the lock → prepares the branch → registers the worktree and its marker → checks
 /// it out outside the lock → verifies HEAD (S04). A failure after the branch or the worktree was

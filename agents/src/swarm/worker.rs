@@ -507,6 +507,9 @@ async fn create_worktree(
     let repo = run.repo_root.clone();
     let lock = run.git_lock.clone();
     let spec = spec.clone();
+    // Only a worktree at `<…>/<repo id>/<run id>/<worker>` is finished in place (an edited
+    // run record must not point this at another worktree of the repository).
+    let run_dir = Path::new(&super::run::repo_id(&repo)).join(&run.run_id);
     git_task(move || {
         create_parent_dir(&spec.worktree)?;
         let existing = git::list_worktrees(&repo)?
@@ -514,6 +517,12 @@ async fn create_worktree(
             .find(|w| w.branch.as_deref() == Some(spec.branch.as_str()));
         match existing {
             Some(w) if w.path.exists() => {
+                let recorded = std::fs::canonicalize(&spec.worktree).ok();
+                if !w.is_ours() && recorded.as_deref() == Some(w.path.as_path()) {
+                    // A kill between registering it and recording its marker: its commit
+                    // would be refused without the marker.
+                    git::adopt_worktree(&lock, &repo, &w.path, &spec.branch)?;
+                }
                 sweep_leftover_temps(&w.path, &spec.id);
                 return Ok((w.path, false));
             }
@@ -521,6 +530,11 @@ async fn create_worktree(
             // worktree from the branch below (its `wip` commits included).
             Some(w) => super::cleanup::prune_registration(&lock, &repo, &w.path)?,
             None => {}
+        }
+        if let Some(path) = interrupted_spare(&repo, &spec.worktree, &run_dir)? {
+            // A spare moved into place by a process killed before it checked out the branch.
+            git::adopt_worktree(&lock, &repo, &path, &spec.branch)?;
+            return Ok((path, true));
         }
         let branch_exists = git::branch_tip(&repo, &spec.branch).is_ok();
         let info = if branch_exists && spec.resume {
@@ -537,6 +551,26 @@ async fn create_worktree(
         Ok((info.path, true))
     })
     .await
+}
+
+/// The registered worktree at the worker's recorded path `worktree` (in a directory ending
+/// with `run_dir`, `<repo id>/<run id>`) when its HEAD is detached: what a kill between moving
+/// a spare there and pointing it at the worker's branch leaves.
+fn interrupted_spare(
+    repo: &Path,
+    worktree: &Path,
+    run_dir: &Path,
+) -> Result<Option<PathBuf>, GitTaskError> {
+    let Ok(recorded) = std::fs::canonicalize(worktree) else {
+        return Ok(None);
+    };
+    if !recorded.parent().is_some_and(|p| p.ends_with(run_dir)) {
+        return Ok(None);
+    }
+    Ok(git::list_worktrees(repo)?
+        .into_iter()
+        .find(|w| !w.is_main && w.branch.is_none() && w.path == recorded)
+        .map(|w| w.path))
 }
 
 /// Removes the temp files an interrupted atomic write left in the existing worktree of worker

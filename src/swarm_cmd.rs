@@ -426,10 +426,9 @@ pub(crate) async fn start(
         Err(code) => return code,
     };
     // Held until this function returns (the run, then `--apply`): see `swarm::run_claim`.
-    let run_dir = swarm::state::run_dir(&root, &prepared.record.run_id);
-    let _claim = match swarm::run_claim::claim_run(&run_dir, &prepared.record.run_id) {
+    let _claim = match claim_new_run(&root, &prepared.record.run_id) {
         Ok(claim) => claim,
-        Err(e) => return usage_error(&e),
+        Err(code) => return code,
     };
     let mode = output_mode(run_args.output_format);
     tell_interrupted_runs(&prepared.record, mode);
@@ -503,6 +502,13 @@ pub(crate) async fn start(
         return apply(&config, &run_id, run_args.allow_hazards);
     }
     code
+}
+
+/// Claims the new run `run_id` of the repository at `root` for this process
+/// ([`swarm::run_claim`]); the exit status after saying why not.
+fn claim_new_run(root: &Path, run_id: &str) -> Result<RunClaim, i32> {
+    let run_dir = swarm::state::run_dir(root, run_id);
+    swarm::run_claim::claim_run(&run_dir, run_id).map_err(|e| usage_error(&e))
 }
 
 /// The run's record, made before planning, with its verification choice (`--verify`,

@@ -246,19 +246,8 @@ pub fn merge_clean_run(
 ) -> Result<Vec<Oid>, GitError> {
     let repo = open_repo(repo)?;
     let start = tip(&repo, target_branch)?;
-    let mut tips = Vec::with_capacity(sources.len());
-    let mut current = start;
-    for source in sources {
-        let merged = tip(&repo, source.branch)
-            .and_then(|theirs| merge_in_memory(&repo, current, theirs, source.message, identity));
-        current = match merged {
-            Ok(MergeOutcome::UpToDate { commit })
-            | Ok(MergeOutcome::FastForward { commit })
-            | Ok(MergeOutcome::Merged { commit }) => commit,
-            Ok(MergeOutcome::Conflict { .. }) | Err(_) => break,
-        };
-        tips.push(current);
-    }
+    let tips = chain_in_memory(&repo, start, sources, identity);
+    let current = tips.last().copied().unwrap_or(start);
     if current != start {
         refuse_checked_out(&repo, target_branch)?;
         let log = format!("ahelper: merge {} branches", tips.len());
@@ -291,11 +280,23 @@ pub fn candidate_chain(
     identity: Option<&Identity>,
 ) -> Result<Vec<Oid>, GitError> {
     let repo = open_repo(repo)?;
+    Ok(chain_in_memory(&repo, start, sources, identity))
+}
+
+/// Merges `sources`, in order, on top of `start` in memory, each on top of the previous result,
+/// stopping before the first that conflicts or cannot be read or merged; the result after each
+/// merged source.
+fn chain_in_memory(
+    repo: &Repository,
+    start: Oid,
+    sources: &[MergeSource<'_>],
+    identity: Option<&Identity>,
+) -> Vec<Oid> {
     let mut tips = Vec::with_capacity(sources.len());
     let mut current = start;
     for source in sources {
-        let merged = tip(&repo, source.branch)
-            .and_then(|theirs| merge_in_memory(&repo, current, theirs, source.message, identity));
+        let merged = tip(repo, source.branch)
+            .and_then(|theirs| merge_in_memory(repo, current, theirs, source.message, identity));
         current = match merged {
             Ok(MergeOutcome::UpToDate { commit })
             | Ok(MergeOutcome::FastForward { commit })
@@ -304,7 +305,7 @@ pub fn candidate_chain(
         };
         tips.push(current);
     }
-    Ok(tips)
+    tips
 }
 
 /// The id of `commit`'s tree (what a verification verdict is a property of).

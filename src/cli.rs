@@ -410,18 +410,6 @@ pub enum SwarmCommand {
     },
 }
 
-/// Claude Code's tool names and ahelper's (`--allowedTools Bash(git diff:*)`).
-const CLAUDE_CODE_TOOLS: [(&str, &str); 8] = [
-    ("Bash", "run_command"),
-    ("Read", "read_file"),
-    ("Edit", "edit_file"),
-    ("MultiEdit", "edit_file"),
-    ("Write", "write_file"),
-    ("Glob", "glob"),
-    ("Grep", "grep"),
-    ("LS", "list_dir"),
-];
-
 /// The permission rules of `--allowed-tools`/`--disallowed-tools` values: each value holds
 /// rules separated by commas or whitespace outside parentheses; Claude Code's tool names are
 /// mapped to ahelper's (`Bash(git diff:*)` → `run_command(git diff:*)`).
@@ -432,7 +420,7 @@ pub fn permission_rules(values: &[String]) -> Result<Vec<PermissionRule>, String
     let mut rules = vec![];
     for text in values.iter().flat_map(|v| split_rules(v)) {
         let (tool, rest) = text.split_at(text.find('(').unwrap_or(text.len()));
-        let tool = CLAUDE_CODE_TOOLS
+        let tool = ahelper_agents::hooks::CLAUDE_CODE_TOOL_NAMES
             .iter()
             .find(|(claude, _)| *claude == tool)
             .map_or(tool, |(_, ours)| ours);

@@ -560,9 +560,12 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn malformed_chunk_is_a_decode_error() {
+    async fn malformed_chunk_is_a_malformed_event_quoting_it() {
         let got = parse("data: {\"choices\": [\n\n").await;
-        assert!(matches!(got[0], Err(ModelError::Decode(_))), "{got:?}");
+        assert!(
+            matches!(&got[0], Err(ModelError::MalformedEvent(text)) if text.contains("{\"choices\": [")),
+            "{got:?}"
+        );
     }
 
     #[tokio::test]

@@ -362,10 +362,12 @@ impl HttpTransport {
         }
     }
 
-    /// `text` with every occurrence of the API key replaced by `<redacted>`.
+    /// `text` with every occurrence of the API key replaced by `<redacted>`; a key shorter than
+    /// [`crate::redact::MIN_SECRET_LEN`] (a local server's dummy, `local`) is no secret and would
+    /// shred words of the message, as for every other redaction.
     fn scrub(&self, text: &str) -> String {
         let key = self.api_key.0.trim();
-        if key.len() < 4 {
+        if key.len() < crate::redact::MIN_SECRET_LEN {
             return text.to_string();
         }
         text.replace(key, "<redacted>")
@@ -565,6 +567,15 @@ mod tests {
         assert_eq!(
             join_url("http://127.0.0.1:8089/v1", "/chat/completions"),
             "http://127.0.0.1:8089/v1/chat/completions"
+        );
+    }
+
+    #[test]
+    fn scrub_leaves_a_short_dummy_key_alone() {
+        let t = transport_for_tests("local");
+        assert_eq!(
+            t.scrub("slow local models may need more time"),
+            "slow local models may need more time"
         );
     }
 

@@ -408,16 +408,8 @@ pub(crate) async fn start(
     nats: Option<&NatsOptions>,
 ) -> i32 {
     let config = with_max_workers(config, run_args);
-    let provider = match provider(&config) {
-        Ok(p) => p,
-        Err(code) => return code,
-    };
-    let root = match repo_root(&config) {
-        Ok(root) => root,
-        Err(code) => return code,
-    };
-    let source = match plan_source(run_args) {
-        Ok(source) => source,
+    let (provider, root, source) = match run_inputs(&config, run_args) {
+        Ok(inputs) => inputs,
         Err(code) => return code,
     };
     let mcp_servers = &named_for_workers(&config, &root, mcp_servers);
@@ -502,6 +494,19 @@ pub(crate) async fn start(
         return apply(&config, &run_id, run_args.allow_hazards);
     }
     code
+}
+
+/// What a new run needs before anything is made: the model provider, the repository's root and
+/// where the plan comes from; the exit status after saying what is wrong.
+fn run_inputs(
+    config: &Config,
+    run_args: &SwarmRunArgs,
+) -> Result<(ProviderSettings, PathBuf, PlanSource), i32> {
+    Ok((
+        provider(config)?,
+        repo_root(config)?,
+        plan_source(run_args)?,
+    ))
 }
 
 /// Claims the new run `run_id` of the repository at `root` for this process

@@ -440,6 +440,26 @@ fn both_merged(closing_delay_ms: u64) -> ahelper_fake_llm::Script {
 /// in conflict).
 fn wait_for_the_merges_on_disk(repo: &TestRepo) {
     wait_for_statuses_on_disk(repo, &["merged", "merged", "conflict"]);
+    // The queue removes a merged worker's worktree and branch after recording it merged: wait
+    // for that too, so the kill lands in the closing turn and not in that removal.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let run = last_run(repo);
+    let exists = |i: usize| {
+        let branch = run["workers"][i]["branch"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        std::process::Command::new("git")
+            .arg("-C")
+            .arg(repo.path())
+            .args(["rev-parse", "--verify", "--quiet"])
+            .arg(format!("refs/heads/{branch}"))
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    while (exists(0) || exists(1)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
 
 /// Waits until `run.json` shows the workers in `expected`. The coordinator hands the record to
